@@ -1,0 +1,44 @@
+/* ckptctl: declarations shared by its commands. Every command reaches libckpt through ckpt.h
+ * only. */
+#ifndef CKPTCTL_H
+#define CKPTCTL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ckpt.h"
+#include "cli.h"
+
+int cmd_import(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+
+extern const char usage_import[], usage_export[], usage_list[], usage_verify[];
+
+/* Parses a STEP argument: a decimal number or "latest" (CKPT_STEP_LATEST). Returns 0, or prints a
+ * usage error for cmd and returns EXIT_USAGE. */
+int ck_parse_step(const char *cmd, const char *s, uint64_t *out);
+
+/* Reports a getopt_long() failure (it returned c, with opterr 0 and ':' leading the short
+ * options) as a usage error for cmd. Returns EXIT_USAGE. */
+int ck_bad_option(const char *cmd, int c, char **argv);
+
+/* The exit status for a negative CKPT_E_* code: EXIT_NOTFOUND, EXIT_BUSY or EXIT_FAIL. */
+int ck_exit_status(int err);
+
+/* Reports the library's failure err on stderr as "ckptctl: CMD: <detail>", where the detail is
+ * ckpt_errmsg() (which names the file), or "<what>: <ckpt_strerror(err)>" when the library left
+ * no message. Returns the exit status for err. */
+int ck_fail(const char *cmd, int err, const char *what);
+
+/* Opens the store at path (read-only when ro; created when create). Reports failures as
+ * ck_fail(); returns 0 or the exit status. */
+int ck_open_store(const char *cmd, const char *path, bool ro, const ckpt_options *extra,
+		  ckpt_store **out);
+
+/* Message for an invalid-manifest checkpoint of step (from ckpt_store_list with
+ * include_invalid): reopens it to get the library's detailed message. Writes into buf. */
+const char *ck_invalid_reason(ckpt_store *store, const ckpt_info *info, char *buf, size_t len);
+
+#endif

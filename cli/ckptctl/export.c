@@ -1,0 +1,251 @@
+/* ckptctl export: write a checkpoint as a safetensors file, atomically (temporary file, fsync,
+ * rename, directory fsync), or to standard output. */
+#include "ckptctl.h"
+#include "safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char usage_export[] =
+	"Usage: ckptctl export STORE [STEP] -o FILE.safetensors [OPTIONS]\n"
+	"Write the checkpoint of STEP (a number or 'latest'; default latest) as a safetensors file:\n"
+	"the tensors in the checkpoint's order with contiguous data, the checkpoint's metadata in\n"
+	"\"__metadata__\". Every chunk is verified as it is read. FILE is written under a temporary\n"
+	"name, synced and renamed: it is never left half-written.\n"
+	"\n"
+	"Options:\n"
+	"  -o, --output FILE   the file to write (required); '-' writes to standard output\n"
+	"  -q, --quiet         print nothing on success\n"
+	"  -h, --help          show this help\n"
+	"\n"
+	"Example:\n"
+	"  ckptctl export /mnt/nvme/ckpt latest -o model.safetensors\n";
+
+static const struct option export_opts[] = {
+	{"output", required_argument, NULL, 'o'},
+	{"quiet", no_argument, NULL, 'q'},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+/* The temporary file to remove if a signal ends the export. */
+static char *tmp_path;
+
+static void on_signal(int sig)
+{
+	if (tmp_path)
+		unlink(tmp_path);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int fsync_dir_of(const char *path)
+{
+	char *copy = strdup(path);
+	if (!copy)
+		return -1;
+	int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(copy);
+	if (fd < 0)
+		return -1;
+	int r = fsync(fd);
+	close(fd);
+	return r;
+}
+
+int cmd_export(int argc, char **argv)
+{
+	const char *cmd = "export";
+	const char *out = NULL;
+	bool quiet = false;
+	int c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":o:qh", export_opts, NULL)) != -1) {
+		switch (c) {
+		case 'o': out = optarg; break;
+		case 'q': quiet = true; break;
+		case 'h': fputs(usage_export, stdout); return EXIT_OK;
+		default: return ck_bad_option(cmd, c, argv);
+		}
+	}
+	int npos = argc - optind;
+	if (npos < 1)
+		return cli_usage_err(cmd, "expected STORE");
+	if (npos > 2)
+		return cli_usage_err(cmd, "too many arguments");
+	if (!out || !*out)
+		return cli_usage_err(cmd, "-o FILE is required ('-' for standard output)");
+	uint64_t step = CKPT_STEP_LATEST;
+	if (npos == 2 && ck_parse_step(cmd, argv[optind + 1], &step))
+		return EXIT_USAGE;
+	bool to_stdout = !strcmp(out, "-");
+	if (to_stdout && isatty(STDOUT_FILENO))
+		return cli_usage_err(cmd, "refusing to write binary data to a terminal");
+
+	int rc, r, fd = -1;
+	ckpt_store *store = NULL;
+	ckpt_reader *rd = NULL;
+	struct st_out_tensor *ts = NULL;
+	const char **keys = NULL, **vals = NULL;
+	uint8_t *hdr = NULL, *buf = NULL;
+	char tmp[4200];
+	ckpt_info info;
+
+	if ((rc = ck_open_store(cmd, argv[optind], true, NULL, &store)))
+		return rc;
+	rc = EXIT_FAIL;
+	r = ckpt_reader_open(store, step, &rd);
+	if (r < 0) {
+		char what[64];
+		if (step == CKPT_STEP_LATEST)
+			snprintf(what, sizeof what, "no checkpoint");
+		else
+			snprintf(what, sizeof what, "step %llu", (unsigned long long)step);
+		rc = ck_fail(cmd, r, what);
+		goto out;
+	}
+	ckpt_reader_info(rd, &info);
+	size_t nt = ckpt_reader_tensor_count(rd), nm = ckpt_reader_meta_count(rd);
+	ts = calloc(nt ? nt : 1, sizeof *ts);
+	keys = calloc(nm ? nm : 1, sizeof *keys);
+	vals = calloc(nm ? nm : 1, sizeof *vals);
+	if (!ts || !keys || !vals) {
+		cli_err("%s: out of memory", cmd);
+		goto out;
+	}
+	uint64_t maxb = 0, total = 0;
+	for (size_t k = 0; k < nt; k++) {
+		ckpt_tensor_info ti;
+		if ((r = ckpt_reader_tensor(rd, k, &ti)) < 0) {
+			rc = ck_fail(cmd, r, "reading the tensor list");
+			goto out;
+		}
+		if (!strcmp(ti.name, "__metadata__")) {
+			cli_err("%s: step %llu has a tensor named \"__metadata__\", which safetensors "
+				"reserves", cmd, (unsigned long long)info.step);
+			goto out;
+		}
+		ts[k] = (struct st_out_tensor){ti.name, ti.dtype, ti.ndim, ti.shape, ti.nbytes};
+		if (ti.nbytes > maxb)
+			maxb = ti.nbytes;
+		total += ti.nbytes;
+	}
+	for (size_t k = 0; k < nm; k++)
+		if ((r = ckpt_reader_meta(rd, k, &keys[k], &vals[k])) < 0) {
+			rc = ck_fail(cmd, r, "reading the metadata");
+			goto out;
+		}
+	size_t hlen;
+	hdr = st_build_header(ts, nt, keys, vals, nm, &hlen);
+	if (!hdr) {
+		cli_err("%s: cannot build the safetensors header (out of memory or unknown dtype)",
+			cmd);
+		goto out;
+	}
+	if (maxb > SIZE_MAX || (maxb && !(buf = malloc((size_t)maxb)))) {
+		cli_err("%s: out of memory for a tensor of %llu bytes", cmd, (unsigned long long)maxb);
+		goto out;
+	}
+
+	const char *dest = to_stdout ? "standard output" : tmp;
+	if (to_stdout)
+		fd = STDOUT_FILENO;
+	else {
+		snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out, (long)getpid());
+		tmp_path = tmp;
+		signal(SIGINT, on_signal);
+		signal(SIGTERM, on_signal);
+		signal(SIGHUP, on_signal);
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+		if (fd < 0) {
+			tmp_path = NULL;
+			cli_err("%s: %s: %s", cmd, tmp, strerror(errno));
+			goto out;
+		}
+	}
+	if (write_all(fd, hdr, hlen)) {
+		cli_err("%s: write %s: %s", cmd, dest, strerror(errno));
+		goto out;
+	}
+	for (size_t k = 0; k < nt; k++) {
+		if (!ts[k].nbytes)
+			continue;
+		r = ckpt_reader_restore(rd, k, CKPT_MEM_HOST, buf, ts[k].nbytes);
+		if (r < 0) {
+			rc = ck_fail(cmd, r, "reading a tensor");
+			goto out;
+		}
+		if (write_all(fd, buf, (size_t)ts[k].nbytes)) {
+			cli_err("%s: write %s: %s", cmd, dest, strerror(errno));
+			goto out;
+		}
+	}
+	if (!to_stdout) {
+		if (fsync(fd)) {
+			cli_err("%s: fsync %s: %s", cmd, tmp, strerror(errno));
+			goto out;
+		}
+		int cr = close(fd);
+		fd = -1;
+		if (cr) {
+			cli_err("%s: close %s: %s", cmd, tmp, strerror(errno));
+			goto out;
+		}
+		if (rename(tmp, out)) {
+			cli_err("%s: rename %s to %s: %s", cmd, tmp, out, strerror(errno));
+			goto out;
+		}
+		tmp_path = NULL;
+		if (fsync_dir_of(out)) {
+			cli_err("%s: fsync the directory of %s: %s", cmd, out, strerror(errno));
+			goto out;
+		}
+		if (!quiet) {
+			char a[32];
+			printf("exported step %llu: %zu tensors, %s to %s\n",
+			       (unsigned long long)info.step, nt, cli_fmt_iec(total, a, sizeof a),
+			       out);
+		}
+	}
+	rc = EXIT_OK;
+out:
+	if (fd >= 0 && fd != STDOUT_FILENO)
+		close(fd);
+	if (tmp_path) {
+		unlink(tmp_path);
+		tmp_path = NULL;
+	}
+	free(buf);
+	free(hdr);
+	free(ts);
+	free(keys);
+	free(vals);
+	ckpt_reader_close(rd);
+	ckpt_store_close(store);
+	return rc;
+}

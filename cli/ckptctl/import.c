@@ -1,0 +1,220 @@
+/* ckptctl import: make a checkpoint from a safetensors file. The file is mapped read-only and its
+ * tensors are handed to the library in place: nothing is copied into heap memory. */
+#include "ckptctl.h"
+#include "safetensors.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char usage_import[] =
+	"Usage: ckptctl import STORE --step N FILE.safetensors [OPTIONS]\n"
+	"Make the checkpoint of step N in STORE from a safetensors file; STORE is created if it\n"
+	"does not exist. The tensors keep the order of their data in the file; \"__metadata__\"\n"
+	"becomes the checkpoint's metadata. The file is validated completely before anything is\n"
+	"written.\n"
+	"\n"
+	"Options:\n"
+	"  -s, --step N           step of the new checkpoint (required)\n"
+	"      --chunk-size SIZE  chunk size of new chunks: a power of two from 64K to 64M\n"
+	"                         (default: the store's; 1M for a new store)\n"
+	"      --compress ALGO    compression of new chunks: none or zstd (default: the store's)\n"
+	"      --level N          zstd level, 1 to 19 (default 1)\n"
+	"      --overwrite        replace an existing checkpoint of step N\n"
+	"  -q, --quiet            print nothing on success\n"
+	"      --json             print the statistics of the save as JSON\n"
+	"  -h, --help             show this help\n"
+	"\n"
+	"Example:\n"
+	"  ckptctl import /mnt/nvme/ckpt --step 1000 model.safetensors\n";
+
+enum { OPT_CHUNK = 256, OPT_COMPRESS, OPT_LEVEL, OPT_OVERWRITE, OPT_JSON };
+
+static const struct option import_opts[] = {
+	{"step", required_argument, NULL, 's'},
+	{"chunk-size", required_argument, NULL, OPT_CHUNK},
+	{"compress", required_argument, NULL, OPT_COMPRESS},
+	{"level", required_argument, NULL, OPT_LEVEL},
+	{"overwrite", no_argument, NULL, OPT_OVERWRITE},
+	{"quiet", no_argument, NULL, 'q'},
+	{"json", no_argument, NULL, OPT_JSON},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+static void print_stats_json(const ckpt_stats *s, const char *file)
+{
+	struct jw w;
+	jw_init(&w, stdout, true);
+	jw_obj_begin(&w);
+	jw_key(&w, "step"); jw_u64(&w, s->step);
+	jw_key(&w, "file"); jw_str(&w, file);
+	jw_key(&w, "tensors"); jw_u64(&w, s->tensors);
+	jw_key(&w, "logical_bytes"); jw_u64(&w, s->logical_bytes);
+	jw_key(&w, "new_bytes"); jw_u64(&w, s->bytes_written);
+	jw_key(&w, "stored_bytes"); jw_u64(&w, s->bytes_stored);
+	jw_key(&w, "bytes_hashed"); jw_u64(&w, s->bytes_hashed);
+	jw_key(&w, "chunks"); jw_u64(&w, s->chunks);
+	jw_key(&w, "new_chunks"); jw_u64(&w, s->chunks_new);
+	jw_key(&w, "reused_chunks"); jw_u64(&w, s->chunks_reused);
+	jw_key(&w, "seconds"); jw_dbl(&w, s->seconds);
+	jw_key(&w, "snapshot_seconds"); jw_dbl(&w, s->snapshot_seconds);
+	jw_key(&w, "persist_seconds"); jw_dbl(&w, s->persist_seconds);
+	jw_key(&w, "direct_io"); jw_bool(&w, s->direct_io);
+	jw_key(&w, "engine"); jw_str(&w, s->engine);
+	jw_obj_end(&w);
+	jw_finish(&w);
+}
+
+int cmd_import(int argc, char **argv)
+{
+	const char *cmd = "import";
+	uint64_t step = 0, chunk = 0, level = 0;
+	bool have_step = false, have_chunk = false, have_level = false, overwrite = false;
+	bool quiet = false, json = false;
+	int compress = -1, c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":s:qh", import_opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if (cli_parse_u64(optarg, &step) || step == CKPT_STEP_LATEST)
+				return cli_usage_err(cmd, "invalid step '%s': expected a number",
+						     optarg);
+			have_step = true;
+			break;
+		case OPT_CHUNK:
+			if (cli_parse_size(optarg, &chunk) || chunk < (64u << 10) ||
+			    chunk > (64u << 20) || (chunk & (chunk - 1)))
+				return cli_usage_err(cmd, "invalid chunk size '%s': expected a power "
+						     "of two from 64K to 64M", optarg);
+			have_chunk = true;
+			break;
+		case OPT_COMPRESS:
+			if (!strcmp(optarg, "none"))
+				compress = CKPT_COMPRESS_NONE;
+			else if (!strcmp(optarg, "zstd"))
+				compress = CKPT_COMPRESS_ZSTD;
+			else
+				return cli_usage_err(cmd, "invalid compression '%s': expected none "
+						     "or zstd", optarg);
+			break;
+		case OPT_LEVEL:
+			if (cli_parse_u64(optarg, &level) || level < 1 || level > 19)
+				return cli_usage_err(cmd, "invalid zstd level '%s': expected 1 to 19",
+						     optarg);
+			have_level = true;
+			break;
+		case OPT_OVERWRITE: overwrite = true; break;
+		case 'q': quiet = true; break;
+		case OPT_JSON: json = true; break;
+		case 'h': fputs(usage_import, stdout); return EXIT_OK;
+		default: return ck_bad_option(cmd, c, argv);
+		}
+	}
+	if (argc - optind != 2)
+		return cli_usage_err(cmd, argc - optind < 2 ? "expected STORE and FILE" :
+				     "too many arguments");
+	if (!have_step)
+		return cli_usage_err(cmd, "--step N is required");
+	const char *store_path = argv[optind], *file = argv[optind + 1];
+
+	/* Validate the whole file before the store is created or locked. */
+	struct st_file sf;
+	char err[1024];
+	if (st_open(file, &sf, err, sizeof err)) {
+		cli_err("%s: %s", cmd, err);
+		return EXIT_FAIL;
+	}
+	for (size_t k = 0; k < sf.h.ntensors; k++) {
+		size_t l = strlen(sf.h.tensors[k].name);
+		if (l == 0 || l > 65535) {
+			char q[160];
+			cli_err("%s: %s: tensor name %s: libckpt takes names of 1 to 65535 bytes",
+				cmd, file, st_quote(sf.h.tensors[k].name, q, sizeof q, 100));
+			st_close(&sf);
+			return EXIT_FAIL;
+		}
+	}
+
+	int rc = EXIT_FAIL, r;
+	ckpt_store *store = NULL;
+	ckpt_save *save = NULL;
+	ckpt_options *opts = ckpt_options_create();
+	if (!opts) {
+		cli_err("%s: out of memory", cmd);
+		goto out;
+	}
+	ckpt_options_set(opts, CKPT_OPT_CREATE, 1);
+	if ((have_chunk && ckpt_options_set(opts, CKPT_OPT_CHUNK_SIZE, (int64_t)chunk) < 0) ||
+	    (compress >= 0 && ckpt_options_set(opts, CKPT_OPT_COMPRESS, compress) < 0) ||
+	    (have_level && ckpt_options_set(opts, CKPT_OPT_ZSTD_LEVEL, (int64_t)level) < 0) ||
+	    (overwrite && ckpt_options_set(opts, CKPT_OPT_OVERWRITE, 1) < 0)) {
+		rc = cli_usage_err(cmd, "option rejected by libckpt: %s", ckpt_errmsg());
+		goto out;
+	}
+	if ((rc = ck_open_store(cmd, store_path, false, opts, &store)))
+		goto out;
+	rc = EXIT_FAIL;
+	r = ckpt_save_begin(store, step, &save);
+	if (r < 0) {
+		if (r == -CKPT_E_EXISTS && !ckpt_errmsg()[0])
+			cli_err("%s: step %llu already exists in %s (use --overwrite to replace it)",
+				cmd, (unsigned long long)step, store_path);
+		else if (r == -CKPT_E_BUSY && !ckpt_errmsg()[0])
+			cli_err("%s: store %s is busy: another process is writing to it", cmd,
+				store_path);
+		else
+			ck_fail(cmd, r, "cannot begin the checkpoint");
+		rc = ck_exit_status(r);
+		goto out;
+	}
+	static const char empty[1];
+	for (size_t k = 0; k < sf.h.ntensors; k++) {
+		const struct st_tensor *t = &sf.h.tensors[k];
+		/* An empty tensor may sit at the very end of the mapping: give it a valid pointer. */
+		const void *data = t->end > t->begin ? (const void *)(sf.data + t->begin) : empty;
+		r = ckpt_save_add_tensor(save, t->name, t->dtype, t->ndim, t->shape, CKPT_MEM_HOST,
+					 data);
+		if (r < 0) {
+			ck_fail(cmd, r, "cannot add a tensor");
+			rc = ck_exit_status(r);
+			goto out;
+		}
+	}
+	for (size_t k = 0; k < sf.h.nmeta; k++) {
+		r = ckpt_save_set_meta(save, sf.h.meta[k].key, sf.h.meta[k].value);
+		if (r < 0) {
+			ck_fail(cmd, r, "cannot set metadata");
+			rc = ck_exit_status(r);
+			goto out;
+		}
+	}
+	ckpt_stats st;
+	memset(&st, 0, sizeof st);
+	r = ckpt_save_commit(save, &st);
+	save = NULL; /* freed by commit in every case */
+	if (r < 0) {
+		ck_fail(cmd, r, "cannot commit the checkpoint");
+		rc = ck_exit_status(r);
+		goto out;
+	}
+	if (json)
+		print_stats_json(&st, file);
+	else if (!quiet) {
+		char a[32], b[32];
+		printf("imported step %llu: %llu tensors, %s logical, %s new, %.3f s\n",
+		       (unsigned long long)st.step, (unsigned long long)st.tensors,
+		       cli_fmt_iec(st.logical_bytes, a, sizeof a),
+		       cli_fmt_iec(st.bytes_written, b, sizeof b), st.seconds);
+	}
+	rc = EXIT_OK;
+out:
+	ckpt_save_abort(save);
+	ckpt_store_close(store);
+	ckpt_options_free(opts);
+	st_close(&sf);
+	return rc;
+}

@@ -1,0 +1,109 @@
+/* ckptctl list: the checkpoints of a store, as a table or as JSON. */
+#include "ckptctl.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+const char usage_list[] =
+	"Usage: ckptctl list STORE [--json]\n"
+	"List the checkpoints of STORE in ascending step order: step, commit time (UTC), number of\n"
+	"tensors, logical size (sum of tensor sizes) and the bytes each checkpoint added to the\n"
+	"store. A damaged manifest is reported on standard error and not listed. The store is\n"
+	"opened read-only: listing works while a save runs.\n"
+	"\n"
+	"Options:\n"
+	"      --json   print a JSON array of objects with step, time (unix seconds), tensors,\n"
+	"               logical_bytes, new_bytes, stored_bytes, chunks and new_chunks\n"
+	"  -h, --help   show this help\n"
+	"\n"
+	"Example:\n"
+	"  ckptctl list /mnt/nvme/ckpt\n";
+
+enum { OPT_JSON = 256 };
+
+static const struct option list_opts[] = {
+	{"json", no_argument, NULL, OPT_JSON},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+int cmd_list(int argc, char **argv)
+{
+	const char *cmd = "list";
+	bool json = false;
+	int c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", list_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_JSON: json = true; break;
+		case 'h': fputs(usage_list, stdout); return EXIT_OK;
+		default: return ck_bad_option(cmd, c, argv);
+		}
+	}
+	if (argc - optind != 1)
+		return cli_usage_err(cmd, argc - optind < 1 ? "expected STORE" : "too many arguments");
+
+	ckpt_store *store;
+	int rc = ck_open_store(cmd, argv[optind], true, NULL, &store);
+	if (rc)
+		return rc;
+	ckpt_info *list = NULL;
+	int n = ckpt_store_list(store, 1, &list);
+	if (n < 0) {
+		rc = ck_fail(cmd, n, "cannot list the store");
+		ckpt_store_close(store);
+		return rc;
+	}
+	for (int k = 0; k < n; k++) {
+		if (!list[k].error)
+			continue;
+		char why[1024];
+		cli_err("warning: step %llu: %s", (unsigned long long)list[k].step,
+			ck_invalid_reason(store, &list[k], why, sizeof why));
+	}
+	if (json) {
+		struct jw w;
+		jw_init(&w, stdout, true);
+		jw_arr_begin(&w);
+		for (int k = 0; k < n; k++) {
+			const ckpt_info *i = &list[k];
+			if (i->error)
+				continue;
+			jw_obj_begin(&w);
+			jw_key(&w, "step"); jw_u64(&w, i->step);
+			jw_key(&w, "time"); jw_i64(&w, i->time);
+			jw_key(&w, "tensors"); jw_u64(&w, i->tensors);
+			jw_key(&w, "logical_bytes"); jw_u64(&w, i->logical_bytes);
+			jw_key(&w, "new_bytes"); jw_u64(&w, i->new_bytes);
+			jw_key(&w, "stored_bytes"); jw_u64(&w, i->stored_bytes);
+			jw_key(&w, "chunks"); jw_u64(&w, i->chunks);
+			jw_key(&w, "new_chunks"); jw_u64(&w, i->new_chunks);
+			jw_obj_end(&w);
+		}
+		jw_arr_end(&w);
+		jw_finish(&w);
+	} else {
+		printf("%12s  %-19s  %8s  %12s  %12s\n", "STEP", "TIME (UTC)", "TENSORS", "LOGICAL",
+		       "NEW");
+		for (int k = 0; k < n; k++) {
+			const ckpt_info *i = &list[k];
+			char t[32], a[32], b[32];
+			if (i->error)
+				continue;
+			printf("%12llu  %-19s  %8llu  %12s  %12s\n", (unsigned long long)i->step,
+			       cli_fmt_time(i->time, t, sizeof t), (unsigned long long)i->tensors,
+			       cli_fmt_iec(i->logical_bytes, a, sizeof a),
+			       cli_fmt_iec(i->new_bytes, b, sizeof b));
+		}
+	}
+	if (fflush(stdout) || ferror(stdout)) {
+		cli_err("%s: write error on standard output", cmd);
+		rc = EXIT_FAIL;
+	}
+	ckpt_info_free(list);
+	ckpt_store_close(store);
+	return rc;
+}

@@ -1,0 +1,86 @@
+/* Helpers shared by ckptctl's commands: step arguments, opening stores, mapping library errors
+ * to messages and exit statuses. */
+#include "ckptctl.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+int ck_parse_step(const char *cmd, const char *s, uint64_t *out)
+{
+	if (!strcmp(s, "latest")) {
+		*out = CKPT_STEP_LATEST;
+		return 0;
+	}
+	if (cli_parse_u64(s, out) || *out == CKPT_STEP_LATEST)
+		return cli_usage_err(cmd, "invalid step '%s': expected a number or 'latest'", s);
+	return 0;
+}
+
+int ck_exit_status(int err)
+{
+	switch (err < 0 ? -err : err) {
+	case CKPT_E_NOTFOUND:
+		return EXIT_NOTFOUND;
+	case CKPT_E_BUSY:
+		return EXIT_BUSY;
+	default:
+		return EXIT_FAIL;
+	}
+}
+
+int ck_fail(const char *cmd, int err, const char *what)
+{
+	const char *m = ckpt_errmsg();
+	if (m && *m)
+		cli_err("%s: %s", cmd, m);
+	else
+		cli_err("%s: %s: %s", cmd, what, ckpt_strerror(err));
+	return ck_exit_status(err);
+}
+
+int ck_open_store(const char *cmd, const char *path, bool ro, const ckpt_options *extra,
+		  ckpt_store **out)
+{
+	ckpt_options *own = NULL;
+	const ckpt_options *opts = extra;
+	*out = NULL;
+	if (ro) {
+		own = ckpt_options_create();
+		if (!own) {
+			cli_err("%s: out of memory", cmd);
+			return EXIT_FAIL;
+		}
+		ckpt_options_set(own, CKPT_OPT_READ_ONLY, 1);
+		opts = own;
+	}
+	int r = ckpt_store_open(path, opts, out);
+	ckpt_options_free(own);
+	if (r < 0) {
+		char what[4200];
+		snprintf(what, sizeof what, "cannot open store '%s'", path);
+		return ck_fail(cmd, r, what);
+	}
+	return 0;
+}
+
+const char *ck_invalid_reason(ckpt_store *store, const ckpt_info *info, char *buf, size_t len)
+{
+	ckpt_reader *rd = NULL;
+	int r = ckpt_reader_open(store, info->step, &rd);
+	if (r < 0 && ckpt_errmsg()[0])
+		snprintf(buf, len, "%s", ckpt_errmsg());
+	else
+		snprintf(buf, len, "manifest invalid: %s", ckpt_strerror(info->error));
+	ckpt_reader_close(rd);
+	return buf;
+}
+
+int ck_bad_option(const char *cmd, int c, char **argv)
+{
+	if (c == ':')
+		return cli_usage_err(cmd, "option '%s' needs a value", argv[optind - 1]);
+	if (optopt && optopt < 256)
+		return cli_usage_err(cmd, "unknown option '-%c'", optopt);
+	return cli_usage_err(cmd, "unknown option '%s'", argv[optind - 1]);
+}

@@ -1,0 +1,276 @@
+/* ckptctl verify: read back and re-hash every chunk of one checkpoint or of all of them, and name
+ * every damaged tensor, chunk and file. */
+#include "ckptctl.h"
+#include "safetensors.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+const char usage_verify[] =
+	"Usage: ckptctl verify STORE [STEP | --all] [OPTIONS]\n"
+	"Read every chunk of the checkpoint of STEP (a number or 'latest'; default latest), or of\n"
+	"every checkpoint with --all, and check its digest. Each damaged chunk is reported with its\n"
+	"tensor, chunk index, offset and file; a damaged manifest counts as damage (when verifying\n"
+	"the latest checkpoint, so does a damaged manifest of a newer step). Exit status 0 when\n"
+	"everything verified is intact, 1 when damage was found.\n"
+	"\n"
+	"Options:\n"
+	"  -a, --all           verify every checkpoint of the store\n"
+	"      --json          print the result as JSON\n"
+	"  -q, --quiet         print only damage\n"
+	"      --no-progress   no progress bar (it is shown only when standard error is a\n"
+	"                      terminal)\n"
+	"  -h, --help          show this help\n"
+	"\n"
+	"Example:\n"
+	"  ckptctl verify /mnt/nvme/ckpt --all\n";
+
+enum { OPT_JSON = 256, OPT_NO_PROGRESS };
+
+static const struct option verify_opts[] = {
+	{"all", no_argument, NULL, 'a'},
+	{"json", no_argument, NULL, OPT_JSON},
+	{"quiet", no_argument, NULL, 'q'},
+	{"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+struct vctx {
+	bool json, quiet, progress;
+	struct jw w;
+	struct progress bar;
+	uint64_t step;
+	long damaged_chunks; /* over the whole run */
+	int damaged_ckpts, checked, failed;
+};
+
+static void on_progress(uint64_t done, uint64_t total, void *arg)
+{
+	struct vctx *v = arg;
+	v->bar.total = total;
+	progress_update(&v->bar, done);
+}
+
+static void on_damage(const ckpt_damage *d, void *arg)
+{
+	struct vctx *v = arg;
+	v->damaged_chunks++;
+	if (v->json) {
+		jw_obj_begin(&v->w);
+		jw_key(&v->w, "tensor"); jw_str(&v->w, d->tensor);
+		jw_key(&v->w, "chunk"); jw_u64(&v->w, d->chunk);
+		jw_key(&v->w, "offset"); jw_u64(&v->w, d->offset);
+		jw_key(&v->w, "file"); jw_str(&v->w, d->file);
+		jw_key(&v->w, "error"); jw_str(&v->w, ckpt_strerror(d->error));
+		jw_key(&v->w, "message"); jw_str(&v->w, d->message);
+		jw_obj_end(&v->w);
+		return;
+	}
+	if (v->bar.on) /* leave the bar's line */
+		fputc('\n', stderr);
+	if (!d->tensor) {
+		printf("step %llu: DAMAGED manifest %s: %s\n", (unsigned long long)v->step,
+		       d->file ? d->file : "", d->message ? d->message : ckpt_strerror(d->error));
+		return;
+	}
+	char q[1100];
+	printf("step %llu: DAMAGED tensor %s chunk %llu (offset %llu) in %s: %s\n",
+	       (unsigned long long)v->step, st_quote(d->tensor, q, sizeof q, 1000),
+	       (unsigned long long)d->chunk, (unsigned long long)d->offset,
+	       d->file ? d->file : "?", d->message ? d->message : ckpt_strerror(d->error));
+}
+
+/* A manifest that does not verify: reported as damage of step. */
+static void bad_manifest(struct vctx *v, uint64_t step, int err, const char *msg)
+{
+	v->checked++;
+	v->damaged_ckpts++;
+	if (v->json) {
+		jw_obj_begin(&v->w);
+		jw_key(&v->w, "step"); jw_u64(&v->w, step);
+		jw_key(&v->w, "status"); jw_str(&v->w, "invalid_manifest");
+		jw_key(&v->w, "error"); jw_str(&v->w, ckpt_strerror(err));
+		jw_key(&v->w, "message"); jw_str(&v->w, msg);
+		jw_obj_end(&v->w);
+	} else
+		printf("step %llu: DAMAGED manifest: %s\n", (unsigned long long)step, msg);
+}
+
+/* Verifies the checkpoint of step and reports the result. Returns 0, or the exit status after a
+ * message when step does not exist (nothing else is printed then). */
+static int verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
+{
+	ckpt_reader *rd;
+	char label[64];
+	int r = ckpt_reader_open(store, step, &rd);
+	if (r == -CKPT_E_NOTFOUND)
+		return ck_fail("verify", r, "no such checkpoint");
+	if (r == -CKPT_E_CORRUPT || r == -CKPT_E_CHECKSUM || r == -CKPT_E_VERSION) {
+		bad_manifest(v, step, r, ckpt_errmsg()[0] ? ckpt_errmsg() : ckpt_strerror(r));
+		return 0;
+	}
+	if (r < 0) {
+		v->failed++;
+		ck_fail("verify", r, "cannot open the checkpoint");
+		return 0;
+	}
+	ckpt_info info;
+	ckpt_reader_info(rd, &info);
+	v->step = info.step;
+	v->checked++;
+	long before = v->damaged_chunks;
+	if (v->json) {
+		jw_obj_begin(&v->w);
+		jw_key(&v->w, "step"); jw_u64(&v->w, info.step);
+		jw_key(&v->w, "tensors"); jw_u64(&v->w, info.tensors);
+		jw_key(&v->w, "chunks"); jw_u64(&v->w, info.chunks);
+		jw_key(&v->w, "logical_bytes"); jw_u64(&v->w, info.logical_bytes);
+		jw_key(&v->w, "damage");
+		jw_arr_begin(&v->w);
+	}
+	snprintf(label, sizeof label, "verify step %llu", (unsigned long long)info.step);
+	progress_start(&v->bar, label, info.stored_bytes, v->progress);
+	long n = ckpt_reader_verify(rd, on_damage, on_progress, v);
+	progress_end(&v->bar);
+	const char *status = "ok";
+	if (n < 0) {
+		v->failed++;
+		status = "error";
+		if (!v->json)
+			ck_fail("verify", (int)n, "verification could not run");
+	} else if (n > 0 || v->damaged_chunks > before) {
+		v->damaged_ckpts++;
+		status = "damaged";
+	}
+	if (v->json) {
+		jw_arr_end(&v->w);
+		jw_key(&v->w, "status"); jw_str(&v->w, status);
+		if (n < 0) {
+			jw_key(&v->w, "error"); jw_str(&v->w, ckpt_strerror((int)n));
+			jw_key(&v->w, "message"); jw_str(&v->w, ckpt_errmsg());
+		}
+		jw_obj_end(&v->w);
+	} else if (n > 0) {
+		printf("step %llu: %ld damaged chunk%s\n", (unsigned long long)info.step, n,
+		       n == 1 ? "" : "s");
+	} else if (n == 0 && !v->quiet) {
+		char a[32];
+		printf("step %llu: ok (%llu tensors, %llu chunks, %s)\n",
+		       (unsigned long long)info.step, (unsigned long long)info.tensors,
+		       (unsigned long long)info.chunks, cli_fmt_iec(info.logical_bytes, a, sizeof a));
+	}
+	ckpt_reader_close(rd);
+	return 0;
+}
+
+int cmd_verify(int argc, char **argv)
+{
+	const char *cmd = "verify";
+	bool all = false, no_progress = false;
+	struct vctx v;
+	int c;
+
+	memset(&v, 0, sizeof v);
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":aqh", verify_opts, NULL)) != -1) {
+		switch (c) {
+		case 'a': all = true; break;
+		case OPT_JSON: v.json = true; break;
+		case 'q': v.quiet = true; break;
+		case OPT_NO_PROGRESS: no_progress = true; break;
+		case 'h': fputs(usage_verify, stdout); return EXIT_OK;
+		default: return ck_bad_option(cmd, c, argv);
+		}
+	}
+	int npos = argc - optind;
+	if (npos < 1)
+		return cli_usage_err(cmd, "expected STORE");
+	if (npos > 2)
+		return cli_usage_err(cmd, "too many arguments");
+	if (all && npos == 2)
+		return cli_usage_err(cmd, "give either STEP or --all, not both");
+	uint64_t step = CKPT_STEP_LATEST;
+	if (npos == 2 && ck_parse_step(cmd, argv[optind + 1], &step))
+		return EXIT_USAGE;
+	v.progress = !no_progress && !v.json && !v.quiet;
+
+	ckpt_store *store;
+	int rc = ck_open_store(cmd, argv[optind], true, NULL, &store);
+	if (rc)
+		return rc;
+	ckpt_info *list = NULL;
+	int n = 0;
+	if (all || step == CKPT_STEP_LATEST) {
+		n = ckpt_store_list(store, 1, &list);
+		if (n < 0) {
+			rc = ck_fail(cmd, n, "cannot list the store");
+			goto out;
+		}
+	}
+	uint64_t target = step;
+	if (!all && step == CKPT_STEP_LATEST) {
+		/* The latest valid checkpoint, and every damaged manifest above it. */
+		bool any_valid = false;
+		for (int k = 0; k < n; k++)
+			if (!list[k].error) {
+				target = list[k].step;
+				any_valid = true;
+			}
+		bool any = false;
+		for (int k = 0; k < n; k++)
+			any |= list[k].error && (!any_valid || list[k].step > target);
+		if (!any_valid && !any) {
+			cli_err("%s: no checkpoint in %s", cmd, argv[optind]);
+			rc = EXIT_NOTFOUND;
+			goto out;
+		}
+	}
+	if (v.json) {
+		jw_init(&v.w, stdout, true);
+		jw_obj_begin(&v.w);
+		jw_key(&v.w, "checkpoints");
+		jw_arr_begin(&v.w);
+	}
+	if (all) {
+		for (int k = 0; k < n; k++) {
+			char why[1024];
+			if (list[k].error)
+				bad_manifest(&v, list[k].step, list[k].error,
+					     ck_invalid_reason(store, &list[k], why, sizeof why));
+			else
+				verify_one(&v, store, list[k].step);
+		}
+	} else if (step == CKPT_STEP_LATEST) {
+		if (target != CKPT_STEP_LATEST)
+			verify_one(&v, store, target);
+		for (int k = 0; k < n; k++) {
+			char why[1024];
+			if (list[k].error && (target == CKPT_STEP_LATEST || list[k].step > target))
+				bad_manifest(&v, list[k].step, list[k].error,
+					     ck_invalid_reason(store, &list[k], why, sizeof why));
+		}
+	} else if ((rc = verify_one(&v, store, step))) {
+		goto out; /* no such step: nothing was printed */
+	}
+	if (v.json) {
+		jw_arr_end(&v.w);
+		jw_key(&v.w, "checked"); jw_u64(&v.w, (uint64_t)v.checked);
+		jw_key(&v.w, "damaged"); jw_u64(&v.w, (uint64_t)v.damaged_ckpts);
+		jw_key(&v.w, "damaged_chunks"); jw_u64(&v.w, (uint64_t)v.damaged_chunks);
+		jw_key(&v.w, "intact"); jw_bool(&v.w, !v.damaged_ckpts && !v.failed);
+		jw_obj_end(&v.w);
+		jw_finish(&v.w);
+	} else if (all && !v.checked && !v.quiet)
+		printf("no checkpoints in %s\n", argv[optind]);
+	if (v.damaged_ckpts)
+		cli_err("%s: damage found in %d of %d checkpoint%s verified", cmd, v.damaged_ckpts,
+			v.checked, v.checked == 1 ? "" : "s");
+	rc = v.damaged_ckpts || v.failed ? EXIT_FAIL : EXIT_OK;
+out:
+	ckpt_info_free(list);
+	ckpt_store_close(store);
+	return rc;
+}

@@ -1,0 +1,171 @@
+/* Command dispatch and messages shared by the CLIs. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifndef CKPT_VERSION_STRING
+#define CKPT_VERSION_STRING "unknown"
+#endif
+
+const char *cli_prog = "ckpt";
+
+void cli_err(const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "%s: ", cli_prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int cli_usage_err(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "%s: %s: ", cli_prog, cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '%s %s --help'.\n", cli_prog, cmd);
+	return EXIT_USAGE;
+}
+
+static void list_commands(FILE *f, const char *summary, const struct cli_cmd *cmds)
+{
+	fprintf(f, "Usage: %s COMMAND [ARGS...]\n%s\n\nCommands:\n", cli_prog, summary);
+	for (const struct cli_cmd *c = cmds; c->name; c++)
+		fprintf(f, "  %-10s %s\n", c->name, c->help);
+	fprintf(f, "\nRun '%s COMMAND --help' for a command's options.\n", cli_prog);
+}
+
+static const struct cli_cmd *find_cmd(const struct cli_cmd *cmds, const char *name)
+{
+	for (const struct cli_cmd *c = cmds; c->name; c++)
+		if (!strcmp(c->name, name))
+			return c;
+	return NULL;
+}
+
+bool cli_want_help(const struct cli_cmd *cmd, int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--"))
+			break;
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fputs(cmd->usage, stdout);
+			return true;
+		}
+	}
+	return false;
+}
+
+int cli_dispatch(const char *summary, const struct cli_cmd *cmds, int argc, char **argv)
+{
+	if (argc < 2) {
+		list_commands(stderr, summary, cmds);
+		return EXIT_USAGE;
+	}
+	const char *name = argv[1];
+	if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
+		list_commands(stdout, summary, cmds);
+		return EXIT_OK;
+	}
+	if (!strcmp(name, "--version") || !strcmp(name, "version")) {
+		printf("%s %s\n", cli_prog, CKPT_VERSION_STRING);
+		return EXIT_OK;
+	}
+	if (!strcmp(name, "help")) {
+		if (argc < 3) {
+			list_commands(stdout, summary, cmds);
+			return EXIT_OK;
+		}
+		const struct cli_cmd *c = find_cmd(cmds, argv[2]);
+		if (!c) {
+			cli_err("unknown command '%s'; run '%s --help' for the list", argv[2], cli_prog);
+			return EXIT_USAGE;
+		}
+		fputs(c->usage, stdout);
+		return EXIT_OK;
+	}
+	const struct cli_cmd *c = find_cmd(cmds, name);
+	if (!c) {
+		cli_err("unknown command '%s'; run '%s --help' for the list", name, cli_prog);
+		return EXIT_USAGE;
+	}
+	if (cli_want_help(c, argc - 1, argv + 1))
+		return EXIT_OK;
+	return c->fn(argc - 1, argv + 1);
+}
+
+int cli_parse_u64(const char *s, uint64_t *out)
+{
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -1;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int cli_parse_size(const char *s, uint64_t *out)
+{
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -1;
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || v < 0)
+		return -1;
+	uint64_t mult = 1;
+	switch (*end) {
+	case 'k': case 'K': mult = 1ull << 10; end++; break;
+	case 'm': case 'M': mult = 1ull << 20; end++; break;
+	case 'g': case 'G': mult = 1ull << 30; end++; break;
+	case 't': case 'T': mult = 1ull << 40; end++; break;
+	case 'b': case 'B': if (end[1] == 0) end++; break;
+	default: break;
+	}
+	if (mult > 1 && (!strcmp(end, "iB") || !strcmp(end, "B") || !strcmp(end, "ib")))
+		end += strlen(end);
+	if (*end)
+		return -1;
+	double r = v * (double)mult;
+	if (r >= 18446744073709551615.0)
+		return -1;
+	if (mult == 1 && r != (double)(uint64_t)r)
+		return -1;
+	*out = (uint64_t)r;
+	return 0;
+}
+
+const char *cli_fmt_iec(uint64_t bytes, char *buf, size_t len)
+{
+	static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+	if (bytes < 1024) {
+		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+		return buf;
+	}
+	double v = (double)bytes;
+	int u = 0;
+	while (v >= 1024 && u < 6) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, len, "%.1f %s", v, units[u]);
+	return buf;
+}
+
+const char *cli_fmt_time(int64_t unix_s, char *buf, size_t len)
+{
+	time_t t = (time_t)unix_s;
+	struct tm tm;
+	if (!gmtime_r(&t, &tm) || !strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm))
+		snprintf(buf, len, "%lld", (long long)unix_s);
+	return buf;
+}

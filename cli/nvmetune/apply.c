@@ -1,0 +1,411 @@
+/* plan, apply and rollback. apply saves what it replaces before it writes anything, writes in plan
+ * order, and reads every value back: some writes succeed without effect (an md array's scheduler)
+ * and some values are rounded, so only the read-back says whether a setting took. */
+#include "nvmetune.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char usage_plan[] =
+	"Usage: nvmetune plan [--profile P] [--json] [DEV ...]\n"
+	"Shows, for each knob of each device, the current value, the target of the profile and why.\n"
+	"Changes nothing. Without DEV: every NVMe namespace and md array.\n"
+	"  -p, --profile P   checkpoint (default), default (the kernel's defaults), or a profile file\n"
+	"      --json        JSON output\n";
+
+const char usage_apply[] =
+	"Usage: nvmetune apply [--profile P] [--dry-run] [--state FILE] [--json] [DEV ...]\n"
+	"Writes the profile's settings (global, then controllers, then members, then arrays; the\n"
+	"scheduler before nr_requests), reads each one back and reports any that did not take.\n"
+	"The previous values are saved in the state file (default /var/lib/nvmetune/state.json)\n"
+	"before anything is written; 'nvmetune rollback' restores them.\n"
+	"  -p, --profile P   checkpoint (default), default, or a profile file\n"
+	"  -n, --dry-run     print what would be written, write nothing\n"
+	"      --json        JSON output\n"
+	"Exit status: 0 all settings took, 5 some failed or did not take, 7 not root.\n";
+
+const char usage_rollback[] =
+	"Usage: nvmetune rollback [--dry-run] [--state FILE] [--json]\n"
+	"Restores the values saved by 'nvmetune apply', in write order, and reads each one back.\n"
+	"The state file is removed once everything is restored.\n"
+	"  -n, --dry-run     print what would be restored, write nothing\n"
+	"Exit status: 0 restored, 4 no saved state, 5 some values could not be restored.\n";
+
+static const char *st_word(enum item_state s)
+{
+	switch (s) {
+	case IS_SAME: return "ok";
+	case IS_CHANGE: return "change";
+	case IS_NA: return "n/a";
+	case IS_UNSUPPORTED: return "unsupported";
+	case IS_ERROR: return "error";
+	}
+	return "?";
+}
+
+/* Options shared by plan and apply. Returns -1 to continue, or an exit status. */
+static int parse_common(int argc, char **argv, const char **profile, bool *dry, bool dry_ok)
+{
+	static const struct option lo[] = {
+		{"profile", required_argument, NULL, 'p'},
+		{"dry-run", no_argument, NULL, 'n'},
+		{NULL, 0, NULL, 0},
+	};
+	optind = 1;
+	opterr = 0;
+	int c;
+	while ((c = getopt_long(argc, argv, "+p:n", lo, NULL)) != -1) {
+		switch (c) {
+		case 'p': *profile = optarg; break;
+		case 'n':
+			if (!dry_ok)
+				return cli_usage_err(argv[0], "unknown option '--dry-run'");
+			*dry = true;
+			break;
+		default:
+			return cli_usage_err(argv[0], "unknown option or missing argument: '%s'",
+					     argv[optind - 1]);
+		}
+	}
+	return -1;
+}
+
+static void print_plan_text(const struct profile *p, const struct plan *pl)
+{
+	printf("profile: %s\n", p->name);
+	printf("%-9s %-15s %-14s %-14s %-11s %s\n", "DEVICE", "KNOB", "CURRENT", "TARGET", "ACTION", "WHY");
+	int cnt[5] = {0};
+	for (int i = 0; i < pl->n; i++) {
+		const struct item *it = &pl->it[i];
+		cnt[it->st]++;
+		printf("%-9s %-15s %-14s %-14s %-11s %s\n", it->dev, knob_name(it->knob), it->cur, it->tgt,
+		       st_word(it->st), it->why);
+	}
+	printf("%d to change, %d already set, %d not applicable, %d unsupported, %d unreadable\n",
+	       cnt[IS_CHANGE], cnt[IS_SAME], cnt[IS_NA], cnt[IS_UNSUPPORTED], cnt[IS_ERROR]);
+}
+
+static void json_item(struct jw *w, const struct item *it)
+{
+	jw_key(w, "device");
+	jw_str(w, it->dev);
+	jw_key(w, "knob");
+	jw_str(w, knob_name(it->knob));
+	jw_key(w, "current");
+	jw_str(w, it->cur);
+	jw_key(w, "target");
+	jw_str(w, it->tgt);
+	jw_key(w, "action");
+	jw_str(w, st_word(it->st));
+	jw_key(w, "why");
+	jw_str(w, it->why);
+}
+
+int cmd_plan(int argc, char **argv)
+{
+	const char *prof = NULL;
+	bool dry = false;
+	int rc = parse_common(argc, argv, &prof, &dry, false);
+	if (rc >= 0)
+		return rc;
+	struct profile p;
+	if ((rc = profile_load(prof, &p)))
+		return rc;
+	struct plan pl;
+	if ((rc = plan_build(&p, argv + optind, argc - optind, &pl)))
+		return rc;
+	if (nt.json) {
+		struct jw w;
+		jw_init(&w, stdout, true);
+		jw_obj_begin(&w);
+		jw_key(&w, "profile");
+		jw_str(&w, p.name);
+		jw_key(&w, "knobs");
+		jw_arr_begin(&w);
+		for (int i = 0; i < pl.n; i++) {
+			jw_obj_begin(&w);
+			json_item(&w, &pl.it[i]);
+			jw_obj_end(&w);
+		}
+		jw_arr_end(&w);
+		jw_obj_end(&w);
+		jw_finish(&w);
+	} else {
+		print_plan_text(&p, &pl);
+	}
+	plan_free(&pl);
+	return EXIT_OK;
+}
+
+/* One write + read-back. Returns 0 when the value reads back as wanted; fills result/why. */
+static int write_verify(enum knob_id k, const char *key, const char *want, char *back, size_t blen,
+			const char **result, char *why, size_t wlen)
+{
+	int rc = key_write(k, key, want, why, wlen);
+	if (rc) {
+		*result = "failed";
+		back[0] = 0;
+		return -1;
+	}
+	char rwhy[192] = "";
+	if (key_read(k, key, back, blen, rwhy, sizeof(rwhy))) {
+		*result = "failed";
+		snprintf(why, wlen, "read-back: %s", rwhy);
+		return -1;
+	}
+	if (strcmp(back, want)) {
+		*result = "not-taken";
+		snprintf(why, wlen, "wrote '%s', reads back '%s'", want, back);
+		return -1;
+	}
+	*result = "ok";
+	return 0;
+}
+
+static void result_line(struct jw *w, const char *dev, enum knob_id k, const char *from,
+			const char *to, const char *result, const char *back, const char *why)
+{
+	if (w) {
+		jw_obj_begin(w);
+		jw_key(w, "device");
+		jw_str(w, dev);
+		jw_key(w, "knob");
+		jw_str(w, knob_name(k));
+		jw_key(w, "previous");
+		jw_str(w, from);
+		jw_key(w, "target");
+		jw_str(w, to);
+		jw_key(w, "result");
+		jw_str(w, result);
+		jw_key(w, "readback");
+		jw_str(w, back);
+		jw_key(w, "why");
+		jw_str(w, why);
+		jw_obj_end(w);
+		return;
+	}
+	char arrow[200];
+	snprintf(arrow, sizeof(arrow), "%s -> %s", from, to);
+	printf("%-9s %-15s %-30s %s%s%s\n", dev, knob_name(k), arrow,
+	       !strcmp(result, "not-taken") ? "DID NOT TAKE" : !strcmp(result, "failed") ? "FAILED" : result,
+	       *why ? ": " : "", why);
+}
+
+int cmd_apply(int argc, char **argv)
+{
+	const char *prof = NULL;
+	bool dry = false;
+	int rc = parse_common(argc, argv, &prof, &dry, true);
+	if (rc >= 0)
+		return rc;
+	if (!dry && (rc = nt_need_root("apply")))
+		return rc;
+	struct profile p;
+	if ((rc = profile_load(prof, &p)))
+		return rc;
+	struct plan pl;
+	if ((rc = plan_build(&p, argv + optind, argc - optind, &pl)))
+		return rc;
+
+	struct state st;
+	if (!dry) {
+		rc = state_load(nt.state_file, &st);
+		if (rc == -ENOENT) {
+			memset(&st, 0, sizeof(st));
+			now_iso(st.created, sizeof(st.created));
+		} else if (rc) {
+			cli_err("%s: %s; fix or remove it (it holds the values rollback restores)",
+				nt.state_file, rc == -EINVAL ? "not a valid nvmetune state file" : strerror(-rc));
+			plan_free(&pl);
+			return EXIT_FAIL;
+		}
+		snprintf(st.profile, sizeof(st.profile), "%s", p.name);
+		for (int i = 0; i < pl.n; i++) {
+			struct item *it = &pl.it[i];
+			if (it->st != IS_CHANGE)
+				continue;
+			state_add(&st, it);
+			if (it->knob == K_SCHEDULER) {
+				/* the kernel resets nr_requests on a scheduler change: save it too */
+				struct item nr = *it;
+				nr.knob = K_NR_REQUESTS;
+				nr.order = it->order - K_SCHEDULER + K_NR_REQUESTS;
+				snprintf(nr.key, sizeof(nr.key), "sys:block/%s/queue/nr_requests", it->dev);
+				char why[64];
+				if (!key_read(K_NR_REQUESTS, nr.key, nr.cur, sizeof(nr.cur), why, sizeof(why)))
+					state_add(&st, &nr);
+			}
+		}
+		if ((rc = state_save(nt.state_file, &st))) {
+			cli_err("%s: cannot save the previous values: %s; nothing changed", nt.state_file,
+				strerror(-rc));
+			state_free(&st);
+			plan_free(&pl);
+			return EXIT_FAIL;
+		}
+		state_free(&st);
+	}
+
+	struct jw w, *wp = NULL;
+	if (nt.json) {
+		jw_init(&w, stdout, true);
+		wp = &w;
+		jw_obj_begin(wp);
+		jw_key(wp, "profile");
+		jw_str(wp, p.name);
+		jw_key(wp, "dry_run");
+		jw_bool(wp, dry);
+		jw_key(wp, "state_file");
+		jw_str(wp, dry ? "" : nt.state_file);
+		jw_key(wp, "results");
+		jw_arr_begin(wp);
+	} else {
+		printf("profile %s%s%s\n", p.name, dry ? " (dry run: nothing is written)" : "; previous values saved in ",
+		       dry ? "" : nt.state_file);
+	}
+	int napplied = 0, nsame = 0, nbad = 0;
+	for (int i = 0; i < pl.n; i++) {
+		struct item *it = &pl.it[i];
+		char back[96] = "", why[256] = "";
+		const char *result;
+		switch (it->st) {
+		case IS_SAME:
+			nsame++;
+			result_line(wp, it->dev, it->knob, it->cur, it->tgt, "unchanged", it->cur, "");
+			continue;
+		case IS_NA:
+			continue;
+		case IS_UNSUPPORTED:
+		case IS_ERROR:
+			nbad++;
+			result_line(wp, it->dev, it->knob, it->cur, it->tgt,
+				    it->st == IS_ERROR ? "failed" : "unsupported", "", it->why);
+			continue;
+		case IS_CHANGE:
+			break;
+		}
+		if (dry) {
+			if (!strncmp(it->key, "sys:", 4)) {
+				char path[PATH_MAX];
+				sys_path(path, sizeof(path), it->key + 4);
+				snprintf(why, sizeof(why), "would write '%s' to %s", it->tgt, path);
+			} else {
+				snprintf(why, sizeof(why), "would set NVMe feature 0x06 (volatile write cache)");
+			}
+			result_line(wp, it->dev, it->knob, it->cur, it->tgt, "dry-run", "", why);
+			continue;
+		}
+		if (write_verify(it->knob, it->key, it->tgt, back, sizeof(back), &result, why, sizeof(why)))
+			nbad++;
+		else
+			napplied++;
+		result_line(wp, it->dev, it->knob, it->cur, it->tgt, result, back, why);
+	}
+	if (wp) {
+		jw_arr_end(wp);
+		jw_key(wp, "ok");
+		jw_bool(wp, nbad == 0);
+		jw_obj_end(wp);
+		jw_finish(wp);
+	} else if (!dry) {
+		printf("%d applied, %d already set, %d failed or not taken\n", napplied, nsame, nbad);
+	}
+	plan_free(&pl);
+	return nbad ? EXIT_PARTIAL : EXIT_OK;
+}
+
+static int cmp_saved(const void *a, const void *b)
+{
+	const struct saved *x = a, *y = b;
+	return (x->order > y->order) - (x->order < y->order);
+}
+
+int cmd_rollback(int argc, char **argv)
+{
+	const char *prof = NULL;
+	bool dry = false;
+	int rc = parse_common(argc, argv, &prof, &dry, true);
+	if (rc >= 0)
+		return rc;
+	if (prof || optind < argc)
+		return cli_usage_err("rollback", "takes no profile or devices: it restores everything "
+				     "saved in %s", nt.state_file);
+	if (!dry && (rc = nt_need_root("rollback")))
+		return rc;
+	struct state st;
+	rc = state_load(nt.state_file, &st);
+	if (rc == -ENOENT) {
+		cli_err("rollback: %s: no saved state (nothing applied, or already rolled back)",
+			nt.state_file);
+		return EXIT_NOTFOUND;
+	}
+	if (rc) {
+		cli_err("rollback: %s: %s", nt.state_file,
+			rc == -EINVAL ? "not a valid nvmetune state file" : strerror(-rc));
+		return EXIT_FAIL;
+	}
+	qsort(st.s, (size_t)st.n, sizeof(*st.s), cmp_saved);
+	struct jw w, *wp = NULL;
+	if (nt.json) {
+		jw_init(&w, stdout, true);
+		wp = &w;
+		jw_obj_begin(wp);
+		jw_key(wp, "state_file");
+		jw_str(wp, nt.state_file);
+		jw_key(wp, "dry_run");
+		jw_bool(wp, dry);
+		jw_key(wp, "results");
+		jw_arr_begin(wp);
+	} else {
+		printf("restoring %d value%s saved %s by profile %s%s\n", st.n, st.n == 1 ? "" : "s",
+		       st.created, st.profile, dry ? " (dry run: nothing is written)" : "");
+	}
+	int nbad = 0, nok = 0;
+	for (int i = 0; i < st.n; i++) {
+		struct saved *s = &st.s[i];
+		char cur[96] = "?", back[96] = "", why[256] = "";
+		const char *result;
+		if (!strncmp(s->key, "sys:", 4) && !sys_exists(s->key + 4)) {
+			snprintf(why, sizeof(why), "%s no longer exists", s->dev);
+			result_line(wp, s->dev, s->knob, "-", s->prev, "skipped", "", why);
+			continue;
+		}
+		if (key_read(s->knob, s->key, cur, sizeof(cur), why, sizeof(why))) {
+			nbad++;
+			result_line(wp, s->dev, s->knob, "?", s->prev, "failed", "", why);
+			continue;
+		}
+		why[0] = 0;
+		if (!strcmp(cur, s->prev)) {
+			nok++;
+			result_line(wp, s->dev, s->knob, cur, s->prev, "unchanged", cur, "");
+			continue;
+		}
+		if (dry) {
+			result_line(wp, s->dev, s->knob, cur, s->prev, "dry-run", "", "");
+			continue;
+		}
+		if (write_verify(s->knob, s->key, s->prev, back, sizeof(back), &result, why, sizeof(why)))
+			nbad++;
+		else
+			nok++;
+		result_line(wp, s->dev, s->knob, cur, s->prev, result, back, why);
+	}
+	if (!dry && !nbad && unlink(nt.state_file) && errno != ENOENT)
+		cli_err("rollback: cannot remove %s: %s", nt.state_file, strerror(errno));
+	if (wp) {
+		jw_arr_end(wp);
+		jw_key(wp, "ok");
+		jw_bool(wp, nbad == 0);
+		jw_obj_end(wp);
+		jw_finish(wp);
+	} else if (!dry) {
+		printf("%d restored, %d failed%s\n", nok, nbad,
+		       nbad ? "; the state file is kept, run rollback again after fixing the cause" : "");
+	}
+	state_free(&st);
+	return nbad ? EXIT_PARTIAL : EXIT_OK;
+}

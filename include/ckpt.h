@@ -1,0 +1,338 @@
+/*
+ * libckpt — incremental, content-addressed, crash-safe checkpoints for training state.
+ *
+ * A *store* is a directory. A *checkpoint* is the set of named tensors (and string metadata) saved
+ * for one training step. Tensors are split into fixed-size chunks; every chunk is identified by the
+ * XXH3-128 digest of its bytes, and a chunk the store already holds is referenced, not written
+ * again, so a checkpoint that changes 1 tensor out of 100 writes only that tensor's changed chunks.
+ * A checkpoint becomes visible only when its manifest is durably committed (written to a temporary
+ * name, fsynced, renamed, directory fsynced): a killed or failed save never damages an earlier one.
+ * Restore re-hashes every chunk; a mismatch is an error, never silently wrong data.
+ *
+ * Conventions
+ * - Functions that can fail return 0 (or a non-negative count) on success and a negative CKPT_E_*
+ *   code on failure. ckpt_strerror() names the code; ckpt_errmsg() gives the detailed message of
+ *   the calling thread's last failure (it names the file and what is wrong).
+ * - Objects are opaque; each open or create function has a matching close or free that accepts
+ *   NULL.
+ * - Strings are NUL-terminated UTF-8; sizes are in bytes.
+ * - A store handle may be used by one thread at a time; distinct handles are independent.
+ */
+#ifndef CKPT_H
+#define CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(CKPT_BUILDING_LIB)
+#define CKPT_API __attribute__((visibility("default")))
+#else
+#define CKPT_API
+#endif
+
+#define CKPT_VERSION_MAJOR 0
+#define CKPT_VERSION_MINOR 1
+#define CKPT_VERSION_PATCH 0
+#define CKPT_VERSION_NUMBER (CKPT_VERSION_MAJOR * 10000 + CKPT_VERSION_MINOR * 100 + CKPT_VERSION_PATCH)
+
+/* Returns the library's version as "MAJOR.MINOR.PATCH" (of the loaded library, not the header). */
+CKPT_API const char *ckpt_version(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------------------------- */
+enum {
+	CKPT_OK = 0,
+	CKPT_E_IO = 1,          /* a read, write, fsync or rename failed (errno in the message) */
+	CKPT_E_NOMEM = 2,       /* out of memory */
+	CKPT_E_INVAL = 3,       /* invalid argument */
+	CKPT_E_CORRUPT = 4,     /* an on-disk structure is malformed (magic, length, offset) */
+	CKPT_E_CHECKSUM = 5,    /* a checksum or chunk digest does not match its data */
+	CKPT_E_VERSION = 6,     /* the on-disk format version is not supported */
+	CKPT_E_UNSUPPORTED = 7, /* the operation or memory type is not supported here */
+	CKPT_E_BUSY = 8,        /* another writer holds the store's lock */
+	CKPT_E_NOSPC = 9,       /* no space left on the device */
+	CKPT_E_NOTFOUND = 10,   /* no such store, checkpoint, tensor or key */
+	CKPT_E_EXISTS = 11,     /* a checkpoint for that step already exists */
+	CKPT_E_STATE = 12,      /* the call is not valid in the object's current state */
+	CKPT_E_PERM = 13,       /* permission denied */
+	CKPT_E_CANCELED = 14,   /* the operation was aborted */
+	CKPT_E__COUNT
+};
+
+/* Returns a static, human-readable name for a CKPT_E_* code (negative or positive). */
+CKPT_API const char *ckpt_strerror(int err);
+
+/* Returns the detailed message of the calling thread's most recent failure ("" if none). The
+ * string stays valid until the thread's next failing libckpt call. */
+CKPT_API const char *ckpt_errmsg(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Data types (the safetensors set)
+ * ------------------------------------------------------------------------------------------- */
+typedef enum ckpt_dtype {
+	CKPT_DTYPE_BOOL = 1,
+	CKPT_DTYPE_U8 = 2,
+	CKPT_DTYPE_I8 = 3,
+	CKPT_DTYPE_F8_E5M2 = 4,
+	CKPT_DTYPE_F8_E4M3 = 5,
+	CKPT_DTYPE_I16 = 6,
+	CKPT_DTYPE_U16 = 7,
+	CKPT_DTYPE_F16 = 8,
+	CKPT_DTYPE_BF16 = 9,
+	CKPT_DTYPE_I32 = 10,
+	CKPT_DTYPE_U32 = 11,
+	CKPT_DTYPE_F32 = 12,
+	CKPT_DTYPE_F64 = 13,
+	CKPT_DTYPE_I64 = 14,
+	CKPT_DTYPE_U64 = 15,
+} ckpt_dtype;
+
+/* Returns the size in bytes of one element of dtype, or 0 for an unknown dtype. */
+CKPT_API size_t ckpt_dtype_size(ckpt_dtype dtype);
+/* Returns the safetensors name of dtype ("BF16", "F32", ...), or NULL for an unknown dtype. */
+CKPT_API const char *ckpt_dtype_name(ckpt_dtype dtype);
+/* Parses a safetensors dtype name (case-sensitive). Returns the dtype, or 0 if unknown. */
+CKPT_API ckpt_dtype ckpt_dtype_from_name(const char *name);
+
+/* Largest number of dimensions a tensor may have. */
+#define CKPT_MAX_DIMS 32
+
+/* Memory a tensor lives in: CKPT_MEM_HOST, or the index (>= 0) of a CUDA device. */
+#define CKPT_MEM_HOST (-1)
+
+/* ---------------------------------------------------------------------------------------------
+ * Options
+ * ------------------------------------------------------------------------------------------- */
+typedef struct ckpt_options ckpt_options;
+
+typedef enum ckpt_option {
+	/* 1 to create the store if it does not exist (default 0: opening a missing store fails with
+	 * CKPT_E_NOTFOUND). */
+	CKPT_OPT_CREATE = 1,
+	/* Chunk size in bytes for new checkpoints, a power of two from 64 KiB to 64 MiB. Default: the
+	 * store's (set when it was created), 1 MiB for a new store. */
+	CKPT_OPT_CHUNK_SIZE = 2,
+	/* Compression of new chunks: CKPT_COMPRESS_NONE or CKPT_COMPRESS_ZSTD. Default: the store's. */
+	CKPT_OPT_COMPRESS = 3,
+	/* zstd level, 1 to 19 (default 1). */
+	CKPT_OPT_ZSTD_LEVEL = 4,
+	/* 1 to open read-only: no lock, no writes; for inspecting a store while a save runs. */
+	CKPT_OPT_READ_ONLY = 5,
+	/* Use O_DIRECT for pack I/O: 1 (default, falls back to buffered I/O when the file system refuses
+	 * it), 0 never. */
+	CKPT_OPT_DIRECT_IO = 6,
+	/* Size in bytes of one write to a pack file (default 8 MiB, multiple of 4 KiB). */
+	CKPT_OPT_IO_SIZE = 7,
+	/* 1 to allow replacing an existing checkpoint of the same step (default 0: CKPT_E_EXISTS). */
+	CKPT_OPT_OVERWRITE = 8,
+	/* Size in bytes after which a save starts a new pack file (default 1 GiB, at least 1 MiB).
+	 * Smaller packs let gc reclaim space at a finer grain. */
+	CKPT_OPT_PACK_SIZE = 9,
+} ckpt_option;
+
+enum { CKPT_COMPRESS_NONE = 0, CKPT_COMPRESS_ZSTD = 1 };
+
+/* Returns a new options object with every option at its default, or NULL when out of memory. */
+CKPT_API ckpt_options *ckpt_options_create(void);
+/* Frees opts; accepts NULL. */
+CKPT_API void ckpt_options_free(ckpt_options *opts);
+/* Sets one option. Returns 0, or -CKPT_E_INVAL for an unknown option or a value out of range
+ * (opts is then unchanged). */
+CKPT_API int ckpt_options_set(ckpt_options *opts, ckpt_option opt, int64_t value);
+
+/* ---------------------------------------------------------------------------------------------
+ * Store
+ * ------------------------------------------------------------------------------------------- */
+typedef struct ckpt_store ckpt_store;
+
+/* Opens the store in directory path (creating it when CKPT_OPT_CREATE is set), with opts (NULL for
+ * the defaults). Returns 0 and sets *out, or a negative CKPT_E_* code and sets *out to NULL:
+ * -CKPT_E_NOTFOUND (no store there), -CKPT_E_CORRUPT / -CKPT_E_VERSION (bad store header),
+ * -CKPT_E_IO, -CKPT_E_PERM, -CKPT_E_INVAL. Opening does not take the writer lock: a save, prune or
+ * gc takes it for its duration and fails with -CKPT_E_BUSY when another process holds it. */
+CKPT_API int ckpt_store_open(const char *path, const ckpt_options *opts, ckpt_store **out);
+
+/* Closes the store; accepts NULL. A save still open on it is aborted. */
+CKPT_API void ckpt_store_close(ckpt_store *store);
+
+/* Returns the store's directory as given to ckpt_store_open. */
+CKPT_API const char *ckpt_store_path(const ckpt_store *store);
+
+/* Information about one checkpoint, as listed. */
+typedef struct ckpt_info {
+	uint64_t step;
+	int64_t time;           /* commit time, unix seconds */
+	uint64_t tensors;       /* number of tensors */
+	uint64_t logical_bytes; /* sum of tensor sizes */
+	uint64_t new_bytes;     /* bytes this checkpoint added to the store on disk */
+	uint64_t stored_bytes;  /* on-disk bytes of every chunk it references (shared ones included) */
+	uint64_t chunks;        /* distinct chunks it references */
+	uint64_t new_chunks;    /* chunks it wrote */
+	int error;              /* 0, or the CKPT_E_* code for which its manifest is invalid */
+} ckpt_info;
+
+/* Lists the checkpoints of the store in ascending step order. Invalid manifests (damaged or
+ * truncated) are listed too, with info.error set, when include_invalid is nonzero; a checkpoint
+ * exists only if its manifest is valid. Returns the count and sets *out to an array to be freed
+ * with ckpt_info_free(), or a negative CKPT_E_* code. */
+CKPT_API int ckpt_store_list(ckpt_store *store, int include_invalid, ckpt_info **out);
+/* Frees an array returned by ckpt_store_list(); accepts NULL. */
+CKPT_API void ckpt_info_free(ckpt_info *list);
+
+/* The step that means "the newest valid checkpoint" wherever a step is taken. */
+#define CKPT_STEP_LATEST UINT64_MAX
+
+/* Resolves step (a number or CKPT_STEP_LATEST) to an existing checkpoint's step. Returns 0 and
+ * sets *out, or -CKPT_E_NOTFOUND. */
+CKPT_API int ckpt_store_resolve(ckpt_store *store, uint64_t step, uint64_t *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Statistics of one save or restore
+ * ------------------------------------------------------------------------------------------- */
+typedef struct ckpt_stats {
+	uint64_t step;
+	uint64_t tensors;
+	uint64_t logical_bytes;  /* bytes of tensor data saved or restored */
+	uint64_t chunks;         /* chunk references */
+	uint64_t chunks_new;     /* chunks written by this save */
+	uint64_t chunks_reused;  /* chunks found in the store (or earlier in this save) */
+	uint64_t bytes_hashed;
+	uint64_t bytes_stored;   /* payload bytes of new chunks after compression */
+	uint64_t bytes_written;  /* bytes written to pack files, with headers and alignment */
+	uint64_t bytes_read;     /* restore: bytes read from pack files */
+	double seconds;          /* wall time of the whole operation */
+	double snapshot_seconds; /* time the caller's tensors were needed */
+	double persist_seconds;  /* time from snapshot done to durable */
+	int direct_io;           /* 1 if O_DIRECT was used */
+	char engine[16];         /* I/O engine that ran ("psync", "io_uring") */
+} ckpt_stats;
+
+/* ---------------------------------------------------------------------------------------------
+ * Saving a checkpoint
+ * ------------------------------------------------------------------------------------------- */
+typedef struct ckpt_save ckpt_save;
+
+/* Begins a checkpoint for step (any value but CKPT_STEP_LATEST). Takes the store's writer lock.
+ * Returns 0 and sets *out, or: -CKPT_E_BUSY (another process writes to the store),
+ * -CKPT_E_EXISTS (a valid checkpoint of that step exists and CKPT_OPT_OVERWRITE is off),
+ * -CKPT_E_PERM (read-only store), -CKPT_E_STATE (a save is already open on this handle),
+ * -CKPT_E_IO, -CKPT_E_NOMEM. */
+CKPT_API int ckpt_save_begin(ckpt_store *store, uint64_t step, ckpt_save **out);
+
+/* Adds a tensor: name (unique in the checkpoint, 1 to 65535 bytes), dtype, ndim dimensions of
+ * shape (ndim 0 is a scalar), in memory mem (CKPT_MEM_HOST) at data, which must hold
+ * product(shape) * ckpt_dtype_size(dtype) bytes and stay unchanged until ckpt_save_commit()
+ * returns. Returns 0, or -CKPT_E_INVAL (bad name, dtype, shape or size, duplicate name),
+ * -CKPT_E_UNSUPPORTED (a device memory type this build cannot read), -CKPT_E_STATE, and on
+ * failure the tensor is not added. */
+CKPT_API int ckpt_save_add_tensor(ckpt_save *save, const char *name, ckpt_dtype dtype,
+				  unsigned ndim, const uint64_t *shape, int mem, const void *data);
+
+/* Sets metadata key to value (both strings; a key set twice keeps the last value). Returns 0 or
+ * -CKPT_E_INVAL / -CKPT_E_NOMEM. */
+CKPT_API int ckpt_save_set_meta(ckpt_save *save, const char *key, const char *value);
+
+/* Writes the checkpoint's new chunks, makes them durable, then commits the manifest atomically,
+ * releases the lock and frees save (in every case). Fills *stats when stats is not NULL.
+ * Returns 0 when the checkpoint is durable and visible, or a negative CKPT_E_* code (-CKPT_E_IO,
+ * -CKPT_E_NOSPC, ...) in which case no checkpoint was made, earlier checkpoints are intact, and
+ * the bytes written so far are garbage for ckpt_store_gc(). */
+CKPT_API int ckpt_save_commit(ckpt_save *save, ckpt_stats *stats);
+
+/* Abandons the checkpoint, releases the lock and frees save; accepts NULL. */
+CKPT_API void ckpt_save_abort(ckpt_save *save);
+
+/* ---------------------------------------------------------------------------------------------
+ * Reading a checkpoint
+ * ------------------------------------------------------------------------------------------- */
+typedef struct ckpt_reader ckpt_reader;
+
+/* Opens the checkpoint of step (or CKPT_STEP_LATEST) for reading; needs no lock and never sees a
+ * half-written checkpoint. Returns 0 and sets *out, or -CKPT_E_NOTFOUND, -CKPT_E_CORRUPT,
+ * -CKPT_E_CHECKSUM (damaged manifest), -CKPT_E_VERSION, -CKPT_E_IO, -CKPT_E_NOMEM. */
+CKPT_API int ckpt_reader_open(ckpt_store *store, uint64_t step, ckpt_reader **out);
+/* Closes reader; accepts NULL. */
+CKPT_API void ckpt_reader_close(ckpt_reader *reader);
+
+/* Fills *info with the checkpoint's summary (as ckpt_store_list() would). */
+CKPT_API void ckpt_reader_info(const ckpt_reader *reader, ckpt_info *info);
+
+/* Description of one tensor of a checkpoint; pointers stay valid while the reader is open. */
+typedef struct ckpt_tensor_info {
+	const char *name;
+	ckpt_dtype dtype;
+	unsigned ndim;
+	const uint64_t *shape;
+	uint64_t nbytes;
+	uint64_t chunks;      /* chunk references */
+	uint64_t chunks_new;  /* of them, chunks written by this checkpoint */
+	uint64_t bytes_new;   /* on-disk bytes of those new chunks */
+} ckpt_tensor_info;
+
+/* Returns the number of tensors in the checkpoint. */
+CKPT_API size_t ckpt_reader_tensor_count(const ckpt_reader *reader);
+/* Fills *info for tensor index (0 <= index < count, in the order they were added). Returns 0 or
+ * -CKPT_E_INVAL for an index out of range. */
+CKPT_API int ckpt_reader_tensor(const ckpt_reader *reader, size_t index, ckpt_tensor_info *info);
+/* Returns the index of the tensor called name, or -CKPT_E_NOTFOUND. */
+CKPT_API long ckpt_reader_find(const ckpt_reader *reader, const char *name);
+
+/* Returns the number of metadata entries. */
+CKPT_API size_t ckpt_reader_meta_count(const ckpt_reader *reader);
+/* Sets *key and *value of entry index (valid while the reader is open). Returns 0 or
+ * -CKPT_E_INVAL. */
+CKPT_API int ckpt_reader_meta(const ckpt_reader *reader, size_t index, const char **key,
+			      const char **value);
+/* Returns the value of metadata key, or NULL when absent. */
+CKPT_API const char *ckpt_reader_get_meta(const ckpt_reader *reader, const char *key);
+
+/* Restores tensor index into dst (in memory mem, CKPT_MEM_HOST here), which must hold exactly
+ * size bytes, the tensor's nbytes. Every chunk's digest is checked. Returns 0, or
+ * -CKPT_E_INVAL (index or size wrong), -CKPT_E_CHECKSUM / -CKPT_E_CORRUPT (damaged data: the
+ * message names the tensor, the chunk and the checkpoint; dst then holds partial data),
+ * -CKPT_E_IO, -CKPT_E_UNSUPPORTED. Adds to the reader's statistics. */
+CKPT_API int ckpt_reader_restore(ckpt_reader *reader, size_t index, int mem, void *dst,
+				 uint64_t size);
+
+/* Restores every tensor in order through a callback that supplies the destination of each:
+ * dst_for(index, info, arg) returns a host pointer of info->nbytes bytes, or NULL to skip that
+ * tensor. Returns 0 or the first error as ckpt_reader_restore() would. */
+typedef void *(*ckpt_dst_fn)(size_t index, const ckpt_tensor_info *info, void *arg);
+CKPT_API int ckpt_reader_restore_all(ckpt_reader *reader, ckpt_dst_fn dst_for, void *arg);
+
+/* Copies the statistics of the restores made through reader so far into *stats. */
+CKPT_API void ckpt_reader_stats(const ckpt_reader *reader, ckpt_stats *stats);
+
+/* ---------------------------------------------------------------------------------------------
+ * Verification
+ * ------------------------------------------------------------------------------------------- */
+/* One problem found by ckpt_reader_verify(). */
+typedef struct ckpt_damage {
+	uint64_t step;
+	const char *tensor;   /* tensor name, or NULL for a damaged manifest */
+	uint64_t chunk;       /* chunk index within the tensor */
+	uint64_t offset;      /* byte offset of the chunk within the tensor */
+	const char *file;     /* the file that holds the damage */
+	int error;            /* CKPT_E_CHECKSUM, CKPT_E_CORRUPT, CKPT_E_IO */
+	const char *message;
+} ckpt_damage;
+
+/* Called for every damaged chunk (on_damage) and with progress in bytes (on_progress, may be NULL). */
+typedef void (*ckpt_damage_fn)(const ckpt_damage *damage, void *arg);
+typedef void (*ckpt_progress_fn)(uint64_t done, uint64_t total, void *arg);
+
+/* Reads and re-hashes every chunk of the checkpoint (each distinct chunk once). Returns the number
+ * of damaged chunks (0: intact), reporting each through on_damage, or a negative CKPT_E_* code when
+ * verification could not run. */
+CKPT_API long ckpt_reader_verify(ckpt_reader *reader, ckpt_damage_fn on_damage,
+				 ckpt_progress_fn on_progress, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CKPT_H */

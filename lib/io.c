@@ -1,0 +1,218 @@
+/* psync engine, fault injection, and the small whole-file helpers the store uses. */
+#include "io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static ssize_t ps_pwrite(int fd, const void *buf, size_t n, off_t off) { return pwrite(fd, buf, n, off); }
+static ssize_t ps_pread(int fd, void *buf, size_t n, off_t off) { return pread(fd, buf, n, off); }
+static int ps_fdatasync(int fd) { return fdatasync(fd); }
+
+const struct ckpt_io_ops ckpt_io_psync = {"psync", ps_pwrite, ps_pread, ps_fdatasync};
+
+/* Fault state is process-wide: tests arm it, run one operation, and check the outcome. */
+static struct {
+	int armed;
+	enum io_fault_op op;
+	unsigned long nth, count, fired;
+	int err;
+} fault;
+
+void ckpt_io_fault_arm(enum io_fault_op op, unsigned long nth, int err)
+{
+	__atomic_store_n(&fault.armed, 0, __ATOMIC_SEQ_CST);
+	fault.op = op;
+	fault.nth = nth;
+	fault.count = 0;
+	fault.fired = 0;
+	fault.err = err;
+	__atomic_store_n(&fault.armed, 1, __ATOMIC_SEQ_CST);
+}
+
+void ckpt_io_fault_disarm(void) { __atomic_store_n(&fault.armed, 0, __ATOMIC_SEQ_CST); }
+unsigned long ckpt_io_fault_fired(void) { return __atomic_load_n(&fault.fired, __ATOMIC_SEQ_CST); }
+
+/* Returns -1 (fail with fault.err), 1 (go short), 0 (pass through). */
+static int fault_hit(enum io_fault_op op)
+{
+	if (!__atomic_load_n(&fault.armed, __ATOMIC_SEQ_CST) || fault.op != op)
+		return 0;
+	if (__atomic_add_fetch(&fault.count, 1, __ATOMIC_SEQ_CST) != fault.nth)
+		return 0;
+	__atomic_add_fetch(&fault.fired, 1, __ATOMIC_SEQ_CST);
+	return fault.err ? -1 : 1;
+}
+
+static ssize_t f_pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	int h = fault_hit(IO_FAULT_WRITE);
+	if (h < 0) {
+		errno = fault.err;
+		return -1;
+	}
+	/* A short write must stay 4 KiB aligned for O_DIRECT files. */
+	if (h > 0 && n > 4096)
+		n = ALIGN_UP(n / 2, 4096) < n ? ALIGN_UP(n / 2, 4096) : 4096;
+	return pwrite(fd, buf, n, off);
+}
+
+static ssize_t f_pread(int fd, void *buf, size_t n, off_t off)
+{
+	int h = fault_hit(IO_FAULT_READ);
+	if (h < 0) {
+		errno = fault.err;
+		return -1;
+	}
+	if (h > 0 && n > 4096)
+		n = 4096;
+	return pread(fd, buf, n, off);
+}
+
+static int f_fdatasync(int fd)
+{
+	if (fault_hit(IO_FAULT_SYNC)) {
+		errno = fault.err ? fault.err : EIO;
+		return -1;
+	}
+	return fdatasync(fd);
+}
+
+const struct ckpt_io_ops ckpt_io_fault = {"fault", f_pwrite, f_pread, f_fdatasync};
+
+const struct ckpt_io_ops *ckpt_io_default(void)
+{
+	return __atomic_load_n(&fault.armed, __ATOMIC_SEQ_CST) ? &ckpt_io_fault : &ckpt_io_psync;
+}
+
+int io_write_all(const struct ckpt_io_ops *io, int fd, const void *buf, size_t n, uint64_t off,
+		 const char *path)
+{
+	const uint8_t *p = buf;
+	while (n) {
+		ssize_t r = io->pwrite(fd, p, n, (off_t)off);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			return ckpt_fail(ckpt_errno_code(e) == CKPT_E_NOSPC ? CKPT_E_NOSPC : CKPT_E_IO,
+					 "write %s at offset %llu: %s", path, (unsigned long long)off,
+					 strerror(e));
+		}
+		if (r == 0)
+			return ckpt_fail(CKPT_E_IO, "write %s: no progress", path);
+		p += r;
+		n -= (size_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+int io_read_all(const struct ckpt_io_ops *io, int fd, void *buf, size_t n, uint64_t off,
+		const char *path)
+{
+	uint8_t *p = buf;
+	while (n) {
+		ssize_t r = io->pread(fd, p, n, (off_t)off);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			return ckpt_fail(CKPT_E_IO, "read %s at offset %llu: %s", path,
+					 (unsigned long long)off, strerror(e));
+		}
+		if (r == 0)
+			return ckpt_fail(CKPT_E_CORRUPT, "%s: truncated (ends before offset %llu)", path,
+					 (unsigned long long)(off + n));
+		p += r;
+		n -= (size_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+int io_slurp(const char *path, size_t max, uint8_t **out, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		return ckpt_fail(ckpt_errno_code(e), "open %s: %s", path, strerror(e));
+	}
+	struct stat st;
+	if (fstat(fd, &st)) {
+		int e = errno;
+		close(fd);
+		return ckpt_fail(CKPT_E_IO, "stat %s: %s", path, strerror(e));
+	}
+	if ((uint64_t)st.st_size > max) {
+		close(fd);
+		return ckpt_fail(CKPT_E_CORRUPT, "%s: %llu bytes, more than the %zu allowed", path,
+				 (unsigned long long)st.st_size, max);
+	}
+	uint8_t *buf = malloc(st.st_size ? (size_t)st.st_size : 1);
+	if (!buf) {
+		close(fd);
+		return ckpt_fail(CKPT_E_NOMEM, "reading %s: out of memory", path);
+	}
+	int rc = io_read_all(&ckpt_io_psync, fd, buf, (size_t)st.st_size, 0, path);
+	close(fd);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	*out = buf;
+	*len = (size_t)st.st_size;
+	return 0;
+}
+
+int io_fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		return ckpt_fail(ckpt_errno_code(e), "open directory %s: %s", dir, strerror(e));
+	}
+	int r = fsync(fd);
+	int e = errno;
+	close(fd);
+	if (r)
+		return ckpt_fail(CKPT_E_IO, "fsync directory %s: %s", dir, strerror(e));
+	return 0;
+}
+
+int io_write_atomic(const char *dir, const char *name, const void *data, size_t len)
+{
+	char tmp[4096], dst[4096];
+	snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%d", dir, name, (int)getpid());
+	snprintf(dst, sizeof dst, "%s/%s", dir, name);
+	const struct ckpt_io_ops *io = ckpt_io_default();
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		int e = errno;
+		return ckpt_fail(ckpt_errno_code(e), "create %s: %s", tmp, strerror(e));
+	}
+	int rc = io_write_all(io, fd, data, len, 0, tmp);
+	if (!rc && io->fdatasync(fd)) {
+		int e = errno;
+		rc = ckpt_fail(ckpt_errno_code(e) == CKPT_E_NOSPC ? CKPT_E_NOSPC : CKPT_E_IO,
+			       "fsync %s: %s", tmp, strerror(e));
+	}
+	if (close(fd) && !rc) {
+		int e = errno;
+		rc = ckpt_fail(CKPT_E_IO, "close %s: %s", tmp, strerror(e));
+	}
+	if (!rc && rename(tmp, dst)) {
+		int e = errno;
+		rc = ckpt_fail(ckpt_errno_code(e), "rename %s to %s: %s", tmp, dst, strerror(e));
+	}
+	if (rc) {
+		unlink(tmp);
+		return rc;
+	}
+	return io_fsync_dir(dir);
+}

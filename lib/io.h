@@ -1,0 +1,46 @@
+/* I/O engines behind one ops table. The psync engine is always there; a fault-injecting engine
+ * wraps it for tests (fail the Nth write, read or sync with an errno, or make it short). */
+#ifndef CKPT_IO_H
+#define CKPT_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct ckpt_io_ops {
+	const char *name;
+	ssize_t (*pwrite)(int fd, const void *buf, size_t n, off_t off);
+	ssize_t (*pread)(int fd, void *buf, size_t n, off_t off);
+	int (*fdatasync)(int fd);
+};
+
+extern const struct ckpt_io_ops ckpt_io_psync;
+extern const struct ckpt_io_ops ckpt_io_fault;
+
+/* Returns the engine the library uses: psync, or the fault engine while a fault is armed. */
+const struct ckpt_io_ops *ckpt_io_default(void);
+
+/* Fault injection, for tests (not exported from the shared library). After `nth` more calls of op
+ * (counting from 1), that call fails with errno err, or when err is 0 transfers only half. */
+enum io_fault_op { IO_FAULT_WRITE, IO_FAULT_READ, IO_FAULT_SYNC };
+void ckpt_io_fault_arm(enum io_fault_op op, unsigned long nth, int err);
+void ckpt_io_fault_disarm(void);
+/* Number of faults injected since the last arm. */
+unsigned long ckpt_io_fault_fired(void);
+
+/* Writes all n bytes at off, retrying short writes. Returns 0 or -CKPT_E_* naming path. */
+int io_write_all(const struct ckpt_io_ops *io, int fd, const void *buf, size_t n, uint64_t off,
+		 const char *path);
+/* Reads n bytes at off. Returns 0, -CKPT_E_CORRUPT when the file ends first ("truncated"), or
+ * -CKPT_E_IO, naming path. */
+int io_read_all(const struct ckpt_io_ops *io, int fd, void *buf, size_t n, uint64_t off,
+		const char *path);
+/* Reads a whole small file into a malloc'd buffer (at most max bytes). Returns 0 or -CKPT_E_*. */
+int io_slurp(const char *path, size_t max, uint8_t **out, size_t *len);
+/* Writes a file atomically: path.tmp, fsync, rename, fsync of the directory. */
+int io_write_atomic(const char *dir, const char *name, const void *data, size_t len);
+/* fsyncs a directory. */
+int io_fsync_dir(const char *dir);
+
+#endif

@@ -1,0 +1,382 @@
+/* Reading a checkpoint: restore and verify. Every chunk is re-hashed after decoding, so damage
+ * anywhere (record header, payload, a record moved or swapped) is caught, never restored. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "common.h"
+#include "store.h"
+
+struct pack_fd {
+	uint32_t id;
+	int fd;     /* -1 after a failed open */
+	int err;    /* its error, reported again for every chunk of the pack */
+	char *msg;
+};
+
+struct ckpt_reader {
+	struct ckpt_store *s;
+	struct manifest m;
+	char mf_path[4096];
+	struct pack_fd *fds;
+	size_t nfds;
+	ckpt_codec_ctx *codec;
+	uint8_t *buf, *scratch;
+	size_t buf_cap;
+	ckpt_stats st;
+};
+
+CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
+{
+	*out = NULL;
+	if (!s)
+		return ckpt_fail(CKPT_E_INVAL, "reader: NULL store");
+	int rc = ckpt_store_resolve(s, step, &step);
+	if (rc)
+		return rc;
+	struct ckpt_reader *r = calloc(1, sizeof *r);
+	if (!r)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	r->s = s;
+	char name[64];
+	store_mf_name(step, name, sizeof name);
+	snprintf(r->mf_path, sizeof r->mf_path, "%s/%s", s->mf_dir, name);
+	if ((rc = store_load_manifest(s, step, &r->m))) {
+		free(r);
+		return rc;
+	}
+	uint32_t cs = r->m.chunk_size;
+	r->buf_cap = ALIGN_UP(MAX((size_t)s->opt.io_size, rec_span((uint32_t)ckpt_codec_bound(cs))),
+			      CKPT_ALIGN);
+	r->buf = ckpt_aligned_alloc(r->buf_cap);
+	r->scratch = malloc(cs);
+	r->codec = ckpt_codec_ctx_create(cs);
+	if (!r->buf || !r->scratch || !r->codec) {
+		ckpt_reader_close(r);
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	}
+	r->st.step = step;
+	snprintf(r->st.engine, sizeof r->st.engine, "%s", s->io->name);
+	r->st.direct_io = s->opt.direct_io;
+	*out = r;
+	return 0;
+}
+
+CKPT_API void ckpt_reader_close(ckpt_reader *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->nfds; i++) {
+		if (r->fds[i].fd >= 0)
+			close(r->fds[i].fd);
+		free(r->fds[i].msg);
+	}
+	free(r->fds);
+	manifest_free(&r->m);
+	free(r->buf);
+	free(r->scratch);
+	ckpt_codec_ctx_free(r->codec);
+	free(r);
+}
+
+CKPT_API void ckpt_reader_info(const ckpt_reader *r, ckpt_info *info)
+{
+	store_info_of(&r->m, info);
+}
+
+CKPT_API size_t ckpt_reader_tensor_count(const ckpt_reader *r)
+{
+	return r ? r->m.n_tensors : 0;
+}
+
+CKPT_API int ckpt_reader_tensor(const ckpt_reader *r, size_t i, ckpt_tensor_info *info)
+{
+	if (!r || i >= r->m.n_tensors)
+		return ckpt_fail(CKPT_E_INVAL, "tensor index %zu out of range", i);
+	const struct mf_tensor *t = &r->m.tensors[i];
+	memset(info, 0, sizeof *info);
+	info->name = t->name;
+	info->dtype = (ckpt_dtype)t->dtype;
+	info->ndim = t->ndim;
+	info->shape = t->shape;
+	info->nbytes = t->nbytes;
+	info->chunks = t->nrefs;
+	for (uint64_t j = 0; j < t->nrefs; j++) {
+		const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + j]];
+		if (c->flags & MF_CHUNK_NEW) {
+			info->chunks_new++;
+			info->bytes_new += rec_span(c->stored_len);
+		}
+	}
+	return 0;
+}
+
+CKPT_API long ckpt_reader_find(const ckpt_reader *r, const char *name)
+{
+	for (uint32_t i = 0; r && name && i < r->m.n_tensors; i++)
+		if (!strcmp(r->m.tensors[i].name, name))
+			return (long)i;
+	return ckpt_fail(CKPT_E_NOTFOUND, "no tensor '%s' in checkpoint %llu", name ? name : "",
+			 r ? (unsigned long long)r->m.step : 0ull);
+}
+
+CKPT_API size_t ckpt_reader_meta_count(const ckpt_reader *r)
+{
+	return r ? r->m.n_meta : 0;
+}
+
+CKPT_API int ckpt_reader_meta(const ckpt_reader *r, size_t i, const char **key, const char **value)
+{
+	if (!r || i >= r->m.n_meta)
+		return ckpt_fail(CKPT_E_INVAL, "metadata index %zu out of range", i);
+	*key = r->m.meta[i].key;
+	*value = r->m.meta[i].value;
+	return 0;
+}
+
+CKPT_API const char *ckpt_reader_get_meta(const ckpt_reader *r, const char *key)
+{
+	for (uint32_t i = 0; r && key && i < r->m.n_meta; i++)
+		if (!strcmp(r->m.meta[i].key, key))
+			return r->m.meta[i].value;
+	return NULL;
+}
+
+CKPT_API void ckpt_reader_stats(const ckpt_reader *r, ckpt_stats *st)
+{
+	*st = r->st;
+}
+
+/* Returns the open pack, opening and checking its header on first use. */
+static struct pack_fd *get_pack(struct ckpt_reader *r, uint32_t id)
+{
+	for (size_t i = 0; i < r->nfds; i++)
+		if (r->fds[i].id == id)
+			return &r->fds[i];
+	struct pack_fd *n = realloc(r->fds, (r->nfds + 1) * sizeof *n);
+	if (!n)
+		return NULL;
+	r->fds = n;
+	struct pack_fd *p = &r->fds[r->nfds++];
+	memset(p, 0, sizeof *p);
+	p->id = id;
+	char path[4096];
+	store_pack_path(r->s, id, path, sizeof path);
+	int fd = -1, rc = 0;
+	if (r->s->opt.direct_io)
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+	if (fd < 0)
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		rc = ckpt_fail(e == ENOENT ? CKPT_E_CORRUPT : CKPT_E_IO, "pack %s: %s", path,
+			       e == ENOENT ? "missing" : strerror(e));
+	} else {
+		struct pack_hdr h;
+		rc = io_read_all(r->s->io, fd, r->buf, PACK_HDR_LEN, 0, path);
+		if (!rc)
+			rc = pack_hdr_decode(r->buf, PACK_HDR_LEN, &h, path);
+		if (!rc && (h.pack_id != id || memcmp(h.uuid, r->s->hdr.uuid, 16)))
+			rc = ckpt_fail(CKPT_E_CORRUPT, "%s: pack header names another pack or store",
+				       path);
+		if (!rc)
+			r->st.bytes_read += PACK_HDR_LEN;
+	}
+	if (rc) {
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+		p->err = rc;
+		p->msg = strdup(ckpt_errmsg());
+	}
+	p->fd = fd;
+	return p;
+}
+
+/* Checks one record (header against the manifest, payload against the digest) and decodes it
+ * into out (raw_len bytes). */
+static int check_record(struct ckpt_reader *r, const uint8_t *rec, const struct mf_chunk *c,
+			uint8_t *out, const char *path)
+{
+	struct rec_hdr h;
+	int rc = rec_hdr_decode(rec, REC_HDR_LEN, &h, path);
+	if (rc)
+		return rc;
+	if (!ckpt_digest_eq(&h.digest, &c->digest) || h.raw_len != c->raw_len ||
+	    h.stored_len != c->stored_len || h.codec != c->codec || h.pack_id != c->pack_id)
+		return ckpt_fail(CKPT_E_CORRUPT, "%s: record at offset %llu is not the chunk the manifest names",
+				 path, (unsigned long long)c->offset);
+	if ((rc = ckpt_codec_decode(r->codec, c->codec, rec + REC_HDR_LEN, c->stored_len, out,
+				    c->raw_len))) {
+		ckpt_fail_prefix("%s at offset %llu", path, (unsigned long long)c->offset);
+		return rc;
+	}
+	ckpt_digest d;
+	ckpt_digest_of(out, c->raw_len, &d);
+	if (!ckpt_digest_eq(&d, &c->digest))
+		return ckpt_fail(CKPT_E_CHECKSUM, "%s: digest mismatch for the chunk at offset %llu",
+				 path, (unsigned long long)c->offset);
+	return 0;
+}
+
+/* Reads records refs[j..j+count) of tensor t that lie back to back in one pack into r->buf. */
+static int read_group(struct ckpt_reader *r, struct pack_fd *p, uint64_t off, size_t len)
+{
+	char path[4096];
+	store_pack_path(r->s, p->id, path, sizeof path);
+	int rc = io_read_all(r->s->io, p->fd, r->buf, len, off, path);
+	if (!rc)
+		r->st.bytes_read += len;
+	return rc;
+}
+
+static int tensor_error(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j)
+{
+	ckpt_fail_prefix("checkpoint %llu, tensor '%s', chunk %llu (bytes %llu..%llu)",
+			 (unsigned long long)r->m.step, t->name, (unsigned long long)j,
+			 (unsigned long long)(j * r->m.chunk_size),
+			 (unsigned long long)MIN((j + 1) * r->m.chunk_size, t->nbytes));
+	return -1;
+}
+
+CKPT_API int ckpt_reader_restore(ckpt_reader *r, size_t i, int mem, void *dst, uint64_t size)
+{
+	if (!r || i >= r->m.n_tensors)
+		return ckpt_fail(CKPT_E_INVAL, "restore: tensor index %zu out of range", i);
+	const struct mf_tensor *t = &r->m.tensors[i];
+	if (mem != CKPT_MEM_HOST)
+		return ckpt_fail(CKPT_E_UNSUPPORTED, "restore '%s': memory type %d is not supported by this build",
+				 t->name, mem);
+	if (size != t->nbytes)
+		return ckpt_fail(CKPT_E_INVAL, "restore '%s': buffer of %llu bytes, tensor has %llu",
+				 t->name, (unsigned long long)size, (unsigned long long)t->nbytes);
+	if (t->nbytes && !dst)
+		return ckpt_fail(CKPT_E_INVAL, "restore '%s': NULL destination", t->name);
+	double t0 = ckpt_now();
+	const uint32_t cs = r->m.chunk_size;
+	uint8_t *out = dst;
+	for (uint64_t j = 0; j < t->nrefs;) {
+		const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + j]];
+		struct pack_fd *p = get_pack(r, c->pack_id);
+		if (!p)
+			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		if (p->fd < 0) {
+			int rc = ckpt_fail(-p->err, "%s", p->msg ? p->msg : "pack unreadable");
+			tensor_error(r, t, j);
+			return rc;
+		}
+		/* Coalesce records that follow each other in the same pack into one read. */
+		uint64_t len = rec_span(c->stored_len), k = j + 1;
+		while (k < t->nrefs) {
+			const struct mf_chunk *n = &r->m.chunks[r->m.refs[t->first_ref + k]];
+			uint64_t nl = rec_span(n->stored_len);
+			if (n->pack_id != c->pack_id || n->offset != c->offset + len || len + nl > r->buf_cap)
+				break;
+			len += nl;
+			k++;
+		}
+		int rc = read_group(r, p, c->offset, (size_t)len);
+		if (rc) {
+			tensor_error(r, t, j);
+			return rc;
+		}
+		uint64_t at = 0;
+		for (uint64_t q = j; q < k; q++) {
+			const struct mf_chunk *cq = &r->m.chunks[r->m.refs[t->first_ref + q]];
+			char path[4096];
+			store_pack_path(r->s, cq->pack_id, path, sizeof path);
+			if ((rc = check_record(r, r->buf + at, cq, out + q * cs, path))) {
+				tensor_error(r, t, q);
+				return rc;
+			}
+			at += rec_span(cq->stored_len);
+		}
+		j = k;
+	}
+	r->st.tensors++;
+	r->st.logical_bytes += t->nbytes;
+	r->st.chunks += t->nrefs;
+	r->st.bytes_hashed += t->nbytes;
+	r->st.seconds += ckpt_now() - t0;
+	return 0;
+}
+
+CKPT_API int ckpt_reader_restore_all(ckpt_reader *r, ckpt_dst_fn dst_for, void *arg)
+{
+	if (!r || !dst_for)
+		return ckpt_fail(CKPT_E_INVAL, "restore_all: NULL reader or callback");
+	for (size_t i = 0; i < r->m.n_tensors; i++) {
+		ckpt_tensor_info info;
+		ckpt_reader_tensor(r, i, &info);
+		void *dst = dst_for(i, &info, arg);
+		if (!dst && info.nbytes)
+			continue;
+		int rc = ckpt_reader_restore(r, i, CKPT_MEM_HOST, dst, info.nbytes);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+CKPT_API long ckpt_reader_verify(ckpt_reader *r, ckpt_damage_fn on_damage,
+				 ckpt_progress_fn on_progress, void *arg)
+{
+	if (!r)
+		return ckpt_fail(CKPT_E_INVAL, "verify: NULL reader");
+	/* Per distinct chunk: 0 unchecked, 1 intact, else the negative error; messages kept for
+	 * chunks shared by several tensors. */
+	int *state = calloc(r->m.n_chunks ? r->m.n_chunks : 1, sizeof *state);
+	char **msgs = calloc(r->m.n_chunks ? r->m.n_chunks : 1, sizeof *msgs);
+	if (!state || !msgs) {
+		free(state);
+		free(msgs);
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	}
+	uint64_t total = 0, done = 0;
+	for (uint32_t i = 0; i < r->m.n_tensors; i++)
+		total += r->m.tensors[i].nbytes;
+	long damaged = 0;
+	for (uint32_t i = 0; i < r->m.n_tensors; i++) {
+		const struct mf_tensor *t = &r->m.tensors[i];
+		for (uint64_t j = 0; j < t->nrefs; j++) {
+			uint32_t ci = r->m.refs[t->first_ref + j];
+			const struct mf_chunk *c = &r->m.chunks[ci];
+			char path[4096];
+			store_pack_path(r->s, c->pack_id, path, sizeof path);
+			if (!state[ci]) {
+				struct pack_fd *p = get_pack(r, c->pack_id);
+				int rc;
+				if (!p)
+					rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+				else if (p->fd < 0)
+					rc = ckpt_fail(-p->err, "%s", p->msg ? p->msg : "pack unreadable");
+				else if (!(rc = read_group(r, p, c->offset, (size_t)rec_span(c->stored_len))))
+					rc = check_record(r, r->buf, c, r->scratch, path);
+				state[ci] = rc ? rc : 1;
+				if (rc)
+					msgs[ci] = strdup(ckpt_errmsg());
+			}
+			if (state[ci] != 1) {
+				damaged++;
+				if (on_damage) {
+					ckpt_damage d = {.step = r->m.step, .tensor = t->name, .chunk = j,
+							 .offset = j * r->m.chunk_size, .file = path,
+							 .error = -state[ci],
+							 .message = msgs[ci] ? msgs[ci] : ckpt_strerror(state[ci])};
+					on_damage(&d, arg);
+				}
+			}
+			done += c->raw_len;
+			if (on_progress)
+				on_progress(done, total, arg);
+		}
+	}
+	for (uint32_t i = 0; i < r->m.n_chunks; i++)
+		free(msgs[i]);
+	free(msgs);
+	free(state);
+	return damaged;
+}

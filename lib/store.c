@@ -1,0 +1,489 @@
+/* Store directory: create/open, the writer lock, manifest files, listing, the dedup index. */
+#include "store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common.h"
+
+void store_pack_path(const struct ckpt_store *s, uint32_t pack_id, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%08u.pack", s->pack_dir, pack_id);
+}
+
+void store_mf_name(uint64_t step, char *buf, size_t len)
+{
+	snprintf(buf, len, "%020llu.ckpt", (unsigned long long)step);
+}
+
+static char *join(const char *a, const char *b)
+{
+	size_t n = strlen(a) + strlen(b) + 2;
+	char *p = malloc(n);
+	if (p)
+		snprintf(p, n, "%s/%s", a, b);
+	return p;
+}
+
+static int make_dir(const char *p)
+{
+	if (mkdir(p, 0755) && errno != EEXIST) {
+		int e = errno;
+		return ckpt_fail(ckpt_errno_code(e), "create directory %s: %s", p, strerror(e));
+	}
+	return 0;
+}
+
+static void random_uuid(uint8_t out[16])
+{
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, out, 16) != 16) {
+		uint64_t t = (uint64_t)ckpt_wall_ns() ^ ((uint64_t)getpid() << 32);
+		put_le64(out, t);
+		put_le64(out + 8, t * 0x9e3779b97f4a7c15ull);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Creates the layout in an existing, empty (or new) directory. The header is written last and
+ * atomically, so a half-created store is recognised as "not a store" and can be created again. */
+static int create_layout(struct ckpt_store *s)
+{
+	int rc;
+	if ((rc = make_dir(s->path)) || (rc = make_dir(s->pack_dir)) || (rc = make_dir(s->mf_dir)))
+		return rc;
+	struct store_hdr h = {
+		.version = CKPT_FORMAT_VERSION,
+		.chunk_size = s->opt.chunk_size ? (uint32_t)s->opt.chunk_size : (1u << 20),
+		.codec = s->opt.compress > 0 ? CKPT_COMPRESS_ZSTD : CKPT_COMPRESS_NONE,
+		.zstd_level = (uint8_t)(s->opt.zstd_level ? s->opt.zstd_level : 1),
+		.created = ckpt_wall_ns() / 1000000000,
+	};
+	random_uuid(h.uuid);
+	uint8_t buf[STORE_HDR_LEN];
+	store_hdr_encode(&h, buf);
+	if ((rc = io_fsync_dir(s->pack_dir)) || (rc = io_fsync_dir(s->mf_dir)))
+		return rc;
+	return io_write_atomic(s->path, STORE_FILE, buf, sizeof buf);
+}
+
+static int dir_is_empty(const char *p)
+{
+	DIR *d = opendir(p);
+	if (!d)
+		return 0;
+	struct dirent *e;
+	int empty = 1;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+		    strcmp(e->d_name, PACK_DIR) && strcmp(e->d_name, MF_DIR) &&
+		    strncmp(e->d_name, "." STORE_FILE ".tmp", 10))
+			empty = 0;
+	closedir(d);
+	return empty;
+}
+
+CKPT_API int ckpt_store_open(const char *path, const ckpt_options *opts, ckpt_store **out)
+{
+	*out = NULL;
+	if (!path || !*path)
+		return ckpt_fail(CKPT_E_INVAL, "store path is empty");
+	ckpt_options *defaults = NULL;
+	if (!opts)
+		opts = defaults = ckpt_options_create();
+	if (!opts)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	struct ckpt_store *s = calloc(1, sizeof *s);
+	int rc = 0;
+	if (!s) {
+		ckpt_options_free(defaults);
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	}
+	s->opt = *opts;
+	ckpt_options_free(defaults);
+	s->lock_fd = -1;
+	s->io = ckpt_io_default();
+	index_init(&s->idx);
+	s->path = strdup(path);
+	char *hp = NULL;
+	if (!s->path || !(s->pack_dir = join(path, PACK_DIR)) || !(s->mf_dir = join(path, MF_DIR)) ||
+	    !(hp = join(path, STORE_FILE))) {
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		goto fail;
+	}
+
+	struct stat st;
+	if (stat(hp, &st)) {
+		int e = errno;
+		if (e != ENOENT) {
+			rc = ckpt_fail(ckpt_errno_code(e), "%s: %s", hp, strerror(e));
+			goto fail;
+		}
+		if (!s->opt.create || s->opt.read_only) {
+			if (stat(path, &st))
+				rc = ckpt_fail(CKPT_E_NOTFOUND, "store %s does not exist", path);
+			else
+				rc = ckpt_fail(CKPT_E_NOTFOUND, "%s is not a libckpt store (no %s file)",
+					       path, STORE_FILE);
+			goto fail;
+		}
+		if (!stat(path, &st) && !dir_is_empty(path)) {
+			rc = ckpt_fail(CKPT_E_INVAL,
+				       "%s is not empty and not a libckpt store; refusing to create one there",
+				       path);
+			goto fail;
+		}
+		if ((rc = create_layout(s)))
+			goto fail;
+	}
+	uint8_t *buf;
+	size_t len;
+	if ((rc = io_slurp(hp, 4096, &buf, &len)))
+		goto fail;
+	rc = store_hdr_decode(buf, len, &s->hdr, hp);
+	free(buf);
+	if (rc)
+		goto fail;
+	free(hp);
+	*out = s;
+	return 0;
+fail:
+	free(hp);
+	ckpt_store_close(s);
+	return rc;
+}
+
+CKPT_API void ckpt_store_close(ckpt_store *s)
+{
+	if (!s)
+		return;
+	if (s->active)
+		ckpt_save_abort(s->active);
+	store_unlock(s);
+	index_free(&s->idx);
+	free(s->path);
+	free(s->pack_dir);
+	free(s->mf_dir);
+	free(s);
+}
+
+CKPT_API const char *ckpt_store_path(const ckpt_store *s)
+{
+	return s ? s->path : NULL;
+}
+
+int store_lock(struct ckpt_store *s)
+{
+	if (s->opt.read_only)
+		return ckpt_fail(CKPT_E_PERM, "store %s was opened read-only", s->path);
+	if (s->lock_fd >= 0)
+		return 0;
+	char p[4096];
+	snprintf(p, sizeof p, "%s/%s", s->path, LOCK_FILE);
+	int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		int e = errno;
+		return ckpt_fail(ckpt_errno_code(e), "open lock file %s: %s", p, strerror(e));
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		int e = errno;
+		char who[32] = "";
+		ssize_t n = pread(fd, who, sizeof who - 1, 0);
+		close(fd);
+		if (n > 0)
+			who[strcspn(who, "\n")] = 0;
+		if (e == EWOULDBLOCK)
+			return ckpt_fail(CKPT_E_BUSY,
+					 "store %s is busy: another process%s%s%s is writing to it (lock %s)",
+					 s->path, n > 0 ? " (pid " : "", n > 0 ? who : "", n > 0 ? ")" : "", p);
+		return ckpt_fail(CKPT_E_IO, "lock %s: %s", p, strerror(e));
+	}
+	/* The pid is only for the busy message; the flock itself is the lock. */
+	char pid[32];
+	int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) < 0) {
+		/* a lock file we cannot write to still locks */
+	}
+	s->lock_fd = fd;
+	return 0;
+}
+
+void store_unlock(struct ckpt_store *s)
+{
+	if (s->lock_fd >= 0) {
+		close(s->lock_fd);
+		s->lock_fd = -1;
+	}
+}
+
+int store_load_manifest(struct ckpt_store *s, uint64_t step, struct manifest *m)
+{
+	char name[64], p[4096];
+	store_mf_name(step, name, sizeof name);
+	snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
+	uint8_t *buf;
+	size_t len;
+	int rc = io_slurp(p, MF_MAX_LEN, &buf, &len);
+	if (rc == -CKPT_E_NOTFOUND)
+		return ckpt_fail(CKPT_E_NOTFOUND, "checkpoint %llu not found in store %s",
+				 (unsigned long long)step, s->path);
+	if (rc)
+		return rc;
+	rc = manifest_decode(buf, len, m, p);
+	if (rc)
+		return rc;
+	if (m->step != step) {
+		manifest_free(m);
+		return ckpt_fail(CKPT_E_CORRUPT, "%s: holds step %llu, not %llu", p,
+				 (unsigned long long)m->step, (unsigned long long)step);
+	}
+	if (memcmp(m->uuid, s->hdr.uuid, 16)) {
+		manifest_free(m);
+		return ckpt_fail(CKPT_E_CORRUPT, "%s: belongs to another store (uuid mismatch)", p);
+	}
+	return 0;
+}
+
+/* Parses "<20 digits>.ckpt"; temporary files start with '.' and never match. */
+static int parse_mf_name(const char *n, uint64_t *step)
+{
+	if (strlen(n) != 25 || strcmp(n + 20, ".ckpt"))
+		return -1;
+	uint64_t v = 0;
+	for (int i = 0; i < 20; i++) {
+		if (n[i] < '0' || n[i] > '9')
+			return -1;
+		if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, (uint64_t)(n[i] - '0'), &v))
+			return -1;
+	}
+	*step = v;
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+long store_steps(struct ckpt_store *s, uint64_t **steps)
+{
+	DIR *d = opendir(s->mf_dir);
+	if (!d) {
+		int e = errno;
+		return ckpt_fail(ckpt_errno_code(e), "open %s: %s", s->mf_dir, strerror(e));
+	}
+	size_t n = 0, cap = 64;
+	uint64_t *v = malloc(cap * sizeof *v);
+	struct dirent *e;
+	while (v && (e = readdir(d))) {
+		uint64_t st;
+		if (parse_mf_name(e->d_name, &st))
+			continue;
+		if (n == cap) {
+			uint64_t *nv = realloc(v, (cap *= 2) * sizeof *v);
+			if (!nv) {
+				free(v);
+				v = NULL;
+				break;
+			}
+			v = nv;
+		}
+		v[n++] = st;
+	}
+	closedir(d);
+	if (!v)
+		return ckpt_fail(CKPT_E_NOMEM, "listing %s: out of memory", s->mf_dir);
+	qsort(v, n, sizeof *v, cmp_u64);
+	*steps = v;
+	return (long)n;
+}
+
+void store_info_of(const struct manifest *m, ckpt_info *info)
+{
+	memset(info, 0, sizeof *info);
+	info->step = m->step;
+	info->time = m->time_ns / 1000000000;
+	info->tensors = m->n_tensors;
+	for (uint32_t i = 0; i < m->n_tensors; i++)
+		info->logical_bytes += m->tensors[i].nbytes;
+	info->new_bytes = m->new_bytes;
+	info->chunks = m->n_chunks;
+	for (uint32_t i = 0; i < m->n_chunks; i++) {
+		info->stored_bytes += rec_span(m->chunks[i].stored_len);
+		if (m->chunks[i].flags & MF_CHUNK_NEW)
+			info->new_chunks++;
+	}
+}
+
+CKPT_API int ckpt_store_list(ckpt_store *s, int include_invalid, ckpt_info **out)
+{
+	*out = NULL;
+	uint64_t *steps;
+	long n = store_steps(s, &steps);
+	if (n < 0)
+		return (int)n;
+	ckpt_info *v = calloc((size_t)n + 1, sizeof *v);
+	if (!v) {
+		free(steps);
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	}
+	long k = 0;
+	for (long i = 0; i < n; i++) {
+		struct manifest m;
+		int rc = store_load_manifest(s, steps[i], &m);
+		if (rc == -CKPT_E_NOMEM) {
+			free(steps);
+			free(v);
+			return rc;
+		}
+		if (rc) {
+			if (include_invalid) {
+				v[k].step = steps[i];
+				v[k++].error = -rc;
+			}
+			continue;
+		}
+		store_info_of(&m, &v[k++]);
+		manifest_free(&m);
+	}
+	free(steps);
+	*out = v;
+	return (int)k;
+}
+
+CKPT_API void ckpt_info_free(ckpt_info *list)
+{
+	free(list);
+}
+
+CKPT_API int ckpt_store_resolve(ckpt_store *s, uint64_t step, uint64_t *out)
+{
+	if (step != CKPT_STEP_LATEST) {
+		struct manifest m;
+		int rc = store_load_manifest(s, step, &m);
+		if (rc)
+			return rc;
+		manifest_free(&m);
+		*out = step;
+		return 0;
+	}
+	uint64_t *steps;
+	long n = store_steps(s, &steps);
+	if (n < 0)
+		return (int)n;
+	/* "latest" is the newest checkpoint that verifies, computed, never a pointer file. */
+	for (long i = n - 1; i >= 0; i--) {
+		struct manifest m;
+		if (store_load_manifest(s, steps[i], &m) == 0) {
+			manifest_free(&m);
+			*out = steps[i];
+			free(steps);
+			return 0;
+		}
+	}
+	free(steps);
+	return ckpt_fail(CKPT_E_NOTFOUND, "store %s has no valid checkpoint", s->path);
+}
+
+int store_max_pack_id(struct ckpt_store *s, uint32_t *out)
+{
+	DIR *d = opendir(s->pack_dir);
+	if (!d) {
+		int e = errno;
+		return ckpt_fail(ckpt_errno_code(e), "open %s: %s", s->pack_dir, strerror(e));
+	}
+	uint32_t mx = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char *end;
+		unsigned long v = strtoul(e->d_name, &end, 10);
+		if (end != e->d_name && !strcmp(end, ".pack") && v > mx && v <= UINT32_MAX)
+			mx = (uint32_t)v;
+	}
+	closedir(d);
+	*out = mx;
+	return 0;
+}
+
+/* A signature of the manifests directory: any prune, gc or other writer changes it. */
+static int mf_signature(struct ckpt_store *s, uint64_t *sig)
+{
+	DIR *d = opendir(s->mf_dir);
+	if (!d) {
+		int e = errno;
+		return ckpt_fail(ckpt_errno_code(e), "open %s: %s", s->mf_dir, strerror(e));
+	}
+	uint64_t h = 0x12345678;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		uint64_t step;
+		struct stat st;
+		if (parse_mf_name(e->d_name, &step) || fstatat(dirfd(d), e->d_name, &st, 0))
+			continue;
+		uint64_t x[5] = {step, (uint64_t)st.st_ino, (uint64_t)st.st_size,
+				 (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec};
+		h += ckpt_checksum64(x, sizeof x); /* order-independent */
+	}
+	closedir(d);
+	*sig = h;
+	return 0;
+}
+
+int store_refresh_index(struct ckpt_store *s)
+{
+	uint64_t sig = 0;
+	int rc = mf_signature(s, &sig);
+	if (rc)
+		return rc;
+	if (s->idx_valid && sig == s->idx_sig)
+		return 0;
+	index_free(&s->idx);
+	s->idx_valid = false;
+	uint64_t *steps;
+	long n = store_steps(s, &steps);
+	if (n < 0)
+		return (int)n;
+	for (long i = 0; i < n; i++) {
+		struct manifest m;
+		rc = store_load_manifest(s, steps[i], &m);
+		if (rc == -CKPT_E_NOMEM)
+			break;
+		if (rc) {
+			rc = 0; /* a damaged manifest only means fewer chunks to reuse */
+			continue;
+		}
+		for (uint32_t c = 0; c < m.n_chunks && !rc; c++)
+			if (!index_put(&s->idx, &m.chunks[c]))
+				rc = ckpt_fail(CKPT_E_NOMEM, "dedup index: out of memory");
+		manifest_free(&m);
+		if (rc)
+			break;
+	}
+	free(steps);
+	if (rc) {
+		index_free(&s->idx);
+		return rc;
+	}
+	s->idx_sig = sig;
+	s->idx_valid = true;
+	return 0;
+}
+
+int store_index_resync(struct ckpt_store *s)
+{
+	uint64_t sig = 0;
+	int rc = mf_signature(s, &sig);
+	if (rc)
+		s->idx_valid = false;
+	else
+		s->idx_sig = sig;
+	return rc;
+}

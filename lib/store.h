@@ -1,0 +1,72 @@
+/* The store: directory layout, writer lock, manifests on disk, dedup index. Internal to lib/. */
+#ifndef CKPT_STORE_H
+#define CKPT_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ckpt.h"
+#include "format.h"
+#include "index.h"
+#include "io.h"
+
+#define STORE_FILE "store"
+#define LOCK_FILE "LOCK"
+#define PACK_DIR "packs"
+#define MF_DIR "manifests"
+
+struct ckpt_options {
+	int create;
+	int read_only;
+	int direct_io;
+	int overwrite;
+	int64_t chunk_size; /* 0: the store's */
+	int compress;       /* -1: the store's */
+	int zstd_level;     /* 0: the store's */
+	uint64_t io_size;
+	uint64_t pack_size;
+};
+
+struct ckpt_store {
+	char *path;
+	char *pack_dir, *mf_dir;
+	struct store_hdr hdr;
+	struct ckpt_options opt;
+	const struct ckpt_io_ops *io;
+	struct ckpt_save *active;
+	int lock_fd;
+	/* Dedup index and the manifests-directory signature it was built from. */
+	struct ckpt_index idx;
+	uint64_t idx_sig;
+	bool idx_valid;
+	uint32_t gen;
+};
+
+/* Paths of a store's files. */
+void store_pack_path(const struct ckpt_store *s, uint32_t pack_id, char *buf, size_t len);
+void store_mf_name(uint64_t step, char *buf, size_t len);
+
+/* Takes the writer lock (flock on STORE/LOCK) or fails with -CKPT_E_BUSY; unlock releases it. */
+int store_lock(struct ckpt_store *s);
+void store_unlock(struct ckpt_store *s);
+
+/* Reads and decodes the manifest of step. Returns 0 or -CKPT_E_* (the message names the file). */
+int store_load_manifest(struct ckpt_store *s, uint64_t step, struct manifest *m);
+
+/* Lists the steps that have a manifest file, ascending. Returns the count or -CKPT_E_*. */
+long store_steps(struct ckpt_store *s, uint64_t **steps);
+
+/* Brings the dedup index up to date with the manifests on disk (call under the lock). */
+int store_refresh_index(struct ckpt_store *s);
+
+/* After this process committed a manifest under the lock: the index is current, record the
+ * directory's new signature so the next save does not rebuild it. */
+int store_index_resync(struct ckpt_store *s);
+
+/* Highest pack id present in packs/ (0 if none). */
+int store_max_pack_id(struct ckpt_store *s, uint32_t *out);
+
+/* Fills a ckpt_info from a decoded manifest. */
+void store_info_of(const struct manifest *m, ckpt_info *info);
+
+#endif

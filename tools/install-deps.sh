@@ -1,0 +1,34 @@
+#!/bin/sh
+# Installs the Debian 12 packages that libckpt needs to build and test, and only those that are
+# missing. Says what it installs; does nothing (and needs no network) when everything is present.
+# Usage: tools/install-deps.sh [build|test|demo]   (default: test)
+set -eu
+what=${1:-test}
+
+pkgs="gcc make pkg-config liburing-dev libzstd-dev libxxhash-dev"
+case "$what" in
+  build|demo) ;;
+  test) pkgs="$pkgs fio" ;;
+  *) echo "install-deps: unknown set '$what' (build, test, demo)" >&2; exit 2 ;;
+esac
+# Extra sets registered by other parts of the tree (one package list per file).
+for f in "$(dirname "$0")"/deps.d/*."$what" "$(dirname "$0")"/deps.d/*.all; do
+  [ -f "$f" ] && pkgs="$pkgs $(grep -v '^#' "$f" | tr '\n' ' ')"
+done
+
+missing=""
+for p in $pkgs; do
+  st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  case "$st" in *"install ok installed"*) ;; *) missing="$missing $p" ;; esac
+done
+[ -z "$missing" ] && exit 0
+
+echo "install-deps: installing missing Debian packages:$missing"
+if [ "$(id -u)" != 0 ]; then
+  echo "install-deps: not root; run as root or install them yourself: apt-get install$missing" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing
