@@ -184,7 +184,7 @@ int cmd_export(int argc, char **argv)
 		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
 		if (fd < 0) {
 			tmp_path = NULL;
-			cli_err("%s: %s: %s", cmd, tmp, strerror(errno));
+			cli_err("%s: cannot create %s: %s", cmd, tmp, strerror(errno));
 			goto out;
 		}
 	}

@@ -160,8 +160,10 @@ int cmd_import(int argc, char **argv)
 	rc = EXIT_FAIL;
 	r = ckpt_save_begin(store, step, &save);
 	if (r < 0) {
-		if (r == -CKPT_E_EXISTS && !ckpt_errmsg()[0])
-			cli_err("%s: step %llu already exists in %s (use --overwrite to replace it)",
+		if (r == -CKPT_E_EXISTS && ckpt_errmsg()[0])
+			cli_err("%s: %s; use --overwrite to replace it", cmd, ckpt_errmsg());
+		else if (r == -CKPT_E_EXISTS)
+			cli_err("%s: step %llu already exists in %s; use --overwrite to replace it",
 				cmd, (unsigned long long)step, store_path);
 		else if (r == -CKPT_E_BUSY && !ckpt_errmsg()[0])
 			cli_err("%s: store %s is busy: another process is writing to it", cmd,

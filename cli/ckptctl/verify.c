@@ -76,10 +76,15 @@ static void on_damage(const ckpt_damage *d, void *arg)
 		return;
 	}
 	char q[1100];
+	const char *msg = d->message ? d->message : ckpt_strerror(d->error);
+	size_t fl = d->file ? strlen(d->file) : 0;
+	/* The library's message often begins with the file name, already printed. */
+	if (fl && !strncmp(msg, d->file, fl) && !strncmp(msg + fl, ": ", 2))
+		msg += fl + 2;
 	printf("step %llu: DAMAGED tensor %s chunk %llu (offset %llu) in %s: %s\n",
 	       (unsigned long long)v->step, st_quote(d->tensor, q, sizeof q, 1000),
 	       (unsigned long long)d->chunk, (unsigned long long)d->offset,
-	       d->file ? d->file : "?", d->message ? d->message : ckpt_strerror(d->error));
+	       d->file ? d->file : "?", msg);
 }
 
 /* A manifest that does not verify: reported as damage of step. */

@@ -269,7 +269,7 @@ int cmd_apply(int argc, char **argv)
 	int napplied = 0, nsame = 0, nbad = 0;
 	for (int i = 0; i < pl.n; i++) {
 		struct item *it = &pl.it[i];
-		char back[96] = "", why[256] = "";
+		char back[96] = "", why[PATH_MAX + 256] = "";
 		const char *result;
 		switch (it->st) {
 		case IS_SAME:

@@ -268,8 +268,10 @@ static int raid_create(int argc, char **argv)
 	} else {
 		for (unsigned num = 0;; num++) {
 			char rel[PATH_MAX];
-			snprintf(rel, sizeof(rel), "block/md%u", num);
-			if (!sys_exists(rel)) {
+			/* a stopped array can linger in sysfs, inactive, with an empty level */
+			char lv[32] = "";
+			snprintf(rel, sizeof(rel), "block/md%u/md/level", num);
+			if (sys_read(rel, lv, sizeof(lv)) || !lv[0]) {
 				snprintf(mdname, sizeof(mdname), "md%u", num);
 				break;
 			}

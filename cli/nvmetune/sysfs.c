@@ -14,17 +14,23 @@
 
 void sys_path(char *buf, size_t len, const char *rel)
 {
-	snprintf(buf, len, "%s/%s", nt.sys_root, rel);
+	/* an over-long path must fail to open, never name a shorter path */
+	if ((size_t)snprintf(buf, len, "%s/%s", nt.sys_root, rel) >= len)
+		snprintf(buf, len, "/nonexistent/too-long");
 }
 
 void dev_path(char *buf, size_t len, const char *name)
 {
-	snprintf(buf, len, "%s/%s", nt.dev_root, name);
+	/* an over-long path must fail to open, never name a shorter path */
+	if ((size_t)snprintf(buf, len, "%s/%s", nt.dev_root, name) >= len)
+		snprintf(buf, len, "/nonexistent/too-long");
 }
 
 void proc_path(char *buf, size_t len, const char *rel)
 {
-	snprintf(buf, len, "%s/%s", nt.proc_root, rel);
+	/* an over-long path must fail to open, never name a shorter path */
+	if ((size_t)snprintf(buf, len, "%s/%s", nt.proc_root, rel) >= len)
+		snprintf(buf, len, "/nonexistent/too-long");
 }
 
 bool sys_exists(const char *rel)

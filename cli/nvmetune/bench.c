@@ -1,0 +1,313 @@
+/* bench: a short io_uring sweep over queue depth and I/O size, sequential writes (then fdatasync:
+ * a checkpoint is only done when durable) and reads, O_DIRECT like libckpt. It recommends the
+ * smallest depth x size within 5% of the best write throughput (less pinned memory for the same
+ * speed) and writes it to libckpt's config file as defaults. */
+#include "nvmetune.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <liburing.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+const char usage_bench[] =
+	"Usage: nvmetune bench [--size SIZE] [--config FILE] [--no-config] [--force] [--json] DEV|DIR\n"
+	"Sequential io_uring O_DIRECT writes (each pass ends with fdatasync) and reads over queue\n"
+	"depths 1 4 16 32 and I/O sizes 128K 512K 1M 4M; recommends the queue depth and I/O size\n"
+	"for libckpt and writes them as io_queue_depth and io_size_bytes to the config file.\n"
+	"On a DIR it writes a temporary file (removed at once, so nothing is left behind).\n"
+	"On a DEV it overwrites the first SIZE bytes: refused unless the device carries no\n"
+	"signature and is not mounted or held, or --force.\n"
+	"  --size SIZE     bytes per pass (default 64M: a few seconds in all)\n"
+	"  --config FILE   where libckpt reads its defaults (default /etc/libckpt.conf; libckpt\n"
+	"                  looks at $CKPT_CONFIG first)\n"
+	"  --no-config     only print the recommendation\n"
+	"  -f, --force     use a device the safety checks refuse (its data is lost)\n";
+
+static const unsigned depths[] = {1, 4, 16, 32};
+static const unsigned sizes[] = {128 << 10, 512 << 10, 1 << 20, 4 << 20};
+#define ND (sizeof(depths) / sizeof(depths[0]))
+#define NS (sizeof(sizes) / sizeof(sizes[0]))
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One sequential pass. Returns MiB/s, or a negative -errno. */
+static double pass(int fd, bool write, unsigned qd, unsigned bs, uint64_t total, void *buf)
+{
+	struct io_uring ring;
+	int rc = io_uring_queue_init(qd, &ring, 0);
+	if (rc < 0)
+		return rc;
+	uint64_t off = 0, done = 0;
+	unsigned inflight = 0;
+	double t0 = now_s();
+	while (done < total) {
+		while (inflight < qd && off < total) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+			if (!sqe)
+				break;
+			unsigned len = total - off < bs ? (unsigned)(total - off) : bs;
+			if (write)
+				io_uring_prep_write(sqe, fd, buf, len, off);
+			else
+				io_uring_prep_read(sqe, fd, buf, len, off);
+			io_uring_sqe_set_data64(sqe, len);
+			off += len;
+			inflight++;
+		}
+		rc = io_uring_submit_and_wait(&ring, 1);
+		if (rc < 0) {
+			io_uring_queue_exit(&ring);
+			return rc;
+		}
+		struct io_uring_cqe *cqes[64];
+		unsigned n = io_uring_peek_batch_cqe(&ring, cqes, 64);
+		for (unsigned i = 0; i < n; i++) {
+			int res = cqes[i]->res;
+			if (res < 0 || (uint64_t)res != io_uring_cqe_get_data64(cqes[i])) {
+				io_uring_queue_exit(&ring);
+				return res < 0 ? res : -EIO;
+			}
+			done += (unsigned)res;
+			inflight--;
+		}
+		io_uring_cq_advance(&ring, n);
+	}
+	if (write && fdatasync(fd)) {
+		io_uring_queue_exit(&ring);
+		return -errno;
+	}
+	double dt = now_s() - t0;
+	io_uring_queue_exit(&ring);
+	return (double)total / (1 << 20) / (dt > 1e-9 ? dt : 1e-9);
+}
+
+/* Replaces our keys (and our comment) in the config, keeping every other line. */
+static int write_config(const char *path, const char *target, unsigned qd, unsigned bs, double mibs)
+{
+	char *old = NULL;
+	int rc = read_file(path, &old, NULL);
+	if (rc && rc != -ENOENT)
+		return rc;
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	if (old) {
+		for (char *save = NULL, *l = strtok_r(old, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+			char t[512], key[64] = "";
+			trim_copy(t, sizeof(t), l);
+			if (!strncmp(t, "# nvmetune bench", 16))
+				continue;
+			sscanf(t, "%63[a-z_]", key);
+			if (!strcmp(key, "io_queue_depth") || !strcmp(key, "io_size_bytes"))
+				continue;
+			fprintf(f, "%s\n", l);
+		}
+		free(old);
+	}
+	char when[32];
+	now_iso(when, sizeof(when));
+	fprintf(f, "# nvmetune bench at %s for %s: best write %.0f MiB/s at these settings\n", when,
+		target, mibs);
+	fprintf(f, "io_queue_depth = %u\nio_size_bytes = %u\n", qd, bs);
+	fclose(f);
+	rc = write_file_atomic(path, out, len, 0644);
+	free(out);
+	return rc;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"size", required_argument, NULL, 's'},  {"config", required_argument, NULL, 'c'},
+		{"no-config", no_argument, NULL, 'N'},   {"force", no_argument, NULL, 'f'},
+		{NULL, 0, NULL, 0},
+	};
+	uint64_t size = 64ull << 20;
+	const char *config = "/etc/libckpt.conf";
+	bool noconf = false, force = false;
+	optind = 1;
+	opterr = 0;
+	int c;
+	while ((c = getopt_long(argc, argv, "+f", lo, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if (cli_parse_size(optarg, &size) || size < sizes[NS - 1])
+				return cli_usage_err("bench", "bad size '%s': at least 4M", optarg);
+			break;
+		case 'c': config = optarg; break;
+		case 'N': noconf = true; break;
+		case 'f': force = true; break;
+		default:
+			return cli_usage_err("bench", "unknown option or missing argument: '%s'",
+					     argv[optind - 1]);
+		}
+	}
+	if (argc - optind != 1)
+		return cli_usage_err("bench", "name one device or directory");
+	const char *target = argv[optind];
+	size -= size % sizes[NS - 1];
+
+	struct stat st;
+	char nm[64], path[PATH_MAX];
+	int fd;
+	bool direct = true;
+	if (stat(target, &st) == 0 && S_ISDIR(st.st_mode)) {
+		struct statvfs vfs;
+		if (!statvfs(target, &vfs) && (uint64_t)vfs.f_bavail * vfs.f_frsize < size + (16 << 20)) {
+			cli_err("bench: %s: not enough free space for a %llu-byte test file", target,
+				(unsigned long long)size);
+			return EXIT_FAIL;
+		}
+		snprintf(path, sizeof(path), "%s/.nvmetune-bench.XXXXXX", target);
+		fd = mkostemp(path, O_CLOEXEC);
+		if (fd < 0) {
+			cli_err("bench: %s: cannot create a test file: %s", target, strerror(errno));
+			return EXIT_FAIL;
+		}
+		unlink(path); /* nothing is left behind, even if the run is killed */
+		if (fcntl(fd, F_SETFL, O_DIRECT)) {
+			direct = false; /* tmpfs and some others: measure buffered I/O, and say so */
+		}
+		if (posix_fallocate(fd, 0, (off_t)size) && ftruncate(fd, (off_t)size)) {
+			cli_err("bench: %s: cannot size the test file: %s", target, strerror(errno));
+			close(fd);
+			return EXIT_FAIL;
+		}
+	} else {
+		if (blk_resolve(target, nm, sizeof(nm))) {
+			cli_err("bench: %s: no such block device or directory", target);
+			return EXIT_NOTFOUND;
+		}
+		if ((c = nt_need_root("bench")))
+			return c;
+		char why[1024];
+		dev_path(path, sizeof(path), nm);
+		if (safety_refuse(nm, why, sizeof(why))) {
+			if (!force) {
+				cli_err("bench: %s: refused: %s (bench overwrites it; --force to allow)", path, why);
+				return EXIT_REFUSED;
+			}
+			cli_err("bench: %s: %s; overriding (--force)", path, why);
+		}
+		struct blockdev d;
+		if (!blk_info(nm, &d) && d.size && d.size < size)
+			size = d.size - d.size % sizes[NS - 1];
+		fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
+		if (fd < 0) {
+			cli_err("bench: %s: %s", path, strerror(errno));
+			return EXIT_FAIL;
+		}
+	}
+	void *buf;
+	if (posix_memalign(&buf, 4096, sizes[NS - 1])) {
+		close(fd);
+		cli_err("bench: out of memory");
+		return EXIT_FAIL;
+	}
+	/* not zeros: some drives compress or skip them, and the numbers would lie */
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	for (size_t i = 0; i < sizes[NS - 1] / 8; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		((uint64_t *)buf)[i] = x;
+	}
+	double wr[ND][NS], rd[ND][NS], best = 0;
+	int ret = EXIT_OK;
+	for (size_t i = 0; i < ND && ret == EXIT_OK; i++)
+		for (size_t j = 0; j < NS && ret == EXIT_OK; j++) {
+			wr[i][j] = pass(fd, true, depths[i], sizes[j], size, buf);
+			if (!direct)
+				posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+			rd[i][j] = wr[i][j] < 0 ? wr[i][j] : pass(fd, false, depths[i], sizes[j], size, buf);
+			if (wr[i][j] < 0 || rd[i][j] < 0) {
+				int e = (int)-(wr[i][j] < 0 ? wr[i][j] : rd[i][j]);
+				cli_err("bench: %s: I/O failed at depth %u size %u: %s", target, depths[i],
+					sizes[j], strerror(e));
+				ret = EXIT_FAIL;
+			} else if (wr[i][j] > best) {
+				best = wr[i][j];
+			}
+		}
+	close(fd);
+	free(buf);
+	if (ret)
+		return ret;
+	unsigned rqd = 0, rbs = 0;
+	double rmibs = 0;
+	uint64_t mem = UINT64_MAX;
+	for (size_t i = 0; i < ND; i++)
+		for (size_t j = 0; j < NS; j++)
+			if (wr[i][j] >= 0.95 * best && (uint64_t)depths[i] * sizes[j] < mem) {
+				mem = (uint64_t)depths[i] * sizes[j];
+				rqd = depths[i];
+				rbs = sizes[j];
+				rmibs = wr[i][j];
+			}
+	if (nt.json) {
+		struct jw w;
+		jw_init(&w, stdout, true);
+		jw_obj_begin(&w);
+		jw_key(&w, "target");
+		jw_str(&w, target);
+		jw_key(&w, "bytes_per_pass");
+		jw_u64(&w, size);
+		jw_key(&w, "o_direct");
+		jw_bool(&w, direct);
+		jw_key(&w, "results");
+		jw_arr_begin(&w);
+		for (size_t i = 0; i < ND; i++)
+			for (size_t j = 0; j < NS; j++) {
+				jw_obj_begin(&w);
+				jw_key(&w, "queue_depth");
+				jw_u64(&w, depths[i]);
+				jw_key(&w, "io_size_bytes");
+				jw_u64(&w, sizes[j]);
+				jw_key(&w, "write_mib_s");
+				jw_dbl(&w, wr[i][j]);
+				jw_key(&w, "read_mib_s");
+				jw_dbl(&w, rd[i][j]);
+				jw_obj_end(&w);
+			}
+		jw_arr_end(&w);
+		jw_key(&w, "io_queue_depth");
+		jw_u64(&w, rqd);
+		jw_key(&w, "io_size_bytes");
+		jw_u64(&w, rbs);
+		jw_key(&w, "config");
+		if (noconf)
+			jw_null(&w);
+		else
+			jw_str(&w, config);
+		jw_obj_end(&w);
+		jw_finish(&w);
+	} else {
+		printf("%s: %llu MiB per pass%s\n%-6s %-9s %12s %12s\n", target,
+		       (unsigned long long)(size >> 20), direct ? ", O_DIRECT" : ", buffered (no O_DIRECT here)",
+		       "DEPTH", "IO_SIZE", "WRITE MiB/s", "READ MiB/s");
+		for (size_t i = 0; i < ND; i++)
+			for (size_t j = 0; j < NS; j++)
+				printf("%-6u %-9u %12.0f %12.0f\n", depths[i], sizes[j], wr[i][j], rd[i][j]);
+		printf("recommended: io_queue_depth = %u, io_size_bytes = %u (%.0f MiB/s write, within 5%% "
+		       "of the best with the least memory in flight)\n", rqd, rbs, rmibs);
+	}
+	if (!noconf) {
+		int rc = write_config(config, target, rqd, rbs, rmibs);
+		if (rc) {
+			cli_err("bench: %s: %s", config, strerror(-rc));
+			return EXIT_FAIL;
+		}
+		if (!nt.json)
+			printf("wrote %s\n", config);
+	}
+	return EXIT_OK;
+}

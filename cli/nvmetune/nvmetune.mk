@@ -1,0 +1,19 @@
+# nvmetune: provisions NVMe storage for checkpoints (issue 5). Included by the top-level Makefile.
+# Its objects have their own rule (the more specific pattern wins) because they do not use
+# include/ckpt.h; they link libnvme, libblkid and liburing directly (libnvme's .pc file would pull
+# in json-c and openssl .pc files that a build machine need not have).
+NVMETUNE_SRC  := $(sort $(wildcard cli/nvmetune/*.c))
+NVMETUNE_OBJ  := $(NVMETUNE_SRC:%.c=$(B)/obj/%.o)
+NVMETUNE_LIBS := -lnvme -lblkid -luring
+BINS += $(B)/bin/nvmetune
+
+$(B)/obj/cli/nvmetune/%.o: cli/nvmetune/%.c cli/nvmetune/nvmetune.h cli/common/cli.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Icli/common -c $< -o $@
+
+$(B)/bin/nvmetune: $(NVMETUNE_OBJ) $(CLI_COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(NVMETUNE_OBJ) $(CLI_COMMON_OBJ) $(NVMETUNE_LIBS)
+
+.PHONY: nvmetune
+nvmetune: $(B)/bin/nvmetune

@@ -1,0 +1,187 @@
+/* persist: settings written to sysfs vanish at reboot and when a drive is hot-plugged; a udev rules
+ * file reapplies them on every add/change event. ASPM and APST are decided before userspace runs,
+ * so for those the tool prints the kernel parameters to add instead. */
+#include "nvmetune.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char usage_persist[] =
+	"Usage: nvmetune persist [--profile P] [--rules FILE] [--dry-run] [--json] [DEV ...]\n"
+	"Writes udev rules that apply the profile's queue settings (and APST off) whenever a device\n"
+	"appears, so they survive reboot and hotplug, and prints the kernel parameters to add for\n"
+	"ASPM and APST. NVMe namespaces are matched by controller serial and namespace id.\n"
+	"  -p, --profile P   checkpoint (default), default, or a profile file\n"
+	"      --rules FILE  rules file (default /etc/udev/rules.d/60-nvmetune.rules)\n"
+	"  -n, --dry-run     print the rules instead of writing them\n";
+
+static const char *attr_of(enum knob_id k)
+{
+	switch (k) {
+	case K_SCHEDULER: return "queue/scheduler";
+	case K_NR_REQUESTS: return "queue/nr_requests";
+	case K_READ_AHEAD: return "queue/read_ahead_kb";
+	case K_MAX_SECTORS: return "queue/max_sectors_kb";
+	case K_WRITE_CACHE: return "queue/write_cache";
+	case K_APST: return "power/pm_qos_latency_tolerance_us";
+	default: return NULL;
+	}
+}
+
+/* The match part of a rule: serial + nsid for NVMe namespaces (kernel names can change between
+ * boots), the kernel name otherwise. */
+static void match_of(const char *dev, char *out, size_t len)
+{
+	char ctrl[64] = "", serial[64] = "", nsid[16] = "", rel[PATH_MAX];
+	nvme_ctrl_of(dev, ctrl, sizeof(ctrl));
+	if (ctrl[0]) {
+		snprintf(rel, sizeof(rel), "class/nvme/%s/serial", ctrl);
+		sys_read(rel, serial, sizeof(serial));
+		snprintf(rel, sizeof(rel), "block/%s/nsid", dev);
+		sys_read(rel, nsid, sizeof(nsid));
+	}
+	if (serial[0] && nsid[0] && !strpbrk(serial, "\"\\"))
+		snprintf(out, len, "KERNEL==\"nvme*n*\", ATTRS{serial}==\"%s\", ATTR{nsid}==\"%s\"", serial,
+			 nsid);
+	else
+		snprintf(out, len, "KERNEL==\"%s\"", dev);
+}
+
+int cmd_persist(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"profile", required_argument, NULL, 'p'}, {"rules", required_argument, NULL, 'r'},
+		{"dry-run", no_argument, NULL, 'n'},       {NULL, 0, NULL, 0},
+	};
+	const char *prof = NULL, *rules = "/etc/udev/rules.d/60-nvmetune.rules";
+	bool dry = false;
+	optind = 1;
+	opterr = 0;
+	int c;
+	while ((c = getopt_long(argc, argv, "+p:n", lo, NULL)) != -1) {
+		switch (c) {
+		case 'p': prof = optarg; break;
+		case 'r': rules = optarg; break;
+		case 'n': dry = true; break;
+		default:
+			return cli_usage_err("persist", "unknown option or missing argument: '%s'",
+					     argv[optind - 1]);
+		}
+	}
+	int rc;
+	if (!dry && (rc = nt_need_root("persist")))
+		return rc;
+	struct profile p;
+	if ((rc = profile_load(prof, &p)))
+		return rc;
+	struct plan pl;
+	if ((rc = plan_build(&p, argv + optind, argc - optind, &pl)))
+		return rc;
+
+	char *text = NULL;
+	size_t tlen = 0;
+	FILE *f = open_memstream(&text, &tlen);
+	char when[32];
+	now_iso(when, sizeof(when));
+	fprintf(f, "# Written by nvmetune persist (profile %s) at %s.\n", p.name, when);
+	fprintf(f, "# Applies the settings on every add/change event: boot, hotplug, array assembly.\n");
+	fprintf(f, "# Assignments run in order: the scheduler before nr_requests (a scheduler change\n"
+		   "# resets nr_requests), and members appear before their arrays.\n");
+	bool apst_off = false, vwc_on = false;
+	const char *aspm = NULL;
+	int nrules = 0;
+	for (int i = 0; i < pl.n;) {
+		const struct item *it = &pl.it[i];
+		int j = i;
+		char line[2048] = "", match[256];
+		bool ctrl_rule = it->knob == K_APST || it->knob == K_VWC, block = false;
+		for (; j < pl.n && !strcmp(pl.it[j].dev, it->dev) &&
+		       (pl.it[j].knob == K_APST || pl.it[j].knob == K_VWC) == ctrl_rule; j++) {
+			const struct item *x = &pl.it[j];
+			if (x->st != IS_SAME && x->st != IS_CHANGE)
+				continue;
+			if (x->knob == K_ASPM) {
+				aspm = x->tgt;
+				continue;
+			}
+			if (x->knob == K_APST && !strcmp(x->tgt, "0"))
+				apst_off = true;
+			if (x->knob == K_VWC) {
+				vwc_on = !strcmp(x->tgt, "on");
+				continue;
+			}
+			const char *a = attr_of(x->knob);
+			if (!a || strchr(x->tgt, '"'))
+				continue;
+			snprintf(line + strlen(line), sizeof(line) - strlen(line), ", ATTR{%s}=\"%s\"", a, x->tgt);
+			block = true;
+		}
+		if (block) {
+			if (ctrl_rule) {
+				fprintf(f, "ACTION==\"add\", SUBSYSTEM==\"nvme\", KERNEL==\"%s\"%s\n", it->dev, line);
+			} else {
+				match_of(it->dev, match, sizeof(match));
+				fprintf(f, "ACTION==\"add|change\", SUBSYSTEM==\"block\", %s%s\n", match, line);
+			}
+			nrules++;
+		}
+		i = j > i ? j : i + 1;
+	}
+	if (vwc_on)
+		fprintf(f, "# vwc: the NVMe volatile write cache is a drive feature, not a sysfs attribute;\n"
+			   "# drives keep it on by default. To force it: nvme set-feature DEV -f 6 -v 1 -s\n");
+	fclose(f);
+
+	char params[256] = "";
+	if (apst_off || (p.t[K_APST].kind == TG_AUTO))
+		strcat(params, "nvme_core.default_ps_max_latency_us=0");
+	if (!aspm && p.t[K_ASPM].kind == TG_AUTO)
+		aspm = "performance"; /* no runtime policy file: the parameter still applies at boot */
+	if (aspm && !strcmp(aspm, "performance"))
+		snprintf(params + strlen(params), sizeof(params) - strlen(params), "%spcie_aspm=off",
+			 params[0] ? " " : "");
+	else if (aspm && strcmp(aspm, "default"))
+		snprintf(params + strlen(params), sizeof(params) - strlen(params),
+			 "%spcie_aspm.policy=%s", params[0] ? " " : "", aspm);
+
+	if (!dry && (rc = write_file_atomic(rules, text, tlen, 0644))) {
+		cli_err("persist: %s: %s", rules, strerror(-rc));
+		free(text);
+		plan_free(&pl);
+		return EXIT_FAIL;
+	}
+	if (nt.json) {
+		struct jw w;
+		jw_init(&w, stdout, true);
+		jw_obj_begin(&w);
+		jw_key(&w, "rules_file");
+		jw_str(&w, rules);
+		jw_key(&w, "dry_run");
+		jw_bool(&w, dry);
+		jw_key(&w, "rules");
+		jw_u64(&w, (uint64_t)nrules);
+		jw_key(&w, "text");
+		jw_str(&w, text);
+		jw_key(&w, "kernel_parameters");
+		jw_str(&w, params);
+		jw_obj_end(&w);
+		jw_finish(&w);
+	} else {
+		if (dry)
+			fputs(text, stdout);
+		else
+			printf("wrote %d rule%s to %s; apply now with: udevadm control --reload && "
+			       "udevadm trigger --subsystem-match=block --subsystem-match=nvme\n",
+			       nrules, nrules == 1 ? "" : "s", rules);
+		if (params[0])
+			printf("kernel parameters to add (e.g. GRUB_CMDLINE_LINUX in /etc/default/grub, then "
+			       "update-grub): %s\n", params);
+		else
+			printf("kernel parameters to add: none\n");
+	}
+	free(text);
+	plan_free(&pl);
+	return EXIT_OK;
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# ckptctl export: import -> export round trips are byte-identical for files in the canonical
+# layout: every dtype, empty and scalar tensors, unusual names (spaces, unicode, quotes,
+# backslashes, slashes, control characters, 1000 characters), metadata, several chunks, zstd.
+. tests/cli/lib.sh
+
+step=0
+for kind in model dtypes empty names nometa big; do
+	step=$((step + 1))
+	mkst "$kind" "$T/$kind.safetensors" 7
+	check "import-$kind" ckptctl import "$STORE" --step $step "$T/$kind.safetensors"
+	check "export-$kind" ckptctl export "$STORE" $step -o "$T/$kind.out.safetensors"
+	expect "round trip of $kind is byte-identical" \
+		cmp "$T/$kind.safetensors" "$T/$kind.out.safetensors"
+done
+
+# Standard output, the default step (latest), an existing file is replaced.
+expect "export to stdout is byte-identical" \
+	cmp "$T/dtypes.safetensors" <(ckptctl export "$STORE" 2 -o -)
+cp "$T/model.safetensors" "$T/replace.safetensors"
+check export-latest-replace ckptctl export -q "$STORE" -o "$T/replace.safetensors"
+expect "export without STEP writes the latest" cmp "$T/big.safetensors" "$T/replace.safetensors"
+expect "no temporary file is left" test -z "$(ls "$T" | grep tmp-)"
+
+# A file whose header is not canonical (pretty JSON, tensors listed out of data order) imports;
+# its export is the canonical form, with the data in the same order.
+python3 - "$T/pretty.safetensors" <<'PY'
+import json, struct, sys
+data = bytes(range(24))
+hdr = {"b": {"dtype": "U8", "shape": [16], "data_offsets": [8, 24]},
+       "__metadata__": {"z": "1", "a": "2"},
+       "a": {"data_offsets": [0, 8], "shape": [2], "dtype": "F32"}}
+js = json.dumps(hdr, indent=2).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(js)) + js + data)
+PY
+check import-pretty ckptctl import "$STORE" --step 100 "$T/pretty.safetensors"
+ckptctl export "$STORE" 100 -o "$T/pretty.out.safetensors" -q
+expect "a non-canonical header is exported canonically, data order kept" python3 - \
+	"$T/pretty.safetensors" "$T/pretty.out.safetensors" <<'PY'
+import struct, sys
+a, b = (open(p, "rb").read() for p in sys.argv[1:3])
+n = struct.unpack("<Q", b[:8])[0]
+js = b[8:8 + n]
+assert n % 8 == 0, n
+assert js.rstrip(b" ") == b'{"__metadata__":{"z":"1","a":"2"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[16],"data_offsets":[8,24]}}', js
+assert b[8 + n:] == a[-24:]
+PY
+
+# Options of a new store: 64 KiB chunks and zstd.
+mkst big "$T/big2.safetensors" 2
+check import-zstd ckptctl import "$T/zstore" --step 1 --chunk-size 64K --compress zstd --level 3 \
+	"$T/big2.safetensors"
+check export-zstd ckptctl export "$T/zstore" 1 -o "$T/big2.out.safetensors"
+expect "round trip through zstd is byte-identical" \
+	cmp "$T/big2.safetensors" "$T/big2.out.safetensors"
+check verify-zstd ckptctl verify "$T/zstore"
+check export-names-list ckptctl list "$STORE"
+finish

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# ckptctl: the command list, every command's --help and `help COMMAND`, --version, unknown
+# commands.
+. tests/cli/lib.sh
+
+check help-noargs ckptctl
+check help-top ckptctl --help
+check help-top-h ckptctl -h
+check help-help ckptctl help
+for c in import export list verify; do
+	check "help-$c" ckptctl "$c" --help
+	check "help-$c-h" ckptctl "$c" -h
+	check "help-$c-cmd" ckptctl help "$c"
+	# --help wins wherever it is, even after bad arguments.
+	check "help-$c-late" ckptctl "$c" /nonexistent --bogus --help
+done
+check help-unknown-command ckptctl frobnicate
+check help-unknown-help ckptctl help frobnicate
+check version ckptctl --version
+finish
