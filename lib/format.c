@@ -72,8 +72,12 @@ void pack_hdr_encode(const struct pack_hdr *h, uint8_t out[PACK_HDR_LEN])
 
 int pack_hdr_decode(const uint8_t *buf, size_t len, struct pack_hdr *h, const char *what)
 {
-	if (len < 64)
-		return ckpt_fail(CKPT_E_CORRUPT, "%s: pack header truncated", what);
+	/* The whole 4 KiB block is the header (fixed by tests/unit/t-format): a shorter buffer is
+	 * truncated, and the padding after the checksummed 64 bytes must be zero, or damage there
+	 * would go unnoticed. */
+	if (len < PACK_HDR_LEN)
+		return ckpt_fail(CKPT_E_CORRUPT, "%s: pack header truncated (%zu of %d bytes)", what,
+				 len, PACK_HDR_LEN);
 	if (memcmp(buf, PACK_MAGIC, 8))
 		return ckpt_fail(CKPT_E_CORRUPT, "%s: not a pack file (bad magic)", what);
 	h->version = get_le32(buf + 8);
@@ -84,6 +88,10 @@ int pack_hdr_decode(const uint8_t *buf, size_t len, struct pack_hdr *h, const ch
 		return ckpt_fail(CKPT_E_CORRUPT, "%s: bad pack header length", what);
 	if (get_le64(buf + 56) != ckpt_checksum64(buf, 56))
 		return ckpt_fail(CKPT_E_CHECKSUM, "%s: pack header checksum mismatch", what);
+	for (size_t i = 64; i < PACK_HDR_LEN; i++)
+		if (buf[i])
+			return ckpt_fail(CKPT_E_CORRUPT, "%s: pack header padding damaged (byte %zu)",
+					 what, i);
 	memcpy(h->uuid, buf + 16, 16);
 	h->pack_id = get_le32(buf + 32);
 	h->created = (int64_t)get_le64(buf + 40);
@@ -288,9 +296,11 @@ int manifest_decode(uint8_t *buf, size_t len, struct manifest *m, const char *wh
 
 	struct cur c = {buf + MF_HDR_LEN, buf + len - MF_TRAILER_LEN};
 	uint64_t avail = (uint64_t)(c.end - c.p);
-	/* Each entry takes at least this many bytes, so these bounds keep allocations honest. */
+	/* Each entry takes at least this many bytes, so these bounds keep allocations honest.
+	 * n_refs is 64-bit: "n_refs * 4 > avail" wrapped for n_refs >= 2^62 and let the reference
+	 * loop below run past the buffer, hence the division (fixed by tests/unit/t-format). */
 	if ((uint64_t)m->n_meta * 10 > avail || (uint64_t)m->n_chunks * MF_CHUNK_LEN > avail ||
-	    (uint64_t)m->n_tensors * 17 > avail || m->n_refs * 4 > avail)
+	    (uint64_t)m->n_tensors * 17 > avail || m->n_refs > avail / 4)
 		BAD("%s: entry counts exceed the manifest's size", what);
 
 	m->meta = calloc(m->n_meta ? m->n_meta : 1, sizeof *m->meta);

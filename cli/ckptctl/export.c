@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 const char usage_export[] =
@@ -73,6 +74,28 @@ static int fsync_dir_of(const char *path)
 		return -1;
 	int r = fsync(fd);
 	close(fd);
+	return r;
+}
+
+/* Writes header and every tensor into fd (already sized to size bytes) through a shared
+ * mapping. Returns 0; -CKPT_E_UNSUPPORTED when the file cannot be mapped (nothing was written
+ * then); -CKPT_E_IO when unmapping failed (errno set); or the library's error. */
+static int restore_mapped(ckpt_reader *rd, int fd, const uint8_t *hdr, size_t hlen,
+			  const struct st_out_tensor *ts, size_t nt, uint64_t size)
+{
+	uint8_t *map = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		return -CKPT_E_UNSUPPORTED;
+	memcpy(map, hdr, hlen);
+	uint64_t off = hlen;
+	int r = 0;
+	for (size_t k = 0; k < nt && r == 0; k++) {
+		if (ts[k].nbytes)
+			r = ckpt_reader_restore(rd, k, CKPT_MEM_HOST, map + off, ts[k].nbytes);
+		off += ts[k].nbytes;
+	}
+	if (munmap(map, (size_t)size) && r == 0)
+		r = -CKPT_E_IO;
 	return r;
 }
 
@@ -167,11 +190,6 @@ int cmd_export(int argc, char **argv)
 			cmd);
 		goto out;
 	}
-	if (maxb > SIZE_MAX || (maxb && !(buf = malloc((size_t)maxb)))) {
-		cli_err("%s: out of memory for a tensor of %llu bytes", cmd, (unsigned long long)maxb);
-		goto out;
-	}
-
 	const char *dest = to_stdout ? "standard output" : tmp;
 	if (to_stdout)
 		fd = STDOUT_FILENO;
@@ -187,6 +205,32 @@ int cmd_export(int argc, char **argv)
 			cli_err("%s: cannot create %s: %s", cmd, tmp, strerror(errno));
 			goto out;
 		}
+	}
+	if (!to_stdout) {
+		/* A file: reserve its blocks, map it and restore every tensor in place, so that no
+		 * tensor is buffered in memory. Where the file system cannot reserve blocks, write
+		 * through a buffer as for standard output. */
+		int e = hlen + total > (uint64_t)SIZE_MAX ? EFBIG :
+			posix_fallocate(fd, 0, (off_t)(hlen + total));
+		if (e == 0) {
+			r = restore_mapped(rd, fd, hdr, hlen, ts, nt, hlen + total);
+			if (r == 0)
+				goto written;
+			if (r != -CKPT_E_UNSUPPORTED) {
+				rc = r == -CKPT_E_IO ? (cli_err("%s: mmap %s: %s", cmd, tmp,
+								strerror(errno)), EXIT_FAIL)
+						     : ck_fail(cmd, r, "reading a tensor");
+				goto out;
+			}
+		} else if (e != EOPNOTSUPP && e != EINVAL) {
+			cli_err("%s: cannot allocate %llu bytes for %s: %s", cmd,
+				(unsigned long long)(hlen + total), tmp, strerror(e));
+			goto out;
+		}
+	}
+	if (maxb > SIZE_MAX || (maxb && !(buf = malloc((size_t)maxb)))) {
+		cli_err("%s: out of memory for a tensor of %llu bytes", cmd, (unsigned long long)maxb);
+		goto out;
 	}
 	if (write_all(fd, hdr, hlen)) {
 		cli_err("%s: write %s: %s", cmd, dest, strerror(errno));
@@ -205,6 +249,7 @@ int cmd_export(int argc, char **argv)
 			goto out;
 		}
 	}
+written:
 	if (!to_stdout) {
 		if (fsync(fd)) {
 			cli_err("%s: fsync %s: %s", cmd, tmp, strerror(errno));
