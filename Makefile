@@ -43,6 +43,7 @@ RPATH   := -Wl,-rpath,'$$ORIGIN/../lib'
 
 BINS := $(B)/bin/ckptctl
 # Other parts of the tree (nvmetune, tests, bench, demo) bring their own rules and may add to BINS.
+-include lib/cuda/cuda.mk
 -include cli/nvmetune/nvmetune.mk
 -include tests/tests.mk
 -include bench/bench.mk

@@ -1,11 +1,13 @@
 /* ckpt-demo: a training run simulated in host memory, checkpointed with libckpt.
  *
- * The model is a few hundred MiB of named tensors: bf16 weights ("model.layers.N.attn.q_proj.weight",
- * ...) and their fp32 Adam moments ("optim.exp_avg.<param>", "optim.exp_avg_sq.<param>"). Every
- * step updates a fraction of the parameters (and their moments), chosen by a deterministic PRNG;
- * every few steps a checkpoint is saved, which writes only the chunks that changed. At the end the
- * latest checkpoint is restored and compared with the model in memory, and `ckptctl list` shows
- * the store. Exit status 0 when the restored state equals the model, 1 otherwise. */
+ * The model is a few hundred MiB of named tensors: bf16 weights
+ * ("model.layers.N.attn.q_proj.weight", ...) and their fp32 Adam moments ("optim.exp_avg.<param>",
+ * "optim.exp_avg_sq.<param>"). Every step updates a fraction of the parameters (and their
+ * moments), chosen by a deterministic PRNG. Every few steps a checkpoint is saved in the
+ * background: training blocks only for the snapshot, and only the chunks that changed are
+ * written. At the end the latest checkpoint is restored and compared with the model in memory,
+ * and `ckptctl list` shows the store. Exit status 0 when the restored state equals the model,
+ * 1 otherwise. */
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -190,11 +192,32 @@ static int fail(const char *what, int err)
 	return 1;
 }
 
-static int save(ckpt_store *store, struct model *m, uint64_t step)
+/* Waits for an in-flight save and prints its statistics. */
+static int finish_save(ckpt_save *s, uint64_t step)
+{
+	ckpt_stats st;
+	char a[32], b[32];
+	memset(&st, 0, sizeof st);
+	int r = ckpt_save_wait(s, &st);
+	if (r < 0)
+		return fail("save", r);
+	printf("checkpoint step %3llu: %s logical, %10s new (%4llu of %llu chunks), %.2f s, "
+	       "training blocked %.2f s, %.2f GiB/s [%s%s, %u threads]\n",
+	       (unsigned long long)step, iec(st.logical_bytes, a, sizeof a),
+	       iec(st.bytes_written, b, sizeof b), (unsigned long long)st.chunks_new,
+	       (unsigned long long)st.chunks, st.seconds, st.snapshot_seconds,
+	       st.seconds > 0 ? (double)st.logical_bytes / st.seconds / (1 << 30) : 0.0, st.engine,
+	       st.direct_io ? ", O_DIRECT" : "", st.threads);
+	fflush(stdout);
+	return 0;
+}
+
+/* Starts the checkpoint of step in the background and returns once the snapshot is taken, when
+ * training may modify the tensors again; the save persists while training goes on. */
+static int start_save(ckpt_store *store, struct model *m, uint64_t step, ckpt_save **out)
 {
 	ckpt_save *s;
-	ckpt_stats st;
-	char a[32], b[32], meta[32];
+	char meta[32];
 	int r = ckpt_save_begin(store, step, &s);
 	if (r < 0)
 		return fail("save_begin", r);
@@ -210,17 +233,15 @@ static int save(ckpt_store *store, struct model *m, uint64_t step)
 	snprintf(meta, sizeof meta, "%llu", (unsigned long long)step);
 	ckpt_save_set_meta(s, "step", meta);
 	ckpt_save_set_meta(s, "producer", "ckpt-demo");
-	memset(&st, 0, sizeof st);
-	r = ckpt_save_commit(s, &st);
-	if (r < 0)
-		return fail("commit", r);
-	printf("checkpoint step %3llu: %s logical, %10s new (%llu of %llu chunks), %.2f s, "
-	       "%.2f GiB/s (%s%s)\n", (unsigned long long)step, iec(st.logical_bytes, a, sizeof a),
-	       iec(st.bytes_written, b, sizeof b), (unsigned long long)st.chunks_new,
-	       (unsigned long long)st.chunks, st.seconds,
-	       st.seconds > 0 ? (double)st.logical_bytes / st.seconds / (1 << 30) : 0.0, st.engine,
-	       st.direct_io ? ", O_DIRECT" : "");
-	fflush(stdout);
+	if ((r = ckpt_save_submit(s)) < 0) {
+		ckpt_save_abort(s);
+		return fail("submit", r);
+	}
+	if ((r = ckpt_save_wait_snapshot(s)) < 0) {
+		ckpt_save_wait(s, NULL);
+		return fail("snapshot", r);
+	}
+	*out = s;
 	return 0;
 }
 
@@ -230,14 +251,16 @@ struct restore_ctx {
 	int mismatched_names;
 };
 
-static void *dst_for(size_t index, const ckpt_tensor_info *info, void *arg)
+/* Called from the library's worker threads: touches only its own index, counts atomically. */
+static void *dst_for(size_t index, const ckpt_tensor_info *info, int *mem, void *arg)
 {
 	struct restore_ctx *c = arg;
 	if (index >= c->m->n || strcmp(info->name, c->m->t[index].name) ||
 	    info->nbytes != c->m->t[index].nbytes) {
-		c->mismatched_names++;
+		__atomic_fetch_add(&c->mismatched_names, 1, __ATOMIC_RELAXED);
 		return NULL;
 	}
+	*mem = CKPT_MEM_HOST;
 	return c->dst[index];
 }
 
@@ -345,13 +368,27 @@ int main(int argc, char **argv)
 		return fail("open store", r);
 
 	double train = now();
+	ckpt_save *inflight = NULL;
+	uint64_t inflight_step = 0;
 	for (int step = 1; step <= steps; step++) {
 		train_step(&m, fraction);
-		if (step % every == 0 || step == steps)
-			if (save(store, &m, (uint64_t)step)) {
-				ckpt_store_close(store);
-				return 1;
-			}
+		if (step % every && step != steps)
+			continue;
+		/* One save in flight at a time: the previous one is durable before the next starts. */
+		if (inflight && finish_save(inflight, inflight_step)) {
+			ckpt_store_close(store);
+			return 1;
+		}
+		inflight = NULL;
+		if (start_save(store, &m, (uint64_t)step, &inflight)) {
+			ckpt_store_close(store);
+			return 1;
+		}
+		inflight_step = (uint64_t)step;
+	}
+	if (inflight && finish_save(inflight, inflight_step)) {
+		ckpt_store_close(store);
+		return 1;
 	}
 	printf("training and checkpoints: %.2f s\n", now() - train);
 

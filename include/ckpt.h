@@ -133,9 +133,23 @@ typedef enum ckpt_option {
 	/* Size in bytes after which a save starts a new pack file (default 1 GiB, at least 1 MiB).
 	 * Smaller packs let gc reclaim space at a finer grain. */
 	CKPT_OPT_PACK_SIZE = 9,
+	/* Worker threads for copying, hashing, compression and restore (default: online cores,
+	 * 1 to 256). */
+	CKPT_OPT_THREADS = 10,
+	/* Bytes of pinned host memory for staging (default 256 MiB; rounded down to whole I/O-size
+	 * buffers, at least 2). Allocated as asked, on first use, and kept for the next saves. When the
+	 * state is larger than the pool, saves stream through it: the snapshot then lasts until all
+	 * but the last pool's worth is written. */
+	CKPT_OPT_POOL_SIZE = 11,
+	/* Writes in flight per data directory (default 8, 1 to 256). */
+	CKPT_OPT_QUEUE_DEPTH = 12,
+	/* I/O engine: CKPT_ENGINE_AUTO (io_uring when the kernel allows it, else psync),
+	 * CKPT_ENGINE_IO_URING (fail if unavailable) or CKPT_ENGINE_PSYNC (a thread pool). */
+	CKPT_OPT_IO_ENGINE = 13,
 } ckpt_option;
 
 enum { CKPT_COMPRESS_NONE = 0, CKPT_COMPRESS_ZSTD = 1 };
+enum { CKPT_ENGINE_AUTO = 0, CKPT_ENGINE_IO_URING = 1, CKPT_ENGINE_PSYNC = 2 };
 
 /* Returns a new options object with every option at its default, or NULL when out of memory. */
 CKPT_API ckpt_options *ckpt_options_create(void);
@@ -144,6 +158,12 @@ CKPT_API void ckpt_options_free(ckpt_options *opts);
 /* Sets one option. Returns 0, or -CKPT_E_INVAL for an unknown option or a value out of range
  * (opts is then unchanged). */
 CKPT_API int ckpt_options_set(ckpt_options *opts, ckpt_option opt, int64_t value);
+
+/* Adds a data directory (one per NVMe mount): new packs are striped across the store directory
+ * and every data directory, one I/O queue each. The list is recorded in the store when it is
+ * created or first opened with it, and read from there afterwards. Returns 0, -CKPT_E_INVAL (empty
+ * path, more than 64 directories) or -CKPT_E_NOMEM. */
+CKPT_API int ckpt_options_add_data_dir(ckpt_options *opts, const char *dir);
 
 /* ---------------------------------------------------------------------------------------------
  * Store
@@ -208,8 +228,14 @@ typedef struct ckpt_stats {
 	double seconds;          /* wall time of the whole operation */
 	double snapshot_seconds; /* time the caller's tensors were needed */
 	double persist_seconds;  /* time from snapshot done to durable */
-	int direct_io;           /* 1 if O_DIRECT was used */
-	char engine[16];         /* I/O engine that ran ("psync", "io_uring") */
+	double wait_seconds;     /* snapshot time spent waiting for pool space (backpressure) */
+	uint64_t pool_bytes;     /* size of the pinned staging pool */
+	uint64_t pool_peak;      /* most pool bytes in use at once during this operation */
+	uint32_t threads;        /* worker threads */
+	uint32_t data_dirs;      /* directories packs were striped over */
+	int direct_io;           /* 1 if O_DIRECT was used, 0 if buffered I/O + fdatasync */
+	char engine[16];         /* I/O engine that ran ("io_uring", "psync") */
+	char gpu[16];            /* GPU provider ("host" when no CUDA device was involved, "cuda") */
 } ckpt_stats;
 
 /* ---------------------------------------------------------------------------------------------
@@ -217,17 +243,19 @@ typedef struct ckpt_stats {
  * ------------------------------------------------------------------------------------------- */
 typedef struct ckpt_save ckpt_save;
 
-/* Begins a checkpoint for step (any value but CKPT_STEP_LATEST). Takes the store's writer lock.
- * Returns 0 and sets *out, or: -CKPT_E_BUSY (another process writes to the store),
- * -CKPT_E_EXISTS (a valid checkpoint of that step exists and CKPT_OPT_OVERWRITE is off),
- * -CKPT_E_PERM (read-only store), -CKPT_E_STATE (a save is already open on this handle),
- * -CKPT_E_IO, -CKPT_E_NOMEM. */
+/* Begins a checkpoint for step (any value but CKPT_STEP_LATEST). Takes the store's writer lock
+ * (held while any save of this handle is open or in flight). Several saves may be in flight on
+ * one handle: they are processed and committed in the order they were submitted, and a new one
+ * waits for pool space (backpressure). Returns 0 and sets *out, or: -CKPT_E_BUSY (another process
+ * writes to the store), -CKPT_E_EXISTS (a checkpoint of that step exists, or is being saved, and
+ * CKPT_OPT_OVERWRITE is off), -CKPT_E_PERM (read-only store), -CKPT_E_IO, -CKPT_E_NOMEM. */
 CKPT_API int ckpt_save_begin(ckpt_store *store, uint64_t step, ckpt_save **out);
 
 /* Adds a tensor: name (unique in the checkpoint, 1 to 65535 bytes), dtype, ndim dimensions of
- * shape (ndim 0 is a scalar), in memory mem (CKPT_MEM_HOST) at data, which must hold
- * product(shape) * ckpt_dtype_size(dtype) bytes and stay unchanged until ckpt_save_commit()
- * returns. Returns 0, or -CKPT_E_INVAL (bad name, dtype, shape or size, duplicate name),
+ * shape (ndim 0 is a scalar), in memory mem (CKPT_MEM_HOST, or a CUDA device index when the CUDA
+ * provider is loaded) at data, which must hold product(shape) * ckpt_dtype_size(dtype) bytes and
+ * stay unchanged until the snapshot is done (ckpt_save_wait_snapshot(), or ckpt_save_commit()
+ * returning). Returns 0, or -CKPT_E_INVAL (bad name, dtype, shape or size, duplicate name),
  * -CKPT_E_UNSUPPORTED (a device memory type this build cannot read), -CKPT_E_STATE, and on
  * failure the tensor is not added. */
 CKPT_API int ckpt_save_add_tensor(ckpt_save *save, const char *name, ckpt_dtype dtype,
@@ -237,15 +265,49 @@ CKPT_API int ckpt_save_add_tensor(ckpt_save *save, const char *name, ckpt_dtype 
  * -CKPT_E_INVAL / -CKPT_E_NOMEM. */
 CKPT_API int ckpt_save_set_meta(ckpt_save *save, const char *key, const char *value);
 
-/* Writes the checkpoint's new chunks, makes them durable, then commits the manifest atomically,
- * releases the lock and frees save (in every case). Fills *stats when stats is not NULL.
+/* Synchronous form: ckpt_save_submit() then ckpt_save_wait(). Writes the checkpoint's new chunks,
+ * makes them durable, then commits the manifest atomically, releases the lock (when no other save
+ * of this handle is in flight) and frees save (in every case). Fills *stats when stats is not NULL.
  * Returns 0 when the checkpoint is durable and visible, or a negative CKPT_E_* code (-CKPT_E_IO,
  * -CKPT_E_NOSPC, ...) in which case no checkpoint was made, earlier checkpoints are intact, and
  * the bytes written so far are garbage for ckpt_store_gc(). */
 CKPT_API int ckpt_save_commit(ckpt_save *save, ckpt_stats *stats);
 
-/* Abandons the checkpoint, releases the lock and frees save; accepts NULL. */
+/* Abandons a checkpoint that was not submitted, releasing the lock and freeing save; a submitted
+ * one is canceled and waited for (its partial output is removed). Accepts NULL. */
 CKPT_API void ckpt_save_abort(ckpt_save *save);
+
+/* For CUDA tensors: orders the copies after the work queued on `stream` (a cudaStream_t) before
+ * ckpt_save_submit(), so that the snapshot sees what the trainer computed. Default: the legacy
+ * default stream (NULL). Call before submit. Returns 0 or -CKPT_E_STATE after submit. */
+CKPT_API int ckpt_save_after_stream(ckpt_save *save, void *stream);
+
+/* Asynchronous form. ckpt_save_submit() starts the save in the background and returns at once:
+ * the snapshot (copy of every tensor into the pinned pool) runs on the worker threads, then
+ * hashing, compression, writing and the commit. After submit, only ckpt_save_wait_snapshot(),
+ * ckpt_save_fence(), ckpt_save_poll() and ckpt_save_wait() (which frees save) may be called.
+ * Returns 0, or -CKPT_E_STATE when already submitted (then nothing changes). */
+CKPT_API int ckpt_save_submit(ckpt_save *save);
+
+/* Waits until every tensor has been copied: from then on the caller may modify its tensors.
+ * Returns 0, or the save's error (it then also comes back from ckpt_save_wait()). */
+CKPT_API int ckpt_save_wait_snapshot(ckpt_save *save);
+
+/* For CUDA tensors: makes the CUDA stream `stream` (a cudaStream_t, NULL for the legacy default
+ * stream) wait for the snapshot without blocking the calling thread; work queued on stream after
+ * this call (the next optimizer step) runs only once the copies are done. Call after submit.
+ * Returns 0, -CKPT_E_UNSUPPORTED without the CUDA provider, or the save's error. */
+CKPT_API int ckpt_save_fence(ckpt_save *save, void *stream);
+
+/* Returns 0 while the save is still running, 1 when it finished (successfully or not; the result
+ * comes from ckpt_save_wait()). */
+CKPT_API int ckpt_save_poll(const ckpt_save *save);
+
+/* Waits until the checkpoint is durable and visible (or failed), fills *stats when not NULL, and
+ * frees save. Returns 0, or the error of the background work, whose message names the step; after
+ * an error no checkpoint was made, earlier checkpoints are intact and what was written is removed
+ * or left as garbage for gc. */
+CKPT_API int ckpt_save_wait(ckpt_save *save, ckpt_stats *stats);
 
 /* ---------------------------------------------------------------------------------------------
  * Reading a checkpoint
@@ -291,7 +353,7 @@ CKPT_API int ckpt_reader_meta(const ckpt_reader *reader, size_t index, const cha
 /* Returns the value of metadata key, or NULL when absent. */
 CKPT_API const char *ckpt_reader_get_meta(const ckpt_reader *reader, const char *key);
 
-/* Restores tensor index into dst (in memory mem, CKPT_MEM_HOST here), which must hold exactly
+/* Restores tensor index into dst (in memory mem: CKPT_MEM_HOST, or a CUDA device index), which must hold exactly
  * size bytes, the tensor's nbytes. Every chunk's digest is checked. Returns 0, or
  * -CKPT_E_INVAL (index or size wrong), -CKPT_E_CHECKSUM / -CKPT_E_CORRUPT (damaged data: the
  * message names the tensor, the chunk and the checkpoint; dst then holds partial data),
@@ -299,10 +361,11 @@ CKPT_API const char *ckpt_reader_get_meta(const ckpt_reader *reader, const char 
 CKPT_API int ckpt_reader_restore(ckpt_reader *reader, size_t index, int mem, void *dst,
 				 uint64_t size);
 
-/* Restores every tensor in order through a callback that supplies the destination of each:
- * dst_for(index, info, arg) returns a host pointer of info->nbytes bytes, or NULL to skip that
- * tensor. Returns 0 or the first error as ckpt_reader_restore() would. */
-typedef void *(*ckpt_dst_fn)(size_t index, const ckpt_tensor_info *info, void *arg);
+/* Restores every tensor through a callback that supplies the destination of each:
+ * dst_for(index, info, &mem, arg) returns a pointer of info->nbytes bytes in memory *mem (preset
+ * to CKPT_MEM_HOST), or NULL to skip that tensor. Reads run in parallel on the worker threads.
+ * Returns 0 or the first error as ckpt_reader_restore() would. */
+typedef void *(*ckpt_dst_fn)(size_t index, const ckpt_tensor_info *info, int *mem, void *arg);
 CKPT_API int ckpt_reader_restore_all(ckpt_reader *reader, ckpt_dst_fn dst_for, void *arg);
 
 /* Copies the statistics of the restores made through reader so far into *stats. */

@@ -49,6 +49,13 @@ static int fault_hit(enum io_fault_op op)
 	return fault.err ? -1 : 1;
 }
 
+int ckpt_io_fault_check(enum io_fault_op op, int *err)
+{
+	int h = fault_hit(op);
+	*err = fault.err ? fault.err : EIO;
+	return h;
+}
+
 static ssize_t f_pwrite(int fd, const void *buf, size_t n, off_t off)
 {
 	int h = fault_hit(IO_FAULT_WRITE);
@@ -185,8 +192,10 @@ int io_fsync_dir(const char *dir)
 	return 0;
 }
 
-int io_write_atomic(const char *dir, const char *name, const void *data, size_t len)
+int io_write_atomic(const char *dir, const char *name, const void *data, size_t len, int *renamed)
 {
+	if (renamed)
+		*renamed = 0;
 	char tmp[4096], dst[4096];
 	snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%d", dir, name, (int)getpid());
 	snprintf(dst, sizeof dst, "%s/%s", dir, name);
@@ -214,5 +223,7 @@ int io_write_atomic(const char *dir, const char *name, const void *data, size_t 
 		unlink(tmp);
 		return rc;
 	}
+	if (renamed)
+		*renamed = 1;
 	return io_fsync_dir(dir);
 }

@@ -26,6 +26,9 @@ const struct ckpt_io_ops *ckpt_io_default(void);
 enum io_fault_op { IO_FAULT_WRITE, IO_FAULT_READ, IO_FAULT_SYNC };
 void ckpt_io_fault_arm(enum io_fault_op op, unsigned long nth, int err);
 void ckpt_io_fault_disarm(void);
+/* For engines: counts one operation of op; returns 0 (pass), -1 (fail with *err) or 1 (make it
+ * short). */
+int ckpt_io_fault_check(enum io_fault_op op, int *err);
 /* Number of faults injected since the last arm. */
 unsigned long ckpt_io_fault_fired(void);
 
@@ -38,8 +41,10 @@ int io_read_all(const struct ckpt_io_ops *io, int fd, void *buf, size_t n, uint6
 		const char *path);
 /* Reads a whole small file into a malloc'd buffer (at most max bytes). Returns 0 or -CKPT_E_*. */
 int io_slurp(const char *path, size_t max, uint8_t **out, size_t *len);
-/* Writes a file atomically: path.tmp, fsync, rename, fsync of the directory. */
-int io_write_atomic(const char *dir, const char *name, const void *data, size_t len);
+/* Writes a file atomically: path.tmp, fsync, rename, fsync of the directory. When renamed is not
+ * NULL it is set to 1 once the file is in place (an error after that comes from the directory
+ * fsync: the file is visible but may not survive a crash). */
+int io_write_atomic(const char *dir, const char *name, const void *data, size_t len, int *renamed);
 /* fsyncs a directory. */
 int io_fsync_dir(const char *dir);
 

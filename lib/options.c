@@ -13,12 +13,35 @@ CKPT_API ckpt_options *ckpt_options_create(void)
 	o->compress = -1;
 	o->io_size = 8u << 20;
 	o->pack_size = 1ull << 30;
+	o->pool_size = 256ull << 20;
+	o->queue_depth = 8;
+	o->engine = CKPT_ENGINE_AUTO;
 	return o;
 }
 
 CKPT_API void ckpt_options_free(ckpt_options *opts)
 {
+	if (!opts)
+		return;
+	for (unsigned i = 0; i < opts->ndata_dirs; i++)
+		free(opts->data_dirs[i]);
 	free(opts);
+}
+
+CKPT_API int ckpt_options_add_data_dir(ckpt_options *o, const char *dir)
+{
+	if (!o || !dir || !*dir)
+		return ckpt_fail(CKPT_E_INVAL, "data directory: empty path");
+	if (o->ndata_dirs >= MAX_DATA_DIRS)
+		return ckpt_fail(CKPT_E_INVAL, "data directory %s: at most %d directories", dir,
+				 MAX_DATA_DIRS);
+	if (strchr(dir, '\n'))
+		return ckpt_fail(CKPT_E_INVAL, "data directory: path contains a newline");
+	char *d = strdup(dir);
+	if (!d)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	o->data_dirs[o->ndata_dirs++] = d;
+	return 0;
 }
 
 static int is_pow2(int64_t v) { return v > 0 && !(v & (v - 1)); }
@@ -55,6 +78,27 @@ CKPT_API int ckpt_options_set(ckpt_options *o, ckpt_option opt, int64_t v)
 			return ckpt_fail(CKPT_E_INVAL,
 					 "I/O size %lld: must be a multiple of 4 KiB up to 1 GiB", (long long)v);
 		o->io_size = (uint64_t)v;
+		return 0;
+	case CKPT_OPT_THREADS:
+		if (v < 1 || v > 256)
+			return ckpt_fail(CKPT_E_INVAL, "threads %lld: must be 1 to 256", (long long)v);
+		o->threads = (unsigned)v;
+		return 0;
+	case CKPT_OPT_POOL_SIZE:
+		if (v < (1ll << 20))
+			return ckpt_fail(CKPT_E_INVAL, "pool size %lld: must be at least 1 MiB", (long long)v);
+		o->pool_size = (uint64_t)v;
+		return 0;
+	case CKPT_OPT_QUEUE_DEPTH:
+		if (v < 1 || v > 256)
+			return ckpt_fail(CKPT_E_INVAL, "queue depth %lld: must be 1 to 256", (long long)v);
+		o->queue_depth = (unsigned)v;
+		return 0;
+	case CKPT_OPT_IO_ENGINE:
+		if (v != CKPT_ENGINE_AUTO && v != CKPT_ENGINE_IO_URING && v != CKPT_ENGINE_PSYNC)
+			return ckpt_fail(CKPT_E_INVAL, "I/O engine %lld: must be auto (0), io_uring (1) or psync (2)",
+					 (long long)v);
+		o->engine = (int)v;
 		return 0;
 	case CKPT_OPT_PACK_SIZE:
 		if (v < (1ll << 20))

@@ -6,12 +6,17 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include "codec.h"
 #include "common.h"
+#include "gpu.h"
 #include "store.h"
+#include "workers.h"
 
 struct pack_fd {
 	uint32_t id;
+	unsigned dir;
 	int fd;     /* -1 after a failed open */
 	int err;    /* its error, reported again for every chunk of the pack */
 	char *msg;
@@ -27,6 +32,7 @@ struct ckpt_reader {
 	uint8_t *buf, *scratch;
 	size_t buf_cap;
 	ckpt_stats st;
+	pthread_mutex_t mu; /* pack cache and statistics during restore_all */
 };
 
 CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
@@ -41,10 +47,12 @@ CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 	if (!r)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	r->s = s;
+	pthread_mutex_init(&r->mu, NULL);
 	char name[64];
 	store_mf_name(step, name, sizeof name);
 	snprintf(r->mf_path, sizeof r->mf_path, "%s/%s", s->mf_dir, name);
 	if ((rc = store_load_manifest(s, step, &r->m))) {
+		pthread_mutex_destroy(&r->mu);
 		free(r);
 		return rc;
 	}
@@ -59,7 +67,7 @@ CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	}
 	r->st.step = step;
-	snprintf(r->st.engine, sizeof r->st.engine, "%s", s->io->name);
+	snprintf(r->st.engine, sizeof r->st.engine, "%s", ckpt_io_default()->name);
 	r->st.direct_io = s->opt.direct_io;
 	*out = r;
 	return 0;
@@ -79,6 +87,7 @@ CKPT_API void ckpt_reader_close(ckpt_reader *r)
 	free(r->buf);
 	free(r->scratch);
 	ckpt_codec_ctx_free(r->codec);
+	pthread_mutex_destroy(&r->mu);
 	free(r);
 }
 
@@ -164,19 +173,27 @@ static struct pack_fd *get_pack(struct ckpt_reader *r, uint32_t id)
 	memset(p, 0, sizeof *p);
 	p->id = id;
 	char path[4096];
-	store_pack_path(r->s, id, path, sizeof path);
-	int fd = -1, rc = 0;
-	if (r->s->opt.direct_io)
-		fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-	if (fd < 0)
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = -1, rc = 0, e = ENOENT;
+	/* A pack lives in one of the store's pack directories (striping). */
+	for (unsigned d = 0; d < r->s->ndirs && fd < 0; d++) {
+		store_pack_path(r->s, d, id, path, sizeof path);
+		if (r->s->opt.direct_io)
+			fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+		if (fd < 0)
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 && errno != ENOENT)
+			break;
+		if (fd >= 0)
+			p->dir = d;
+	}
 	if (fd < 0) {
-		int e = errno;
+		e = errno;
+		store_pack_path(r->s, 0, id, path, sizeof path);
 		rc = ckpt_fail(e == ENOENT ? CKPT_E_CORRUPT : CKPT_E_IO, "pack %s: %s", path,
 			       e == ENOENT ? "missing" : strerror(e));
 	} else {
 		struct pack_hdr h;
-		rc = io_read_all(r->s->io, fd, r->buf, PACK_HDR_LEN, 0, path);
+		rc = io_read_all(ckpt_io_default(), fd, r->buf, PACK_HDR_LEN, 0, path);
 		if (!rc)
 			rc = pack_hdr_decode(r->buf, PACK_HDR_LEN, &h, path);
 		if (!rc && (h.pack_id != id || memcmp(h.uuid, r->s->hdr.uuid, 16)))
@@ -198,8 +215,8 @@ static struct pack_fd *get_pack(struct ckpt_reader *r, uint32_t id)
 
 /* Checks one record (header against the manifest, payload against the digest) and decodes it
  * into out (raw_len bytes). */
-static int check_record(struct ckpt_reader *r, const uint8_t *rec, const struct mf_chunk *c,
-			uint8_t *out, const char *path)
+static int check_record(struct ckpt_reader *r, ckpt_codec_ctx *codec, const uint8_t *rec,
+			const struct mf_chunk *c, uint8_t *out, const char *path)
 {
 	struct rec_hdr h;
 	int rc = rec_hdr_decode(rec, REC_HDR_LEN, &h, path);
@@ -209,7 +226,7 @@ static int check_record(struct ckpt_reader *r, const uint8_t *rec, const struct 
 	    h.stored_len != c->stored_len || h.codec != c->codec || h.pack_id != c->pack_id)
 		return ckpt_fail(CKPT_E_CORRUPT, "%s: record at offset %llu is not the chunk the manifest names",
 				 path, (unsigned long long)c->offset);
-	if ((rc = ckpt_codec_decode(r->codec, c->codec, rec + REC_HDR_LEN, c->stored_len, out,
+	if ((rc = ckpt_codec_decode(codec, c->codec, rec + REC_HDR_LEN, c->stored_len, out,
 				    c->raw_len))) {
 		ckpt_fail_prefix("%s at offset %llu", path, (unsigned long long)c->offset);
 		return rc;
@@ -222,14 +239,44 @@ static int check_record(struct ckpt_reader *r, const uint8_t *rec, const struct 
 	return 0;
 }
 
-/* Reads records refs[j..j+count) of tensor t that lie back to back in one pack into r->buf. */
-static int read_group(struct ckpt_reader *r, struct pack_fd *p, uint64_t off, size_t len)
+/* What one thread needs to restore: a read buffer, a codec context, and for CUDA destinations a
+ * pinned staging buffer and a stream. The reader owns one set for ckpt_reader_restore(); each
+ * restore_all worker thread has its own. */
+struct rres {
+	uint8_t *buf;           /* buf_cap bytes, 4 KiB aligned */
+	ckpt_codec_ctx *codec;
+	uint8_t *staging;       /* pinned, buf_cap bytes, for CUDA destinations */
+	void *stream[16];
+};
+
+static void rres_free(struct rres *x)
+{
+	bool cuda = x->staging != NULL;
+	for (int d = 0; d < 16; d++)
+		cuda |= x->stream[d] != NULL;
+	/* Only touch the CUDA provider when it was used (loading it sets messages). */
+	const struct ckpt_gpu_ops *g = cuda ? ckpt_gpu_cuda() : NULL;
+	free(x->buf);
+	ckpt_codec_ctx_free(x->codec);
+	if (x->staging && g)
+		g->free_pinned(x->staging, 0);
+	for (int d = 0; d < 16; d++)
+		if (x->stream[d] && g)
+			g->stream_destroy(x->stream[d]);
+	memset(x, 0, sizeof *x);
+}
+
+static int read_group(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, uint64_t off,
+		      size_t len)
 {
 	char path[4096];
-	store_pack_path(r->s, p->id, path, sizeof path);
-	int rc = io_read_all(r->s->io, p->fd, r->buf, len, off, path);
-	if (!rc)
+	store_pack_path(r->s, p->dir, p->id, path, sizeof path);
+	int rc = io_read_all(ckpt_io_default(), p->fd, x->buf, len, off, path);
+	if (!rc) {
+		pthread_mutex_lock(&r->mu);
 		r->st.bytes_read += len;
+		pthread_mutex_unlock(&r->mu);
+	}
 	return rc;
 }
 
@@ -242,83 +289,262 @@ static int tensor_error(struct ckpt_reader *r, const struct mf_tensor *t, uint64
 	return -1;
 }
 
-CKPT_API int ckpt_reader_restore(ckpt_reader *r, size_t i, int mem, void *dst, uint64_t size)
+/* End of the read group that starts at reference j: records back to back in one pack, at most a
+ * read buffer's worth. */
+static uint64_t group_end(const struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j,
+			  uint64_t *len)
 {
-	if (!r || i >= r->m.n_tensors)
-		return ckpt_fail(CKPT_E_INVAL, "restore: tensor index %zu out of range", i);
+	const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + j]];
+	uint64_t l = rec_span(c->stored_len), k = j + 1;
+	while (k < t->nrefs) {
+		const struct mf_chunk *n = &r->m.chunks[r->m.refs[t->first_ref + k]];
+		uint64_t nl = rec_span(n->stored_len);
+		if (n->pack_id != c->pack_id || n->offset != c->offset + l || l + nl > r->buf_cap)
+			break;
+		l += nl;
+		k++;
+	}
+	*len = l;
+	return k;
+}
+
+/* Restores references [j0, j1) of tensor t (one read group) into dst. */
+static int restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_tensor *t,
+			 uint64_t j0, uint64_t j1, uint64_t len, int mem, uint8_t *dst)
+{
+	const uint32_t cs = r->m.chunk_size;
+	const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + j0]];
+	pthread_mutex_lock(&r->mu);
+	struct pack_fd *p = get_pack(r, c->pack_id);
+	pthread_mutex_unlock(&r->mu);
+	if (!p)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	if (p->fd < 0) {
+		int rc = ckpt_fail(-p->err, "%s", p->msg ? p->msg : "pack unreadable");
+		tensor_error(r, t, j0);
+		return rc;
+	}
+	const struct ckpt_gpu_ops *g = mem == CKPT_MEM_HOST ? NULL : ckpt_gpu_cuda();
+	if (g && !x->staging) {
+		int rc = g->alloc_pinned(r->buf_cap, (void **)&x->staging);
+		if (rc)
+			return rc;
+	}
+	if (g && !x->stream[mem]) {
+		int rc = g->stream_create(mem, &x->stream[mem]);
+		if (rc)
+			return rc;
+	}
+	int rc = read_group(r, x, p, c->offset, (size_t)len);
+	if (rc) {
+		tensor_error(r, t, j0);
+		return rc;
+	}
+	/* Host: decode straight into place. CUDA: decode into pinned staging, then one copy. */
+	uint8_t *out = g ? x->staging : dst + j0 * cs;
+	uint64_t at = 0, raw = 0;
+	for (uint64_t q = j0; q < j1; q++) {
+		const struct mf_chunk *cq = &r->m.chunks[r->m.refs[t->first_ref + q]];
+		char path[4096];
+		store_pack_path(r->s, p->dir, cq->pack_id, path, sizeof path);
+		if ((rc = check_record(r, x->codec, x->buf + at, cq, out + raw, path))) {
+			tensor_error(r, t, q);
+			return rc;
+		}
+		at += rec_span(cq->stored_len);
+		raw += cq->raw_len;
+	}
+	if (g) {
+		if ((rc = g->copy_h2d(dst + j0 * cs, x->staging, raw, x->stream[mem])) ||
+		    (rc = g->stream_sync(x->stream[mem])))
+			return rc;
+	}
+	return 0;
+}
+
+static int check_dst(const ckpt_reader *r, size_t i, int mem, const void *dst, uint64_t size)
+{
 	const struct mf_tensor *t = &r->m.tensors[i];
-	if (mem != CKPT_MEM_HOST)
-		return ckpt_fail(CKPT_E_UNSUPPORTED, "restore '%s': memory type %d is not supported by this build",
-				 t->name, mem);
+	if (mem != CKPT_MEM_HOST && (mem < 0 || mem >= 16))
+		return ckpt_fail(CKPT_E_INVAL, "restore '%s': invalid memory type %d", t->name, mem);
+	if (mem != CKPT_MEM_HOST && !ckpt_gpu_cuda())
+		return ckpt_fail(CKPT_E_UNSUPPORTED, "restore '%s' to CUDA device %d: %s", t->name,
+				 mem, ckpt_gpu_cuda_error());
 	if (size != t->nbytes)
 		return ckpt_fail(CKPT_E_INVAL, "restore '%s': buffer of %llu bytes, tensor has %llu",
 				 t->name, (unsigned long long)size, (unsigned long long)t->nbytes);
 	if (t->nbytes && !dst)
 		return ckpt_fail(CKPT_E_INVAL, "restore '%s': NULL destination", t->name);
-	double t0 = ckpt_now();
-	const uint32_t cs = r->m.chunk_size;
-	uint8_t *out = dst;
-	for (uint64_t j = 0; j < t->nrefs;) {
-		const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + j]];
-		struct pack_fd *p = get_pack(r, c->pack_id);
-		if (!p)
-			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-		if (p->fd < 0) {
-			int rc = ckpt_fail(-p->err, "%s", p->msg ? p->msg : "pack unreadable");
-			tensor_error(r, t, j);
-			return rc;
-		}
-		/* Coalesce records that follow each other in the same pack into one read. */
-		uint64_t len = rec_span(c->stored_len), k = j + 1;
-		while (k < t->nrefs) {
-			const struct mf_chunk *n = &r->m.chunks[r->m.refs[t->first_ref + k]];
-			uint64_t nl = rec_span(n->stored_len);
-			if (n->pack_id != c->pack_id || n->offset != c->offset + len || len + nl > r->buf_cap)
-				break;
-			len += nl;
-			k++;
-		}
-		int rc = read_group(r, p, c->offset, (size_t)len);
-		if (rc) {
-			tensor_error(r, t, j);
-			return rc;
-		}
-		uint64_t at = 0;
-		for (uint64_t q = j; q < k; q++) {
-			const struct mf_chunk *cq = &r->m.chunks[r->m.refs[t->first_ref + q]];
-			char path[4096];
-			store_pack_path(r->s, cq->pack_id, path, sizeof path);
-			if ((rc = check_record(r, r->buf + at, cq, out + q * cs, path))) {
-				tensor_error(r, t, q);
-				return rc;
-			}
-			at += rec_span(cq->stored_len);
-		}
-		j = k;
-	}
+	return 0;
+}
+
+static void count_restored(struct ckpt_reader *r, const struct mf_tensor *t)
+{
+	pthread_mutex_lock(&r->mu);
 	r->st.tensors++;
 	r->st.logical_bytes += t->nbytes;
 	r->st.chunks += t->nrefs;
 	r->st.bytes_hashed += t->nbytes;
+	pthread_mutex_unlock(&r->mu);
+}
+
+CKPT_API int ckpt_reader_restore(ckpt_reader *r, size_t i, int mem, void *dst, uint64_t size)
+{
+	if (!r || i >= r->m.n_tensors)
+		return ckpt_fail(CKPT_E_INVAL, "restore: tensor index %zu out of range", i);
+	int rc = check_dst(r, i, mem, dst, size);
+	if (rc)
+		return rc;
+	const struct mf_tensor *t = &r->m.tensors[i];
+	double t0 = ckpt_now();
+	struct rres x = {.buf = r->buf, .codec = r->codec};
+	for (uint64_t j = 0; j < t->nrefs && !rc;) {
+		uint64_t len, k = group_end(r, t, j, &len);
+		rc = restore_group(r, &x, t, j, k, len, mem, dst);
+		j = k;
+	}
+	x.buf = NULL;
+	x.codec = NULL;
+	rres_free(&x);
+	if (rc)
+		return rc;
+	count_restored(r, t);
 	r->st.seconds += ckpt_now() - t0;
 	return 0;
 }
 
+/* ---- parallel restore --------------------------------------------------------------------- */
+struct rjob {
+	struct task task;
+	struct rall *all;
+	size_t ti;
+	uint64_t j0, j1, len;
+	int mem;
+	uint8_t *dst;
+	bool last;             /* the tensor's last group: counts the tensor */
+};
+
+struct rall {
+	struct ckpt_reader *r;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	size_t left;
+	int err;
+	char msg[1024];
+	pthread_key_t key;
+};
+
+static void rres_key_free(void *v)
+{
+	rres_free(v);
+	free(v);
+}
+
+static void rjob_run(struct task *tk)
+{
+	struct rjob *j = (struct rjob *)tk;
+	struct rall *a = j->all;
+	struct ckpt_reader *r = a->r;
+	int rc = 0;
+	pthread_mutex_lock(&a->mu);
+	int failed = a->err;
+	pthread_mutex_unlock(&a->mu);
+	if (!failed) {
+		struct rres *x = pthread_getspecific(a->key);
+		if (!x && (x = calloc(1, sizeof *x))) {
+			x->buf = ckpt_aligned_alloc(r->buf_cap);
+			x->codec = ckpt_codec_ctx_create(r->m.chunk_size);
+			pthread_setspecific(a->key, x);
+		}
+		if (!x || !x->buf || !x->codec)
+			rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		else
+			rc = restore_group(r, x, &r->m.tensors[j->ti], j->j0, j->j1, j->len, j->mem,
+					   j->dst);
+		if (!rc && j->last)
+			count_restored(r, &r->m.tensors[j->ti]);
+	}
+	pthread_mutex_lock(&a->mu);
+	if (rc && !a->err) {
+		a->err = rc;
+		snprintf(a->msg, sizeof a->msg, "%s", ckpt_errmsg());
+	}
+	if (--a->left == 0)
+		pthread_cond_broadcast(&a->cv);
+	pthread_mutex_unlock(&a->mu);
+}
+
+/* Frees the worker threads' resources: a task per thread would need a barrier, so each worker
+ * frees its own set when the pool is destroyed (the key's destructor runs at thread exit). */
 CKPT_API int ckpt_reader_restore_all(ckpt_reader *r, ckpt_dst_fn dst_for, void *arg)
 {
 	if (!r || !dst_for)
 		return ckpt_fail(CKPT_E_INVAL, "restore_all: NULL reader or callback");
-	for (size_t i = 0; i < r->m.n_tensors; i++) {
+	double t0 = ckpt_now();
+	struct rall a = {.r = r};
+	pthread_mutex_init(&a.mu, NULL);
+	pthread_cond_init(&a.cv, NULL);
+	pthread_key_create(&a.key, rres_key_free);
+	/* Plan: one job per read group; destinations asked for in tensor order first. */
+	size_t njobs = 0, cap = 64;
+	struct rjob *jobs = malloc(cap * sizeof *jobs);
+	int rc = jobs ? 0 : ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	for (size_t i = 0; !rc && i < r->m.n_tensors; i++) {
 		ckpt_tensor_info info;
 		ckpt_reader_tensor(r, i, &info);
-		void *dst = dst_for(i, &info, arg);
+		int mem = CKPT_MEM_HOST;
+		void *dst = dst_for(i, &info, &mem, arg);
 		if (!dst && info.nbytes)
 			continue;
-		int rc = ckpt_reader_restore(r, i, CKPT_MEM_HOST, dst, info.nbytes);
-		if (rc)
-			return rc;
+		if ((rc = check_dst(r, i, mem, dst, info.nbytes)))
+			break;
+		const struct mf_tensor *t = &r->m.tensors[i];
+		if (!t->nrefs)
+			count_restored(r, t);
+		for (uint64_t j = 0; j < t->nrefs;) {
+			uint64_t len, k = group_end(r, t, j, &len);
+			if (njobs == cap) {
+				struct rjob *n = realloc(jobs, (cap *= 2) * sizeof *n);
+				if (!n) {
+					rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+					break;
+				}
+				jobs = n;
+			}
+			jobs[njobs++] = (struct rjob){.all = &a, .ti = i, .j0 = j, .j1 = k, .len = len,
+						      .mem = mem, .dst = dst, .last = k == t->nrefs};
+			j = k;
+		}
 	}
-	return 0;
+	if (!rc && njobs) {
+		/* Reads wait on the device, not the CPU: more threads than cores keep the queue full. */
+		unsigned n = r->s->opt.threads ? r->s->opt.threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+		n = MAX(n, r->s->opt.queue_depth);
+		n = (unsigned)MIN((size_t)n, njobs);
+		struct workers *w = workers_create(n ? n : 1);
+		if (!w) {
+			rc = ckpt_fail(CKPT_E_NOMEM, "cannot start restore threads");
+		} else {
+			a.left = njobs;
+			for (size_t k = 0; k < njobs; k++) {
+				jobs[k].task.fn = rjob_run;
+				workers_submit(w, &jobs[k].task);
+			}
+			pthread_mutex_lock(&a.mu);
+			while (a.left)
+				pthread_cond_wait(&a.cv, &a.mu);
+			pthread_mutex_unlock(&a.mu);
+			workers_destroy(w);
+			if (a.err)
+				rc = ckpt_fail(-a.err, "%s", a.msg);
+		}
+	}
+	free(jobs);
+	pthread_key_delete(a.key);
+	pthread_mutex_destroy(&a.mu);
+	pthread_cond_destroy(&a.cv);
+	r->st.seconds += ckpt_now() - t0;
+	return rc;
 }
 
 CKPT_API long ckpt_reader_verify(ckpt_reader *r, ckpt_damage_fn on_damage,
@@ -336,6 +562,7 @@ CKPT_API long ckpt_reader_verify(ckpt_reader *r, ckpt_damage_fn on_damage,
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	}
 	uint64_t total = 0, done = 0;
+	struct rres x = {.buf = r->buf};
 	for (uint32_t i = 0; i < r->m.n_tensors; i++)
 		total += r->m.tensors[i].nbytes;
 	long damaged = 0;
@@ -345,16 +572,16 @@ CKPT_API long ckpt_reader_verify(ckpt_reader *r, ckpt_damage_fn on_damage,
 			uint32_t ci = r->m.refs[t->first_ref + j];
 			const struct mf_chunk *c = &r->m.chunks[ci];
 			char path[4096];
-			store_pack_path(r->s, c->pack_id, path, sizeof path);
+			struct pack_fd *p = get_pack(r, c->pack_id);
+			store_pack_path(r->s, p ? p->dir : 0, c->pack_id, path, sizeof path);
 			if (!state[ci]) {
-				struct pack_fd *p = get_pack(r, c->pack_id);
 				int rc;
 				if (!p)
 					rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
 				else if (p->fd < 0)
 					rc = ckpt_fail(-p->err, "%s", p->msg ? p->msg : "pack unreadable");
-				else if (!(rc = read_group(r, p, c->offset, (size_t)rec_span(c->stored_len))))
-					rc = check_record(r, r->buf, c, r->scratch, path);
+				else if (!(rc = read_group(r, &x, p, c->offset, (size_t)rec_span(c->stored_len))))
+					rc = check_record(r, r->codec, r->buf, c, r->scratch, path);
 				state[ci] = rc ? rc : 1;
 				if (rc)
 					msgs[ci] = strdup(ckpt_errmsg());

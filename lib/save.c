@@ -1,42 +1,17 @@
-/* Saving a checkpoint: chunk, hash, look up, encode, write new chunks, commit the manifest.
- * Order of durability: pack data and pack directory entries first, the manifest last (written to a
- * temporary name, fsynced, renamed, directory fsynced). Until the rename nothing is visible. */
+/* The save API: what the caller adds (tensors, metadata), then submit/wait around the pipeline,
+ * and the manifest, written last. Order of durability: pack data and pack directory entries
+ * first, the manifest last (temporary name, fsync, rename, directory fsync). Until the rename
+ * nothing is visible. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "codec.h"
 #include "common.h"
-#include "packw.h"
+#include "gpu.h"
+#include "pipeline.h"
+#include "save.h"
 #include "store.h"
-
-struct save_tensor {
-	char *name;
-	uint32_t name_len;
-	uint8_t dtype, ndim;
-	uint64_t *shape;
-	uint64_t nbytes;
-	const uint8_t *data;
-};
-
-struct ckpt_save {
-	struct ckpt_store *s;
-	uint64_t step;
-	double t0;
-	uint32_t gen;
-	struct save_tensor *t;
-	size_t nt, capt;
-	uint32_t *names;     /* open-addressing set of tensor indices + 1, keyed by name hash */
-	size_t names_cap;
-	struct mf_meta *meta;
-	size_t nmeta, capmeta;
-	struct mf_chunk *chunks;
-	size_t nchunks, capchunks;
-	uint32_t *refs;
-	uint64_t nrefs, caprefs;
-	ckpt_stats st;
-};
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
 {
@@ -53,6 +28,27 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
+int grow_chunks(struct ckpt_save *sv, const struct mf_chunk *c, uint32_t *slot)
+{
+	if (sv->nchunks >= UINT32_MAX)
+		return ckpt_fail(CKPT_E_INVAL, "checkpoint has too many chunks");
+	int rc = grow((void **)&sv->chunks, &sv->capchunks, sv->nchunks + 1, sizeof *sv->chunks);
+	if (rc)
+		return rc;
+	*slot = (uint32_t)sv->nchunks;
+	sv->chunks[sv->nchunks++] = *c;
+	return 0;
+}
+
+/* True when a save of step is open or in flight on this handle (s->mu held). */
+static bool step_live(struct ckpt_store *s, uint64_t step)
+{
+	for (struct ckpt_save *o = s->live; o; o = o->next_live)
+		if (o->step == step)
+			return true;
+	return false;
+}
+
 CKPT_API int ckpt_save_begin(ckpt_store *s, uint64_t step, ckpt_save **out)
 {
 	*out = NULL;
@@ -60,40 +56,74 @@ CKPT_API int ckpt_save_begin(ckpt_store *s, uint64_t step, ckpt_save **out)
 		return ckpt_fail(CKPT_E_INVAL, "save: NULL store");
 	if (step == CKPT_STEP_LATEST)
 		return ckpt_fail(CKPT_E_INVAL, "save: step %llu is reserved", (unsigned long long)step);
-	if (s->active)
-		return ckpt_fail(CKPT_E_STATE, "save: a save is already open on store %s", s->path);
-	int rc = store_lock(s);
-	if (rc)
-		return rc;
+	struct ckpt_save *sv = calloc(1, sizeof *sv);
+	if (!sv)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	int rc = 0;
+	pthread_mutex_lock(&s->mu);
+	if (!s->lock_users) {
+		/* First save of this handle since the lock was free: another process may have
+		 * written, pruned or collected meanwhile, so packs and index are looked at anew. */
+		uint32_t maxid = 0;
+		if (!(rc = store_lock(s)) && !(rc = store_max_pack_id(s, &maxid))) {
+			s->next_pack_id = maxid;
+			s->io = ckpt_io_default();
+			pthread_mutex_lock(&s->idx_mu);
+			rc = store_refresh_index(s);
+			pthread_mutex_unlock(&s->idx_mu);
+		}
+		if (rc) {
+			store_unlock(s);
+			goto fail;
+		}
+	}
 	char name[64], p[4096];
 	store_mf_name(step, name, sizeof name);
 	snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
-	if (!s->opt.overwrite && access(p, F_OK) == 0) {
-		store_unlock(s);
-		return ckpt_fail(CKPT_E_EXISTS, "checkpoint %llu already exists in store %s (%s)",
-				 (unsigned long long)step, s->path, p);
+	if (!s->opt.overwrite && (step_live(s, step) || access(p, F_OK) == 0)) {
+		rc = ckpt_fail(CKPT_E_EXISTS, "checkpoint %llu already exists in store %s (%s)",
+			       (unsigned long long)step, s->path,
+			       step_live(s, step) ? "being saved" : p);
+		if (!s->lock_users)
+			store_unlock(s);
+		goto fail;
 	}
-	if ((rc = store_refresh_index(s))) {
-		store_unlock(s);
-		return rc;
-	}
-	struct ckpt_save *sv = calloc(1, sizeof *sv);
-	if (!sv) {
-		store_unlock(s);
-		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	}
+	s->lock_users++;
 	sv->s = s;
 	sv->step = step;
 	sv->t0 = ckpt_now();
 	sv->gen = ++s->gen;
 	sv->st.step = step;
-	s->active = sv;
+	sv->chunk_size = s->opt.chunk_size ? (uint32_t)s->opt.chunk_size : s->hdr.chunk_size;
+	sv->compress = s->opt.compress >= 0 ? s->opt.compress : s->hdr.codec;
+	sv->level = s->opt.zstd_level ? s->opt.zstd_level : (s->hdr.zstd_level ? s->hdr.zstd_level : 1);
+	sv->next_live = s->live;
+	s->live = sv;
+	pthread_mutex_unlock(&s->mu);
 	*out = sv;
 	return 0;
+fail:
+	pthread_mutex_unlock(&s->mu);
+	free(sv);
+	return rc;
 }
 
-static void save_free(struct ckpt_save *sv)
+void save_destroy(struct ckpt_save *sv)
 {
+	struct ckpt_store *s = sv->s;
+	pthread_mutex_lock(&s->mu);
+	for (struct ckpt_save **pp = &s->live; *pp; pp = &(*pp)->next_live)
+		if (*pp == sv) {
+			*pp = sv->next_live;
+			break;
+		}
+	if (--s->lock_users == 0)
+		store_unlock(s);
+	pthread_mutex_unlock(&s->mu);
+	const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
+	for (int d = 0; d < 16; d++)
+		if (sv->streams[d] && g)
+			g->stream_destroy(sv->streams[d]);
 	for (size_t i = 0; i < sv->nt; i++) {
 		free(sv->t[i].name);
 		free(sv->t[i].shape);
@@ -102,28 +132,135 @@ static void save_free(struct ckpt_save *sv)
 		free((char *)sv->meta[i].key);
 		free((char *)sv->meta[i].value);
 	}
+	if (sv->submitted) {
+		pthread_cond_destroy(&sv->cv);
+		pthread_mutex_destroy(&sv->wmu);
+	}
 	free(sv->t);
 	free(sv->names);
 	free(sv->meta);
 	free(sv->chunks);
 	free(sv->refs);
+	free(sv->jobs);
+	free(sv->packs);
+	free(sv->cur_pack);
 	free(sv);
-}
-
-static void save_end(struct ckpt_save *sv)
-{
-	sv->s->active = NULL;
-	store_unlock(sv->s);
-	save_free(sv);
 }
 
 CKPT_API void ckpt_save_abort(ckpt_save *sv)
 {
-	if (sv)
-		save_end(sv);
+	if (!sv)
+		return;
+	if (sv->submitted) {
+		save_set_error(sv, ckpt_fail(CKPT_E_CANCELED, "aborted by the caller"));
+		pipe_wait(sv);
+	}
+	save_destroy(sv);
 }
 
-/* Name set: returns the slot for name (holding 0 when absent). */
+CKPT_API int ckpt_save_after_stream(ckpt_save *sv, void *stream)
+{
+	if (!sv)
+		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
+	if (sv->submitted)
+		return ckpt_fail(CKPT_E_STATE, "checkpoint %llu was already submitted",
+				 (unsigned long long)sv->step);
+	sv->user_stream = stream;
+	return 0;
+}
+
+CKPT_API int ckpt_save_submit(ckpt_save *sv)
+{
+	if (!sv)
+		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
+	if (sv->submitted)
+		return ckpt_fail(CKPT_E_STATE, "checkpoint %llu was already submitted",
+				 (unsigned long long)sv->step);
+	int rc = pipe_submit(sv);
+	if (rc)
+		ckpt_fail_prefix("saving checkpoint %llu", (unsigned long long)sv->step);
+	return rc;
+}
+
+/* A save that could not even be submitted fails like one that failed in the background. */
+static int not_submitted(ckpt_save *sv)
+{
+	return ckpt_fail(CKPT_E_STATE, "checkpoint %llu was not submitted", (unsigned long long)sv->step);
+}
+
+CKPT_API int ckpt_save_wait_snapshot(ckpt_save *sv)
+{
+	if (!sv)
+		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
+	if (!sv->submitted)
+		return not_submitted(sv);
+	int rc = pipe_wait_snapshot(sv);
+	if (rc)
+		ckpt_fail(-rc, "%s", sv->errmsg);
+	return rc;
+}
+
+CKPT_API int ckpt_save_fence(ckpt_save *sv, void *stream)
+{
+	if (!sv)
+		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
+	if (!sv->submitted)
+		return not_submitted(sv);
+	const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
+	bool any = false;
+	for (int d = 0; d < 16; d++)
+		any |= sv->streams[d] != NULL;
+	if (!g || !any) {
+		/* Host tensors only: the fence is the snapshot itself. */
+		if (!g && any)
+			return ckpt_fail(CKPT_E_UNSUPPORTED, "fence: %s", ckpt_gpu_cuda_error());
+		return ckpt_save_wait_snapshot(sv);
+	}
+	/* Blocks only until every copy is queued on the library's streams (immediately when the pool
+	 * holds the whole state); the trainer's stream then waits on the GPU, not the CPU. */
+	int rc = pipe_wait_enqueued(sv);
+	for (int d = 0; !rc && d < 16; d++)
+		if (sv->streams[d])
+			rc = g->fence(stream, sv->streams[d]);
+	if (rc && sv->err)
+		ckpt_fail(-sv->err, "%s", sv->errmsg);
+	return rc;
+}
+
+CKPT_API int ckpt_save_poll(const ckpt_save *sv)
+{
+	return sv && sv->submitted ? pipe_poll(sv) : 0;
+}
+
+CKPT_API int ckpt_save_wait(ckpt_save *sv, ckpt_stats *stats)
+{
+	if (!sv)
+		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
+	int rc = sv->submitted ? pipe_wait(sv) : not_submitted(sv);
+	sv->st.tensors = sv->nt;
+	sv->st.direct_io = sv->s->opt.direct_io && !sv->s->direct_refused;
+	if (stats)
+		*stats = sv->st;
+	if (rc && sv->submitted)
+		ckpt_fail(-rc, "%s", sv->errmsg);
+	save_destroy(sv);
+	return rc;
+}
+
+CKPT_API int ckpt_save_commit(ckpt_save *sv, ckpt_stats *stats)
+{
+	if (!sv)
+		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
+	int rc = ckpt_save_submit(sv);
+	if (rc) {
+		if (stats)
+			*stats = sv->st;
+		save_destroy(sv);
+		return rc;
+	}
+	return ckpt_save_wait(sv, stats);
+}
+
 static uint32_t *name_slot(struct ckpt_save *sv, const char *name, size_t len)
 {
 	size_t mask = sv->names_cap - 1;
@@ -170,10 +307,16 @@ CKPT_API int ckpt_save_add_tensor(ckpt_save *sv, const char *name, ckpt_dtype dt
 				 CKPT_MAX_DIMS);
 	if (ndim && !shape)
 		return ckpt_fail(CKPT_E_INVAL, "tensor '%s': NULL shape", name);
-	if (mem != CKPT_MEM_HOST)
-		return ckpt_fail(CKPT_E_UNSUPPORTED,
-				 "tensor '%s': memory type %d (CUDA device) is not supported by this build",
-				 name, mem);
+	if (sv->submitted)
+		return ckpt_fail(CKPT_E_STATE, "tensor '%s': checkpoint %llu was already submitted", name,
+				 (unsigned long long)sv->step);
+	if (mem != CKPT_MEM_HOST) {
+		if (mem < 0 || mem >= 16)
+			return ckpt_fail(CKPT_E_INVAL, "tensor '%s': invalid memory type %d", name, mem);
+		if (!ckpt_gpu_cuda())
+			return ckpt_fail(CKPT_E_UNSUPPORTED, "tensor '%s' on CUDA device %d: %s", name,
+					 mem, ckpt_gpu_cuda_error());
+	}
 	uint64_t nbytes = esz;
 	for (unsigned i = 0; i < ndim; i++)
 		if (__builtin_mul_overflow(nbytes, shape[i], &nbytes))
@@ -204,6 +347,7 @@ CKPT_API int ckpt_save_add_tensor(ckpt_save *sv, const char *name, ckpt_dtype dt
 	t->ndim = (uint8_t)ndim;
 	t->nbytes = nbytes;
 	t->data = data;
+	t->mem = mem;
 	sv->nt++;
 	*slot = (uint32_t)sv->nt;
 	return 0;
@@ -213,6 +357,9 @@ CKPT_API int ckpt_save_set_meta(ckpt_save *sv, const char *key, const char *valu
 {
 	if (!sv || !key || !*key || !value)
 		return ckpt_fail(CKPT_E_INVAL, "metadata: key must be a non-empty string, value a string");
+	if (sv->submitted)
+		return ckpt_fail(CKPT_E_STATE, "metadata '%s': checkpoint %llu was already submitted",
+				 key, (unsigned long long)sv->step);
 	size_t kl = strlen(key), vl = strlen(value);
 	if (kl > UINT32_MAX / 2 || vl > UINT32_MAX / 2)
 		return ckpt_fail(CKPT_E_INVAL, "metadata '%.40s': too long", key);
@@ -238,121 +385,17 @@ CKPT_API int ckpt_save_set_meta(ckpt_save *sv, const char *key, const char *valu
 	return 0;
 }
 
-struct save_run {
-	struct ckpt_save *sv;
-	struct packw w;
-	ckpt_codec_ctx *codec;
-	uint32_t chunk_size;
-	int compress, level;
-};
-
-static int add_ref(struct ckpt_save *sv, uint32_t slot)
-{
-	int rc = grow((void **)&sv->refs, (size_t *)&sv->caprefs, sv->nrefs + 1, sizeof *sv->refs);
-	if (rc)
-		return rc;
-	sv->refs[sv->nrefs++] = slot;
-	return 0;
-}
-
-static int add_chunk(struct ckpt_save *sv, const struct mf_chunk *c, uint32_t *slot)
-{
-	if (sv->nchunks >= UINT32_MAX)
-		return ckpt_fail(CKPT_E_INVAL, "checkpoint has too many chunks");
-	int rc = grow((void **)&sv->chunks, &sv->capchunks, sv->nchunks + 1, sizeof *sv->chunks);
-	if (rc)
-		return rc;
-	*slot = (uint32_t)sv->nchunks;
-	sv->chunks[sv->nchunks++] = *c;
-	return 0;
-}
-
-/* Writes one chunk the store does not hold yet; fills c with its location. */
-static int write_chunk(struct save_run *r, const uint8_t *p, size_t n, size_t esz,
-		       struct mf_chunk *c)
-{
-	size_t max_stored = r->compress ? ckpt_codec_bound(n) : n;
-	int rc;
-	uint8_t *rec = packw_reserve(&r->w, rec_span((uint32_t)max_stored), &rc);
-	if (!rec)
-		return rc;
-	size_t stored = n;
-	int codec = CKPT_CODEC_RAW;
-	if (r->compress)
-		codec = ckpt_codec_encode(r->codec, p, n, esz, r->level, rec + REC_HDR_LEN, max_stored,
-					  &stored);
-	if (codec == CKPT_CODEC_RAW)
-		memcpy(rec + REC_HDR_LEN, p, n);
-	struct rec_hdr h = {.codec = (uint8_t)codec, .digest = c->digest, .raw_len = (uint32_t)n,
-			    .stored_len = (uint32_t)stored, .pack_id = r->w.next_id - 1};
-	uint64_t span = rec_span((uint32_t)stored);
-	h.pack_id = r->w.id;
-	rec_hdr_encode(&h, rec);
-	memset(rec + REC_HDR_LEN + stored, 0, span - REC_HDR_LEN - stored);
-	c->codec = (uint8_t)codec;
-	c->raw_len = (uint32_t)n;
-	c->stored_len = (uint32_t)stored;
-	c->flags = MF_CHUNK_NEW;
-	r->sv->st.bytes_stored += stored;
-	return packw_commit(&r->w, span, &c->pack_id, &c->offset);
-}
-
-static int save_tensor(struct save_run *r, const struct save_tensor *t)
-{
-	struct ckpt_save *sv = r->sv;
-	size_t esz = ckpt_dtype_size(t->dtype);
-	for (uint64_t off = 0; off < t->nbytes; off += r->chunk_size) {
-		size_t n = (size_t)MIN((uint64_t)r->chunk_size, t->nbytes - off);
-		const uint8_t *p = t->data + off;
-		struct mf_chunk c = {0};
-		ckpt_digest_of(p, n, &c.digest);
-		sv->st.bytes_hashed += n;
-		sv->st.chunks++;
-		int rc;
-		struct idx_entry *e = index_find(&sv->s->idx, &c.digest);
-		if (e && e->c.raw_len == n) {
-			sv->st.chunks_reused++;
-			if (e->gen != sv->gen) {
-				struct mf_chunk ref = e->c;
-				ref.flags = 0;
-				if ((rc = add_chunk(sv, &ref, &e->slot)))
-					return rc;
-				e->gen = sv->gen;
-			}
-			if ((rc = add_ref(sv, e->slot)))
-				return rc;
-			continue;
-		}
-		if ((rc = write_chunk(r, p, n, esz, &c)))
-			return rc;
-		sv->st.chunks_new++;
-		uint32_t slot;
-		if ((rc = add_chunk(sv, &c, &slot)) || (rc = add_ref(sv, slot)))
-			return rc;
-		if (!e) {
-			e = index_put(&sv->s->idx, &c);
-			if (!e)
-				return ckpt_fail(CKPT_E_NOMEM, "dedup index: out of memory");
-			e->pending = 1;
-			e->gen = sv->gen;
-			e->slot = slot;
-		}
-	}
-	return 0;
-}
-
-static int write_manifest(struct ckpt_save *sv, int64_t time_ns, uint64_t new_bytes)
+int save_write_manifest(struct ckpt_save *sv)
 {
 	struct ckpt_store *s = sv->s;
 	struct manifest m = {
-		.version = CKPT_FORMAT_VERSION, .step = sv->step, .time_ns = time_ns,
-		.chunk_size = 0, .new_bytes = new_bytes,
+		.version = CKPT_FORMAT_VERSION, .step = sv->step, .time_ns = ckpt_wall_ns(),
+		.chunk_size = sv->chunk_size, .new_bytes = sv->st.bytes_written,
 		.n_meta = (uint32_t)sv->nmeta, .n_tensors = (uint32_t)sv->nt,
-		.n_chunks = (uint32_t)sv->nchunks, .n_refs = sv->nrefs,
+		.n_chunks = (uint32_t)sv->nchunks, .n_refs = sv->nchunks_total,
 		.meta = sv->meta, .chunks = sv->chunks, .refs = sv->refs,
 	};
 	memcpy(m.uuid, s->hdr.uuid, 16);
-	m.chunk_size = s->opt.chunk_size ? (uint32_t)s->opt.chunk_size : s->hdr.chunk_size;
 	m.tensors = calloc(sv->nt ? sv->nt : 1, sizeof *m.tensors);
 	if (!m.tensors)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
@@ -375,59 +418,20 @@ static int write_manifest(struct ckpt_save *sv, int64_t time_ns, uint64_t new_by
 		manifest_encode(&m, buf);
 		char name[64];
 		store_mf_name(sv->step, name, sizeof name);
-		rc = io_write_atomic(s->mf_dir, name, buf, len);
+		int renamed;
+		rc = io_write_atomic(s->mf_dir, name, buf, len, &renamed);
+		if (rc && renamed) {
+			/* The manifest is visible but its directory entry may not be durable: the save
+			 * reports failure, so take the manifest back. Its packs go too once the removal
+			 * is durable; otherwise they stay (garbage for gc) in case the entry survives. */
+			char p[4096];
+			snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
+			unlink(p);
+			sv->keep_packs = io_fsync_dir(s->mf_dir) != 0;
+		}
 	}
 	free(buf);
 	free(m.tensors);
 	return rc;
 }
 
-CKPT_API int ckpt_save_commit(ckpt_save *sv, ckpt_stats *stats)
-{
-	if (!sv)
-		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
-	struct ckpt_store *s = sv->s;
-	struct save_run r = {.sv = sv};
-	r.chunk_size = s->opt.chunk_size ? (uint32_t)s->opt.chunk_size : s->hdr.chunk_size;
-	r.compress = s->opt.compress >= 0 ? s->opt.compress : s->hdr.codec;
-	r.level = s->opt.zstd_level ? s->opt.zstd_level : (s->hdr.zstd_level ? s->hdr.zstd_level : 1);
-	s->io = ckpt_io_default();
-	uint32_t maxid = 0;
-	int rc = store_max_pack_id(s, &maxid);
-	size_t max_rec = rec_span((uint32_t)ckpt_codec_bound(r.chunk_size));
-	if (!rc)
-		rc = packw_init(&r.w, s, maxid + 1, max_rec);
-	if (!rc && r.compress && !(r.codec = ckpt_codec_ctx_create(r.chunk_size)))
-		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory (codec)");
-	for (size_t i = 0; !rc && i < sv->nt; i++) {
-		sv->st.logical_bytes += sv->t[i].nbytes;
-		rc = save_tensor(&r, &sv->t[i]);
-	}
-	double t_snap = ckpt_now();
-	if (!rc)
-		rc = packw_finish(&r.w);
-	if (!rc)
-		rc = write_manifest(sv, ckpt_wall_ns(), r.w.bytes_written);
-	sv->st.tensors = sv->nt;
-	sv->st.bytes_written = r.w.bytes_written;
-	sv->st.direct_io = r.w.direct_ok && r.w.ncreated ? 1 : 0;
-	snprintf(sv->st.engine, sizeof sv->st.engine, "%s", s->io->name);
-	double t1 = ckpt_now();
-	sv->st.seconds = t1 - sv->t0;
-	sv->st.snapshot_seconds = t_snap - sv->t0;
-	sv->st.persist_seconds = t1 - t_snap;
-	if (rc) {
-		ckpt_fail_prefix("saving checkpoint %llu", (unsigned long long)sv->step);
-		packw_free(&r.w, true);
-		index_drop_pending(&s->idx);
-	} else {
-		packw_free(&r.w, false);
-		index_commit_pending(&s->idx);
-		store_index_resync(s);
-	}
-	ckpt_codec_ctx_free(r.codec);
-	if (stats)
-		*stats = sv->st;
-	save_end(sv);
-	return rc;
-}

@@ -11,10 +11,11 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "pipeline.h"
 
-void store_pack_path(const struct ckpt_store *s, uint32_t pack_id, char *buf, size_t len)
+void store_pack_path(const struct ckpt_store *s, unsigned dir, uint32_t pack_id, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/%08u.pack", s->pack_dir, pack_id);
+	snprintf(buf, len, "%s/%08u.pack", s->pack_dirs[dir < s->ndirs ? dir : 0], pack_id);
 }
 
 void store_mf_name(uint64_t step, char *buf, size_t len)
@@ -71,7 +72,7 @@ static int create_layout(struct ckpt_store *s)
 	store_hdr_encode(&h, buf);
 	if ((rc = io_fsync_dir(s->pack_dir)) || (rc = io_fsync_dir(s->mf_dir)))
 		return rc;
-	return io_write_atomic(s->path, STORE_FILE, buf, sizeof buf);
+	return io_write_atomic(s->path, STORE_FILE, buf, sizeof buf, NULL);
 }
 
 static int dir_is_empty(const char *p)
@@ -90,24 +91,125 @@ static int dir_is_empty(const char *p)
 	return empty;
 }
 
+#define DATADIRS_FILE "datadirs"
+
+static int add_pack_dir(struct ckpt_store *s, const char *data_dir)
+{
+	for (unsigned i = 1; i < s->ndirs; i++)
+		if (!strcmp(s->pack_dirs[i], data_dir))
+			return 0;
+	char *p = malloc(strlen(data_dir) + sizeof "/" PACK_DIR);
+	if (!p)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	sprintf(p, "%s/%s", data_dir, PACK_DIR);
+	for (unsigned i = 0; i < s->ndirs; i++)
+		if (!strcmp(s->pack_dirs[i], p)) {
+			free(p);
+			return 0;
+		}
+	s->pack_dirs[s->ndirs++] = p;
+	return 1;
+}
+
+/* Pack directories: the store's own, those recorded in STORE/datadirs, and those the options name
+ * (recorded on the way, so that readers find packs without being told). */
+static int setup_dirs(struct ckpt_store *s, const ckpt_options *opts)
+{
+	s->pack_dirs = calloc(MAX_DATA_DIRS + 1, sizeof *s->pack_dirs);
+	if (!s->pack_dirs || !(s->pack_dirs[0] = strdup(s->pack_dir)))
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	s->ndirs = 1;
+	char fp[4096];
+	snprintf(fp, sizeof fp, "%s/%s", s->path, DATADIRS_FILE);
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int rc = io_slurp(fp, 1 << 20, &buf, &len);
+	if (rc && rc != -CKPT_E_NOTFOUND)
+		return rc;
+	unsigned recorded = 0;
+	if (!rc) {
+		char *save = NULL;
+		char *text = (char *)buf;
+		text[len ? len - 1 : 0] = text[len ? len - 1 : 0] == '\n' ? 0 : text[len ? len - 1 : 0];
+		char *copy = strndup(text, len);
+		free(buf);
+		if (!copy)
+			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+			if (s->ndirs > MAX_DATA_DIRS) {
+				free(copy);
+				return ckpt_fail(CKPT_E_CORRUPT, "%s: more than %d data directories", fp,
+						 MAX_DATA_DIRS);
+			}
+			if ((rc = add_pack_dir(s, line)) < 0) {
+				free(copy);
+				return rc;
+			}
+		}
+		free(copy);
+		recorded = s->ndirs;
+	}
+	bool changed = false;
+	for (unsigned i = 0; opts && i < opts->ndata_dirs; i++) {
+		if (s->ndirs > MAX_DATA_DIRS)
+			return ckpt_fail(CKPT_E_INVAL, "more than %d data directories", MAX_DATA_DIRS);
+		if ((rc = add_pack_dir(s, opts->data_dirs[i])) < 0)
+			return rc;
+		changed |= rc == 1;
+	}
+	if (!changed || s->opt.read_only)
+		return 0;
+	for (unsigned i = recorded ? recorded : 1; i < s->ndirs; i++) {
+		char *d = strdup(s->pack_dirs[i]);
+		if (!d)
+			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		char *slash = strrchr(d, '/');
+		*slash = 0;
+		rc = make_dir(d);
+		free(d);
+		if (rc || (rc = make_dir(s->pack_dirs[i])))
+			return rc;
+	}
+	size_t cap = 1;
+	for (unsigned i = 1; i < s->ndirs; i++)
+		cap += strlen(s->pack_dirs[i]) + 1;
+	char *out = malloc(cap), *o = out;
+	if (!out)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	for (unsigned i = 1; i < s->ndirs; i++) {
+		size_t n = strlen(s->pack_dirs[i]) - strlen("/" PACK_DIR);
+		memcpy(o, s->pack_dirs[i], n);
+		o += n;
+		*o++ = '\n';
+	}
+	rc = io_write_atomic(s->path, DATADIRS_FILE, out, (size_t)(o - out), NULL);
+	free(out);
+	return rc;
+}
+
 CKPT_API int ckpt_store_open(const char *path, const ckpt_options *opts, ckpt_store **out)
 {
 	*out = NULL;
 	if (!path || !*path)
 		return ckpt_fail(CKPT_E_INVAL, "store path is empty");
 	ckpt_options *defaults = NULL;
+	struct ckpt_store *s = NULL;
 	if (!opts)
 		opts = defaults = ckpt_options_create();
 	if (!opts)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	struct ckpt_store *s = calloc(1, sizeof *s);
+	s = calloc(1, sizeof *s);
 	int rc = 0;
 	if (!s) {
 		ckpt_options_free(defaults);
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	}
 	s->opt = *opts;
-	ckpt_options_free(defaults);
+	/* The options' strings stay the caller's; the store keeps its own copies (setup_dirs). */
+	s->opt.ndata_dirs = 0;
+	memset(s->opt.data_dirs, 0, sizeof s->opt.data_dirs);
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->idx_mu, NULL);
 	s->lock_fd = -1;
 	s->io = ckpt_io_default();
 	index_init(&s->idx);
@@ -149,13 +251,15 @@ CKPT_API int ckpt_store_open(const char *path, const ckpt_options *opts, ckpt_st
 		goto fail;
 	rc = store_hdr_decode(buf, len, &s->hdr, hp);
 	free(buf);
-	if (rc)
+	if (rc || (rc = setup_dirs(s, opts)))
 		goto fail;
+	ckpt_options_free(defaults);
 	free(hp);
 	*out = s;
 	return 0;
 fail:
 	free(hp);
+	ckpt_options_free(defaults);
 	ckpt_store_close(s);
 	return rc;
 }
@@ -164,9 +268,22 @@ CKPT_API void ckpt_store_close(ckpt_store *s)
 {
 	if (!s)
 		return;
-	if (s->active)
-		ckpt_save_abort(s->active);
+	/* Saves still open are aborted; saves in flight finish first (they use the pipeline). */
+	for (;;) {
+		pthread_mutex_lock(&s->mu);
+		struct ckpt_save *sv = s->live;
+		pthread_mutex_unlock(&s->mu);
+		if (!sv)
+			break;
+		ckpt_save_abort(sv);
+	}
+	pipe_destroy(s);
 	store_unlock(s);
+	for (unsigned i = 0; s->pack_dirs && i < s->ndirs; i++)
+		free(s->pack_dirs[i]);
+	free(s->pack_dirs);
+	pthread_mutex_destroy(&s->mu);
+	pthread_mutex_destroy(&s->idx_mu);
 	index_free(&s->idx);
 	free(s->path);
 	free(s->pack_dir);
@@ -395,20 +512,22 @@ CKPT_API int ckpt_store_resolve(ckpt_store *s, uint64_t step, uint64_t *out)
 
 int store_max_pack_id(struct ckpt_store *s, uint32_t *out)
 {
-	DIR *d = opendir(s->pack_dir);
-	if (!d) {
-		int e = errno;
-		return ckpt_fail(ckpt_errno_code(e), "open %s: %s", s->pack_dir, strerror(e));
-	}
 	uint32_t mx = 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		char *end;
-		unsigned long v = strtoul(e->d_name, &end, 10);
-		if (end != e->d_name && !strcmp(end, ".pack") && v > mx && v <= UINT32_MAX)
-			mx = (uint32_t)v;
+	for (unsigned i = 0; i < s->ndirs; i++) {
+		DIR *d = opendir(s->pack_dirs[i]);
+		if (!d) {
+			int e = errno;
+			return ckpt_fail(ckpt_errno_code(e), "open %s: %s", s->pack_dirs[i], strerror(e));
+		}
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			char *end;
+			unsigned long v = strtoul(e->d_name, &end, 10);
+			if (end != e->d_name && !strcmp(end, ".pack") && v > mx && v <= UINT32_MAX)
+				mx = (uint32_t)v;
+		}
+		closedir(d);
 	}
-	closedir(d);
 	*out = mx;
 	return 0;
 }

@@ -2,6 +2,7 @@
 #ifndef CKPT_STORE_H
 #define CKPT_STORE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -15,6 +16,8 @@
 #define PACK_DIR "packs"
 #define MF_DIR "manifests"
 
+#define MAX_DATA_DIRS 64
+
 struct ckpt_options {
 	int create;
 	int read_only;
@@ -25,15 +28,32 @@ struct ckpt_options {
 	int zstd_level;     /* 0: the store's */
 	uint64_t io_size;
 	uint64_t pack_size;
+	unsigned threads;   /* 0: online cores */
+	uint64_t pool_size;
+	unsigned queue_depth;
+	int engine;
+	unsigned ndata_dirs;
+	char *data_dirs[MAX_DATA_DIRS];
 };
+
+struct pipe;
 
 struct ckpt_store {
 	char *path;
 	char *pack_dir, *mf_dir;
+	/* Pack directories: pack_dirs[0] is pack_dir, then one per data directory. */
+	char **pack_dirs;
+	unsigned ndirs;
+	pthread_mutex_t mu;        /* live saves and the lock count */
+	pthread_mutex_t idx_mu;    /* the dedup index while saves are processed */
+	struct ckpt_save *live;    /* begun and not yet finished */
+	unsigned lock_users;
+	struct pipe *pipe;
+	uint32_t next_pack_id;     /* last pack id used (under the lock) */
+	bool direct_refused;       /* the file system refused O_DIRECT */
 	struct store_hdr hdr;
 	struct ckpt_options opt;
 	const struct ckpt_io_ops *io;
-	struct ckpt_save *active;
 	int lock_fd;
 	/* Dedup index and the manifests-directory signature it was built from. */
 	struct ckpt_index idx;
@@ -42,8 +62,8 @@ struct ckpt_store {
 	uint32_t gen;
 };
 
-/* Paths of a store's files. */
-void store_pack_path(const struct ckpt_store *s, uint32_t pack_id, char *buf, size_t len);
+/* Paths of a store's files: a pack in pack directory dir. */
+void store_pack_path(const struct ckpt_store *s, unsigned dir, uint32_t pack_id, char *buf, size_t len);
 void store_mf_name(uint64_t step, char *buf, size_t len);
 
 /* Takes the writer lock (flock on STORE/LOCK) or fails with -CKPT_E_BUSY; unlock releases it. */
@@ -63,7 +83,7 @@ int store_refresh_index(struct ckpt_store *s);
  * directory's new signature so the next save does not rebuild it. */
 int store_index_resync(struct ckpt_store *s);
 
-/* Highest pack id present in packs/ (0 if none). */
+/* Highest pack id present in any pack directory (0 if none). */
 int store_max_pack_id(struct ckpt_store *s, uint32_t *out);
 
 /* Fills a ckpt_info from a decoded manifest. */

@@ -26,6 +26,9 @@ const char usage_export[] =
 	"  -q, --quiet         print nothing on success\n"
 	"  -h, --help          show this help\n"
 	"\n"
+	"Exit status: 0 written; 1 failed (damaged data, I/O error); 2 usage error; 4 no such\n"
+	"store or step.\n"
+	"\n"
 	"Example:\n"
 	"  ckptctl export /mnt/nvme/ckpt latest -o model.safetensors\n";
 
@@ -199,7 +202,7 @@ int cmd_export(int argc, char **argv)
 		signal(SIGINT, on_signal);
 		signal(SIGTERM, on_signal);
 		signal(SIGHUP, on_signal);
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+		fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
 		if (fd < 0) {
 			tmp_path = NULL;
 			cli_err("%s: cannot create %s: %s", cmd, tmp, strerror(errno));

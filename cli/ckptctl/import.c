@@ -26,8 +26,14 @@ const char usage_import[] =
 	"      --json             print the statistics of the save as JSON\n"
 	"  -h, --help             show this help\n"
 	"\n"
+	"Exit status: 0 imported; 1 failed (bad file, existing step, I/O error); 2 usage error;\n"
+	"3 the store is busy (another writer holds its lock).\n"
+	"\n"
 	"Example:\n"
 	"  ckptctl import /mnt/nvme/ckpt --step 1000 model.safetensors\n";
+
+/* Staging pool of an import (the library's default is sized for a training job). */
+#define IMPORT_POOL_SIZE (32 << 20)
 
 enum { OPT_CHUNK = 256, OPT_COMPRESS, OPT_LEVEL, OPT_OVERWRITE, OPT_JSON };
 
@@ -61,6 +67,11 @@ static void print_stats_json(const ckpt_stats *s, const char *file)
 	jw_key(&w, "seconds"); jw_dbl(&w, s->seconds);
 	jw_key(&w, "snapshot_seconds"); jw_dbl(&w, s->snapshot_seconds);
 	jw_key(&w, "persist_seconds"); jw_dbl(&w, s->persist_seconds);
+	jw_key(&w, "wait_seconds"); jw_dbl(&w, s->wait_seconds);
+	jw_key(&w, "pool_bytes"); jw_u64(&w, s->pool_bytes);
+	jw_key(&w, "pool_peak"); jw_u64(&w, s->pool_peak);
+	jw_key(&w, "threads"); jw_u64(&w, s->threads);
+	jw_key(&w, "data_dirs"); jw_u64(&w, s->data_dirs);
 	jw_key(&w, "direct_io"); jw_bool(&w, s->direct_io);
 	jw_key(&w, "engine"); jw_str(&w, s->engine);
 	jw_obj_end(&w);
@@ -123,7 +134,7 @@ int cmd_import(int argc, char **argv)
 
 	/* Validate the whole file before the store is created or locked. */
 	struct st_file sf;
-	char err[1024];
+	char err[6144];
 	if (st_open(file, &sf, err, sizeof err)) {
 		cli_err("%s: %s", cmd, err);
 		return EXIT_FAIL;
@@ -148,6 +159,9 @@ int cmd_import(int argc, char **argv)
 		goto out;
 	}
 	ckpt_options_set(opts, CKPT_OPT_CREATE, 1);
+	/* The tensors are already in (mapped) memory that stays unchanged: a small staging pool that
+	 * the save streams through keeps the import from copying the file into anonymous memory. */
+	ckpt_options_set(opts, CKPT_OPT_POOL_SIZE, IMPORT_POOL_SIZE);
 	if ((have_chunk && ckpt_options_set(opts, CKPT_OPT_CHUNK_SIZE, (int64_t)chunk) < 0) ||
 	    (compress >= 0 && ckpt_options_set(opts, CKPT_OPT_COMPRESS, compress) < 0) ||
 	    (have_level && ckpt_options_set(opts, CKPT_OPT_ZSTD_LEVEL, (int64_t)level) < 0) ||

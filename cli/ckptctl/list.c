@@ -17,6 +17,9 @@ const char usage_list[] =
 	"               logical_bytes, new_bytes, stored_bytes, chunks and new_chunks\n"
 	"  -h, --help   show this help\n"
 	"\n"
+	"Exit status: 0 listed (even with damaged manifests); 1 failed; 2 usage error; 4 no such\n"
+	"store.\n"
+	"\n"
 	"Example:\n"
 	"  ckptctl list /mnt/nvme/ckpt\n";
 

@@ -661,7 +661,7 @@ void st_header_free(struct st_header *h)
 
 int st_open(const char *path, struct st_file *f, char *err, size_t errlen)
 {
-	char msg[512];
+	char msg[1024];
 	struct stat st;
 	memset(f, 0, sizeof *f);
 	f->fd = open(path, O_RDONLY | O_CLOEXEC);

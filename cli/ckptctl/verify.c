@@ -4,6 +4,7 @@
 #include "safetensors.h"
 
 #include <getopt.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,7 +14,8 @@ const char usage_verify[] =
 	"every checkpoint with --all, and check its digest. Each damaged chunk is reported with its\n"
 	"tensor, chunk index, offset and file; a damaged manifest counts as damage (when verifying\n"
 	"the latest checkpoint, so does a damaged manifest of a newer step). Exit status 0 when\n"
-	"everything verified is intact, 1 when damage was found.\n"
+	"everything verified is intact, 1 when damage was found (or reading failed), 2 for a\n"
+	"usage error, 4 when the store or step does not exist.\n"
 	"\n"
 	"Options:\n"
 	"  -a, --all           verify every checkpoint of the store\n"
@@ -37,7 +39,9 @@ static const struct option verify_opts[] = {
 	{NULL, 0, NULL, 0},
 };
 
+/* The callbacks may come from the library's worker threads: one lock keeps their output whole. */
 struct vctx {
+	pthread_mutex_t lock;
 	bool json, quiet, progress;
 	struct jw w;
 	struct progress bar;
@@ -49,13 +53,14 @@ struct vctx {
 static void on_progress(uint64_t done, uint64_t total, void *arg)
 {
 	struct vctx *v = arg;
+	pthread_mutex_lock(&v->lock);
 	v->bar.total = total;
 	progress_update(&v->bar, done);
+	pthread_mutex_unlock(&v->lock);
 }
 
-static void on_damage(const ckpt_damage *d, void *arg)
+static void report_damage(struct vctx *v, const ckpt_damage *d)
 {
-	struct vctx *v = arg;
 	v->damaged_chunks++;
 	if (v->json) {
 		jw_obj_begin(&v->w);
@@ -87,6 +92,14 @@ static void on_damage(const ckpt_damage *d, void *arg)
 	       d->file ? d->file : "?", msg);
 }
 
+static void on_damage(const ckpt_damage *d, void *arg)
+{
+	struct vctx *v = arg;
+	pthread_mutex_lock(&v->lock);
+	report_damage(v, d);
+	pthread_mutex_unlock(&v->lock);
+}
+
 /* A manifest that does not verify: reported as damage of step. */
 static void bad_manifest(struct vctx *v, uint64_t step, int err, const char *msg)
 {
@@ -103,23 +116,25 @@ static void bad_manifest(struct vctx *v, uint64_t step, int err, const char *msg
 		printf("step %llu: DAMAGED manifest: %s\n", (unsigned long long)step, msg);
 }
 
-/* Verifies the checkpoint of step and reports the result. Returns 0, or the exit status after a
- * message when step does not exist (nothing else is printed then). */
-static int verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
+/* Verifies the checkpoint of step and reports the result; damage and failures are counted in v. */
+static void verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 {
 	ckpt_reader *rd;
 	char label[64];
 	int r = ckpt_reader_open(store, step, &rd);
-	if (r == -CKPT_E_NOTFOUND)
-		return ck_fail("verify", r, "no such checkpoint");
+	if (r == -CKPT_E_NOTFOUND) { /* removed since it was listed (a concurrent prune) */
+		v->failed++;
+		ck_fail("verify", r, "no such checkpoint");
+		return;
+	}
 	if (r == -CKPT_E_CORRUPT || r == -CKPT_E_CHECKSUM || r == -CKPT_E_VERSION) {
 		bad_manifest(v, step, r, ckpt_errmsg()[0] ? ckpt_errmsg() : ckpt_strerror(r));
-		return 0;
+		return;
 	}
 	if (r < 0) {
 		v->failed++;
 		ck_fail("verify", r, "cannot open the checkpoint");
-		return 0;
+		return;
 	}
 	ckpt_info info;
 	ckpt_reader_info(rd, &info);
@@ -143,8 +158,7 @@ static int verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 	if (n < 0) {
 		v->failed++;
 		status = "error";
-		if (!v->json)
-			ck_fail("verify", (int)n, "verification could not run");
+		ck_fail("verify", (int)n, "verification could not run");
 	} else if (n > 0 || v->damaged_chunks > before) {
 		v->damaged_ckpts++;
 		status = "damaged";
@@ -167,7 +181,6 @@ static int verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 		       (unsigned long long)info.chunks, cli_fmt_iec(info.logical_bytes, a, sizeof a));
 	}
 	ckpt_reader_close(rd);
-	return 0;
 }
 
 int cmd_verify(int argc, char **argv)
@@ -178,6 +191,7 @@ int cmd_verify(int argc, char **argv)
 	int c;
 
 	memset(&v, 0, sizeof v);
+	pthread_mutex_init(&v.lock, NULL);
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":aqh", verify_opts, NULL)) != -1) {
@@ -233,6 +247,16 @@ int cmd_verify(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (!all && step != CKPT_STEP_LATEST) {
+		/* A step that does not exist is an error, not a result: say so before any output. */
+		ckpt_reader *rd = NULL;
+		int r = ckpt_reader_open(store, step, &rd);
+		ckpt_reader_close(rd);
+		if (r == -CKPT_E_NOTFOUND) {
+			rc = ck_fail(cmd, r, "no such checkpoint");
+			goto out;
+		}
+	}
 	if (v.json) {
 		jw_init(&v.w, stdout, true);
 		jw_obj_begin(&v.w);
@@ -257,8 +281,8 @@ int cmd_verify(int argc, char **argv)
 				bad_manifest(&v, list[k].step, list[k].error,
 					     ck_invalid_reason(store, &list[k], why, sizeof why));
 		}
-	} else if ((rc = verify_one(&v, store, step))) {
-		goto out; /* no such step: nothing was printed */
+	} else {
+		verify_one(&v, store, step);
 	}
 	if (v.json) {
 		jw_arr_end(&v.w);

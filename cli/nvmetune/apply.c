@@ -57,7 +57,7 @@ static int parse_common(int argc, char **argv, const char **profile, bool *dry, 
 	optind = 1;
 	opterr = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "+p:n", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:n", lo, NULL)) != -1) {
 		switch (c) {
 		case 'p': *profile = optarg; break;
 		case 'n':
@@ -222,7 +222,8 @@ int cmd_apply(int argc, char **argv)
 			plan_free(&pl);
 			return EXIT_FAIL;
 		}
-		snprintf(st.profile, sizeof(st.profile), "%s", p.name);
+		if (!st.profile[0]) /* a second apply adds to the first: keep its name */
+			snprintf(st.profile, sizeof(st.profile), "%s", p.name);
 		for (int i = 0; i < pl.n; i++) {
 			struct item *it = &pl.it[i];
 			if (it->st != IS_CHANGE)
@@ -360,7 +361,7 @@ int cmd_rollback(int argc, char **argv)
 		jw_key(wp, "results");
 		jw_arr_begin(wp);
 	} else {
-		printf("restoring %d value%s saved %s by profile %s%s\n", st.n, st.n == 1 ? "" : "s",
+		printf("restoring %d value%s saved at %s by profile %s%s\n", st.n, st.n == 1 ? "" : "s",
 		       st.created, st.profile, dry ? " (dry run: nothing is written)" : "");
 	}
 	int nbad = 0, nok = 0;

@@ -103,7 +103,10 @@ static int write_config(const char *path, const char *target, unsigned qd, unsig
 	size_t len = 0;
 	FILE *f = open_memstream(&out, &len);
 	if (old) {
-		for (char *save = NULL, *l = strtok_r(old, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		/* strsep keeps blank lines; a final empty piece is the file's last newline */
+		for (char *rest = old, *l; (l = strsep(&rest, "\n"));) {
+			if (!rest && !*l)
+				break;
 			char t[512], key[64] = "";
 			trim_copy(t, sizeof(t), l);
 			if (!strncmp(t, "# nvmetune bench", 16))
@@ -139,7 +142,7 @@ int cmd_bench(int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "+f", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "f", lo, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			if (cli_parse_size(optarg, &size) || size < sizes[NS - 1])

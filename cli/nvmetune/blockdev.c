@@ -31,7 +31,7 @@ int blk_resolve(const char *arg, char *name, size_t len)
 	}
 	if (!*base || strlen(base) >= len)
 		return -ENOENT;
-	snprintf(p, sizeof(p), "block/%s", base);
+	snprintf(p, sizeof(p), "block/%.255s", base); /* base is shorter than len */
 	if (!sys_is_dir(p))
 		return -ENOENT;
 	snprintf(name, len, "%s", base);

@@ -100,7 +100,7 @@ static bool load_current(struct item *it, const struct target *tg, const char *k
 			 strrchr(key, '/') ? strrchr(key, '/') + 1 : key);
 		return false;
 	}
-	char why[192] = "";
+	char why[160] = "";
 	if (key_read(it->knob, key, it->cur, sizeof(it->cur), why, sizeof(why))) {
 		it->st = it->explicit_tgt ? IS_UNSUPPORTED : IS_NA;
 		if (it->explicit_tgt && it->knob != K_VWC)
@@ -237,11 +237,13 @@ static void plan_block(const struct profile *p, const struct blockdev *d, int id
 						    "(available: %s)", tg->value, d->name, raw);
 				else
 					set_target(it, tg->value, "set by the profile");
+			} else if (d->kind == DK_MD) {
+				set_target(it, "none", "an md array passes I/O to its members unscheduled");
 			} else if (tg->kind == TG_AUTO) {
 				set_target(it, "none", "NVMe queues in hardware; a scheduler only adds "
 					   "CPU time per I/O");
 			} else {
-				bool multi = d->kind == DK_MD || hw_queues(d->name) != 1 ||
+				bool multi = hw_queues(d->name) != 1 ||
 					     !bracket_has(raw, "mq-deadline");
 				set_target(it, multi ? "none" : "mq-deadline",
 					   "the kernel's choice for a %s device",

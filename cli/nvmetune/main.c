@@ -7,8 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-struct nt_opts nt;
-
 static const char usage_main_extra[] =
 	"\nOptions for every command:\n"
 	"  --json             JSON output\n"
@@ -27,15 +25,6 @@ static const struct cli_cmd cmds[] = {
 	{"bench", cmd_bench, "io_uring write/read sweep; recommend queue depth and I/O size for libckpt", usage_bench},
 	{NULL, NULL, NULL, NULL},
 };
-
-int nt_need_root(const char *cmd)
-{
-	if (nt.moved || geteuid() == 0)
-		return EXIT_OK;
-	cli_err("%s: must be run as root (it writes to %s and %s); try 'sudo nvmetune %s', or "
-		"--dry-run to see what it would do", cmd, nt.sys_root, nt.dev_root, cmd);
-	return EXIT_PERM;
-}
 
 static void set_root(char *dst, size_t len, const char *v, const char *def)
 {

@@ -17,3 +17,12 @@ $(B)/bin/nvmetune: $(NVMETUNE_OBJ) $(CLI_COMMON_OBJ)
 
 .PHONY: nvmetune
 nvmetune: $(B)/bin/nvmetune
+
+# Unit tests of the pure parts (state file, profiles, sorting, quoting): the tool's objects
+# without main.o, run by tests/run.sh as build/tests/bin/t-nvmetune-unit.
+NVMETUNE_LIB_OBJ := $(filter-out $(B)/obj/cli/nvmetune/main.o,$(NVMETUNE_OBJ))
+$(B)/tests/bin/t-nvmetune-unit: tests/nvmetune/t-nvmetune-unit.c $(NVMETUNE_LIB_OBJ) $(CLI_COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Icli/common -Icli/nvmetune $< $(NVMETUNE_LIB_OBJ) $(CLI_COMMON_OBJ) \
+	  -o $@ $(ALL_LDFLAGS) $(NVMETUNE_LIBS)
+TEST_EXTRA += $(B)/tests/bin/t-nvmetune-unit

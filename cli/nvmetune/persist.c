@@ -60,7 +60,7 @@ int cmd_persist(int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "+p:n", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:n", lo, NULL)) != -1) {
 		switch (c) {
 		case 'p': prof = optarg; break;
 		case 'r': rules = optarg; break;

@@ -93,8 +93,8 @@ static int parse_file(const char *path, struct profile *p)
 	snprintf(p->name, sizeof(p->name), "%s", path);
 	int lineno = 0, ret = EXIT_OK;
 	bool seen_setting = false;
-	for (char *save = NULL, *line = strtok_r(data, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
+	/* strsep, not strtok: blank lines must count, or the line numbers in errors are wrong */
+	for (char *rest = data, *line; (line = strsep(&rest, "\n"));) {
 		lineno++;
 		char *hash = strchr(line, '#');
 		if (hash)

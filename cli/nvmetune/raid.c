@@ -199,7 +199,7 @@ static int raid_create(int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "+l:c:nf", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "l:c:nf", lo, NULL)) != -1) {
 		switch (c) {
 		case 'l': level = optarg; break;
 		case 'L': layout = optarg; break;
@@ -369,7 +369,7 @@ static int raid_stop(int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "+nf", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "nf", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n': dry = true; break;
 		case 'f': force = true; break;

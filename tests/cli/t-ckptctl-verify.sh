@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ckptctl verify: intact checkpoints, a flipped byte in a pack file (names the tensor, exit 1), a
-# damaged manifest (list warns, verify counts it as damage), a truncated pack.
+# damaged manifest (list warns, verify counts it as damage), a truncated or deleted pack.
 . tests/cli/lib.sh
 
 mkst model "$T/m1.safetensors" 1
@@ -17,6 +17,7 @@ check verify-all ckptctl verify "$STORE" --all
 check verify-all-json ckptctl verify "$STORE" --all --json
 check verify-quiet ckptctl verify -q "$STORE" --all
 check verify-unknown-step ckptctl verify "$STORE" 7
+check verify-unknown-step-json ckptctl verify "$STORE" 7 --json
 
 # One flipped byte in the data of big.weight (step 2 only).
 cp -a "$STORE" "$T/s-flip"
@@ -53,4 +54,9 @@ cp -a "$STORE" "$T/s-ptrunc"
 for p in "$T"/s-ptrunc/packs/*; do corrupt truncate "$p" half; done
 check pack-truncated-verify ckptctl verify "$T/s-ptrunc" --all
 check pack-truncated-export ckptctl export "$T/s-ptrunc" 2 -o "$T/out.safetensors"
+
+# A deleted pack: step 2 (big) loses every chunk, step 1 is intact.
+cp -a "$STORE" "$T/s-pdel"
+rm "$T/s-pdel/packs/00000002.pack"
+check pack-deleted-verify ckptctl verify "$T/s-pdel" --all
 finish

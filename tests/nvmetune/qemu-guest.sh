@@ -99,7 +99,7 @@ echo "===== refusals"
 run refuse_md $NVT raid create --level 10 $D
 R refuse_md_reason "$(count refuse_md 'refused: carries a RAID signature (linux_raid_member)')"
 mdadm --zero-superblock $D
-mke2fs -q -F -t ext4 /dev/nvme0n1 > /dev/null 2>&1
+run mkfs_member /opt/tools/mke2fs -F -t ext4 /dev/nvme0n1
 run refuse_ext4 $NVT raid create --level 10 --layout f2 $D
 R refuse_ext4_reason "$(has refuse_ext4 'nvmetune: raid create: /dev/nvme0n1: refused: carries a filesystem signature (ext4)')"
 R refuse_ext4_count "$(count refuse_ext4 'refused:')"
@@ -130,7 +130,7 @@ dump rules /etc/udev/rules.d/60-nvmetune.rules
 
 echo "===== libckpt save and restore on the array"
 if [ -x /opt/ckpt/bin/ckptctl ]; then
-	run mkfs_md mke2fs -q -F -t ext4 /dev/md0
+	run mkfs_md /opt/tools/mke2fs -q -F -t ext4 /dev/md0
 	mkdir -p /mnt/ckpt && mount -t ext4 /dev/md0 /mnt/ckpt
 	R md0_mounted "$(grep -c '^/dev/md0 /mnt/ckpt ext4' /proc/mounts)"
 	run ckpt_import ckptctl import /mnt/ckpt/store --step 1 /data/model.safetensors
@@ -149,9 +149,15 @@ else
 	R ckpt_skipped 1
 fi
 
+echo "===== bench on a device: refused while it carries a signature, then forced"
+run bench_dev_refused $NVT bench --size 4M --no-config /dev/nvme3n1
+R bench_dev_reason "$(has bench_dev_refused 'refused: held by md0; carries a RAID signature (linux_raid_member)')"
+
 echo "===== cleanup"
 run rollback_md10 $NVT rollback
 R md10_ra_rolled_back "$(q md0 read_ahead_kb)"
 run raid10_stop $NVT raid stop md0
 R raid10_gone "$(active md0)"
+run bench_dev_forced $NVT bench --size 4M --force --config /tmp/dev.conf /dev/nvme3n1
+R bench_dev_conf "$(grep -c '^# nvmetune bench at .* for /dev/nvme3n1' /tmp/dev.conf)"
 echo "NVMETUNE-GUEST-DONE"

@@ -114,8 +114,8 @@ int main(void)
 		REQUIRE(pid >= 0);
 		if (pid == 0)
 			child(dir, (uint64_t)it * 100);
-		/* Kill somewhere in the first few saves: 0 to 60 ms. */
-		usleep((useconds_t)(t_rand(&seed) % 60000));
+		/* Kill somewhere in the first few saves: 0 to 150 ms (start-up takes some of it). */
+		usleep((useconds_t)(t_rand(&seed) % 150000));
 		kill(pid, SIGKILL);
 		int status;
 		waitpid(pid, &status, 0);

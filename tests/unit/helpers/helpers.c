@@ -50,6 +50,8 @@ ckpt_store *t_open_store(const char *path, uint32_t cs, int compress)
 	if (cs)
 		REQUIRE(ckpt_options_set(o, CKPT_OPT_CHUNK_SIZE, cs) == 0);
 	ckpt_options_set(o, CKPT_OPT_COMPRESS, compress);
+	/* Small pools keep test start-up fast; backpressure tests set their own. */
+	ckpt_options_set(o, CKPT_OPT_POOL_SIZE, 32 << 20);
 	ckpt_store *s = NULL;
 	int rc = ckpt_store_open(path, o, &s);
 	ckpt_options_free(o);

@@ -1,0 +1,39 @@
+# Benchmarks. Included by the top-level Makefile before its `all:` rule: .DEFAULT_GOAL is saved
+# here and put back at the end, so that no target of this file ever becomes the default goal.
+#
+#   make bench         fio limits + ckpt-bench (memcpy, full/incremental save, restore, snapshot)
+#                      -> build/bench/results.json and a PASS/MISS table, then import_bench.sh
+#                      (ckptctl import of a 1 GiB safetensors file, issue 2) into the same file
+#   make bench-import  only import_bench.sh
+#   make bench-quick   BENCH_SIZE=256M BENCH_RUNS=1 BENCH_IMPORT_SIZE=128M (development)
+#
+# Environment: BENCH_DIR (directory to test, default build/bench/work), BENCH_SIZE (state size,
+# default 2G), BENCH_RUNS (default 3), BENCH_IMPORT_SIZE (default 1G), more in bench/README.md.
+BENCH_SAVED_GOAL := $(.DEFAULT_GOAL)
+BENCH_SRC  := $(sort $(wildcard bench/*.c))
+BENCH_BINS := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
+
+$(B)/bench/%: bench/%.c include/ckpt.h $(B)/lib/libckpt.so
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(ALL_LDFLAGS) -L$(B)/lib -lckpt $(RPATH)
+
+.PHONY: bench bench-bins bench-import bench-quick
+bench-bins: lib $(BENCH_BINS)
+
+# The import part needs ckptctl (built by `all`); it skips itself while `ckptctl import` is absent.
+bench: test-deps
+	$(MAKE) all bench-bins
+	B='$(B)' sh bench/run-bench.sh
+	B='$(B)' sh bench/import_bench.sh
+
+bench-quick: test-deps
+	$(MAKE) all bench-bins
+	B='$(B)' BENCH_SIZE=$${BENCH_SIZE:-256M} BENCH_RUNS=$${BENCH_RUNS:-1} sh bench/run-bench.sh
+	B='$(B)' BENCH_IMPORT_SIZE=$${BENCH_IMPORT_SIZE:-128M} BENCH_RUNS=$${BENCH_RUNS:-1} \
+	  sh bench/import_bench.sh
+
+bench-import: test-deps
+	$(MAKE) all
+	B='$(B)' sh bench/import_bench.sh
+
+.DEFAULT_GOAL := $(BENCH_SAVED_GOAL)

@@ -1,0 +1,82 @@
+# The CUDA provider module (libckpt-cuda.so.0), its GPU test and benchmark. Included by the
+# top-level Makefile before its `all:` rule, so the first rule here is `all:` (the default goal).
+#
+# Built only when the CUDA toolkit is found: $(CUDA_HOME)/include/cuda_runtime_api.h
+# (CUDA_HOME defaults to /usr/local/cuda). `make CUDA=0` disables it. The module is compiled with
+# the C compiler (runtime API only, no nvcc) and is the only thing that links libcudart:
+# libckpt.so loads it with dlopen from beside itself (lib/gpu.c).
+CUDA      ?= 1
+CUDA_HOME ?= /usr/local/cuda
+CUDA_FOUND :=
+ifneq ($(CUDA),0)
+ifneq ($(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),)
+CUDA_FOUND := 1
+endif
+endif
+
+MODULES ?=
+CUDA_MODULE_SONAME := libckpt-cuda.so.0
+CUDA_MODULE := $(B)/lib/$(CUDA_MODULE_SONAME)
+
+ifeq ($(CUDA_FOUND),1)
+CUDA_LIBDIR ?= $(firstword $(wildcard $(CUDA_HOME)/lib64/libcudart.so $(CUDA_HOME)/lib/libcudart.so \
+                 $(CUDA_HOME)/targets/x86_64-linux/lib/libcudart.so))
+CUDA_LIBDIR := $(if $(CUDA_LIBDIR),$(patsubst %/,%,$(dir $(CUDA_LIBDIR))),$(CUDA_HOME)/lib64)
+CUDA_CFLAGS := -isystem $(CUDA_HOME)/include
+CUDA_LIBS   := -L$(CUDA_LIBDIR) -lcudart -Wl,-rpath,$(CUDA_LIBDIR)
+MODULES += $(CUDA_MODULE) $(B)/lib/libckpt-cuda.so
+CUDA_TEST_HELPERS := $(sort $(wildcard tests/unit/helpers/*.c))
+TEST_EXTRA += $(B)/tests/bin/t-gpu $(B)/bench/gpu_bench
+endif
+
+all: $(MODULES)
+
+# gpu-probe (for tests/gpu/t-no-cudart.sh) links libckpt.so only; built with or without CUDA.
+TEST_EXTRA += $(B)/tests/gpu-probe
+$(B)/tests/gpu-probe: tests/gpu/gpu-probe.c include/ckpt.h $(B)/lib/libckpt.so
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(ALL_LDFLAGS) -L$(B)/lib -lckpt -Wl,-rpath,'$$ORIGIN/../lib'
+
+ifeq ($(CUDA_FOUND),1)
+$(B)/obj/cuda/cuda_provider.o: lib/cuda/cuda_provider.c lib/gpu.h include/ckpt.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -Ilib $(CUDA_CFLAGS) -c $< -o $@
+
+# -z nodelete: libcudart (and the driver it loads) must never be unloaded from a live process,
+# even when lib/gpu.c dlcloses a module that found no device.
+$(CUDA_MODULE): $(B)/obj/cuda/cuda_provider.o
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,$(CUDA_MODULE_SONAME) -Wl,-z,defs -Wl,-z,nodelete $(ALL_LDFLAGS) \
+	  -o $@ $< $(CUDA_LIBS) -ldl
+$(B)/lib/libckpt-cuda.so: $(CUDA_MODULE)
+	ln -sf $(CUDA_MODULE_SONAME) $@
+
+# The GPU test uses the CUDA runtime directly, so it is built here rather than by tests/tests.mk.
+$(B)/tests/bin/t-gpu: tests/gpu/t-gpu.c $(CUDA_TEST_HELPERS) tests/unit/helpers.h include/ckpt.h \
+		      $(ALIB) $(CUDA_MODULE)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Ilib -Itests/unit $(CUDA_CFLAGS) $< $(CUDA_TEST_HELPERS) -o $@ \
+	  $(ALL_LDFLAGS) $(ALIB) $(LDLIBS) $(CUDA_LIBS)
+
+# The GPU benchmark links the shared library, which finds the module beside itself.
+$(B)/bench/gpu_bench: bench/gpu/gpu_bench.c include/ckpt.h $(B)/lib/libckpt.so $(CUDA_MODULE)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(CUDA_CFLAGS) $< -o $@ $(ALL_LDFLAGS) -L$(B)/lib -lckpt $(RPATH) \
+	  $(CUDA_LIBS)
+
+.PHONY: install-cuda-module uninstall-cuda-module
+install: install-cuda-module
+uninstall: uninstall-cuda-module
+install-cuda-module: $(CUDA_MODULE)
+	install -d $(DESTDIR)$(LIBDIR)
+	install -m 755 $(CUDA_MODULE) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(CUDA_MODULE_SONAME) $(DESTDIR)$(LIBDIR)/libckpt-cuda.so
+uninstall-cuda-module:
+	rm -f $(DESTDIR)$(LIBDIR)/$(CUDA_MODULE_SONAME) $(DESTDIR)$(LIBDIR)/libckpt-cuda.so
+endif
+
+# Everything the GPU checks need (tests/gpu/run-on-device.sh), without the rest of the tree (whose
+# CLIs need more packages): the library, the module, the GPU tests and the benchmark.
+.PHONY: gpu-tests
+gpu-tests: lib $(MODULES) $(B)/tests/bin/t-gpu-loader $(B)/tests/gpu-probe \
+	   $(if $(CUDA_FOUND),$(B)/tests/bin/t-gpu $(B)/bench/gpu_bench)

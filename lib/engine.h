@@ -1,0 +1,65 @@
+/* Asynchronous I/O engines behind one ops table: io_uring (one ring, registered buffers, its own
+ * completion thread) and psync (a thread pool doing pread/pwrite), chosen by probing. Requests
+ * complete through a callback on an engine thread. Fault injection (io.h) applies to both. */
+#ifndef CKPT_ENGINE_H
+#define CKPT_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum io_op { IO_READ, IO_WRITE, IO_FSYNC };
+
+struct io_req {
+	enum io_op op;
+	int fd;
+	void *buf;
+	size_t len;
+	uint64_t off;
+	int buf_index;        /* registered buffer holding buf, or -1 */
+	ssize_t res;          /* bytes transferred, or -errno */
+	size_t done_bytes;    /* internal: progress across short transfers */
+	size_t first_max;     /* internal: fault injection caps the first transfer (0: no cap) */
+	void (*done)(struct io_req *r);
+	void *arg;
+	struct io_req *next;  /* internal queue link */
+};
+
+struct io_engine;
+
+struct io_engine_ops {
+	const char *name;
+	int (*create)(struct io_engine *e);
+	void (*submit)(struct io_engine *e, struct io_req *r);
+	void (*destroy)(struct io_engine *e);
+};
+
+struct io_engine {
+	const struct io_engine_ops *ops;
+	unsigned qd;
+	void **bufs;          /* buffers to register (io_uring), nbufs of buf_len bytes */
+	size_t buf_len;
+	unsigned nbufs;
+	void *priv;
+};
+
+/* Creates an engine: kind is CKPT_ENGINE_AUTO (io_uring, else psync when io_uring is missing or
+ * forbidden: ENOSYS, EPERM under seccomp), CKPT_ENGINE_IO_URING or CKPT_ENGINE_PSYNC.
+ * CKPT_IO_ENGINE=psync|io_uring in the environment overrides AUTO (for tests). Returns 0 or
+ * -CKPT_E_*. */
+int io_engine_create(int kind, unsigned qd, void **bufs, size_t buf_len, unsigned nbufs,
+		     struct io_engine **out);
+/* Queues r; r->done is called exactly once, possibly before this returns. Blocks while qd
+ * requests are in flight. */
+void io_engine_submit(struct io_engine *e, struct io_req *r);
+/* Waits for in-flight requests, stops the threads, frees e; accepts NULL. */
+void io_engine_destroy(struct io_engine *e);
+const char *io_engine_name(const struct io_engine *e);
+
+/* Completes r synchronously: submits it and waits. Returns r->res. */
+ssize_t io_engine_run(struct io_engine *e, struct io_req *r);
+
+extern const struct io_engine_ops ckpt_engine_psync;
+extern const struct io_engine_ops ckpt_engine_uring;
+
+#endif

@@ -1,0 +1,49 @@
+/* GPU staging behind an ops table. The host provider (malloc/mlock/memcpy) is always built; the
+ * CUDA provider is a module, libckpt-cuda.so.0, loaded at run time with dlopen (like UCX's
+ * uct/cuda and Open MPI's accelerator framework), so that libckpt.so never links libcudart and
+ * works on machines without it. The core speaks of memory types (host, CUDA device N), never of
+ * CUDA types. */
+#ifndef CKPT_GPU_H
+#define CKPT_GPU_H
+
+#include <stddef.h>
+
+#define CKPT_GPU_ABI 1
+#define CKPT_GPU_MODULE "libckpt-cuda.so.0"
+#define CKPT_GPU_ENTRY "ckpt_gpu_module_ops"
+
+/* All functions return 0 or a negative CKPT_E_* code and set the message with ckpt_fail-like
+ * text through the `fail` callback the core hands to init. */
+struct ckpt_gpu_ops {
+	int abi;            /* CKPT_GPU_ABI */
+	const char *name;   /* "host", "cuda" */
+	/* Called once after loading; returns the number of devices (0: provider unusable). */
+	int (*init)(int (*fail)(int err, const char *fmt, ...));
+	/* Page-locked host memory of exactly size bytes (no rounding); 4 KiB aligned. */
+	int (*alloc_pinned)(size_t size, void **out);
+	void (*free_pinned)(void *p, size_t size);
+	/* A stream of the library's own on device dev. */
+	int (*stream_create)(int dev, void **stream);
+	void (*stream_destroy)(void *stream);
+	/* Makes lib_stream wait for the work queued so far on user_stream (NULL: legacy default
+	 * stream) — so the copy sees what the trainer computed. */
+	int (*stream_after)(void *lib_stream, void *user_stream);
+	/* Makes user_stream wait for what is queued so far on lib_stream (the fence). */
+	int (*fence)(void *user_stream, void *lib_stream);
+	/* Asynchronous copies on stream; host memory must be pinned for them to overlap. */
+	int (*copy_d2h)(void *dst, const void *src, size_t n, void *stream);
+	int (*copy_h2d)(void *dst, const void *src, size_t n, void *stream);
+	int (*stream_sync)(void *stream);
+	/* Device index of the memory at p, or -1 for host memory. */
+	int (*mem_device)(const void *p);
+};
+
+/* The provider for CUDA memory, or NULL when the module is absent or finds no device (the message
+ * then says why). Loads the module on first call; thread-safe. */
+const struct ckpt_gpu_ops *ckpt_gpu_cuda(void);
+/* The host provider (always available). */
+const struct ckpt_gpu_ops *ckpt_gpu_host(void);
+/* Why the CUDA provider is unavailable ("" when it is loaded). */
+const char *ckpt_gpu_cuda_error(void);
+
+#endif

@@ -1,0 +1,853 @@
+/* The save pipeline.
+ *
+ *   submit ─► dispatcher ─(slab granted in order)─► worker: COPY (snapshot) ─► worker: PROCESS
+ *             hash, dedup, encode, compact records ─► engine: WRITE ─► last job ─► worker: COMMIT
+ *
+ * A slab job is one pool slab's worth of chunks laid out as records. Only the dispatcher blocks
+ * on the pool, so workers always make progress; saves are processed (hashed against the dedup
+ * index, written, committed) strictly in submission order, so a save only ever references chunks
+ * that are committed or its own, and a failed save cannot leave a later one dangling. A slab goes
+ * back to the pool only when its write completed (never reused while in flight). */
+#include "pipeline.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "common.h"
+#include "engine.h"
+#include "gpu.h"
+#include "pool.h"
+#include "workers.h"
+
+struct pipe {
+	struct ckpt_store *s;
+	struct workers *w;
+	struct ckpt_pool pool;
+	struct io_engine **eng;
+	unsigned ndirs;
+	const struct ckpt_gpu_ops *gpu;  /* provider of the pool's memory */
+	pthread_t dispatcher;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct slabjob *dq_head, *dq_tail;
+	struct ckpt_save *fifo_head, *fifo_tail;
+	int stop;
+};
+
+struct slabjob {
+	struct task task;       /* first: tasks are cast back to jobs */
+	struct ckpt_save *sv;
+	size_t tensor;          /* first chunk: tensor index and byte offset */
+	uint64_t offset;
+	uint64_t first_chunk, nchunks;
+	unsigned slab;
+	int pack;               /* index in sv->packs */
+	struct io_req io;
+	struct slabjob *next;
+};
+
+struct spack {
+	uint32_t id;
+	unsigned dir;
+	int fd;
+	bool direct;
+	uint64_t end;
+};
+
+struct save_task {
+	struct task task;
+	struct ckpt_save *sv;
+};
+
+/* ---- errors ------------------------------------------------------------------------------ */
+void save_set_error(struct ckpt_save *sv, int err)
+{
+	struct pipe *p = sv->s->pipe;
+	pthread_mutex_lock(&p->mu);
+	if (!sv->err) {
+		__atomic_store_n(&sv->err, err, __ATOMIC_RELEASE);
+		snprintf(sv->errmsg, sizeof sv->errmsg, "saving checkpoint %llu: %s",
+			 (unsigned long long)sv->step, ckpt_errmsg());
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+static int save_failed(struct ckpt_save *sv)
+{
+	return __atomic_load_n(&sv->err, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* ---- per-thread codec context --------------------------------------------------------------- */
+static pthread_key_t codec_key;
+static pthread_once_t codec_once = PTHREAD_ONCE_INIT;
+struct tl_codec {
+	ckpt_codec_ctx *ctx;
+	size_t chunk;
+	uint8_t *out;
+};
+static void tl_free(void *v)
+{
+	struct tl_codec *c = v;
+	ckpt_codec_ctx_free(c->ctx);
+	free(c->out);
+	free(c);
+}
+static void codec_key_init(void) { pthread_key_create(&codec_key, tl_free); }
+
+static struct tl_codec *thread_codec(size_t chunk)
+{
+	pthread_once(&codec_once, codec_key_init);
+	struct tl_codec *c = pthread_getspecific(codec_key);
+	if (c && c->chunk >= chunk)
+		return c;
+	if (c)
+		tl_free(c);
+	c = calloc(1, sizeof *c);
+	if (c) {
+		c->chunk = chunk;
+		c->ctx = ckpt_codec_ctx_create(chunk);
+		c->out = malloc(ckpt_codec_bound(chunk));
+		if (!c->ctx || !c->out) {
+			tl_free(c);
+			c = NULL;
+		}
+	}
+	pthread_setspecific(codec_key, c);
+	return c;
+}
+
+/* ---- job bookkeeping ---------------------------------------------------------------------- */
+static void finalize_task(struct task *t);
+static void process_task(struct task *t);
+
+static void queue_finalize(struct pipe *p, struct ckpt_save *sv)
+{
+	/* With p->mu held. */
+	sv->finalizing = true;
+	struct save_task *ft = calloc(1, sizeof *ft);
+	if (!ft) {
+		/* Cannot even queue the commit: fail the save in place. */
+		if (!sv->err) {
+			sv->err = -CKPT_E_NOMEM;
+			snprintf(sv->errmsg, sizeof sv->errmsg, "saving checkpoint %llu: out of memory",
+				 (unsigned long long)sv->step);
+		}
+		ft = NULL;
+	}
+	if (ft) {
+		ft->task.fn = finalize_task;
+		ft->sv = sv;
+		workers_submit(p->w, &ft->task);
+	}
+}
+
+static void become_head(struct pipe *p, struct ckpt_save *sv)
+{
+	sv->is_head = true;
+	while (sv->ready) {
+		struct slabjob *j = sv->ready;
+		sv->ready = j->next;
+		j->task.fn = process_task;
+		workers_submit(p->w, &j->task);
+	}
+	if (sv->jobs_done == sv->njobs && !sv->finalizing)
+		queue_finalize(p, sv);
+}
+
+static void job_finished(struct ckpt_save *sv)
+{
+	struct pipe *p = sv->s->pipe;
+	pthread_mutex_lock(&p->mu);
+	sv->jobs_done++;
+	if (sv->jobs_done == sv->njobs && sv->is_head && !sv->finalizing)
+		queue_finalize(p, sv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* Walks the chunks of a job in order: tensor index, offset in the tensor, length. */
+struct chunk_it {
+	const struct ckpt_save *sv;
+	size_t ti;
+	uint64_t off, left;
+};
+
+static void chunk_it_init(struct chunk_it *it, const struct ckpt_save *sv, const struct slabjob *j)
+{
+	*it = (struct chunk_it){sv, j->tensor, j->offset, j->nchunks};
+}
+
+static bool chunk_next(struct chunk_it *it, size_t *ti, uint64_t *off, size_t *len)
+{
+	if (!it->left)
+		return false;
+	while (it->sv->t[it->ti].nbytes <= it->off) {
+		it->ti++;
+		it->off = 0;
+	}
+	*ti = it->ti;
+	*off = it->off;
+	*len = (size_t)MIN((uint64_t)it->sv->chunk_size, it->sv->t[it->ti].nbytes - it->off);
+	it->off += *len;
+	it->left--;
+	return true;
+}
+
+/* ---- COPY: the snapshot ---------------------------------------------------------------------- */
+static void copy_task(struct task *t)
+{
+	struct slabjob *j = (struct slabjob *)t;
+	struct ckpt_save *sv = j->sv;
+	struct pipe *p = sv->s->pipe;
+	uint8_t *slab = p->pool.slabs[j->slab];
+	uint64_t pos = 0;
+	unsigned used_dev = 0; /* bit per device whose stream got copies */
+	struct chunk_it it;
+	size_t ti, len;
+	uint64_t off;
+	chunk_it_init(&it, sv, j);
+	while (!save_failed(sv) && chunk_next(&it, &ti, &off, &len)) {
+		{
+			const struct save_tensor *st = &sv->t[ti];
+			uint8_t *dst = slab + pos + REC_HDR_LEN;
+			if (st->mem == CKPT_MEM_HOST) {
+				memcpy(dst, st->data + off, len);
+			} else {
+				const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
+				int rc = g->copy_d2h(dst, st->data + off, len, sv->streams[st->mem]);
+				if (rc) {
+					save_set_error(sv, rc);
+					break;
+				}
+				used_dev |= 1u << st->mem;
+			}
+			pos += rec_span((uint32_t)len);
+		}
+	}
+	pthread_mutex_lock(&p->mu);
+	sv->jobs_enqueued++;
+	pthread_cond_broadcast(&sv->cv);
+	pthread_mutex_unlock(&p->mu);
+	for (unsigned d = 0; used_dev && d < 16; d++) {
+		if (!(used_dev & (1u << d)))
+			continue;
+		int rc = ckpt_gpu_cuda()->stream_sync(sv->streams[d]);
+		if (rc)
+			save_set_error(sv, rc);
+	}
+	pthread_mutex_lock(&p->mu);
+	if (++sv->jobs_copied == sv->njobs) {
+		sv->snapshot_done = true;
+		sv->t_snapshot = ckpt_now();
+		pthread_cond_broadcast(&sv->cv);
+	}
+	if (sv->is_head) {
+		pthread_mutex_unlock(&p->mu);
+		process_task(t);
+		return;
+	}
+	j->next = sv->ready;
+	sv->ready = j;
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* ---- packs -------------------------------------------------------------------------------- */
+/* Opens a new pack in directory dir and writes its header, probing O_DIRECT on the way. */
+static int open_pack(struct ckpt_save *sv, unsigned dir, int *out)
+{
+	struct ckpt_store *s = sv->s;
+	if (sv->npacks == sv->cappacks) {
+		size_t n = sv->cappacks ? sv->cappacks * 2 : 8;
+		struct spack *np = realloc(sv->packs, n * sizeof *np);
+		if (!np)
+			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		sv->packs = np;
+		sv->cappacks = n;
+	}
+	uint32_t id = __atomic_add_fetch(&s->next_pack_id, 1, __ATOMIC_SEQ_CST);
+	char path[4096];
+	store_pack_path(s, dir, id, path, sizeof path);
+	int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+	bool direct = s->opt.direct_io && !s->direct_refused;
+	int fd = open(path, flags | (direct ? O_DIRECT : 0), 0644);
+	if (fd < 0 && direct && errno == EINVAL) {
+		direct = false;
+		s->direct_refused = true;
+		fd = open(path, flags, 0644);
+	}
+	if (fd < 0) {
+		int e = errno;
+		return ckpt_fail(ckpt_errno_code(e), "create pack %s: %s", path, strerror(e));
+	}
+	struct spack *pk = &sv->packs[sv->npacks];
+	*pk = (struct spack){.id = id, .dir = dir, .fd = fd, .direct = direct, .end = PACK_HDR_LEN};
+	sv->npacks++;
+	uint8_t *hdr = ckpt_aligned_alloc(PACK_HDR_LEN);
+	if (!hdr)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	struct pack_hdr h = {.version = CKPT_FORMAT_VERSION, .pack_id = id,
+			     .created = ckpt_wall_ns() / 1000000000};
+	memcpy(h.uuid, s->hdr.uuid, 16);
+	pack_hdr_encode(&h, hdr);
+	/* Some file systems accept O_DIRECT at open and refuse it (EINVAL) at the first write: the
+	 * header write is the probe. Any other error is the save's. */
+	ssize_t n = s->io->pwrite(fd, hdr, PACK_HDR_LEN, 0);
+	if (n < 0 && errno == EINVAL && direct) {
+		int fl = fcntl(fd, F_GETFL);
+		if (fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_DIRECT) == 0) {
+			pk->direct = false;
+			s->direct_refused = true;
+			n = s->io->pwrite(fd, hdr, PACK_HDR_LEN, 0);
+		}
+	}
+	int rc = 0;
+	if (n < 0) {
+		int e = errno;
+		rc = ckpt_fail(ckpt_errno_code(e) == CKPT_E_NOSPC ? CKPT_E_NOSPC : CKPT_E_IO,
+			       "write %s: %s", path, strerror(e));
+	} else if (n != PACK_HDR_LEN) {
+		rc = io_write_all(s->io, fd, hdr + n, PACK_HDR_LEN - (size_t)n, (uint64_t)n, path);
+	}
+	free(hdr);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&sv->s->pipe->mu);
+	sv->st.bytes_written += PACK_HDR_LEN;
+	pthread_mutex_unlock(&sv->s->pipe->mu);
+	*out = (int)(sv->npacks - 1);
+	return 0;
+}
+
+/* Picks the pack for a job: round-robin over data directories, a new pack when the directory's
+ * current one is full. */
+static int pick_pack(struct ckpt_save *sv, int *out)
+{
+	struct ckpt_store *s = sv->s;
+	pthread_mutex_lock(&sv->wmu);
+	unsigned dir = sv->next_dir++ % s->ndirs;
+	int cur = sv->cur_pack[dir], rc = 0;
+	if (cur < 0 || sv->packs[cur].end >= s->opt.pack_size) {
+		rc = open_pack(sv, dir, &cur);
+		if (!rc)
+			sv->cur_pack[dir] = cur;
+	}
+	pthread_mutex_unlock(&sv->wmu);
+	*out = cur;
+	return rc;
+}
+
+/* ---- PROCESS: hash, dedup, encode, write ------------------------------------------------- */
+static void write_done(struct io_req *r)
+{
+	struct slabjob *j = r->arg;
+	struct ckpt_save *sv = j->sv;
+	struct pipe *p = sv->s->pipe;
+	if (r->res < 0 || (size_t)r->res != r->len) {
+		char path[4096];
+		pthread_mutex_lock(&sv->wmu);
+		store_pack_path(sv->s, sv->packs[j->pack].dir, sv->packs[j->pack].id, path, sizeof path);
+		pthread_mutex_unlock(&sv->wmu);
+		int e = r->res < 0 ? (int)-r->res : EIO;
+		int code = ckpt_errno_code(e) == CKPT_E_NOSPC ? CKPT_E_NOSPC : CKPT_E_IO;
+		save_set_error(sv, ckpt_fail(code, "write %s at offset %llu: %s", path,
+					     (unsigned long long)r->off,
+					     r->res < 0 ? strerror(e) : "short write"));
+	} else {
+		pthread_mutex_lock(&p->mu);
+		sv->st.bytes_written += r->len;
+		pthread_mutex_unlock(&p->mu);
+	}
+	pool_release(&p->pool, j->slab);
+	job_finished(sv);
+}
+
+struct newrec {
+	uint32_t slot;
+	uint64_t at; /* position in the slab */
+};
+
+static void process_task(struct task *t)
+{
+	struct slabjob *j = (struct slabjob *)t;
+	struct ckpt_save *sv = j->sv;
+	struct ckpt_store *s = sv->s;
+	struct pipe *p = s->pipe;
+	uint8_t *slab = p->pool.slabs[j->slab];
+	struct newrec *nr = NULL;
+	size_t nnew = 0;
+	uint64_t w = 0, pos = 0;
+	uint64_t hashed = 0, reused = 0, stored = 0;
+	int rc = 0;
+	if (save_failed(sv))
+		goto out;
+	if (!(nr = malloc(j->nchunks * sizeof *nr))) {
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		goto out;
+	}
+	struct tl_codec *tc = NULL;
+	if (sv->compress && !(tc = thread_codec(sv->chunk_size))) {
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory (codec)");
+		goto out;
+	}
+
+	uint64_t g = j->first_chunk;
+	struct chunk_it it;
+	size_t ti, len;
+	uint64_t off;
+	chunk_it_init(&it, sv, j);
+	while (chunk_next(&it, &ti, &off, &len)) {
+		uint8_t *rec = slab + pos;
+		struct mf_chunk c = {.raw_len = (uint32_t)len, .flags = MF_CHUNK_NEW};
+		ckpt_digest_of(rec + REC_HDR_LEN, len, &c.digest);
+		hashed += len;
+		bool is_new = false;
+		pthread_mutex_lock(&s->idx_mu);
+		struct idx_entry *e = index_find(&s->idx, &c.digest);
+		if (e && e->c.raw_len == len) {
+			if (e->gen != sv->gen) {
+				struct mf_chunk ref = e->c;
+				ref.flags = 0;
+				rc = grow_chunks(sv, &ref, &e->slot);
+				e->gen = sv->gen;
+			}
+			sv->refs[g] = e->slot;
+			reused++;
+		} else {
+			uint32_t slot;
+			rc = grow_chunks(sv, &c, &slot);
+			if (!rc && !e) {
+				e = index_put(&s->idx, &c);
+				if (!e)
+					rc = ckpt_fail(CKPT_E_NOMEM, "dedup index: out of memory");
+				else {
+					e->pending = 1;
+					e->gen = sv->gen;
+					e->slot = slot;
+				}
+			}
+			sv->refs[g] = slot;
+			nr[nnew].slot = slot;
+			is_new = true;
+		}
+		pthread_mutex_unlock(&s->idx_mu);
+		if (rc)
+			break;
+		if (is_new) {
+			/* Lay the record out at the write cursor: compacted over skipped chunks. */
+			size_t sl = len;
+			int codec = CKPT_CODEC_RAW;
+			if (tc)
+				codec = ckpt_codec_encode(tc->ctx, rec + REC_HDR_LEN, len,
+							  ckpt_dtype_size(sv->t[ti].dtype), sv->level,
+							  tc->out, ckpt_codec_bound(len), &sl);
+			uint8_t *dst = slab + w;
+			if (codec != CKPT_CODEC_RAW)
+				memcpy(dst + REC_HDR_LEN, tc->out, sl);
+			else if (dst != rec)
+				memmove(dst + REC_HDR_LEN, rec + REC_HDR_LEN, len);
+			uint64_t span = rec_span((uint32_t)sl);
+			memset(dst + REC_HDR_LEN + sl, 0, span - REC_HDR_LEN - sl);
+			pthread_mutex_lock(&s->idx_mu);
+			sv->chunks[nr[nnew].slot].codec = (uint8_t)codec;
+			sv->chunks[nr[nnew].slot].stored_len = (uint32_t)sl;
+			pthread_mutex_unlock(&s->idx_mu);
+			nr[nnew++].at = w;
+			w += span;
+			stored += sl;
+		}
+		pos += rec_span((uint32_t)len);
+		g++;
+	}
+	if (rc)
+		goto out;
+
+	/* A pack is opened only when the job has something to write (a save that changes nothing
+	 * writes nothing), and record headers get its id. */
+	uint64_t base = 0;
+	uint32_t pack_id = 0;
+	if (w) {
+		if ((rc = pick_pack(sv, &j->pack)))
+			goto out;
+		pthread_mutex_lock(&sv->wmu);
+		pack_id = sv->packs[j->pack].id;
+		base = sv->packs[j->pack].end;
+		sv->packs[j->pack].end += w;
+		pthread_mutex_unlock(&sv->wmu);
+	}
+	pthread_mutex_lock(&s->idx_mu);
+	for (size_t k = 0; k < nnew; k++) {
+		struct mf_chunk *c = &sv->chunks[nr[k].slot];
+		c->pack_id = pack_id;
+		c->offset = base + nr[k].at;
+		struct rec_hdr h = {.codec = c->codec, .digest = c->digest, .raw_len = c->raw_len,
+				    .stored_len = c->stored_len, .pack_id = pack_id};
+		rec_hdr_encode(&h, slab + nr[k].at);
+		struct idx_entry *e = index_find(&s->idx, &c->digest);
+		if (e && e->pending && e->gen == sv->gen && e->slot == nr[k].slot) {
+			e->c.pack_id = pack_id;
+			e->c.offset = c->offset;
+			e->c.codec = c->codec;
+			e->c.stored_len = c->stored_len;
+		}
+	}
+	sv->st.chunks += j->nchunks;
+	sv->st.chunks_new += nnew;
+	sv->st.chunks_reused += reused;
+	sv->st.bytes_hashed += hashed;
+	sv->st.bytes_stored += stored;
+	pthread_mutex_unlock(&s->idx_mu);
+	free(nr);
+	nr = NULL;
+	if (w) {
+		pthread_mutex_lock(&sv->wmu);
+		int fd = sv->packs[j->pack].fd;
+		unsigned dir = sv->packs[j->pack].dir;
+		pthread_mutex_unlock(&sv->wmu);
+		j->io = (struct io_req){.op = IO_WRITE, .fd = fd, .buf = slab, .len = (size_t)w,
+					.off = base, .buf_index = (int)j->slab, .done = write_done,
+					.arg = j};
+		io_engine_submit(p->eng[dir], &j->io);
+		return;
+	}
+out:
+	free(nr);
+	if (rc)
+		save_set_error(sv, rc);
+	pool_release(&p->pool, j->slab);
+	job_finished(sv);
+}
+
+/* ---- COMMIT ------------------------------------------------------------------------------- */
+static int close_packs(struct ckpt_save *sv, bool sync)
+{
+	struct ckpt_store *s = sv->s;
+	int rc = 0;
+	bool dirs[MAX_DATA_DIRS + 1] = {false};
+	for (size_t i = 0; i < sv->npacks; i++) {
+		struct spack *pk = &sv->packs[i];
+		char path[4096];
+		store_pack_path(s, pk->dir, pk->id, path, sizeof path);
+		if (sync && !rc && s->io->fdatasync(pk->fd)) {
+			int e = errno;
+			rc = ckpt_fail(ckpt_errno_code(e) == CKPT_E_NOSPC ? CKPT_E_NOSPC : CKPT_E_IO,
+				       "fdatasync %s: %s", path, strerror(e));
+		}
+		if (close(pk->fd) && sync && !rc) {
+			int e = errno;
+			rc = ckpt_fail(CKPT_E_IO, "close %s: %s", path, strerror(e));
+		}
+		pk->fd = -1;
+		dirs[pk->dir] = true;
+		if (!sync && !sv->keep_packs)
+			unlink(path);
+	}
+	/* The packs' directory entries must be durable before a manifest names them. */
+	for (unsigned d = 0; sync && !rc && d < s->ndirs; d++)
+		if (dirs[d])
+			rc = io_fsync_dir(s->pack_dirs[d]);
+	return rc;
+}
+
+static void finalize_task(struct task *t)
+{
+	struct save_task *ft = (struct save_task *)t;
+	struct ckpt_save *sv = ft->sv;
+	struct ckpt_store *s = sv->s;
+	struct pipe *p = s->pipe;
+	free(ft);
+	double t_commit = ckpt_now();
+	int rc = save_failed(sv) ? 0 : close_packs(sv, true);
+	if (!save_failed(sv) && !rc)
+		rc = save_write_manifest(sv);
+	if (rc)
+		save_set_error(sv, rc);
+	if (save_failed(sv)) {
+		close_packs(sv, false);
+		pthread_mutex_lock(&s->idx_mu);
+		index_drop_pending(&s->idx);
+		pthread_mutex_unlock(&s->idx_mu);
+	} else {
+		pthread_mutex_lock(&s->idx_mu);
+		index_commit_pending(&s->idx);
+		store_index_resync(s);
+		pthread_mutex_unlock(&s->idx_mu);
+	}
+	double t1 = ckpt_now();
+	pthread_mutex_lock(&p->mu);
+	(void)t_commit;
+	sv->st.seconds = t1 - sv->t_submit;
+	sv->st.snapshot_seconds = (sv->snapshot_done ? sv->t_snapshot : t1) - sv->t_submit;
+	sv->st.persist_seconds = t1 - (sv->snapshot_done ? sv->t_snapshot : t1);
+	sv->st.pool_peak = pool_take_peak(&p->pool);
+	sv->finished = true;
+	pthread_cond_broadcast(&sv->cv);
+	p->fifo_head = sv->next_fifo;
+	if (!p->fifo_head)
+		p->fifo_tail = NULL;
+	if (p->fifo_head)
+		become_head(p, p->fifo_head);
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* ---- dispatcher --------------------------------------------------------------------------- */
+static void *dispatcher(void *arg)
+{
+	struct pipe *p = arg;
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		while (!p->dq_head && !p->stop)
+			pthread_cond_wait(&p->cv, &p->mu);
+		if (!p->dq_head)
+			break;
+		struct slabjob *j = p->dq_head;
+		p->dq_head = j->next;
+		if (!p->dq_head)
+			p->dq_tail = NULL;
+		pthread_mutex_unlock(&p->mu);
+		double waited;
+		j->slab = pool_acquire(&p->pool, pool_ticket(&p->pool), &waited);
+		pthread_mutex_lock(&p->mu);
+		j->sv->st.wait_seconds += waited;
+		j->task.fn = copy_task;
+		workers_submit(p->w, &j->task);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+/* ---- setup -------------------------------------------------------------------------------- */
+static unsigned online_cores(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (unsigned)n : 1;
+}
+
+int pipe_ensure(struct ckpt_store *s, bool want_cuda)
+{
+	if (s->pipe)
+		return 0;
+	struct pipe *p = calloc(1, sizeof *p);
+	if (!p)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	p->s = s;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	/* Pinned memory from CUDA when the first save has CUDA tensors (async copies need it), else
+	 * the host's: a CPU-only process never creates a CUDA context. */
+	p->gpu = want_cuda && ckpt_gpu_cuda() ? ckpt_gpu_cuda() : ckpt_gpu_host();
+	uint32_t cs = s->opt.chunk_size ? (uint32_t)s->opt.chunk_size : s->hdr.chunk_size;
+	size_t slab = (size_t)ALIGN_UP(MAX(s->opt.io_size, rec_span(cs)), CKPT_ALIGN);
+	uint64_t nslabs = s->opt.pool_size / slab;
+	if (nslabs < 2)
+		nslabs = 2;
+	if (nslabs > 65536)
+		nslabs = 65536;
+	int rc = pool_init(&p->pool, p->gpu, slab, (unsigned)nslabs);
+	if (rc) {
+		free(p);
+		return rc;
+	}
+	unsigned threads = s->opt.threads ? s->opt.threads : online_cores();
+	p->w = workers_create(threads);
+	p->eng = calloc(s->ndirs, sizeof *p->eng);
+	if (!p->w || !p->eng) {
+		rc = ckpt_fail(CKPT_E_NOMEM, "cannot start worker threads");
+		goto fail;
+	}
+	for (unsigned d = 0; d < s->ndirs; d++) {
+		rc = io_engine_create(s->opt.engine, s->opt.queue_depth, p->pool.slabs,
+				      p->pool.slab_size, p->pool.nslabs, &p->eng[d]);
+		if (rc)
+			goto fail;
+		p->ndirs = d + 1;
+	}
+	if (pthread_create(&p->dispatcher, NULL, dispatcher, p)) {
+		rc = ckpt_fail(CKPT_E_NOMEM, "cannot start the dispatcher thread");
+		goto fail;
+	}
+	s->pipe = p;
+	return 0;
+fail:
+	workers_destroy(p->w);
+	for (unsigned d = 0; d < p->ndirs; d++)
+		io_engine_destroy(p->eng[d]);
+	free(p->eng);
+	pool_fini(&p->pool);
+	free(p);
+	return rc;
+}
+
+void pipe_destroy(struct ckpt_store *s)
+{
+	struct pipe *p = s->pipe;
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stop = 1;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	pthread_join(p->dispatcher, NULL);
+	workers_destroy(p->w);
+	for (unsigned d = 0; d < p->ndirs; d++)
+		io_engine_destroy(p->eng[d]);
+	free(p->eng);
+	pool_fini(&p->pool);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv);
+	free(p);
+	s->pipe = NULL;
+}
+
+/* Splits the save into slab jobs: records laid out back to back, a new job when a slab is full. */
+static int plan(struct ckpt_save *sv, size_t slab_size)
+{
+	size_t cap = 16;
+	sv->jobs = calloc(cap, sizeof *sv->jobs);
+	if (!sv->jobs)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	uint64_t g = 0, used = 0;
+	struct slabjob *cur = NULL;
+	for (size_t i = 0; i < sv->nt; i++) {
+		struct save_tensor *t = &sv->t[i];
+		t->first_chunk = g;
+		for (uint64_t off = 0; off < t->nbytes; off += sv->chunk_size, g++) {
+			uint64_t len = MIN((uint64_t)sv->chunk_size, t->nbytes - off);
+			uint64_t span = rec_span((uint32_t)len);
+			if (!cur || used + span > slab_size) {
+				if (sv->njobs == cap) {
+					struct slabjob *n = realloc(sv->jobs, 2 * cap * sizeof *n);
+					if (!n)
+						return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+					sv->jobs = n;
+					memset(n + cap, 0, cap * sizeof *n);
+					cap *= 2;
+				}
+				cur = &sv->jobs[sv->njobs++];
+				cur->sv = sv;
+				cur->tensor = i;
+				cur->offset = off;
+				cur->first_chunk = g;
+				used = 0;
+			}
+			cur->nchunks++;
+			used += span;
+		}
+		sv->st.logical_bytes += t->nbytes;
+	}
+	sv->nchunks_total = g;
+	sv->refs = malloc((g ? g : 1) * sizeof *sv->refs);
+	if (!sv->refs)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	return 0;
+}
+
+int pipe_submit(struct ckpt_save *sv)
+{
+	struct ckpt_store *s = sv->s;
+	bool cuda = false;
+	for (size_t i = 0; i < sv->nt; i++)
+		cuda |= sv->t[i].mem != CKPT_MEM_HOST;
+	int rc = pipe_ensure(s, cuda);
+	if (rc)
+		return rc;
+	struct pipe *p = s->pipe;
+	if ((rc = plan(sv, p->pool.slab_size)))
+		return rc;
+	/* CUDA: the library's streams wait for the trainer's queued work before copying. */
+	for (size_t i = 0; i < sv->nt; i++) {
+		int dev = sv->t[i].mem;
+		if (dev < 0 || sv->streams[dev] || !sv->t[i].nbytes)
+			continue;
+		const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
+		if ((rc = g->stream_create(dev, &sv->streams[dev])) ||
+		    (rc = g->stream_after(sv->streams[dev], sv->user_stream)))
+			return rc;
+	}
+	pthread_cond_init(&sv->cv, NULL);
+	pthread_mutex_init(&sv->wmu, NULL);
+	sv->cur_pack = malloc(s->ndirs * sizeof *sv->cur_pack);
+	if (!sv->cur_pack)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	for (unsigned d = 0; d < s->ndirs; d++)
+		sv->cur_pack[d] = -1;
+	sv->t_submit = ckpt_now();
+	sv->submitted = true;
+	snprintf(sv->st.engine, sizeof sv->st.engine, "%s", io_engine_name(p->eng[0]));
+	snprintf(sv->st.gpu, sizeof sv->st.gpu, "%s", sv->streams[0] || sv->streams[1] ? "cuda" : "host");
+	for (int d = 0; d < 16; d++)
+		if (sv->streams[d])
+			snprintf(sv->st.gpu, sizeof sv->st.gpu, "cuda");
+	sv->st.pool_bytes = (uint64_t)p->pool.slab_size * p->pool.nslabs;
+	sv->st.threads = workers_count(p->w);
+	sv->st.data_dirs = s->ndirs;
+
+	pthread_mutex_lock(&p->mu);
+	if (p->fifo_tail)
+		p->fifo_tail->next_fifo = sv;
+	else
+		p->fifo_head = sv;
+	p->fifo_tail = sv;
+	if (!sv->njobs) {
+		sv->snapshot_done = true;
+		sv->t_snapshot = sv->t_submit;
+	}
+	for (size_t i = 0; i < sv->njobs; i++) {
+		struct slabjob *j = &sv->jobs[i];
+		j->next = NULL;
+		if (p->dq_tail)
+			p->dq_tail->next = j;
+		else
+			p->dq_head = j;
+		p->dq_tail = j;
+	}
+	pthread_cond_broadcast(&p->cv);
+	if (p->fifo_head == sv)
+		become_head(p, sv);
+	pthread_mutex_unlock(&p->mu);
+	return 0;
+}
+
+int pipe_wait_snapshot(struct ckpt_save *sv)
+{
+	struct pipe *p = sv->s->pipe;
+	pthread_mutex_lock(&p->mu);
+	while (!sv->snapshot_done && !sv->finished)
+		pthread_cond_wait(&sv->cv, &p->mu);
+	int rc = sv->err;
+	pthread_mutex_unlock(&p->mu);
+	return rc;
+}
+
+int pipe_wait_enqueued(struct ckpt_save *sv)
+{
+	struct pipe *p = sv->s->pipe;
+	pthread_mutex_lock(&p->mu);
+	while (sv->jobs_enqueued < sv->njobs && !sv->finished)
+		pthread_cond_wait(&sv->cv, &p->mu);
+	int rc = sv->err;
+	pthread_mutex_unlock(&p->mu);
+	return rc;
+}
+
+int pipe_wait(struct ckpt_save *sv)
+{
+	struct pipe *p = sv->s->pipe;
+	pthread_mutex_lock(&p->mu);
+	while (!sv->finished)
+		pthread_cond_wait(&sv->cv, &p->mu);
+	int rc = sv->err;
+	pthread_mutex_unlock(&p->mu);
+	return rc;
+}
+
+int pipe_poll(const struct ckpt_save *sv)
+{
+	struct pipe *p = sv->s->pipe;
+	pthread_mutex_lock(&p->mu);
+	int done = sv->finished;
+	pthread_mutex_unlock(&p->mu);
+	return done;
+}

@@ -1,0 +1,97 @@
+#include "pool.h"
+
+#include <stdlib.h>
+
+#include "common.h"
+
+int pool_init(struct ckpt_pool *p, const struct ckpt_gpu_ops *gpu, size_t slab_size, unsigned nslabs)
+{
+	memset(p, 0, sizeof *p);
+	p->gpu = gpu;
+	p->slab_size = slab_size;
+	p->slabs = calloc(nslabs, sizeof *p->slabs);
+	p->free_stack = calloc(nslabs, sizeof *p->free_stack);
+	if (!p->slabs || !p->free_stack) {
+		pool_fini(p);
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	}
+	for (unsigned i = 0; i < nslabs; i++) {
+		int rc = gpu->alloc_pinned(slab_size, &p->slabs[i]);
+		if (rc) {
+			p->nslabs = i;
+			pool_fini(p);
+			ckpt_fail_prefix("staging pool of %u x %zu bytes", nslabs, slab_size);
+			return rc;
+		}
+		p->nslabs = i + 1;
+	}
+	/* Hand out low indices first: the same slabs stay warm across saves. */
+	for (unsigned i = 0; i < nslabs; i++)
+		p->free_stack[i] = nslabs - 1 - i;
+	p->nfree = nslabs;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	return 0;
+}
+
+void pool_fini(struct ckpt_pool *p)
+{
+	for (unsigned i = 0; p->slabs && i < p->nslabs; i++)
+		p->gpu->free_pinned(p->slabs[i], p->slab_size);
+	if (p->slabs && p->nslabs) {
+		pthread_mutex_destroy(&p->mu);
+		pthread_cond_destroy(&p->cv);
+	}
+	free(p->slabs);
+	free(p->free_stack);
+	memset(p, 0, sizeof *p);
+}
+
+uint64_t pool_ticket(struct ckpt_pool *p)
+{
+	pthread_mutex_lock(&p->mu);
+	uint64_t t = p->next_ticket++;
+	pthread_mutex_unlock(&p->mu);
+	return t;
+}
+
+unsigned pool_acquire(struct ckpt_pool *p, uint64_t ticket, double *waited)
+{
+	double t0 = 0;
+	pthread_mutex_lock(&p->mu);
+	if (p->serving != ticket || !p->nfree) {
+		t0 = ckpt_now();
+		while (p->serving != ticket || !p->nfree)
+			pthread_cond_wait(&p->cv, &p->mu);
+		*waited = ckpt_now() - t0;
+	} else {
+		*waited = 0;
+	}
+	unsigned s = p->free_stack[--p->nfree];
+	p->serving++;
+	p->in_use += p->slab_size;
+	if (p->in_use > p->peak)
+		p->peak = p->in_use;
+	/* The next ticket's holder may be waiting for its turn. */
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	return s;
+}
+
+void pool_release(struct ckpt_pool *p, unsigned slab)
+{
+	pthread_mutex_lock(&p->mu);
+	p->free_stack[p->nfree++] = slab;
+	p->in_use -= p->slab_size;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+uint64_t pool_take_peak(struct ckpt_pool *p)
+{
+	pthread_mutex_lock(&p->mu);
+	uint64_t v = p->peak;
+	p->peak = p->in_use;
+	pthread_mutex_unlock(&p->mu);
+	return v;
+}

@@ -1,0 +1,20 @@
+/* A fixed pool of worker threads taking tasks from one FIFO queue. */
+#ifndef CKPT_WORKERS_H
+#define CKPT_WORKERS_H
+
+struct task {
+	void (*fn)(struct task *t);
+	struct task *next;
+};
+
+struct workers;
+
+/* Starts n threads. Returns NULL when none could be started. */
+struct workers *workers_create(unsigned n);
+/* Queues t; t->fn(t) runs on a worker thread. */
+void workers_submit(struct workers *w, struct task *t);
+/* Runs the queued tasks to completion, stops the threads, frees w; accepts NULL. */
+void workers_destroy(struct workers *w);
+unsigned workers_count(const struct workers *w);
+
+#endif

@@ -1,0 +1,276 @@
+#!/usr/bin/env bash
+# nvmetune against a fake /sys, /dev and /proc (fake-tree.sh): status, plan, apply, rollback,
+# persist, raid safety checks, bench, --json, and the error cases. Outputs are compared with the
+# golden files in tests/nvmetune/golden/ (the temporary root is written as @ROOT@ there);
+# NVMETUNE_BLESS=1 rewrites them. Every check asserts on output, exit status or file contents.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+B=${B:-build}
+BIN=$PWD/$B/bin/nvmetune
+GOLD=$PWD/tests/nvmetune/golden
+[ -x "$BIN" ] || { echo "FAIL: $BIN not built"; exit 1; }
+. tests/nvmetune/fake-tree.sh
+T=$(mktemp -d "${TMPDIR:-/tmp}/nvmetune-fake.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+F=$T/root
+S=$F/sys
+N() { "$BIN" --sysfs-root "$S" --dev-root "$F/dev" --proc-root "$F/proc" --state "$T/state.json" "$@"; }
+
+fail=0 pass=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+# run NAME CMD...: output (stdout+stderr, root path replaced) in $T/NAME.out, status in $rc
+run() {
+	local n=$1; shift
+	"$@" > "$T/$n.raw" 2>&1
+	rc=$?
+	sed "s|$F|@ROOT@|g; s|$T|@TMP@|g" "$T/$n.raw" > "$T/$n.out"
+}
+expect_rc() { [ "$rc" -eq "$2" ] && ok || { bad "$1: exit $rc, expected $2"; sed 's/^/    /' "$T/$1.out" | head -20; }; }
+expect_out() { grep -qF -- "$2" "$T/$1.out" && ok || { bad "$1: output lacks '$2'"; sed 's/^/    /' "$T/$1.out" | head -20; }; }
+expect_file() { # PATH CONTENT
+	local got; got=$(cat "$1" 2>/dev/null || echo '<missing>')
+	[ "$got" = "$2" ] && ok || bad "${1#"$F"/}: '$got', expected '$2'"
+}
+golden() { # NAME: compare $T/NAME.out with golden/NAME.txt (timestamps masked)
+	sed -i -E 's/[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z/@TIME@/g' "$T/$1.out"
+	if [ "${NVMETUNE_BLESS:-0}" = 1 ]; then cp "$T/$1.out" "$GOLD/$1.txt"; ok; return; fi
+	if diff -u "$GOLD/$1.txt" "$T/$1.out" > "$T/$1.diff"; then ok; else
+		bad "$1: output differs from golden/$1.txt"; head -40 "$T/$1.diff" | sed 's/^/    /'; fi
+}
+Q=$S/block
+
+fake_tree "$F"
+
+# ---- status -------------------------------------------------------------------------------------
+run status N status; expect_rc status 0; golden status
+run status_json N status --json; expect_rc status_json 0
+python3 - "$T/status_json.raw" <<'EOF' && ok || bad "status --json content"
+import json, sys
+s = json.load(open(sys.argv[1]))
+c = {x["name"]: x for x in s["controllers"]}
+assert sorted(c) == ["nvme0", "nvme1", "nvme2", "nvme3", "nvme4"], c
+assert c["nvme0"]["serial"] == "FAKESN000" and c["nvme0"]["link_speed"] == "16.0 GT/s PCIe"
+assert c["nvme0"]["pm_qos_latency_tolerance_us"] == "100000" and c["nvme1"]["pm_qos_latency_tolerance_us"] is None
+assert c["nvme0"]["vwc_present"] is None and "not a controller device node" in c["nvme0"]["libnvme"]
+assert [n["name"] for n in c["nvme2"]["namespaces"]] == ["nvme2n1"]  # multipath-style nvme2c2n1
+assert c["nvme1"]["namespaces"][0]["array"] == "md0"
+md = s["md_arrays"]
+assert len(md) == 1 and md[0]["level"] == "raid0" and md[0]["members"] == ["nvme1n1", "nvme2n1"]
+b = {d["name"]: d for d in s["block_devices"]}
+assert b["nvme0n1"]["scheduler"] == "mq-deadline" and b["nvme0n1"]["write_cache"] == "write through"
+assert s["aspm_policy"] == "default" and s["kernel"]["nvme_core.default_ps_max_latency_us"] == "100000"
+EOF
+
+# ---- plan ---------------------------------------------------------------------------------------
+run plan N plan; expect_rc plan 0; golden plan
+run plan_default N plan --profile default; expect_rc plan_default 0; golden plan_default
+run plan_dev N plan /dev/nvme0n1 md0; expect_rc plan_dev 0; golden plan_dev
+run plan_json N plan --json nvme0n1; expect_rc plan_json 0
+python3 - "$T/plan_json.raw" <<'EOF' && ok || bad "plan --json content"
+import json, sys
+p = json.load(open(sys.argv[1]))
+k = {(x["device"], x["knob"]): x for x in p["knobs"]}
+assert p["profile"] == "checkpoint"
+assert k[("nvme0n1", "scheduler")]["current"] == "mq-deadline" and k[("nvme0n1", "scheduler")]["target"] == "none"
+assert k[("nvme0n1", "scheduler")]["action"] == "change" and k[("nvme0", "apst")]["target"] == "0"
+assert k[("global", "aspm")]["target"] == "performance"
+EOF
+
+# ---- apply --dry-run writes nothing ---------------------------------------------------------------
+before=$(cd "$F" && find sys -type f -exec sha256sum {} + | sort)
+run apply_dry N apply --dry-run; expect_rc apply_dry 0; golden apply_dry
+after=$(cd "$F" && find sys -type f -exec sha256sum {} + | sort)
+[ "$before" = "$after" ] && ok || bad "apply --dry-run changed the tree"
+[ ! -e "$T/state.json" ] && ok || bad "apply --dry-run wrote a state file"
+
+# ---- apply, read-back, state ----------------------------------------------------------------------
+run apply N apply; expect_rc apply 0; golden apply
+expect_file "$Q/nvme0n1/queue/scheduler" "none"
+expect_file "$Q/nvme0n1/queue/read_ahead_kb" "2048"
+expect_file "$Q/nvme0n1/queue/max_sectors_kb" "512"
+expect_file "$Q/nvme0n1/queue/write_cache" "write back"
+expect_file "$Q/nvme2n1/queue/max_sectors_kb" "512"
+expect_file "$Q/nvme1n1/queue/read_ahead_kb" "128"
+expect_file "$Q/md0/queue/read_ahead_kb" "4096"
+expect_file "$Q/md0/queue/max_sectors_kb" "512"
+expect_file "$S/class/nvme/nvme0/power/pm_qos_latency_tolerance_us" "0"
+expect_file "$S/module/pcie_aspm/parameters/policy" "performance"
+python3 - "$T/state.json" <<'EOF' && ok || bad "state file content"
+import json, sys
+s = json.load(open(sys.argv[1]))
+prev = {(x["device"], x["knob"]): x["previous"] for x in s["saved"]}
+assert s["version"] == 1 and s["profile"] == "checkpoint"
+assert prev == {("global", "aspm"): "default", ("nvme0", "apst"): "100000",
+                ("nvme0n1", "scheduler"): "mq-deadline", ("nvme0n1", "nr_requests"): "64",
+                ("nvme0n1", "read_ahead_kb"): "128", ("nvme0n1", "max_sectors_kb"): "128",
+                ("nvme0n1", "write_cache"): "write through", ("nvme2n1", "max_sectors_kb"): "256",
+                ("nvme3n1", "read_ahead_kb"): "128", ("nvme4n1", "read_ahead_kb"): "128",
+                ("md0", "read_ahead_kb"): "2048", ("md0", "max_sectors_kb"): "128"}, prev
+# write order: scheduler before nr_requests, members before the array
+order = [(x["device"], x["knob"]) for x in sorted(s["saved"], key=lambda x: x["order"])]
+assert order.index(("nvme0n1", "scheduler")) < order.index(("nvme0n1", "nr_requests"))
+assert max(i for i, o in enumerate(order) if o[0].startswith("nvme")) < order.index(("md0", "read_ahead_kb"))
+EOF
+# a second apply with another profile keeps the first saved values: rollback restores the original
+printf 'read_ahead_kb = 8192\n' > "$T/ra.profile"
+run apply2 N apply --profile "$T/ra.profile" nvme0n1; expect_rc apply2 0
+expect_file "$Q/nvme0n1/queue/read_ahead_kb" "8192"
+
+# ---- rollback -----------------------------------------------------------------------------------
+run rollback_dry N rollback --dry-run; expect_rc rollback_dry 0
+expect_out rollback_dry "nvme0n1   read_ahead_kb   8192 -> 128                    dry-run"
+expect_file "$Q/nvme0n1/queue/read_ahead_kb" "8192"
+[ -e "$T/state.json" ] && ok || bad "rollback --dry-run removed the state file"
+run rollback N rollback; expect_rc rollback 0; golden rollback
+expect_file "$Q/nvme0n1/queue/scheduler" "mq-deadline"
+expect_file "$Q/nvme0n1/queue/nr_requests" "64"
+expect_file "$Q/nvme0n1/queue/read_ahead_kb" "128"
+expect_file "$Q/nvme0n1/queue/max_sectors_kb" "128"
+expect_file "$Q/nvme0n1/queue/write_cache" "write through"
+expect_file "$Q/nvme2n1/queue/max_sectors_kb" "256"
+expect_file "$Q/md0/queue/read_ahead_kb" "2048"
+expect_file "$Q/md0/queue/max_sectors_kb" "128"
+expect_file "$S/class/nvme/nvme0/power/pm_qos_latency_tolerance_us" "100000"
+expect_file "$S/module/pcie_aspm/parameters/policy" "default"
+[ ! -e "$T/state.json" ] && ok || bad "rollback left the state file"
+run rollback_again N rollback; expect_rc rollback_again 4
+expect_out rollback_again "nvmetune: rollback: @TMP@/state.json: no saved state (nothing applied, or already rolled back)"
+
+# ---- writes that fail or do not take (fault injection in the fake tree) --------------------------
+fake_tree "$F"
+touch "$Q/nvme0n1/queue/read_ahead_kb.sticky"          # like md's scheduler: accepted, ignored
+echo EINVAL > "$Q/nvme0n1/queue/max_sectors_kb.fail"     # like a value the device rejects
+echo EPERM > "$S/module/pcie_aspm/parameters/policy.fail" # like pcie_aspm=off
+run apply_faults N apply nvme0n1; expect_rc apply_faults 5; golden apply_faults
+expect_file "$Q/nvme0n1/queue/read_ahead_kb" "128"
+expect_file "$Q/nvme0n1/queue/scheduler" "none"
+run apply_faults_json N apply --json nvme0n1; expect_rc apply_faults_json 5
+python3 - "$T/apply_faults_json.raw" <<'EOF' && ok || bad "apply --json with faults"
+import json, sys
+a = json.load(open(sys.argv[1]))
+r = {(x["device"], x["knob"]): x for x in a["results"]}
+assert a["ok"] is False
+assert r[("nvme0n1", "read_ahead_kb")]["result"] == "not-taken" and r[("nvme0n1", "read_ahead_kb")]["readback"] == "128"
+assert r[("nvme0n1", "max_sectors_kb")]["result"] == "failed" and "EINVAL" in r[("nvme0n1", "max_sectors_kb")]["why"]
+assert r[("global", "aspm")]["result"] == "failed" and "pcie_aspm=off" in r[("global", "aspm")]["why"]
+EOF
+rm -f "$Q"/nvme0n1/queue/*.sticky "$Q"/nvme0n1/queue/*.fail "$S"/module/pcie_aspm/parameters/*.fail
+run rollback_faults N rollback --json; expect_rc rollback_faults 0
+python3 - "$T/rollback_faults.raw" <<'EOF' && ok || bad "rollback --json"
+import json, sys
+r = json.load(open(sys.argv[1]))
+res = {(x["device"], x["knob"]): x for x in r["results"]}
+assert r["ok"] is True and r["dry_run"] is False
+assert res[("nvme0n1", "scheduler")]["result"] == "ok" and res[("nvme0n1", "scheduler")]["readback"] == "mq-deadline"
+assert res[("nvme0n1", "read_ahead_kb")]["result"] == "unchanged"
+EOF
+expect_file "$Q/nvme0n1/queue/scheduler" "mq-deadline"
+
+# ---- unsupported knobs, explicit in a profile file ------------------------------------------------
+fake_tree "$F"
+printf '# explicit targets some devices cannot take\nscheduler = bfq\nnr_requests = 64\nmax_sectors_kb = 1024\napst = off\n' > "$T/unsup.profile"
+run plan_unsup N plan --profile "$T/unsup.profile" nvme1n1 md0; expect_rc plan_unsup 0; golden plan_unsup
+run apply_unsup N apply --profile "$T/unsup.profile" nvme1n1 md0; expect_rc apply_unsup 5
+expect_out apply_unsup "nvme1     apst            - -> off                       unsupported: not supported by nvme1 (no APST: power/pm_qos_latency_tolerance_us absent)"
+expect_out apply_unsup "md0       nr_requests     128 -> 64                      unsupported: md0 is an md array: no request queue of its own"
+expect_file "$Q/nvme1n1/queue/nr_requests" "64"
+expect_file "$Q/md0/queue/nr_requests" "128"
+N rollback > /dev/null 2>&1
+
+# ---- persist --------------------------------------------------------------------------------------
+fake_tree "$F"
+run persist N persist --rules "$T/rules/60-nvmetune.rules"; expect_rc persist 0
+expect_out persist "kernel parameters to add (e.g. GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub): nvme_core.default_ps_max_latency_us=0 pcie_aspm=off"
+cp "$T/rules/60-nvmetune.rules" "$T/persist_rules.out"; golden persist_rules
+run persist_dry N persist --dry-run --rules "$T/dry.rules"; expect_rc persist_dry 0
+[ ! -e "$T/dry.rules" ] && ok || bad "persist --dry-run wrote the rules file"
+expect_out persist_dry 'KERNEL=="nvme*n*", ATTRS{serial}=="FAKESN000", ATTR{nsid}=="1", ATTR{queue/scheduler}="none"'
+run persist_default N persist --profile default --dry-run; expect_rc persist_default 0
+expect_out persist_default "kernel parameters to add: none"
+run persist_json N persist --json --dry-run; expect_rc persist_json 0
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["rules"] == 7 and j["kernel_parameters"] == "nvme_core.default_ps_max_latency_us=0 pcie_aspm=off", j' "$T/persist_json.raw" && ok || bad "persist --json"
+
+# ---- raid: safety checks and the exact mdadm command -----------------------------------------------
+run raid_refuse N raid create --level 0 --dry-run /dev/nvme0n1 /dev/nvme1n1 /dev/nvme3n1 /dev/nvme4n1
+expect_rc raid_refuse 6; golden raid_refuse
+run raid_force N raid create --level 10 --layout f2 --chunk 1M --bitmap internal --assume-clean --name ckpt --dry-run --force nvme0n1 nvme1n1 nvme3n1 nvme4n1
+expect_rc raid_force 0
+expect_out raid_force "mdadm --create @ROOT@/dev/md1 --run --metadata=1.2 --level=10 --layout=f2 --chunk=1024K --bitmap=internal --assume-clean --name=ckpt --raid-devices=4 @ROOT@/dev/nvme0n1 @ROOT@/dev/nvme1n1 @ROOT@/dev/nvme3n1 @ROOT@/dev/nvme4n1"
+expect_out raid_force "nvmetune: raid create: @ROOT@/dev/nvme3n1: carries a filesystem signature (ext4); overriding (--force)"
+run raid_ok N raid create --level 0 --dry-run --md /dev/md5 nvme4n1 /dev/nvme2n1
+expect_rc raid_ok 6    # nvme2n1 is held by md0
+expect_out raid_ok "@ROOT@/dev/nvme2n1: refused: held by md0"
+run raid_status N raid status; expect_rc raid_status 0
+expect_out raid_status "md0      raid0   chunk 512.0 KiB layout -    disks 2   size 128.0 MiB  state clean members: nvme1n1 nvme2n1"
+run raid_status_json N raid status --json md0; expect_rc raid_status_json 0
+python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["arrays"]; assert a[0]["chunk_bytes"]==524288 and a[0]["layout"] is None' "$T/raid_status_json.raw" && ok || bad "raid status --json"
+run raid_stop_mounted N raid stop --dry-run md0; expect_rc raid_stop_mounted 0
+expect_out raid_stop_mounted "mdadm --stop @ROOT@/dev/md0"
+
+# ---- bench on a directory (temporary file removed) and refusal on a device -------------------------
+mkdir -p "$T/benchdir"
+printf 'store_path = /mnt/ckpt\nio_queue_depth = 2\n' > "$T/libckpt.conf"
+run bench N bench --size 4M --config "$T/libckpt.conf" "$T/benchdir"; expect_rc bench 0
+expect_out bench "recommended: io_queue_depth = "
+[ -z "$(ls -A "$T/benchdir")" ] && ok || bad "bench left files in the directory"
+grep -qx 'store_path = /mnt/ckpt' "$T/libckpt.conf" && ok || bad "bench dropped an unrelated config line"
+[ "$(grep -c '^io_queue_depth = ' "$T/libckpt.conf")" = 1 ] && grep -qE '^io_size_bytes = [0-9]+$' "$T/libckpt.conf" &&
+	grep -qE "^# nvmetune bench at .* for $T/benchdir: best write" "$T/libckpt.conf" && ok || bad "bench config: $(cat "$T/libckpt.conf")"
+run bench_dev N bench --size 4M --no-config /dev/nvme3n1; expect_rc bench_dev 6
+expect_out bench_dev "nvmetune: bench: @ROOT@/dev/nvme3n1: refused: carries a filesystem signature (ext4) (bench overwrites it; --force to allow)"
+
+# ---- errors and usage -----------------------------------------------------------------------------
+chk() { # NAME RC MESSAGE CMD...
+	local n=$1 want=$2 msg=$3; shift 3
+	run "$n" "$@"; expect_rc "$n" "$want"; expect_out "$n" "$msg"
+}
+chk e_nodev 4 "nvmetune: /dev/nvme9n1: no such block device" N plan /dev/nvme9n1
+chk e_nodev_apply 4 "nvmetune: nvme7n1: no such block device" N apply nvme7n1
+chk e_raid_nodev 4 "nvmetune: raid create: /dev/nvme9n1: no such block device" N raid create --level 0 --dry-run nvme4n1 /dev/nvme9n1
+chk e_stop_nomd 4 "nvmetune: raid stop: nvme4n1: no such md array" N raid stop nvme4n1
+printf 'scheduler = none\nturbo = on\n' > "$T/p1"
+chk e_knob 2 "nvmetune: profile @TMP@/p1:2: unknown knob 'turbo'" N plan --profile "$T/p1"
+printf 'read_ahead_kb = lots\n' > "$T/p2"
+chk e_value 2 "nvmetune: profile @TMP@/p2:1: bad value 'lots' for read_ahead_kb: expected a positive integer, or keep/auto/default" N plan --profile "$T/p2"
+printf 'just words\n' > "$T/p3"
+chk e_syntax 2 "nvmetune: profile @TMP@/p3:1: expected 'knob = value', got 'just words'" N apply --profile "$T/p3"
+printf 'scheduler = none\ninherit = default\n' > "$T/p4"
+chk e_inherit 2 "'inherit' must come first" N plan --profile "$T/p4"
+chk e_nofile 4 "nvmetune: profile @TMP@/none.profile: No such file or directory" N plan --profile "$T/none.profile"
+chk e_noname 2 "nvmetune: unknown profile 'turbo': expected checkpoint, default, or a profile file" N plan --profile turbo
+chk e_opt 2 "nvmetune: plan: unknown option or missing argument: '--bogus'" N plan --bogus
+chk e_cmd 2 "nvmetune: unknown command 'tune'" N tune
+chk e_status_arg 2 "nvmetune: status: unexpected argument 'nvme0n1'" N status nvme0n1
+chk e_level 2 "--level 0 or --level 10 is required" N raid create nvme3n1 nvme4n1
+chk e_level5 2 "--level 0 or --level 10 is required" N raid create --level 5 nvme3n1 nvme4n1
+chk e_layout0 2 "--layout applies to RAID 10 only" N raid create --level 0 --layout f2 nvme3n1 nvme4n1
+chk e_layout 2 "bad layout 'x3': n2, f2 or o2" N raid create --level 10 --layout x3 nvme3n1 nvme4n1
+chk e_chunk 2 "bad chunk size '3K'" N raid create --level 0 --chunk 3K nvme3n1 nvme4n1
+chk e_one 2 "at least 2 devices are needed" N raid create --level 0 nvme4n1
+chk e_twice 2 "nvme4n1 is named twice" N raid create --level 0 nvme4n1 /dev/nvme4n1
+chk e_bitmap0 2 "RAID 0 has no redundancy" N raid create --level 0 --bitmap internal nvme3n1 nvme4n1
+chk e_raidsub 2 "nvmetune: raid: unknown subcommand 'grow'" N raid grow
+chk e_rollback_args 2 "takes no profile or devices" N rollback nvme0n1
+chk e_sysroot 4 "nvmetune: sysfs root /nonexistent/sys: No such file or directory" "$BIN" --sysfs-root /nonexistent/sys status
+echo '{"version": 1, "saved": [{"knob": "turbo"}]}' > "$T/state.json"
+chk e_badstate 1 "not a valid nvmetune state file" N rollback
+chk e_badstate_apply 1 "not a valid nvmetune state file; fix or remove it" N apply
+rm -f "$T/state.json"
+# root is checked before anything is touched (real roots: the check is skipped for fake trees)
+if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null; then
+	chk e_notroot 7 "nvmetune: apply: must be run as root" setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN" --state "$T/x.json" apply
+	chk e_notroot_raid 7 "nvmetune: raid create: must be run as root" setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN" raid create --level 0 /dev/null /dev/zero
+fi
+NVMETUNE_SYSFS_ROOT=$S run env_root "$BIN" --dev-root "$F/dev" --proc-root "$F/proc" plan nvme0n1
+expect_rc env_root 0; expect_out env_root "nvme0n1   scheduler       mq-deadline    none           change"
+
+# ---- help -----------------------------------------------------------------------------------------
+run help N --help; expect_rc help 0; expect_out help "--sysfs-root DIR"
+for c in status plan apply rollback raid persist bench; do
+	run "help_$c" N "$c" --help; expect_rc "help_$c" 0; expect_out "help_$c" "Usage: nvmetune $c"
+done
+run version N --version; expect_rc version 0; expect_out version "nvmetune "
+
+echo "$pass checks passed, $fail failed"
+[ "$fail" -eq 0 ]
