@@ -46,6 +46,8 @@ struct slabjob {
 	uint64_t first_chunk, nchunks;
 	unsigned slab;
 	int pack;               /* index in sv->packs */
+	ckpt_digest *dig;       /* per chunk, when hashed at copy time */
+	uint8_t *skip;          /* per chunk: already committed in the store, not copied */
 	struct io_req io;
 	struct slabjob *next;
 };
@@ -201,7 +203,8 @@ static void copy_task(struct task *t)
 {
 	struct slabjob *j = (struct slabjob *)t;
 	struct ckpt_save *sv = j->sv;
-	struct pipe *p = sv->s->pipe;
+	struct ckpt_store *s = sv->s;
+	struct pipe *p = s->pipe;
 	uint8_t *slab = p->pool.slabs[j->slab];
 	uint64_t pos = 0;
 	unsigned used_dev = 0; /* bit per device whose stream got copies */
@@ -209,11 +212,27 @@ static void copy_task(struct task *t)
 	size_t ti, len;
 	uint64_t off;
 	chunk_it_init(&it, sv, j);
-	while (!save_failed(sv) && chunk_next(&it, &ti, &off, &len)) {
+	j->dig = malloc(j->nchunks * sizeof *j->dig);
+	j->skip = calloc(j->nchunks, 1);
+	if (!j->dig || !j->skip)
+		save_set_error(sv, ckpt_fail(CKPT_E_NOMEM, "out of memory"));
+	for (uint64_t q = 0; !save_failed(sv) && chunk_next(&it, &ti, &off, &len); q++) {
 		{
 			const struct save_tensor *st = &sv->t[ti];
 			uint8_t *dst = slab + pos + REC_HDR_LEN;
-			if (st->mem == CKPT_MEM_HOST) {
+			if (st->mem == CKPT_MEM_HOST && st->hash_first) {
+				/* Hash from the caller's memory first: a chunk the store already holds
+				 * (committed) need not be copied at all, which makes an incremental
+				 * snapshot cost a hash, not a copy. */
+				ckpt_digest *d = &j->dig[q];
+				ckpt_digest_of(st->data + off, len, d);
+				pthread_mutex_lock(&s->idx_mu);
+				struct idx_entry *e = index_find(&s->idx, d);
+				j->skip[q] = e && !e->pending && e->c.raw_len == len;
+				pthread_mutex_unlock(&s->idx_mu);
+				if (!j->skip[q])
+					memcpy(dst, st->data + off, len);
+			} else if (st->mem == CKPT_MEM_HOST) {
 				memcpy(dst, st->data + off, len);
 			} else {
 				const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
@@ -245,8 +264,10 @@ static void copy_task(struct task *t)
 		pthread_cond_broadcast(&sv->cv);
 	}
 	if (sv->is_head) {
+		/* Processing waits behind every pending copy: the snapshot comes first. */
+		j->task.fn = process_task;
+		workers_submit(p->w, &j->task);
 		pthread_mutex_unlock(&p->mu);
-		process_task(t);
 		return;
 	}
 	j->next = sv->ready;
@@ -360,6 +381,10 @@ static void write_done(struct io_req *r)
 		sv->st.bytes_written += r->len;
 		pthread_mutex_unlock(&p->mu);
 	}
+	free(j->dig);
+	free(j->skip);
+	j->dig = NULL;
+	j->skip = NULL;
 	pool_release(&p->pool, j->slab);
 	job_finished(sv);
 }
@@ -398,15 +423,22 @@ static void process_task(struct task *t)
 	size_t ti, len;
 	uint64_t off;
 	chunk_it_init(&it, sv, j);
-	while (chunk_next(&it, &ti, &off, &len)) {
+	for (uint64_t q = 0; chunk_next(&it, &ti, &off, &len); q++) {
 		uint8_t *rec = slab + pos;
 		struct mf_chunk c = {.raw_len = (uint32_t)len, .flags = MF_CHUNK_NEW};
-		ckpt_digest_of(rec + REC_HDR_LEN, len, &c.digest);
+		if (sv->t[ti].mem == CKPT_MEM_HOST && sv->t[ti].hash_first)
+			c.digest = j->dig[q];
+		else
+			ckpt_digest_of(rec + REC_HDR_LEN, len, &c.digest);
 		hashed += len;
 		bool is_new = false;
 		pthread_mutex_lock(&s->idx_mu);
 		struct idx_entry *e = index_find(&s->idx, &c.digest);
-		if (e && e->c.raw_len == len) {
+		if (j->skip[q] && !(e && e->c.raw_len == len)) {
+			/* Committed chunks only leave the index when the store is re-read, which never
+			 * happens while a save of this handle is live. */
+			rc = ckpt_fail(CKPT_E_CORRUPT, "dedup index lost a committed chunk");
+		} else if (e && e->c.raw_len == len) {
 			if (e->gen != sv->gen) {
 				struct mf_chunk ref = e->c;
 				ref.flags = 0;
@@ -514,10 +546,94 @@ static void process_task(struct task *t)
 	}
 out:
 	free(nr);
+	free(j->dig);
+	free(j->skip);
+	j->dig = NULL;
+	j->skip = NULL;
 	if (rc)
 		save_set_error(sv, rc);
 	pool_release(&p->pool, j->slab);
 	job_finished(sv);
+}
+
+/* ---- snapshot strategy ------------------------------------------------------------------- */
+/* Hashing during the snapshot lets a chunk the store already holds skip the copy (an incremental
+ * snapshot costs a hash instead of a copy), but costs a hash on top of the copy for a chunk that
+ * changed. So: copy only, the first time the handle saves a tensor (nothing to dedup against) and
+ * when most of its chunks changed last time (dense updates); hash first otherwise. */
+/* Open addressing on the name hash (0 marks a free slot). */
+static struct tensor_hint *hint_find(struct ckpt_store *s, uint64_t key)
+{
+	if (!s->caphints)
+		return NULL;
+	for (size_t i = key & (s->caphints - 1);; i = (i + 1) & (s->caphints - 1)) {
+		if (s->hints[i].key == key)
+			return &s->hints[i];
+		if (!s->hints[i].key)
+			return NULL;
+	}
+}
+
+static struct tensor_hint *hint_add(struct ckpt_store *s, uint64_t key)
+{
+	if ((s->nhints + 1) * 2 > s->caphints) {
+		size_t n = s->caphints ? s->caphints * 2 : 256;
+		struct tensor_hint *nh = calloc(n, sizeof *nh), *old = s->hints;
+		if (!nh)
+			return NULL; /* only a hint */
+		size_t ocap = s->caphints;
+		s->hints = nh;
+		s->caphints = n;
+		for (size_t i = 0; i < ocap; i++)
+			if (old[i].key)
+				*hint_add(s, old[i].key) = old[i];
+		free(old);
+	}
+	size_t i = key & (s->caphints - 1);
+	while (s->hints[i].key)
+		i = (i + 1) & (s->caphints - 1);
+	s->hints[i].key = key;
+	s->nhints++;
+	return &s->hints[i];
+}
+
+static uint64_t hint_key(const struct save_tensor *t)
+{
+	uint64_t k = ckpt_checksum64(t->name, t->name_len);
+	return k ? k : 1;
+}
+
+static void choose_snapshot(struct ckpt_save *sv)
+{
+	struct ckpt_store *s = sv->s;
+	pthread_mutex_lock(&s->mu);
+	for (size_t i = 0; i < sv->nt; i++) {
+		struct save_tensor *t = &sv->t[i];
+		struct tensor_hint *h = hint_find(s, hint_key(t));
+		t->hash_first = h && h->state == 1;
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void learn_snapshot(struct ckpt_save *sv)
+{
+	struct ckpt_store *s = sv->s;
+	pthread_mutex_lock(&s->mu);
+	for (size_t i = 0; i < sv->nt; i++) {
+		struct save_tensor *t = &sv->t[i];
+		uint64_t key = hint_key(t), nrefs = 0, nnew = 0;
+		for (uint64_t g = t->first_chunk; g < sv->nchunks_total && (i + 1 == sv->nt ||
+		     g < sv->t[i + 1].first_chunk); g++, nrefs++)
+			nnew += (sv->chunks[sv->refs[g]].flags & MF_CHUNK_NEW) != 0;
+		struct tensor_hint *h = hint_find(s, key);
+		if (!h) {
+			if ((h = hint_add(s, key)))
+				h->state = 1;
+			continue;
+		}
+		h->state = 2 * nnew > nrefs ? 2 : 1;
+	}
+	pthread_mutex_unlock(&s->mu);
 }
 
 /* ---- COMMIT ------------------------------------------------------------------------------- */
@@ -574,6 +690,7 @@ static void finalize_task(struct task *t)
 		index_commit_pending(&s->idx);
 		store_index_resync(s);
 		pthread_mutex_unlock(&s->idx_mu);
+		learn_snapshot(sv);
 	}
 	double t1 = ckpt_now();
 	pthread_mutex_lock(&p->mu);
@@ -612,7 +729,7 @@ static void *dispatcher(void *arg)
 		pthread_mutex_lock(&p->mu);
 		j->sv->st.wait_seconds += waited;
 		j->task.fn = copy_task;
-		workers_submit(p->w, &j->task);
+		workers_submit_urgent(p->w, &j->task);
 	}
 	pthread_mutex_unlock(&p->mu);
 	return NULL;
@@ -639,7 +756,10 @@ int pipe_ensure(struct ckpt_store *s, bool want_cuda)
 	 * the host's: a CPU-only process never creates a CUDA context. */
 	p->gpu = want_cuda && ckpt_gpu_cuda() ? ckpt_gpu_cuda() : ckpt_gpu_host();
 	uint32_t cs = s->opt.chunk_size ? (uint32_t)s->opt.chunk_size : s->hdr.chunk_size;
-	size_t slab = (size_t)ALIGN_UP(MAX(s->opt.io_size, rec_span(cs)), CKPT_ALIGN);
+	/* A slab holds a whole number of full-chunk records (a chunk of 1 MiB is a record of
+	 * 1 MiB + 4 KiB): an 8 MiB I/O size makes slabs of 8 records, not 7 and a hole. */
+	uint64_t rec = rec_span(cs);
+	size_t slab = (size_t)(MAX(1, (s->opt.io_size + rec / 2) / rec) * rec);
 	uint64_t nslabs = s->opt.pool_size / slab;
 	if (nslabs < 2)
 		nslabs = 2;
@@ -756,6 +876,7 @@ int pipe_submit(struct ckpt_save *sv)
 	struct pipe *p = s->pipe;
 	if ((rc = plan(sv, p->pool.slab_size)))
 		return rc;
+	choose_snapshot(sv);
 	/* CUDA: the library's streams wait for the trainer's queued work before copying. */
 	for (size_t i = 0; i < sv->nt; i++) {
 		int dev = sv->t[i].mem;

@@ -19,6 +19,7 @@ struct save_tensor {
 	const uint8_t *data;
 	int mem;               /* CKPT_MEM_HOST or a CUDA device */
 	uint64_t first_chunk;  /* index of its first chunk in the save's chunk order */
+	bool hash_first;       /* snapshot hashes it and copies only chunks the store lacks */
 };
 
 struct slabjob;

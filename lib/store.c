@@ -279,6 +279,7 @@ CKPT_API void ckpt_store_close(ckpt_store *s)
 	}
 	pipe_destroy(s);
 	store_unlock(s);
+	free(s->hints);
 	for (unsigned i = 0; s->pack_dirs && i < s->ndirs; i++)
 		free(s->pack_dirs[i]);
 	free(s->pack_dirs);

@@ -50,6 +50,10 @@ struct ckpt_store {
 	unsigned lock_users;
 	struct pipe *pipe;
 	uint32_t next_pack_id;     /* last pack id used (under the lock) */
+	/* What the handle learned of each tensor (by name hash), to choose how to snapshot it:
+	 * 1 saved before and mostly unchanged, 2 saved before and mostly changed. Under mu. */
+	struct tensor_hint { uint64_t key; uint8_t state; } *hints;
+	size_t nhints, caphints;
 	bool direct_refused;       /* the file system refused O_DIRECT */
 	struct store_hdr hdr;
 	struct ckpt_options opt;

@@ -6,7 +6,8 @@
 struct workers {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct task *head, *tail;
+	struct task *head, *tail;    /* normal */
+	struct task *uhead, *utail;  /* urgent */
 	int stop;
 	unsigned n;
 	pthread_t th[];
@@ -17,14 +18,22 @@ static void *worker(void *arg)
 	struct workers *w = arg;
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
-		while (!w->head && !w->stop)
+		while (!w->head && !w->uhead && !w->stop)
 			pthread_cond_wait(&w->cv, &w->mu);
-		if (!w->head)
+		struct task *t;
+		if (w->uhead) {
+			t = w->uhead;
+			w->uhead = t->next;
+			if (!w->uhead)
+				w->utail = NULL;
+		} else if (w->head) {
+			t = w->head;
+			w->head = t->next;
+			if (!w->head)
+				w->tail = NULL;
+		} else {
 			break;
-		struct task *t = w->head;
-		w->head = t->next;
-		if (!w->head)
-			w->tail = NULL;
+		}
 		pthread_mutex_unlock(&w->mu);
 		t->fn(t);
 		pthread_mutex_lock(&w->mu);
@@ -52,17 +61,27 @@ struct workers *workers_create(unsigned n)
 	return w;
 }
 
-void workers_submit(struct workers *w, struct task *t)
+static void push(struct workers *w, struct task **head, struct task **tail, struct task *t)
 {
 	t->next = NULL;
 	pthread_mutex_lock(&w->mu);
-	if (w->tail)
-		w->tail->next = t;
+	if (*tail)
+		(*tail)->next = t;
 	else
-		w->head = t;
-	w->tail = t;
+		*head = t;
+	*tail = t;
 	pthread_cond_signal(&w->cv);
 	pthread_mutex_unlock(&w->mu);
+}
+
+void workers_submit(struct workers *w, struct task *t)
+{
+	push(w, &w->head, &w->tail, t);
+}
+
+void workers_submit_urgent(struct workers *w, struct task *t)
+{
+	push(w, &w->uhead, &w->utail, t);
 }
 
 void workers_destroy(struct workers *w)

@@ -5,7 +5,7 @@ TEST_BINS     := $(TEST_UNIT_SRC:tests/unit/%.c=$(B)/tests/bin/%)
 TEST_HELPERS  := $(sort $(wildcard tests/unit/helpers/*.c))
 TEST_EXTRA    ?=
 
-$(B)/tests/bin/%: tests/unit/%.c $(TEST_HELPERS) $(wildcard tests/unit/*.h) $(ALIB)
+$(B)/tests/bin/%: tests/unit/%.c $(TEST_HELPERS) $(wildcard tests/unit/*.h) $(wildcard tests/fuzz/*.c) $(ALIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Ilib -Itests/unit $< $(TEST_HELPERS) -o $@ $(ALL_LDFLAGS) $(ALIB) $(LDLIBS)
 

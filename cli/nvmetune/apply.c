@@ -25,14 +25,16 @@ const char usage_apply[] =
 	"  -p, --profile P   checkpoint (default), default, or a profile file\n"
 	"  -n, --dry-run     print what would be written, write nothing\n"
 	"      --json        JSON output\n"
-	"Exit status: 0 all settings took, 5 some failed or did not take, 7 not root.\n";
+	"Exit status: 0 all settings took, 3 another apply or rollback is running, 5 some failed or\n"
+	"did not take, 7 not root.\n";
 
 const char usage_rollback[] =
 	"Usage: nvmetune rollback [--dry-run] [--state FILE] [--json]\n"
 	"Restores the values saved by 'nvmetune apply', in write order, and reads each one back.\n"
 	"The state file is removed once everything is restored.\n"
 	"  -n, --dry-run     print what would be restored, write nothing\n"
-	"Exit status: 0 restored, 4 no saved state, 5 some values could not be restored.\n";
+	"Exit status: 0 restored, 3 another apply or rollback is running, 4 no saved state, 5 some\n"
+	"values could not be restored.\n";
 
 static const char *st_word(enum item_state s)
 {
@@ -201,7 +203,7 @@ int cmd_apply(int argc, char **argv)
 	int rc = parse_common(argc, argv, &prof, &dry, true);
 	if (rc >= 0)
 		return rc;
-	if (!dry && (rc = nt_need_root("apply")))
+	if (!dry && ((rc = nt_need_root("apply")) || (rc = lock_state("apply"))))
 		return rc;
 	struct profile p;
 	if ((rc = profile_load(prof, &p)))
@@ -211,6 +213,7 @@ int cmd_apply(int argc, char **argv)
 		return rc;
 
 	struct state st;
+	bool saved = false;
 	if (!dry) {
 		rc = state_load(nt.state_file, &st);
 		if (rc == -ENOENT) {
@@ -240,6 +243,12 @@ int cmd_apply(int argc, char **argv)
 					state_add(&st, &nr);
 			}
 		}
+		/* nothing to change and nothing saved before: leave no state file behind, so that a
+		 * later rollback does not claim to restore an apply that changed nothing */
+		if (st.n == 0) {
+			state_free(&st);
+			goto write;
+		}
 		if ((rc = state_save(nt.state_file, &st))) {
 			cli_err("%s: cannot save the previous values: %s; nothing changed", nt.state_file,
 				strerror(-rc));
@@ -247,9 +256,10 @@ int cmd_apply(int argc, char **argv)
 			plan_free(&pl);
 			return EXIT_FAIL;
 		}
+		saved = true;
 		state_free(&st);
 	}
-
+write:;
 	struct jw w, *wp = NULL;
 	if (nt.json) {
 		jw_init(&w, stdout, true);
@@ -260,12 +270,14 @@ int cmd_apply(int argc, char **argv)
 		jw_key(wp, "dry_run");
 		jw_bool(wp, dry);
 		jw_key(wp, "state_file");
-		jw_str(wp, dry ? "" : nt.state_file);
+		jw_str(wp, saved ? nt.state_file : "");
 		jw_key(wp, "results");
 		jw_arr_begin(wp);
 	} else {
-		printf("profile %s%s%s\n", p.name, dry ? " (dry run: nothing is written)" : "; previous values saved in ",
-		       dry ? "" : nt.state_file);
+		printf("profile %s%s%s\n", p.name,
+		       dry ? " (dry run: nothing is written)"
+			   : saved ? "; previous values saved in " : "; nothing to change",
+		       saved ? nt.state_file : "");
 	}
 	int napplied = 0, nsame = 0, nbad = 0;
 	for (int i = 0; i < pl.n; i++) {
@@ -334,7 +346,7 @@ int cmd_rollback(int argc, char **argv)
 	if (prof || optind < argc)
 		return cli_usage_err("rollback", "takes no profile or devices: it restores everything "
 				     "saved in %s", nt.state_file);
-	if (!dry && (rc = nt_need_root("rollback")))
+	if (!dry && ((rc = nt_need_root("rollback")) || (rc = lock_state("rollback"))))
 		return rc;
 	struct state st;
 	rc = state_load(nt.state_file, &st);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 enum { G_GLOBAL, G_CTRL, G_MEMBER, G_ARRAY };
+#define MAX_IO_KB 4096ull
 
 static struct item *add(struct plan *pl, enum knob_id k, const char *dev, int group, int devidx)
 {
@@ -214,6 +215,12 @@ static void plan_block(const struct profile *p, const struct blockdev *d, int id
 	char rel[PATH_MAX];
 	snprintf(rel, sizeof(rel), "block/%s/queue/max_hw_sectors_kb", d->name);
 	sys_read_u64(rel, &maxhw);
+	/* Requests beyond 4 MiB gain nothing on NVMe and hold queue slots longer; virtual disks
+	 * report max_hw_sectors_kb in the gigabytes. */
+	uint64_t big = maxhw < MAX_IO_KB ? maxhw : MAX_IO_KB;
+	uint64_t rot = 0;
+	snprintf(rel, sizeof(rel), "block/%s/queue/rotational", d->name);
+	sys_read_u64(rel, &rot);
 
 	for (int k = K_SCHEDULER; k <= K_WRITE_CACHE; k++) {
 		const struct target *tg = &p->t[k];
@@ -239,8 +246,10 @@ static void plan_block(const struct profile *p, const struct blockdev *d, int id
 					set_target(it, tg->value, "set by the profile");
 			} else if (d->kind == DK_MD) {
 				set_target(it, "none", "an md array passes I/O to its members unscheduled");
+			} else if (tg->kind == TG_AUTO && rot) {
+				unsupported(it, "-", "rotational device: a scheduler orders its seeks");
 			} else if (tg->kind == TG_AUTO) {
-				set_target(it, "none", "NVMe queues in hardware; a scheduler only adds "
+				set_target(it, "none", "SSDs queue in hardware; a scheduler only adds "
 					   "CPU time per I/O");
 			} else {
 				bool multi = hw_queues(d->name) != 1 ||
@@ -278,7 +287,7 @@ static void plan_block(const struct profile *p, const struct blockdev *d, int id
 				unsupported(it, "-", "member of %s: read through the array, whose "
 					    "read-ahead counts", d->array);
 			} else {
-				uint64_t base = maxhw ? maxhw : 512;
+				uint64_t base = big ? big : 512;
 				snprintf(v, sizeof(v), "%llu",
 					 (unsigned long long)(base * 4 > 128 ? base * 4 : 128));
 				set_target(it, v, "no stripe: 4 maximum-size requests (%llu KiB)",
@@ -300,8 +309,12 @@ static void plan_block(const struct profile *p, const struct blockdev *d, int id
 				else
 					set_target(it, tg->value, "set by the profile");
 			} else if (tg->kind == TG_AUTO) {
-				snprintf(v, sizeof(v), "%llu", (unsigned long long)maxhw);
-				set_target(it, v, "up to max_hw_sectors_kb: fewer, larger requests");
+				snprintf(v, sizeof(v), "%llu", (unsigned long long)big);
+				if (big < maxhw)
+					set_target(it, v, "4 MiB (max_hw_sectors_kb %llu): larger requests gain "
+						   "nothing", (unsigned long long)maxhw);
+				else
+					set_target(it, v, "up to max_hw_sectors_kb: fewer, larger requests");
 			} else {
 				snprintf(v, sizeof(v), "%llu", (unsigned long long)(maxhw < 1280 ? maxhw : 1280));
 				set_target(it, v, "the kernel's default: min(max_hw_sectors_kb, 1280)");

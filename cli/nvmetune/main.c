@@ -99,8 +99,9 @@ int main(int argc, char **argv)
 		rc = cli_dispatch("Provisions NVMe storage for checkpoints: status, tuning profiles with "
 				  "rollback, md RAID 0/10, udev persistence, benchmark.", cmds, argc, argv);
 		fputs(usage_main_extra, stdout);
-		printf("\nExit status: 0 ok, 1 failed, 2 usage, 4 device or state not found, 5 some "
-		       "settings did not take,\n6 device refused by the safety checks, 7 not root.\n"
+		printf("\nExit status: 0 ok, 1 failed, 2 usage, 3 another apply/rollback is running, 4 device "
+		       "or state not found,\n5 some settings did not take, 6 device refused by the "
+		       "safety checks, 7 not root.\n"
 		       "See nvmetune(1).\n");
 		return rc;
 	}

@@ -207,6 +207,11 @@ bool safety_refuse(const char *name, char *reason, size_t len);
 bool dev_mounted(const char *name, char *where, size_t len);
 
 /* ---- helpers (util.c) ---------------------------------------------------------------------------- */
+/* Creates a directory and its parents. Returns 0 or -errno. */
+int mkdir_p(const char *dir);
+/* Takes the lock beside the state file for apply/rollback. Returns EXIT_OK, or prints why and
+ * returns EXIT_BUSY (held by another run) or EXIT_FAIL. */
+int lock_state(const char *cmd);
 /* Writes data to path atomically (temporary file + rename), creating the parent directory. */
 int write_file_atomic(const char *path, const char *data, size_t len, int mode);
 /* Reads a whole file (NUL-terminated). Returns 0 or -errno. */

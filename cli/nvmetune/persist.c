@@ -30,11 +30,18 @@ static const char *attr_of(enum knob_id k)
 	}
 }
 
-/* The match part of a rule: serial + nsid for NVMe namespaces (kernel names can change between
- * boots), the kernel name otherwise. */
+/* The match part of a rule: serial + nsid for NVMe namespaces and the UUID for md arrays (kernel
+ * names can change between boots), the kernel name otherwise. */
 static void match_of(const char *dev, char *out, size_t len)
 {
-	char ctrl[64] = "", serial[64] = "", nsid[16] = "", rel[PATH_MAX];
+	char ctrl[64] = "", serial[64] = "", nsid[16] = "", uuid[64] = "", rel[PATH_MAX];
+	/* an array assembled without mdadm.conf comes back as md127: match its UUID, which md
+	 * shows once the array is active (the "change" event) */
+	snprintf(rel, sizeof(rel), "block/%s/md/uuid", dev);
+	if (!sys_read(rel, uuid, sizeof(uuid)) && uuid[0] && !strpbrk(uuid, "\"\\")) {
+		snprintf(out, len, "KERNEL==\"md*\", ATTR{md/uuid}==\"%s\"", uuid);
+		return;
+	}
 	nvme_ctrl_of(dev, ctrl, sizeof(ctrl));
 	if (ctrl[0]) {
 		snprintf(rel, sizeof(rel), "class/nvme/%s/serial", ctrl);

@@ -94,7 +94,7 @@ static void controllers(struct jw *w, char **devs, int ndev)
 			jtri(w, "vwc_enabled", ni.vwc_enabled);
 			jtri(w, "apst_supported", ni.apst_supported);
 			jtri(w, "apst_enabled", ni.apst_enabled);
-			jw_key(w, "io_queues");
+			jw_key(w, "io_queues_allocated");
 			if (ni.nsqa < 0)
 				jw_null(w);
 			else
@@ -109,8 +109,8 @@ static void controllers(struct jw *w, char **devs, int ndev)
 			jw_arr_begin(w);
 		} else {
 			printf("  %s  %s  serial %s  firmware %s  %s %s\n", n, model, serial, fw, tr, state);
-			printf("    PCIe link %s x%s (max %s x%s)  queues %s (sysfs queue_count)\n", spd, wid,
-			       mspd, mwid, qc);
+			printf("    PCIe link %s x%s (max %s x%s)  queues in use %s (admin included)\n", spd,
+			       wid, mspd, mwid, qc);
 			printf("    volatile write cache: %s", tri(ni.vwc_present, "present", "absent"));
 			if (ni.vwc_present == 1)
 				printf(", %s", tri(ni.vwc_enabled, "enabled", "disabled"));
@@ -119,7 +119,7 @@ static void controllers(struct jw *w, char **devs, int ndev)
 				printf(", %s", tri(ni.apst_enabled, "enabled", "disabled"));
 			printf("  pm_qos_latency_tolerance_us: %s", strcmp(pmq, "?") ? pmq : "absent");
 			if (ni.nsqa >= 0)
-				printf("  I/O queues %d", ni.nsqa);
+				printf("  I/O queues allocated %d", ni.nsqa);
 			printf("\n");
 			if (!ni.have_id)
 				printf("    (libnvme: %s)\n", ni.why);

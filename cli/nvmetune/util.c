@@ -5,12 +5,13 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-static int mkdir_p(const char *dir)
+int mkdir_p(const char *dir)
 {
 	char b[PATH_MAX];
 	snprintf(b, sizeof(b), "%s", dir);
@@ -194,4 +195,35 @@ void now_iso(char *buf, size_t len)
 	struct tm tm;
 	gmtime_r(&t, &tm);
 	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* One apply or rollback at a time: two would each save the other's values as "previous". The
+ * lock is held until the process exits. */
+int lock_state(const char *cmd)
+{
+	char p[PATH_MAX + 8], dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", nt.state_file);
+	char *slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = 0;
+		mkdir_p(dir);
+	}
+	snprintf(p, sizeof(p), "%s.lock", nt.state_file);
+	int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		cli_err("%s: %s: %s", cmd, p, strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		int e = errno;
+		close(fd);
+		if (e == EWOULDBLOCK) {
+			cli_err("%s: another nvmetune apply or rollback holds %s; try again when it ends",
+				cmd, p);
+			return EXIT_BUSY;
+		}
+		cli_err("%s: %s: %s", cmd, p, strerror(e));
+		return EXIT_FAIL;
+	}
+	return EXIT_OK; /* fd stays open on purpose */
 }

@@ -10,6 +10,7 @@
 # the diff before committing). Normalized: the store path ($STORE), the scratch directory ($TMP),
 # UTC times, durations, PIDs in temporary names, and the JSON fields that vary between runs.
 set -u
+export LC_ALL=C TZ=UTC
 B=${B:-build}
 ROOT=$PWD
 CK=$ROOT/$B/bin/ckptctl

@@ -77,6 +77,13 @@ def main():
     elif kind == "big":
         # One 4 MiB tensor and a small one: several chunks at the default chunk size.
         body = build([("big.weight", "F32", [1024, 1024]), ("small", "U8", [100])], seed=seed)
+    elif kind == "compressible":
+        # Low-entropy data that zstd (and byte grouping) shrinks: bf16 and f32 values with few
+        # distinct high bytes, and a run of zeros.
+        bf = bytes((i * 7 + seed) % 13 if i % 2 == 0 else 0x3f for i in range(2 << 20))
+        f4 = b"".join(struct.pack("<f", float((i * 31 + seed) % 97)) for i in range(1 << 18))
+        body = build([("w.bf16", "BF16", [1 << 20], bf), ("w.f32", "F32", [1 << 18], f4),
+                      ("zeros", "U8", [300000], bytes(300000))], meta={"kind": "compressible"})
     elif kind == "dtypes":
         body = build([(f"t_{d.lower()}", d, [3, 5]) for d in SIZES], seed=seed)
     elif kind == "empty":

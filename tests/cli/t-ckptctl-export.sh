@@ -54,5 +54,17 @@ check export-zstd ckptctl export "$T/zstore" 1 -o "$T/big2.out.safetensors"
 expect "round trip through zstd is byte-identical" \
 	cmp "$T/big2.safetensors" "$T/big2.out.safetensors"
 check verify-zstd ckptctl verify "$T/zstore"
+mkst compressible "$T/comp.safetensors" 1
+check import-zstd-compressible ckptctl import "$T/zstore" --step 2 --compress zstd \
+	"$T/comp.safetensors"
+check export-zstd-compressible ckptctl export "$T/zstore" 2 -o "$T/comp.out.safetensors"
+expect "round trip of compressed chunks is byte-identical" \
+	cmp "$T/comp.safetensors" "$T/comp.out.safetensors"
+expect "zstd stored less than the logical size" python3 -c '
+import json, sys
+c = [x for x in json.load(sys.stdin) if x["step"] == 2][0]
+assert c["new_bytes"] < c["logical_bytes"] // 2, c
+' < <(ckptctl list "$T/zstore" --json)
+check verify-zstd-compressible ckptctl verify "$T/zstore" --all
 check export-names-list ckptctl list "$STORE"
 finish

@@ -3,7 +3,8 @@
  * plus a few interesting invalid inputs. Output: tests/fuzz/corpus/{manifest,records,codec}/.
  *
  *   make lib && cc -std=gnu11 -D_GNU_SOURCE -Iinclude -Ilib tests/fuzz/gen-corpus.c \
- *       build/lib/libckpt.a -lzstd -lxxhash -luring -lpthread -o build/gen-corpus && build/gen-corpus
+ *       build/lib/libckpt.a -lzstd -lxxhash -luring -lpthread -o build/gen-corpus
+ *   build/gen-corpus
  *
  * The output differs from run to run (store uuids and times), so regenerate only to add seeds. */
 #include <dirent.h>

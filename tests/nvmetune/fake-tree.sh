@@ -3,6 +3,7 @@
 #   nvme1 (no APST)         -> nvme1n1, nvme2n1 on nvme2 -> members of md0 (raid0, 512K chunk)
 #   nvme3                   -> nvme3n1: an ext4 filesystem on it
 #   nvme4                   -> nvme4n1: blank
+#   sda: a rotational disk whose max_hw_sectors_kb is huge (not in the default device set)
 # Device nodes are plain files: libblkid probes them, libnvme cannot (status shows "unknown").
 fake_tree() {
 	local F=$1 S=$1/sys
@@ -47,7 +48,9 @@ fake_tree() {
 	blk nvme3n1 259:4 "[none] mq-deadline kyber" 1023 128 512 512 "write back" 0
 	blk nvme4n1 259:5 "[none] mq-deadline kyber" 1023 128 512 512 "write back" 0
 	blk md0 9:0 "none" 128 2048 128 512 "write back" 1048576
-	rm -rf "$S/block/md0/mq" "$S/block/md0/nsid"
+	blk sda 8:0 "[mq-deadline] none" 64 128 1280 2147483647 "write back" 0   # a disk, not NVMe
+	w "$S/block/sda/queue/rotational" "1"
+	rm -rf "$S/block/md0/mq" "$S/block/md0/nsid" "$S/block/sda/nsid"
 	w "$S/block/nvme0n1/nvme0n1p1/partition" "1"
 	w "$S/block/nvme0n1/nvme0n1p1/dev" "259:1"
 	mkdir -p "$S/block/nvme1n1/holders/md0" "$S/block/nvme2n1/holders/md0" \
@@ -59,6 +62,7 @@ fake_tree() {
 	w "$S/block/md0/md/array_state" "clean"
 	w "$S/block/md0/md/degraded" "0"
 	w "$S/block/md0/md/sync_action" "idle"
+	w "$S/block/md0/md/uuid" "3f1c2a4e-8b7d-4f20-9a61-5c0d2e7b9a13"
 	w "$S/module/pcie_aspm/parameters/policy" "[default] performance powersave powersupersave"
 	w "$S/module/nvme_core/parameters/default_ps_max_latency_us" "100000"
 	w "$S/module/nvme_core/parameters/multipath" "Y"

@@ -63,6 +63,14 @@ printf 'scheduler = bfq\nmax_sectors_kb = 4096\n' > /tmp/bad.profile
 run apply_bad $NVT apply --profile /tmp/bad.profile nvme1n1
 R apply_bad_sched "$(has apply_bad "scheduler 'bfq' not available on nvme1n1")"
 R apply_bad_maxsec "$(has apply_bad 'exceeds max_hw_sectors_kb 512')"
+# the kernel rounds read_ahead_kb to pages and rejects nr_requests above the tag depth with
+# scheduler none: only the read-back tells
+printf 'read_ahead_kb = 1\nnr_requests = 2048\n' > /tmp/round.profile
+run apply_round $NVT apply --profile /tmp/round.profile nvme2n1
+R round_ra "$(has apply_round "DID NOT TAKE: wrote '1', reads back '0'")"
+R round_nr "$(has apply_round "FAILED: nr_requests: the device does not accept '2048' (EINVAL)")"
+run rollback_round $NVT rollback
+R round_restored "$(vals nvme2n1)"
 printf 'inherit = default\nvwc = off\nread_ahead_kb = 1024\n' > /tmp/vwc.profile
 run apply_vwc $NVT apply --profile /tmp/vwc.profile nvme1n1
 run status_vwc_off $NVT status
@@ -99,7 +107,7 @@ echo "===== refusals"
 run refuse_md $NVT raid create --level 10 $D
 R refuse_md_reason "$(count refuse_md 'refused: carries a RAID signature (linux_raid_member)')"
 mdadm --zero-superblock $D
-run mkfs_member /opt/tools/mke2fs -F -t ext4 /dev/nvme0n1
+run mkfs_member /opt/tools/mkfs.ext4 -F /dev/nvme0n1
 run refuse_ext4 $NVT raid create --level 10 --layout f2 $D
 R refuse_ext4_reason "$(has refuse_ext4 'nvmetune: raid create: /dev/nvme0n1: refused: carries a filesystem signature (ext4)')"
 R refuse_ext4_count "$(count refuse_ext4 'refused:')"
@@ -124,13 +132,13 @@ R md10_ra_applied "$(q md0 read_ahead_kb)"
 echo "===== persist"
 run persist $NVT persist
 R persist_file "$(grep -c 'ATTRS{serial}=="NVMETUNE[0-3]"' /etc/udev/rules.d/60-nvmetune.rules)"
-R persist_md "$(grep -c 'KERNEL=="md0".*ATTR{queue/read_ahead_kb}="4096"' /etc/udev/rules.d/60-nvmetune.rules)"
+R persist_md "$(grep -c "KERNEL==\"md\*\", ATTR{md/uuid}==\"$(cat /sys/block/md0/md/uuid)\".*ATTR{queue/read_ahead_kb}=\"4096\"" /etc/udev/rules.d/60-nvmetune.rules)"
 R persist_params "$(has persist 'nvme_core.default_ps_max_latency_us=0 pcie_aspm=off')"
 dump rules /etc/udev/rules.d/60-nvmetune.rules
 
 echo "===== libckpt save and restore on the array"
 if [ -x /opt/ckpt/bin/ckptctl ]; then
-	run mkfs_md /opt/tools/mke2fs -q -F -t ext4 /dev/md0
+	run mkfs_md /opt/tools/mkfs.ext4 -q -F /dev/md0
 	mkdir -p /mnt/ckpt && mount -t ext4 /dev/md0 /mnt/ckpt
 	R md0_mounted "$(grep -c '^/dev/md0 /mnt/ckpt ext4' /proc/mounts)"
 	run ckpt_import ckptctl import /mnt/ckpt/store --step 1 /data/model.safetensors

@@ -77,12 +77,22 @@ assert k[("nvme0n1", "scheduler")]["action"] == "change" and k[("nvme0", "apst")
 assert k[("global", "aspm")]["target"] == "performance"
 EOF
 
+run plan_sda N plan sda; expect_rc plan_sda 0
+expect_out plan_sda "sda       scheduler       mq-deadline    -              n/a         rotational device: a scheduler orders its seeks"
+expect_out plan_sda "sda       max_sectors_kb  1280           4096           change      4 MiB (max_hw_sectors_kb 2147483647): larger requests gain nothing"
+expect_out plan_sda "sda       read_ahead_kb   128            16384          change      no stripe: 4 maximum-size requests (4096 KiB)"
+
 # ---- apply --dry-run writes nothing ---------------------------------------------------------------
 before=$(cd "$F" && find sys -type f -exec sha256sum {} + | sort)
 run apply_dry N apply --dry-run; expect_rc apply_dry 0; golden apply_dry
 after=$(cd "$F" && find sys -type f -exec sha256sum {} + | sort)
 [ "$before" = "$after" ] && ok || bad "apply --dry-run changed the tree"
 [ ! -e "$T/state.json" ] && ok || bad "apply --dry-run wrote a state file"
+
+# ---- apply with nothing to change saves no state ------------------------------------------------
+run apply_none N apply --profile default nvme4n1; expect_rc apply_none 0
+expect_out apply_none "profile default; nothing to change"
+[ ! -e "$T/state.json" ] && ok || bad "an apply that changed nothing wrote a state file"
 
 # ---- apply, read-back, state ----------------------------------------------------------------------
 run apply N apply; expect_rc apply 0; golden apply
@@ -116,6 +126,13 @@ EOF
 printf 'read_ahead_kb = 8192\n' > "$T/ra.profile"
 run apply2 N apply --profile "$T/ra.profile" nvme0n1; expect_rc apply2 0
 expect_file "$Q/nvme0n1/queue/read_ahead_kb" "8192"
+
+# one apply or rollback at a time
+if command -v flock > /dev/null; then
+	run busy flock "$T/state.json.lock" "$BIN" --sysfs-root "$S" --dev-root "$F/dev" --proc-root "$F/proc" --state "$T/state.json" rollback
+	expect_rc busy 3
+	expect_out busy "nvmetune: rollback: another nvmetune apply or rollback holds @TMP@/state.json.lock"
+fi
 
 # ---- rollback -----------------------------------------------------------------------------------
 run rollback_dry N rollback --dry-run; expect_rc rollback_dry 0
@@ -210,11 +227,12 @@ expect_out raid_stop_mounted "mdadm --stop @ROOT@/dev/md0"
 
 # ---- bench on a directory (temporary file removed) and refusal on a device -------------------------
 mkdir -p "$T/benchdir"
-printf 'store_path = /mnt/ckpt\nio_queue_depth = 2\n' > "$T/libckpt.conf"
+printf 'store_path = /mnt/ckpt\n\n# mine\nio_queue_depth = 2\n' > "$T/libckpt.conf"
 run bench N bench --size 4M --config "$T/libckpt.conf" "$T/benchdir"; expect_rc bench 0
 expect_out bench "recommended: io_queue_depth = "
 [ -z "$(ls -A "$T/benchdir")" ] && ok || bad "bench left files in the directory"
-grep -qx 'store_path = /mnt/ckpt' "$T/libckpt.conf" && ok || bad "bench dropped an unrelated config line"
+grep -qx 'store_path = /mnt/ckpt' "$T/libckpt.conf" && grep -qx '# mine' "$T/libckpt.conf" &&
+	[ "$(grep -c '^$' "$T/libckpt.conf")" = 1 ] && ok || bad "bench dropped unrelated config lines: $(cat "$T/libckpt.conf")"
 [ "$(grep -c '^io_queue_depth = ' "$T/libckpt.conf")" = 1 ] && grep -qE '^io_size_bytes = [0-9]+$' "$T/libckpt.conf" &&
 	grep -qE "^# nvmetune bench at .* for $T/benchdir: best write" "$T/libckpt.conf" && ok || bad "bench config: $(cat "$T/libckpt.conf")"
 run bench_dev N bench --size 4M --no-config /dev/nvme3n1; expect_rc bench_dev 6

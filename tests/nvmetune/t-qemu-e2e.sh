@@ -22,7 +22,9 @@ skip() { echo "SKIP: $*"; exit 77; }
 for t in qemu-system-x86_64 mdadm cpio gzip mke2fs python3; do
 	command -v "$t" > /dev/null || skip "$t not installed (tools/install-deps.sh test installs it)"
 done
-[ -x /bin/busybox ] && /bin/busybox --list | grep -qx su || skip "busybox-static not installed"
+# (no pipe into grep -q: with pipefail, busybox's SIGPIPE would read as failure)
+applets=$( [ -x /bin/busybox ] && /bin/busybox --list || true)
+grep -qx su <<< "$applets" || skip "busybox-static not installed"
 DEPMOD=$(command -v depmod || echo /sbin/depmod)
 MODINFO=$(command -v modinfo || echo /sbin/modinfo)
 [ -x "$DEPMOD" ] && [ -x "$MODINFO" ] || skip "kmod (depmod, modinfo) not installed"
@@ -94,7 +96,9 @@ install_elf() { cp -L "$1" "$R$2"; copy_libs "$1"; }
 install_elf /bin/busybox /bin/busybox
 install_elf "$NVT" /usr/sbin/nvmetune
 install_elf "$(command -v mdadm)" /sbin/mdadm
-mkdir -p "$R/opt/tools" && install_elf "$(command -v mke2fs)" /opt/tools/mke2fs  # not busybox's applet
+# e2fsprogs' mke2fs, not busybox's applet (no ext4); as mkfs.ext4 it makes ext4
+mkdir -p "$R/opt/tools" && install_elf "$(command -v mke2fs)" /opt/tools/mke2fs
+ln -s mke2fs "$R/opt/tools/mkfs.ext4"
 if [ -x "$CKPTCTL" ] && [ -e "$ROOT/$B/lib/libckpt.so.0" ]; then
 	# rpath $ORIGIN/../lib: keep the bin/lib layout
 	install_elf "$CKPTCTL" /opt/ckpt/bin/ckptctl
@@ -246,6 +250,11 @@ rollback_again_msg 1
 apply_bad_rc 5
 apply_bad_sched 1
 apply_bad_maxsec 1
+apply_round_rc 5
+round_ra 1
+round_nr 1
+rollback_round_rc 0
+round_restored none/1023/512/128
 apply_vwc_rc 0
 status_vwc_off_rc 0
 vwc_off_seen 1

@@ -1,11 +1,13 @@
 /* I/O faults (lib/io.c's fault engine) at every write, sync and read of a save or restore.
  *
  * Writes and syncs: for N = 1, 2, ... until the save no longer reaches an Nth operation, the Nth
- * pwrite (or fdatasync) of a save fails with EIO or ENOSPC, or transfers only half (err 0). A failed
- * commit must return -CKPT_E_IO (-CKPT_E_NOSPC for ENOSPC); afterwards no manifest of that step
- * exists (nor a temporary one), no pack file was left behind, the earlier checkpoints open, verify
- * and restore byte-identical, and the same save without faults succeeds. A short write must be
- * retried to completion (or fail as cleanly as an error).
+ * pwrite (or fdatasync, or directory fsync) of a save fails with EIO or ENOSPC, or transfers only
+ * half (err 0). A failed commit must return -CKPT_E_IO (-CKPT_E_NOSPC for ENOSPC); afterwards no
+ * manifest of that step exists (nor a temporary one), no pack file was left behind (after the
+ * manifest's rename, packs may be kept for gc), no existing pack was removed, the earlier
+ * checkpoints open, verify and restore byte-identical, the same data saved again restores (nothing
+ * deduplicates against the failed save) and the same save without faults succeeds. A short write
+ * must be retried to completion (or fail as cleanly as an error).
  * Reads: the Nth pread of a restore or verify fails with EIO (restore and verify must report an
  * error, never return wrong data) or is short (everything must still restore identically). */
 #include "helpers.h"

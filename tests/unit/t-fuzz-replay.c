@@ -1,7 +1,8 @@
-/* Replays the fuzz corpus (every file under tests/fuzz/corpus/<target>/) through the fuzz targets' entry points,
- * so that every seed and every crasher found by libFuzzer stays covered by `make check` without
- * libFuzzer. Each file goes through every target (a manifest is also hostile input for the record
- * decoders). A target aborts on a failed invariant; the sanitizer build catches memory errors. */
+/* Replays the fuzz corpus (every file under tests/fuzz/corpus/<target>/) through the fuzz
+ * targets' entry points, so that every seed and every crasher found by libFuzzer stays covered by
+ * `make check` without libFuzzer. Each file goes through every target (a manifest is also hostile
+ * input for the record decoders). A target aborts on a failed invariant; the sanitizer build
+ * catches memory errors. */
 #include "helpers.h"
 
 #include <dirent.h>

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# ckptctl's man page renders without warnings and documents every command, every long option of
+# every command's --help and every exit status; the bash completion offers the commands and the
+# same options (run without the bash-completion package: the script must not need it).
+set -uo pipefail
+B=${B:-build}
+CK=$B/bin/ckptctl
+[ -x "$CK" ] || { echo "skip: $CK is not built"; exit 77; }
+man=docs/ckptctl.1
+fail=0
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+
+if command -v groff >/dev/null; then
+	err=$(groff -man -Tutf8 -ww "$man" 2>&1 >/dev/null)
+	[ -z "$err" ] || bad "groff warnings: $err"
+fi
+for s in 0 1 2 3 4; do
+	grep -qx ".B $s" "$man" || bad "man page lacks exit status $s"
+done
+
+# Without bash-completion: only COMP_WORDS/COMP_CWORD, as bash sets them.
+. tools/completion/ckptctl
+comp() {
+	COMP_WORDS=("$@")
+	COMP_CWORD=$(($# - 1))
+	COMPREPLY=()
+	_ckptctl
+	printf '%s\n' "${COMPREPLY[@]}" | sort | tr '\n' ' '
+}
+
+cmds=$("$CK" --help | awk '/^Commands:/ {on = 1; next} on && /^  [a-z]/ {print $1}')
+[ -n "$cmds" ] || bad "no commands in 'ckptctl --help'"
+for c in $cmds; do
+	grep -q "^\.B ckptctl $c\$" "$man" || bad "man page SYNOPSIS lacks '$c'"
+	grep -q "^\.B $c " "$man" || bad "man page COMMANDS lacks '$c'"
+	comp ckptctl "$c" | grep -qw -- "$c" || bad "completion does not offer '$c'"
+	opts=$("$CK" "$c" --help | grep -o -- '--[a-z][a-z-]*' | sort -u)
+	for o in $opts; do
+		grep -qF -- "${o//-/\\-}" "$man" || bad "man page lacks '$c $o'"
+	done
+	want=$(echo $opts | tr ' ' '\n' | sort | tr '\n' ' ')
+	got=$(comp ckptctl "$c" --)
+	[ "$got" = "$want" ] || bad "completion of '$c --': '$got', --help has '$want'"
+done
+[ "$(comp ckptctl import x --compress '')" = "none zstd " ] || bad "completion: --compress"
+[ "$(comp ckptctl verify x la)" = "latest " ] || bad "completion: verify STORE la"
+echo "$fail failed"
+[ "$fail" -eq 0 ]
