@@ -151,7 +151,10 @@ typedef enum ckpt_option {
 enum { CKPT_COMPRESS_NONE = 0, CKPT_COMPRESS_ZSTD = 1 };
 enum { CKPT_ENGINE_AUTO = 0, CKPT_ENGINE_IO_URING = 1, CKPT_ENGINE_PSYNC = 2 };
 
-/* Returns a new options object with every option at its default, or NULL when out of memory. */
+/* Returns a new options object with every option at its default, or NULL when out of memory.
+ * The defaults of CKPT_OPT_QUEUE_DEPTH and CKPT_OPT_IO_SIZE come from the file $CKPT_CONFIG (or
+ * /etc/libckpt.conf) when it exists: lines "io_queue_depth = N" and "io_size_bytes = N", as
+ * `nvmetune bench` writes them. */
 CKPT_API ckpt_options *ckpt_options_create(void);
 /* Frees opts; accepts NULL. */
 CKPT_API void ckpt_options_free(ckpt_options *opts);

@@ -1,8 +1,32 @@
 /* Options: plain values checked on set, so that a bad value fails where it is given. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "common.h"
 #include "store.h"
+
+/* Defaults recommended for this machine by `nvmetune bench`, in $CKPT_CONFIG or
+ * /etc/libckpt.conf: "key = value" lines, '#' comments. Unknown keys and bad values are ignored
+ * (a stale file must never stop a save); explicit options override them. */
+static void read_config(ckpt_options *o)
+{
+	const char *path = getenv("CKPT_CONFIG");
+	FILE *f = fopen(path && *path ? path : "/etc/libckpt.conf", "re");
+	if (!f)
+		return;
+	char line[512];
+	while (fgets(line, sizeof line, f)) {
+		char key[64];
+		long long v;
+		if (line[0] == '#' || sscanf(line, " %63[a-z_] = %lld", key, &v) != 2)
+			continue;
+		if (!strcmp(key, "io_queue_depth") && v >= 1 && v <= 256)
+			o->queue_depth = (unsigned)v;
+		else if (!strcmp(key, "io_size_bytes") && v >= 4096 && v <= (1ll << 30) && !(v & 4095))
+			o->io_size = (uint64_t)v;
+	}
+	fclose(f);
+}
 
 CKPT_API ckpt_options *ckpt_options_create(void)
 {
@@ -16,6 +40,7 @@ CKPT_API ckpt_options *ckpt_options_create(void)
 	o->pool_size = 256ull << 20;
 	o->queue_depth = 8;
 	o->engine = CKPT_ENGINE_AUTO;
+	read_config(o);
 	return o;
 }
 
