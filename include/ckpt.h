@@ -398,6 +398,95 @@ typedef void (*ckpt_progress_fn)(uint64_t done, uint64_t total, void *arg);
 CKPT_API long ckpt_reader_verify(ckpt_reader *reader, ckpt_damage_fn on_damage,
 				 ckpt_progress_fn on_progress, void *arg);
 
+
+/* ---------------------------------------------------------------------------------------------
+ * Inspection of chunks
+ * ------------------------------------------------------------------------------------------- */
+/* Where one chunk of a tensor lives. */
+typedef struct ckpt_chunk_info {
+	uint8_t digest[16];     /* XXH3-128 of the raw bytes */
+	uint32_t pack_id;
+	uint64_t offset;        /* of its record in the pack */
+	uint32_t raw_bytes;
+	uint32_t stored_bytes;  /* payload after compression */
+	uint64_t disk_bytes;    /* the record's span on disk (header and padding included) */
+	int codec;              /* 0 raw, 1 zstd, 2 and 3 byte-grouped zstd */
+	int is_new;             /* written by this checkpoint */
+} ckpt_chunk_info;
+
+/* Fills *out for chunk j of tensor index (0 <= j < info.chunks). Returns 0 or -CKPT_E_INVAL. */
+CKPT_API int ckpt_reader_chunk(const ckpt_reader *reader, size_t index, uint64_t j,
+			       ckpt_chunk_info *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Space accounting, retention and garbage collection
+ * ------------------------------------------------------------------------------------------- */
+typedef struct ckpt_du_entry {
+	uint64_t step;
+	uint64_t referenced_bytes; /* disk bytes of every distinct chunk it references */
+	uint64_t exclusive_bytes;  /* of them, chunks no other checkpoint references */
+	uint64_t shared_bytes;     /* chunks other checkpoints reference too */
+} ckpt_du_entry;
+
+typedef struct ckpt_du {
+	size_t n;                  /* valid checkpoints, ascending steps */
+	ckpt_du_entry *entries;
+	size_t invalid_manifests;  /* damaged manifests (their chunks count as live: unknown) */
+	uint64_t packs;            /* pack files */
+	uint64_t pack_bytes;       /* their total size */
+	uint64_t live_bytes;       /* pack bytes some valid checkpoint references (with pack headers) */
+	uint64_t garbage_bytes;    /* reclaimable: unreferenced packs, dead records, leftovers */
+	uint64_t unreferenced_pack_bytes; /* of it, whole packs no checkpoint references */
+	uint64_t dead_record_bytes;/* of it, records inside live packs (reclaimed by compaction) */
+	uint64_t leftover_bytes;   /* of it, temporary files of interrupted saves */
+	uint64_t manifest_bytes;   /* size of the valid manifests */
+} ckpt_du;
+
+/* Computes space per checkpoint and garbage. Needs no lock. Returns 0 and sets *out (free with
+ * ckpt_du_free), or a negative CKPT_E_* code. */
+CKPT_API int ckpt_store_du(ckpt_store *store, ckpt_du **out);
+CKPT_API void ckpt_du_free(ckpt_du *du);
+
+/* Flags of ckpt_store_prune() and ckpt_store_gc(). */
+#define CKPT_GC_DRY_RUN 1 /* report what would be done, change nothing */
+#define CKPT_GC_FORCE 2   /* proceed although some manifests are damaged (their chunks may go) */
+
+typedef struct ckpt_gc_report {
+	uint64_t *steps_removed;   /* prune: checkpoints removed (or that would be), ascending */
+	size_t n_steps_removed;
+	uint64_t packs_removed;
+	uint64_t packs_compacted;
+	uint64_t manifests_rewritten;
+	uint64_t leftovers_removed; /* temporary files of interrupted saves */
+	uint64_t bytes_freed;       /* file bytes freed (or that would be) */
+	uint64_t bytes_copied;      /* record bytes copied by compaction */
+} ckpt_gc_report;
+
+/* Retention: which checkpoints prune keeps. The newest valid checkpoint is always kept. */
+typedef struct ckpt_prune_policy {
+	uint64_t keep_last;        /* keep the newest N valid checkpoints (0: only the newest) */
+	uint64_t keep_every;       /* also keep every checkpoint whose step is a multiple of K (0: none) */
+	const uint64_t *keep_steps;/* also keep these steps */
+	size_t n_keep_steps;
+} ckpt_prune_policy;
+
+/* Removes the checkpoints the policy does not keep (their manifests first, durably), then the packs
+ * no remaining checkpoint references. Takes the store's writer lock. Damaged manifests are never
+ * removed; while one exists, no pack is removed unless CKPT_GC_FORCE. A kill at any point leaves
+ * every remaining checkpoint intact. Returns 0 and sets *report (free with ckpt_gc_report_free; may
+ * be NULL), or -CKPT_E_BUSY, -CKPT_E_CORRUPT (damaged manifests without CKPT_GC_FORCE: the message
+ * names them; nothing was removed), -CKPT_E_IO, -CKPT_E_PERM. */
+CKPT_API int ckpt_store_prune(ckpt_store *store, const ckpt_prune_policy *policy, int flags,
+			      ckpt_gc_report **report);
+
+/* Removes packs no valid checkpoint references and the temporary files of interrupted saves, and
+ * compacts packs whose live share is below compact_below (0 to 1; 0 disables): their live records
+ * are copied to a new pack, the manifests that name them are rewritten atomically, then the old
+ * pack is removed. Takes the store's writer lock. Errors as ckpt_store_prune(). */
+CKPT_API int ckpt_store_gc(ckpt_store *store, double compact_below, int flags,
+			   ckpt_gc_report **report);
+CKPT_API void ckpt_gc_report_free(ckpt_gc_report *report);
+
 #ifdef __cplusplus
 }
 #endif

@@ -607,3 +607,20 @@ CKPT_API long ckpt_reader_verify(ckpt_reader *r, ckpt_damage_fn on_damage,
 	free(state);
 	return damaged;
 }
+
+CKPT_API int ckpt_reader_chunk(const ckpt_reader *r, size_t i, uint64_t j, ckpt_chunk_info *out)
+{
+	if (!r || i >= r->m.n_tensors || j >= r->m.tensors[i].nrefs)
+		return ckpt_fail(CKPT_E_INVAL, "chunk %llu of tensor %zu out of range",
+				 (unsigned long long)j, i);
+	const struct mf_chunk *c = &r->m.chunks[r->m.refs[r->m.tensors[i].first_ref + j]];
+	memcpy(out->digest, c->digest.b, 16);
+	out->pack_id = c->pack_id;
+	out->offset = c->offset;
+	out->raw_bytes = c->raw_len;
+	out->stored_bytes = c->stored_len;
+	out->disk_bytes = rec_span(c->stored_len);
+	out->codec = c->codec;
+	out->is_new = (c->flags & MF_CHUNK_NEW) != 0;
+	return 0;
+}

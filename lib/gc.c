@@ -1,0 +1,686 @@
+/* Space accounting, retention (prune) and garbage collection.
+ *
+ * Safety rests on one order: a pack is removed only when no manifest on disk references it, and
+ * a manifest is only ever replaced atomically. prune removes manifests (durably) before packs;
+ * compaction writes the new pack (durably) before rewriting manifests, and removes the old pack
+ * last. A kill at any point leaves garbage at worst, never a dangling reference. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "common.h"
+#include "store.h"
+
+/* Crash testing: CKPT_GC_KILL_AT=N kills the process at the Nth point where the store's state on
+ * disk changes (tests/unit/t-gc kills at every point in turn and checks the store). */
+static void kill_point(void)
+{
+	static long n;
+	const char *e = getenv("CKPT_GC_KILL_AT");
+	if (e && ++n == atol(e))
+		raise(SIGKILL);
+}
+
+/* Every manifest file of the store, decoded where possible. */
+struct mfset {
+	size_t n;
+	uint64_t *steps;
+	struct manifest *m;
+	int *err;          /* 0, or why the manifest is invalid */
+	uint64_t *size;    /* file size */
+	size_t ninvalid;
+};
+
+struct pk {
+	uint32_t id;
+	unsigned dir;
+	uint64_t size;
+	uint64_t live;     /* record bytes referenced by valid manifests */
+};
+
+/* A chunk location referenced by a valid manifest. */
+struct loc {
+	uint32_t pack;
+	uint64_t offset;
+	uint64_t span;
+	size_t mf;         /* index of the manifest in the mfset */
+};
+
+static void mfset_free(struct mfset *ms)
+{
+	for (size_t i = 0; i < ms->n; i++)
+		if (!ms->err[i])
+			manifest_free(&ms->m[i]);
+	free(ms->steps);
+	free(ms->m);
+	free(ms->err);
+	free(ms->size);
+	memset(ms, 0, sizeof *ms);
+}
+
+static int mfset_load(struct ckpt_store *s, struct mfset *ms)
+{
+	memset(ms, 0, sizeof *ms);
+	long n = store_steps(s, &ms->steps);
+	if (n < 0)
+		return (int)n;
+	ms->n = (size_t)n;
+	ms->m = calloc(ms->n + 1, sizeof *ms->m);
+	ms->err = calloc(ms->n + 1, sizeof *ms->err);
+	ms->size = calloc(ms->n + 1, sizeof *ms->size);
+	if (!ms->m || !ms->err || !ms->size) {
+		mfset_free(ms);
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < ms->n; i++) {
+		int rc = store_load_manifest(s, ms->steps[i], &ms->m[i]);
+		if (rc == -CKPT_E_NOMEM) {
+			for (size_t k = 0; k < i; k++)
+				if (!ms->err[k])
+					manifest_free(&ms->m[k]);
+			ms->n = 0;
+			mfset_free(ms);
+			return rc;
+		}
+		ms->err[i] = rc ? -rc : 0;
+		ms->ninvalid += rc != 0;
+		char name[64], p[4096];
+		struct stat st;
+		store_mf_name(ms->steps[i], name, sizeof name);
+		snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
+		if (!stat(p, &st))
+			ms->size[i] = (uint64_t)st.st_size;
+	}
+	return 0;
+}
+
+static int cmp_pk(const void *a, const void *b)
+{
+	const struct pk *x = a, *y = b;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int list_packs(struct ckpt_store *s, struct pk **out, size_t *nout)
+{
+	size_t n = 0, cap = 64;
+	struct pk *v = malloc(cap * sizeof *v);
+	if (!v)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	for (unsigned d = 0; d < s->ndirs; d++) {
+		DIR *dir = opendir(s->pack_dirs[d]);
+		if (!dir) {
+			int e = errno;
+			free(v);
+			return ckpt_fail(ckpt_errno_code(e), "open %s: %s", s->pack_dirs[d], strerror(e));
+		}
+		struct dirent *e;
+		while ((e = readdir(dir))) {
+			char *end;
+			unsigned long id = strtoul(e->d_name, &end, 10);
+			struct stat st;
+			if (end == e->d_name || strcmp(end, ".pack") || id > UINT32_MAX ||
+			    fstatat(dirfd(dir), e->d_name, &st, 0))
+				continue;
+			if (n == cap) {
+				struct pk *nv = realloc(v, (cap *= 2) * sizeof *v);
+				if (!nv) {
+					closedir(dir);
+					free(v);
+					return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+				}
+				v = nv;
+			}
+			v[n++] = (struct pk){(uint32_t)id, d, (uint64_t)st.st_size, 0};
+		}
+		closedir(dir);
+	}
+	qsort(v, n, sizeof *v, cmp_pk);
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+static struct pk *find_pk(struct pk *v, size_t n, uint32_t id)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (v[mid].id == id)
+			return &v[mid];
+		if (v[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static int cmp_loc(const void *a, const void *b)
+{
+	const struct loc *x = a, *y = b;
+	if (x->pack != y->pack)
+		return x->pack < y->pack ? -1 : 1;
+	if (x->offset != y->offset)
+		return x->offset < y->offset ? -1 : 1;
+	return x->mf < y->mf ? -1 : x->mf > y->mf;
+}
+
+/* All locations referenced by the valid manifests (skip: manifests treated as removed), sorted. */
+static int collect_locs(const struct mfset *ms, const bool *skip, struct loc **out, size_t *nout)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < ms->n; i++)
+		if (!ms->err[i] && !(skip && skip[i]))
+			n += ms->m[i].n_chunks;
+	struct loc *v = malloc((n ? n : 1) * sizeof *v);
+	if (!v)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	size_t k = 0;
+	for (size_t i = 0; i < ms->n; i++) {
+		if (ms->err[i] || (skip && skip[i]))
+			continue;
+		for (uint32_t c = 0; c < ms->m[i].n_chunks; c++) {
+			const struct mf_chunk *ch = &ms->m[i].chunks[c];
+			v[k++] = (struct loc){ch->pack_id, ch->offset, rec_span(ch->stored_len), i};
+		}
+	}
+	qsort(v, n, sizeof *v, cmp_loc);
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+/* Adds the live bytes of each pack (each location counted once). */
+static void mark_live(struct pk *pv, size_t np, const struct loc *l, size_t nl)
+{
+	for (size_t i = 0; i < nl; i++) {
+		if (i && l[i].pack == l[i - 1].pack && l[i].offset == l[i - 1].offset)
+			continue;
+		struct pk *p = find_pk(pv, np, l[i].pack);
+		if (p)
+			p->live += l[i].span;
+	}
+}
+
+/* Temporary files of interrupted writers: ".NAME.tmp.PID" in the manifests and store directories. */
+static uint64_t leftovers(struct ckpt_store *s, bool remove, uint64_t *count)
+{
+	const char *dirs[2] = {s->mf_dir, s->path};
+	uint64_t bytes = 0;
+	for (int k = 0; k < 2; k++) {
+		DIR *d = opendir(dirs[k]);
+		if (!d)
+			continue;
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			struct stat st;
+			if (e->d_name[0] != '.' || !strstr(e->d_name, ".tmp.") ||
+			    fstatat(dirfd(d), e->d_name, &st, 0) || !S_ISREG(st.st_mode))
+				continue;
+			bytes += (uint64_t)st.st_size;
+			(*count)++;
+			if (remove) {
+				unlinkat(dirfd(d), e->d_name, 0);
+				kill_point();
+			}
+		}
+		closedir(d);
+	}
+	return bytes;
+}
+
+CKPT_API int ckpt_store_du(ckpt_store *s, ckpt_du **out)
+{
+	*out = NULL;
+	struct mfset ms;
+	int rc = mfset_load(s, &ms);
+	if (rc)
+		return rc;
+	struct pk *pv = NULL;
+	struct loc *lv = NULL;
+	size_t np = 0, nl = 0;
+	ckpt_du *du = calloc(1, sizeof *du);
+	if (!du) {
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		goto out;
+	}
+	du->entries = calloc(ms.n + 1, sizeof *du->entries);
+	if (!du->entries) {
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		goto out;
+	}
+	if ((rc = list_packs(s, &pv, &np)) || (rc = collect_locs(&ms, NULL, &lv, &nl)))
+		goto out;
+	mark_live(pv, np, lv, nl);
+	/* Per checkpoint: a location referenced by one manifest only is exclusive to it. */
+	size_t *slot = calloc(ms.n + 1, sizeof *slot);
+	if (!slot) {
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < ms.n; i++) {
+		if (ms.err[i])
+			continue;
+		slot[i] = du->n;
+		du->entries[du->n++].step = ms.steps[i];
+		du->manifest_bytes += ms.size[i];
+	}
+	for (size_t i = 0; i < nl;) {
+		size_t j = i;
+		while (j < nl && lv[j].pack == lv[i].pack && lv[j].offset == lv[i].offset)
+			j++;
+		for (size_t k = i; k < j; k++) {
+			ckpt_du_entry *e = &du->entries[slot[lv[k].mf]];
+			e->referenced_bytes += lv[k].span;
+			if (j - i == 1)
+				e->exclusive_bytes += lv[k].span;
+			else
+				e->shared_bytes += lv[k].span;
+		}
+		i = j;
+	}
+	free(slot);
+	du->invalid_manifests = ms.ninvalid;
+	for (size_t i = 0; i < np; i++) {
+		du->packs++;
+		du->pack_bytes += pv[i].size;
+		if (pv[i].live || ms.ninvalid) {
+			/* With damaged manifests, nothing is known to be garbage. */
+			uint64_t live = ms.ninvalid ? pv[i].size : MIN(pv[i].size, pv[i].live + PACK_HDR_LEN);
+			du->live_bytes += live;
+			du->dead_record_bytes += pv[i].size - live;
+		} else {
+			du->unreferenced_pack_bytes += pv[i].size;
+		}
+	}
+	uint64_t cnt = 0;
+	du->leftover_bytes = leftovers(s, false, &cnt);
+	du->garbage_bytes = du->unreferenced_pack_bytes + du->dead_record_bytes + du->leftover_bytes;
+	*out = du;
+	du = NULL;
+out:
+	ckpt_du_free(du);
+	free(pv);
+	free(lv);
+	mfset_free(&ms);
+	return rc;
+}
+
+CKPT_API void ckpt_du_free(ckpt_du *du)
+{
+	if (!du)
+		return;
+	free(du->entries);
+	free(du);
+}
+
+CKPT_API void ckpt_gc_report_free(ckpt_gc_report *r)
+{
+	if (!r)
+		return;
+	free(r->steps_removed);
+	free(r);
+}
+
+/* Takes the lock for a maintenance operation. Saves of this very handle would share the lock, so
+ * they are refused too. */
+static int maint_lock(struct ckpt_store *s)
+{
+	pthread_mutex_lock(&s->mu);
+	int rc = 0;
+	if (s->lock_users)
+		rc = ckpt_fail(CKPT_E_BUSY, "store %s is busy: a save is in flight on this handle",
+			       s->path);
+	else
+		rc = store_lock(s);
+	if (!rc)
+		s->lock_users++;
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+static void maint_unlock(struct ckpt_store *s)
+{
+	pthread_mutex_lock(&s->mu);
+	/* Manifests and packs changed: the next save rebuilds its dedup index. */
+	pthread_mutex_lock(&s->idx_mu);
+	s->idx_valid = false;
+	pthread_mutex_unlock(&s->idx_mu);
+	if (--s->lock_users == 0)
+		store_unlock(s);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static int refuse_invalid(struct ckpt_store *s, const struct mfset *ms, int flags)
+{
+	if (!ms->ninvalid || (flags & CKPT_GC_FORCE))
+		return 0;
+	char list[512] = "";
+	size_t shown = 0;
+	for (size_t i = 0; i < ms->n && shown < 3; i++)
+		if (ms->err[i]) {
+			char one[64];
+			snprintf(one, sizeof one, "%s%020llu.ckpt (%s)", shown ? ", " : "",
+				 (unsigned long long)ms->steps[i], ckpt_strerror(ms->err[i]));
+			strncat(list, one, sizeof list - strlen(list) - 1);
+			shown++;
+		}
+	return ckpt_fail(CKPT_E_CORRUPT,
+			 "store %s has %zu damaged manifest(s): %s%s; their chunks are unknown, so no pack "
+			 "is removed (use force to proceed anyway)",
+			 s->path, ms->ninvalid, list, ms->ninvalid > shown ? ", ..." : "");
+}
+
+/* Removes packs without live records; fsyncs the directories touched. */
+static int remove_dead_packs(struct ckpt_store *s, struct pk *pv, size_t np, bool dry,
+			     ckpt_gc_report *rep)
+{
+	bool touched[MAX_DATA_DIRS + 1] = {false};
+	for (size_t i = 0; i < np; i++) {
+		if (pv[i].live)
+			continue;
+		rep->packs_removed++;
+		rep->bytes_freed += pv[i].size;
+		if (dry)
+			continue;
+		char p[4096];
+		store_pack_path(s, pv[i].dir, pv[i].id, p, sizeof p);
+		if (unlink(p) && errno != ENOENT) {
+			int e = errno;
+			return ckpt_fail(ckpt_errno_code(e), "remove %s: %s", p, strerror(e));
+		}
+		kill_point();
+		touched[pv[i].dir] = true;
+	}
+	for (unsigned d = 0; d < s->ndirs; d++)
+		if (touched[d]) {
+			int rc = io_fsync_dir(s->pack_dirs[d]);
+			if (rc)
+				return rc;
+		}
+	return 0;
+}
+
+/* Copies the live records of pack p into a new pack, rewrites the manifests that reference it,
+ * then removes p. Every record is checked (header and digest) before it is copied. */
+static int compact_pack(struct ckpt_store *s, struct mfset *ms, const struct pk *p,
+			const struct loc *l, size_t nl, uint32_t new_id, ckpt_gc_report *rep)
+{
+	char src[4096], dst[4096];
+	store_pack_path(s, p->dir, p->id, src, sizeof src);
+	store_pack_path(s, p->dir, new_id, dst, sizeof dst);
+	/* The distinct live locations of p, in offset order (l is sorted). */
+	size_t first = 0;
+	while (first < nl && l[first].pack != p->id)
+		first++;
+	size_t last = first;
+	while (last < nl && l[last].pack == p->id)
+		last++;
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0) {
+		int e = errno;
+		return ckpt_fail(ckpt_errno_code(e), "open %s: %s", src, strerror(e));
+	}
+	int outfd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (outfd < 0) {
+		int e = errno;
+		close(in);
+		return ckpt_fail(ckpt_errno_code(e), "create %s: %s", dst, strerror(e));
+	}
+	uint8_t *buf = ckpt_aligned_alloc(rec_span(CKPT_MAX_CHUNK + 65536));
+	uint8_t *raw = malloc(CKPT_MAX_CHUNK);
+	ckpt_codec_ctx *codec = ckpt_codec_ctx_create(CKPT_MAX_CHUNK);
+	uint64_t *newoff = calloc(last - first + 1, sizeof *newoff);
+	int rc = 0;
+	if (!buf || !raw || !codec || !newoff)
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	struct pack_hdr ph = {.version = CKPT_FORMAT_VERSION, .pack_id = new_id,
+			      .created = ckpt_wall_ns() / 1000000000};
+	memcpy(ph.uuid, s->hdr.uuid, 16);
+	if (!rc) {
+		pack_hdr_encode(&ph, buf);
+		rc = io_write_all(&ckpt_io_psync, outfd, buf, PACK_HDR_LEN, 0, dst);
+	}
+	uint64_t at = PACK_HDR_LEN;
+	for (size_t i = first; !rc && i < last; i++) {
+		if (i > first && l[i].offset == l[i - 1].offset) {
+			newoff[i - first] = newoff[i - first - 1];
+			continue;
+		}
+		rc = io_read_all(&ckpt_io_psync, in, buf, l[i].span, l[i].offset, src);
+		struct rec_hdr h;
+		if (!rc)
+			rc = rec_hdr_decode(buf, REC_HDR_LEN, &h, src);
+		if (!rc && (rc = ckpt_codec_decode(codec, h.codec, buf + REC_HDR_LEN, h.stored_len, raw,
+						   h.raw_len)) == 0) {
+			ckpt_digest d;
+			ckpt_digest_of(raw, h.raw_len, &d);
+			if (!ckpt_digest_eq(&d, &h.digest))
+				rc = ckpt_fail(CKPT_E_CHECKSUM, "%s: digest mismatch at offset %llu", src,
+					       (unsigned long long)l[i].offset);
+		}
+		if (rc) {
+			ckpt_fail_prefix("compacting %s (left in place; run verify)", src);
+			break;
+		}
+		h.pack_id = new_id;
+		rec_hdr_encode(&h, buf);
+		rc = io_write_all(&ckpt_io_psync, outfd, buf, l[i].span, at, dst);
+		kill_point();
+		newoff[i - first] = at;
+		at += l[i].span;
+		rep->bytes_copied += l[i].span;
+	}
+	if (!rc && fdatasync(outfd))
+		rc = ckpt_fail(CKPT_E_IO, "fdatasync %s: %s", dst, strerror(errno));
+	close(in);
+	close(outfd);
+	if (!rc)
+		rc = io_fsync_dir(s->pack_dirs[p->dir]);
+	/* From here the new pack is durable: point the manifests at it, one atomic rewrite each. */
+	for (size_t m = 0; !rc && m < ms->n; m++) {
+		if (ms->err[m])
+			continue;
+		struct manifest *mf = &ms->m[m];
+		bool changed = false;
+		for (uint32_t c = 0; c < mf->n_chunks; c++) {
+			struct mf_chunk *ch = &mf->chunks[c];
+			if (ch->pack_id != p->id)
+				continue;
+			size_t lo = first, hi = last;
+			while (lo < hi) {
+				size_t mid = (lo + hi) / 2;
+				if (l[mid].offset < ch->offset)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			ch->pack_id = new_id;
+			ch->offset = newoff[lo - first];
+			changed = true;
+		}
+		if (!changed)
+			continue;
+		uint64_t len = manifest_encoded_len(mf);
+		uint8_t *enc = malloc(len);
+		if (!enc) {
+			rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+			break;
+		}
+		manifest_encode(mf, enc);
+		char name[64];
+		store_mf_name(mf->step, name, sizeof name);
+		rc = io_write_atomic(s->mf_dir, name, enc, len, NULL);
+		kill_point();
+		free(enc);
+		rep->manifests_rewritten += !rc;
+	}
+	kill_point();
+	if (!rc) {
+		if (unlink(src))
+			rc = ckpt_fail(CKPT_E_IO, "remove %s: %s", src, strerror(errno));
+		else
+			rc = io_fsync_dir(s->pack_dirs[p->dir]);
+		rep->packs_compacted++;
+		rep->bytes_freed += p->size > at ? p->size - at : 0;
+	} else if (rep->manifests_rewritten == 0) {
+		unlink(dst); /* nothing points at it yet */
+	}
+	free(buf);
+	free(raw);
+	free(newoff);
+	ckpt_codec_ctx_free(codec);
+	return rc;
+}
+
+/* The common tail of prune and gc: dead packs, leftovers, compaction. skip marks manifests that
+ * prune removes (already gone from disk, or not in a dry run). */
+static int collect(struct ckpt_store *s, struct mfset *ms, const bool *skip, double compact_below,
+		   bool dry, ckpt_gc_report *rep)
+{
+	struct pk *pv = NULL;
+	struct loc *lv = NULL;
+	size_t np = 0, nl = 0;
+	int rc = list_packs(s, &pv, &np);
+	if (!rc)
+		rc = collect_locs(ms, skip, &lv, &nl);
+	if (!rc) {
+		mark_live(pv, np, lv, nl);
+		rc = remove_dead_packs(s, pv, np, dry, rep);
+	}
+	if (!rc)
+		rep->bytes_freed += leftovers(s, !dry, &rep->leftovers_removed);
+	uint32_t next_id = np ? pv[np - 1].id : 0;
+	for (size_t i = 0; !rc && compact_below > 0 && i < np; i++) {
+		if (!pv[i].live || pv[i].size <= PACK_HDR_LEN)
+			continue;
+		double share = (double)(pv[i].live + PACK_HDR_LEN) / (double)pv[i].size;
+		if (share >= compact_below)
+			continue;
+		if (dry) {
+			rep->packs_compacted++;
+			rep->bytes_copied += pv[i].live;
+			rep->bytes_freed += pv[i].size - pv[i].live - PACK_HDR_LEN;
+			continue;
+		}
+		rc = compact_pack(s, ms, &pv[i], lv, nl, ++next_id, rep);
+	}
+	free(pv);
+	free(lv);
+	return rc;
+}
+
+static ckpt_gc_report *new_report(void)
+{
+	return calloc(1, sizeof(ckpt_gc_report));
+}
+
+CKPT_API int ckpt_store_gc(ckpt_store *s, double compact_below, int flags, ckpt_gc_report **report)
+{
+	if (report)
+		*report = NULL;
+	if (!s || compact_below < 0 || compact_below > 1)
+		return ckpt_fail(CKPT_E_INVAL, "gc: compaction threshold must be 0 to 1");
+	int rc = maint_lock(s);
+	if (rc)
+		return rc;
+	ckpt_gc_report *rep = new_report();
+	struct mfset ms;
+	if (!rep)
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	else if (!(rc = mfset_load(s, &ms))) {
+		if (!(rc = refuse_invalid(s, &ms, flags)))
+			rc = collect(s, &ms, NULL, compact_below, flags & CKPT_GC_DRY_RUN, rep);
+		mfset_free(&ms);
+	}
+	maint_unlock(s);
+	if (rc || !report)
+		ckpt_gc_report_free(rep);
+	else
+		*report = rep;
+	return rc;
+}
+
+CKPT_API int ckpt_store_prune(ckpt_store *s, const ckpt_prune_policy *pol, int flags,
+			      ckpt_gc_report **report)
+{
+	if (report)
+		*report = NULL;
+	if (!s || !pol)
+		return ckpt_fail(CKPT_E_INVAL, "prune: NULL store or policy");
+	int rc = maint_lock(s);
+	if (rc)
+		return rc;
+	bool dry = flags & CKPT_GC_DRY_RUN;
+	ckpt_gc_report *rep = new_report();
+	struct mfset ms;
+	bool *drop = NULL;
+	if (!rep) {
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		goto out_unlock;
+	}
+	if ((rc = mfset_load(s, &ms)))
+		goto out_unlock;
+	drop = calloc(ms.n + 1, sizeof *drop);
+	rep->steps_removed = calloc(ms.n + 1, sizeof *rep->steps_removed);
+	if (!drop || !rep->steps_removed) {
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		goto out;
+	}
+	/* Keep: the newest max(keep_last, 1) valid ones, multiples of keep_every, the listed steps.
+	 * Damaged manifests are never removed here (verify shows them; an operator decides). */
+	uint64_t kept_newest = 0, want = pol->keep_last ? pol->keep_last : 1;
+	for (size_t k = ms.n; k-- > 0;) {
+		if (ms.err[k])
+			continue;
+		bool keep = kept_newest < want;
+		kept_newest += keep;
+		if (pol->keep_every && ms.steps[k] % pol->keep_every == 0)
+			keep = true;
+		for (size_t q = 0; q < pol->n_keep_steps; q++)
+			keep |= pol->keep_steps[q] == ms.steps[k];
+		drop[k] = !keep;
+	}
+	for (size_t k = 0; k < ms.n; k++)
+		if (drop[k]) {
+			rep->steps_removed[rep->n_steps_removed++] = ms.steps[k];
+			rep->bytes_freed += ms.size[k];
+		}
+	/* Manifests first, durably: after this no remaining checkpoint needs what goes next. */
+	for (size_t k = 0; !dry && k < ms.n; k++) {
+		if (!drop[k])
+			continue;
+		char name[64], p[4096];
+		store_mf_name(ms.steps[k], name, sizeof name);
+		snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
+		if (unlink(p) && errno != ENOENT) {
+			int e = errno;
+			rc = ckpt_fail(ckpt_errno_code(e), "remove %s: %s", p, strerror(e));
+			goto out;
+		}
+		kill_point();
+	}
+	if (!dry && rep->n_steps_removed && (rc = io_fsync_dir(s->mf_dir)))
+		goto out;
+	if (ms.ninvalid && !(flags & CKPT_GC_FORCE)) {
+		/* Checkpoints were removed, but their packs stay until the damage is dealt with. */
+		goto out;
+	}
+	rc = collect(s, &ms, drop, 0, dry, rep);
+out:
+	mfset_free(&ms);
+out_unlock:
+	free(drop);
+	maint_unlock(s);
+	if (rc || !report)
+		ckpt_gc_report_free(rep);
+	else
+		*report = rep;
+	return rc;
+}

@@ -1,0 +1,226 @@
+"""Loading libckpt.so and declaring its C interface (include/ckpt.h) for ctypes."""
+
+import ctypes
+import ctypes.util
+import os
+import sysconfig
+import threading
+from pathlib import Path
+
+from .errors import CkptError, LibraryNotFoundError, VersionError, error_class
+
+SONAME = "libckpt.so.0"
+STEP_LATEST = 2**64 - 1
+MEM_HOST = -1
+MAX_DIMS = 32
+
+# dtypes (ckpt_dtype)
+BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64 = range(1, 16)
+
+# options (ckpt_option)
+OPT_CREATE, OPT_CHUNK_SIZE, OPT_COMPRESS, OPT_ZSTD_LEVEL, OPT_READ_ONLY, OPT_DIRECT_IO, \
+    OPT_IO_SIZE, OPT_OVERWRITE, OPT_PACK_SIZE, OPT_THREADS, OPT_POOL_SIZE, OPT_QUEUE_DEPTH, \
+    OPT_IO_ENGINE = range(1, 14)
+COMPRESS = {"none": 0, "zstd": 1}
+ENGINE = {"auto": 0, "io_uring": 1, "psync": 2}
+
+u64 = ctypes.c_uint64
+vp = ctypes.c_void_p
+cp = ctypes.c_char_p
+ci = ctypes.c_int
+
+
+class Info(ctypes.Structure):
+    _fields_ = [("step", u64), ("time", ctypes.c_int64), ("tensors", u64), ("logical_bytes", u64),
+                ("new_bytes", u64), ("stored_bytes", u64), ("chunks", u64), ("new_chunks", u64),
+                ("error", ci)]
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [("step", u64), ("tensors", u64), ("logical_bytes", u64), ("chunks", u64),
+                ("chunks_new", u64), ("chunks_reused", u64), ("bytes_hashed", u64),
+                ("bytes_stored", u64), ("bytes_written", u64), ("bytes_read", u64),
+                ("seconds", ctypes.c_double), ("snapshot_seconds", ctypes.c_double),
+                ("persist_seconds", ctypes.c_double), ("wait_seconds", ctypes.c_double),
+                ("pool_bytes", u64), ("pool_peak", u64), ("threads", ctypes.c_uint32),
+                ("data_dirs", ctypes.c_uint32), ("direct_io", ci),
+                ("engine", ctypes.c_char * 16), ("gpu", ctypes.c_char * 16)]
+
+
+class TensorInfo(ctypes.Structure):
+    _fields_ = [("name", cp), ("dtype", ci), ("ndim", ctypes.c_uint), ("shape", ctypes.POINTER(u64)),
+                ("nbytes", u64), ("chunks", u64), ("chunks_new", u64), ("bytes_new", u64)]
+
+
+class Damage(ctypes.Structure):
+    _fields_ = [("step", u64), ("tensor", cp), ("chunk", u64), ("offset", u64), ("file", cp),
+                ("error", ci), ("message", cp)]
+
+
+DST_FN = ctypes.CFUNCTYPE(vp, ctypes.c_size_t, ctypes.POINTER(TensorInfo), ctypes.POINTER(ci), vp)
+DAMAGE_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(Damage), vp)
+PROGRESS_FN = ctypes.CFUNCTYPE(None, u64, u64, vp)
+
+P = ctypes.POINTER
+_PROTOS = {
+    "ckpt_version": (cp, []),
+    "ckpt_strerror": (cp, [ci]),
+    "ckpt_errmsg": (cp, []),
+    "ckpt_dtype_size": (ctypes.c_size_t, [ci]),
+    "ckpt_dtype_name": (cp, [ci]),
+    "ckpt_dtype_from_name": (ci, [cp]),
+    "ckpt_options_create": (vp, []),
+    "ckpt_options_free": (None, [vp]),
+    "ckpt_options_set": (ci, [vp, ci, ctypes.c_int64]),
+    "ckpt_options_add_data_dir": (ci, [vp, cp]),
+    "ckpt_store_open": (ci, [cp, vp, P(vp)]),
+    "ckpt_store_close": (None, [vp]),
+    "ckpt_store_path": (cp, [vp]),
+    "ckpt_store_list": (ci, [vp, ci, P(P(Info))]),
+    "ckpt_info_free": (None, [P(Info)]),
+    "ckpt_store_resolve": (ci, [vp, u64, P(u64)]),
+    "ckpt_save_begin": (ci, [vp, u64, P(vp)]),
+    "ckpt_save_add_tensor": (ci, [vp, cp, ci, ctypes.c_uint, P(u64), ci, vp]),
+    "ckpt_save_set_meta": (ci, [vp, cp, cp]),
+    "ckpt_save_commit": (ci, [vp, P(Stats)]),
+    "ckpt_save_abort": (None, [vp]),
+    "ckpt_save_after_stream": (ci, [vp, vp]),
+    "ckpt_save_submit": (ci, [vp]),
+    "ckpt_save_wait_snapshot": (ci, [vp]),
+    "ckpt_save_fence": (ci, [vp, vp]),
+    "ckpt_save_poll": (ci, [vp]),
+    "ckpt_save_wait": (ci, [vp, P(Stats)]),
+    "ckpt_reader_open": (ci, [vp, u64, P(vp)]),
+    "ckpt_reader_close": (None, [vp]),
+    "ckpt_reader_info": (None, [vp, P(Info)]),
+    "ckpt_reader_tensor_count": (ctypes.c_size_t, [vp]),
+    "ckpt_reader_tensor": (ci, [vp, ctypes.c_size_t, P(TensorInfo)]),
+    "ckpt_reader_find": (ctypes.c_long, [vp, cp]),
+    "ckpt_reader_meta_count": (ctypes.c_size_t, [vp]),
+    "ckpt_reader_meta": (ci, [vp, ctypes.c_size_t, P(cp), P(cp)]),
+    "ckpt_reader_get_meta": (cp, [vp, cp]),
+    "ckpt_reader_restore": (ci, [vp, ctypes.c_size_t, ci, vp, u64]),
+    "ckpt_reader_restore_all": (ci, [vp, DST_FN, vp]),
+    "ckpt_reader_stats": (None, [vp, P(Stats)]),
+    "ckpt_reader_verify": (ctypes.c_long, [vp, DAMAGE_FN, PROGRESS_FN, vp]),
+}
+
+_lock = threading.Lock()
+_lib = None
+_path = None
+
+
+def _candidates():
+    """Yields (path or name, where it came from) in the order they are tried."""
+    env = os.environ.get("CKPT_LIBRARY")
+    if env:
+        yield env, "$CKPT_LIBRARY"
+        return  # an explicit choice is not second-guessed
+    repo = Path(__file__).resolve().parent.parent.parent
+    yield str(repo / "build" / "lib" / SONAME), "build tree"
+    found = ctypes.util.find_library("ckpt")
+    if found:
+        yield found, "ctypes.util.find_library"
+    yield SONAME, "dynamic loader search path"
+    dirs = ["/usr/local/lib", "/usr/local/lib64", "/usr/lib", "/usr/lib64"]
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    if multiarch:
+        dirs[1:1] = ["/usr/local/lib/" + multiarch]
+        dirs.append("/usr/lib/" + multiarch)
+    for d in dirs:
+        yield os.path.join(d, SONAME), "standard path"
+
+
+def load():
+    """Returns the loaded library (a ctypes.CDLL), loading it on first use."""
+    global _lib, _path
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for cand, where in _candidates():
+            if os.sep in cand and not os.path.exists(cand):
+                tried.append(f"  {cand} ({where}): no such file")
+                continue
+            try:
+                lib = ctypes.CDLL(cand)
+            except OSError as e:
+                tried.append(f"  {cand} ({where}): {e}")
+                continue
+            if not hasattr(lib, "ckpt_save_submit"):
+                tried.append(f"  {cand} ({where}): not libckpt, or a libckpt without ckpt_save_submit")
+                continue
+            for name, (res, args) in _PROTOS.items():
+                f = getattr(lib, name)
+                f.restype = res
+                f.argtypes = args
+            ver = lib.ckpt_version().decode()
+            major, minor = (int(x) for x in ver.split(".")[:2])
+            if major != 0 or minor < 1:
+                raise VersionError(f"{cand}: libckpt {ver} is not supported by this binding (needs 0.x, x >= 1)")
+            _lib, _path = lib, cand
+            return lib
+        raise LibraryNotFoundError(
+            "libckpt: cannot find or load libckpt.so. Tried:\n" + "\n".join(tried) +
+            "\nBuild it with `make` in the libckpt repository (build/lib/libckpt.so.0), install it "
+            "with `make install` (then run ldconfig), or set CKPT_LIBRARY to the library's path.")
+
+
+def library_path():
+    """The path (or name) from which libckpt was loaded."""
+    load()
+    return _path
+
+
+def errmsg():
+    return load().ckpt_errmsg().decode(errors="replace")
+
+
+def make_error(rc, what=None):
+    """Builds the exception for return code rc (negative CKPT_E_*), with libckpt's message."""
+    lib = load()
+    code = abs(int(rc))
+    msg = lib.ckpt_errmsg().decode(errors="replace")
+    name = lib.ckpt_strerror(code).decode(errors="replace")
+    if not msg:
+        msg = name
+    if what:
+        msg = f"{what}: {msg}"
+    return error_class(code)(msg, code=code, name=name)
+
+
+def check(rc, what=None):
+    """Raises the CkptError for a negative return code; returns rc otherwise."""
+    if rc < 0:
+        raise make_error(rc, what)
+    return rc
+
+
+def dtype_name(dt):
+    n = load().ckpt_dtype_name(dt)
+    return n.decode() if n else f"dtype {dt}"
+
+
+def dtype_size(dt):
+    return load().ckpt_dtype_size(dt)
+
+
+def stats_dict(st):
+    out = {}
+    for name, _ in Stats._fields_:
+        v = getattr(st, name)
+        if isinstance(v, bytes):
+            v = v.split(b"\0", 1)[0].decode(errors="replace")
+        out[name] = v
+    out["direct_io"] = bool(out["direct_io"])
+    return out
+
+
+def info_dict(inf):
+    d = {name: getattr(inf, name) for name, _ in Info._fields_}
+    return d
+
+
+__all__ = ["load", "library_path", "check", "make_error", "CkptError"]

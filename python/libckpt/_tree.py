@@ -1,0 +1,281 @@
+"""Flattening nested state (dicts, lists, tuples of tensors and scalars) into named tensors plus a
+JSON description of the structure, and back.
+
+Tensor names are the dotted path of keys ("model.layers.0.weight", "optim.state.3.exp_avg").
+Each key is escaped so that any key round-trips: '%' becomes '%25' and '.' becomes '%2E' (so a
+key "a.b" gives the component "a%2Eb"); integer keys and list indices are written in decimal.
+The exact keys (with their types: str, int, float, bool, None) and every non-tensor value are
+kept in the description (metadata key ``libckpt.python``), so names are only for humans and
+other tools (ckptctl, safetensors export).
+"""
+
+import base64
+import json
+import sys
+
+from . import _lib as L
+
+META_KEY = "libckpt.python"
+FORMAT = 1
+
+_torch_map = None
+_np_map = None
+
+
+def torch_mod():
+    return sys.modules.get("torch")
+
+
+def np_mod():
+    return sys.modules.get("numpy")
+
+
+def torch_dtypes():
+    """torch dtype -> ckpt dtype (built on first use, from the dtypes this torch has)."""
+    global _torch_map
+    if _torch_map is None:
+        import torch
+        m = {torch.bool: L.BOOL, torch.uint8: L.U8, torch.int8: L.I8, torch.int16: L.I16,
+             torch.int32: L.I32, torch.int64: L.I64, torch.float16: L.F16,
+             torch.bfloat16: L.BF16, torch.float32: L.F32, torch.float64: L.F64}
+        for name, dt in (("float8_e5m2", L.F8_E5M2), ("float8_e4m3fn", L.F8_E4M3),
+                         ("uint16", L.U16), ("uint32", L.U32), ("uint64", L.U64)):
+            if hasattr(torch, name):
+                m[getattr(torch, name)] = dt
+        _torch_map = m
+    return _torch_map
+
+
+def torch_dtype_of(ck):
+    for k, v in torch_dtypes().items():
+        if v == ck:
+            return k
+    return None
+
+
+def np_dtypes():
+    """numpy dtype name -> ckpt dtype."""
+    global _np_map
+    if _np_map is None:
+        _np_map = {"bool": L.BOOL, "uint8": L.U8, "int8": L.I8, "int16": L.I16, "uint16": L.U16,
+                   "int32": L.I32, "uint32": L.U32, "int64": L.I64, "uint64": L.U64,
+                   "float16": L.F16, "float32": L.F32, "float64": L.F64,
+                   # ml_dtypes' extension types, when the arrays use them
+                   "bfloat16": L.BF16, "float8_e5m2": L.F8_E5M2, "float8_e4m3fn": L.F8_E4M3}
+    return _np_map
+
+
+def np_dtype_of(ck):
+    import numpy as np
+    for k, v in np_dtypes().items():
+        if v == ck:
+            try:
+                return np.dtype(k)
+            except TypeError:
+                try:
+                    import ml_dtypes  # noqa: F401  registers bfloat16 / float8 with numpy
+                    return np.dtype(k)
+                except (ImportError, TypeError):
+                    return None
+    return None
+
+
+def is_torch_tensor(x):
+    t = torch_mod()
+    return t is not None and isinstance(x, t.Tensor)
+
+
+def is_np_array(x):
+    n = np_mod()
+    return n is not None and isinstance(x, n.ndarray)
+
+
+def escape(key):
+    return key.replace("%", "%25").replace(".", "%2E")
+
+
+def unescape(comp):
+    return comp.replace("%2E", ".").replace("%2e", ".").replace("%25", "%")
+
+
+def split_name(name):
+    return [unescape(c) for c in name.split(".")]
+
+
+def _enc_key(k):
+    if isinstance(k, str):
+        return k, escape(k)
+    if isinstance(k, bool) or k is None or isinstance(k, float):
+        return {"k": k}, escape(repr(k))
+    if isinstance(k, int):
+        return {"k": k}, str(k)
+    raise TypeError(f"unsupported dict key type {type(k).__name__} ({k!r}): keys must be str, "
+                    f"int, float, bool or None")
+
+
+def _dec_key(k):
+    return k["k"] if isinstance(k, dict) else k
+
+
+class Leaf:
+    """A tensor to save: its name, the object to keep alive, and what libckpt needs."""
+    __slots__ = ("name", "kind", "obj", "dtype", "shape", "ptr", "mem", "nbytes")
+
+
+def flatten(state):
+    """Returns (tree, leaves): the JSON-able description and the list of tensor Leaf objects."""
+    leaves = []
+    names = {}
+
+    def add_tensor(x, path, kind):
+        name = ".".join(path) if path else "tensor"
+        if name in names:
+            raise ValueError(f"two entries of the state map to the same tensor name {name!r} "
+                             f"(keys like 0 and '0' in one dict); rename one")
+        names[name] = True
+        leaf = Leaf()
+        leaf.name, leaf.kind = name, kind
+        if kind == "torch":
+            prep_torch(leaf, x)
+        else:
+            prep_numpy(leaf, x)
+        leaves.append(leaf)
+        return {"t": kind, "n": name}
+
+    def walk(x, path):
+        if x is None or isinstance(x, (bool, int, float, str)):
+            return x
+        if is_torch_tensor(x):
+            return add_tensor(x, path, "torch")
+        if is_np_array(x):
+            return add_tensor(x, path, "numpy")
+        if isinstance(x, dict):
+            items = []
+            for k, v in x.items():
+                ek, comp = _enc_key(k)
+                items.append([ek, walk(v, path + [comp])])
+            return {"t": "dict", "v": items}
+        t = torch_mod()
+        if t is not None and isinstance(x, t.Size):
+            return {"t": "size", "v": list(x)}
+        if isinstance(x, (list, tuple)):
+            v = [walk(e, path + [str(i)]) for i, e in enumerate(x)]
+            return {"t": "tuple" if isinstance(x, tuple) else "list", "v": v}
+        if isinstance(x, (bytes, bytearray)):
+            return {"t": "bytes", "v": base64.b64encode(bytes(x)).decode()}
+        n = np_mod()
+        if n is not None and isinstance(x, n.generic) and x.dtype.kind in "biuf":
+            return {"t": "npscalar", "d": x.dtype.name, "v": x.item()}
+        where = ".".join(path) or "<root>"
+        raise TypeError(f"cannot save {where!r}: unsupported type {type(x).__module__}."
+                        f"{type(x).__qualname__} (supported: torch tensors, numpy arrays, dict, "
+                        f"list, tuple, int, float, bool, None, str, bytes, numpy scalars)")
+
+    tree = walk(state, [])
+    return tree, leaves
+
+
+def prep_torch(leaf, x):
+    import torch
+    t = x.detach()
+    if t.layout != torch.strided:
+        raise TypeError(f"tensor {leaf.name!r}: layout {t.layout} is not supported (only dense "
+                        f"tensors; call .to_dense() first)")
+    if t.is_quantized:
+        raise TypeError(f"tensor {leaf.name!r}: quantized tensors are not supported")
+    dt = torch_dtypes().get(t.dtype)
+    if dt is None:
+        raise TypeError(f"tensor {leaf.name!r}: dtype {t.dtype} is not supported (supported: "
+                        f"{', '.join(sorted(str(d) for d in torch_dtypes()))})")
+    dev = t.device
+    if dev.type == "cpu":
+        leaf.mem = L.MEM_HOST
+    elif dev.type == "cuda":
+        leaf.mem = dev.index if dev.index is not None else torch.cuda.current_device()
+    else:
+        raise TypeError(f"tensor {leaf.name!r}: device {dev} is not supported (CPU and CUDA only)")
+    if getattr(t, "is_neg", None) is not None and t.is_neg():
+        t = t.resolve_neg()
+    if not t.is_contiguous():
+        # Policy: a contiguous copy is made now (on the tensor's device, ordered on the current
+        # stream) and kept alive until the snapshot is done.
+        t = t.contiguous()
+    leaf.obj = t
+    leaf.dtype = dt
+    leaf.shape = tuple(int(s) for s in t.shape)
+    leaf.nbytes = t.numel() * t.element_size()
+    leaf.ptr = t.data_ptr() if leaf.nbytes else None
+
+
+def prep_numpy(leaf, x):
+    import numpy as np
+    dt = np_dtypes().get(x.dtype.name) if x.dtype.isnative or x.dtype.itemsize == 1 else None
+    if dt is None and not x.dtype.isnative and x.dtype.name in np_dtypes():
+        x = x.astype(x.dtype.newbyteorder("="))
+        dt = np_dtypes()[x.dtype.name]
+    if dt is None or x.dtype.fields is not None:
+        raise TypeError(f"array {leaf.name!r}: dtype {x.dtype} is not supported (supported: "
+                        f"bool, int8-64, uint8-64, float16, float32, float64)")
+    if not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x)
+    leaf.obj = x
+    leaf.dtype = dt
+    leaf.shape = tuple(int(s) for s in x.shape)
+    leaf.mem = L.MEM_HOST
+    leaf.nbytes = x.nbytes
+    leaf.ptr = x.__array_interface__["data"][0] if leaf.nbytes else None
+
+
+def dumps(tree):
+    return json.dumps({"format": FORMAT, "tree": tree}, separators=(",", ":"), allow_nan=True)
+
+
+def loads(s):
+    d = json.loads(s)
+    if d.get("format") != FORMAT:
+        raise ValueError(f"libckpt.python metadata format {d.get('format')} is not supported")
+    return d["tree"]
+
+
+def build(tree, tensor_for):
+    """Rebuilds the state from its description; tensor_for(kind, name) gives each tensor."""
+    def rec(n):
+        if not isinstance(n, dict):
+            return n
+        t = n["t"]
+        if t in ("torch", "numpy"):
+            return tensor_for(t, n["n"])
+        if t == "dict":
+            return {_dec_key(k): rec(v) for k, v in n["v"]}
+        if t == "list":
+            return [rec(v) for v in n["v"]]
+        if t == "tuple":
+            return tuple(rec(v) for v in n["v"])
+        if t == "size":
+            import torch
+            return torch.Size(n["v"])
+        if t == "bytes":
+            return base64.b64decode(n["v"])
+        if t == "npscalar":
+            import numpy as np
+            return np.dtype(n["d"]).type(n["v"])
+        raise ValueError(f"unknown node type {t!r} in libckpt.python metadata")
+    return rec(tree)
+
+
+def tensor_names(tree):
+    out = []
+
+    def rec(n):
+        if isinstance(n, dict):
+            t = n["t"]
+            if t in ("torch", "numpy"):
+                out.append(n["n"])
+            elif t == "dict":
+                for _, v in n["v"]:
+                    rec(v)
+            elif t in ("list", "tuple"):
+                for v in n["v"]:
+                    rec(v)
+    rec(tree)
+    return out

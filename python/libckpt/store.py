@@ -1,0 +1,738 @@
+"""Store, SaveHandle and SaveStats: the Python face of a libckpt store."""
+
+import ctypes
+import dataclasses
+import re
+import threading
+import time
+import warnings
+import weakref
+
+from . import _lib as L
+from . import _tree as T
+from .errors import (CkptError, InvalidArgumentError, MismatchError, NotFoundError,
+                     UnsupportedError)
+
+
+@dataclasses.dataclass
+class SaveStats:
+    """Statistics of one save (libckpt's ckpt_stats)."""
+    step: int
+    tensors: int
+    logical_bytes: int
+    chunks: int
+    chunks_new: int
+    chunks_reused: int
+    bytes_hashed: int
+    bytes_stored: int
+    bytes_written: int
+    bytes_read: int
+    seconds: float
+    snapshot_seconds: float
+    persist_seconds: float
+    wait_seconds: float
+    pool_bytes: int
+    pool_peak: int
+    threads: int
+    data_dirs: int
+    direct_io: bool
+    engine: str
+    gpu: str
+
+    def as_dict(self):
+        return dataclasses.asdict(self)
+
+
+def _stats(st):
+    return SaveStats(**L.stats_dict(st))
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.I)
+
+
+def _size(name, v):
+    """Accepts an int or a string like '64M', '1GiB' (powers of 1024)."""
+    if isinstance(v, bool):
+        raise TypeError(f"{name}: expected a size, got {v!r}")
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        m = _SIZE_RE.match(v)
+        if m:
+            mult = 1024 ** " kmgt".index((m.group(2) or " ").lower())
+            return int(float(m.group(1)) * mult)
+    raise ValueError(f"{name}: expected a size in bytes (int or '64M'), got {v!r}")
+
+
+def _step_arg(step, allow_latest=True):
+    if step is None or step == "latest":
+        if not allow_latest:
+            raise ValueError("a save needs an explicit step")
+        return L.STEP_LATEST
+    if isinstance(step, bool) or not isinstance(step, int):
+        try:
+            import operator
+            step = operator.index(step)  # numpy ints, 0-d integer tensors
+        except TypeError:
+            raise TypeError(f"step must be an int or 'latest', got {step!r}") from None
+    if step < 0 or step >= L.STEP_LATEST:
+        raise ValueError(f"step {step} is out of range (0 to 2**64-2)")
+    return step
+
+
+class SaveHandle:
+    """A save in progress (from Store.save_async).
+
+    wait_snapshot(): returns once every tensor has been copied out of the caller's memory; from
+    then on the tensors may be modified.  wait(): returns the SaveStats once the checkpoint is
+    durable and visible, or raises the save's CkptError.  done(): True once the save finished.
+    The handle keeps every tensor of the state (and the contiguous copies made for it) alive until
+    the snapshot is done.  Dropping an unfinished handle waits for it (so memory stays valid).
+    """
+
+    def __init__(self, store, ptr, step, keep, t0):
+        self._store = store
+        self._ptr = ptr
+        self.step = step
+        self._keep = keep
+        self._lock = threading.Lock()
+        self._snapshot_done = False
+        self._stats = None
+        self._error = None
+        self._t0 = t0
+        self.snapshot_time = None  # seconds from save_async's start to the end of wait_snapshot
+
+    def wait_snapshot(self):
+        """Blocks until the snapshot is done (the tensors may then change). Raises the save's error."""
+        with self._lock:
+            if self._snapshot_done or self._ptr is None:
+                if self._error is not None:
+                    raise self._error
+                return
+            rc = L.load().ckpt_save_wait_snapshot(self._ptr)
+            if rc < 0:
+                self._error = L.make_error(rc, f"checkpoint {self.step}")
+                raise self._error
+            self._snapshot_done = True
+            self.snapshot_time = time.perf_counter() - self._t0
+            self._keep = None
+
+    def done(self):
+        """True once the save finished, successfully or not (then wait() returns at once)."""
+        with self._lock:
+            if self._ptr is None:
+                return True
+            return L.load().ckpt_save_poll(self._ptr) == 1
+
+    def wait(self):
+        """Waits until the checkpoint is durable and visible; returns its SaveStats, or raises."""
+        with self._lock:
+            if self._ptr is not None:
+                st = L.Stats()
+                rc = L.load().ckpt_save_wait(self._ptr, ctypes.byref(st))
+                self._ptr = None
+                self._keep = None
+                if self.snapshot_time is None:
+                    self.snapshot_time = time.perf_counter() - self._t0
+                if rc < 0:
+                    self._error = L.make_error(rc, f"checkpoint {self.step}")
+                else:
+                    self._stats = _stats(st)
+                store = self._store
+                if store is not None:
+                    store._forget(self)
+            if self._error is not None:
+                raise self._error
+            return self._stats
+
+    def __del__(self):
+        if getattr(self, "_ptr", None) is not None:
+            try:
+                self.wait()
+            except Exception as e:  # noqa: BLE001
+                warnings.warn(f"libckpt: unwaited save of step {self.step} failed: {e}")
+
+    def __repr__(self):
+        state = "done" if self._ptr is None else "running"
+        return f"<libckpt.SaveHandle step={self.step} {state}>"
+
+
+class Store:
+    """A libckpt store (a directory of checkpoints).
+
+    Store(path, create=True, chunk_size=None, compress=None, zstd_level=None, pool_size=None,
+          threads=None, queue_depth=None, io_engine=None, direct_io=None, io_size=None,
+          pack_size=None, overwrite=None, data_dirs=None, read_only=False)
+
+    Options left at None keep libckpt's defaults (see include/ckpt.h, CKPT_OPT_*).  Sizes are
+    ints or strings like '4M'.  compress: 'none' | 'zstd' (or a bool); io_engine: 'auto' |
+    'io_uring' | 'psync'.  A read-only store is never created.
+    """
+
+    def __init__(self, path, *, create=None, chunk_size=None, compress=None, zstd_level=None,
+                 pool_size=None, threads=None, queue_depth=None, io_engine=None, direct_io=None,
+                 io_size=None, pack_size=None, overwrite=None, data_dirs=None, read_only=False):
+        lib = L.load()
+        self._ptr = None
+        self._lock = threading.RLock()
+        self._inflight = []
+        if create is None:
+            create = not read_only
+        opts = lib.ckpt_options_create()
+        if not opts:
+            raise MemoryError("libckpt: ckpt_options_create failed")
+        try:
+            def setopt(opt, name, value):
+                rc = lib.ckpt_options_set(opts, opt, int(value))
+                if rc < 0:
+                    raise L.make_error(rc, f"option {name}={value!r}")
+
+            setopt(L.OPT_CREATE, "create", bool(create))
+            if read_only:
+                setopt(L.OPT_READ_ONLY, "read_only", 1)
+            if chunk_size is not None:
+                setopt(L.OPT_CHUNK_SIZE, "chunk_size", _size("chunk_size", chunk_size))
+            if compress is not None:
+                if isinstance(compress, bool):
+                    compress = "zstd" if compress else "none"
+                if compress not in L.COMPRESS:
+                    raise ValueError(f"compress must be 'none' or 'zstd', got {compress!r}")
+                setopt(L.OPT_COMPRESS, "compress", L.COMPRESS[compress])
+            if zstd_level is not None:
+                setopt(L.OPT_ZSTD_LEVEL, "zstd_level", zstd_level)
+            if pool_size is not None:
+                setopt(L.OPT_POOL_SIZE, "pool_size", _size("pool_size", pool_size))
+            if threads is not None:
+                setopt(L.OPT_THREADS, "threads", threads)
+            if queue_depth is not None:
+                setopt(L.OPT_QUEUE_DEPTH, "queue_depth", queue_depth)
+            if io_engine is not None:
+                if io_engine not in L.ENGINE:
+                    raise ValueError(f"io_engine must be one of {sorted(L.ENGINE)}, got {io_engine!r}")
+                setopt(L.OPT_IO_ENGINE, "io_engine", L.ENGINE[io_engine])
+            if direct_io is not None:
+                setopt(L.OPT_DIRECT_IO, "direct_io", bool(direct_io))
+            if io_size is not None:
+                setopt(L.OPT_IO_SIZE, "io_size", _size("io_size", io_size))
+            if pack_size is not None:
+                setopt(L.OPT_PACK_SIZE, "pack_size", _size("pack_size", pack_size))
+            if overwrite is not None:
+                setopt(L.OPT_OVERWRITE, "overwrite", bool(overwrite))
+            if isinstance(data_dirs, (str, bytes)):
+                data_dirs = [data_dirs]
+            for d in data_dirs or ():
+                L.check(lib.ckpt_options_add_data_dir(opts, str(d).encode()), f"data dir {d!r}")
+            out = ctypes.c_void_p()
+            L.check(lib.ckpt_store_open(str(path).encode(), opts, ctypes.byref(out)),
+                    f"opening store {str(path)!r}")
+            self._ptr = out.value
+        finally:
+            lib.ckpt_options_free(opts)
+        self.path = str(path)
+        self.read_only = bool(read_only)
+
+    # ------------------------------------------------------------------ lifecycle
+    def _handle(self):
+        if self._ptr is None:
+            raise ValueError("libckpt: operation on a closed Store")
+        return self._ptr
+
+    def _forget(self, h):
+        with self._lock:
+            self._inflight = [r for r in self._inflight if r() is not None and r() is not h]
+
+    def close(self):
+        """Waits for the saves still in flight, then closes the store. Raises the first save error."""
+        first = None
+        with self._lock:
+            pending = [r() for r in self._inflight]
+        for h in pending:
+            if h is None:
+                continue
+            try:
+                h.wait()
+            except CkptError as e:
+                first = first or e
+        with self._lock:
+            if self._ptr is not None:
+                L.load().ckpt_store_close(self._ptr)
+                self._ptr = None
+            self._inflight = []
+        if first is not None:
+            raise first
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            self.close()
+        except CkptError:
+            if exc_type is None:
+                raise
+
+    def __del__(self):
+        if getattr(self, "_ptr", None) is not None:
+            try:
+                self.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def __repr__(self):
+        return f"<libckpt.Store {self.path!r}{' closed' if self._ptr is None else ''}>"
+
+    # ------------------------------------------------------------------ saving
+    def save_async(self, state, step, metadata=None):
+        """Starts saving `state` as checkpoint `step` and returns a SaveHandle at once.
+
+        CPU tensors and arrays must not be modified before handle.wait_snapshot() returns.  For
+        CUDA tensors the copies are ordered after the work queued so far on torch's current
+        stream, and that stream waits for the snapshot (the next optimizer step cannot overwrite
+        a tensor before it is copied) without blocking the CPU.
+        """
+        t0 = time.perf_counter()
+        lib = L.load()
+        step = _step_arg(step, allow_latest=False)
+        tree, leaves = T.flatten(state)
+        meta = {T.META_KEY: T.dumps(tree)}
+        for k, v in (metadata or {}).items():
+            if not isinstance(k, str) or not k:
+                raise TypeError(f"metadata keys must be non-empty strings, got {k!r}")
+            if k.startswith("libckpt."):
+                raise ValueError(f"metadata key {k!r}: the prefix 'libckpt.' is reserved")
+            meta[k] = v if isinstance(v, str) else str(v)
+        keep = [leaves]
+        with self._lock:
+            store = self._handle()
+            out = ctypes.c_void_p()
+            L.check(lib.ckpt_save_begin(store, step, ctypes.byref(out)), f"checkpoint {step}")
+            sv = out.value
+            submitted = False
+            try:
+                for lf in leaves:
+                    shape = (ctypes.c_uint64 * max(1, len(lf.shape)))(*lf.shape)
+                    keep.append(shape)
+                    L.check(lib.ckpt_save_add_tensor(sv, lf.name.encode(), lf.dtype, len(lf.shape),
+                                                     shape, lf.mem, lf.ptr),
+                            f"checkpoint {step}")
+                for k, v in meta.items():
+                    L.check(lib.ckpt_save_set_meta(sv, k.encode(), v.encode()),
+                            f"checkpoint {step}")
+                devs = sorted({lf.mem for lf in leaves if lf.mem >= 0})
+                streams = {}
+                if devs:
+                    import torch
+                    streams = {d: torch.cuda.current_stream(d) for d in devs}
+                    primary = streams[devs[0]]
+                    for d in devs[1:]:
+                        # one stream orders the copies: the others' work joins it by event
+                        ev = torch.cuda.Event()
+                        ev.record(streams[d])
+                        primary.wait_event(ev)
+                    L.check(lib.ckpt_save_after_stream(sv, primary.cuda_stream),
+                            f"checkpoint {step}")
+                L.check(lib.ckpt_save_submit(sv), f"checkpoint {step}")
+                submitted = True
+            except BaseException:
+                if not submitted:
+                    lib.ckpt_save_abort(sv)
+                raise
+            h = SaveHandle(self, sv, step, keep, t0)
+            self._inflight.append(weakref.ref(h))
+        for d, s in streams.items():
+            rc = lib.ckpt_save_fence(sv, s.cuda_stream)
+            if rc < 0:
+                err = L.make_error(rc, f"checkpoint {step}: fence on cuda:{d}")
+                try:
+                    h.wait()
+                except CkptError:
+                    pass
+                raise err
+        return h
+
+    def save(self, state, step, metadata=None):
+        """Saves `state` as checkpoint `step`; returns SaveStats once it is durable and visible."""
+        return self.save_async(state, step, metadata).wait()
+
+    # ------------------------------------------------------------------ reading
+    def _open_reader(self, step):
+        s = _step_arg(step)
+        out = ctypes.c_void_p()
+        with self._lock:
+            L.check(L.load().ckpt_reader_open(self._handle(), s, ctypes.byref(out)),
+                    "checkpoint " + ("latest" if s == L.STEP_LATEST else str(s)))
+        return _Reader(out.value)
+
+    def list(self, include_invalid=False):
+        """The checkpoints in ascending step order, as dicts: step, time, tensors, logical_bytes,
+        new_bytes, stored_bytes, chunks, new_chunks, error (0, or a CKPT_E_* code)."""
+        lib = L.load()
+        arr = ctypes.POINTER(L.Info)()
+        with self._lock:
+            n = L.check(lib.ckpt_store_list(self._handle(), int(bool(include_invalid)),
+                                            ctypes.byref(arr)), "list")
+        try:
+            return [L.info_dict(arr[i]) for i in range(n)]
+        finally:
+            lib.ckpt_info_free(arr)
+
+    def steps(self):
+        return [i["step"] for i in self.list()]
+
+    def latest_step(self):
+        """The newest valid checkpoint's step, or None when the store has none."""
+        out = ctypes.c_uint64()
+        with self._lock:
+            rc = L.load().ckpt_store_resolve(self._handle(), L.STEP_LATEST, ctypes.byref(out))
+        if rc == -NotFoundError.code:
+            return None
+        L.check(rc, "latest checkpoint")
+        return out.value
+
+    def info(self, step="latest"):
+        """Summary of one checkpoint (as list() gives it)."""
+        with self._open_reader(step) as r:
+            return r.info()
+
+    def metadata(self, step="latest"):
+        """The user metadata of a checkpoint (str -> str), without the binding's own keys."""
+        with self._open_reader(step) as r:
+            return {k: v for k, v in r.meta().items() if not k.startswith("libckpt.")}
+
+    def tensors(self, step="latest"):
+        """Descriptions of a checkpoint's tensors: name, dtype, shape, nbytes, chunks, chunks_new, bytes_new."""
+        with self._open_reader(step) as r:
+            return [r.tensor(i) for i in range(r.count())]
+
+    def verify(self, step="latest"):
+        """Re-hashes every chunk of a checkpoint; returns the list of damages (empty: intact)."""
+        damages = []
+
+        def on_damage(d, _arg):
+            d = d.contents
+            damages.append({"step": d.step, "tensor": d.tensor.decode() if d.tensor else None,
+                            "chunk": d.chunk, "offset": d.offset,
+                            "file": d.file.decode() if d.file else None, "error": d.error,
+                            "message": d.message.decode() if d.message else ""})
+        cb = L.DAMAGE_FN(on_damage)
+        with self._open_reader(step) as r:
+            L.check(L.load().ckpt_reader_verify(r.ptr, cb, L.PROGRESS_FN(), None), "verify")
+        return damages
+
+    def load(self, step="latest", device=None):
+        """Returns the checkpoint's state as new tensors: the nested structure that was saved,
+        with torch tensors for saved torch tensors (on the CPU, or on `device`) and numpy arrays
+        for saved numpy arrays.  A checkpoint written by other tools gives {name: tensor}."""
+        with self._open_reader(step) as r:
+            tree = r.tree()
+            targets = []
+            cache = {}
+
+            def tensor_for(kind, name):
+                idx = r.find(name)
+                ti = r.tensor(idx)
+                obj = _alloc(kind, ti, device)
+                targets.append((idx, ti, obj))
+                cache[name] = obj
+                return obj
+
+            if tree is None:
+                try:
+                    import torch  # noqa: F401
+                    kind = "torch"
+                except ImportError:
+                    kind = "numpy"
+                state = {}
+                for i in range(r.count()):
+                    ti = r.tensor(i)
+                    state[ti["name"]] = tensor_for(kind, ti["name"])
+            else:
+                state = T.build(tree, tensor_for)
+            _restore_into(r, targets)
+            return state
+
+    def restore(self, state, step="latest", strict=True):
+        """Fills the tensors of `state` in place from a checkpoint and returns its step.
+
+        Every tensor in `state` must exist in the checkpoint with the same shape and dtype
+        (NotFoundError, MismatchError otherwise); with strict=True the checkpoint must hold no
+        tensor that `state` lacks.  Non-tensor values (ints, floats, strings...) found in dicts
+        and lists of `state` are replaced by the saved values.  Nothing is written when a check fails.
+        """
+        with self._open_reader(step) as r:
+            tree = r.tree()
+            found = []
+            _merge(state, _NOTREE if tree is None else tree, [], found, apply=False)
+            targets = []
+            for name, obj in found:
+                try:
+                    idx = r.find(name)
+                except NotFoundError:
+                    raise NotFoundError(f"tensor {name!r} is not in checkpoint {r.step} "
+                                        f"(it holds {r.count()} tensors)") from None
+                ti = r.tensor(idx)
+                _check_target(name, ti, obj, r.step)
+                targets.append((idx, ti, obj))
+            if strict:
+                saved = T.tensor_names(tree) if tree is not None else \
+                    [r.tensor(i)["name"] for i in range(r.count())]
+                missing = sorted(set(saved) - {n for n, _ in found})
+                if missing:
+                    more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+                    raise MismatchError(f"checkpoint {r.step} holds tensors that the given state "
+                                        f"lacks: {', '.join(missing[:5])}{more} (strict=False "
+                                        f"restores the others)")
+            _restore_into(r, targets)
+            if tree is not None:
+                _merge(state, tree, [], [], apply=True)
+            return r.step
+
+
+class _Reader:
+    def __init__(self, ptr):
+        self.ptr = ptr
+        inf = L.Info()
+        L.load().ckpt_reader_info(ptr, ctypes.byref(inf))
+        self._info = L.info_dict(inf)
+        self.step = inf.step
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        L.load().ckpt_reader_close(self.ptr)
+        self.ptr = None
+
+    def info(self):
+        return dict(self._info)
+
+    def count(self):
+        return L.load().ckpt_reader_tensor_count(self.ptr)
+
+    def tensor(self, i):
+        ti = L.TensorInfo()
+        L.check(L.load().ckpt_reader_tensor(self.ptr, i, ctypes.byref(ti)))
+        return {"name": ti.name.decode(), "dtype": L.dtype_name(ti.dtype), "ckpt_dtype": ti.dtype,
+                "shape": tuple(ti.shape[k] for k in range(ti.ndim)), "nbytes": ti.nbytes,
+                "chunks": ti.chunks, "chunks_new": ti.chunks_new, "bytes_new": ti.bytes_new}
+
+    def find(self, name):
+        idx = L.load().ckpt_reader_find(self.ptr, name.encode())
+        if idx < 0:
+            raise L.make_error(idx, f"checkpoint {self.step}")
+        return idx
+
+    def meta(self):
+        lib = L.load()
+        out = {}
+        for i in range(lib.ckpt_reader_meta_count(self.ptr)):
+            k, v = ctypes.c_char_p(), ctypes.c_char_p()
+            L.check(lib.ckpt_reader_meta(self.ptr, i, ctypes.byref(k), ctypes.byref(v)))
+            out[k.value.decode()] = v.value.decode()
+        return out
+
+    def tree(self):
+        v = L.load().ckpt_reader_get_meta(self.ptr, T.META_KEY.encode())
+        return T.loads(v.decode()) if v is not None else None
+
+
+def _desc(obj):
+    if T.is_torch_tensor(obj):
+        return f"{obj.dtype} {list(obj.shape)}"
+    return f"numpy {obj.dtype} {list(obj.shape)}"
+
+
+def _check_target(name, ti, obj, step):
+    """Raises MismatchError unless obj can receive the saved tensor as it is."""
+    saved = f"{ti['dtype']} {list(ti['shape'])}"
+    if T.is_torch_tensor(obj):
+        dt = T.torch_dtypes().get(obj.dtype)
+        if obj.device.type not in ("cpu", "cuda"):
+            raise MismatchError(f"tensor {name!r}: device {obj.device} is not supported")
+    elif T.is_np_array(obj):
+        dt = T.np_dtypes().get(obj.dtype.name) if obj.dtype.isnative or obj.dtype.itemsize == 1 else None
+        if not obj.flags.writeable:
+            raise MismatchError(f"tensor {name!r}: the target array is read-only")
+    else:
+        raise MismatchError(f"tensor {name!r}: target is a {type(obj).__name__}, not a tensor")
+    if dt != ti["ckpt_dtype"]:
+        raise MismatchError(f"tensor {name!r}: dtype mismatch: checkpoint {step} has {saved}, "
+                            f"the target is {_desc(obj)} (no conversion is made)")
+    if tuple(obj.shape) != tuple(ti["shape"]):
+        raise MismatchError(f"tensor {name!r}: shape mismatch: checkpoint {step} has {saved}, "
+                            f"the target is {_desc(obj)}")
+
+
+def _alloc(kind, ti, device):
+    if kind == "torch":
+        import torch
+        dt = T.torch_dtype_of(ti["ckpt_dtype"])
+        if dt is None:
+            raise UnsupportedError(f"tensor {ti['name']!r}: this torch has no dtype for {ti['dtype']}")
+        return torch.empty(ti["shape"], dtype=dt, device=device or "cpu")
+    import numpy as np
+    dt = T.np_dtype_of(ti["ckpt_dtype"])
+    if dt is None:
+        raise UnsupportedError(f"tensor {ti['name']!r}: numpy has no dtype for {ti['dtype']} "
+                               f"(install ml_dtypes, or save it as a torch tensor)")
+    return np.empty(ti["shape"], dtype=dt)
+
+
+def _restore_into(r, targets):
+    """Restores (index, info, object) targets through ckpt_reader_restore_all, in parallel.
+
+    Contiguous CPU tensors/arrays are filled directly; CUDA tensors directly on the device when
+    libckpt's CUDA provider is loaded, else through a pinned host buffer; non-contiguous targets
+    through a contiguous temporary copied back afterwards."""
+    if not targets:
+        return
+    torch = T.torch_mod()
+    cuda_devs = {o.device.index for _, _, o in targets
+                 if T.is_torch_tensor(o) and o.device.type == "cuda"}
+    for d in cuda_devs:
+        torch.cuda.current_stream(d).synchronize()  # pending work on the targets is done
+
+    def plan(stage_cuda):
+        dst, copies, keep = {}, [], []
+        for idx, ti, obj in targets:
+            if ti["nbytes"] == 0:
+                continue
+            if T.is_torch_tensor(obj):
+                t = obj.detach()
+                on_cuda = t.device.type == "cuda"
+                if on_cuda and stage_cuda:
+                    buf = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+                    copies.append((t, buf))
+                elif not t.is_contiguous():
+                    buf = torch.empty(t.shape, dtype=t.dtype, device=t.device)
+                    copies.append((t, buf))
+                else:
+                    buf = t
+                keep.append(buf)
+                dst[idx] = (buf.data_ptr(), buf.device.index if buf.device.type == "cuda" else L.MEM_HOST)
+            else:
+                import numpy as np
+                buf = obj if obj.flags.c_contiguous and obj.dtype.isnative else np.empty(obj.shape, obj.dtype.newbyteorder("="))
+                if buf is not obj:
+                    copies.append((obj, buf))
+                keep.append(buf)
+                dst[idx] = (buf.__array_interface__["data"][0], L.MEM_HOST)
+        return dst, copies, keep
+
+    def run(dst):
+        def cb(index, _info, mem, _arg):
+            d = dst.get(index)
+            if d is None:
+                return None
+            mem[0] = d[1]
+            return d[0]
+        fn = L.DST_FN(cb)
+        L.check(L.load().ckpt_reader_restore_all(r.ptr, fn, None), f"restoring checkpoint {r.step}")
+
+    dst, copies, keep = plan(stage_cuda=False)
+    try:
+        run(dst)
+    except UnsupportedError:
+        if not cuda_devs:
+            raise
+        dst, copies, keep = plan(stage_cuda=True)  # no CUDA provider in libckpt: stage on the host
+        run(dst)
+    for obj, buf in copies:
+        if T.is_torch_tensor(obj):
+            with torch.no_grad():
+                obj.copy_(buf)
+        else:
+            import numpy as np
+            np.copyto(obj, buf)
+    for d in cuda_devs:
+        torch.cuda.current_stream(d).synchronize()
+
+
+_NOTREE = object()
+
+
+def _merge(target, node, path, found, apply):
+    """Walks `target` beside the saved description `node` (_NOTREE when the checkpoint has none):
+    collects (name, tensor) into found; with apply=True returns the value to put in place of
+    target (tensors stay the same objects, scalars become the saved values)."""
+    where = ".".join(path) or "<root>"
+    if T.is_torch_tensor(target) or T.is_np_array(target):
+        if isinstance(node, dict) and node.get("t") in ("torch", "numpy"):
+            name = node["n"]
+        elif node is _NOTREE:
+            name = ".".join(path) if path else "tensor"
+        else:
+            raise MismatchError(f"{where!r}: the state has a tensor where checkpoint has "
+                                f"{_node_desc(node)}")
+        if not apply:
+            found.append((name, target))
+        return target
+    if isinstance(target, dict):
+        saved = None
+        if node is not _NOTREE:
+            if not (isinstance(node, dict) and node.get("t") == "dict"):
+                raise MismatchError(f"{where!r}: the state has a dict where the checkpoint has "
+                                    f"{_node_desc(node)}")
+            saved = {T._dec_key(k): v for k, v in node["v"]}
+        for k in list(target.keys()):
+            _, comp = T._enc_key(k)
+            if saved is not None and k not in saved:
+                sub = _tensorless(target[k])
+                if sub is None:
+                    continue  # a non-tensor value the checkpoint lacks: left as it is
+                raise NotFoundError(f"{where + '.' + comp!r}: not in the checkpoint ({sub})")
+            v = _merge(target[k], _NOTREE if saved is None else saved[k], path + [comp], found, apply)
+            if apply and v is not target[k]:
+                target[k] = v
+        return target
+    if isinstance(target, (list, tuple)):
+        sv = None
+        if node is not _NOTREE:
+            if not (isinstance(node, dict) and node.get("t") in ("list", "tuple", "size")):
+                raise MismatchError(f"{where!r}: the state has a {type(target).__name__} where "
+                                    f"the checkpoint has {_node_desc(node)}")
+            sv = node["v"]
+            if len(sv) != len(target):
+                raise MismatchError(f"{where!r}: the state's {type(target).__name__} has "
+                                    f"{len(target)} items, the checkpoint's {len(sv)}")
+            if node["t"] == "size":
+                return T.build(node, None) if apply else target
+        vals = [_merge(e, _NOTREE if sv is None else sv[i], path + [str(i)], found, apply)
+                for i, e in enumerate(target)]
+        if not apply:
+            return target
+        if isinstance(target, list):
+            for i, v in enumerate(vals):
+                if v is not target[i]:
+                    target[i] = v
+            return target
+        return tuple(vals)
+    # a scalar (or other non-tensor) value
+    if node is _NOTREE:
+        return target
+    if isinstance(node, dict) and node.get("t") in ("torch", "numpy"):
+        raise MismatchError(f"{where!r}: the checkpoint has a tensor, the state a "
+                            f"{type(target).__name__}")
+    return T.build(node, None) if apply else target
+
+
+def _tensorless(x):
+    """None when x holds no tensor, else a short description."""
+    if T.is_torch_tensor(x) or T.is_np_array(x):
+        return "a tensor"
+    if isinstance(x, dict):
+        for v in x.values():
+            if _tensorless(v):
+                return "holds tensors"
+    if isinstance(x, (list, tuple)):
+        for v in x:
+            if _tensorless(v):
+                return "holds tensors"
+    return None
+
+
+def _node_desc(node):
+    if isinstance(node, dict):
+        t = node.get("t")
+        return {"torch": "a tensor", "numpy": "an array"}.get(t, f"a {t}")
+    return f"a {type(node).__name__} ({node!r})"
