@@ -96,7 +96,8 @@ install: all
 	ln -sf $(notdir $(SOLIB)) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libckpt.so
 	install -m 644 $(ALIB) $(DESTDIR)$(LIBDIR)/
-	install -m 644 $(B)/lib/libckpt.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCDIR@|$(INCDIR)|g' \
+	    -e 's|@VERSION@|$(VERSION)|g' libckpt.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/libckpt.pc
 	install -m 755 $(BINS) $(DESTDIR)$(BINDIR)/
 	for m in docs/*.1; do [ -f "$$m" ] && install -m 644 "$$m" $(DESTDIR)$(MANDIR)/man1/; done; true
 	for c in tools/completion/*; do [ -f "$$c" ] && install -D -m 644 "$$c" \
