@@ -16,7 +16,8 @@ libckpt copies the tensors; wait_snapshot() is called only right before optimize
 thing that modifies saved tensors (a model with buffers updated in forward, like BatchNorm's
 running statistics, must wait before the forward instead). On CUDA, libckpt also orders the
 copies after the work queued on torch's current stream, and makes that stream wait for them.
-The durability of a checkpoint is checked (handle.wait()) just before the next one is started.
+The durability of a checkpoint is checked (handle.wait()) just before the next one is started;
+then the checkpoints older than the newest --keep are pruned (the store's space stays bounded).
 
 Output, one line each: "resumed from checkpoint S" (or "starting fresh"), "step N loss L" (every
 --print-every steps), "checkpoint S durable new_bytes B", and at the end
@@ -95,6 +96,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:N")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: deterministic)")
+    ap.add_argument("--keep", type=int, default=3,
+                    help="keep the newest N checkpoints, prune the older ones (0: keep all)")
     ap.add_argument("--print-every", type=int, default=1)
     ap.add_argument("--step-delay", type=float, default=0.0,
                     help="seconds of extra 'work' per step (to make a small run last)")
@@ -144,6 +147,9 @@ def main():
             if pending is not None:
                 st = pending.wait()  # the previous checkpoint is durable
                 print(f"checkpoint {st.step} durable new_bytes {st.bytes_stored}", flush=True)
+                if args.keep:
+                    # no save in flight now: prune may take the writer lock (kill-safe)
+                    store.prune(keep_last=args.keep)
             state = {"model": model.state_dict(), "optim": opt.state_dict(), "step": done,
                      "rng": rng_state(device)}
             pending = snap = store.save_async(state, done, metadata={"loss": f"{loss.item():.6f}"})

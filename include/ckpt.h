@@ -180,7 +180,9 @@ typedef struct ckpt_store ckpt_store;
  * gc takes it for its duration and fails with -CKPT_E_BUSY when another process holds it. */
 CKPT_API int ckpt_store_open(const char *path, const ckpt_options *opts, ckpt_store **out);
 
-/* Closes the store; accepts NULL. A save still open on it is aborted. */
+/* Closes the store; accepts NULL. Saves submitted on it are waited for (their checkpoints
+ * commit, or fail, as they would have); saves begun but not submitted are aborted. Save handles of
+ * the store are invalid afterwards. */
 CKPT_API void ckpt_store_close(ckpt_store *store);
 
 /* Returns the store's directory as given to ckpt_store_open. */

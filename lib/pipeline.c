@@ -295,9 +295,11 @@ static int open_pack(struct ckpt_save *sv, unsigned dir, int *out)
 	bool direct = s->opt.direct_io && !s->direct_refused;
 	int fd = open(path, flags | (direct ? O_DIRECT : 0), 0644);
 	if (fd < 0 && direct && errno == EINVAL) {
+		/* tmpfs refuses O_DIRECT with EINVAL after creating the file: the id is ours (we
+		 * hold the lock), so take the empty file over. */
 		direct = false;
 		s->direct_refused = true;
-		fd = open(path, flags, 0644);
+		fd = open(path, (flags & ~O_EXCL) | O_TRUNC, 0644);
 	}
 	if (fd < 0) {
 		int e = errno;
@@ -674,13 +676,22 @@ static void finalize_task(struct task *t)
 	struct ckpt_store *s = sv->s;
 	struct pipe *p = s->pipe;
 	free(ft);
-	double t_commit = ckpt_now();
-	int rc = save_failed(sv) ? 0 : close_packs(sv, true);
-	if (!save_failed(sv) && !rc)
+	/* Decided once: a cancel that arrives while the commit runs is too late (the checkpoint
+	 * may already be visible), so it cannot make us remove packs a manifest names. */
+	bool failed = save_failed(sv);
+	int rc = failed ? 0 : close_packs(sv, true);
+	if (!failed && !rc)
 		rc = save_write_manifest(sv);
-	if (rc)
+	if (rc) {
 		save_set_error(sv, rc);
-	if (save_failed(sv)) {
+		failed = true;
+	}
+	if (!failed) {
+		pthread_mutex_lock(&p->mu);
+		__atomic_store_n(&sv->err, 0, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&p->mu);
+	}
+	if (failed) {
 		close_packs(sv, false);
 		pthread_mutex_lock(&s->idx_mu);
 		index_drop_pending(&s->idx);
@@ -694,7 +705,6 @@ static void finalize_task(struct task *t)
 	}
 	double t1 = ckpt_now();
 	pthread_mutex_lock(&p->mu);
-	(void)t_commit;
 	sv->st.seconds = t1 - sv->t_submit;
 	sv->st.snapshot_seconds = (sv->snapshot_done ? sv->t_snapshot : t1) - sv->t_submit;
 	sv->st.persist_seconds = t1 - (sv->snapshot_done ? sv->t_snapshot : t1);

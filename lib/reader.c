@@ -26,14 +26,41 @@ struct ckpt_reader {
 	struct ckpt_store *s;
 	struct manifest m;
 	char mf_path[4096];
-	struct pack_fd *fds;
+	struct pack_fd **fds;
 	size_t nfds;
 	ckpt_codec_ctx *codec;
 	uint8_t *buf, *scratch;
 	size_t buf_cap;
 	ckpt_stats st;
 	pthread_mutex_t mu; /* pack cache and statistics during restore_all */
+	uint32_t *names;    /* open addressing: tensor index + 1 by name hash */
+	size_t names_cap;
 };
+
+static size_t name_hash(const char *n, size_t len)
+{
+	return (size_t)ckpt_checksum64(n, len);
+}
+
+/* Builds the name index so that lookups by name cost O(1) (models have 100k+ tensors). */
+static int index_names(struct ckpt_reader *r)
+{
+	size_t cap = 16;
+	while (cap < 2 * (size_t)r->m.n_tensors)
+		cap *= 2;
+	r->names = calloc(cap, sizeof *r->names);
+	if (!r->names)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	r->names_cap = cap;
+	for (uint32_t i = 0; i < r->m.n_tensors; i++) {
+		const struct mf_tensor *t = &r->m.tensors[i];
+		size_t k = name_hash(t->name, t->name_len) & (cap - 1);
+		while (r->names[k])
+			k = (k + 1) & (cap - 1);
+		r->names[k] = i + 1;
+	}
+	return 0;
+}
 
 CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 {
@@ -54,6 +81,10 @@ CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 	if ((rc = store_load_manifest(s, step, &r->m))) {
 		pthread_mutex_destroy(&r->mu);
 		free(r);
+		return rc;
+	}
+	if ((rc = index_names(r))) {
+		ckpt_reader_close(r);
 		return rc;
 	}
 	uint32_t cs = r->m.chunk_size;
@@ -78,9 +109,10 @@ CKPT_API void ckpt_reader_close(ckpt_reader *r)
 	if (!r)
 		return;
 	for (size_t i = 0; i < r->nfds; i++) {
-		if (r->fds[i].fd >= 0)
-			close(r->fds[i].fd);
-		free(r->fds[i].msg);
+		if (r->fds[i]->fd >= 0)
+			close(r->fds[i]->fd);
+		free(r->fds[i]->msg);
+		free(r->fds[i]);
 	}
 	free(r->fds);
 	manifest_free(&r->m);
@@ -88,6 +120,7 @@ CKPT_API void ckpt_reader_close(ckpt_reader *r)
 	free(r->scratch);
 	ckpt_codec_ctx_free(r->codec);
 	pthread_mutex_destroy(&r->mu);
+	free(r->names);
 	free(r);
 }
 
@@ -125,9 +158,17 @@ CKPT_API int ckpt_reader_tensor(const ckpt_reader *r, size_t i, ckpt_tensor_info
 
 CKPT_API long ckpt_reader_find(const ckpt_reader *r, const char *name)
 {
-	for (uint32_t i = 0; r && name && i < r->m.n_tensors; i++)
-		if (!strcmp(r->m.tensors[i].name, name))
-			return (long)i;
+	if (r && name && r->names_cap) {
+		size_t len = strlen(name);
+		for (size_t k = name_hash(name, len) & (r->names_cap - 1); r->names[k];
+		     k = (k + 1) & (r->names_cap - 1)) {
+			/* Probing meets entries in insertion order: with duplicate names (a foreign
+			 * manifest), the first one wins, as it did when added. */
+			uint32_t i = r->names[k] - 1;
+			if (r->m.tensors[i].name_len == len && !memcmp(r->m.tensors[i].name, name, len))
+				return (long)i;
+		}
+	}
 	return ckpt_fail(CKPT_E_NOTFOUND, "no tensor '%s' in checkpoint %llu", name ? name : "",
 			 r ? (unsigned long long)r->m.step : 0ull);
 }
@@ -163,13 +204,18 @@ CKPT_API void ckpt_reader_stats(const ckpt_reader *r, ckpt_stats *st)
 static struct pack_fd *get_pack(struct ckpt_reader *r, uint32_t id)
 {
 	for (size_t i = 0; i < r->nfds; i++)
-		if (r->fds[i].id == id)
-			return &r->fds[i];
-	struct pack_fd *n = realloc(r->fds, (r->nfds + 1) * sizeof *n);
+		if (r->fds[i]->id == id)
+			return r->fds[i];
+	/* Entries are allocated one by one: restore threads keep pointers to them while the array
+	 * grows. */
+	struct pack_fd **n = realloc(r->fds, (r->nfds + 1) * sizeof *n);
 	if (!n)
 		return NULL;
 	r->fds = n;
-	struct pack_fd *p = &r->fds[r->nfds++];
+	struct pack_fd *p = calloc(1, sizeof *p);
+	if (!p)
+		return NULL;
+	r->fds[r->nfds++] = p;
 	memset(p, 0, sizeof *p);
 	p->id = id;
 	char path[4096];

@@ -12,6 +12,7 @@
 
 #include "common.h"
 #include "pipeline.h"
+#include "save.h"
 
 void store_pack_path(const struct ckpt_store *s, unsigned dir, uint32_t pack_id, char *buf, size_t len)
 {
@@ -95,6 +96,16 @@ static int dir_is_empty(const char *p)
 
 static int add_pack_dir(struct ckpt_store *s, const char *data_dir)
 {
+	/* Recorded paths must mean the same from any working directory. */
+	char abs[8192];
+	if (data_dir[0] != '/') {
+		char cwd[4096];
+		if (!getcwd(cwd, sizeof cwd))
+			return ckpt_fail(CKPT_E_IO, "data directory %s: cannot resolve: %s", data_dir,
+					 strerror(errno));
+		snprintf(abs, sizeof abs, "%s/%s", cwd, data_dir);
+		data_dir = abs;
+	}
 	for (unsigned i = 1; i < s->ndirs; i++)
 		if (!strcmp(s->pack_dirs[i], data_dir))
 			return 0;
@@ -268,14 +279,18 @@ CKPT_API void ckpt_store_close(ckpt_store *s)
 {
 	if (!s)
 		return;
-	/* Saves still open are aborted; saves in flight finish first (they use the pipeline). */
+	/* Saves in flight are finished (a trainer that closes right after submitting still gets
+	 * its checkpoint); saves never submitted are aborted. Their handles die with the store. */
 	for (;;) {
 		pthread_mutex_lock(&s->mu);
 		struct ckpt_save *sv = s->live;
 		pthread_mutex_unlock(&s->mu);
 		if (!sv)
 			break;
-		ckpt_save_abort(sv);
+		if (ckpt_save_poll(sv) || sv->submitted)
+			ckpt_save_wait(sv, NULL);
+		else
+			ckpt_save_abort(sv);
 	}
 	pipe_destroy(s);
 	store_unlock(s);
@@ -317,6 +332,10 @@ int store_lock(struct ckpt_store *s)
 		close(fd);
 		if (n > 0)
 			who[strcspn(who, "\n")] = 0;
+		if (e == EWOULDBLOCK && n > 0 && atoi(who) == (int)getpid())
+			return ckpt_fail(CKPT_E_BUSY,
+					 "store %s is busy: another handle of this process is writing to it "
+					 "(lock %s)", s->path, p);
 		if (e == EWOULDBLOCK)
 			return ckpt_fail(CKPT_E_BUSY,
 					 "store %s is busy: another process%s%s%s is writing to it (lock %s)",

@@ -57,6 +57,32 @@ class Damage(ctypes.Structure):
                 ("error", ci), ("message", cp)]
 
 
+class DuEntry(ctypes.Structure):
+    _fields_ = [("step", u64), ("referenced_bytes", u64), ("exclusive_bytes", u64),
+                ("shared_bytes", u64)]
+
+
+class Du(ctypes.Structure):
+    _fields_ = [("n", ctypes.c_size_t), ("entries", ctypes.POINTER(DuEntry)),
+                ("invalid_manifests", ctypes.c_size_t), ("packs", u64), ("pack_bytes", u64),
+                ("live_bytes", u64), ("garbage_bytes", u64), ("unreferenced_pack_bytes", u64),
+                ("dead_record_bytes", u64), ("leftover_bytes", u64), ("manifest_bytes", u64)]
+
+
+class GcReport(ctypes.Structure):
+    _fields_ = [("steps_removed", ctypes.POINTER(u64)), ("n_steps_removed", ctypes.c_size_t),
+                ("packs_removed", u64), ("packs_compacted", u64), ("manifests_rewritten", u64),
+                ("leftovers_removed", u64), ("bytes_freed", u64), ("bytes_copied", u64)]
+
+
+class PrunePolicy(ctypes.Structure):
+    _fields_ = [("keep_last", u64), ("keep_every", u64), ("keep_steps", ctypes.POINTER(u64)),
+                ("n_keep_steps", ctypes.c_size_t)]
+
+
+GC_DRY_RUN = 1
+GC_FORCE = 2
+
 DST_FN = ctypes.CFUNCTYPE(vp, ctypes.c_size_t, ctypes.POINTER(TensorInfo), ctypes.POINTER(ci), vp)
 DAMAGE_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(Damage), vp)
 PROGRESS_FN = ctypes.CFUNCTYPE(None, u64, u64, vp)
@@ -103,6 +129,15 @@ _PROTOS = {
     "ckpt_reader_restore_all": (ci, [vp, DST_FN, vp]),
     "ckpt_reader_stats": (None, [vp, P(Stats)]),
     "ckpt_reader_verify": (ctypes.c_long, [vp, DAMAGE_FN, PROGRESS_FN, vp]),
+}
+
+# Newer functions: bound when the loaded library has them (has(name) says).
+_OPTIONAL = {
+    "ckpt_store_du": (ci, [vp, P(P(Du))]),
+    "ckpt_du_free": (None, [P(Du)]),
+    "ckpt_store_prune": (ci, [vp, P(PrunePolicy), ci, P(P(GcReport))]),
+    "ckpt_store_gc": (ci, [vp, ctypes.c_double, ci, P(P(GcReport))]),
+    "ckpt_gc_report_free": (None, [P(GcReport)]),
 }
 
 _lock = threading.Lock()
@@ -152,8 +187,10 @@ def load():
             if not hasattr(lib, "ckpt_save_submit"):
                 tried.append(f"  {cand} ({where}): not libckpt, or a libckpt without ckpt_save_submit")
                 continue
-            for name, (res, args) in _PROTOS.items():
-                f = getattr(lib, name)
+            for name, (res, args) in list(_PROTOS.items()) + list(_OPTIONAL.items()):
+                f = getattr(lib, name, None)
+                if f is None:
+                    continue
                 f.restype = res
                 f.argtypes = args
             ver = lib.ckpt_version().decode()
@@ -166,6 +203,19 @@ def load():
             "libckpt: cannot find or load libckpt.so. Tried:\n" + "\n".join(tried) +
             "\nBuild it with `make` in the libckpt repository (build/lib/libckpt.so.0), install it "
             "with `make install` (then run ldconfig), or set CKPT_LIBRARY to the library's path.")
+
+
+def has(name):
+    """True when the loaded library exports function `name`."""
+    return hasattr(load(), name)
+
+
+def need(name):
+    """The function `name`, or UnsupportedError when this libckpt lacks it."""
+    if not has(name):
+        from .errors import UnsupportedError
+        raise UnsupportedError(f"{name} is not in this libckpt ({_path}): update the library")
+    return getattr(load(), name)
 
 
 def library_path():

@@ -3,7 +3,7 @@ JSON description of the structure, and back.
 
 Tensor names are the dotted path of keys ("model.layers.0.weight", "optim.state.3.exp_avg").
 Each key is escaped so that any key round-trips: '%' becomes '%25' and '.' becomes '%2E' (so a
-key "a.b" gives the component "a%2Eb"); integer keys and list indices are written in decimal.
+key "a.b" gives the component "a%2Eb"; NUL becomes '%00'); integer keys and list indices are written in decimal.
 The exact keys (with their types: str, int, float, bool, None) and every non-tensor value are
 kept in the description (metadata key ``libckpt.python``), so names are only for humans and
 other tools (ckptctl, safetensors export).
@@ -91,11 +91,11 @@ def is_np_array(x):
 
 
 def escape(key):
-    return key.replace("%", "%25").replace(".", "%2E")
+    return key.replace("%", "%25").replace(".", "%2E").replace("\0", "%00")
 
 
 def unescape(comp):
-    return comp.replace("%2E", ".").replace("%2e", ".").replace("%25", "%")
+    return comp.replace("%2E", ".").replace("%00", "\0").replace("%25", "%")
 
 
 def split_name(name):

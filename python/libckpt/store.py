@@ -111,7 +111,7 @@ class SaveHandle:
                 return
             rc = L.load().ckpt_save_wait_snapshot(self._ptr)
             if rc < 0:
-                self._error = L.make_error(rc, f"checkpoint {self.step}")
+                self._error = L.make_error(rc)
                 raise self._error
             self._snapshot_done = True
             self.snapshot_time = time.perf_counter() - self._t0
@@ -135,7 +135,7 @@ class SaveHandle:
                 if self.snapshot_time is None:
                     self.snapshot_time = time.perf_counter() - self._t0
                 if rc < 0:
-                    self._error = L.make_error(rc, f"checkpoint {self.step}")
+                    self._error = L.make_error(rc)
                 else:
                     self._stats = _stats(st)
                 store = self._store
@@ -223,8 +223,7 @@ class Store:
             for d in data_dirs or ():
                 L.check(lib.ckpt_options_add_data_dir(opts, str(d).encode()), f"data dir {d!r}")
             out = ctypes.c_void_p()
-            L.check(lib.ckpt_store_open(str(path).encode(), opts, ctypes.byref(out)),
-                    f"opening store {str(path)!r}")
+            L.check(lib.ckpt_store_open(str(path).encode(), opts, ctypes.byref(out)))
             self._ptr = out.value
         finally:
             lib.ckpt_options_free(opts)
@@ -300,12 +299,15 @@ class Store:
                 raise TypeError(f"metadata keys must be non-empty strings, got {k!r}")
             if k.startswith("libckpt."):
                 raise ValueError(f"metadata key {k!r}: the prefix 'libckpt.' is reserved")
-            meta[k] = v if isinstance(v, str) else str(v)
+            v = v if isinstance(v, str) else str(v)
+            if "\0" in k or "\0" in v:
+                raise ValueError(f"metadata {k!r}: keys and values cannot contain NUL characters")
+            meta[k] = v
         keep = [leaves]
         with self._lock:
             store = self._handle()
             out = ctypes.c_void_p()
-            L.check(lib.ckpt_save_begin(store, step, ctypes.byref(out)), f"checkpoint {step}")
+            L.check(lib.ckpt_save_begin(store, step, ctypes.byref(out)))
             sv = out.value
             submitted = False
             try:
@@ -313,11 +315,9 @@ class Store:
                     shape = (ctypes.c_uint64 * max(1, len(lf.shape)))(*lf.shape)
                     keep.append(shape)
                     L.check(lib.ckpt_save_add_tensor(sv, lf.name.encode(), lf.dtype, len(lf.shape),
-                                                     shape, lf.mem, lf.ptr),
-                            f"checkpoint {step}")
+                                                     shape, lf.mem, lf.ptr))
                 for k, v in meta.items():
-                    L.check(lib.ckpt_save_set_meta(sv, k.encode(), v.encode()),
-                            f"checkpoint {step}")
+                    L.check(lib.ckpt_save_set_meta(sv, k.encode(), v.encode()))
                 devs = sorted({lf.mem for lf in leaves if lf.mem >= 0})
                 streams = {}
                 if devs:
@@ -329,9 +329,8 @@ class Store:
                         ev = torch.cuda.Event()
                         ev.record(streams[d])
                         primary.wait_event(ev)
-                    L.check(lib.ckpt_save_after_stream(sv, primary.cuda_stream),
-                            f"checkpoint {step}")
-                L.check(lib.ckpt_save_submit(sv), f"checkpoint {step}")
+                    L.check(lib.ckpt_save_after_stream(sv, primary.cuda_stream))
+                L.check(lib.ckpt_save_submit(sv))
                 submitted = True
             except BaseException:
                 if not submitted:
@@ -359,8 +358,7 @@ class Store:
         s = _step_arg(step)
         out = ctypes.c_void_p()
         with self._lock:
-            L.check(L.load().ckpt_reader_open(self._handle(), s, ctypes.byref(out)),
-                    "checkpoint " + ("latest" if s == L.STEP_LATEST else str(s)))
+            L.check(L.load().ckpt_reader_open(self._handle(), s, ctypes.byref(out)))
         return _Reader(out.value)
 
     def list(self, include_invalid=False):
@@ -419,6 +417,66 @@ class Store:
             L.check(L.load().ckpt_reader_verify(r.ptr, cb, L.PROGRESS_FN(), None), "verify")
         return damages
 
+    def du(self):
+        """Space accounting (needs no lock): a dict with one entry per valid checkpoint
+        (`checkpoints`: step, referenced_bytes, exclusive_bytes, shared_bytes) and the store's
+        totals (packs, pack_bytes, live_bytes, garbage_bytes, ...)."""
+        lib = L.load()
+        f = L.need("ckpt_store_du")
+        out = ctypes.POINTER(L.Du)()
+        with self._lock:
+            L.check(f(self._handle(), ctypes.byref(out)))
+        try:
+            d = out.contents
+            res = {name: getattr(d, name) for name, _ in L.Du._fields_ if name not in ("n", "entries")}
+            res["checkpoints"] = [{name: getattr(d.entries[i], name) for name, _ in L.DuEntry._fields_}
+                                  for i in range(d.n)]
+            return res
+        finally:
+            lib.ckpt_du_free(out)
+
+    @staticmethod
+    def _report(lib, rep):
+        if not rep:
+            return {}
+        try:
+            r = rep.contents
+            d = {name: getattr(r, name) for name, _ in L.GcReport._fields_
+                 if name not in ("steps_removed", "n_steps_removed")}
+            d["steps_removed"] = [r.steps_removed[i] for i in range(r.n_steps_removed)]
+            return d
+        finally:
+            lib.ckpt_gc_report_free(rep)
+
+    def prune(self, keep_last=1, keep_every=0, keep_steps=(), dry_run=False, force=False):
+        """Removes the checkpoints the policy does not keep, then the packs nothing references
+        (ckpt_store_prune): keep the newest `keep_last` (at least the newest one), every step
+        that is a multiple of `keep_every`, and `keep_steps`.  Returns the report as a dict
+        (steps_removed, bytes_freed, ...).  Takes the writer lock (BusyError).  dry_run: report only."""
+        lib = L.load()
+        f = L.need("ckpt_store_prune")
+        steps = [int(x) for x in keep_steps]
+        arr = (ctypes.c_uint64 * max(1, len(steps)))(*steps)
+        pol = L.PrunePolicy(keep_last, keep_every, ctypes.cast(arr, ctypes.POINTER(ctypes.c_uint64)),
+                            len(steps))
+        flags = (L.GC_DRY_RUN if dry_run else 0) | (L.GC_FORCE if force else 0)
+        rep = ctypes.POINTER(L.GcReport)()
+        with self._lock:
+            L.check(f(self._handle(), ctypes.byref(pol), flags, ctypes.byref(rep)))
+        return self._report(lib, rep)
+
+    def gc(self, compact_below=0.0, dry_run=False, force=False):
+        """Removes unreferenced packs and leftovers of interrupted saves, and compacts packs whose
+        live share is below `compact_below` (0 to 1; 0: no compaction) (ckpt_store_gc).
+        Returns the report as a dict."""
+        lib = L.load()
+        f = L.need("ckpt_store_gc")
+        flags = (L.GC_DRY_RUN if dry_run else 0) | (L.GC_FORCE if force else 0)
+        rep = ctypes.POINTER(L.GcReport)()
+        with self._lock:
+            L.check(f(self._handle(), float(compact_below), flags, ctypes.byref(rep)))
+        return self._report(lib, rep)
+
     def load(self, step="latest", device=None):
         """Returns the checkpoint's state as new tensors: the nested structure that was saved,
         with torch tensors for saved torch tensors (on the CPU, or on `device`) and numpy arrays
@@ -465,11 +523,7 @@ class Store:
             _merge(state, _NOTREE if tree is None else tree, [], found, apply=False)
             targets = []
             for name, obj in found:
-                try:
-                    idx = r.find(name)
-                except NotFoundError:
-                    raise NotFoundError(f"tensor {name!r} is not in checkpoint {r.step} "
-                                        f"(it holds {r.count()} tensors)") from None
+                idx = r.find(name)
                 ti = r.tensor(idx)
                 _check_target(name, ti, obj, r.step)
                 targets.append((idx, ti, obj))
@@ -495,6 +549,7 @@ class _Reader:
         L.load().ckpt_reader_info(ptr, ctypes.byref(inf))
         self._info = L.info_dict(inf)
         self.step = inf.step
+        self._index = None
 
     def __enter__(self):
         return self
@@ -517,9 +572,13 @@ class _Reader:
                 "chunks": ti.chunks, "chunks_new": ti.chunks_new, "bytes_new": ti.bytes_new}
 
     def find(self, name):
-        idx = L.load().ckpt_reader_find(self.ptr, name.encode())
-        if idx < 0:
-            raise L.make_error(idx, f"checkpoint {self.step}")
+        # one pass over the tensors instead of ckpt_reader_find's linear search per name
+        if self._index is None:
+            self._index = {self.tensor(i)["name"]: i for i in range(self.count())}
+        idx = self._index.get(name)
+        if idx is None:
+            raise NotFoundError(f"no tensor {name!r} in checkpoint {self.step}",
+                                code=NotFoundError.code, name="not found")
         return idx
 
     def meta(self):
@@ -627,7 +686,7 @@ def _restore_into(r, targets):
             mem[0] = d[1]
             return d[0]
         fn = L.DST_FN(cb)
-        L.check(L.load().ckpt_reader_restore_all(r.ptr, fn, None), f"restoring checkpoint {r.step}")
+        L.check(L.load().ckpt_reader_restore_all(r.ptr, fn, None))
 
     dst, copies, keep = plan(stage_cuda=False)
     try:
@@ -680,7 +739,8 @@ def _merge(target, node, path, found, apply):
                 sub = _tensorless(target[k])
                 if sub is None:
                     continue  # a non-tensor value the checkpoint lacks: left as it is
-                raise NotFoundError(f"{where + '.' + comp!r}: not in the checkpoint ({sub})")
+                raise NotFoundError(f"{'.'.join(path + [comp])!r}: in the state ({sub}) but not in "
+                                    f"the checkpoint")
             v = _merge(target[k], _NOTREE if saved is None else saved[k], path + [comp], found, apply)
             if apply and v is not target[k]:
                 target[k] = v

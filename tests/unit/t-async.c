@@ -220,7 +220,7 @@ static void test_basic(void)
 	ckpt_store_close(s);
 
 	/* A fresh handle sees the same. */
-	s = tp_open(dir, &TP_OPTS(.create = -1));
+	s = tp_open(dir, &TP_OPTS(.no_create = 1));
 	tp_check(s, 7, want);
 	ckpt_store_close(s);
 	tp_set_free(cur);
@@ -272,7 +272,7 @@ static void test_abort(void)
 	tp_check(s, 10, a);
 	tp_check(s, 11, b);
 	ckpt_store_close(s);
-	s = tp_open(dir, &TP_OPTS(.create = -1));
+	s = tp_open(dir, &TP_OPTS(.no_create = 1));
 	tp_check(s, 10, a);
 	tp_check(s, 11, b);
 	ckpt_store_close(s);
@@ -317,7 +317,7 @@ static void test_abort_at_commit(void)
 	pthread_join(th, NULL);
 	if (tp_manifest_exists(s, 21)) {
 		ckpt_store_close(s);
-		s = tp_open(dir, &TP_OPTS(.create = -1));
+		s = tp_open(dir, &TP_OPTS(.no_create = 1));
 		if (tp_check(s, 21, b))
 			fprintf(stderr, "BUG: an abort during the commit left checkpoint 21 visible "
 					"with its packs removed\n");
@@ -396,7 +396,7 @@ static void test_in_flight(void)
 	for (int i = 0; i < 3; i++)
 		tp_check(s, 31 + (uint64_t)i, want[i]);
 	ckpt_store_close(s);
-	s = tp_open(dir, &TP_OPTS(.create = -1));
+	s = tp_open(dir, &TP_OPTS(.no_create = 1));
 	for (int i = 0; i < 3; i++)
 		tp_check(s, 31 + (uint64_t)i, want[i]);
 	ckpt_store_close(s);
@@ -426,7 +426,7 @@ static void test_in_flight_faults(int err)
 		CHECK_OK(tp_save(s, 1, base, NULL)); /* an earlier checkpoint */
 		ckpt_store_close(s);
 		s = tp_open(dir, &TP_OPTS(.pool = 1u << 20, .io_size = 256u << 10, .threads = 3, .qd = 2,
-					  .create = -1));
+					  .no_create = 1));
 		struct tp_set *x[3];
 		ckpt_save *sv[3];
 		ckpt_io_fault_arm(IO_FAULT_WRITE, nth, err);
@@ -467,7 +467,7 @@ static void test_in_flight_faults(int err)
 					CHECK(!tp_manifest_exists(s, 10 + (uint64_t)i));
 			}
 			ckpt_store_close(s);
-			s = tp_open(dir, &TP_OPTS(.create = -1));
+			s = tp_open(dir, &TP_OPTS(.no_create = 1));
 		}
 		/* A failed step can be saved again and is complete. */
 		for (int i = 0; i < 3; i++)
