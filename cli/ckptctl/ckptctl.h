@@ -13,8 +13,14 @@ int cmd_import(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_du(int argc, char **argv);
+int cmd_prune(int argc, char **argv);
+int cmd_gc(int argc, char **argv);
 
 extern const char usage_import[], usage_export[], usage_list[], usage_verify[];
+extern const char usage_show[], usage_diff[], usage_du[], usage_prune[], usage_gc[];
 
 /* Parses a STEP argument: a decimal number or "latest" (CKPT_STEP_LATEST). Returns 0, or prints a
  * usage error for cmd and returns EXIT_USAGE. */
@@ -40,5 +46,23 @@ int ck_open_store(const char *cmd, const char *path, bool ro, const ckpt_options
 /* Message for an invalid-manifest checkpoint of step (from ckpt_store_list with
  * include_invalid): reopens it to get the library's detailed message. Writes into buf. */
 const char *ck_invalid_reason(ckpt_store *store, const ckpt_info *info, char *buf, size_t len);
+
+/* fmt.c: helpers of show, diff, du, prune and gc. */
+/* Formats a shape as "[2,3]" ("[]" for a scalar). Returns buf. */
+const char *ck_fmt_shape(unsigned ndim, const uint64_t *shape, char *buf, size_t len);
+/* A tensor name for a table: as it is when plain, else quoted and escaped (st_quote). */
+const char *ck_name(const char *name, char *buf, size_t len);
+/* Opens the checkpoint of step for reading; reports a failure as ck_fail() and returns the exit
+ * status (4 for an unknown step), or 0. */
+int ck_open_reader(const char *cmd, ckpt_store *store, uint64_t step, ckpt_reader **out);
+/* Flushes standard output; reports a write error. Returns EXIT_OK or EXIT_FAIL. */
+int ck_stdout_done(const char *cmd);
+/* prune and gc: lists the store's damaged manifests on stderr (naming each and what is wrong).
+ * Without force, refuses: returns EXIT_FAIL when there is one; with force, warns. Returns 0 to
+ * go on, or an exit status. */
+int ck_check_damaged(const char *cmd, ckpt_store *store, const char *path, bool force);
+/* Prints the counters of a prune or gc report as JSON fields, or as text lines. */
+void ck_report_json(struct jw *w, const ckpt_gc_report *r);
+void ck_report_text(const ckpt_gc_report *r, bool dry);
 
 #endif

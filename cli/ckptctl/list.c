@@ -8,9 +8,10 @@
 const char usage_list[] =
 	"Usage: ckptctl list STORE [--json]\n"
 	"List the checkpoints of STORE in ascending step order: step, commit time (UTC), number of\n"
-	"tensors, logical size (sum of tensor sizes) and the bytes each checkpoint added to the\n"
-	"store. A damaged manifest is reported on standard error and not listed. The store is\n"
-	"opened read-only: listing works while a save runs.\n"
+	"tensors, logical size (sum of tensor sizes), the bytes each checkpoint added to the store\n"
+	"(NEW) and the on-disk bytes of every chunk it references, shared ones included (STORED).\n"
+	"Sizes are in IEC units (KiB, MiB, GiB). A damaged manifest is reported on standard error\n"
+	"and not listed. The store is opened read-only: listing works while a save runs.\n"
 	"\n"
 	"Options:\n"
 	"      --json   print a JSON array of objects with step, time (unix seconds), tensors,\n"
@@ -89,17 +90,18 @@ int cmd_list(int argc, char **argv)
 		jw_arr_end(&w);
 		jw_finish(&w);
 	} else {
-		printf("%12s  %-19s  %8s  %12s  %12s\n", "STEP", "TIME (UTC)", "TENSORS", "LOGICAL",
-		       "NEW");
+		printf("%12s  %-19s  %8s  %12s  %12s  %12s\n", "STEP", "TIME (UTC)", "TENSORS",
+		       "LOGICAL", "NEW", "STORED");
 		for (int k = 0; k < n; k++) {
 			const ckpt_info *i = &list[k];
-			char t[32], a[32], b[32];
+			char t[32], a[32], b[32], d[32];
 			if (i->error)
 				continue;
-			printf("%12llu  %-19s  %8llu  %12s  %12s\n", (unsigned long long)i->step,
+			printf("%12llu  %-19s  %8llu  %12s  %12s  %12s\n", (unsigned long long)i->step,
 			       cli_fmt_time(i->time, t, sizeof t), (unsigned long long)i->tensors,
 			       cli_fmt_iec(i->logical_bytes, a, sizeof a),
-			       cli_fmt_iec(i->new_bytes, b, sizeof b));
+			       cli_fmt_iec(i->new_bytes, b, sizeof b),
+			       cli_fmt_iec(i->stored_bytes, d, sizeof d));
 		}
 	}
 	if (fflush(stdout) || ferror(stdout)) {

@@ -1,0 +1,417 @@
+/* ckptctl diff: what changed between two checkpoints. Tensors are matched by name; for a tensor in
+ * both with the same dtype and shape, the changed bytes are the raw bytes of the chunks whose
+ * digests differ (from the manifests, no data read) — or, when the two were saved with different
+ * chunk sizes, of the chunk-sized ranges whose bytes differ (the data is then read and checked). A
+ * tensor whose dtype or shape changed counts as changed entirely. Metadata is compared too. */
+#include "ckptctl.h"
+#include "safetensors.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char usage_diff[] =
+	"Usage: ckptctl diff STORE A B [--json]\n"
+	"Compare the checkpoints of steps A and B (numbers or 'latest'): the tensors B added and\n"
+	"removed, and those it changed with the bytes that changed (the raw bytes of the chunks\n"
+	"whose digests differ; all of a tensor whose dtype or shape changed), and the metadata\n"
+	"keys added, removed or changed. Sizes are in IEC units. The store is opened read-only.\n"
+	"\n"
+	"Options:\n"
+	"      --json   print a JSON object: from, to, added, removed and changed (arrays of\n"
+	"               tensors; changed ones with changed_bytes, changed_chunks and\n"
+	"               layout_changed), unchanged, added_bytes, removed_bytes, changed_bytes and\n"
+	"               metadata (added, removed, changed); sizes in bytes\n"
+	"  -h, --help   show this help\n"
+	"\n"
+	"Exit status: 0 compared (whether or not they differ); 1 failed (damaged data or\n"
+	"manifest); 2 usage error; 4 no such store or step.\n"
+	"\n"
+	"Example:\n"
+	"  ckptctl diff /mnt/nvme/ckpt 1000 latest\n";
+
+enum { OPT_JSON = 256 };
+
+static const struct option diff_opts[] = {
+	{"json", no_argument, NULL, OPT_JSON},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+enum change { UNCHANGED, ADDED, REMOVED, CHANGED };
+
+struct tdiff {
+	enum change kind;
+	size_t ia, ib;          /* indexes in A and B (when present) */
+	bool layout_changed;    /* dtype or shape differ */
+	uint64_t changed_bytes, changed_chunks;
+};
+
+static bool same_layout(const ckpt_tensor_info *a, const ckpt_tensor_info *b)
+{
+	if (a->dtype != b->dtype || a->ndim != b->ndim)
+		return false;
+	for (unsigned d = 0; d < a->ndim; d++)
+		if (a->shape[d] != b->shape[d])
+			return false;
+	return true;
+}
+
+/* Chunk boundaries of both tensors equal (the same chunk size)? */
+static int same_chunking(const ckpt_reader *ra, size_t ia, const ckpt_tensor_info *a,
+			 const ckpt_reader *rb, size_t ib, const ckpt_tensor_info *b, bool *same)
+{
+	*same = a->chunks == b->chunks;
+	for (uint64_t j = 0; *same && j < a->chunks; j++) {
+		ckpt_chunk_info ca, cb;
+		int r = ckpt_reader_chunk(ra, ia, j, &ca);
+		if (!r)
+			r = ckpt_reader_chunk(rb, ib, j, &cb);
+		if (r)
+			return r;
+		*same = ca.raw_bytes == cb.raw_bytes;
+	}
+	return 0;
+}
+
+/* Compares tensors of the same layout: by chunk digest, or by reading both when chunked
+ * differently (ranges of B's chunks). Returns 0 or a CKPT_E_* code. */
+static int compare(ckpt_reader *ra, size_t ia, const ckpt_tensor_info *a, ckpt_reader *rb,
+		   size_t ib, const ckpt_tensor_info *b, struct tdiff *d)
+{
+	bool same;
+	int r = same_chunking(ra, ia, a, rb, ib, b, &same);
+	if (r)
+		return r;
+	if (same) {
+		for (uint64_t j = 0; j < b->chunks; j++) {
+			ckpt_chunk_info ca, cb;
+			if ((r = ckpt_reader_chunk(ra, ia, j, &ca)) ||
+			    (r = ckpt_reader_chunk(rb, ib, j, &cb)))
+				return r;
+			if (memcmp(ca.digest, cb.digest, sizeof ca.digest)) {
+				d->changed_bytes += cb.raw_bytes;
+				d->changed_chunks++;
+			}
+		}
+		return 0;
+	}
+	uint8_t *x = malloc(a->nbytes ? a->nbytes : 1), *y = malloc(b->nbytes ? b->nbytes : 1);
+	if (!x || !y) {
+		free(x);
+		free(y);
+		return -CKPT_E_NOMEM;
+	}
+	r = ckpt_reader_restore(ra, ia, CKPT_MEM_HOST, x, a->nbytes);
+	if (!r)
+		r = ckpt_reader_restore(rb, ib, CKPT_MEM_HOST, y, b->nbytes);
+	uint64_t off = 0;
+	for (uint64_t j = 0; !r && j < b->chunks; j++) {
+		ckpt_chunk_info cb;
+		if ((r = ckpt_reader_chunk(rb, ib, j, &cb)))
+			break;
+		if (memcmp(x + off, y + off, cb.raw_bytes)) {
+			d->changed_bytes += cb.raw_bytes;
+			d->changed_chunks++;
+		}
+		off += cb.raw_bytes;
+	}
+	free(x);
+	free(y);
+	return r;
+}
+
+static void json_tensor(struct jw *w, const ckpt_tensor_info *t)
+{
+	const char *dt = ckpt_dtype_name(t->dtype);
+	jw_key(w, "name"); jw_str(w, t->name);
+	jw_key(w, "dtype"); jw_str(w, dt ? dt : "?");
+	jw_key(w, "shape");
+	jw_arr_begin(w);
+	for (unsigned d = 0; d < t->ndim; d++)
+		jw_u64(w, t->shape[d]);
+	jw_arr_end(w);
+	jw_key(w, "nbytes"); jw_u64(w, t->nbytes);
+}
+
+static const char *dtype_name(ckpt_dtype dt)
+{
+	const char *n = ckpt_dtype_name(dt);
+	return n ? n : "?";
+}
+
+struct sums {
+	uint64_t added, removed, changed, n_added, n_removed, n_changed, n_unchanged;
+};
+
+static void print_json(ckpt_reader *ra, ckpt_reader *rb, const ckpt_info *ia, const ckpt_info *ib,
+		       const struct tdiff *v, size_t nv, const struct sums *s)
+{
+	struct jw w;
+	jw_init(&w, stdout, true);
+	jw_obj_begin(&w);
+	jw_key(&w, "from"); jw_u64(&w, ia->step);
+	jw_key(&w, "to"); jw_u64(&w, ib->step);
+	static const char *const names[] = {"added", "removed", "changed"};
+	for (int kind = ADDED; kind <= CHANGED; kind++) {
+		jw_key(&w, names[kind - ADDED]);
+		jw_arr_begin(&w);
+		for (size_t k = 0; k < nv; k++) {
+			if ((int)v[k].kind != kind)
+				continue;
+			ckpt_tensor_info a, b;
+			jw_obj_begin(&w);
+			if (kind == REMOVED) {
+				ckpt_reader_tensor(ra, v[k].ia, &a);
+				json_tensor(&w, &a);
+			} else {
+				ckpt_reader_tensor(rb, v[k].ib, &b);
+				json_tensor(&w, &b);
+			}
+			if (kind == CHANGED) {
+				ckpt_reader_tensor(ra, v[k].ia, &a);
+				jw_key(&w, "changed_bytes"); jw_u64(&w, v[k].changed_bytes);
+				jw_key(&w, "changed_chunks"); jw_u64(&w, v[k].changed_chunks);
+				jw_key(&w, "layout_changed"); jw_bool(&w, v[k].layout_changed);
+				if (v[k].layout_changed) {
+					jw_key(&w, "from_dtype"); jw_str(&w, dtype_name(a.dtype));
+					jw_key(&w, "from_shape");
+					jw_arr_begin(&w);
+					for (unsigned d = 0; d < a.ndim; d++)
+						jw_u64(&w, a.shape[d]);
+					jw_arr_end(&w);
+					jw_key(&w, "from_nbytes"); jw_u64(&w, a.nbytes);
+				}
+			}
+			jw_obj_end(&w);
+		}
+		jw_arr_end(&w);
+	}
+	jw_key(&w, "unchanged"); jw_u64(&w, s->n_unchanged);
+	jw_key(&w, "added_bytes"); jw_u64(&w, s->added);
+	jw_key(&w, "removed_bytes"); jw_u64(&w, s->removed);
+	jw_key(&w, "changed_bytes"); jw_u64(&w, s->changed);
+	jw_key(&w, "metadata");
+	jw_obj_begin(&w);
+	jw_key(&w, "added");
+	jw_obj_begin(&w);
+	for (size_t k = 0; k < ckpt_reader_meta_count(rb); k++) {
+		const char *key, *val;
+		if (!ckpt_reader_meta(rb, k, &key, &val) && !ckpt_reader_get_meta(ra, key)) {
+			jw_key(&w, key);
+			jw_str(&w, val);
+		}
+	}
+	jw_obj_end(&w);
+	jw_key(&w, "removed");
+	jw_obj_begin(&w);
+	for (size_t k = 0; k < ckpt_reader_meta_count(ra); k++) {
+		const char *key, *val;
+		if (!ckpt_reader_meta(ra, k, &key, &val) && !ckpt_reader_get_meta(rb, key)) {
+			jw_key(&w, key);
+			jw_str(&w, val);
+		}
+	}
+	jw_obj_end(&w);
+	jw_key(&w, "changed");
+	jw_arr_begin(&w);
+	for (size_t k = 0; k < ckpt_reader_meta_count(rb); k++) {
+		const char *key, *val, *old;
+		if (ckpt_reader_meta(rb, k, &key, &val) || !(old = ckpt_reader_get_meta(ra, key)) ||
+		    !strcmp(old, val))
+			continue;
+		jw_obj_begin(&w);
+		jw_key(&w, "key"); jw_str(&w, key);
+		jw_key(&w, "from"); jw_str(&w, old);
+		jw_key(&w, "to"); jw_str(&w, val);
+		jw_obj_end(&w);
+	}
+	jw_arr_end(&w);
+	jw_obj_end(&w);
+	jw_obj_end(&w);
+	jw_finish(&w);
+}
+
+static void print_text(ckpt_reader *ra, ckpt_reader *rb, const ckpt_info *ia, const ckpt_info *ib,
+		       const struct tdiff *v, size_t nv, const struct sums *s)
+{
+	printf("diff step %llu -> step %llu\n", (unsigned long long)ia->step,
+	       (unsigned long long)ib->step);
+	for (size_t k = 0; k < nv; k++) {
+		ckpt_tensor_info a, b;
+		char q[1100], sa[700], sb[700], za[32], zb[32];
+		switch (v[k].kind) {
+		case UNCHANGED:
+			break;
+		case ADDED:
+			ckpt_reader_tensor(rb, v[k].ib, &b);
+			printf("added    %s %s %s  %s\n", ck_name(b.name, q, sizeof q), dtype_name(b.dtype),
+			       ck_fmt_shape(b.ndim, b.shape, sb, sizeof sb),
+			       cli_fmt_iec(b.nbytes, zb, sizeof zb));
+			break;
+		case REMOVED:
+			ckpt_reader_tensor(ra, v[k].ia, &a);
+			printf("removed  %s %s %s  %s\n", ck_name(a.name, q, sizeof q), dtype_name(a.dtype),
+			       ck_fmt_shape(a.ndim, a.shape, sa, sizeof sa),
+			       cli_fmt_iec(a.nbytes, za, sizeof za));
+			break;
+		case CHANGED:
+			ckpt_reader_tensor(ra, v[k].ia, &a);
+			ckpt_reader_tensor(rb, v[k].ib, &b);
+			if (v[k].layout_changed) {
+				char sa2[700];
+				snprintf(sa2, sizeof sa2, "%s %s", dtype_name(a.dtype),
+					 ck_fmt_shape(a.ndim, a.shape, sa, sizeof sa));
+				printf("changed  %s %s -> %s %s  %s (all)\n", ck_name(b.name, q, sizeof q),
+				       sa2, dtype_name(b.dtype), ck_fmt_shape(b.ndim, b.shape, sb, sizeof sb),
+				       cli_fmt_iec(b.nbytes, zb, sizeof zb));
+			} else {
+				printf("changed  %s %s %s  %s of %s (%llu of %llu chunks)\n",
+				       ck_name(b.name, q, sizeof q), dtype_name(b.dtype),
+				       ck_fmt_shape(b.ndim, b.shape, sb, sizeof sb),
+				       cli_fmt_iec(v[k].changed_bytes, za, sizeof za),
+				       cli_fmt_iec(b.nbytes, zb, sizeof zb),
+				       (unsigned long long)v[k].changed_chunks, (unsigned long long)b.chunks);
+			}
+			break;
+		}
+	}
+	size_t nmeta = 0;
+	for (size_t k = 0; k < ckpt_reader_meta_count(rb); k++) {
+		const char *key, *val, *old;
+		char qk[1100], qa[1100], qb[1100];
+		if (ckpt_reader_meta(rb, k, &key, &val))
+			continue;
+		old = ckpt_reader_get_meta(ra, key);
+		if (!old) {
+			printf("meta +   %s = %s\n", ck_name(key, qk, sizeof qk),
+			       st_quote(val, qb, sizeof qb, 1000));
+			nmeta++;
+		} else if (strcmp(old, val)) {
+			printf("meta ~   %s = %s -> %s\n", ck_name(key, qk, sizeof qk),
+			       st_quote(old, qa, sizeof qa, 1000), st_quote(val, qb, sizeof qb, 1000));
+			nmeta++;
+		}
+	}
+	for (size_t k = 0; k < ckpt_reader_meta_count(ra); k++) {
+		const char *key, *val;
+		char qk[1100], qa[1100];
+		if (!ckpt_reader_meta(ra, k, &key, &val) && !ckpt_reader_get_meta(rb, key)) {
+			printf("meta -   %s = %s\n", ck_name(key, qk, sizeof qk),
+			       st_quote(val, qa, sizeof qa, 1000));
+			nmeta++;
+		}
+	}
+	char a[32], r[32], c[32];
+	printf("%llu added (%s), %llu removed (%s), %llu changed (%s changed), %llu unchanged; "
+	       "%zu metadata change%s\n",
+	       (unsigned long long)s->n_added, cli_fmt_iec(s->added, a, sizeof a),
+	       (unsigned long long)s->n_removed, cli_fmt_iec(s->removed, r, sizeof r),
+	       (unsigned long long)s->n_changed, cli_fmt_iec(s->changed, c, sizeof c),
+	       (unsigned long long)s->n_unchanged, nmeta, nmeta == 1 ? "" : "s");
+}
+
+int cmd_diff(int argc, char **argv)
+{
+	const char *cmd = "diff";
+	bool json = false;
+	int c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", diff_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_JSON: json = true; break;
+		case 'h': fputs(usage_diff, stdout); return EXIT_OK;
+		default: return ck_bad_option(cmd, c, argv);
+		}
+	}
+	int npos = argc - optind;
+	if (npos < 3)
+		return cli_usage_err(cmd, npos < 1 ? "expected STORE, A and B"
+					  : npos < 2 ? "expected steps A and B" : "expected step B");
+	if (npos > 3)
+		return cli_usage_err(cmd, "too many arguments");
+	uint64_t sa, sb;
+	if (ck_parse_step(cmd, argv[optind + 1], &sa) || ck_parse_step(cmd, argv[optind + 2], &sb))
+		return EXIT_USAGE;
+
+	ckpt_store *store;
+	int rc = ck_open_store(cmd, argv[optind], true, NULL, &store);
+	if (rc)
+		return rc;
+	ckpt_reader *ra = NULL, *rb = NULL;
+	struct tdiff *v = NULL;
+	if ((rc = ck_open_reader(cmd, store, sa, &ra)) || (rc = ck_open_reader(cmd, store, sb, &rb)))
+		goto out;
+	size_t na = ckpt_reader_tensor_count(ra), nb = ckpt_reader_tensor_count(rb);
+	v = calloc(na + nb + 1, sizeof *v);
+	if (!v) {
+		cli_err("%s: out of memory", cmd);
+		rc = EXIT_FAIL;
+		goto out;
+	}
+	struct sums s = {0};
+	size_t nv = 0;
+	/* B's order first (added, changed, unchanged), then what A had and B lacks. */
+	for (size_t ib = 0; ib < nb; ib++) {
+		ckpt_tensor_info a, b;
+		ckpt_reader_tensor(rb, ib, &b);
+		long ia = ckpt_reader_find(ra, b.name);
+		struct tdiff *d = &v[nv++];
+		d->ib = ib;
+		if (ia < 0) {
+			d->kind = ADDED;
+			s.n_added++;
+			s.added += b.nbytes;
+			continue;
+		}
+		d->ia = (size_t)ia;
+		ckpt_reader_tensor(ra, (size_t)ia, &a);
+		if (!same_layout(&a, &b)) {
+			d->layout_changed = true;
+			d->changed_bytes = b.nbytes;
+			d->changed_chunks = b.chunks;
+		} else {
+			int r = compare(ra, (size_t)ia, &a, rb, ib, &b, d);
+			if (r) {
+				char q[300];
+				char what[400];
+				snprintf(what, sizeof what, "comparing tensor %s",
+					 st_quote(b.name, q, sizeof q, 200));
+				rc = ck_fail(cmd, r, what);
+				goto out;
+			}
+		}
+		d->kind = d->changed_bytes || d->layout_changed ? CHANGED : UNCHANGED;
+		if (d->kind == CHANGED) {
+			s.n_changed++;
+			s.changed += d->changed_bytes;
+		} else
+			s.n_unchanged++;
+	}
+	for (size_t ia = 0; ia < na; ia++) {
+		ckpt_tensor_info a;
+		ckpt_reader_tensor(ra, ia, &a);
+		if (ckpt_reader_find(rb, a.name) >= 0)
+			continue;
+		v[nv++] = (struct tdiff){.kind = REMOVED, .ia = ia};
+		s.n_removed++;
+		s.removed += a.nbytes;
+	}
+	ckpt_info ia_info, ib_info;
+	ckpt_reader_info(ra, &ia_info);
+	ckpt_reader_info(rb, &ib_info);
+	if (json)
+		print_json(ra, rb, &ia_info, &ib_info, v, nv, &s);
+	else
+		print_text(ra, rb, &ia_info, &ib_info, v, nv, &s);
+	rc = ck_stdout_done(cmd);
+out:
+	free(v);
+	ckpt_reader_close(ra);
+	ckpt_reader_close(rb);
+	ckpt_store_close(store);
+	return rc;
+}

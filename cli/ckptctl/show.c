@@ -1,0 +1,168 @@
+/* ckptctl show: one checkpoint's summary, metadata and tensors (dtype, shape, size, chunks new and
+ * reused), as text or JSON. */
+#include "ckptctl.h"
+#include "safetensors.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+const char usage_show[] =
+	"Usage: ckptctl show STORE STEP [--json]\n"
+	"Show the checkpoint of STEP (a number or 'latest'): commit time, sizes, metadata, and every\n"
+	"tensor with its dtype, shape, size, chunks, how many of them the checkpoint wrote (NEW)\n"
+	"and how many it shares with earlier ones (REUSED). Sizes are in IEC units. The store is\n"
+	"opened read-only: show works while a save runs.\n"
+	"\n"
+	"Options:\n"
+	"      --json   print a JSON object: step, time, tensors, logical_bytes, new_bytes,\n"
+	"               stored_bytes, chunks, new_chunks, metadata (an object) and tensor_info\n"
+	"               (an array of objects with name, dtype, shape, nbytes, chunks, chunks_new,\n"
+	"               chunks_reused and bytes_new); sizes in bytes\n"
+	"  -h, --help   show this help\n"
+	"\n"
+	"Exit status: 0 shown; 1 failed (damaged manifest); 2 usage error; 4 no such store or step.\n"
+	"\n"
+	"Example:\n"
+	"  ckptctl show /mnt/nvme/ckpt latest\n";
+
+enum { OPT_JSON = 256 };
+
+static const struct option show_opts[] = {
+	{"json", no_argument, NULL, OPT_JSON},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+static void show_json(ckpt_reader *rd, const ckpt_info *in)
+{
+	struct jw w;
+	jw_init(&w, stdout, true);
+	jw_obj_begin(&w);
+	jw_key(&w, "step"); jw_u64(&w, in->step);
+	jw_key(&w, "time"); jw_i64(&w, in->time);
+	jw_key(&w, "tensors"); jw_u64(&w, in->tensors);
+	jw_key(&w, "logical_bytes"); jw_u64(&w, in->logical_bytes);
+	jw_key(&w, "new_bytes"); jw_u64(&w, in->new_bytes);
+	jw_key(&w, "stored_bytes"); jw_u64(&w, in->stored_bytes);
+	jw_key(&w, "chunks"); jw_u64(&w, in->chunks);
+	jw_key(&w, "new_chunks"); jw_u64(&w, in->new_chunks);
+	jw_key(&w, "metadata");
+	jw_obj_begin(&w);
+	size_t nm = ckpt_reader_meta_count(rd);
+	for (size_t k = 0; k < nm; k++) {
+		const char *key, *val;
+		if (ckpt_reader_meta(rd, k, &key, &val))
+			continue;
+		jw_key(&w, key);
+		jw_str(&w, val);
+	}
+	jw_obj_end(&w);
+	jw_key(&w, "tensor_info");
+	jw_arr_begin(&w);
+	size_t nt = ckpt_reader_tensor_count(rd);
+	for (size_t k = 0; k < nt; k++) {
+		ckpt_tensor_info t;
+		if (ckpt_reader_tensor(rd, k, &t))
+			continue;
+		jw_obj_begin(&w);
+		jw_key(&w, "name"); jw_str(&w, t.name);
+		jw_key(&w, "dtype"); jw_str(&w, ckpt_dtype_name(t.dtype) ? ckpt_dtype_name(t.dtype) : "?");
+		jw_key(&w, "shape");
+		jw_arr_begin(&w);
+		for (unsigned d = 0; d < t.ndim; d++)
+			jw_u64(&w, t.shape[d]);
+		jw_arr_end(&w);
+		jw_key(&w, "nbytes"); jw_u64(&w, t.nbytes);
+		jw_key(&w, "chunks"); jw_u64(&w, t.chunks);
+		jw_key(&w, "chunks_new"); jw_u64(&w, t.chunks_new);
+		jw_key(&w, "chunks_reused"); jw_u64(&w, t.chunks - t.chunks_new);
+		jw_key(&w, "bytes_new"); jw_u64(&w, t.bytes_new);
+		jw_obj_end(&w);
+	}
+	jw_arr_end(&w);
+	jw_obj_end(&w);
+	jw_finish(&w);
+}
+
+static void show_text(ckpt_reader *rd, const ckpt_info *in)
+{
+	char t[32], a[32], b[32], c[32];
+	printf("step:       %llu\n", (unsigned long long)in->step);
+	printf("time:       %s UTC\n", cli_fmt_time(in->time, t, sizeof t));
+	printf("tensors:    %llu\n", (unsigned long long)in->tensors);
+	printf("logical:    %s\n", cli_fmt_iec(in->logical_bytes, a, sizeof a));
+	printf("new:        %s\n", cli_fmt_iec(in->new_bytes, b, sizeof b));
+	printf("stored:     %s\n", cli_fmt_iec(in->stored_bytes, c, sizeof c));
+	printf("chunks:     %llu (%llu new, %llu reused)\n", (unsigned long long)in->chunks,
+	       (unsigned long long)in->new_chunks,
+	       (unsigned long long)(in->chunks - in->new_chunks));
+	size_t nm = ckpt_reader_meta_count(rd);
+	printf("metadata:   %s\n", nm ? "" : "(none)");
+	for (size_t k = 0; k < nm; k++) {
+		const char *key, *val;
+		char qk[1100], qv[1100];
+		if (ckpt_reader_meta(rd, k, &key, &val))
+			continue;
+		printf("  %s = %s\n", ck_name(key, qk, sizeof qk), st_quote(val, qv, sizeof qv, 1000));
+	}
+	printf("\n%-8s  %-16s  %10s  %7s  %7s  %7s  %s\n", "DTYPE", "SHAPE", "SIZE", "CHUNKS", "NEW",
+	       "REUSED", "NAME");
+	size_t nt = ckpt_reader_tensor_count(rd);
+	for (size_t k = 0; k < nt; k++) {
+		ckpt_tensor_info ti;
+		char sh[700], sz[32], q[1100];
+		if (ckpt_reader_tensor(rd, k, &ti))
+			continue;
+		const char *dt = ckpt_dtype_name(ti.dtype);
+		printf("%-8s  %-16s  %10s  %7llu  %7llu  %7llu  %s\n", dt ? dt : "?",
+		       ck_fmt_shape(ti.ndim, ti.shape, sh, sizeof sh),
+		       cli_fmt_iec(ti.nbytes, sz, sizeof sz), (unsigned long long)ti.chunks,
+		       (unsigned long long)ti.chunks_new,
+		       (unsigned long long)(ti.chunks - ti.chunks_new), ck_name(ti.name, q, sizeof q));
+	}
+}
+
+int cmd_show(int argc, char **argv)
+{
+	const char *cmd = "show";
+	bool json = false;
+	int c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", show_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_JSON: json = true; break;
+		case 'h': fputs(usage_show, stdout); return EXIT_OK;
+		default: return ck_bad_option(cmd, c, argv);
+		}
+	}
+	int npos = argc - optind;
+	if (npos < 2)
+		return cli_usage_err(cmd, npos < 1 ? "expected STORE and STEP" : "expected STEP");
+	if (npos > 2)
+		return cli_usage_err(cmd, "too many arguments");
+	uint64_t step;
+	if (ck_parse_step(cmd, argv[optind + 1], &step))
+		return EXIT_USAGE;
+
+	ckpt_store *store;
+	int rc = ck_open_store(cmd, argv[optind], true, NULL, &store);
+	if (rc)
+		return rc;
+	ckpt_reader *rd;
+	rc = ck_open_reader(cmd, store, step, &rd);
+	if (!rc) {
+		ckpt_info info;
+		ckpt_reader_info(rd, &info);
+		if (json)
+			show_json(rd, &info);
+		else
+			show_text(rd, &info);
+		rc = ck_stdout_done(cmd);
+	}
+	ckpt_reader_close(rd);
+	ckpt_store_close(store);
+	return rc;
+}
