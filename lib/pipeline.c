@@ -292,13 +292,13 @@ static int open_pack(struct ckpt_save *sv, unsigned dir, int *out)
 	char path[4096];
 	store_pack_path(s, dir, id, path, sizeof path);
 	int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
-	bool direct = s->opt.direct_io && !s->direct_refused;
+	bool direct = s->opt.direct_io && !__atomic_load_n(&s->direct_refused, __ATOMIC_RELAXED);
 	int fd = open(path, flags | (direct ? O_DIRECT : 0), 0644);
 	if (fd < 0 && direct && errno == EINVAL) {
 		/* tmpfs refuses O_DIRECT with EINVAL after creating the file: the id is ours (we
 		 * hold the lock), so take the empty file over. */
 		direct = false;
-		s->direct_refused = true;
+		__atomic_store_n(&s->direct_refused, true, __ATOMIC_RELAXED);
 		fd = open(path, (flags & ~O_EXCL) | O_TRUNC, 0644);
 	}
 	if (fd < 0) {
@@ -322,7 +322,7 @@ static int open_pack(struct ckpt_save *sv, unsigned dir, int *out)
 		int fl = fcntl(fd, F_GETFL);
 		if (fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_DIRECT) == 0) {
 			pk->direct = false;
-			s->direct_refused = true;
+			__atomic_store_n(&s->direct_refused, true, __ATOMIC_RELAXED);
 			n = s->io->pwrite(fd, hdr, PACK_HDR_LEN, 0);
 		}
 	}
@@ -344,9 +344,10 @@ static int open_pack(struct ckpt_save *sv, unsigned dir, int *out)
 	return 0;
 }
 
-/* Picks the pack for a job: round-robin over data directories, a new pack when the directory's
- * current one is full. */
-static int pick_pack(struct ckpt_save *sv, int *out)
+/* Picks the pack for a job and reserves w bytes at its end, in one critical section (so packs
+ * stay near CKPT_OPT_PACK_SIZE however many workers write): round-robin over data directories, a
+ * new pack when the directory's current one is full. */
+static int pick_pack(struct ckpt_save *sv, uint64_t w, int *out, uint32_t *id, uint64_t *base)
 {
 	struct ckpt_store *s = sv->s;
 	pthread_mutex_lock(&sv->wmu);
@@ -356,6 +357,11 @@ static int pick_pack(struct ckpt_save *sv, int *out)
 		rc = open_pack(sv, dir, &cur);
 		if (!rc)
 			sv->cur_pack[dir] = cur;
+	}
+	if (!rc) {
+		*id = sv->packs[cur].id;
+		*base = sv->packs[cur].end;
+		sv->packs[cur].end += w;
 	}
 	pthread_mutex_unlock(&sv->wmu);
 	*out = cur;
@@ -502,15 +508,8 @@ static void process_task(struct task *t)
 	 * writes nothing), and record headers get its id. */
 	uint64_t base = 0;
 	uint32_t pack_id = 0;
-	if (w) {
-		if ((rc = pick_pack(sv, &j->pack)))
-			goto out;
-		pthread_mutex_lock(&sv->wmu);
-		pack_id = sv->packs[j->pack].id;
-		base = sv->packs[j->pack].end;
-		sv->packs[j->pack].end += w;
-		pthread_mutex_unlock(&sv->wmu);
-	}
+	if (w && (rc = pick_pack(sv, w, &j->pack, &pack_id, &base)))
+		goto out;
 	pthread_mutex_lock(&s->idx_mu);
 	for (size_t k = 0; k < nnew; k++) {
 		struct mf_chunk *c = &sv->chunks[nr[k].slot];
@@ -709,6 +708,15 @@ static void finalize_task(struct task *t)
 	sv->st.snapshot_seconds = (sv->snapshot_done ? sv->t_snapshot : t1) - sv->t_submit;
 	sv->st.persist_seconds = t1 - (sv->snapshot_done ? sv->t_snapshot : t1);
 	sv->st.pool_peak = pool_take_peak(&p->pool);
+	/* What this save did: O_DIRECT on every pack it wrote (a save that wrote nothing: what
+	 * the handle would do). */
+	bool direct = s->opt.direct_io && !__atomic_load_n(&s->direct_refused, __ATOMIC_RELAXED);
+	if (sv->npacks) {
+		direct = true;
+		for (size_t i = 0; i < sv->npacks; i++)
+			direct &= sv->packs[i].direct;
+	}
+	sv->st.direct_io = direct;
 	sv->finished = true;
 	pthread_cond_broadcast(&sv->cv);
 	p->fifo_head = sv->next_fifo;

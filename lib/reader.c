@@ -232,7 +232,16 @@ static struct pack_fd *get_pack(struct ckpt_reader *r, uint32_t id)
 		if (fd >= 0)
 			p->dir = d;
 	}
-	if (fd < 0) {
+	if (fd < 0 && errno == ENOENT && r->s->ndirs > 1) {
+		/* Striped store: say where it was looked for. */
+		char where[2048] = "";
+		for (unsigned d = 0; d < r->s->ndirs; d++) {
+			size_t used = strlen(where);
+			snprintf(where + used, sizeof where - used, "%s%s", d ? ", " : "",
+				 r->s->pack_dirs[d]);
+		}
+		rc = ckpt_fail(CKPT_E_CORRUPT, "pack %08u.pack: missing (looked in %s)", id, where);
+	} else if (fd < 0) {
 		e = errno;
 		store_pack_path(r->s, 0, id, path, sizeof path);
 		rc = ckpt_fail(e == ENOENT ? CKPT_E_CORRUPT : CKPT_E_IO, "pack %s: %s", path,

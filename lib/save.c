@@ -238,7 +238,6 @@ CKPT_API int ckpt_save_wait(ckpt_save *sv, ckpt_stats *stats)
 		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
 	int rc = sv->submitted ? pipe_wait(sv) : not_submitted(sv);
 	sv->st.tensors = sv->nt;
-	sv->st.direct_io = sv->s->opt.direct_io && !sv->s->direct_refused;
 	if (stats)
 		*stats = sv->st;
 	if (rc && sv->submitted)

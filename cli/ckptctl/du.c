@@ -65,6 +65,18 @@ int cmd_du(int argc, char **argv)
 		ckpt_store_close(store);
 		return rc;
 	}
+	if (du->invalid_manifests) {
+		/* As list does: name each damaged manifest and what is wrong with it. */
+		ckpt_info *list = NULL;
+		int nl = ckpt_store_list(store, 1, &list);
+		for (int k = 0; k < nl; k++) {
+			char why[1024];
+			if (list[k].error)
+				cli_err("warning: step %llu: %s", (unsigned long long)list[k].step,
+					ck_invalid_reason(store, &list[k], why, sizeof why));
+		}
+		ckpt_info_free(list);
+	}
 	if (json) {
 		struct jw w;
 		jw_init(&w, stdout, true);

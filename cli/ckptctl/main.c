@@ -7,6 +7,11 @@ static const struct cli_cmd commands[] = {
 	{"export", cmd_export, "write a checkpoint as a safetensors file", usage_export},
 	{"list", cmd_list, "list the checkpoints of a store", usage_list},
 	{"verify", cmd_verify, "re-read and re-hash every chunk of checkpoints", usage_verify},
+	{"show", cmd_show, "show one checkpoint's metadata and tensors", usage_show},
+	{"diff", cmd_diff, "compare two checkpoints: tensors added, removed, changed", usage_diff},
+	{"du", cmd_du, "space per checkpoint, shared and exclusive, and garbage", usage_du},
+	{"prune", cmd_prune, "remove checkpoints by a retention policy", usage_prune},
+	{"gc", cmd_gc, "remove unreferenced packs and leftovers; compact packs", usage_gc},
 	{NULL, NULL, NULL, NULL},
 };
 

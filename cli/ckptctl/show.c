@@ -98,7 +98,7 @@ static void show_text(ckpt_reader *rd, const ckpt_info *in)
 	       (unsigned long long)in->new_chunks,
 	       (unsigned long long)(in->chunks - in->new_chunks));
 	size_t nm = ckpt_reader_meta_count(rd);
-	printf("metadata:   %s\n", nm ? "" : "(none)");
+	printf("metadata:%s\n", nm ? "" : "   (none)");
 	for (size_t k = 0; k < nm; k++) {
 		const char *key, *val;
 		char qk[1100], qv[1100];

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# ckptctl prune: retention policies (--keep-last, --keep-every, --keep), --dry-run, --json; the
+# bytes freed it reports equal what left the disk (the sizes of STORE's files before and after),
+# the newest checkpoint always stays, the kept ones export byte-identical; a damaged manifest
+# (refused without --force, naming the manifest), a truncated pack, a held lock (exit 3), bad
+# input.
+. tests/cli/lib.sh
+
+for s in 1 2 3 4; do mkst model "$T/m$s.safetensors" "$s"; done
+mkst big "$T/big1.safetensors" 1
+mkst big "$T/big2.safetensors" 2
+
+check prune-missing-store ckptctl prune "$STORE" --keep-last 1
+ckptctl import -q "$STORE" --step 100 "$T/m1.safetensors" || exit 1
+ckptctl import -q "$STORE" --step 200 "$T/big1.safetensors" || exit 1
+ckptctl import -q "$STORE" --step 300 "$T/m2.safetensors" || exit 1
+ckptctl import -q "$STORE" --step 400 "$T/big2.safetensors" || exit 1
+ckptctl import -q "$STORE" --step 500 "$T/m3.safetensors" || exit 1
+ckptctl import -q "$STORE" --step 600 "$T/m4.safetensors" || exit 1
+mkdir -p "$T/before"
+for s in 100 200 300 400 500 600; do ckptctl export -q "$STORE" "$s" -o "$T/before/$s.st" || exit 1; done
+
+# Total size of the regular files under a store (packs, manifests, leftovers).
+filebytes() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
+# steps STORE: the listed steps, space-separated.
+steps() { ckptctl list "$1" --json 2>/dev/null | python3 -c '
+import json, sys
+print(" ".join(str(c["step"]) for c in json.load(sys.stdin)))'; }
+# Every listed checkpoint of a store exports as it did before.
+same_exports() {
+	local s
+	for s in $(steps "$1"); do
+		ckptctl export -q "$1" "$s" -o "$T/x.st" && cmp -s "$T/x.st" "$T/before/$s.st" || return 1
+	done
+}
+# accounting STORE JSON-REPORT BYTES-BEFORE: bytes_freed == bytes that left the disk.
+accounting() {
+	python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+before, after = int(sys.argv[2]), int(sys.argv[3])
+assert r["bytes_freed"] == before - after, (r["bytes_freed"], before, after)
+' "$2" "$3" "$(filebytes "$1")"
+}
+
+check prune-dry-run ckptctl prune "$STORE" --keep-last 2 --dry-run
+check prune-dry-run-json ckptctl prune "$STORE" --keep-last 2 --dry-run --json
+expect "a dry run changes nothing" test "$(steps "$STORE")" = "100 200 300 400 500 600"
+cp -a "$STORE" "$T/s-dry"
+b=$(filebytes "$T/s-dry")
+ckptctl prune "$T/s-dry" --keep-last 2 --dry-run --json >"$T/dry.json"
+expect "a dry run removes no file" test "$(filebytes "$T/s-dry")" = "$b"
+
+# --keep-last 2: 500 and 600 stay. What it frees: checked against the disk, and equal to the
+# dry run's prediction.
+cp -a "$STORE" "$T/s-last"
+b=$(filebytes "$T/s-last")
+check prune-keep-last ckptctl prune "$T/s-last" --keep-last 2
+cp -a "$STORE" "$T/s-last2"
+ckptctl prune "$T/s-last2" --keep-last 2 --json >"$T/last.json"
+expect "prune --keep-last 2: bytes freed = bytes gone from disk" accounting "$T/s-last2" \
+	"$T/last.json" "$b"
+expect "prune --keep-last 2: the dry run predicted the bytes freed" python3 -c '
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert a["bytes_freed"] == b["bytes_freed"] and a["removed"] == b["removed"], (a, b)
+' "$T/dry.json" "$T/last.json"
+expect "prune --keep-last 2: 500 and 600 remain" test "$(steps "$T/s-last2")" = "500 600"
+expect "prune --keep-last 2: they export byte-identical" same_exports "$T/s-last2"
+expect "prune --keep-last 2: they verify" "$CK" verify -q "$T/s-last2" --all
+check prune-again-nothing ckptctl prune "$T/s-last" --keep-last 2
+
+# --keep-every 200 and --keep 100: 100, 200, 400, 600 (newest) stay.
+cp -a "$STORE" "$T/s-every"
+b=$(filebytes "$T/s-every")
+check prune-keep-every ckptctl prune "$T/s-every" --keep-last 1 --keep-every 200 --keep 100 --json
+cp -a "$STORE" "$T/s-every2"
+ckptctl prune "$T/s-every2" -n 1 -k 200 --keep 100 --json >"$T/every.json"
+expect "prune --keep-every: bytes freed = bytes gone from disk" accounting "$T/s-every2" \
+	"$T/every.json" "$b"
+expect "prune --keep-every 200 --keep 100: 100 200 400 600 remain" \
+	test "$(steps "$T/s-every2")" = "100 200 400 600"
+expect "prune --keep-every: the rest export byte-identical" same_exports "$T/s-every2"
+# --keep twice, and --keep of a step that does not exist (kept if it did; nothing to keep).
+cp -a "$STORE" "$T/s-keep"
+check prune-keep-steps ckptctl prune "$T/s-keep" --keep-last 1 --keep 300 --keep 100 --keep 7
+expect "prune --keep 300 --keep 100: 100 300 600 remain" test "$(steps "$T/s-keep")" = "100 300 600"
+
+# The newest valid checkpoint always stays, even when a damaged manifest is newer (with --force).
+cp -a "$STORE" "$T/s-man"
+corrupt flip "$T/s-man/manifests/00000000000000000600.ckpt"
+check prune-damaged-refused ckptctl prune "$T/s-man" --keep-last 1
+expect "a refused prune removes nothing" test "$(steps "$T/s-man" 2>/dev/null)" = "100 200 300 400 500"
+check prune-damaged-refused-json ckptctl prune "$T/s-man" --keep-last 1 --json
+check prune-damaged-force ckptctl prune "$T/s-man" --keep-last 1 --force
+expect "prune --force: the newest valid (500) stays, the damaged manifest too" \
+	test "$(steps "$T/s-man" 2>/dev/null)" = "500" -a -e "$T/s-man/manifests/00000000000000000600.ckpt"
+expect "prune --force: 500 exports byte-identical" same_exports "$T/s-man"
+
+# A truncated pack: prune reads no chunk data; it removes what the policy says.
+cp -a "$STORE" "$T/s-ptrunc"
+corrupt truncate "$T/s-ptrunc/packs/00000002.pack" half
+check prune-truncated-pack ckptctl prune "$T/s-ptrunc" --keep-last 3
+
+# Another process holds the lock: busy, nothing removed.
+if command -v flock >/dev/null 2>&1; then
+	cp -a "$STORE" "$T/s-busy"
+	exec 9<"$T/s-busy/LOCK"
+	flock -x 9 || exit 1
+	check prune-busy timeout 20 "$CK" prune "$T/s-busy" --keep-last 1
+	exec 9<&-
+	expect "a busy prune removes nothing" test "$(steps "$T/s-busy")" = "100 200 300 400 500 600"
+fi
+
+check usage-prune-no-policy ckptctl prune "$STORE"
+check usage-prune-noargs ckptctl prune --keep-last 1
+check usage-prune-zero ckptctl prune "$STORE" --keep-last 0
+check usage-prune-last-value ckptctl prune "$STORE" --keep-last
+check usage-prune-last-garbage ckptctl prune "$STORE" --keep-last two
+check usage-prune-every ckptctl prune "$STORE" --keep-last 1 --keep-every -5
+check usage-prune-keep ckptctl prune "$STORE" --keep-last 1 --keep latest
+check usage-prune-extra ckptctl prune "$STORE" "$STORE" --keep-last 1
+check usage-prune-option ckptctl prune "$STORE" --keep-last 1 --keep-all
+expect "usage errors removed nothing" test "$(steps "$STORE")" = "100 200 300 400 500 600"
+finish

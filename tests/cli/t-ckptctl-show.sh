@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# ckptctl show: a checkpoint's summary, metadata and tensors as a table and as JSON; odd names and
+# metadata escaped; empty and scalar tensors; an unknown step, a missing store, bad command lines,
+# a damaged manifest, a truncated pack (show reads no tensor data: it still shows).
+. tests/cli/lib.sh
+
+mkst model "$T/m1.safetensors" 1
+mkst model "$T/m2.safetensors" 2
+mkst names "$T/names.safetensors" 1
+mkst empty "$T/empty.safetensors" 1
+mkst big "$T/big.safetensors" 1
+
+check show-missing-store ckptctl show "$STORE" 1
+ckptctl import -q "$STORE" --step 1 "$T/m1.safetensors" || exit 1
+ckptctl import -q "$STORE" --step 2 "$T/m2.safetensors" || exit 1
+ckptctl import -q "$STORE" --step 3 "$T/names.safetensors" || exit 1
+ckptctl import -q "$STORE" --step 4 "$T/empty.safetensors" || exit 1
+ckptctl import -q "$STORE" --step 5 "$T/big.safetensors" || exit 1
+
+check show-1 ckptctl show "$STORE" 1
+check show-2-reused ckptctl show "$STORE" 2
+check show-2-json ckptctl show "$STORE" 2 --json
+check show-names ckptctl show "$STORE" 3
+check show-names-json ckptctl show --json "$STORE" 3
+check show-empty ckptctl show "$STORE" 4
+check show-latest ckptctl show "$STORE" latest
+expect "show --json agrees with list --json and the safetensors header" python3 -c '
+import json, struct, sys
+s = json.load(open(sys.argv[1]))
+l = [c for c in json.load(open(sys.argv[2])) if c["step"] == 3][0]
+for k in ("step", "tensors", "logical_bytes", "new_bytes", "stored_bytes", "chunks", "new_chunks"):
+    assert s[k] == l[k], (k, s[k], l[k])
+raw = open(sys.argv[3], "rb").read()
+h = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+meta = h.pop("__metadata__")
+assert s["metadata"] == meta, (s["metadata"], meta)
+assert [t["name"] for t in s["tensor_info"]] == list(h), "names"
+for t in s["tensor_info"]:
+    assert t["dtype"] == h[t["name"]]["dtype"] and t["shape"] == h[t["name"]]["shape"], t
+    assert t["chunks"] == t["chunks_new"] + t["chunks_reused"], t
+assert sum(t["nbytes"] for t in s["tensor_info"]) == s["logical_bytes"]
+' <(ckptctl show "$STORE" 3 --json) <(ckptctl list "$STORE" --json) "$T/names.safetensors"
+
+check show-unknown-step ckptctl show "$STORE" 9
+check usage-show-nostep ckptctl show "$STORE"
+check usage-show-noargs ckptctl show
+check usage-show-extra ckptctl show "$STORE" 1 2
+check usage-show-step ckptctl show "$STORE" 1x
+check usage-show-option ckptctl show "$STORE" 1 --bogus
+mkdir "$T/plain"
+check show-not-a-store ckptctl show "$T/plain" 1
+
+cp -a "$STORE" "$T/s-man"
+corrupt flip "$T/s-man/manifests/00000000000000000002.ckpt"
+check show-damaged-manifest ckptctl show "$T/s-man" 2
+check show-damaged-other ckptctl show "$T/s-man" 1
+
+cp -a "$STORE" "$T/s-ptrunc"
+for p in "$T"/s-ptrunc/packs/*; do corrupt truncate "$p" half; done
+check show-truncated-pack ckptctl show "$T/s-ptrunc" 5
+finish

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# A quick sanitizer pass inside `make check`: the save pipeline's concurrency test under
+# ThreadSanitizer, and the pipeline and decoder tests under ASan/UBSan, each in its own build tree.
+# The full runs are `make tsan` and `make sanitize`. Skips (77) when the compiler lacks them.
+set -u
+cd "$(dirname "$0")/../.."
+echo 'int main(void){return 0;}' > /tmp/ckpt-san-probe.c
+if ! cc -fsanitize=thread /tmp/ckpt-san-probe.c -o /tmp/ckpt-san-probe 2>/dev/null ||
+   ! cc -fsanitize=address,undefined /tmp/ckpt-san-probe.c -o /tmp/ckpt-san-probe 2>/dev/null; then
+	echo "skip: the compiler has no ThreadSanitizer/AddressSanitizer"
+	exit 77
+fi
+rm -f /tmp/ckpt-san-probe /tmp/ckpt-san-probe.c
+fail=0
+make -s B=build/tsan SANITIZE="-fsanitize=thread -O1 -g" build/tsan/tests/bin/t-pipeline >/dev/null || exit 1
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/tests/bin/t-pipeline || fail=1
+ASAN="-fsanitize=address,undefined -fno-omit-frame-pointer"
+make -s B=build/asan SANITIZE="$ASAN" build/asan/tests/bin/t-pipeline build/asan/tests/bin/t-format \
+	build/asan/tests/bin/t-gc >/dev/null || exit 1
+for t in t-pipeline t-format t-gc; do
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		build/asan/tests/bin/$t || { echo "$t failed under ASan/UBSan"; fail=1; }
+done
+exit $fail
