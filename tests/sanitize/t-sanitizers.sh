@@ -12,7 +12,7 @@ if ! cc -fsanitize=thread /tmp/ckpt-san-probe.c -o /tmp/ckpt-san-probe 2>/dev/nu
 fi
 rm -f /tmp/ckpt-san-probe /tmp/ckpt-san-probe.c
 fail=0
-make -s B=build/tsan SANITIZE="-fsanitize=thread -O1 -g" build/tsan/tests/bin/t-pipeline >/dev/null || exit 1
+make -s B=build/tsan SANITIZE="-fsanitize=thread -fno-omit-frame-pointer" build/tsan/tests/bin/t-pipeline >/dev/null || exit 1
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/tests/bin/t-pipeline || fail=1
 ASAN="-fsanitize=address,undefined -fno-omit-frame-pointer"
 make -s B=build/asan SANITIZE="$ASAN" build/asan/tests/bin/t-pipeline build/asan/tests/bin/t-format \
