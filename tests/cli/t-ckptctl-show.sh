@@ -41,6 +41,17 @@ for t in s["tensor_info"]:
 assert sum(t["nbytes"] for t in s["tensor_info"]) == s["logical_bytes"]
 ' <(ckptctl show "$STORE" 3 --json) <(ckptctl list "$STORE" --json) "$T/names.safetensors"
 
+# The read-only commands take no lock: they work while a writer holds it.
+if command -v flock >/dev/null 2>&1; then
+	exec 9<"$STORE/LOCK"
+	flock -x 9 || exit 1
+	expect "show works while the lock is held" "$CK" show "$STORE" latest -q 2>/dev/null ||
+		expect "show works while the lock is held" bash -c "'$CK' show '$STORE' latest >/dev/null"
+	expect "diff works while the lock is held" bash -c "'$CK' diff '$STORE' 1 2 >/dev/null"
+	expect "du works while the lock is held" bash -c "'$CK' du '$STORE' >/dev/null"
+	exec 9<&-
+fi
+
 check show-unknown-step ckptctl show "$STORE" 9
 check usage-show-nostep ckptctl show "$STORE"
 check usage-show-noargs ckptctl show

@@ -119,6 +119,27 @@ rc=$?
 echo "gpu_bench exit status: $rc"
 [ "$rc" -eq 0 ] || failed+=("gpu_bench (exit $rc)")
 
+# The Python path with CUDA tensors, against torch.distributed.checkpoint.async_save, when a Python
+# with CUDA-enabled torch is there (Debian's python3-torch is CPU-only; the device image may differ).
+PY=
+for cand in python3 /usr/bin/python3; do
+	if command -v "$cand" >/dev/null &&
+	   "$cand" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+		PY=$cand
+		break
+	fi
+done
+if [ -n "$PY" ]; then
+	say "Python binding with CUDA tensors ($PY)"
+	timeout 300 "$PY" tests/python/test_libckpt.py 2>&1 | tail -40
+	[ "${PIPESTATUS[0]}" -eq 0 ] || failed+=("python tests")
+	say "Python benchmark: libckpt vs torch.save vs dcp.async_save (CUDA, ${PY_BENCH_SIZE:-2G})"
+	BENCH_SIZE=${PY_BENCH_SIZE:-2G} BENCH_RUNS=3 PYTHONPATH=python timeout 400 "$PY" \
+		bench/python/torch_vs_ckpt.py || failed+=("python benchmark")
+else
+	say "Python with CUDA-enabled torch not found: the Python CUDA comparison is skipped"
+fi
+
 say "done"
 if [ ${#failed[@]} -gt 0 ]; then
 	echo "run-on-device: FAILED: ${failed[*]}"
