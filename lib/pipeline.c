@@ -216,7 +216,9 @@ static void copy_task(struct task *t)
 	j->skip = calloc(j->nchunks, 1);
 	if (!j->dig || !j->skip)
 		save_set_error(sv, ckpt_fail(CKPT_E_NOMEM, "out of memory"));
+	bool cheap = !sv->compress;
 	for (uint64_t q = 0; !save_failed(sv) && chunk_next(&it, &ti, &off, &len); q++) {
+		cheap &= sv->t[ti].hash_first;
 		{
 			const struct save_tensor *st = &sv->t[ti];
 			uint8_t *dst = slab + pos + REC_HDR_LEN;
@@ -263,8 +265,15 @@ static void copy_task(struct task *t)
 		sv->t_snapshot = ckpt_now();
 		pthread_cond_broadcast(&sv->cv);
 	}
+	if (sv->is_head && cheap) {
+		/* Hashed already and nothing to compress: what is left is bookkeeping and queueing
+		 * the write, so do it now and let the disk overlap the rest of the snapshot. */
+		pthread_mutex_unlock(&p->mu);
+		process_task(t);
+		return;
+	}
 	if (sv->is_head) {
-		/* Processing waits behind every pending copy: the snapshot comes first. */
+		/* Hashing waits behind every pending copy: the snapshot comes first. */
 		j->task.fn = process_task;
 		workers_submit(p->w, &j->task);
 		pthread_mutex_unlock(&p->mu);
