@@ -42,6 +42,8 @@ CKPTCTL_OBJ := $(CKPTCTL_SRC:%.c=$(B)/obj/%.o)
 RPATH   := -Wl,-rpath,'$$ORIGIN/../lib'
 
 BINS := $(B)/bin/ckptctl
+# The included fragments define rules of their own: `make` alone must still mean `make all`.
+.DEFAULT_GOAL := all
 # Other parts of the tree (nvmetune, tests, bench, demo) bring their own rules and may add to BINS.
 -include lib/cuda/cuda.mk
 -include cli/nvmetune/nvmetune.mk

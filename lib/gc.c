@@ -447,7 +447,7 @@ static int compact_pack(struct ckpt_store *s, struct mfset *ms, const struct pk 
 		pack_hdr_encode(&ph, buf);
 		rc = io_write_all(&ckpt_io_psync, outfd, buf, PACK_HDR_LEN, 0, dst);
 	}
-	uint64_t at = PACK_HDR_LEN;
+	uint64_t at = PACK_HDR_LEN, rewritten = 0;
 	for (size_t i = first; !rc && i < last; i++) {
 		if (i > first && l[i].offset == l[i - 1].offset) {
 			newoff[i - first] = newoff[i - first - 1];
@@ -520,6 +520,7 @@ static int compact_pack(struct ckpt_store *s, struct mfset *ms, const struct pk 
 		kill_point();
 		free(enc);
 		rep->manifests_rewritten += !rc;
+		rewritten += !rc;
 	}
 	kill_point();
 	if (!rc) {
@@ -529,7 +530,7 @@ static int compact_pack(struct ckpt_store *s, struct mfset *ms, const struct pk 
 			rc = io_fsync_dir(s->pack_dirs[p->dir]);
 		rep->packs_compacted++;
 		rep->bytes_freed += p->size > at ? p->size - at : 0;
-	} else if (rep->manifests_rewritten == 0) {
+	} else if (rewritten == 0) {
 		unlink(dst); /* nothing points at it yet */
 	}
 	free(buf);
@@ -563,7 +564,18 @@ static int collect(struct ckpt_store *s, struct mfset *ms, const bool *skip, dou
 		double share = (double)(pv[i].live + PACK_HDR_LEN) / (double)pv[i].size;
 		if (share >= compact_below)
 			continue;
+		if (pv[i].live + PACK_HDR_LEN > pv[i].size) {
+			/* Shorter than its live records: damaged (verify names it); copying it would
+			 * only fail, and removing it would lose what is left. */
+			continue;
+		}
 		if (dry) {
+			for (size_t m = 0; m < ms->n; m++) {
+				bool uses = false;
+				for (uint32_t c = 0; !ms->err[m] && !uses && c < ms->m[m].n_chunks; c++)
+					uses = ms->m[m].chunks[c].pack_id == pv[i].id;
+				rep->manifests_rewritten += uses;
+			}
 			rep->packs_compacted++;
 			rep->bytes_copied += pv[i].live;
 			rep->bytes_freed += pv[i].size - pv[i].live - PACK_HDR_LEN;
@@ -627,6 +639,9 @@ CKPT_API int ckpt_store_prune(ckpt_store *s, const ckpt_prune_policy *pol, int f
 	}
 	if ((rc = mfset_load(s, &ms)))
 		goto out_unlock;
+	/* With a damaged manifest nothing is removed unless forced: the operator looks first. */
+	if ((rc = refuse_invalid(s, &ms, flags)))
+		goto out;
 	drop = calloc(ms.n + 1, sizeof *drop);
 	rep->steps_removed = calloc(ms.n + 1, sizeof *rep->steps_removed);
 	if (!drop || !rep->steps_removed) {
@@ -668,10 +683,6 @@ CKPT_API int ckpt_store_prune(ckpt_store *s, const ckpt_prune_policy *pol, int f
 	}
 	if (!dry && rep->n_steps_removed && (rc = io_fsync_dir(s->mf_dir)))
 		goto out;
-	if (ms.ninvalid && !(flags & CKPT_GC_FORCE)) {
-		/* Checkpoints were removed, but their packs stay until the damage is dealt with. */
-		goto out;
-	}
 	rc = collect(s, &ms, drop, 0, dry, rep);
 out:
 	mfset_free(&ms);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -312,6 +313,33 @@ CKPT_API const char *ckpt_store_path(const ckpt_store *s)
 	return s ? s->path : NULL;
 }
 
+/* The pid holding a flock on fd's file, from /proc/locks ("1: FLOCK ADVISORY WRITE PID
+ * MAJ:MIN:INODE ..."), or -1. The pid written in the file would name the last libckpt writer,
+ * which may be long gone while something else (flock(1), say) holds the lock. */
+static long flock_holder(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st))
+		return -1;
+	FILE *f = fopen("/proc/locks", "re");
+	if (!f)
+		return -1;
+	char line[256];
+	long found = -1;
+	while (found < 0 && fgets(line, sizeof line, f)) {
+		char kind[16], mode[16];
+		long pid;
+		unsigned maj, min;
+		unsigned long long ino;
+		if (sscanf(line, "%*d: %15s %*s %15s %ld %x:%x:%llu", kind, mode, &pid, &maj, &min, &ino) == 6 &&
+		    !strcmp(kind, "FLOCK") && ino == (unsigned long long)st.st_ino &&
+		    maj == major(st.st_dev) && min == minor(st.st_dev))
+			found = pid;
+	}
+	fclose(f);
+	return found;
+}
+
 int store_lock(struct ckpt_store *s)
 {
 	if (s->opt.read_only)
@@ -327,19 +355,20 @@ int store_lock(struct ckpt_store *s)
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB)) {
 		int e = errno;
-		char who[32] = "";
-		ssize_t n = pread(fd, who, sizeof who - 1, 0);
+		long holder = e == EWOULDBLOCK ? flock_holder(fd) : -1;
 		close(fd);
-		if (n > 0)
-			who[strcspn(who, "\n")] = 0;
-		if (e == EWOULDBLOCK && n > 0 && atoi(who) == (int)getpid())
+		if (e == EWOULDBLOCK && holder == (long)getpid())
 			return ckpt_fail(CKPT_E_BUSY,
 					 "store %s is busy: another handle of this process is writing to it "
 					 "(lock %s)", s->path, p);
+		if (e == EWOULDBLOCK && holder > 0)
+			return ckpt_fail(CKPT_E_BUSY,
+					 "store %s is busy: process %ld is writing to it (lock %s)",
+					 s->path, holder, p);
 		if (e == EWOULDBLOCK)
 			return ckpt_fail(CKPT_E_BUSY,
-					 "store %s is busy: another process%s%s%s is writing to it (lock %s)",
-					 s->path, n > 0 ? " (pid " : "", n > 0 ? who : "", n > 0 ? ")" : "", p);
+					 "store %s is busy: another process is writing to it (lock %s)",
+					 s->path, p);
 		return ckpt_fail(CKPT_E_IO, "lock %s: %s", p, strerror(e));
 	}
 	/* The pid is only for the busy message; the flock itself is the lock. */

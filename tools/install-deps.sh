@@ -8,7 +8,7 @@ what=${1:-test}
 pkgs="gcc make pkg-config liburing-dev libzstd-dev libxxhash-dev"
 case "$what" in
   build|demo) ;;
-  test) pkgs="$pkgs fio" ;;
+  test) pkgs="$pkgs fio python3 util-linux" ;;
   *) echo "install-deps: unknown set '$what' (build, test, demo)" >&2; exit 2 ;;
 esac
 # Extra sets registered by other parts of the tree (one package list per file).

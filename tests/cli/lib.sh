@@ -33,7 +33,7 @@ normalize() {
 	    -e 's/, [0-9][0-9.]* s$/, N s/' \
 	    -e 's/"\(time\|seconds\|snapshot_seconds\|persist_seconds\|wait_seconds\|pool_bytes\|pool_peak\|threads\)": [-0-9.e+]*/"\1": N/' \
 	    -e 's/"engine": "[^"]*"/"engine": "E"/' -e 's/"direct_io": [a-z]*/"direct_io": B/' \
-	    -e 's/\.tmp-[0-9][0-9]*/.tmp-PID/g' -e 's/(pid [0-9][0-9]*)/(pid PID)/g'
+	    -e 's/\.tmp-[0-9][0-9]*/.tmp-PID/g' -e 's/(pid [0-9][0-9]*)/(pid PID)/g' -e 's/process [0-9][0-9]* is writing/process PID is writing/g'
 }
 
 check() {

@@ -190,7 +190,7 @@ static void busy(void)
 	CHECK_RC(ckpt_save_begin(s, 2, &sv), -CKPT_E_BUSY);
 	CHECK(strstr(ckpt_errmsg(), "busy") != NULL);
 	char pid_s[32];
-	snprintf(pid_s, sizeof pid_s, "pid %d", (int)pid);
+	snprintf(pid_s, sizeof pid_s, "process %d ", (int)pid);
 	CHECK(strstr(ckpt_errmsg(), pid_s) != NULL);
 	/* Readers need no lock. */
 	ckpt_info *list;
