@@ -105,6 +105,11 @@ CKPT_API ckpt_dtype ckpt_dtype_from_name(const char *name);
 /* Memory a tensor lives in: CKPT_MEM_HOST, or the index (>= 0) of a CUDA device. */
 #define CKPT_MEM_HOST (-1)
 
+/* Returns 1 when tensors in memory mem can be saved and restored here: always for CKPT_MEM_HOST;
+ * for CUDA device N when the CUDA module (libckpt-cuda.so.0) loads and device N exists. Returns 0
+ * otherwise; ckpt_errmsg() is not changed. */
+CKPT_API int ckpt_mem_supported(int mem);
+
 /* ---------------------------------------------------------------------------------------------
  * Options
  * ------------------------------------------------------------------------------------------- */

@@ -67,6 +67,7 @@ const struct ckpt_gpu_ops *ckpt_gpu_host(void)
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static const struct ckpt_gpu_ops *cuda_ops;
+static int cuda_devices;
 static char cuda_err[512] = "not loaded";
 
 static int module_fail(int err, const char *fmt, ...)
@@ -127,6 +128,7 @@ static void load_module(void)
 		return;
 	}
 	cuda_err[0] = 0;
+	cuda_devices = n;
 	cuda_ops = ops;
 }
 
@@ -149,4 +151,11 @@ const char *ckpt_gpu_cuda_error(void)
 {
 	pthread_once(&once, load);
 	return cuda_err;
+}
+
+CKPT_API int ckpt_mem_supported(int mem)
+{
+	if (mem == CKPT_MEM_HOST)
+		return 1;
+	return mem >= 0 && mem < 16 && ckpt_gpu_cuda() && mem < cuda_devices;
 }

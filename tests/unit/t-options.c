@@ -41,6 +41,9 @@ int main(void)
 	CHECK_RC(ckpt_options_add_data_dir(o, ""), -CKPT_E_INVAL);
 	CHECK_OK(ckpt_options_add_data_dir(o, "/tmp/x"));
 	ckpt_options_free(o);
+	CHECK(ckpt_mem_supported(CKPT_MEM_HOST) == 1);
+	CHECK(ckpt_mem_supported(-7) == 0);
+	CHECK(ckpt_mem_supported(99) == 0);
 	unlink(conf);
 	t_rmrf(dir);
 	free(dir);
