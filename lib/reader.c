@@ -10,6 +10,7 @@
 
 #include "codec.h"
 #include "common.h"
+#include "engine.h"
 #include "gpu.h"
 #include "store.h"
 #include "workers.h"
@@ -33,6 +34,7 @@ struct ckpt_reader {
 	size_t buf_cap;
 	ckpt_stats st;
 	pthread_mutex_t mu; /* pack cache and statistics during restore_all */
+	struct io_engine *eng; /* reads go through the same kind of engine as the writes */
 	uint32_t *names;    /* open addressing: tensor index + 1 by name hash */
 	size_t names_cap;
 };
@@ -97,8 +99,15 @@ CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 		ckpt_reader_close(r);
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	}
+	/* Enough reads in flight for every restore thread (restore_all uses max(threads, qd)). */
+	unsigned qd = MAX(s->opt.queue_depth, s->opt.threads ? s->opt.threads
+						      : (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
+	if ((rc = io_engine_create(s->opt.engine, qd, NULL, 0, 0, &r->eng))) {
+		ckpt_reader_close(r);
+		return rc;
+	}
 	r->st.step = step;
-	snprintf(r->st.engine, sizeof r->st.engine, "%s", ckpt_io_default()->name);
+	snprintf(r->st.engine, sizeof r->st.engine, "%s", io_engine_name(r->eng));
 	r->st.direct_io = s->opt.direct_io;
 	*out = r;
 	return 0;
@@ -119,6 +128,7 @@ CKPT_API void ckpt_reader_close(ckpt_reader *r)
 	free(r->buf);
 	free(r->scratch);
 	ckpt_codec_ctx_free(r->codec);
+	io_engine_destroy(r->eng);
 	pthread_mutex_destroy(&r->mu);
 	free(r->names);
 	free(r);
@@ -326,7 +336,16 @@ static int read_group(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, 
 {
 	char path[4096];
 	store_pack_path(r->s, p->dir, p->id, path, sizeof path);
-	int rc = io_read_all(ckpt_io_default(), p->fd, x->buf, len, off, path);
+	struct io_req q = {.op = IO_READ, .fd = p->fd, .buf = x->buf, .len = len, .off = off,
+			   .buf_index = -1};
+	ssize_t n = io_engine_run(r->eng, &q);
+	int rc = 0;
+	if (n < 0)
+		rc = ckpt_fail(CKPT_E_IO, "read %s at offset %llu: %s", path, (unsigned long long)off,
+			       strerror((int)-n));
+	else if ((size_t)n < len)
+		rc = ckpt_fail(CKPT_E_CORRUPT, "%s: truncated (ends before offset %llu)", path,
+			       (unsigned long long)(off + len));
 	if (!rc) {
 		pthread_mutex_lock(&r->mu);
 		r->st.bytes_read += len;
