@@ -91,7 +91,6 @@ CKPT_API int ckpt_save_begin(ckpt_store *s, uint64_t step, ckpt_save **out)
 	s->lock_users++;
 	sv->s = s;
 	sv->step = step;
-	sv->t0 = ckpt_now();
 	sv->gen = ++s->gen;
 	sv->st.step = step;
 	sv->chunk_size = s->opt.chunk_size ? (uint32_t)s->opt.chunk_size : s->hdr.chunk_size;

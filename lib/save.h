@@ -29,7 +29,7 @@ struct ckpt_save {
 	struct ckpt_store *s;
 	struct ckpt_save *next_live; /* the store's list of saves not yet finished */
 	uint64_t step;
-	double t0, t_submit, t_snapshot;
+	double t_submit, t_snapshot;
 	uint32_t gen;
 	uint32_t chunk_size;
 	int compress, level;
@@ -49,7 +49,7 @@ struct ckpt_save {
 	size_t njobs, jobs_copied, jobs_enqueued, jobs_done;
 	struct ckpt_save *next_fifo;
 	struct slabjob *ready;    /* copied, waiting for this save to become the head */
-	bool is_head, finalizing, snapshot_done, finished, canceled;
+	bool is_head, finalizing, snapshot_done, finished;
 	bool keep_packs;          /* a manifest naming them may have reached the disk */
 	int err;                  /* first error (negative CKPT_E_*) */
 	char errmsg[1024];
