@@ -14,18 +14,28 @@ DESTDIR ?=
 
 CC      ?= gcc
 B       := build
+# pkg-config files the build needs: PKGS for flags, PKG_REQUIRE (added to by nvmetune.mk) only
+# checked. Asked only when a recipe first needs the flags, so that `make demo` / `make check`
+# (whose first step installs the -dev packages) and `make deps` work on a machine that lacks them,
+# and asked once (the $(eval) memoizes). A missing one stops the build with its name, never a
+# link without it.
 PKGS    := liburing libzstd libxxhash
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+PKG_REQUIRE := $(PKGS)
+pkgdev_liburing := liburing-dev
+pkgdev_libzstd := libzstd-dev
+pkgdev_libxxhash := libxxhash-dev
+pkg_need = $(if $(shell command -v pkg-config >/dev/null 2>&1 && echo y),,$(error pkg-config is not installed: run 'make deps' as root (tools/install-deps.sh build)))$(foreach p,$(PKG_REQUIRE),$(if $(shell pkg-config --path $(p) >/dev/null 2>&1 && echo y),,$(error pkg-config file $(p).pc not found (Debian package $(or $(pkgdev_$(p)),providing it)): run 'make deps' as root (tools/install-deps.sh build))))
+PKG_CFLAGS = $(eval PKG_CFLAGS := $(call pkg_need)$(shell pkg-config --cflags $(PKGS)))$(PKG_CFLAGS)
+PKG_LIBS   = $(eval PKG_LIBS := $(call pkg_need)$(shell pkg-config --libs $(PKGS)))$(PKG_LIBS)
 
 OPT      ?= -O2
 SANITIZE ?=
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= $(OPT) -g
-ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(WARN) $(CFLAGS) $(SANITIZE) \
+ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(WARN) $(CFLAGS) $(SANITIZE) \
               -Iinclude -DCKPT_VERSION_STRING='"$(VERSION)"' $(PKG_CFLAGS)
-LIB_CFLAGS := $(ALL_CFLAGS) -fPIC -fvisibility=hidden -DCKPT_BUILDING_LIB
-LDLIBS  := $(PKG_LIBS) -lpthread -ldl
+LIB_CFLAGS = $(ALL_CFLAGS) -fPIC -fvisibility=hidden -DCKPT_BUILDING_LIB
+LDLIBS  = $(PKG_LIBS) -lpthread -ldl
 LDFLAGS ?=
 ALL_LDFLAGS := $(LDFLAGS) $(SANITIZE)
 
@@ -50,7 +60,7 @@ BINS := $(B)/bin/ckptctl
 -include tests/tests.mk
 -include bench/bench.mk
 -include demo/demo.mk
-.PHONY: all lib check demo bench install uninstall clean deps test-deps sanitize tsan
+.PHONY: all lib check check-fresh demo bench install uninstall clean deps test-deps sanitize tsan
 all: lib $(BINS) $(B)/lib/libckpt.pc
 
 lib: $(SOLIB) $(B)/lib/libckpt.so $(B)/lib/$(SONAME) $(ALIB)
@@ -87,6 +97,10 @@ $(B)/bin/ckptctl: $(CKPTCTL_OBJ) $(CLI_COMMON_OBJ) $(B)/lib/libckpt.so
 
 deps:
 	@sh tools/install-deps.sh build
+# The README's two commands on a minimal Debian 12 root holding only the committed tree (minutes;
+# not part of `make check`). See tools/check-fresh.sh.
+check-fresh:
+	sh tools/check-fresh.sh
 test-deps:
 	@sh tools/install-deps.sh test
 

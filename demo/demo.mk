@@ -9,6 +9,8 @@ $(B)/bin/ckpt-demo: demo/ckpt-demo.c include/ckpt.h $(B)/lib/libckpt.so
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(ALL_LDFLAGS) -L$(B)/lib -lckpt $(RPATH)
 
-demo: deps all $(B)/bin/ckpt-demo
+# The build runs in a sub-make, after deps: its flags come from pkg-config files deps installs.
+demo: deps
+	$(MAKE) all $(B)/bin/ckpt-demo
 	rm -rf -- '$(DEMO_STORE)'
 	$(B)/bin/ckpt-demo --store '$(DEMO_STORE)' $(DEMO_ARGS)

@@ -1,15 +1,18 @@
 #!/bin/sh
 # Installs the Debian 12 packages that libckpt needs to build and test, and only those that are
 # missing. Says what it installs; does nothing (and needs no network) when everything is present.
-# Usage: tools/install-deps.sh [build|test|demo]   (default: test)
+# Usage: tools/install-deps.sh [bootstrap|build|test|demo|fresh]   (default: test)
+# bootstrap: make alone (tools/bootstrap.sh); fresh: what `make check-fresh` needs on the host.
 set -eu
 what=${1:-test}
 
 pkgs="gcc make pkg-config liburing-dev libzstd-dev libxxhash-dev"
 case "$what" in
+  bootstrap) pkgs="make" ;;
   build|demo) ;;
   test) pkgs="$pkgs fio python3 util-linux" ;;
-  *) echo "install-deps: unknown set '$what' (build, test, demo)" >&2; exit 2 ;;
+  fresh) pkgs="mmdebstrap git util-linux" ;;
+  *) echo "install-deps: unknown set '$what' (bootstrap, build, test, demo, fresh)" >&2; exit 2 ;;
 esac
 # Extra sets registered by other parts of the tree (one package list per file).
 for f in "$(dirname "$0")"/deps.d/*."$what" "$(dirname "$0")"/deps.d/*.all; do

@@ -5,6 +5,10 @@
 NVMETUNE_SRC  := $(sort $(wildcard cli/nvmetune/*.c))
 NVMETUNE_OBJ  := $(NVMETUNE_SRC:%.c=$(B)/obj/%.o)
 NVMETUNE_LIBS := -lnvme -lblkid -luring
+# Only checked to exist (a clear error instead of a failed link); their flags are not used.
+PKG_REQUIRE += libnvme blkid
+pkgdev_libnvme := libnvme-dev
+pkgdev_blkid := libblkid-dev
 BINS += $(B)/bin/nvmetune
 
 $(B)/obj/cli/nvmetune/%.o: cli/nvmetune/%.c cli/nvmetune/nvmetune.h cli/common/cli.h

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A quick sanitizer pass inside `make check`: the save pipeline's concurrency test under
-# ThreadSanitizer, and the pipeline and decoder tests under ASan/UBSan, each in its own build tree.
+# A quick sanitizer pass inside `make check`: the save pipeline's concurrency test and the
+# io_uring ring-reuse test under ThreadSanitizer, and the pipeline and decoder tests under ASan/UBSan, each in its own build tree.
 # The full runs are `make tsan` and `make sanitize`. Skips (77) when the compiler lacks them.
 set -u
 cd "$(dirname "$0")/../.."
@@ -13,7 +13,12 @@ fi
 rm -f /tmp/ckpt-san-probe /tmp/ckpt-san-probe.c
 fail=0
 make -s B=build/tsan SANITIZE="-fsanitize=thread -fno-omit-frame-pointer" build/tsan/tests/bin/t-pipeline >/dev/null || exit 1
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/tests/bin/t-pipeline || fail=1
+make -s B=build/tsan SANITIZE="-fsanitize=thread -fno-omit-frame-pointer" build/tsan/tests/bin/t-uring-reuse >/dev/null || exit 1
+for t in t-pipeline t-uring-reuse; do
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/tests/bin/$t
+	rc=$?
+	[ $rc = 0 ] || [ $rc = 77 ] || { echo "$t failed under ThreadSanitizer (exit $rc)"; fail=1; }
+done
 ASAN="-fsanitize=address,undefined -fno-omit-frame-pointer"
 make -s B=build/asan SANITIZE="$ASAN" build/asan/tests/bin/t-pipeline build/asan/tests/bin/t-format \
 	build/asan/tests/bin/t-gc >/dev/null || exit 1
