@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The README's C example is examples/quickstart.c, verbatim: the README shows the same text, the
+# file compiles as written (warnings are errors), and it runs: twice on one store (the second run
+# adds the next step), and on a path it cannot create it fails with the library's message.
+set -u
+cd "$(dirname "$0")/../.."
+B=${B:-build}
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# The first ```c block of the README, without its fences.
+awk '/^```c$/ {inb=1; next} inb && /^```$/ {exit} inb {print}' README.md > "$tmp/readme.c"
+if ! cmp -s "$tmp/readme.c" examples/quickstart.c; then
+	echo "FAIL: README.md's C example differs from examples/quickstart.c:"
+	diff -u examples/quickstart.c "$tmp/readme.c" | head -20
+	fail=1
+fi
+
+cc -std=c11 -Wall -Wextra -Werror -Iinclude examples/quickstart.c -o "$tmp/quickstart" \
+	${SANITIZE:-} -L"$B/lib" -lckpt -Wl,-rpath,"$PWD/$B/lib" || { echo "FAIL: does not compile"; exit 1; }
+
+out1=$("$tmp/quickstart" "$tmp/store") || { echo "FAIL: first run exit $?: $out1"; fail=1; }
+out2=$("$tmp/quickstart" "$tmp/store") || { echo "FAIL: second run exit $?: $out2"; fail=1; }
+echo "$out1"; echo "$out2"
+[[ "$out1" == "step 0: 32 new chunks of 32" ]] || { echo "FAIL: first run printed '$out1'"; fail=1; }
+[[ "$out2" == "step 1: 0 new chunks of 32" ]] || { echo "FAIL: second run printed '$out2'"; fail=1; }
+[ "$("$B/bin/ckptctl" list --json "$tmp/store" | grep -c '"step"')" = 2 ] ||
+	{ echo "FAIL: the store does not list 2 checkpoints"; fail=1; }
+
+err=$("$tmp/quickstart" "$tmp/nonexistent/deeper/store" 2>&1) && { echo "FAIL: exit 0 on a bad path"; fail=1; }
+echo "$err"
+[[ "$err" == "open: "*"$tmp/nonexistent/deeper/store"* ]] ||
+	{ echo "FAIL: the error does not name the path: $err"; fail=1; }
+"$tmp/quickstart" 2>/dev/null; [ $? = 2 ] || { echo "FAIL: no usage error without arguments"; fail=1; }
+
+[ $fail = 0 ] && echo "examples: ok"
+exit $fail
