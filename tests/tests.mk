@@ -1,13 +1,13 @@
 # Tests: unit programs in tests/unit/*.c (one per module; they may include lib/ internals and link
-# the static library), scripts tests/*/t-*.sh. `make check` runs them all through tests/run.sh.
+# TLIB, the library's objects with their internal symbols), scripts tests/*/t-*.sh. `make check` runs them all through tests/run.sh.
 TEST_UNIT_SRC := $(sort $(wildcard tests/unit/t-*.c))
 TEST_BINS     := $(TEST_UNIT_SRC:tests/unit/%.c=$(B)/tests/bin/%)
 TEST_HELPERS  := $(sort $(wildcard tests/unit/helpers/*.c))
 TEST_EXTRA    ?=
 
-$(B)/tests/bin/%: tests/unit/%.c $(TEST_HELPERS) $(wildcard tests/unit/*.h) $(wildcard tests/fuzz/*.c) $(ALIB)
+$(B)/tests/bin/%: tests/unit/%.c $(TEST_HELPERS) $(wildcard tests/unit/*.h) $(wildcard tests/fuzz/*.c) $(TLIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Ilib -Itests/unit $< $(TEST_HELPERS) -o $@ $(ALL_LDFLAGS) $(ALIB) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -Ilib -Itests/unit $< $(TEST_HELPERS) -o $@ $(ALL_LDFLAGS) $(TLIB) $(LDLIBS)
 
 tests: all $(TEST_BINS) $(TEST_EXTRA)
 

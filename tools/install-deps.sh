@@ -22,7 +22,8 @@ done
 missing=""
 for p in $pkgs; do
   st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
-  case "$st" in *"install ok installed"*) ;; *) missing="$missing $p" ;; esac
+  case "$st" in *"install ok installed"*) continue ;; esac
+  case " $missing " in *" $p "*) ;; *) missing="$missing $p" ;; esac  # listed by two sets
 done
 [ -z "$missing" ] && exit 0
 

@@ -11,9 +11,9 @@ pkgdev_libnvme := libnvme-dev
 pkgdev_blkid := libblkid-dev
 BINS += $(B)/bin/nvmetune
 
-$(B)/obj/cli/nvmetune/%.o: cli/nvmetune/%.c cli/nvmetune/nvmetune.h cli/common/cli.h
+$(B)/obj/cli/nvmetune/%.o: cli/nvmetune/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Icli/common -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -Icli/common -c $< -o $@
 
 $(B)/bin/nvmetune: $(NVMETUNE_OBJ) $(CLI_COMMON_OBJ)
 	@mkdir -p $(dir $@)

@@ -38,9 +38,9 @@ $(B)/tests/gpu-probe: tests/gpu/gpu-probe.c include/ckpt.h $(B)/lib/libckpt.so
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(ALL_LDFLAGS) -L$(B)/lib -lckpt -Wl,-rpath,'$$ORIGIN/../lib'
 
 ifeq ($(CUDA_FOUND),1)
-$(B)/obj/cuda/cuda_provider.o: lib/cuda/cuda_provider.c lib/gpu.h include/ckpt.h
+$(B)/obj/cuda/cuda_provider.o: lib/cuda/cuda_provider.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -Ilib $(CUDA_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -fPIC -fvisibility=hidden -Ilib $(CUDA_CFLAGS) -c $< -o $@
 
 # -z nodelete: libcudart (and the driver it loads) must never be unloaded from a live process,
 # even when lib/gpu.c dlcloses a module that found no device.
@@ -53,10 +53,10 @@ $(B)/lib/libckpt-cuda.so: $(CUDA_MODULE)
 
 # The GPU test uses the CUDA runtime directly, so it is built here rather than by tests/tests.mk.
 $(B)/tests/bin/t-gpu: tests/gpu/t-gpu.c $(CUDA_TEST_HELPERS) tests/unit/helpers.h include/ckpt.h \
-		      $(ALIB) $(CUDA_MODULE)
+		      $(TLIB) $(CUDA_MODULE)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Ilib -Itests/unit $(CUDA_CFLAGS) $< $(CUDA_TEST_HELPERS) -o $@ \
-	  $(ALL_LDFLAGS) $(ALIB) $(LDLIBS) $(CUDA_LIBS)
+	  $(ALL_LDFLAGS) $(TLIB) $(LDLIBS) $(CUDA_LIBS)
 
 # The GPU benchmark links the shared library, which finds the module beside itself.
 $(B)/bench/gpu_bench: bench/gpu/gpu_bench.c include/ckpt.h $(B)/lib/libckpt.so $(CUDA_MODULE)
