@@ -252,23 +252,21 @@ static int mul_ovf(uint64_t a, uint64_t b, uint64_t *r)
 	return __builtin_mul_overflow(a, b, r);
 }
 
-#define BAD(...) do { rc = ckpt_fail(CKPT_E_CORRUPT, __VA_ARGS__); goto fail; } while (0)
+/* The decoder's stages, each returning 0 or a negative CKPT_E_* code with a message naming the
+ * manifest (what) and the entry. BAD is a corrupt manifest. */
+#define BAD(...) return ckpt_fail(CKPT_E_CORRUPT, __VA_ARGS__)
 
-int manifest_decode(uint8_t *buf, size_t len, struct manifest *m, const char *what)
+/* Fixed header and trailer: magic, version, lengths, checksum, then the header fields. */
+static int mf_decode_header(const uint8_t *buf, size_t len, struct manifest *m, const char *what)
 {
-	int rc;
-	memset(m, 0, sizeof *m);
-	m->buf = buf;
 	if (len < MF_HDR_LEN + MF_TRAILER_LEN)
 		BAD("%s: manifest truncated (%zu bytes)", what, len);
 	if (memcmp(buf, MF_MAGIC, 8))
 		BAD("%s: not a manifest (bad magic)", what);
 	m->version = get_le32(buf + 8);
-	if (m->version == 0 || m->version > CKPT_FORMAT_VERSION) {
-		rc = ckpt_fail(CKPT_E_VERSION, "%s: manifest format version %u not supported (max %d)",
-			       what, m->version, CKPT_FORMAT_VERSION);
-		goto fail;
-	}
+	if (m->version == 0 || m->version > CKPT_FORMAT_VERSION)
+		return ckpt_fail(CKPT_E_VERSION, "%s: manifest format version %u not supported (max %d)",
+				 what, m->version, CKPT_FORMAT_VERSION);
 	if (get_le32(buf + 12) != MF_HDR_LEN)
 		BAD("%s: bad manifest header length", what);
 	if (get_le64(buf + 16) != len)
@@ -276,10 +274,8 @@ int manifest_decode(uint8_t *buf, size_t len, struct manifest *m, const char *wh
 		    what, (unsigned long long)get_le64(buf + 16), len);
 	ckpt_digest d;
 	ckpt_digest_of(buf, len - MF_TRAILER_LEN, &d);
-	if (memcmp(d.b, buf + len - MF_TRAILER_LEN, 16)) {
-		rc = ckpt_fail(CKPT_E_CHECKSUM, "%s: manifest checksum mismatch (file damaged)", what);
-		goto fail;
-	}
+	if (memcmp(d.b, buf + len - MF_TRAILER_LEN, 16))
+		return ckpt_fail(CKPT_E_CHECKSUM, "%s: manifest checksum mismatch (file damaged)", what);
 	m->step = get_le64(buf + 24);
 	m->time_ns = (int64_t)get_le64(buf + 32);
 	memcpy(m->uuid, buf + 40, 16);
@@ -293,51 +289,32 @@ int manifest_decode(uint8_t *buf, size_t len, struct manifest *m, const char *wh
 		BAD("%s: invalid chunk size %u", what, m->chunk_size);
 	if (m->step == UINT64_MAX)
 		BAD("%s: invalid step", what);
+	return 0;
+}
 
-	struct cur c = {buf + MF_HDR_LEN, buf + len - MF_TRAILER_LEN};
-	uint64_t avail = (uint64_t)(c.end - c.p);
-	/* Each entry takes at least this many bytes, so these bounds keep allocations honest.
-	 * n_refs is 64-bit: "n_refs * 4 > avail" wrapped for n_refs >= 2^62 and let the reference
-	 * loop below run past the buffer, hence the division (fixed by tests/unit/t-format). */
-	if ((uint64_t)m->n_meta * 10 > avail || (uint64_t)m->n_chunks * MF_CHUNK_LEN > avail ||
-	    (uint64_t)m->n_tensors * 17 > avail || m->n_refs > avail / 4)
-		BAD("%s: entry counts exceed the manifest's size", what);
-
+static int mf_decode_meta(struct cur *c, struct manifest *m, const char *what)
+{
 	m->meta = calloc(m->n_meta ? m->n_meta : 1, sizeof *m->meta);
-	if (!m->meta) {
-		rc = ckpt_fail(CKPT_E_NOMEM, "%s: out of memory", what);
-		goto fail;
-	}
+	if (!m->meta)
+		return ckpt_fail(CKPT_E_NOMEM, "%s: out of memory", what);
 	for (uint32_t i = 0; i < m->n_meta; i++) {
 		const uint8_t *h;
-		if (take(&c, 8, &h))
+		if (take(c, 8, &h))
 			BAD("%s: metadata entry %u truncated", what, i);
 		m->meta[i].klen = get_le32(h);
 		m->meta[i].vlen = get_le32(h + 4);
-		if (take_str(&c, m->meta[i].klen, &m->meta[i].key) ||
-		    take_str(&c, m->meta[i].vlen, &m->meta[i].value) || m->meta[i].klen == 0)
+		if (take_str(c, m->meta[i].klen, &m->meta[i].key) ||
+		    take_str(c, m->meta[i].vlen, &m->meta[i].value) || m->meta[i].klen == 0)
 			BAD("%s: metadata entry %u is malformed", what, i);
 	}
+	return 0;
+}
 
-	/* Chunks, tensors and shapes in one block; sizes are bounded by avail above. */
-	size_t chunks_sz = (size_t)m->n_chunks * sizeof(struct mf_chunk);
-	size_t tens_sz = (size_t)m->n_tensors * sizeof(struct mf_tensor);
-	size_t shape_cap = (size_t)(avail / 8 + 1);
-	size_t refs_sz = (size_t)m->n_refs * 4;
-	m->alloc = malloc(chunks_sz + tens_sz + shape_cap * 8 + refs_sz + 16);
-	if (!m->alloc) {
-		rc = ckpt_fail(CKPT_E_NOMEM, "%s: out of memory", what);
-		goto fail;
-	}
-	m->chunks = (struct mf_chunk *)m->alloc;
-	m->tensors = (struct mf_tensor *)((uint8_t *)m->alloc + chunks_sz);
-	uint64_t *shapes = (uint64_t *)((uint8_t *)m->tensors + tens_sz);
-	m->refs = (uint32_t *)(shapes + shape_cap);
-	size_t shape_used = 0;
-
+static int mf_decode_chunks(struct cur *c, struct manifest *m, const char *what)
+{
 	for (uint32_t i = 0; i < m->n_chunks; i++) {
 		const uint8_t *p;
-		if (take(&c, MF_CHUNK_LEN, &p))
+		if (take(c, MF_CHUNK_LEN, &p))
 			BAD("%s: chunk table truncated", what);
 		struct mf_chunk *ch = &m->chunks[i];
 		memcpy(ch->digest.b, p, 16);
@@ -354,58 +331,62 @@ int manifest_decode(uint8_t *buf, size_t len, struct manifest *m, const char *wh
 		    ch->offset > (UINT64_MAX >> 2))
 			BAD("%s: chunk %u has invalid location or lengths", what, i);
 	}
+	return 0;
+}
 
-	uint64_t next_ref = 0;
-	for (uint32_t i = 0; i < m->n_tensors; i++) {
-		const uint8_t *p;
-		struct mf_tensor *t = &m->tensors[i];
-		if (take(&c, 16, &p))
-			BAD("%s: tensor %u truncated", what, i);
-		t->name_len = get_le32(p);
-		t->dtype = p[4];
-		t->ndim = p[5];
-		t->nbytes = get_le64(p + 8);
-		size_t esz = ckpt_dtype_size(t->dtype);
-		if (!esz || t->ndim > CKPT_MAX_DIMS || t->name_len == 0 || t->name_len > 65535)
-			BAD("%s: tensor %u has invalid dtype, rank or name length", what, i);
-		const uint8_t *sp;
-		if (take(&c, 8ull * t->ndim, &sp) || shape_used + t->ndim > shape_cap)
-			BAD("%s: tensor %u shape truncated", what, i);
-		t->shape = shapes + shape_used;
-		shape_used += t->ndim;
-		uint64_t n = esz;
-		for (unsigned dd = 0; dd < t->ndim; dd++) {
-			t->shape[dd] = get_le64(sp + 8 * dd);
-			if (mul_ovf(n, t->shape[dd], &n))
-				BAD("%s: tensor %u shape overflows", what, i);
-		}
-		if (n != t->nbytes)
-			BAD("%s: tensor %u size %llu does not match its shape and dtype", what, i,
-			    (unsigned long long)t->nbytes);
-		if (take_str(&c, t->name_len, &t->name))
-			BAD("%s: tensor %u name is malformed", what, i);
-		t->first_ref = next_ref;
-		t->nrefs = t->nbytes / m->chunk_size + (t->nbytes % m->chunk_size != 0);
-		next_ref += t->nrefs;
-		if (next_ref > m->n_refs)
-			BAD("%s: tensors need more chunk references than the manifest has", what);
+/* One tensor entry: dtype, rank, shape (into shapes[*shape_used..shape_cap)), name; its chunk
+ * references start at *next_ref. */
+static int mf_decode_tensor(struct cur *c, struct manifest *m, uint32_t i, uint64_t *shapes,
+			    size_t shape_cap, size_t *shape_used, uint64_t *next_ref, const char *what)
+{
+	const uint8_t *p;
+	struct mf_tensor *t = &m->tensors[i];
+	if (take(c, 16, &p))
+		BAD("%s: tensor %u truncated", what, i);
+	t->name_len = get_le32(p);
+	t->dtype = p[4];
+	t->ndim = p[5];
+	t->nbytes = get_le64(p + 8);
+	size_t esz = ckpt_dtype_size(t->dtype);
+	if (!esz || t->ndim > CKPT_MAX_DIMS || t->name_len == 0 || t->name_len > 65535)
+		BAD("%s: tensor %u has invalid dtype, rank or name length", what, i);
+	const uint8_t *sp;
+	if (take(c, 8ull * t->ndim, &sp) || *shape_used + t->ndim > shape_cap)
+		BAD("%s: tensor %u shape truncated", what, i);
+	t->shape = shapes + *shape_used;
+	*shape_used += t->ndim;
+	uint64_t n = esz;
+	for (unsigned dd = 0; dd < t->ndim; dd++) {
+		t->shape[dd] = get_le64(sp + 8 * dd);
+		if (mul_ovf(n, t->shape[dd], &n))
+			BAD("%s: tensor %u shape overflows", what, i);
 	}
-	if (next_ref != m->n_refs)
-		BAD("%s: %llu chunk references, tensors need %llu", what,
-		    (unsigned long long)m->n_refs, (unsigned long long)next_ref);
+	if (n != t->nbytes)
+		BAD("%s: tensor %u size %llu does not match its shape and dtype", what, i,
+		    (unsigned long long)t->nbytes);
+	if (take_str(c, t->name_len, &t->name))
+		BAD("%s: tensor %u name is malformed", what, i);
+	t->first_ref = *next_ref;
+	t->nrefs = t->nbytes / m->chunk_size + (t->nbytes % m->chunk_size != 0);
+	*next_ref += t->nrefs;
+	if (*next_ref > m->n_refs)
+		BAD("%s: tensors need more chunk references than the manifest has", what);
+	return 0;
+}
 
+/* The reference table, which must end the body, and the length every reference's position needs. */
+static int mf_decode_refs(struct cur *c, struct manifest *m, const char *what)
+{
 	const uint8_t *rp;
-	if (take(&c, 4 * m->n_refs, &rp))
+	if (take(c, 4 * m->n_refs, &rp))
 		BAD("%s: chunk references truncated", what);
 	for (uint64_t i = 0; i < m->n_refs; i++) {
 		m->refs[i] = get_le32(rp + 4 * i);
 		if (m->refs[i] >= m->n_chunks)
 			BAD("%s: chunk reference %llu out of range", what, (unsigned long long)i);
 	}
-	if (c.p != c.end)
-		BAD("%s: %zu unexpected bytes after the chunk references", what, (size_t)(c.end - c.p));
-
-	/* Every reference must name a chunk of exactly the length its position needs. */
+	if (c->p != c->end)
+		BAD("%s: %zu unexpected bytes after the chunk references", what, (size_t)(c->end - c->p));
 	for (uint32_t i = 0; i < m->n_tensors; i++) {
 		const struct mf_tensor *t = &m->tensors[i];
 		for (uint64_t j = 0; j < t->nrefs; j++) {
@@ -416,7 +397,56 @@ int manifest_decode(uint8_t *buf, size_t len, struct manifest *m, const char *wh
 		}
 	}
 	return 0;
-fail:
-	manifest_free(m);
+}
+#undef BAD
+
+/* Decodes the body after the header: entry counts bounded by the size, one block for chunks,
+ * tensors, shapes and references, then each table in file order. */
+static int mf_decode_body(uint8_t *buf, size_t len, struct manifest *m, const char *what)
+{
+	struct cur c = {buf + MF_HDR_LEN, buf + len - MF_TRAILER_LEN};
+	uint64_t avail = (uint64_t)(c.end - c.p);
+	/* Each entry takes at least this many bytes, so these bounds keep allocations honest.
+	 * n_refs is 64-bit: "n_refs * 4 > avail" wrapped for n_refs >= 2^62 and let the reference
+	 * loop run past the buffer, hence the division (fixed by tests/unit/t-format). */
+	if ((uint64_t)m->n_meta * 10 > avail || (uint64_t)m->n_chunks * MF_CHUNK_LEN > avail ||
+	    (uint64_t)m->n_tensors * 17 > avail || m->n_refs > avail / 4)
+		return ckpt_fail(CKPT_E_CORRUPT, "%s: entry counts exceed the manifest's size", what);
+	int rc = mf_decode_meta(&c, m, what);
+	if (rc)
+		return rc;
+	size_t chunks_sz = (size_t)m->n_chunks * sizeof(struct mf_chunk);
+	size_t tens_sz = (size_t)m->n_tensors * sizeof(struct mf_tensor);
+	size_t shape_cap = (size_t)(avail / 8 + 1);
+	size_t refs_sz = (size_t)m->n_refs * 4;
+	m->alloc = malloc(chunks_sz + tens_sz + shape_cap * 8 + refs_sz + 16);
+	if (!m->alloc)
+		return ckpt_fail(CKPT_E_NOMEM, "%s: out of memory", what);
+	m->chunks = (struct mf_chunk *)m->alloc;
+	m->tensors = (struct mf_tensor *)((uint8_t *)m->alloc + chunks_sz);
+	uint64_t *shapes = (uint64_t *)((uint8_t *)m->tensors + tens_sz);
+	m->refs = (uint32_t *)(shapes + shape_cap);
+	if ((rc = mf_decode_chunks(&c, m, what)))
+		return rc;
+	size_t shape_used = 0;
+	uint64_t next_ref = 0;
+	for (uint32_t i = 0; i < m->n_tensors; i++)
+		if ((rc = mf_decode_tensor(&c, m, i, shapes, shape_cap, &shape_used, &next_ref, what)))
+			return rc;
+	if (next_ref != m->n_refs)
+		return ckpt_fail(CKPT_E_CORRUPT, "%s: %llu chunk references, tensors need %llu", what,
+				 (unsigned long long)m->n_refs, (unsigned long long)next_ref);
+	return mf_decode_refs(&c, m, what);
+}
+
+int manifest_decode(uint8_t *buf, size_t len, struct manifest *m, const char *what)
+{
+	memset(m, 0, sizeof *m);
+	m->buf = buf;
+	int rc = mf_decode_header(buf, len, m, what);
+	if (rc == 0)
+		rc = mf_decode_body(buf, len, m, what);
+	if (rc)
+		manifest_free(m);
 	return rc;
 }
