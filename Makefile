@@ -95,7 +95,15 @@ $(ALIB): $(LIB_OBJ)
 	$(LD) -r -o $(B)/obj/ar/libckpt.o $^
 	$(OBJCOPY) --localize-hidden $(B)/obj/ar/libckpt.o
 	rm -f $@ && $(AR) rcs $@ $(B)/obj/ar/libckpt.o
-$(TLIB): $(LIB_OBJ)
+# Test builds: the sources in HOOK_SRC are compiled a second time with CKPT_TEST_HOOKS (crash
+# points the tests trigger from the environment) into the tests' archive only.
+HOOK_SRC := lib/gc.c
+HOOK_OBJ := $(HOOK_SRC:%.c=$(B)/obj/hooks/%.o)
+TLIB_OBJ := $(filter-out $(HOOK_SRC:%.c=$(B)/obj/%.o),$(LIB_OBJ)) $(HOOK_OBJ)
+$(B)/obj/hooks/lib/%.o: lib/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) -DCKPT_TEST_HOOKS $(DEPFLAGS) -c $< -o $@
+$(TLIB): $(TLIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $^
 

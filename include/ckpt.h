@@ -107,7 +107,9 @@ CKPT_API ckpt_dtype ckpt_dtype_from_name(const char *name);
 
 /* Returns 1 when tensors in memory mem can be saved and restored here: always for CKPT_MEM_HOST;
  * for CUDA device N when the CUDA module (libckpt-cuda.so.0) loads and device N exists. Returns 0
- * otherwise; ckpt_errmsg() is not changed. */
+ * otherwise; ckpt_errmsg() is not changed. The module is looked for beside libckpt.so, then on the
+ * library search path; the environment variable CKPT_CUDA_MODULE=PATH loads that file instead,
+ * CKPT_CUDA_MODULE=none never loads one. */
 CKPT_API int ckpt_mem_supported(int mem);
 
 /* ---------------------------------------------------------------------------------------------
@@ -149,7 +151,9 @@ typedef enum ckpt_option {
 	/* Writes in flight per data directory (default 8, 1 to 256). */
 	CKPT_OPT_QUEUE_DEPTH = 12,
 	/* I/O engine: CKPT_ENGINE_AUTO (io_uring when the kernel allows it, else psync),
-	 * CKPT_ENGINE_IO_URING (fail if unavailable) or CKPT_ENGINE_PSYNC (a thread pool). */
+	 * CKPT_ENGINE_IO_URING (fail if unavailable) or CKPT_ENGINE_PSYNC (a thread pool). With
+	 * CKPT_ENGINE_AUTO, the environment variable CKPT_IO_ENGINE=psync or =io_uring chooses
+	 * instead (for a process whose seccomp profile or kernel restricts io_uring). */
 	CKPT_OPT_IO_ENGINE = 13,
 } ckpt_option;
 

@@ -45,7 +45,8 @@ struct io_engine {
 
 /* Creates an engine: kind is CKPT_ENGINE_AUTO (io_uring, else psync when io_uring is missing or
  * forbidden: ENOSYS, EPERM under seccomp), CKPT_ENGINE_IO_URING or CKPT_ENGINE_PSYNC.
- * CKPT_IO_ENGINE=psync|io_uring in the environment overrides AUTO (for tests). Returns 0 or
+ * CKPT_IO_ENGINE=psync|io_uring in the environment overrides AUTO (documented in ckpt.h and
+ * ckptctl(1)). Returns 0 or
  * -CKPT_E_*. */
 int io_engine_create(int kind, unsigned qd, void **bufs, size_t buf_len, unsigned nbufs,
 		     struct io_engine **out);

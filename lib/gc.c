@@ -17,8 +17,11 @@
 #include "common.h"
 #include "store.h"
 
-/* Crash testing: CKPT_GC_KILL_AT=N kills the process at the Nth point where the store's state on
- * disk changes (tests/unit/t-gc kills at every point in turn and checks the store). */
+/* Crash testing, in test builds only (CKPT_TEST_HOOKS: the tests' archive and the tests' ckptctl,
+ * never the release library): CKPT_GC_KILL_AT=N kills the process at the Nth point where the
+ * store's state on disk changes (tests/unit/t-gc and tests/cli/t-ckptctl-crash kill at every point
+ * in turn and check the store). */
+#ifdef CKPT_TEST_HOOKS
 static void kill_point(void)
 {
 	static long n;
@@ -26,6 +29,9 @@ static void kill_point(void)
 	if (e && ++n == atol(e))
 		raise(SIGKILL);
 }
+#else
+static inline void kill_point(void) {}
+#endif
 
 /* Every manifest file of the store, decoded where possible. */
 struct mfset {

@@ -9,6 +9,13 @@ $(B)/tests/bin/%: tests/unit/%.c $(TEST_HELPERS) $(wildcard tests/unit/*.h) $(wi
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Ilib -Itests/unit $< $(TEST_HELPERS) -o $@ $(ALL_LDFLAGS) $(TLIB) $(LDLIBS)
 
+# ckptctl with the test hooks (CKPT_GC_KILL_AT), for tests/cli/t-ckptctl-crash; not installed.
+HOOK_CKPTCTL := $(B)/tests/hooks/ckptctl
+$(HOOK_CKPTCTL): $(CKPTCTL_OBJ) $(CLI_COMMON_OBJ) $(TLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(CKPTCTL_OBJ) $(CLI_COMMON_OBJ) $(TLIB) $(LDLIBS)
+TEST_EXTRA += $(HOOK_CKPTCTL)
+
 tests: all $(TEST_BINS) $(TEST_EXTRA)
 
 check: test-deps

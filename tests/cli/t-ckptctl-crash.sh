@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # ckptctl prune and gc killed at every point where they change the store (CKPT_GC_KILL_AT=N makes
-# the library raise SIGKILL at its Nth change; N = 1, 2, ... until the command completes), each
+# the test build of the library, in $B/tests/hooks/ckptctl, raise SIGKILL at its Nth change; N = 1, 2, ... until the command completes), each
 # time on a fresh copy of the store. After every kill, `ckptctl verify --all` must exit 0 and
 # `ckptctl export` of every listed checkpoint must give the bytes exported before; the checkpoints
 # the policy keeps must all still be there; running the command again must complete and leave no
 # garbage behind.
 . tests/cli/lib.sh
+CKH=$ROOT/$B/tests/hooks/ckptctl
+[ -x "$CKH" ] || { echo "skip: $CKH (ckptctl with test hooks) is not built"; exit 77; }
 
 for s in 1 2 3; do mkst model "$T/m$s.safetensors" "$s"; done
 mkst big "$T/big1.safetensors" 1
@@ -58,7 +60,7 @@ kills() {
 	for ((n = 1; n <= 500; n++)); do
 		rm -rf "$T/c"
 		cp -a "$STORE" "$T/c"
-		CKPT_GC_KILL_AT=$n "$CK" "$@" "$T/c" >/dev/null 2>"$T/kill.err"
+		CKPT_GC_KILL_AT=$n "$CKH" "$@" "$T/c" >/dev/null 2>"$T/kill.err"
 		rc=$?
 		if [ $rc = 0 ]; then
 			expect "$name: completes when not killed (after $((n - 1)) kill points)" \

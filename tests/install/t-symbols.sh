@@ -3,7 +3,8 @@
 # names in lib/libckpt.map (each under a version node), the dynamic symbols of libckpt.so and the
 # global symbols of libckpt.a are one set. And a program that defines functions named like the
 # library's internals (pool_init, index_put, manifest_decode, ckpt_fail) links statically against
-# libckpt.a and runs a save: nothing internal leaks to collide with a user's names.
+# libckpt.a and runs a save: nothing internal leaks to collide with a user's names. The release
+# libraries carry no test hook.
 set -u
 cd "$(dirname "$0")/../.."
 B=${B:-build}
@@ -28,6 +29,14 @@ done
 grep -q '^LIBCKPT_[0-9]*\.[0-9]* {' lib/libckpt.map || { echo "FAIL: no version node in the map"; fail=1; }
 grep -q 'ckpt_\*' lib/libckpt.map && { echo "FAIL: the map exports by glob"; fail=1; }
 echo "exports: $(wc -l < "$tmp/header") functions in the header, the map, libckpt.so and libckpt.a"
+
+# No test hook in the release libraries: they read no CKPT_*_KILL_AT variable.
+for l in "$B/lib/libckpt.so" "$B/lib/libckpt.a"; do
+	if strings "$l" | grep -q 'KILL_AT'; then
+		echo "FAIL: $l contains a test hook (KILL_AT)"
+		fail=1
+	fi
+done
 
 cat > "$tmp/user.c" <<'C'
 #include <ckpt.h>
