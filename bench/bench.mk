@@ -17,6 +17,11 @@ $(B)/bench/%: bench/%.c include/ckpt.h $(B)/lib/libckpt.so
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(ALL_LDFLAGS) -L$(B)/lib -lckpt $(RPATH)
 
+# pipe-sweep needs the discard I/O engine of the test builds: it links the tests' archive.
+$(B)/bench/pipe-sweep: bench/pipe-sweep.c include/ckpt.h $(TLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Ilib $< -o $@ $(ALL_LDFLAGS) $(TLIB) $(LDLIBS)
+
 .PHONY: bench bench-bins bench-import bench-quick
 bench-bins: lib $(BENCH_BINS)
 

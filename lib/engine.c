@@ -10,6 +10,21 @@
 #include "common.h"
 #include "io.h"
 
+#ifdef CKPT_TEST_HOOKS
+/* Test builds only: an engine that discards writes (and syncs) and completes them at once, the
+ * pipeline's ceiling with an infinitely fast disk (bench/pipe-sweep). CKPT_IO_ENGINE=discard. */
+static int discard_create(struct io_engine *e) { (void)e; return 0; }
+static void discard_submit(struct io_engine *e, struct io_req *r)
+{
+	(void)e;
+	r->res = r->op == IO_READ ? -EIO : r->op == IO_FSYNC ? 0 : (ssize_t)r->len;
+	r->done(r);
+}
+static void discard_destroy(struct io_engine *e) { (void)e; }
+static const struct io_engine_ops engine_discard = {"discard", discard_create, discard_submit,
+						    discard_destroy};
+#endif
+
 int io_engine_create(int kind, unsigned qd, void **bufs, size_t buf_len, unsigned nbufs,
 		     struct io_engine **out)
 {
@@ -29,6 +44,13 @@ int io_engine_create(int kind, unsigned qd, void **bufs, size_t buf_len, unsigne
 	e->buf_len = buf_len;
 	e->nbufs = nbufs;
 	int rc = -CKPT_E_UNSUPPORTED;
+#ifdef CKPT_TEST_HOOKS
+	if (env && !strcmp(env, "discard")) {
+		e->ops = &engine_discard;
+		*out = e;
+		return 0;
+	}
+#endif
 	if (kind != CKPT_ENGINE_PSYNC) {
 		e->ops = &ckpt_engine_uring;
 		rc = e->ops->create(e);

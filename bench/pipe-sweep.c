@@ -1,0 +1,149 @@
+/* pipe-sweep: how far the save pipeline is from the CPU's limit. Two figures on the same state:
+ *   floor    one thread copying every 1 MiB chunk into an aligned staging buffer and hashing it
+ *            with XXH3-128: the work a save must do per byte, at memory speed;
+ *   ceiling  full saves through the real pipeline (snapshot, hash, dedup, record layout, commit)
+ *            with an I/O engine that discards writes (a disk of infinite speed; test builds only,
+ *            hence this program links the tests' archive), at 1, 2, ... threads.
+ * A pipeline without serialization reaches threads x floor (up to the cores); the ratio
+ * ceiling / (threads x floor) says how much is lost. Prints one JSON object.
+ * Usage: pipe-sweep --dir DIR [--size BYTES] [--runs N] [--threads 1,2,16] */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckpt.h"
+#include "hash.h"
+
+#define CHUNK (1u << 20)
+#define TENSOR (16u << 20)
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_d);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static double floor_gbps(uint8_t **t, size_t nt, int runs)
+{
+	uint8_t *stage = aligned_alloc(4096, 8u * CHUNK);
+	double s[16];
+	memset(stage, 0, 8u * CHUNK);
+	for (int r = 0; r < runs; r++) {
+		ckpt_digest d;
+		unsigned slot = 0;
+		double t0 = now();
+		for (size_t i = 0; i < nt; i++)
+			for (size_t off = 0; off < TENSOR; off += CHUNK, slot = (slot + 1) % 8) {
+				memcpy(stage + (size_t)slot * CHUNK, t[i] + off, CHUNK);
+				ckpt_digest_of(stage + (size_t)slot * CHUNK, CHUNK, &d);
+			}
+		s[r] = (double)nt * TENSOR / (now() - t0) / 1e9;
+	}
+	free(stage);
+	return median(s, runs);
+}
+
+/* One full save of the state into a fresh store under dir with `threads` workers; GB/s. */
+static double ceiling_once(const char *dir, uint8_t **t, size_t nt, int threads, uint64_t step)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "rm -rf '%s/pipe-sweep-store'", dir);
+	if (system(path) != 0)
+		return -1;
+	snprintf(path, sizeof path, "%s/pipe-sweep-store", dir);
+	ckpt_options *o = ckpt_options_create();
+	ckpt_options_set(o, CKPT_OPT_CREATE, 1);
+	ckpt_options_set(o, CKPT_OPT_THREADS, threads);
+	ckpt_options_set(o, CKPT_OPT_POOL_SIZE, 256 << 20);
+	ckpt_store *s;
+	ckpt_save *sv;
+	int rc = ckpt_store_open(path, o, &s);
+	ckpt_options_free(o);
+	uint64_t one = 1 << 20, shape = TENSOR;
+	if (rc == 0 && (rc = ckpt_save_begin(s, 0, &sv)) == 0) { /* warm-up: allocates the pool */
+		ckpt_save_add_tensor(sv, "warm", CKPT_DTYPE_U8, 1, &one, CKPT_MEM_HOST, t[0]);
+		rc = ckpt_save_commit(sv, NULL);
+	}
+	double t0 = now();
+	if (rc == 0 && (rc = ckpt_save_begin(s, step, &sv)) == 0) {
+		for (size_t i = 0; i < nt && rc == 0; i++) {
+			char name[64];
+			snprintf(name, sizeof name, "layers.%zu.weight", i);
+			rc = ckpt_save_add_tensor(sv, name, CKPT_DTYPE_U8, 1, &shape, CKPT_MEM_HOST, t[i]);
+		}
+		rc = rc ? rc : ckpt_save_commit(sv, NULL);
+	}
+	double el = now() - t0;
+	if (rc)
+		fprintf(stderr, "pipe-sweep: save: %s\n", ckpt_errmsg());
+	ckpt_store_close(s);
+	return rc ? -1 : (double)nt * TENSOR / el / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+	const char *dir = NULL, *tlist = NULL;
+	uint64_t size = 1ull << 30;
+	int runs = 3;
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--dir")) dir = argv[i + 1];
+		else if (!strcmp(argv[i], "--size")) size = strtoull(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "--runs")) runs = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--threads")) tlist = argv[i + 1];
+	}
+	if (!dir || runs < 1 || runs > 15 || size < TENSOR) {
+		fprintf(stderr, "usage: pipe-sweep --dir DIR [--size BYTES>=16M] [--runs 1-15] [--threads 1,2,N]\n");
+		return 2;
+	}
+	setenv("CKPT_IO_ENGINE", "discard", 1);
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	char deflist[64];
+	snprintf(deflist, sizeof deflist, cores > 2 ? "1,2,%ld" : cores == 2 ? "1,2" : "1", cores);
+	tlist = tlist ? tlist : deflist;
+	size_t nt = size / TENSOR;
+	uint8_t **t = calloc(nt, sizeof *t);
+	uint64_t x = 88172645463325252ull;
+	for (size_t i = 0; i < nt; i++) {
+		t[i] = aligned_alloc(4096, TENSOR);
+		for (size_t k = 0; k < TENSOR / 8; k++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			memcpy(t[i] + 8 * k, &x, 8);
+		}
+	}
+	double fl = floor_gbps(t, nt, runs);
+	printf("{\"state_bytes\": %llu, \"runs\": %d, \"cores\": %ld, \"floor_copy_hash_gbps\": %.3f, "
+	       "\"ceiling_sweep\": [", (unsigned long long)nt * TENSOR, runs, cores, fl);
+	double last = 0;
+	int last_t = 0;
+	char *list = strdup(tlist);
+	for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+		int th = atoi(tok);
+		double s[16];
+		for (int r = 0; r < runs; r++)
+			if ((s[r] = ceiling_once(dir, t, nt, th, 1)) < 0)
+				return 1;
+		last = median(s, runs), last_t = th;
+		printf("%s{\"threads\": %d, \"gbps\": %.3f, \"vs_threads_x_floor\": %.3f}",
+		       tok == list ? "" : ", ", th, last, last / (th * fl));
+	}
+	printf("], \"ceiling_save_gbps\": %.3f, \"threads\": %d}\n", last, last_t);
+	char cmd[4200];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s/pipe-sweep-store'", dir);
+	return system(cmd) != 0;
+}
