@@ -200,6 +200,15 @@ fake_tree "$F"
 run persist N persist --rules "$T/rules/60-nvmetune.rules"; expect_rc persist 0
 expect_out persist "kernel parameters to add (e.g. GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub): nvme_core.default_ps_max_latency_us=0 pcie_aspm=off"
 cp "$T/rules/60-nvmetune.rules" "$T/persist_rules.out"; golden persist_rules
+# A symbolic link planted at the temporary name the rules file was once written under (PATH.tmpPID;
+# exec keeps the pid) is not written through: this runs as root, in /etc (issue 11, F4).
+echo precious > "$T/victim"
+run persist_planted bash -c 'ln -s "$1" "$2.tmp$$" && shift 2 && exec "$@"' _ "$T/victim" \
+	"$T/rules/planted.rules" "$BIN" --sysfs-root "$S" --dev-root "$F/dev" --proc-root "$F/proc" \
+	--state "$T/state.json" persist --rules "$T/rules/planted.rules"
+expect_rc persist_planted 0
+expect_file "$T/victim" precious
+cmp -s "$T/rules/planted.rules" "$T/rules/60-nvmetune.rules" && ok || bad "persist_planted: rules differ"
 run persist_dry N persist --dry-run --rules "$T/dry.rules"; expect_rc persist_dry 0
 [ ! -e "$T/dry.rules" ] && ok || bad "persist --dry-run wrote the rules file"
 expect_out persist_dry 'KERNEL=="nvme*n*", ATTRS{serial}=="FAKESN000", ATTR{nsid}=="1", ATTR{queue/scheduler}="none"'
