@@ -240,6 +240,21 @@ static int list_packs_rep(struct ckpt_store *s, struct pk **out, size_t *nout, c
 	return 0;
 }
 
+/* Fails, naming it, when a pack directory cannot be listed (a data directory not mounted). */
+static int pack_dirs_present(struct ckpt_store *s)
+{
+	for (unsigned d = 0; d < s->ndirs; d++) {
+		DIR *dir = opendir(s->pack_dirs[d]);
+		if (!dir) {
+			int e = errno;
+			return ckpt_fail(ckpt_errno_code(e), "open %s: %s; nothing was removed",
+					 s->pack_dirs[d], strerror(e));
+		}
+		closedir(dir);
+	}
+	return 0;
+}
+
 static int list_packs(struct ckpt_store *s, struct pk **out, size_t *nout)
 {
 	return list_packs_rep(s, out, nout, NULL);
@@ -770,6 +785,10 @@ CKPT_API int ckpt_store_prune(ckpt_store *s, const ckpt_prune_policy *pol, int f
 			rep->steps_removed[rep->n_steps_removed++] = ms.steps[k];
 			rep->bytes_freed += ms.size[k];
 		}
+	/* Every pack directory must be there before anything goes: without one, the packs it
+	 * holds are unknown and the collection below would fail after the manifests were removed. */
+	if ((rc = pack_dirs_present(s)))
+		goto out;
 	/* Manifests first, durably: after this no remaining checkpoint needs what goes next. */
 	for (size_t k = 0; !dry && k < ms.n; k++) {
 		if (!drop[k])

@@ -199,8 +199,33 @@ static void symlinked_packs(void)
 	free(b);
 }
 
+/* F5: prune with a data directory missing (not mounted) removes nothing and says why. */
+static void missing_data_dir(void)
+{
+	char *a = t_tmpdir("gma"), *d = t_tmpdir("gmd");
+	build(a, d);
+	char moved[4096];
+	snprintf(moved, sizeof moved, "%s.away", d);
+	REQUIRE(rename(d, moved) == 0);
+	ckpt_store *s = open_opts(a, NULL);
+	ckpt_prune_policy pol = {.keep_last = 1};
+	CHECK(ckpt_store_prune(s, &pol, 0, NULL) < 0);
+	CHECK(strstr(ckpt_errmsg(), d) && strstr(ckpt_errmsg(), "nothing was removed"));
+	ckpt_info *list;
+	CHECK(ckpt_store_list(s, 1, &list) == STEPS);
+	ckpt_info_free(list);
+	ckpt_store_close(s);
+	REQUIRE(rename(moved, d) == 0);
+	CHECK(damaged(a, STEPS) == 0);
+	t_rmrf(a);
+	t_rmrf(d);
+	free(a);
+	free(d);
+}
+
 int main(void)
 {
+	missing_data_dir();
 	lookalike_names();
 	shared_data_dir();
 	symlinked_packs();
