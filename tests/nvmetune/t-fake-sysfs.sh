@@ -244,6 +244,13 @@ grep -qx 'store_path = /mnt/ckpt' "$T/libckpt.conf" && grep -qx '# mine' "$T/lib
 	[ "$(grep -c '^$' "$T/libckpt.conf")" = 1 ] && ok || bad "bench dropped unrelated config lines: $(cat "$T/libckpt.conf")"
 [ "$(grep -c '^io_queue_depth = ' "$T/libckpt.conf")" = 1 ] && grep -qE '^io_size_bytes = [0-9]+$' "$T/libckpt.conf" &&
 	grep -qE "^# nvmetune bench at .* for $T/benchdir: best write" "$T/libckpt.conf" && ok || bad "bench config: $(cat "$T/libckpt.conf")"
+# A directory name holding a newline adds no line to the config (issue 11, F12).
+nl_dir="$T/bench"$'\n'"io_size_bytes = 7"
+mkdir -p "$nl_dir"
+run bench_nl N bench --size 4M --config "$T/libckpt-nl.conf" "$nl_dir"; expect_rc bench_nl 0
+[ "$(wc -l < "$T/libckpt-nl.conf")" = 3 ] && ! grep -q '^io_size_bytes = 7' "$T/libckpt-nl.conf" &&
+	grep -qF 'bench\x0aio_size_bytes = 7: best write' "$T/libckpt-nl.conf" && ok ||
+	bad "bench: a newline in the directory name reached the config: $(cat "$T/libckpt-nl.conf")"
 run bench_dev N bench --size 4M --no-config /dev/nvme3n1; expect_rc bench_dev 6
 expect_out bench_dev "nvmetune: bench: @ROOT@/dev/nvme3n1: refused: carries a filesystem signature (ext4) (bench overwrites it; --force to allow)"
 
