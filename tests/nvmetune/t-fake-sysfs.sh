@@ -209,6 +209,15 @@ run persist_planted bash -c 'ln -s "$1" "$2.tmp$$" && shift 2 && exec "$@"' _ "$
 expect_rc persist_planted 0
 expect_file "$T/victim" precious
 cmp -s "$T/rules/planted.rules" "$T/rules/60-nvmetune.rules" && ok || bad "persist_planted: rules differ"
+# A serial holding udev pattern characters is not matched as a pattern (it would match other
+# drives): the rule falls back to the kernel name (issue 11, F7).
+for sn in 'FAKE*' 'FAKESN00?' 'FAKESN00[0-9]' 'FAKESN000|FAKESN004'; do
+	printf '%s\n' "$sn" > "$S/class/nvme/nvme0/serial"
+	run persist_glob N persist --dry-run --rules "$T/glob.rules"; expect_rc persist_glob 0
+	grep -qF "ATTRS{serial}==\"$sn\"" "$T/persist_glob.out" && bad "persist: serial '$sn' used as a pattern" || ok
+	expect_out persist_glob 'KERNEL=="nvme0n1", ATTR{queue/scheduler}="none"'
+done
+printf 'FAKESN000     \n' > "$S/class/nvme/nvme0/serial"
 run persist_dry N persist --dry-run --rules "$T/dry.rules"; expect_rc persist_dry 0
 [ ! -e "$T/dry.rules" ] && ok || bad "persist --dry-run wrote the rules file"
 expect_out persist_dry 'KERNEL=="nvme*n*", ATTRS{serial}=="FAKESN000", ATTR{nsid}=="1", ATTR{queue/scheduler}="none"'
