@@ -471,6 +471,11 @@ typedef struct ckpt_gc_report {
 	uint64_t leftovers_removed; /* temporary files of interrupted saves */
 	uint64_t bytes_freed;       /* file bytes freed (or that would be) */
 	uint64_t bytes_copied;      /* record bytes copied by compaction */
+	/* Files in pack directories that are not provably this store's packs (a name other than
+	 * the canonical NNNNNNNN.pack, a header naming another store or pack, an unreadable
+	 * header, the same pack id twice): never removed nor compacted. */
+	uint64_t files_left_alone;
+	char *left_alone;           /* the first of them and why (a path and a reason), or NULL */
 } ckpt_gc_report;
 
 /* Retention: which checkpoints prune keeps. The newest valid checkpoint is always kept. */

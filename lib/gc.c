@@ -112,7 +112,93 @@ static int cmp_pk(const void *a, const void *b)
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static int list_packs(struct ckpt_store *s, struct pk **out, size_t *nout)
+/* The id of a canonical pack name: exactly what store_pack_path() writes ("%08u.pack"). strtoul
+ * alone would also take "2.pack", "+2.pack" or "0000000002.pack" for pack 2, and gc would then
+ * remove the real 00000002.pack as a dead duplicate. */
+static bool canonical_pack_id(const char *name, uint32_t *id)
+{
+	uint64_t v = 0;
+	size_t n = 0;
+	while (name[n] >= '0' && name[n] <= '9' && n < 11)
+		v = v * 10 + (uint64_t)(name[n++] - '0');
+	if (n < 8 || n > 10 || v > UINT32_MAX || strcmp(name + n, ".pack"))
+		return false;
+	char canon[32];
+	snprintf(canon, sizeof canon, "%08u.pack", (unsigned)v);
+	if (strcmp(canon, name))
+		return false;
+	*id = (uint32_t)v;
+	return true;
+}
+
+/* Records a file gc leaves alone (the first one's path and reason go into the report). */
+static void left_alone(ckpt_gc_report *rep, const char *dir, const char *name, const char *why)
+{
+	if (!rep)
+		return;
+	rep->files_left_alone++;
+	if (rep->left_alone)
+		return;
+	size_t n = strlen(dir) + strlen(name) + strlen(why) + 4;
+	rep->left_alone = malloc(n);
+	if (rep->left_alone)
+		snprintf(rep->left_alone, n, "%s/%s: %s", dir, name, why);
+}
+
+/* Whether the pack file proves to be this store's: its header carries the store's uuid. Another store may share a data directory, or packs/ may lead into another store;
+ * a name alone proves nothing. Returns NULL when it is ours, else the reason. */
+static const char *not_our_pack(struct ckpt_store *s, int dfd, const char *name, struct stat *st)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ELOOP ? "a symbolic link, not a pack" : "cannot be opened";
+	uint8_t *buf = malloc(PACK_HDR_LEN);
+	const char *why = NULL;
+	struct pack_hdr h;
+	if (!buf)
+		why = "out of memory reading its header";
+	else if (fstat(fd, st) || !S_ISREG(st->st_mode))
+		why = "not a regular file";
+	else if (pread(fd, buf, PACK_HDR_LEN, 0) != PACK_HDR_LEN)
+		why = "no complete pack header";
+	else if (pack_hdr_decode(buf, PACK_HDR_LEN, &h, name))
+		why = "invalid pack header";
+	else if (memcmp(h.uuid, s->hdr.uuid, 16))
+		why = "belongs to another store (uuid in its header)";
+	/* A header naming another id is still this store's file (a misplaced copy readers refuse):
+	 * garbage like any unreferenced pack. */
+	free(buf);
+	close(fd);
+	return why;
+}
+
+/* Ids present twice (in two pack directories): which copy readers use depends on the order of
+ * the directories, so neither is removed. Drops both from the list. */
+static size_t drop_duplicates(struct ckpt_store *s, struct pk *v, size_t n, ckpt_gc_report *rep)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n;) {
+		size_t j = i + 1;
+		while (j < n && v[j].id == v[i].id)
+			j++;
+		if (j - i == 1) {
+			v[k++] = v[i];
+		} else {
+			for (size_t q = i; q < j; q++) {
+				char name[32];
+				snprintf(name, sizeof name, "%08u.pack", v[q].id);
+				left_alone(rep, s->pack_dirs[v[q].dir], name,
+					   "the same pack id exists in another pack directory");
+			}
+		}
+		i = j;
+	}
+	return k;
+}
+
+/* This store's packs, by id. Everything else in the pack directories is left alone (and counted
+ * in rep when given). */
+static int list_packs_rep(struct ckpt_store *s, struct pk **out, size_t *nout, ckpt_gc_report *rep)
 {
 	size_t n = 0, cap = 64;
 	struct pk *v = malloc(cap * sizeof *v);
@@ -127,12 +213,20 @@ static int list_packs(struct ckpt_store *s, struct pk **out, size_t *nout)
 		}
 		struct dirent *e;
 		while ((e = readdir(dir))) {
-			char *end;
-			unsigned long id = strtoul(e->d_name, &end, 10);
+			uint32_t id;
 			struct stat st;
-			if (end == e->d_name || strcmp(end, ".pack") || id > UINT32_MAX ||
-			    fstatat(dirfd(dir), e->d_name, &st, 0))
+			size_t nl = strlen(e->d_name);
+			if (!canonical_pack_id(e->d_name, &id)) {
+				if (nl > 5 && !strcmp(e->d_name + nl - 5, ".pack"))
+					left_alone(rep, s->pack_dirs[d], e->d_name,
+						   "not a canonical pack name (NNNNNNNN.pack)");
 				continue;
+			}
+			const char *why = not_our_pack(s, dirfd(dir), e->d_name, &st);
+			if (why) {
+				left_alone(rep, s->pack_dirs[d], e->d_name, why);
+				continue;
+			}
 			if (n == cap) {
 				struct pk *nv = realloc(v, (cap *= 2) * sizeof *v);
 				if (!nv) {
@@ -148,8 +242,28 @@ static int list_packs(struct ckpt_store *s, struct pk **out, size_t *nout)
 	}
 	qsort(v, n, sizeof *v, cmp_pk);
 	*out = v;
-	*nout = n;
+	*nout = drop_duplicates(s, v, n, rep);
 	return 0;
+}
+
+/* Fails, naming it, when a pack directory cannot be listed (a data directory not mounted). */
+static int pack_dirs_present(struct ckpt_store *s)
+{
+	for (unsigned d = 0; d < s->ndirs; d++) {
+		DIR *dir = opendir(s->pack_dirs[d]);
+		if (!dir) {
+			int e = errno;
+			return ckpt_fail(ckpt_errno_code(e), "open %s: %s; nothing was removed",
+					 s->pack_dirs[d], strerror(e));
+		}
+		closedir(dir);
+	}
+	return 0;
+}
+
+static int list_packs(struct ckpt_store *s, struct pk **out, size_t *nout)
+{
+	return list_packs_rep(s, out, nout, NULL);
 }
 
 static struct pk *find_pk(struct pk *v, size_t n, uint32_t id)
@@ -331,6 +445,7 @@ CKPT_API void ckpt_gc_report_free(ckpt_gc_report *r)
 	if (!r)
 		return;
 	free(r->steps_removed);
+	free(r->left_alone);
 	free(r);
 }
 
@@ -554,7 +669,7 @@ static int collect(struct ckpt_store *s, struct mfset *ms, const bool *skip, dou
 	struct pk *pv = NULL;
 	struct loc *lv = NULL;
 	size_t np = 0, nl = 0;
-	int rc = list_packs(s, &pv, &np);
+	int rc = list_packs_rep(s, &pv, &np, rep);
 	if (!rc)
 		rc = collect_locs(ms, skip, &lv, &nl);
 	if (!rc) {
@@ -563,7 +678,10 @@ static int collect(struct ckpt_store *s, struct mfset *ms, const bool *skip, dou
 	}
 	if (!rc)
 		rep->bytes_freed += leftovers(s, !dry, &rep->leftovers_removed);
-	uint32_t next_id = np ? pv[np - 1].id : 0;
+	uint32_t next_id = np ? pv[np - 1].id : 0, any_max = 0;
+	/* New packs take ids above every file in the pack directories, ours or not. */
+	if (!rc && compact_below > 0 && !(rc = store_max_pack_id(s, &any_max)))
+		next_id = MAX(next_id, any_max);
 	for (size_t i = 0; !rc && compact_below > 0 && i < np; i++) {
 		if (!pv[i].live || pv[i].size <= PACK_HDR_LEN)
 			continue;
@@ -673,6 +791,10 @@ CKPT_API int ckpt_store_prune(ckpt_store *s, const ckpt_prune_policy *pol, int f
 			rep->steps_removed[rep->n_steps_removed++] = ms.steps[k];
 			rep->bytes_freed += ms.size[k];
 		}
+	/* Every pack directory must be there before anything goes: without one, the packs it
+	 * holds are unknown and the collection below would fail after the manifests were removed. */
+	if ((rc = pack_dirs_present(s)))
+		goto out;
 	/* Manifests first, durably: after this no remaining checkpoint needs what goes next. */
 	for (size_t k = 0; !dry && k < ms.n; k++) {
 		if (!drop[k])

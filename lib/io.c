@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -145,7 +146,10 @@ int io_read_all(const struct ckpt_io_ops *io, int fd, void *buf, size_t n, uint6
 
 int io_slurp(const char *path, size_t max, uint8_t **out, size_t *len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* Store files are never symbolic links; one planted in a store is refused, not followed. */
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == ELOOP)
+		return ckpt_fail(CKPT_E_PERM, "%s: is a symbolic link; refusing to follow it", path);
 	if (fd < 0) {
 		int e = errno;
 		return ckpt_fail(ckpt_errno_code(e), "open %s: %s", path, strerror(e));
@@ -155,6 +159,10 @@ int io_slurp(const char *path, size_t max, uint8_t **out, size_t *len)
 		int e = errno;
 		close(fd);
 		return ckpt_fail(CKPT_E_IO, "stat %s: %s", path, strerror(e));
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return ckpt_fail(CKPT_E_PERM, "%s: not a regular file; refusing it", path);
 	}
 	if ((uint64_t)st.st_size > max) {
 		close(fd);
@@ -192,19 +200,40 @@ int io_fsync_dir(const char *dir)
 	return 0;
 }
 
+/* Creates ".NAME.tmp.PID.RANDOM" in dir, exclusively: a name an attacker cannot predict, and
+ * O_EXCL|O_NOFOLLOW so that a planted file or symbolic link is never written through (a
+ * predictable name opened with O_TRUNC let anyone who can write into a store make a root job
+ * overwrite any file). gc removes leftovers by the ".tmp." in the name. Returns the fd or
+ * -CKPT_E_*. */
+int io_create_tmp(const char *dir, const char *name, char *tmp, size_t tmplen)
+{
+	for (int attempt = 0; attempt < 16; attempt++) {
+		uint64_t r = 0;
+		if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+			r = (uint64_t)ckpt_wall_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)attempt;
+		snprintf(tmp, tmplen, "%s/.%s.tmp.%d.%016llx", dir, name, (int)getpid(),
+			 (unsigned long long)r);
+		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd >= 0)
+			return fd;
+		if (errno != EEXIST) {
+			int e = errno;
+			return ckpt_fail(ckpt_errno_code(e), "create %s: %s", tmp, strerror(e));
+		}
+	}
+	return ckpt_fail(CKPT_E_IO, "create a temporary file for %s/%s: every name taken", dir, name);
+}
+
 int io_write_atomic(const char *dir, const char *name, const void *data, size_t len, int *renamed)
 {
 	if (renamed)
 		*renamed = 0;
 	char tmp[4096], dst[4096];
-	snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%d", dir, name, (int)getpid());
 	snprintf(dst, sizeof dst, "%s/%s", dir, name);
 	const struct ckpt_io_ops *io = ckpt_io_default();
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		int e = errno;
-		return ckpt_fail(ckpt_errno_code(e), "create %s: %s", tmp, strerror(e));
-	}
+	int fd = io_create_tmp(dir, name, tmp, sizeof tmp);
+	if (fd < 0)
+		return fd;
 	int rc = io_write_all(io, fd, data, len, 0, tmp);
 	if (!rc && io->fdatasync(fd)) {
 		int e = errno;

@@ -41,10 +41,13 @@ int io_read_all(const struct ckpt_io_ops *io, int fd, void *buf, size_t n, uint6
 		const char *path);
 /* Reads a whole small file into a malloc'd buffer (at most max bytes). Returns 0 or -CKPT_E_*. */
 int io_slurp(const char *path, size_t max, uint8_t **out, size_t *len);
-/* Writes a file atomically: path.tmp, fsync, rename, fsync of the directory. When renamed is not
+/* Writes a file atomically: a temporary file (io_create_tmp), fsync, rename, fsync of the directory. When renamed is not
  * NULL it is set to 1 once the file is in place (an error after that comes from the directory
  * fsync: the file is visible but may not survive a crash). */
 int io_write_atomic(const char *dir, const char *name, const void *data, size_t len, int *renamed);
+/* Creates a temporary file for dir/name exclusively (O_EXCL|O_NOFOLLOW, unpredictable name,
+ * written to tmp). Returns the fd, or -CKPT_E_* (the message names the file). */
+int io_create_tmp(const char *dir, const char *name, char *tmp, size_t tmplen);
 /* fsyncs a directory. */
 int io_fsync_dir(const char *dir);
 

@@ -308,7 +308,7 @@ static int open_pack(struct ckpt_save *sv, unsigned dir, int *out)
 		 * hold the lock), so take the empty file over. */
 		direct = false;
 		__atomic_store_n(&s->direct_refused, true, __ATOMIC_RELAXED);
-		fd = open(path, (flags & ~O_EXCL) | O_TRUNC, 0644);
+		fd = open(path, (flags & ~O_EXCL) | O_TRUNC | O_NOFOLLOW, 0644);
 	}
 	if (fd < 0) {
 		int e = errno;

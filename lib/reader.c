@@ -254,8 +254,9 @@ static struct pack_fd *get_pack(struct ckpt_reader *r, uint32_t id)
 	} else if (fd < 0) {
 		e = errno;
 		store_pack_path(r->s, 0, id, path, sizeof path);
-		rc = ckpt_fail(e == ENOENT ? CKPT_E_CORRUPT : CKPT_E_IO, "pack %s: %s", path,
-			       e == ENOENT ? "missing" : strerror(e));
+		/* Permission denied is not damage: say which (verify reports it apart). */
+		rc = ckpt_fail(e == ENOENT ? CKPT_E_CORRUPT : e == EACCES || e == EPERM ? CKPT_E_PERM :
+			       CKPT_E_IO, "pack %s: %s", path, e == ENOENT ? "missing" : strerror(e));
 	} else {
 		struct pack_hdr h;
 		rc = io_read_all(ckpt_io_default(), fd, r->buf, PACK_HDR_LEN, 0, path);

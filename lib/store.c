@@ -95,6 +95,25 @@ static int dir_is_empty(const char *p)
 
 #define DATADIRS_FILE "datadirs"
 
+/* packs/ and manifests/ must be the store's own directories: through a symbolic link, gc would
+ * act on another store's files and saves would write where the operator does not look. */
+static int refuse_symlink(const char *dir)
+{
+	struct stat st;
+	if (lstat(dir, &st)) {
+		int e = errno;
+		if (e == ENOENT)
+			return 0; /* the caller reports a missing directory in its own words */
+		return ckpt_fail(ckpt_errno_code(e), "%s: %s", dir, strerror(e));
+	}
+	if (S_ISLNK(st.st_mode))
+		return ckpt_fail(CKPT_E_PERM, "%s is a symbolic link; refusing it (a store's packs/ "
+				 "and manifests/ must be its own directories)", dir);
+	if (!S_ISDIR(st.st_mode))
+		return ckpt_fail(CKPT_E_CORRUPT, "%s is not a directory", dir);
+	return 0;
+}
+
 static int add_pack_dir(struct ckpt_store *s, const char *data_dir)
 {
 	/* Recorded paths must mean the same from any working directory. */
@@ -257,6 +276,8 @@ CKPT_API int ckpt_store_open(const char *path, const ckpt_options *opts, ckpt_st
 		if ((rc = create_layout(s)))
 			goto fail;
 	}
+	if ((rc = refuse_symlink(s->pack_dir)) || (rc = refuse_symlink(s->mf_dir)))
+		goto fail;
 	uint8_t *buf;
 	size_t len;
 	if ((rc = io_slurp(hp, 4096, &buf, &len)))
@@ -265,6 +286,9 @@ CKPT_API int ckpt_store_open(const char *path, const ckpt_options *opts, ckpt_st
 	free(buf);
 	if (rc || (rc = setup_dirs(s, opts)))
 		goto fail;
+	for (unsigned i = 1; i < s->ndirs; i++)
+		if ((rc = refuse_symlink(s->pack_dirs[i])))
+			goto fail;
 	ckpt_options_free(defaults);
 	free(hp);
 	*out = s;
@@ -340,6 +364,28 @@ static long flock_holder(int fd)
 	return found;
 }
 
+/* Opens STORE/LOCK, which the lock holder truncates and writes its pid into: never through a
+ * symbolic link, and only a plain file with one link (a hard link to another file would be
+ * overwritten just the same). Returns the fd or -CKPT_E_*. */
+static int open_lock_file(const char *p)
+{
+	int fd = open(p, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+	if (fd < 0 && errno == ELOOP)
+		return ckpt_fail(CKPT_E_PERM, "lock file %s is a symbolic link; refusing to write "
+				 "through it (remove it: a real one is created)", p);
+	if (fd < 0) {
+		int e = errno;
+		return ckpt_fail(ckpt_errno_code(e), "open lock file %s: %s", p, strerror(e));
+	}
+	struct stat st;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+		close(fd);
+		return ckpt_fail(CKPT_E_PERM, "lock file %s is not a plain file with one link; "
+				 "refusing to write to it (remove it: a real one is created)", p);
+	}
+	return fd;
+}
+
 int store_lock(struct ckpt_store *s)
 {
 	if (s->opt.read_only)
@@ -348,11 +394,9 @@ int store_lock(struct ckpt_store *s)
 		return 0;
 	char p[4096];
 	snprintf(p, sizeof p, "%s/%s", s->path, LOCK_FILE);
-	int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		int e = errno;
-		return ckpt_fail(ckpt_errno_code(e), "open lock file %s: %s", p, strerror(e));
-	}
+	int fd = open_lock_file(p);
+	if (fd < 0)
+		return fd;
 	if (flock(fd, LOCK_EX | LOCK_NB)) {
 		int e = errno;
 		long holder = e == EWOULDBLOCK ? flock_holder(fd) : -1;

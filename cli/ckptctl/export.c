@@ -82,7 +82,8 @@ static int fsync_dir_of(const char *path)
 
 /* Writes header and every tensor into fd (already sized to size bytes) through a shared
  * mapping. Returns 0; -CKPT_E_UNSUPPORTED when the file cannot be mapped (nothing was written
- * then); -CKPT_E_IO when unmapping failed (errno set); or the library's error. */
+ * then); 1 when unmapping failed (errno set); or the library's error (its message names the
+ * store file: a pack that cannot be read is not the output's fault). */
 static int restore_mapped(ckpt_reader *rd, int fd, const uint8_t *hdr, size_t hlen,
 			  const struct st_out_tensor *ts, size_t nt, uint64_t size)
 {
@@ -98,7 +99,7 @@ static int restore_mapped(ckpt_reader *rd, int fd, const uint8_t *hdr, size_t hl
 		off += ts[k].nbytes;
 	}
 	if (munmap(map, (size_t)size) && r == 0)
-		r = -CKPT_E_IO;
+		r = 1;
 	return r;
 }
 
@@ -220,9 +221,9 @@ int cmd_export(int argc, char **argv)
 			if (r == 0)
 				goto written;
 			if (r != -CKPT_E_UNSUPPORTED) {
-				rc = r == -CKPT_E_IO ? (cli_err("%s: mmap %s: %s", cmd, tmp,
-								strerror(errno)), EXIT_FAIL)
-						     : ck_fail(cmd, r, "reading a tensor");
+				rc = r == 1 ? (cli_err("%s: munmap %s: %s", cmd, tmp, strerror(errno)),
+					       EXIT_FAIL)
+					    : ck_fail(cmd, r, "reading a tensor");
 				goto out;
 			}
 		} else if (e != EOPNOTSUPP && e != EINVAL) {

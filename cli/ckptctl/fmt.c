@@ -92,6 +92,9 @@ void ck_report_json(struct jw *w, const ckpt_gc_report *r)
 	jw_key(w, "leftovers_removed"); jw_u64(w, r->leftovers_removed);
 	jw_key(w, "bytes_freed"); jw_u64(w, r->bytes_freed);
 	jw_key(w, "bytes_copied"); jw_u64(w, r->bytes_copied);
+	if (r->files_left_alone) { /* only then, so that the usual output stays as it was */
+		jw_key(w, "files_left_alone"); jw_u64(w, r->files_left_alone);
+	}
 }
 
 static const char *plural(uint64_t n, const char *one, const char *many)
@@ -117,6 +120,11 @@ void ck_report_text(const ckpt_gc_report *r, bool dry)
 		       cli_fmt_iec(r->bytes_copied, a, sizeof a),
 		       (unsigned long long)r->manifests_rewritten,
 		       plural(r->manifests_rewritten, "", "s"));
+	if (r->files_left_alone)
+		printf("left alone %llu file%s in the pack directories that %s not this store's "
+		       "pack%s (first: %s)\n", (unsigned long long)r->files_left_alone,
+		       plural(r->files_left_alone, "", "s"), plural(r->files_left_alone, "is", "are"),
+		       plural(r->files_left_alone, "", "s"), r->left_alone ? r->left_alone : "?");
 	printf("%s: %s (%llu bytes)\n", dry ? "would free" : "freed",
 	       cli_fmt_iec(r->bytes_freed, a, sizeof a), (unsigned long long)r->bytes_freed);
 }

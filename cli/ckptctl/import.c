@@ -3,10 +3,69 @@
 #include "ckptctl.h"
 #include "safetensors.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The file is mapped: when another process shrinks it, the first read of a page past its new end
+ * raises SIGBUS in whichever thread touches it (a library worker). No manifest names the data at
+ * that point (the commit comes after every byte was read), so the handler says what happened and
+ * exits like a killed save: earlier checkpoints are intact and gc collects the partial packs. */
+static const uint8_t *bus_lo, *bus_hi;
+static char bus_msg[1024];
+static size_t bus_len;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	const uint8_t *a = si->si_addr;
+	if (a >= bus_lo && a < bus_hi) {
+		if (write(STDERR_FILENO, bus_msg, bus_len) < 0) {
+			/* nothing more can be said */
+		}
+		_exit(EXIT_FAIL);
+	}
+	signal(sig, SIG_DFL); /* not ours: the default action (core dump) */
+	raise(sig);
+}
+
+static void watch_mapping(const char *cmd, const char *file, const struct st_file *sf)
+{
+	bus_lo = sf->map;
+	bus_hi = sf->map ? sf->map + sf->size : NULL;
+	int n = snprintf(bus_msg, sizeof bus_msg, "ckptctl: %s: %s shrank while it was being "
+			 "imported; nothing was committed (the store keeps its earlier checkpoints)\n",
+			 cmd, file);
+	bus_len = n < 0 ? 0 : (size_t)n < sizeof bus_msg ? (size_t)n : sizeof bus_msg - 1;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
+	/* Tests: shrink or grow the file now, as another process could (deterministic). */
+	const char *t = getenv("CKPTCTL_TEST_TRUNCATE_INPUT");
+	if (t && truncate(file, (off_t)strtoull(t, NULL, 10))) {
+		/* the test then sees an unchanged file and fails */
+	}
+}
+
+/* Whether the file changed since it was opened (size, modification or change time): a file
+ * rewritten in place mixes old and new bytes in the mapping without any signal. */
+static bool input_changed(const struct st_file *sf, const struct stat *before)
+{
+	struct stat now;
+	return fstat(sf->fd, &now) || now.st_size != before->st_size ||
+	       now.st_mtim.tv_sec != before->st_mtim.tv_sec ||
+	       now.st_mtim.tv_nsec != before->st_mtim.tv_nsec ||
+	       now.st_ctim.tv_sec != before->st_ctim.tv_sec ||
+	       now.st_ctim.tv_nsec != before->st_ctim.tv_nsec;
+}
 
 const char usage_import[] =
 	"Usage: ckptctl import STORE --step N FILE.safetensors [OPTIONS]\n"
@@ -150,6 +209,14 @@ int cmd_import(int argc, char **argv)
 		}
 	}
 
+	struct stat before;
+	if (fstat(sf.fd, &before)) {
+		cli_err("%s: %s: %s", cmd, file, strerror(errno));
+		st_close(&sf);
+		return EXIT_FAIL;
+	}
+	watch_mapping(cmd, file, &sf);
+
 	int rc = EXIT_FAIL, r;
 	ckpt_store *store = NULL;
 	ckpt_save *save = NULL;
@@ -215,6 +282,12 @@ int cmd_import(int argc, char **argv)
 	if (r < 0) {
 		ck_fail(cmd, r, "cannot commit the checkpoint");
 		rc = ck_exit_status(r);
+		goto out;
+	}
+	if (input_changed(&sf, &before)) {
+		cli_err("%s: %s changed while it was being imported: step %llu in %s may hold a mix "
+			"of old and new bytes; import it again with --overwrite", cmd, file,
+			(unsigned long long)step, store_path);
 		goto out;
 	}
 	if (json)

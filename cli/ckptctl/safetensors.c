@@ -555,7 +555,8 @@ static int validate(struct parser *p, struct st_header *h, uint64_t data_len)
 	}
 	free(idx);
 
-	qsort(h->tensors, h->ntensors, sizeof *h->tensors, cmp_offset);
+	if (h->ntensors > 1) /* a file without tensors has h->tensors NULL: qsort(NULL, 0) is UB */
+		qsort(h->tensors, h->ntensors, sizeof *h->tensors, cmp_offset);
 	uint64_t at = 0;
 	const struct st_tensor *prev = NULL;
 	for (size_t k = 0; k < h->ntensors; k++) {

@@ -47,6 +47,7 @@ struct vctx {
 	struct progress bar;
 	uint64_t step;
 	long damaged_chunks; /* over the whole run */
+	long unreadable_chunks; /* permission denied: not checked, and not damage */
 	int damaged_ckpts, checked, failed;
 };
 
@@ -61,7 +62,12 @@ static void on_progress(uint64_t done, uint64_t total, void *arg)
 
 static void report_damage(struct vctx *v, const ckpt_damage *d)
 {
-	v->damaged_chunks++;
+	/* A pack this user may not read says nothing about the data in it. */
+	bool unreadable = d->error == CKPT_E_PERM;
+	if (unreadable)
+		v->unreadable_chunks++;
+	else
+		v->damaged_chunks++;
 	if (v->json) {
 		jw_obj_begin(&v->w);
 		jw_key(&v->w, "tensor"); jw_str(&v->w, d->tensor);
@@ -86,8 +92,9 @@ static void report_damage(struct vctx *v, const ckpt_damage *d)
 	/* The library's message often begins with the file name, already printed. */
 	if (fl && !strncmp(msg, d->file, fl) && !strncmp(msg + fl, ": ", 2))
 		msg += fl + 2;
-	printf("step %llu: DAMAGED tensor %s chunk %llu (offset %llu) in %s: %s\n",
-	       (unsigned long long)v->step, st_quote(d->tensor, q, sizeof q, 1000),
+	printf("step %llu: %s tensor %s chunk %llu (offset %llu) in %s: %s\n",
+	       (unsigned long long)v->step, unreadable ? "UNREADABLE" : "DAMAGED",
+	       st_quote(d->tensor, q, sizeof q, 1000),
 	       (unsigned long long)d->chunk, (unsigned long long)d->offset,
 	       d->file ? d->file : "?", msg);
 }
@@ -140,7 +147,7 @@ static void verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 	ckpt_reader_info(rd, &info);
 	v->step = info.step;
 	v->checked++;
-	long before = v->damaged_chunks;
+	long before = v->damaged_chunks, ubefore = v->unreadable_chunks;
 	if (v->json) {
 		jw_obj_begin(&v->w);
 		jw_key(&v->w, "step"); jw_u64(&v->w, info.step);
@@ -155,6 +162,9 @@ static void verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 	long n = ckpt_reader_verify(rd, on_damage, on_progress, v);
 	progress_end(&v->bar);
 	const char *status = "ok";
+	long unread = v->unreadable_chunks - ubefore;
+	if (n > 0)
+		n -= unread; /* the damaged ones */
 	if (n < 0) {
 		v->failed++;
 		status = "error";
@@ -162,6 +172,9 @@ static void verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 	} else if (n > 0 || v->damaged_chunks > before) {
 		v->damaged_ckpts++;
 		status = "damaged";
+	} else if (unread) {
+		v->failed++;
+		status = "unreadable";
 	}
 	if (v->json) {
 		jw_arr_end(&v->w);
@@ -171,9 +184,13 @@ static void verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 			jw_key(&v->w, "message"); jw_str(&v->w, ckpt_errmsg());
 		}
 		jw_obj_end(&v->w);
-	} else if (n > 0) {
-		printf("step %llu: %ld damaged chunk%s\n", (unsigned long long)info.step, n,
-		       n == 1 ? "" : "s");
+	} else if (n > 0 || unread) {
+		if (n > 0)
+			printf("step %llu: %ld damaged chunk%s\n", (unsigned long long)info.step, n,
+			       n == 1 ? "" : "s");
+		if (unread)
+			printf("step %llu: %ld chunk%s not verified: permission denied\n",
+			       (unsigned long long)info.step, unread, unread == 1 ? "" : "s");
 	} else if (n == 0 && !v->quiet) {
 		char a[32];
 		printf("step %llu: ok (%llu tensors, %llu chunks, %s)\n",
@@ -297,6 +314,10 @@ int cmd_verify(int argc, char **argv)
 	if (v.damaged_ckpts)
 		cli_err("%s: damage found in %d of %d checkpoint%s verified", cmd, v.damaged_ckpts,
 			v.checked, v.checked == 1 ? "" : "s");
+	if (v.unreadable_chunks)
+		cli_err("%s: %ld chunk%s could not be read (permission denied): not verified, not "
+			"known to be damaged", cmd, v.unreadable_chunks,
+			v.unreadable_chunks == 1 ? "" : "s");
 	rc = v.damaged_ckpts || v.failed ? EXIT_FAIL : EXIT_OK;
 out:
 	ckpt_info_free(list);

@@ -102,7 +102,8 @@ int cli_dispatch(const char *summary, const struct cli_cmd *cmds, int argc, char
 
 int cli_parse_u64(const char *s, uint64_t *out)
 {
-	if (!s || !*s || *s == '-' || *s == '+')
+	/* Digits only: strtoull alone would take " 7" (leading space) or "+7" for 7. */
+	if (!s || *s < '0' || *s > '9')
 		return -1;
 	char *end;
 	errno = 0;
@@ -115,7 +116,7 @@ int cli_parse_u64(const char *s, uint64_t *out)
 
 int cli_parse_size(const char *s, uint64_t *out)
 {
-	if (!s || !*s || *s == '-' || *s == '+')
+	if (!s || ((*s < '0' || *s > '9') && *s != '.'))
 		return -1;
 	char *end;
 	errno = 0;

@@ -92,6 +92,17 @@ static double pass(int fd, bool write, unsigned qd, unsigned bs, uint64_t total,
 	return (double)total / (1 << 20) / (dt > 1e-9 ? dt : 1e-9);
 }
 
+/* Writes s with control bytes as \xNN: a directory name holding a newline must not add lines
+ * (settings) to the config file. */
+static void put_escaped(FILE *f, const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		if (*p < 0x20 || *p == 0x7f || *p == '\\')
+			fprintf(f, "\\x%02x", *p);
+		else
+			fputc(*p, f);
+}
+
 /* Replaces our keys (and our comment) in the config, keeping every other line. */
 static int write_config(const char *path, const char *target, unsigned qd, unsigned bs, double mibs)
 {
@@ -120,8 +131,9 @@ static int write_config(const char *path, const char *target, unsigned qd, unsig
 	}
 	char when[32];
 	now_iso(when, sizeof(when));
-	fprintf(f, "# nvmetune bench at %s for %s: best write %.0f MiB/s at these settings\n", when,
-		target, mibs);
+	fprintf(f, "# nvmetune bench at %s for ", when);
+	put_escaped(f, target);
+	fprintf(f, ": best write %.0f MiB/s at these settings\n", mibs);
 	fprintf(f, "io_queue_depth = %u\nio_size_bytes = %u\n", qd, bs);
 	fclose(f);
 	rc = write_file_atomic(path, out, len, 0644);

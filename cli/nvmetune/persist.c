@@ -30,6 +30,17 @@ static const char *attr_of(enum knob_id k)
 	}
 }
 
+/* Whether s can stand in a udev match as itself: udev matches values as patterns, so a serial
+ * with '*', '?', '[...]' or '|' would also match other drives (and '"' or '\\' would end or
+ * escape the string). Such a value is not used; the rule falls back to the kernel name. */
+static bool udev_literal(const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		if (*p < 0x20 || *p >= 0x7f || strchr("\"\\*?[]|", *p))
+			return false;
+	return true;
+}
+
 /* The match part of a rule: serial + nsid for NVMe namespaces and the UUID for md arrays (kernel
  * names can change between boots), the kernel name otherwise. */
 static void match_of(const char *dev, char *out, size_t len)
@@ -38,7 +49,7 @@ static void match_of(const char *dev, char *out, size_t len)
 	/* an array assembled without mdadm.conf comes back as md127: match its UUID, which md
 	 * shows once the array is active (the "change" event) */
 	snprintf(rel, sizeof(rel), "block/%s/md/uuid", dev);
-	if (!sys_read(rel, uuid, sizeof(uuid)) && uuid[0] && !strpbrk(uuid, "\"\\")) {
+	if (!sys_read(rel, uuid, sizeof(uuid)) && uuid[0] && udev_literal(uuid)) {
 		snprintf(out, len, "KERNEL==\"md*\", ATTR{md/uuid}==\"%s\"", uuid);
 		return;
 	}
@@ -49,7 +60,7 @@ static void match_of(const char *dev, char *out, size_t len)
 		snprintf(rel, sizeof(rel), "block/%s/nsid", dev);
 		sys_read(rel, nsid, sizeof(nsid));
 	}
-	if (serial[0] && nsid[0] && !strpbrk(serial, "\"\\"))
+	if (serial[0] && nsid[0] && udev_literal(serial) && udev_literal(nsid))
 		snprintf(out, len, "KERNEL==\"nvme*n*\", ATTRS{serial}==\"%s\", ATTR{nsid}==\"%s\"", serial,
 			 nsid);
 	else

@@ -41,10 +41,18 @@ int write_file_atomic(const char *path, const char *data, size_t len, int mode)
 		if (rc)
 			return rc;
 	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp%ld", path, (long)getpid());
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	/* mkostemp: O_EXCL and an unpredictable name, so that a file or symbolic link planted at
+	 * the temporary name (this runs as root, in /etc) is never written through. */
+	snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", path);
+	int fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	if (fchmod(fd, (mode_t)mode)) {
+		int e = errno;
+		close(fd);
+		unlink(tmp);
+		return -e;
+	}
 	size_t off = 0;
 	while (off < len) {
 		ssize_t w = write(fd, data + off, len - off);
@@ -209,7 +217,7 @@ int lock_state(const char *cmd)
 		mkdir_p(dir);
 	}
 	snprintf(p, sizeof(p), "%s.lock", nt.state_file);
-	int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	int fd = open(p, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		cli_err("%s: %s: %s", cmd, p, strerror(errno));
 		return EXIT_FAIL;

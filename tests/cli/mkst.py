@@ -90,6 +90,8 @@ def main():
         body = build([("scalar_f32", "F32", []), ("zero", "F32", [0]), ("zero2d", "BF16", [4, 0]),
                       ("one", "U8", [1]), ("scalar_i64", "I64", []), ("zero_last", "F64", [0, 7])],
                      meta={"note": "empty and scalar tensors"}, seed=seed)
+    elif kind == "notensors":
+        body = build([], meta={"note": "no tensors"}, seed=seed)
     elif kind == "names":
         names = ["with space", "unicode: \u00e9\u00e8 \u4e2d\u6587 \U0001F600", 'quote"d',
                  "back\\slash", "slash/in/name", "tab\tand\nnewline", "ctrl\x01\x1f\x7f",

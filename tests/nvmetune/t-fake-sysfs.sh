@@ -200,6 +200,24 @@ fake_tree "$F"
 run persist N persist --rules "$T/rules/60-nvmetune.rules"; expect_rc persist 0
 expect_out persist "kernel parameters to add (e.g. GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub): nvme_core.default_ps_max_latency_us=0 pcie_aspm=off"
 cp "$T/rules/60-nvmetune.rules" "$T/persist_rules.out"; golden persist_rules
+# A symbolic link planted at the temporary name the rules file was once written under (PATH.tmpPID;
+# exec keeps the pid) is not written through: this runs as root, in /etc (issue 11, F4).
+echo precious > "$T/victim"
+run persist_planted bash -c 'ln -s "$1" "$2.tmp$$" && shift 2 && exec "$@"' _ "$T/victim" \
+	"$T/rules/planted.rules" "$BIN" --sysfs-root "$S" --dev-root "$F/dev" --proc-root "$F/proc" \
+	--state "$T/state.json" persist --rules "$T/rules/planted.rules"
+expect_rc persist_planted 0
+expect_file "$T/victim" precious
+cmp -s "$T/rules/planted.rules" "$T/rules/60-nvmetune.rules" && ok || bad "persist_planted: rules differ"
+# A serial holding udev pattern characters is not matched as a pattern (it would match other
+# drives): the rule falls back to the kernel name (issue 11, F7).
+for sn in 'FAKE*' 'FAKESN00?' 'FAKESN00[0-9]' 'FAKESN000|FAKESN004'; do
+	printf '%s\n' "$sn" > "$S/class/nvme/nvme0/serial"
+	run persist_glob N persist --dry-run --rules "$T/glob.rules"; expect_rc persist_glob 0
+	grep -qF "ATTRS{serial}==\"$sn\"" "$T/persist_glob.out" && bad "persist: serial '$sn' used as a pattern" || ok
+	expect_out persist_glob 'KERNEL=="nvme0n1", ATTR{queue/scheduler}="none"'
+done
+printf 'FAKESN000     \n' > "$S/class/nvme/nvme0/serial"
 run persist_dry N persist --dry-run --rules "$T/dry.rules"; expect_rc persist_dry 0
 [ ! -e "$T/dry.rules" ] && ok || bad "persist --dry-run wrote the rules file"
 expect_out persist_dry 'KERNEL=="nvme*n*", ATTRS{serial}=="FAKESN000", ATTR{nsid}=="1", ATTR{queue/scheduler}="none"'
@@ -235,6 +253,13 @@ grep -qx 'store_path = /mnt/ckpt' "$T/libckpt.conf" && grep -qx '# mine' "$T/lib
 	[ "$(grep -c '^$' "$T/libckpt.conf")" = 1 ] && ok || bad "bench dropped unrelated config lines: $(cat "$T/libckpt.conf")"
 [ "$(grep -c '^io_queue_depth = ' "$T/libckpt.conf")" = 1 ] && grep -qE '^io_size_bytes = [0-9]+$' "$T/libckpt.conf" &&
 	grep -qE "^# nvmetune bench at .* for $T/benchdir: best write" "$T/libckpt.conf" && ok || bad "bench config: $(cat "$T/libckpt.conf")"
+# A directory name holding a newline adds no line to the config (issue 11, F12).
+nl_dir="$T/bench"$'\n'"io_size_bytes = 7"
+mkdir -p "$nl_dir"
+run bench_nl N bench --size 4M --config "$T/libckpt-nl.conf" "$nl_dir"; expect_rc bench_nl 0
+[ "$(wc -l < "$T/libckpt-nl.conf")" = 3 ] && ! grep -q '^io_size_bytes = 7' "$T/libckpt-nl.conf" &&
+	grep -qF 'bench\x0aio_size_bytes = 7: best write' "$T/libckpt-nl.conf" && ok ||
+	bad "bench: a newline in the directory name reached the config: $(cat "$T/libckpt-nl.conf")"
 run bench_dev N bench --size 4M --no-config /dev/nvme3n1; expect_rc bench_dev 6
 expect_out bench_dev "nvmetune: bench: @ROOT@/dev/nvme3n1: refused: carries a filesystem signature (ext4) (bench overwrites it; --force to allow)"
 
