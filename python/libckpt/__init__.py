@@ -19,6 +19,8 @@ from .errors import (BusyError, CanceledError, ChecksumError, CkptError, CkptIOE
                      LibraryNotFoundError, MismatchError, NoSpaceError, NotFoundError,
                      PermissionDeniedError, StateError, UnsupportedError, VersionError)
 from .store import SaveHandle, SaveStats, Store
+from ._restore import PartialRestoreWarning, RestoreResult
+from .manager import CheckpointManager
 
 __version__ = "0.1.0"
 
@@ -29,7 +31,8 @@ def library_version():
     return _lib.load().ckpt_version().decode()
 
 
-__all__ = ["Store", "SaveHandle", "SaveStats", "library_path", "library_version", "STEP_LATEST",
+__all__ = ["Store", "SaveHandle", "SaveStats", "CheckpointManager", "RestoreResult",
+           "PartialRestoreWarning", "library_path", "library_version", "STEP_LATEST",
            "CkptError", "CkptIOError", "CkptMemoryError", "InvalidArgumentError", "MismatchError",
            "CorruptError", "ChecksumError", "VersionError", "UnsupportedError", "BusyError",
            "NoSpaceError", "NotFoundError", "ExistsError", "StateError", "PermissionDeniedError",

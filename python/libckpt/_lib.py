@@ -228,8 +228,9 @@ def errmsg():
     return load().ckpt_errmsg().decode(errors="replace")
 
 
-def make_error(rc, what=None):
-    """Builds the exception for return code rc (negative CKPT_E_*), with libckpt's message."""
+def make_error(rc, what=None, hint=None):
+    """Builds the exception for return code rc (negative CKPT_E_*), with libckpt's message
+    (prefixed with `what`, followed by `hint`)."""
     lib = load()
     code = abs(int(rc))
     msg = lib.ckpt_errmsg().decode(errors="replace")
@@ -238,6 +239,8 @@ def make_error(rc, what=None):
         msg = name
     if what:
         msg = f"{what}: {msg}"
+    if hint:
+        msg = f"{msg} ({hint})"
     return error_class(code)(msg, code=code, name=name)
 
 

@@ -1,0 +1,270 @@
+"""Tests of what trainers use: Stateful objects, strict=False reporting, CheckpointManager,
+shared storage, OrderedDict/_metadata, missing stores, readers beside a writer, partial loads.
+
+Run: /usr/bin/python3 tests/python/test_trainer.py   (tests/python/t-python-trainer.sh in
+`make check`).  CKPT_LIBRARY selects the library (default: build/lib).
+"""
+
+import collections
+import ctypes
+import os
+import sys
+import unittest
+import warnings
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_libckpt import Base, MiB, libckpt, L  # noqa: E402
+
+
+def net(seed=0):
+    torch.manual_seed(seed)
+    # BatchNorm: buffers, and a version in state_dict()._metadata
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.ReLU(),
+                               torch.nn.Linear(16, 8))
+
+
+def train(model, opt, sched, steps, first=0):
+    for s in range(first, first + steps):
+        g = torch.Generator().manual_seed(s)
+        loss = model(torch.randn(4, 8, generator=g)).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if sched is not None:
+            sched.step()
+
+
+def trio(seed=0):
+    m = net(seed)
+    o = torch.optim.AdamW(m.parameters(), lr=0.01)
+    return m, o, torch.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5)
+
+
+def same_tensors(a, b):
+    """Bitwise equality of two nested state dicts."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and \
+            torch.equal(a.view(-1).view(torch.uint8) if a.dim() else a.view(1),
+                        b.view(-1).view(torch.uint8) if b.dim() else b.view(1))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and set(a) == set(b) and all(same_tensors(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same_tensors(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+class Stateful(Base):
+    def test_fresh_objects_resume_exactly(self):
+        m, o, s = trio()
+        train(m, o, s, 3)
+        self.store.save({"model": m, "optim": o, "sched": s, "step": 3}, 3)
+        m2, o2, s2 = trio(seed=1)  # other weights, and an optimizer with no state yet
+        self.assertEqual(o2.state_dict()["state"], {})
+        state = {"model": m2, "optim": o2, "sched": s2, "step": 0}
+        res = self.store.restore(state)
+        self.assertEqual(res, 3)
+        self.assertEqual(res.not_restored, [])
+        self.assertEqual(state["step"], 3)
+        self.assertIs(state["model"], m2)
+        self.assertTrue(same_tensors(m.state_dict(), m2.state_dict()))
+        self.assertTrue(same_tensors(o.state_dict(), o2.state_dict()))
+        self.assertEqual(s.state_dict(), s2.state_dict())
+        train(m, o, s, 4, first=3)
+        train(m2, o2, s2, 4, first=3)
+        self.assertTrue(same_tensors(m.state_dict(), m2.state_dict()))
+        self.assertTrue(same_tensors(o.state_dict(), o2.state_dict()))
+
+    def test_save_async_with_objects(self):
+        m, o, s = trio()
+        train(m, o, s, 2)
+        ref = {k: v.clone() for k, v in m.state_dict().items()}
+        h = self.store.save_async({"model": m, "optim": o}, 2)
+        h.wait_snapshot()
+        train(m, o, s, 1, first=2)  # changes the parameters after the snapshot
+        h.wait()
+        out = self.store.load(2)
+        self.assertIsInstance(out["model"], collections.OrderedDict)
+        self.assertTrue(same_tensors(out["model"], ref))
+        self.assertEqual(set(out["optim"]), {"state", "param_groups"})
+
+    def test_state_dict_saved_restored_into_object_and_back(self):
+        m, o, _ = trio()
+        train(m, o, None, 2)
+        self.store.save({"model": m.state_dict()}, 1)
+        m2 = net(seed=5)
+        self.store.restore({"model": m2})
+        self.assertTrue(same_tensors(m.state_dict(), m2.state_dict()))
+        self.store.save({"model": m}, 2)
+        m3 = net(seed=6)
+        self.store.restore({"model": m3.state_dict()}, 2)  # in place, through the aliases
+        self.assertTrue(same_tensors(m.state_dict(), m3.state_dict()))
+
+    def test_module_mismatch_writes_nothing(self):
+        m, _, _ = trio()
+        self.store.save({"model": m}, 1)
+        other = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16),
+                                    torch.nn.ReLU(), torch.nn.Linear(16, 4))
+        before = {k: v.clone() for k, v in other.state_dict().items()}
+        with self.assertRaisesRegex(libckpt.MismatchError, r"'model\.3\.weight': shape mismatch"):
+            self.store.restore({"model": other})
+        self.assertTrue(same_tensors(before, other.state_dict()))
+        bigger = torch.nn.Sequential(*net(), torch.nn.Linear(8, 2))
+        with self.assertRaisesRegex(libckpt.NotFoundError, r"'model': the module's 4\.bias, "
+                                    r"4\.weight are not in the checkpoint"):
+            self.store.restore({"model": bigger})
+        res = self.store.restore({"model": bigger}, strict=False)  # torch's strict=False
+        self.assertEqual(res.not_restored, [])
+        self.assertTrue(torch.equal(bigger[3].weight, m[3].weight))
+
+    def test_optimizer_group_mismatch(self):
+        m, o, _ = trio()
+        train(m, o, None, 1)
+        self.store.save({"optim": o}, 1)
+        o2 = torch.optim.AdamW(list(net().parameters())[:2], lr=0.1)
+        with self.assertRaisesRegex(libckpt.MismatchError, r"'optim': the optimizer has "
+                                    r"parameter groups of sizes \[2\], the checkpoint \[6\]"):
+            self.store.restore({"optim": o2})
+
+
+class NotRestored(Base):
+    def test_strict_false_reports_and_warns(self):
+        m, o, _ = trio()
+        train(m, o, None, 2)
+        self.store.save({"model": m, "optim": o, "step": 2, "rng": torch.get_rng_state()}, 2)
+        m2 = net(seed=3)
+        with self.assertRaisesRegex(libckpt.MismatchError, r"holds entries that the given state "
+                                    r"lacks: optim, rng, step"):
+            self.store.restore({"model": m2})
+        self.assertFalse(same_tensors(m.state_dict(), m2.state_dict()))  # nothing written
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            res = self.store.restore({"model": m2}, strict=False)
+        self.assertEqual(res, 2)
+        self.assertEqual(res.not_restored, ["optim", "rng", "step"])
+        self.assertEqual(len(w), 1)
+        self.assertIs(w[0].category, libckpt.PartialRestoreWarning)
+        self.assertIn("left out 3 saved entries: optim, rng, step", str(w[0].message))
+        self.assertTrue(same_tensors(m.state_dict(), m2.state_dict()))
+
+    def test_fresh_optimizer_state_dict_is_not_silently_empty(self):
+        m, o, _ = trio()
+        train(m, o, None, 2)
+        self.store.save({"model": m.state_dict(), "optim": o.state_dict()}, 2)
+        m2, o2, _ = trio(seed=4)
+        target = {"model": m2.state_dict(), "optim": o2.state_dict()}
+        with self.assertRaisesRegex(libckpt.MismatchError, r"optim\.state\.0, optim\.state\.1.*"
+                                    r"Pass modules and optimizers themselves"):
+            self.store.restore(target)
+        with self.assertWarns(libckpt.PartialRestoreWarning):
+            res = self.store.restore(target, strict=False)
+        self.assertEqual(res.not_restored, [f"optim.state.{i}" for i in range(6)])
+        self.store.restore({"model": m2, "optim": o2})  # what the README shows
+        self.assertTrue(same_tensors(o.state_dict(), o2.state_dict()))
+
+    def test_flat_checkpoint_of_another_tool(self):
+        # no libckpt.python description: written through the C API, as ckptctl import does
+        lib = L.load()
+        sv = ctypes.c_void_p()
+        a, b = torch.arange(4.0), torch.ones(3)
+        self.assertEqual(lib.ckpt_save_begin(self.store._ptr, 1, ctypes.byref(sv)), 0)
+        for name, t in (("fc.weight", a), ("other", b)):
+            shape = (ctypes.c_uint64 * 1)(t.numel())
+            self.assertEqual(lib.ckpt_save_add_tensor(sv, name.encode(), L.F32, 1, shape, -1,
+                                                      ctypes.c_void_p(t.data_ptr())), 0)
+        self.assertEqual(lib.ckpt_save_commit(sv, None), 0)
+        x = torch.zeros(4)
+        with self.assertRaisesRegex(libckpt.MismatchError, "lacks: other"):
+            self.store.restore({"fc.weight": x})
+        with self.assertWarns(libckpt.PartialRestoreWarning):
+            self.assertEqual(self.store.restore({"fc.weight": x}, strict=False).not_restored, ["other"])
+        self.assertTrue(torch.equal(x, a))
+        fc = torch.nn.Module()
+        fc.weight = torch.nn.Parameter(torch.zeros(4))
+        res = self.store.restore({"fc": fc}, strict=False)
+        self.assertEqual(res.not_restored, ["other"])
+        self.assertTrue(torch.equal(fc.weight.detach(), a))
+
+
+class Sharing(Base):
+    def test_tied_weights_saved_once_and_shared(self):
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Embedding(100, 16), torch.nn.Linear(16, 100, bias=False))
+        m[1].weight = m[0].weight  # tied, as language models tie embedding and head
+        st = self.store.save(m.state_dict(), 1)
+        self.assertEqual(st.tensors, 1)
+        out = self.store.load()
+        self.assertEqual(list(out), ["0.weight", "1.weight"])
+        self.assertIs(out["0.weight"], out["1.weight"])
+        m2 = torch.nn.Sequential(torch.nn.Embedding(100, 16), torch.nn.Linear(16, 100, bias=False))
+        m2[1].weight = m2[0].weight
+        self.store.restore(m2.state_dict())
+        self.assertTrue(torch.equal(m2[1].weight, m[0].weight))
+        self.assertIs(m2[1].weight, m2[0].weight)
+        # untied targets both get the data
+        a, b = torch.zeros(100, 16), torch.zeros(100, 16)
+        self.store.restore({"0.weight": a, "1.weight": b})
+        self.assertTrue(torch.equal(a, m[0].weight) and torch.equal(b, m[0].weight))
+
+    def test_same_array_twice_and_distinct_views_apart(self):
+        x = np.arange(10.0)
+        t = torch.arange(6.0)
+        self.store.save({"a": x, "b": x, "t": t, "u": t[:3]}, 1)
+        self.assertEqual(len(self.store.tensors(1)), 3)  # a view of other shape: its own copy
+        out = self.store.load()
+        self.assertIs(out["a"], out["b"])
+        self.assertTrue(torch.equal(out["u"], t[:3]))
+
+    def test_ordered_dict_and_metadata(self):
+        m = net()
+        sd = m.state_dict()
+        self.store.save({"sd": sd}, 1)
+        out = self.store.load()["sd"]
+        self.assertIsInstance(out, collections.OrderedDict)
+        self.assertEqual(list(out), list(sd))
+        self.assertEqual(out._metadata, sd._metadata)
+        self.assertIsInstance(out._metadata, collections.OrderedDict)
+        m2 = net(seed=2)
+        m2.load_state_dict(out)
+        self.assertTrue(same_tensors(m.state_dict(), m2.state_dict()))
+
+
+class StoreOpen(Base):
+    def test_missing_store_not_created(self):
+        missing = os.path.join(self.dir, "typo")
+        with self.assertRaisesRegex(libckpt.NotFoundError, r"store .*typo does not exist.*"
+                                    r"create=True"):
+            libckpt.Store(missing)
+        self.assertFalse(os.path.exists(missing))
+        with libckpt.Store(missing, create=True) as s:
+            s.save({"x": torch.ones(1)}, 1)
+        with libckpt.Store(missing) as s:
+            self.assertEqual(s.steps(), [1])
+
+    def test_reader_beside_writer_in_same_process(self):
+        self.store.save({"x": torch.full((8,), 1.0)}, 1)
+        lib = L.load()
+        sv = ctypes.c_void_p()
+        # this handle holds the writer lock for as long as its save is open
+        self.assertEqual(lib.ckpt_save_begin(self.store._ptr, 2, ctypes.byref(sv)), 0)
+        try:
+            with libckpt.Store(self.path) as other:
+                self.assertEqual(other.steps(), [1])
+                self.assertEqual(other.latest_step(), 1)
+                self.assertTrue(torch.equal(other.load()["x"], torch.full((8,), 1.0)))
+                y = torch.zeros(8)
+                self.assertEqual(other.restore({"x": y}), 1)
+                self.assertEqual(other.verify(1), [])
+                with self.assertRaisesRegex(libckpt.BusyError, "another handle of this process"):
+                    other.save({"x": y}, 3)
+            with libckpt.Store(self.path, read_only=True) as ro:
+                self.assertEqual(ro.steps(), [1])
+        finally:
+            lib.ckpt_save_abort(sv)
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(2)
+    unittest.main(verbosity=2)
