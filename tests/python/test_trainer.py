@@ -265,6 +265,102 @@ class StoreOpen(Base):
             lib.ckpt_save_abort(sv)
 
 
+class _Failing:
+    """A SaveHandle whose save fails in the background once `finished` is set."""
+
+    def __init__(self, real):
+        self.real, self.finished = real, False
+
+    def wait_snapshot(self):
+        self.real.wait_snapshot()
+
+    def done(self):
+        return self.finished
+
+    def wait(self):
+        self.real.wait()
+        raise libckpt.CkptIOError("injected: write of pack 7 failed", code=1, name="I/O error")
+
+
+class Manager(Base):
+    def manager(self, **kw):
+        kw.setdefault("pool_size", "32M")
+        return libckpt.CheckpointManager(os.path.join(self.dir, "m"), **kw)
+
+    def test_interval_and_retention(self):
+        x = torch.zeros(1000)
+        with self.manager(save_interval_steps=2, max_to_keep=2, keep_period=4) as mgr:
+            self.assertIsNone(mgr.latest_step())
+            did = []
+            for step in range(1, 11):
+                x.fill_(step)
+                did.append(mgr.save(step, {"x": x, "step": step}))
+            self.assertEqual(did, [False, True] * 5)
+            self.assertTrue(mgr.save(11, {"x": x, "step": 11}, force=True))
+            mgr.wait_until_finished()
+            # newest 2 (10, 11) and every multiple of 4
+            self.assertEqual(mgr.all_steps(), [4, 8, 10, 11])
+            self.assertEqual(mgr.latest_step(), 11)
+            y = {"x": torch.empty(1000), "step": 0}
+            self.assertEqual(mgr.restore(y, step=8), 8)
+            self.assertEqual(y["step"], 8)
+            self.assertTrue(torch.all(y["x"] == 8))
+        with libckpt.Store(os.path.join(self.dir, "m")) as s:
+            self.assertEqual(s.steps(), [4, 8, 10, 11])
+
+    def test_save_returns_after_snapshot(self):
+        t = torch.arange(4 * MiB, dtype=torch.float32)
+        ref = t.clone()
+        with self.manager() as mgr:
+            self.assertTrue(mgr.save(1, {"t": t}))
+            t.fill_(-1)  # at once: the write may still be running
+            mgr.wait_until_finished()
+            self.assertTrue(torch.equal(mgr.store.load(1)["t"], ref))
+
+    def test_sync_save_is_durable_on_return(self):
+        with self.manager(async_save=False, max_to_keep=1) as mgr:
+            for step in (1, 2, 3):
+                mgr.save(step, {"x": torch.full((4,), float(step))})
+                self.assertEqual(mgr.latest_step(), step)
+                self.assertEqual(mgr.all_steps(), [step])  # retention applied already
+
+    def test_stateful_resume(self):
+        m, o, s = trio()
+        with self.manager(save_interval_steps=3) as mgr:
+            for step in range(1, 7):
+                train(m, o, s, 1, first=step)
+                mgr.save(step, {"model": m, "optim": o, "sched": s})
+        m2, o2, s2 = trio(seed=9)
+        with self.manager() as mgr:
+            self.assertEqual(mgr.restore({"model": m2, "optim": o2, "sched": s2}), 6)
+        self.assertTrue(same_tensors(m.state_dict(), m2.state_dict()))
+        self.assertTrue(same_tensors(o.state_dict(), o2.state_dict()))
+        self.assertEqual(s.state_dict(), s2.state_dict())
+
+    def test_background_error_raised_at_next_call(self):
+        mgr = self.manager(max_to_keep=1)
+        mgr.save(1, {"x": torch.ones(4)})
+        mgr.wait_until_finished()
+        real = mgr.store.save_async
+        failing = []
+        mgr.store.save_async = lambda *a, **k: failing.append(_Failing(real(*a, **k))) or failing[-1]
+        self.assertTrue(mgr.save(2, {"x": torch.ones(4)}))  # still running: nothing to say yet
+        failing[0].finished = True
+        with self.assertRaisesRegex(libckpt.CkptIOError, "injected"):
+            mgr.latest_step()
+        self.assertEqual(mgr.latest_step(), 2)  # raised once; the save itself did land
+        self.assertEqual(mgr.all_steps(), [1, 2])  # no retention after a failed save
+        mgr.save(3, {"x": torch.ones(4)})
+        with self.assertRaisesRegex(libckpt.CkptIOError, "injected"):
+            mgr.close()  # the last save's error, not lost at close
+
+    def test_bad_arguments(self):
+        with self.assertRaisesRegex(ValueError, "save_interval_steps"):
+            self.manager(save_interval_steps=0)
+        with self.assertRaisesRegex(ValueError, "max_to_keep"):
+            self.manager(max_to_keep=0)
+
+
 if __name__ == "__main__":
     torch.set_num_threads(2)
     unittest.main(verbosity=2)
