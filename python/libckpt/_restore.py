@@ -43,7 +43,7 @@ class Plan:
         self.dropped = []         # dotted names of saved entries the state has no place for
         self._cache = {}
 
-    def new_tensor(self, kind, name):
+    def new_tensor(self, kind, name, _loc=None):
         if name in self._cache:   # a tensor saved once for several entries stays one tensor
             return self._cache[name]
         idx = self.r.find(name)

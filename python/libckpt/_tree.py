@@ -152,7 +152,7 @@ def flatten(state):
     def add_tensor(x, path, kind):
         key = _share_key(kind, x)
         if key is not None and key in shared:
-            return {"t": kind, "n": shared[key]}  # saved once, comes back as one tensor
+            return dict(shared[key])  # saved once, comes back as one tensor
         name = ".".join(path) if path else "tensor"
         if name in names:
             raise ValueError(f"two entries of the state map to the same tensor name {name!r} "
@@ -165,9 +165,12 @@ def flatten(state):
         else:
             prep_numpy(leaf, x)
         leaves.append(leaf)
+        node = {"t": kind, "n": name}
+        if leaf.mem >= 0:
+            node["d"] = f"cuda:{leaf.mem}"  # the saved location, for load(map_location=...)
         if key is not None:
-            shared[key] = name
-        return {"t": kind, "n": name}
+            shared[key] = node
+        return dict(node)
 
     def walk(x, path):
         if x is None or isinstance(x, (bool, int, float, str)):
@@ -277,13 +280,14 @@ def loads(s):
 
 
 def build(tree, tensor_for):
-    """Rebuilds the state from its description; tensor_for(kind, name) gives each tensor."""
+    """Rebuilds the state from its description; tensor_for(kind, name, saved location) gives
+    each tensor."""
     def rec(n):
         if not isinstance(n, dict):
             return n
         t = n["t"]
         if t in ("torch", "numpy"):
-            return tensor_for(t, n["n"])
+            return tensor_for(t, n["n"], n.get("d", "cpu"))
         if t == "dict":
             return {_dec_key(k): rec(v) for k, v in n["v"]}
         if t == "odict":

@@ -10,6 +10,7 @@ import weakref
 
 from . import _lib as L
 from . import _restore as R
+from . import _select as S
 from . import _tree as T
 from .errors import (CkptError, InvalidArgumentError, MismatchError, NotFoundError,
                      UnsupportedError)
@@ -483,23 +484,35 @@ class Store:
             L.check(f(self._handle(), float(compact_below), flags, ctypes.byref(rep)))
         return self._report(lib, rep)
 
-    def load(self, step="latest", device=None):
+    def load(self, step="latest", device=None, keys=None, map_location=None):
         """Returns the checkpoint's state as new tensors: the nested structure that was saved,
         with torch tensors for saved torch tensors (on the CPU, or on `device`) and numpy arrays
-        for saved numpy arrays.  A checkpoint written by other tools gives {name: tensor}."""
+        for saved numpy arrays.  A checkpoint written by other tools gives {name: tensor}.
+
+        keys: a dotted prefix or a list of them ('model', 'optim.state.3'): only the entries
+        under them are read (dict entries outside are left out, list items outside are None);
+        NotFoundError for a prefix that names nothing.  map_location, as in torch.load: a
+        device or string, a dict {saved location: location} ('cuda:1' -> 'cuda:0'; CPU
+        tensors are saved as 'cpu'), or a callable(tensor, saved location) -> tensor."""
+        if device is not None and map_location is not None:
+            raise ValueError("load: give device or map_location, not both")
+        pres = S.prefixes(keys) if keys is not None else None
         with self._open_reader(step) as r:
             tree = r.tree()
             targets = []
             cache = {}
+            locs = {}
 
-            def tensor_for(kind, name):
+            def tensor_for(kind, name, saved="cpu"):
                 if name in cache:  # saved once for several entries: they share it again
                     return cache[name]
                 idx = r.find(name)
                 ti = r.tensor(idx)
-                obj = _alloc(kind, ti, device)
+                dev = S.location(map_location, device, saved) if kind == "torch" else None
+                obj = _alloc(kind, ti, dev)
                 targets.append((idx, ti, obj))
                 cache[name] = obj
+                locs[id(obj)] = saved
                 return obj
 
             if tree is None:
@@ -508,14 +521,16 @@ class Store:
                     kind = "torch"
                 except ImportError:
                     kind = "numpy"
-                state = {}
-                for i in range(r.count()):
-                    ti = r.tensor(i)
-                    state[ti["name"]] = tensor_for(kind, ti["name"])
+                names = list(r.names())
+                if pres is not None:
+                    names = S.select_flat(names, pres)
+                state = {n: tensor_for(kind, n) for n in names}
             else:
-                state = T.build(tree, tensor_for)
+                state = T.build(tree if pres is None else S.select(tree, pres), tensor_for)
             _restore_into(r, targets)
-            return state
+        if map_location is not None and S.location(map_location, None, "cpu") is None:
+            state = S.apply_callable(state, map_location, locs)
+        return state
 
     def restore(self, state, step="latest", strict=True):
         """Restores `state` from a checkpoint; returns its step (a RestoreResult: an int with

@@ -361,6 +361,65 @@ class Manager(Base):
             self.manager(max_to_keep=0)
 
 
+class Partial(Base):
+    def make(self):
+        torch.manual_seed(0)
+        return {"model": {"fc1": {"w": torch.randn(4, 4), "b": torch.randn(4)},
+                          "fc2": {"w": torch.randn(2, 4)}},
+                "layers": [torch.ones(3), torch.full((3,), 2.0)], "step": 3, "name": "run"}
+
+    def test_keys_select_entries(self):
+        st = self.make()
+        self.store.save(st, 1)
+        out = self.store.load(1, keys="model.fc1")
+        self.assertEqual(list(out), ["model"])
+        self.assertEqual(list(out["model"]), ["fc1"])
+        self.assertTrue(torch.equal(out["model"]["fc1"]["w"], st["model"]["fc1"]["w"]))
+        out = self.store.load(keys=["layers.1", "step"])
+        self.assertEqual(set(out), {"layers", "step"})
+        self.assertIsNone(out["layers"][0])
+        self.assertTrue(torch.equal(out["layers"][1], st["layers"][1]))
+        self.assertEqual(out["step"], 3)
+        with self.assertRaisesRegex(libckpt.NotFoundError, "named model.fc$|named model.fc "):
+            self.store.load(keys="model.fc")  # whole components only: not model.fc1
+        with self.assertRaises(TypeError):
+            self.store.load(keys=[1])
+
+    def test_keys_read_only_the_chunks_needed(self):
+        a, b = torch.randn(MiB // 4), torch.randn(MiB // 4)
+        self.store.save({"a": a}, 1)
+        self.store.save({"a": a, "b": b}, 2)  # b's chunk is the only one in the second pack
+        packs = sorted(os.listdir(os.path.join(self.path, "packs")))
+        self.assertEqual(len(packs), 2)
+        with open(os.path.join(self.path, "packs", packs[1]), "r+b") as f:
+            f.seek(64 * 1024)
+            f.write(b"\xa5" * 4096)  # damage b's data
+        with self.assertRaises(libckpt.CorruptError):
+            self.store.load(2)
+        out = self.store.load(2, keys=["a"])  # never reads the damaged pack
+        self.assertTrue(torch.equal(out["a"], a))
+
+    def test_map_location(self):
+        st = self.make()
+        self.store.save(st, 1)
+        for ml in ("cpu", torch.device("cpu"), {"cpu": "cpu"}):
+            out = self.store.load(map_location=ml)
+            self.assertEqual(out["model"]["fc2"]["w"].device.type, "cpu")
+        seen = []
+
+        def to_double(t, loc):
+            seen.append(loc)
+            return t.double()
+        out = self.store.load(map_location=to_double, keys="model")
+        self.assertEqual(out["model"]["fc1"]["b"].dtype, torch.float64)
+        self.assertEqual(seen, ["cpu"] * 3)
+        with self.assertRaisesRegex(ValueError, "not both"):
+            self.store.load(device="cpu", map_location="cpu")
+        if torch.cuda.is_available():
+            out = self.store.load(map_location="cuda:0")
+            self.assertEqual(out["layers"][0].device.type, "cuda")
+
+
 if __name__ == "__main__":
     torch.set_num_threads(2)
     unittest.main(verbosity=2)
