@@ -153,6 +153,11 @@ def _candidates():
         return  # an explicit choice is not second-guessed
     repo = Path(__file__).resolve().parent.parent.parent
     yield str(repo / "build" / "lib" / SONAME), "build tree"
+    try:
+        from . import _installed  # written by `make install` (python/install.sh)
+        yield os.path.join(_installed.LIBDIR, SONAME), "make install's LIBDIR"
+    except ImportError:
+        pass
     found = ctypes.util.find_library("ckpt")
     if found:
         yield found, "ctypes.util.find_library"
