@@ -20,6 +20,7 @@ class CheckpointManager:
       every step that is a multiple of keep_period; the others are pruned.  None keeps all.
     - The error of a background save is raised by the next call (save, restore, latest_step,
       all_steps, wait_until_finished, close): it is never lost.
+    - last_durable: the SaveStats of the newest save known to be durable (None before).
     - The store is created when missing (this is the save side); store_options go to Store.
     `state` may hold modules, optimizers and schedulers themselves (Store.save, Store.restore).
     """
@@ -39,6 +40,7 @@ class CheckpointManager:
         self.keep_period = None if keep_period is None else int(keep_period)
         self.async_save = bool(async_save)
         self._pending = None    # the SaveHandle in flight
+        self.last_durable = None  # SaveStats of the newest save known durable
         self._error = None      # a background save's error not raised yet
         self._lock = threading.RLock()
 
@@ -51,7 +53,7 @@ class CheckpointManager:
             return
         self._pending = None
         try:
-            h.wait()
+            self.last_durable = h.wait()
         except CkptError as e:
             self._error = self._error or e
             return
