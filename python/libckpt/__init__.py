@@ -18,7 +18,7 @@ from .errors import (BusyError, CanceledError, ChecksumError, CkptError, CkptIOE
                      CkptMemoryError, CorruptError, ExistsError, InvalidArgumentError,
                      LibraryNotFoundError, MismatchError, NoSpaceError, NotFoundError,
                      PermissionDeniedError, StateError, UnsupportedError, VersionError)
-from .store import SaveHandle, SaveStats, Store
+from .store import SaveHandle, SaveStats, Store, TensorSlice
 from ._restore import PartialRestoreWarning, RestoreResult
 from .manager import CheckpointManager
 
@@ -31,7 +31,7 @@ def library_version():
     return _lib.load().ckpt_version().decode()
 
 
-__all__ = ["Store", "SaveHandle", "SaveStats", "CheckpointManager", "RestoreResult",
+__all__ = ["Store", "SaveHandle", "SaveStats", "CheckpointManager", "RestoreResult", "TensorSlice",
            "PartialRestoreWarning", "library_path", "library_version", "STEP_LATEST",
            "CkptError", "CkptIOError", "CkptMemoryError", "InvalidArgumentError", "MismatchError",
            "CorruptError", "ChecksumError", "VersionError", "UnsupportedError", "BusyError",

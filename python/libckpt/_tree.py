@@ -331,3 +331,22 @@ def tensor_names(tree):
                     rec(v)
     rec(tree)
     return out
+
+
+def kind_of(tree, name):
+    """'torch' or 'numpy' for the saved tensor called name, None when the tree does not name it."""
+    stack = [tree]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, dict):
+            t = n.get("t")
+            if t in ("torch", "numpy"):
+                if n.get("n") == name:
+                    return t
+            elif t in ("dict", "odict"):
+                stack.extend(v for _, v in n["v"])
+            elif t in ("list", "tuple"):
+                stack.extend(n["v"])
+            elif t == "stateful":
+                stack.append(n["v"])
+    return None

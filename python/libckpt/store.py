@@ -532,6 +532,17 @@ class Store:
             state = S.apply_callable(state, map_location, locs)
         return state
 
+    def get_slice(self, name, step="latest"):
+        """A lazy handle on one saved tensor, as safetensors' get_slice: .shape, .dtype, and
+        indexing on the first dimension ([a:b], [i], [a:b, ...]) reads only the chunks that hold
+        those rows (ckpt_reader_restore_range).  `name` is the tensor's name (store.tensors())."""
+        L.need("ckpt_reader_restore_range")
+        with self._open_reader(step) as r:
+            ti = r.tensor(r.find(name))
+            tree = r.tree()
+            kind = T.kind_of(tree, name) if tree is not None else None
+            return TensorSlice(self, r.step, name, ti, kind or ("torch" if _has_torch() else "numpy"))
+
     def restore(self, state, step="latest", strict=True):
         """Restores `state` from a checkpoint; returns its step (a RestoreResult: an int with
         .not_restored, the names of the saved entries left out).
@@ -565,6 +576,68 @@ class Store:
             if tree is not None:
                 R.merge(state, tree, [], plan, apply=True)
             return R.RestoreResult(r.step, dropped)
+
+
+def _has_torch():
+    try:
+        import torch  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+class TensorSlice:
+    """One saved tensor, read in parts (Store.get_slice)."""
+
+    def __init__(self, store, step, name, info, kind):
+        self._store, self.step, self.name, self._ti, self.kind = store, step, name, info, kind
+        self.shape = tuple(info["shape"])
+        self.dtype = info["dtype"]
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self):
+        return f"<libckpt.TensorSlice {self.name!r} {self.dtype} {list(self.shape)} step {self.step}>"
+
+    def _read(self, a, b):
+        """Rows [a, b) as a new tensor (the whole tensor for a 0-d one)."""
+        rows = self.shape[1:] if self.shape else ()
+        shape = (b - a,) + rows if self.shape else ()
+        obj = _alloc(self.kind, dict(self._ti, shape=shape), None)
+        row_bytes = self._ti["nbytes"] // self.shape[0] if self.shape and self.shape[0] else 0
+        size = (b - a) * row_bytes if self.shape else self._ti["nbytes"]
+        if size:
+            ptr = _data_ptr(obj)
+            with self._store._open_reader(self.step) as r:
+                L.check(L.load().ckpt_reader_restore_range(r.ptr, r.find(self.name),
+                                                           a * row_bytes, ptr, size))
+        return obj
+
+    def __getitem__(self, key):
+        first, rest = (key[0], key[1:]) if isinstance(key, tuple) and key else (key, ())
+        if not self.shape or not isinstance(first, (int, slice)) or isinstance(first, bool):
+            return self._read(0, self.shape[0] if self.shape else 0)[key]  # read it all
+        n = self.shape[0]
+        if isinstance(first, int):
+            i = first + n if first < 0 else first
+            if not 0 <= i < n:
+                raise IndexError(f"index {first} is out of range for {self.name!r} of {n} rows")
+            out = self._read(i, i + 1)[0]
+            return out[rest] if rest else out
+        rows = range(*first.indices(n))
+        if not rows:
+            out = self._read(0, 0)
+        else:
+            a, b = min(rows), max(rows) + 1
+            out = self._read(a, b)
+            if rows.step > 1:
+                out = out[::rows.step]
+            elif rows.step < 0:
+                out = out[[r - a for r in rows]]  # rows in reverse: a copy, as torch makes one
+        return out[(slice(None),) + rest] if rest else out
 
 
 class _Reader:

@@ -420,6 +420,59 @@ class Partial(Base):
             self.assertEqual(out["layers"][0].device.type, "cuda")
 
 
+class ChunkInfo(ctypes.Structure):
+    _fields_ = [("digest", ctypes.c_uint8 * 16), ("pack_id", ctypes.c_uint32),
+                ("offset", ctypes.c_uint64), ("raw_bytes", ctypes.c_uint32),
+                ("stored_bytes", ctypes.c_uint32), ("disk_bytes", ctypes.c_uint64),
+                ("codec", ctypes.c_int), ("is_new", ctypes.c_int)]
+
+
+@unittest.skipUnless(L.has("ckpt_reader_restore_range"), "this libckpt has no ranged restore")
+class Slices(Base):
+    def test_slices_match_indexing(self):
+        torch.manual_seed(0)
+        t = torch.randn(1000, 300)  # 1.2 MB: two chunks, rows straddle the boundary
+        a = np.arange(24, dtype=np.int16).reshape(2, 3, 4)
+        self.store.save({"w": t, "a": a, "s": torch.tensor(2.5), "e": torch.empty(0, 3)}, 1)
+        sl = self.store.get_slice("w")
+        self.assertEqual((sl.shape, sl.dtype, len(sl)), ((1000, 300), "F32", 1000))
+        for key in (slice(0, 10), slice(870, 880), slice(-5, None), slice(None, None, 7),
+                    slice(900, 100, -3), slice(5, 5), 5, -1, (slice(2, 9), slice(3, 7)),
+                    (4, slice(None, 2)), Ellipsis):
+            neg = isinstance(key, slice) and (key.step or 1) < 0  # torch has no negative steps
+            got, want = sl[key], t[list(range(*key.indices(1000)))] if neg else t[key]
+            self.assertTrue(torch.equal(got, want), key)
+            self.assertEqual(got.shape, want.shape, key)
+        with self.assertRaises(IndexError):
+            sl[1000]
+        sa = self.store.get_slice("a")
+        self.assertIsInstance(sa[1:], np.ndarray)
+        np.testing.assert_array_equal(sa[1:, 2], a[1:, 2])
+        self.assertEqual(self.store.get_slice("s")[()].item(), 2.5)
+        self.assertEqual(tuple(self.store.get_slice("e")[0:0].shape), (0, 3))
+        with self.assertRaises(libckpt.NotFoundError):
+            self.store.get_slice("nope")
+
+    def test_slice_reads_only_its_chunks(self):
+        t = torch.randn(4, MiB // 4)  # one 1 MiB chunk per row
+        self.store.save({"w": t}, 1)
+        lib = L.load()
+        r = ctypes.c_void_p()
+        self.assertEqual(lib.ckpt_reader_open(self.store._ptr, 1, ctypes.byref(r)), 0)
+        ci = ChunkInfo()
+        lib.ckpt_reader_chunk.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64,
+                                          ctypes.POINTER(ChunkInfo)]
+        self.assertEqual(lib.ckpt_reader_chunk(r, 0, 0, ctypes.byref(ci)), 0)
+        lib.ckpt_reader_close(r)
+        pack = os.path.join(self.path, "packs", f"{ci.pack_id:08d}.pack")
+        with open(pack, "r+b") as f:
+            f.seek(ci.offset + ci.disk_bytes // 2)
+            f.write(b"\x5a" * 4096)  # damage chunk 0 (row 0)
+        self.assertTrue(torch.equal(self.store.get_slice("w")[1:4], t[1:4]))
+        with self.assertRaisesRegex(libckpt.CorruptError, "chunk 0"):
+            self.store.get_slice("w")[0:2]
+
+
 if __name__ == "__main__":
     torch.set_num_threads(2)
     unittest.main(verbosity=2)
