@@ -107,6 +107,9 @@ def main():
     ap.add_argument("--print-every", type=int, default=1)
     ap.add_argument("--step-delay", type=float, default=0.0,
                     help="seconds of extra 'work' per step (to make a small run last)")
+    ap.add_argument("--hold-at", type=int, default=None,
+                    help="after step N, print 'holding at step N' and wait for a line on stdin "
+                         "(lets a test kill it at a known step, whatever the machine's speed)")
     args = ap.parse_args()
 
     device = torch.device(args.device if args.device != "auto" else
@@ -154,6 +157,9 @@ def main():
         # due every --every steps, and at the end; returns once the tensors are copied
         mgr.save(done, state, force=done == args.steps, metadata={"loss": f"{loss.item():.6f}"})
         report()  # the previous checkpoint, once this save waited for it
+        if args.hold_at == done:
+            print(f"holding at step {done}", flush=True)
+            sys.stdin.readline()
     mgr.close()  # waits for the last save
     report()
     final = f"{loss.item():.6f}" if loss is not None else "nan"
