@@ -161,6 +161,7 @@ def _plan_stateful(obj, node, path, plan):
     """Builds the saved state of a Stateful object from new tensors (read with the others) and
     checks what can be checked before anything is written."""
     where = _where(path)
+    saved_keys = None  # the saved state's keys, when built is not made from it
     if node is NOTREE:
         # another tool's flat checkpoint: the names under this object's prefix are its keys
         prefix = ".".join(T.unescape(c) for c in path) + "." if path else ""
@@ -172,16 +173,47 @@ def _plan_stateful(obj, node, path, plan):
         if not (isinstance(node, dict) and node.get("t") in ("dict", "odict", "stateful")):
             raise MismatchError(f"{where!r}: the state has a {type(obj).__name__} (restored with "
                                 f"load_state_dict) where the checkpoint has {_node_desc(node)}")
-        built = T.build(node["v"] if node["t"] == "stateful" else node, plan.new_tensor)
+        sub = node["v"] if node["t"] == "stateful" else node
+        built = _module_in_place(obj, sub, plan)
+        if built is None:
+            built = T.build(sub, plan.new_tensor)
+        elif sub.get("t") in ("dict", "odict"):
+            saved_keys = [T._dec_key(k) for k, _ in sub["v"]]
     torch = T.torch_mod()
     if torch is not None and isinstance(obj, torch.nn.Module):
-        _check_module(obj, built, path, plan)
+        _check_module(obj, built, path, plan, saved_keys)
     elif torch is not None and isinstance(obj, torch.optim.Optimizer):
         _check_optimizer(obj, built, where)
     plan.stateful.append((obj, built, where))
 
 
-def _check_module(module, built, path, plan):
+def _module_in_place(module, node, plan):
+    """For a module whose state_dict() tensors match the saved ones exactly (names, dtypes,
+    shapes), the saved data is read straight into them (on the GPU for a CUDA module) instead of
+    into a CPU copy of the whole model; load_state_dict() then still runs, with those tensors, so
+    the module's own loading hooks see the saved state.  None when it does not match (then the
+    saved state is read into new tensors and load_state_dict converts what it must)."""
+    torch = T.torch_mod()
+    if torch is None or not isinstance(module, torch.nn.Module) or node.get("t") not in ("dict", "odict"):
+        return None
+    own = module.state_dict()
+    saved = {T._dec_key(k): v for k, v in node["v"]}
+    pairs = []
+    for k, v in own.items():
+        n = saved.get(k)
+        if not (T.is_torch_tensor(v) and isinstance(n, dict) and n.get("t") == "torch"):
+            return None
+        idx = plan.r.names().get(n["n"])
+        ti = plan.r.tensor(idx) if idx is not None else None
+        if ti is None or T.torch_dtypes().get(v.dtype) != ti["ckpt_dtype"] or \
+                tuple(v.shape) != tuple(ti["shape"]) or v.device.type not in ("cpu", "cuda"):
+            return None
+        pairs.append((n["n"], v))
+    plan.found += pairs
+    return own
+
+
+def _check_module(module, built, path, plan, saved_keys=None):
     """Module.load_state_dict copies as it goes and raises at the end: check keys and shapes
     first, so that a mismatch writes nothing."""
     own = module.state_dict()
@@ -195,8 +227,8 @@ def _check_module(module, built, path, plan):
         if T.is_torch_tensor(v) and T.is_torch_tensor(b) and tuple(v.shape) != tuple(b.shape):
             raise MismatchError(f"'{where}.{k}': shape mismatch: the checkpoint has "
                                 f"{list(b.shape)}, the module {list(v.shape)}")
-    for k in built:
-        if k not in own:
+    for k in built if saved_keys is None else saved_keys:
+        if k not in own:  # saved, but the module has no such entry
             plan.dropped.append(f"{where}.{k}" if path else k)
 
 

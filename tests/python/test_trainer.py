@@ -102,6 +102,37 @@ class Stateful(Base):
         self.store.restore({"model": m3.state_dict()}, 2)  # in place, through the aliases
         self.assertTrue(same_tensors(m.state_dict(), m3.state_dict()))
 
+    def test_module_read_in_place_and_load_state_dict_still_called(self):
+        class Seen(torch.nn.Sequential):
+            def load_state_dict(self, sd, strict=True):
+                self.calls = getattr(self, "calls", []) + [
+                    sd["0.weight"].data_ptr() == self[0].weight.data_ptr()]
+                return super().load_state_dict(sd, strict)
+
+        m, o, _ = trio()
+        train(m, o, None, 2)
+        self.store.save({"model": m}, 1)
+        torch.manual_seed(7)
+        m2 = Seen(*net(seed=7))
+        self.store.restore({"model": m2})
+        self.assertEqual(m2.calls, [True])  # read into the module's own tensors, then loaded
+        self.assertTrue(same_tensors(m.state_dict(), m2.state_dict()))
+        m3 = Seen(*net(seed=8)).double()  # other dtype: read into new tensors, converted
+        self.store.restore({"model": m3})
+        self.assertEqual(m3.calls, [False])
+        self.assertTrue(torch.equal(m3[0].weight, m[0].weight.double()))
+        tied = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 10, bias=False))
+        tied[1].weight = tied[0].weight
+        self.store.save({"lm": tied}, 2)
+        tied2 = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 10, bias=False))
+        tied2[1].weight = tied2[0].weight
+        with self.assertRaisesRegex(libckpt.NotFoundError, r"'lm': in the state \(a Sequential\) "
+                                    r"but not in the checkpoint"):
+            self.store.restore({"lm": tied2}, 1)
+        self.store.restore({"lm": tied2}, 2)
+        self.assertTrue(torch.equal(tied2[1].weight, tied[0].weight))
+        self.assertIs(tied2[1].weight, tied2[0].weight)
+
     def test_module_mismatch_writes_nothing(self):
         m, _, _ = trio()
         self.store.save({"model": m}, 1)
