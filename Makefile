@@ -140,11 +140,13 @@ install: all
 	for m in docs/*.1; do [ -f "$$m" ] && install -m 644 "$$m" $(DESTDIR)$(MANDIR)/man1/; done; true
 	for c in tools/completion/*; do [ -f "$$c" ] && install -D -m 644 "$$c" \
 	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$$(basename "$$c"); done; true
+	PREFIX="$(PREFIX)" LIBDIR="$(LIBDIR)" DESTDIR="$(DESTDIR)" PYTHONDIR="$(PYTHONDIR)" sh python/install.sh
 
 uninstall:
 	rm -f $(DESTDIR)$(INCDIR)/ckpt.h $(DESTDIR)$(LIBDIR)/libckpt.* \
 	  $(DESTDIR)$(LIBDIR)/pkgconfig/libckpt.pc
 	for b in $(notdir $(BINS)); do rm -f $(DESTDIR)$(BINDIR)/$$b $(DESTDIR)$(MANDIR)/man1/$$b.1; done
+	for d in $(DESTDIR)$(PREFIX)/lib/python3*/dist-packages/libckpt; do rm -rf "$$d"; done
 
 clean:
 	rm -rf $(B) demo-store

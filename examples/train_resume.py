@@ -11,16 +11,17 @@ state), the number of completed steps, and the random number generators (torch, 
 Python), so that the resumed run is bit-for-bit the uninterrupted one (on the CPU; CUDA kernels
 are deterministic here too, but that depends on the GPU libraries).
 
-The save overlaps training: save_async() returns at once; the next forward and backward run while
-libckpt copies the tensors; wait_snapshot() is called only right before optimizer.step(), the first
-thing that modifies saved tensors (a model with buffers updated in forward, like BatchNorm's
-running statistics, must wait before the forward instead). On CUDA, libckpt also orders the
-copies after the work queued on torch's current stream, and makes that stream wait for them.
-The durability of a checkpoint is checked (handle.wait()) just before the next one is started;
-then the checkpoints older than the newest --keep are pruned (the store's space stays bounded).
+The checkpoints are made by libckpt.CheckpointManager: the state holds the model, the optimizer
+and the random number generators as objects (anything with state_dict() and load_state_dict()),
+so resuming is one restore() into freshly built ones.  mgr.save() returns once the tensors are
+copied out (the next optimizer step may change them); hashing and writing run in the background,
+one save in flight at a time (the next save first waits for the previous one to be durable), and
+the checkpoints older than the newest --keep are pruned after each durable save.  On CUDA the
+copies are ordered after the work queued on torch's current stream.
 
 Output, one line each: "resumed from checkpoint S" (or "starting fresh"), "step N loss L" (every
---print-every steps), "checkpoint S durable new_bytes B", and at the end
+--print-every steps), "checkpoint S durable new_bytes B" (printed once the next save has started, or at the end), and
+at the end
 "done steps N loss L digest D" (D: a hash of every parameter's bytes).
 """
 
@@ -62,20 +63,25 @@ def batch(step, args, device):
     return x.to(device), y.to(device)
 
 
-def rng_state(device):
-    st = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
-          "python": random.getstate()}
-    if device.type == "cuda":
-        st["cuda"] = torch.cuda.get_rng_state_all()
-    return st
+class RNG:
+    """The random number generators (torch, CUDA, numpy, Python) as a Stateful object."""
 
+    def __init__(self, device):
+        self.device = device
 
-def set_rng_state(st, device):
-    torch.set_rng_state(st["torch"])
-    np.random.set_state(st["numpy"])
-    random.setstate(st["python"])
-    if device.type == "cuda" and "cuda" in st:
-        torch.cuda.set_rng_state_all(st["cuda"])
+    def state_dict(self):
+        st = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
+              "python": random.getstate()}
+        if self.device.type == "cuda":
+            st["cuda"] = torch.cuda.get_rng_state_all()
+        return st
+
+    def load_state_dict(self, st):
+        torch.set_rng_state(st["torch"])
+        np.random.set_state(st["numpy"])
+        random.setstate(st["python"])
+        if self.device.type == "cuda" and "cuda" in st:
+            torch.cuda.set_rng_state_all(st["cuda"])
 
 
 def digest(model):
@@ -101,6 +107,9 @@ def main():
     ap.add_argument("--print-every", type=int, default=1)
     ap.add_argument("--step-delay", type=float, default=0.0,
                     help="seconds of extra 'work' per step (to make a small run last)")
+    ap.add_argument("--hold-at", type=int, default=None,
+                    help="after step N, print 'holding at step N' and wait for a line on stdin "
+                         "(lets a test kill it at a known step, whatever the machine's speed)")
     args = ap.parse_args()
 
     device = torch.device(args.device if args.device != "auto" else
@@ -113,20 +122,24 @@ def main():
     model = Net().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
 
-    store = libckpt.Store(args.store, pool_size="64M")
-    start = 0
-    if store.latest_step() is not None:
-        state = store.load()  # new CPU tensors; load_state_dict copies them to the device
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optim"])
-        set_rng_state(state["rng"], device)
+    state = {"model": model, "optim": opt, "rng": RNG(device), "step": 0}
+    mgr = libckpt.CheckpointManager(args.store, save_interval_steps=args.every,
+                                    max_to_keep=args.keep or None, pool_size="64M")
+    if mgr.latest_step() is not None:
+        mgr.restore(state)  # load_state_dict() on the model, the optimizer and the RNGs
         start = state["step"]
         print(f"resumed from checkpoint {start}", flush=True)
     else:
+        start = 0
         print("starting fresh", flush=True)
 
-    pending = None  # the save in flight
-    snap = None     # the save whose snapshot may still be running
+    def report():
+        st = mgr.last_durable
+        if st is not None and st.step != reported[0]:
+            reported[0] = st.step
+            print(f"checkpoint {st.step} durable new_bytes {st.bytes_stored}", flush=True)
+
+    reported = [None]
     loss = None
     for step in range(start, args.steps):
         model.train()
@@ -134,29 +147,21 @@ def main():
         loss = torch.nn.functional.mse_loss(model(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        if snap is not None:
-            snap.wait_snapshot()  # optimizer.step() modifies the saved tensors
-            snap = None
         opt.step()
         done = step + 1
         if args.print_every and done % args.print_every == 0:
             print(f"step {done} loss {loss.item():.6f}", flush=True)
         if args.step_delay:
             time.sleep(args.step_delay)
-        if done % args.every == 0 or done == args.steps:
-            if pending is not None:
-                st = pending.wait()  # the previous checkpoint is durable
-                print(f"checkpoint {st.step} durable new_bytes {st.bytes_stored}", flush=True)
-                if args.keep:
-                    # no save in flight now: prune may take the writer lock (kill-safe)
-                    store.prune(keep_last=args.keep)
-            state = {"model": model.state_dict(), "optim": opt.state_dict(), "step": done,
-                     "rng": rng_state(device)}
-            pending = snap = store.save_async(state, done, metadata={"loss": f"{loss.item():.6f}"})
-    if pending is not None:
-        st = pending.wait()
-        print(f"checkpoint {st.step} durable new_bytes {st.bytes_stored}", flush=True)
-    store.close()
+        state["step"] = done
+        # due every --every steps, and at the end; returns once the tensors are copied
+        mgr.save(done, state, force=done == args.steps, metadata={"loss": f"{loss.item():.6f}"})
+        report()  # the previous checkpoint, once this save waited for it
+        if args.hold_at == done:
+            print(f"holding at step {done}", flush=True)
+            sys.stdin.readline()
+    mgr.close()  # waits for the last save
+    report()
     final = f"{loss.item():.6f}" if loss is not None else "nan"
     print(f"done steps {args.steps} loss {final} digest {digest(model)}", flush=True)
 

@@ -382,6 +382,13 @@ CKPT_API int ckpt_reader_restore(ckpt_reader *reader, size_t index, int mem, voi
 typedef void *(*ckpt_dst_fn)(size_t index, const ckpt_tensor_info *info, int *mem, void *arg);
 CKPT_API int ckpt_reader_restore_all(ckpt_reader *reader, ckpt_dst_fn dst_for, void *arg);
 
+/* Restores bytes [offset, offset + size) of tensor index into host memory dst (size bytes),
+ * reading and checking only the chunks that hold them: a slice of a tensor (rows a..b of a
+ * row-major tensor are bytes a * row_bytes to b * row_bytes). Returns 0, -CKPT_E_INVAL (index or
+ * range outside the tensor, NULL dst), or the errors of ckpt_reader_restore(). */
+CKPT_API int ckpt_reader_restore_range(ckpt_reader *reader, size_t index, uint64_t offset,
+				       void *dst, uint64_t size);
+
 /* Copies the statistics of the restores made through reader so far into *stats. */
 CKPT_API void ckpt_reader_stats(const ckpt_reader *reader, ckpt_stats *stats);
 

@@ -699,3 +699,88 @@ CKPT_API int ckpt_reader_chunk(const ckpt_reader *r, size_t i, uint64_t j, ckpt_
 	out->is_new = (c->flags & MF_CHUNK_NEW) != 0;
 	return 0;
 }
+
+/* ---- ranged restore (a slice of a tensor) ------------------------------------------------- */
+/* Reads references [j0, j1) of tensor t (one read group, len bytes on disk) and copies the part
+ * of each decoded chunk that falls in [offset, offset + size) to dst + (its offset - offset).
+ * Each chunk is decoded into tmp (one chunk's worth), so memory stays one chunk whatever the
+ * range. */
+static int range_group(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j0,
+		       uint64_t j1, uint64_t len, uint64_t offset, uint64_t size, uint8_t *tmp,
+		       uint8_t *dst)
+{
+	const uint64_t cs = r->m.chunk_size;
+	const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + j0]];
+	pthread_mutex_lock(&r->mu);
+	struct pack_fd *p = get_pack(r, c->pack_id);
+	pthread_mutex_unlock(&r->mu);
+	if (!p)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	if (p->fd < 0) {
+		int rc = ckpt_fail(-p->err, "%s", p->msg ? p->msg : "pack unreadable");
+		tensor_error(r, t, j0);
+		return rc;
+	}
+	struct rres x = {.buf = r->buf, .codec = r->codec};
+	int rc = read_group(r, &x, p, c->offset, (size_t)len);
+	if (rc) {
+		tensor_error(r, t, j0);
+		return rc;
+	}
+	uint64_t at = 0;
+	for (uint64_t q = j0; q < j1; q++) {
+		const struct mf_chunk *cq = &r->m.chunks[r->m.refs[t->first_ref + q]];
+		char path[4096];
+		store_pack_path(r->s, p->dir, cq->pack_id, path, sizeof path);
+		if ((rc = check_record(r, x.codec, x.buf + at, cq, tmp, path))) {
+			tensor_error(r, t, q);
+			return rc;
+		}
+		at += rec_span(cq->stored_len);
+		uint64_t lo = MAX(q * cs, offset), hi = MIN(q * cs + cq->raw_len, offset + size);
+		if (lo < hi)
+			memcpy(dst + (lo - offset), tmp + (lo - q * cs), hi - lo);
+	}
+	return 0;
+}
+
+CKPT_API int ckpt_reader_restore_range(ckpt_reader *r, size_t i, uint64_t offset, void *dst,
+				       uint64_t size)
+{
+	if (!r || i >= r->m.n_tensors)
+		return ckpt_fail(CKPT_E_INVAL, "restore: tensor index %zu out of range", i);
+	const struct mf_tensor *t = &r->m.tensors[i];
+	if (offset > t->nbytes || size > t->nbytes - offset)
+		return ckpt_fail(CKPT_E_INVAL, "restore '%s': bytes %llu..%llu are outside its %llu bytes",
+				 t->name, (unsigned long long)offset,
+				 (unsigned long long)(offset + size), (unsigned long long)t->nbytes);
+	if (!size)
+		return 0;
+	if (!dst)
+		return ckpt_fail(CKPT_E_INVAL, "restore '%s': NULL destination", t->name);
+	const uint64_t cs = r->m.chunk_size;
+	uint64_t j = offset / cs, j1 = (offset + size + cs - 1) / cs;
+	uint8_t *tmp = malloc(cs);
+	if (!tmp)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	double t0 = ckpt_now();
+	int rc = 0;
+	while (j < j1 && !rc) {
+		uint64_t len, k = group_end(r, t, j, &len);
+		if (k > j1) {  /* the group runs past the range: read only up to j1 */
+			len = 0;
+			for (uint64_t q = j; q < j1; q++)
+				len += rec_span(r->m.chunks[r->m.refs[t->first_ref + q]].stored_len);
+			k = j1;
+		}
+		rc = range_group(r, t, j, k, len, offset, size, tmp, dst);
+		j = k;
+	}
+	free(tmp);
+	if (!rc) {
+		r->st.logical_bytes += size;
+		r->st.chunks += j1 - offset / cs;
+		r->st.seconds += ckpt_now() - t0;
+	}
+	return rc;
+}

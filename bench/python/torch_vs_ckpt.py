@@ -80,7 +80,7 @@ def torch_save(state, path):
 
 def new_store(path, pool):
     shutil.rmtree(path, ignore_errors=True)
-    s = libckpt.Store(path, pool_size=pool)
+    s = libckpt.Store(path, create=True, pool_size=pool)
     s.save({"warmup": torch.zeros(MiB // 4)}, 0)  # allocates the pinned pool outside the timing
     return s
 

@@ -2,15 +2,16 @@
 NumPy state, over libckpt.so (ctypes; nothing to compile).
 
     import libckpt
-    with libckpt.Store("/nvme/ckpt") as store:
-        h = store.save_async({"model": model.state_dict(), "optim": opt.state_dict(),
-                              "step": step}, step)
-        h.wait_snapshot()          # from here the tensors may change
-        ...
-        stats = h.wait()           # durable and visible
-        state = store.load()       # nested dict of new CPU tensors, scalars with their types
+    state = {"model": model, "optim": opt, "sched": sched}   # objects with state_dict()
+    with libckpt.CheckpointManager("/nvme/ckpt", save_interval_steps=100, max_to_keep=3) as mgr:
+        if mgr.latest_step() is not None:
+            mgr.restore(state)     # load_state_dict() on each, a fresh optimizer included
+        for step in range(...):
+            ...
+            mgr.save(step, state)  # when due; returns once the tensors are copied
 
-See python/README.md.
+    libckpt.Store(path, create=True) is the lower level: save / save_async / load / restore /
+    get_slice / list / verify / prune.  See python/README.md.
 """
 
 from ._lib import library_path, STEP_LATEST
@@ -18,7 +19,9 @@ from .errors import (BusyError, CanceledError, ChecksumError, CkptError, CkptIOE
                      CkptMemoryError, CorruptError, ExistsError, InvalidArgumentError,
                      LibraryNotFoundError, MismatchError, NoSpaceError, NotFoundError,
                      PermissionDeniedError, StateError, UnsupportedError, VersionError)
-from .store import SaveHandle, SaveStats, Store
+from .store import SaveHandle, SaveStats, Store, TensorSlice
+from ._restore import PartialRestoreWarning, RestoreResult
+from .manager import CheckpointManager
 
 __version__ = "0.1.0"
 
@@ -29,7 +32,8 @@ def library_version():
     return _lib.load().ckpt_version().decode()
 
 
-__all__ = ["Store", "SaveHandle", "SaveStats", "library_path", "library_version", "STEP_LATEST",
+__all__ = ["Store", "SaveHandle", "SaveStats", "CheckpointManager", "RestoreResult", "TensorSlice",
+           "PartialRestoreWarning", "library_path", "library_version", "STEP_LATEST",
            "CkptError", "CkptIOError", "CkptMemoryError", "InvalidArgumentError", "MismatchError",
            "CorruptError", "ChecksumError", "VersionError", "UnsupportedError", "BusyError",
            "NoSpaceError", "NotFoundError", "ExistsError", "StateError", "PermissionDeniedError",

@@ -138,6 +138,7 @@ _OPTIONAL = {
     "ckpt_store_prune": (ci, [vp, P(PrunePolicy), ci, P(P(GcReport))]),
     "ckpt_store_gc": (ci, [vp, ctypes.c_double, ci, P(P(GcReport))]),
     "ckpt_gc_report_free": (None, [P(GcReport)]),
+    "ckpt_reader_restore_range": (ci, [vp, ctypes.c_size_t, u64, vp, u64]),
 }
 
 _lock = threading.Lock()
@@ -153,6 +154,11 @@ def _candidates():
         return  # an explicit choice is not second-guessed
     repo = Path(__file__).resolve().parent.parent.parent
     yield str(repo / "build" / "lib" / SONAME), "build tree"
+    try:
+        from . import _installed  # written by `make install` (python/install.sh)
+        yield os.path.join(_installed.LIBDIR, SONAME), "make install's LIBDIR"
+    except ImportError:
+        pass
     found = ctypes.util.find_library("ckpt")
     if found:
         yield found, "ctypes.util.find_library"
@@ -228,8 +234,9 @@ def errmsg():
     return load().ckpt_errmsg().decode(errors="replace")
 
 
-def make_error(rc, what=None):
-    """Builds the exception for return code rc (negative CKPT_E_*), with libckpt's message."""
+def make_error(rc, what=None, hint=None):
+    """Builds the exception for return code rc (negative CKPT_E_*), with libckpt's message
+    (prefixed with `what`, followed by `hint`)."""
     lib = load()
     code = abs(int(rc))
     msg = lib.ckpt_errmsg().decode(errors="replace")
@@ -238,6 +245,8 @@ def make_error(rc, what=None):
         msg = name
     if what:
         msg = f"{what}: {msg}"
+    if hint:
+        msg = f"{msg} ({hint})"
     return error_class(code)(msg, code=code, name=name)
 
 

@@ -10,6 +10,7 @@ other tools (ckptctl, safetensors export).
 """
 
 import base64
+import collections
 import json
 import sys
 
@@ -90,6 +91,26 @@ def is_np_array(x):
     return n is not None and isinstance(x, n.ndarray)
 
 
+def is_stateful(x):
+    """True for objects that follow the Stateful protocol (torch.distributed.checkpoint's):
+    state_dict() and load_state_dict() -- modules, optimizers, LR schedulers, GradScalers..."""
+    if isinstance(x, (dict, list, tuple)) or is_torch_tensor(x) or is_np_array(x):
+        return False
+    return callable(getattr(x, "state_dict", None)) and callable(getattr(x, "load_state_dict", None))
+
+
+def _share_key(kind, x):
+    """What makes two tensors the same saved tensor: the same memory viewed the same way.  Tied
+    weights give two state_dict entries that are distinct tensor objects over one storage."""
+    if kind == "torch":
+        if x.numel() == 0:
+            return None
+        return ("torch", str(x.device), x.dtype, x.data_ptr(), tuple(x.shape), tuple(x.stride()))
+    if x.size == 0:
+        return None
+    return ("numpy", x.dtype.str, x.__array_interface__["data"][0], x.shape, x.strides)
+
+
 def escape(key):
     return key.replace("%", "%25").replace(".", "%2E").replace("\0", "%00")
 
@@ -126,8 +147,12 @@ def flatten(state):
     """Returns (tree, leaves): the JSON-able description and the list of tensor Leaf objects."""
     leaves = []
     names = {}
+    shared = {}
 
     def add_tensor(x, path, kind):
+        key = _share_key(kind, x)
+        if key is not None and key in shared:
+            return dict(shared[key])  # saved once, comes back as one tensor
         name = ".".join(path) if path else "tensor"
         if name in names:
             raise ValueError(f"two entries of the state map to the same tensor name {name!r} "
@@ -140,7 +165,12 @@ def flatten(state):
         else:
             prep_numpy(leaf, x)
         leaves.append(leaf)
-        return {"t": kind, "n": name}
+        node = {"t": kind, "n": name}
+        if leaf.mem >= 0:
+            node["d"] = f"cuda:{leaf.mem}"  # the saved location, for load(map_location=...)
+        if key is not None:
+            shared[key] = node
+        return dict(node)
 
     def walk(x, path):
         if x is None or isinstance(x, (bool, int, float, str)):
@@ -154,7 +184,18 @@ def flatten(state):
             for k, v in x.items():
                 ek, comp = _enc_key(k)
                 items.append([ek, walk(v, path + [comp])])
-            return {"t": "dict", "v": items}
+            if not isinstance(x, collections.OrderedDict):
+                return {"t": "dict", "v": items}
+            node = {"t": "odict", "v": items}
+            meta = getattr(x, "_metadata", None)
+            if meta is not None:
+                # Module.state_dict()'s per-module versions, which load_state_dict passes to
+                # _load_from_state_dict ("%_" cannot clash with an escaped key's component)
+                node["m"] = walk(meta, path + ["%_metadata"])
+            return node
+        if is_stateful(x):
+            return {"t": "stateful", "c": f"{type(x).__module__}.{type(x).__qualname__}",
+                    "v": walk(x.state_dict(), path)}
         t = torch_mod()
         if t is not None and isinstance(x, t.Size):
             return {"t": "size", "v": list(x)}
@@ -169,7 +210,8 @@ def flatten(state):
         where = ".".join(path) or "<root>"
         raise TypeError(f"cannot save {where!r}: unsupported type {type(x).__module__}."
                         f"{type(x).__qualname__} (supported: torch tensors, numpy arrays, dict, "
-                        f"list, tuple, int, float, bool, None, str, bytes, numpy scalars)")
+                        f"list, tuple, int, float, bool, None, str, bytes, numpy scalars, objects "
+                        f"with state_dict() and load_state_dict())")
 
     tree = walk(state, [])
     return tree, leaves
@@ -238,15 +280,23 @@ def loads(s):
 
 
 def build(tree, tensor_for):
-    """Rebuilds the state from its description; tensor_for(kind, name) gives each tensor."""
+    """Rebuilds the state from its description; tensor_for(kind, name, saved location) gives
+    each tensor."""
     def rec(n):
         if not isinstance(n, dict):
             return n
         t = n["t"]
         if t in ("torch", "numpy"):
-            return tensor_for(t, n["n"])
+            return tensor_for(t, n["n"], n.get("d", "cpu"))
         if t == "dict":
             return {_dec_key(k): rec(v) for k, v in n["v"]}
+        if t == "odict":
+            d = collections.OrderedDict((_dec_key(k), rec(v)) for k, v in n["v"])
+            if "m" in n:
+                d._metadata = rec(n["m"])
+            return d
+        if t == "stateful":
+            return rec(n["v"])  # what state_dict() gave; restore() hands it to load_state_dict
         if t == "list":
             return [rec(v) for v in n["v"]]
         if t == "tuple":
@@ -271,11 +321,32 @@ def tensor_names(tree):
             t = n["t"]
             if t in ("torch", "numpy"):
                 out.append(n["n"])
-            elif t == "dict":
+            elif t in ("dict", "odict"):
                 for _, v in n["v"]:
                     rec(v)
+            elif t == "stateful":
+                rec(n["v"])
             elif t in ("list", "tuple"):
                 for v in n["v"]:
                     rec(v)
     rec(tree)
     return out
+
+
+def kind_of(tree, name):
+    """'torch' or 'numpy' for the saved tensor called name, None when the tree does not name it."""
+    stack = [tree]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, dict):
+            t = n.get("t")
+            if t in ("torch", "numpy"):
+                if n.get("n") == name:
+                    return t
+            elif t in ("dict", "odict"):
+                stack.extend(v for _, v in n["v"])
+            elif t in ("list", "tuple"):
+                stack.extend(n["v"])
+            elif t == "stateful":
+                stack.append(n["v"])
+    return None

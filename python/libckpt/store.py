@@ -9,6 +9,8 @@ import warnings
 import weakref
 
 from . import _lib as L
+from . import _restore as R
+from . import _select as S
 from . import _tree as T
 from .errors import (CkptError, InvalidArgumentError, MismatchError, NotFoundError,
                      UnsupportedError)
@@ -160,13 +162,14 @@ class SaveHandle:
 class Store:
     """A libckpt store (a directory of checkpoints).
 
-    Store(path, create=True, chunk_size=None, compress=None, zstd_level=None, pool_size=None,
+    Store(path, create=False, chunk_size=None, compress=None, zstd_level=None, pool_size=None,
           threads=None, queue_depth=None, io_engine=None, direct_io=None, io_size=None,
           pack_size=None, overwrite=None, data_dirs=None, read_only=False)
 
     Options left at None keep libckpt's defaults (see include/ckpt.h, CKPT_OPT_*).  Sizes are
     ints or strings like '4M'.  compress: 'none' | 'zstd' (or a bool); io_engine: 'auto' |
-    'io_uring' | 'psync'.  A read-only store is never created.
+    'io_uring' | 'psync'.  A missing store raises NotFoundError unless create=True (a read-only
+    store is never created).
     """
 
     def __init__(self, path, *, create=None, chunk_size=None, compress=None, zstd_level=None,
@@ -176,8 +179,9 @@ class Store:
         self._ptr = None
         self._lock = threading.RLock()
         self._inflight = []
-        if create is None:
-            create = not read_only
+        # A missing store is an error unless asked for: a mistyped path on the load side must
+        # say "no such store", not create an empty one and then find no checkpoint in it.
+        create = bool(create) and not read_only
         opts = lib.ckpt_options_create()
         if not opts:
             raise MemoryError("libckpt: ckpt_options_create failed")
@@ -223,7 +227,10 @@ class Store:
             for d in data_dirs or ():
                 L.check(lib.ckpt_options_add_data_dir(opts, str(d).encode()), f"data dir {d!r}")
             out = ctypes.c_void_p()
-            L.check(lib.ckpt_store_open(str(path).encode(), opts, ctypes.byref(out)))
+            rc = lib.ckpt_store_open(str(path).encode(), opts, ctypes.byref(out))
+            if rc == -NotFoundError.code and not create:
+                raise L.make_error(rc, hint="Store(path, create=True) creates a new store")
+            L.check(rc)
             self._ptr = out.value
         finally:
             lib.ckpt_options_free(opts)
@@ -477,21 +484,35 @@ class Store:
             L.check(f(self._handle(), float(compact_below), flags, ctypes.byref(rep)))
         return self._report(lib, rep)
 
-    def load(self, step="latest", device=None):
+    def load(self, step="latest", device=None, keys=None, map_location=None):
         """Returns the checkpoint's state as new tensors: the nested structure that was saved,
         with torch tensors for saved torch tensors (on the CPU, or on `device`) and numpy arrays
-        for saved numpy arrays.  A checkpoint written by other tools gives {name: tensor}."""
+        for saved numpy arrays.  A checkpoint written by other tools gives {name: tensor}.
+
+        keys: a dotted prefix or a list of them ('model', 'optim.state.3'): only the entries
+        under them are read (dict entries outside are left out, list items outside are None);
+        NotFoundError for a prefix that names nothing.  map_location, as in torch.load: a
+        device or string, a dict {saved location: location} ('cuda:1' -> 'cuda:0'; CPU
+        tensors are saved as 'cpu'), or a callable(tensor, saved location) -> tensor."""
+        if device is not None and map_location is not None:
+            raise ValueError("load: give device or map_location, not both")
+        pres = S.prefixes(keys) if keys is not None else None
         with self._open_reader(step) as r:
             tree = r.tree()
             targets = []
             cache = {}
+            locs = {}
 
-            def tensor_for(kind, name):
+            def tensor_for(kind, name, saved="cpu"):
+                if name in cache:  # saved once for several entries: they share it again
+                    return cache[name]
                 idx = r.find(name)
                 ti = r.tensor(idx)
-                obj = _alloc(kind, ti, device)
+                dev = S.location(map_location, device, saved) if kind == "torch" else None
+                obj = _alloc(kind, ti, dev)
                 targets.append((idx, ti, obj))
                 cache[name] = obj
+                locs[id(obj)] = saved
                 return obj
 
             if tree is None:
@@ -500,46 +521,123 @@ class Store:
                     kind = "torch"
                 except ImportError:
                     kind = "numpy"
-                state = {}
-                for i in range(r.count()):
-                    ti = r.tensor(i)
-                    state[ti["name"]] = tensor_for(kind, ti["name"])
+                names = list(r.names())
+                if pres is not None:
+                    names = S.select_flat(names, pres)
+                state = {n: tensor_for(kind, n) for n in names}
             else:
-                state = T.build(tree, tensor_for)
+                state = T.build(tree if pres is None else S.select(tree, pres), tensor_for)
             _restore_into(r, targets)
-            return state
+        if map_location is not None and S.location(map_location, None, "cpu") is None:
+            state = S.apply_callable(state, map_location, locs)
+        return state
+
+    def get_slice(self, name, step="latest"):
+        """A lazy handle on one saved tensor, as safetensors' get_slice: .shape, .dtype, and
+        indexing on the first dimension ([a:b], [i], [a:b, ...]) reads only the chunks that hold
+        those rows (ckpt_reader_restore_range).  `name` is the tensor's name (store.tensors())."""
+        L.need("ckpt_reader_restore_range")
+        with self._open_reader(step) as r:
+            ti = r.tensor(r.find(name))
+            tree = r.tree()
+            kind = T.kind_of(tree, name) if tree is not None else None
+            return TensorSlice(self, r.step, name, ti, kind or ("torch" if _has_torch() else "numpy"))
 
     def restore(self, state, step="latest", strict=True):
-        """Fills the tensors of `state` in place from a checkpoint and returns its step.
+        """Restores `state` from a checkpoint; returns its step (a RestoreResult: an int with
+        .not_restored, the names of the saved entries left out).
 
-        Every tensor in `state` must exist in the checkpoint with the same shape and dtype
-        (NotFoundError, MismatchError otherwise); with strict=True the checkpoint must hold no
-        tensor that `state` lacks.  Non-tensor values (ints, floats, strings...) found in dicts
-        and lists of `state` are replaced by the saved values.  Nothing is written when a check fails.
+        Tensors of `state` are filled in place: each must exist in the checkpoint with the same
+        shape and dtype (NotFoundError, MismatchError otherwise).  Objects with state_dict() and
+        load_state_dict() (modules, optimizers, schedulers) get load_state_dict(saved state),
+        so a freshly built optimizer resumes with its saved moments.  Non-tensor values in dicts
+        and lists are replaced by the saved values.  strict=True: the checkpoint may hold no
+        entry that `state` lacks (MismatchError); strict=False restores the rest, warns
+        (PartialRestoreWarning) and returns the names left out.  Every check runs before
+        anything is written.
         """
         with self._open_reader(step) as r:
             tree = r.tree()
-            found = []
-            _merge(state, _NOTREE if tree is None else tree, [], found, apply=False)
+            plan = R.Plan(r, lambda kind, ti: _alloc(kind, ti, None), strict)
+            R.merge(state, R.NOTREE if tree is None else tree, [], plan, apply=False)
             targets = []
-            for name, obj in found:
+            for name, obj in plan.found:
                 idx = r.find(name)
                 ti = r.tensor(idx)
                 _check_target(name, ti, obj, r.step)
                 targets.append((idx, ti, obj))
-            if strict:
-                saved = T.tensor_names(tree) if tree is not None else \
-                    [r.tensor(i)["name"] for i in range(r.count())]
-                missing = sorted(set(saved) - {n for n, _ in found})
-                if missing:
-                    more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-                    raise MismatchError(f"checkpoint {r.step} holds tensors that the given state "
-                                        f"lacks: {', '.join(missing[:5])}{more} (strict=False "
-                                        f"restores the others)")
-            _restore_into(r, targets)
+            if tree is None:
+                # another tool's checkpoint: every tensor not restored is left out
+                used = {n for n, _ in plan.found} | {ti["name"] for _, ti, _ in plan.fresh}
+                plan.dropped += [n for n in r.names() if n not in used]
+            dropped = R.finish(plan, strict, r.step)
+            _restore_into(r, targets + plan.fresh)
+            R.load_stateful(plan, strict)
             if tree is not None:
-                _merge(state, tree, [], [], apply=True)
-            return r.step
+                R.merge(state, tree, [], plan, apply=True)
+            return R.RestoreResult(r.step, dropped)
+
+
+def _has_torch():
+    try:
+        import torch  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+class TensorSlice:
+    """One saved tensor, read in parts (Store.get_slice)."""
+
+    def __init__(self, store, step, name, info, kind):
+        self._store, self.step, self.name, self._ti, self.kind = store, step, name, info, kind
+        self.shape = tuple(info["shape"])
+        self.dtype = info["dtype"]
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self):
+        return f"<libckpt.TensorSlice {self.name!r} {self.dtype} {list(self.shape)} step {self.step}>"
+
+    def _read(self, a, b):
+        """Rows [a, b) as a new tensor (the whole tensor for a 0-d one)."""
+        rows = self.shape[1:] if self.shape else ()
+        shape = (b - a,) + rows if self.shape else ()
+        obj = _alloc(self.kind, dict(self._ti, shape=shape), None)
+        row_bytes = self._ti["nbytes"] // self.shape[0] if self.shape and self.shape[0] else 0
+        size = (b - a) * row_bytes if self.shape else self._ti["nbytes"]
+        if size:
+            ptr = _data_ptr(obj)
+            with self._store._open_reader(self.step) as r:
+                L.check(L.load().ckpt_reader_restore_range(r.ptr, r.find(self.name),
+                                                           a * row_bytes, ptr, size))
+        return obj
+
+    def __getitem__(self, key):
+        first, rest = (key[0], key[1:]) if isinstance(key, tuple) and key else (key, ())
+        if not self.shape or not isinstance(first, (int, slice)) or isinstance(first, bool):
+            return self._read(0, self.shape[0] if self.shape else 0)[key]  # read it all
+        n = self.shape[0]
+        if isinstance(first, int):
+            i = first + n if first < 0 else first
+            if not 0 <= i < n:
+                raise IndexError(f"index {first} is out of range for {self.name!r} of {n} rows")
+            out = self._read(i, i + 1)[0]
+            return out[rest] if rest else out
+        rows = range(*first.indices(n))
+        if not rows:
+            out = self._read(0, 0)
+        else:
+            a, b = min(rows), max(rows) + 1
+            out = self._read(a, b)
+            if rows.step > 1:
+                out = out[::rows.step]
+            elif rows.step < 0:
+                out = out[[r - a for r in rows]]  # rows in reverse: a copy, as torch makes one
+        return out[(slice(None),) + rest] if rest else out
 
 
 class _Reader:
@@ -571,11 +669,15 @@ class _Reader:
                 "shape": tuple(ti.shape[k] for k in range(ti.ndim)), "nbytes": ti.nbytes,
                 "chunks": ti.chunks, "chunks_new": ti.chunks_new, "bytes_new": ti.bytes_new}
 
-    def find(self, name):
-        # one pass over the tensors instead of ckpt_reader_find's linear search per name
+    def names(self):
+        """{name: index} of every tensor (one pass, instead of ckpt_reader_find's linear search
+        per name)."""
         if self._index is None:
             self._index = {self.tensor(i)["name"]: i for i in range(self.count())}
-        idx = self._index.get(name)
+        return self._index
+
+    def find(self, name):
+        idx = self.names().get(name)
         if idx is None:
             raise NotFoundError(f"no tensor {name!r} in checkpoint {self.step}",
                                 code=NotFoundError.code, name="not found")
@@ -637,6 +739,10 @@ def _alloc(kind, ti, device):
     return np.empty(ti["shape"], dtype=dt)
 
 
+def _data_ptr(obj):
+    return obj.data_ptr() if T.is_torch_tensor(obj) else obj.__array_interface__["data"][0]
+
+
 def _restore_into(r, targets):
     """Restores (index, info, object) targets through ckpt_reader_restore_all, in parallel.
 
@@ -652,10 +758,17 @@ def _restore_into(r, targets):
         torch.cuda.current_stream(d).synchronize()  # pending work on the targets is done
 
     def plan(stage_cuda):
-        dst, copies, keep = {}, [], []
+        dst, copies, keep, first = {}, [], [], {}
         for idx, ti, obj in targets:
             if ti["nbytes"] == 0:
                 continue
+            if idx in first:
+                # a tensor saved once for several entries (tied weights): read once, copied to
+                # the other targets unless they are the same memory
+                if _data_ptr(obj) != _data_ptr(first[idx]):
+                    copies.append((obj, first[idx]))
+                continue
+            first[idx] = obj
             if T.is_torch_tensor(obj):
                 t = obj.detach()
                 on_cuda = t.device.type == "cuda"
@@ -699,100 +812,9 @@ def _restore_into(r, targets):
     for obj, buf in copies:
         if T.is_torch_tensor(obj):
             with torch.no_grad():
-                obj.copy_(buf)
+                obj.copy_(torch.as_tensor(buf))
         else:
             import numpy as np
-            np.copyto(obj, buf)
+            np.copyto(obj, buf.cpu().numpy() if T.is_torch_tensor(buf) else buf)
     for d in cuda_devs:
         torch.cuda.current_stream(d).synchronize()
-
-
-_NOTREE = object()
-
-
-def _merge(target, node, path, found, apply):
-    """Walks `target` beside the saved description `node` (_NOTREE when the checkpoint has none):
-    collects (name, tensor) into found; with apply=True returns the value to put in place of
-    target (tensors stay the same objects, scalars become the saved values)."""
-    where = ".".join(path) or "<root>"
-    if T.is_torch_tensor(target) or T.is_np_array(target):
-        if isinstance(node, dict) and node.get("t") in ("torch", "numpy"):
-            name = node["n"]
-        elif node is _NOTREE:
-            name = ".".join(path) if path else "tensor"
-        else:
-            raise MismatchError(f"{where!r}: the state has a tensor where checkpoint has "
-                                f"{_node_desc(node)}")
-        if not apply:
-            found.append((name, target))
-        return target
-    if isinstance(target, dict):
-        saved = None
-        if node is not _NOTREE:
-            if not (isinstance(node, dict) and node.get("t") == "dict"):
-                raise MismatchError(f"{where!r}: the state has a dict where the checkpoint has "
-                                    f"{_node_desc(node)}")
-            saved = {T._dec_key(k): v for k, v in node["v"]}
-        for k in list(target.keys()):
-            _, comp = T._enc_key(k)
-            if saved is not None and k not in saved:
-                sub = _tensorless(target[k])
-                if sub is None:
-                    continue  # a non-tensor value the checkpoint lacks: left as it is
-                raise NotFoundError(f"{'.'.join(path + [comp])!r}: in the state ({sub}) but not in "
-                                    f"the checkpoint")
-            v = _merge(target[k], _NOTREE if saved is None else saved[k], path + [comp], found, apply)
-            if apply and v is not target[k]:
-                target[k] = v
-        return target
-    if isinstance(target, (list, tuple)):
-        sv = None
-        if node is not _NOTREE:
-            if not (isinstance(node, dict) and node.get("t") in ("list", "tuple", "size")):
-                raise MismatchError(f"{where!r}: the state has a {type(target).__name__} where "
-                                    f"the checkpoint has {_node_desc(node)}")
-            sv = node["v"]
-            if len(sv) != len(target):
-                raise MismatchError(f"{where!r}: the state's {type(target).__name__} has "
-                                    f"{len(target)} items, the checkpoint's {len(sv)}")
-            if node["t"] == "size":
-                return T.build(node, None) if apply else target
-        vals = [_merge(e, _NOTREE if sv is None else sv[i], path + [str(i)], found, apply)
-                for i, e in enumerate(target)]
-        if not apply:
-            return target
-        if isinstance(target, list):
-            for i, v in enumerate(vals):
-                if v is not target[i]:
-                    target[i] = v
-            return target
-        return tuple(vals)
-    # a scalar (or other non-tensor) value
-    if node is _NOTREE:
-        return target
-    if isinstance(node, dict) and node.get("t") in ("torch", "numpy"):
-        raise MismatchError(f"{where!r}: the checkpoint has a tensor, the state a "
-                            f"{type(target).__name__}")
-    return T.build(node, None) if apply else target
-
-
-def _tensorless(x):
-    """None when x holds no tensor, else a short description."""
-    if T.is_torch_tensor(x) or T.is_np_array(x):
-        return "a tensor"
-    if isinstance(x, dict):
-        for v in x.values():
-            if _tensorless(v):
-                return "holds tensors"
-    if isinstance(x, (list, tuple)):
-        for v in x:
-            if _tensorless(v):
-                return "holds tensors"
-    return None
-
-
-def _node_desc(node):
-    if isinstance(node, dict):
-        t = node.get("t")
-        return {"torch": "a tensor", "numpy": "an array"}.get(t, f"a {t}")
-    return f"a {type(node).__name__} ({node!r})"

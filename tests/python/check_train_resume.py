@@ -22,9 +22,10 @@ STEPS, EVERY, DELAY = 150, 10, 0.01
 EXAMPLE = os.path.join(ROOT, "examples", "train_resume.py")
 
 
-def cmd(store):
-    return [sys.executable, EXAMPLE, "--store", store, "--steps", str(STEPS), "--every",
-            str(EVERY), "--step-delay", str(DELAY), "--device", "cpu", "--threads", "1"]
+def cmd(store, hold_at=None):
+    c = [sys.executable, EXAMPLE, "--store", store, "--steps", str(STEPS), "--every",
+         str(EVERY), "--step-delay", str(DELAY), "--device", "cpu", "--threads", "1"]
+    return c + ["--hold-at", str(hold_at)] if hold_at is not None else c
 
 
 def run(store):
@@ -49,7 +50,11 @@ def main():
         kill_at = int(os.environ.get("KILL_AT") or random.SystemRandom().randint(2 * EVERY, STEPS - 10))
         print(f"killing after step {kill_at} (KILL_AT={kill_at} reproduces)")
         store = os.path.join(tmp, "run")
-        p = subprocess.Popen(cmd(store), stdout=subprocess.PIPE, text=True)
+        # The run holds after step kill_at (waiting on its stdin) until it is killed, so the
+        # kill lands at that step however fast or loaded the machine is; the background save
+        # of the latest checkpoint may still be running then.
+        p = subprocess.Popen(cmd(store, kill_at), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
         durable, last, seen = None, 0, []
         for line in p.stdout:
             line = line.rstrip("\n")
@@ -60,10 +65,11 @@ def main():
             m = re.match(r"step (\d+) ", line)
             if m:
                 last = int(m.group(1))
-            if durable is not None and last >= kill_at:
+            if line == f"holding at step {kill_at}":
                 p.send_signal(signal.SIGKILL)
                 break
         p.wait(timeout=60)
+        p.stdin.close()
         for line in p.stdout:  # what it printed before the signal landed
             seen.append(line.rstrip("\n"))
             m = re.match(r"step (\d+) ", line)
@@ -73,6 +79,9 @@ def main():
         if p.returncode != -signal.SIGKILL:
             sys.exit(f"FAIL: the run was not killed (exit {p.returncode}); output:\n" + "\n".join(seen))
         print(f"killed after step {last}; last checkpoint reported durable: {durable}")
+        if durable is None or last != kill_at:
+            sys.exit(f"FAIL: expected a durable checkpoint and the hold at step {kill_at}; "
+                     f"output:\n" + "\n".join(seen))
 
         with libckpt.Store(store, read_only=True) as s:
             latest = s.latest_step()

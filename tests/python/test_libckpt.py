@@ -27,7 +27,7 @@ class Base(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="libckpt-py-")
         self.path = os.path.join(self.dir, "store")
-        self.store = libckpt.Store(self.path, pool_size="32M", threads=2)
+        self.store = libckpt.Store(self.path, create=True, pool_size="32M", threads=2)
 
     def tearDown(self):
         self.store.close()
@@ -427,7 +427,7 @@ class Errors(Base):
 
     def test_options_and_context_manager(self):
         p = os.path.join(self.dir, "z")
-        with libckpt.Store(p, compress="zstd", zstd_level=3, chunk_size="256K", threads=1,
+        with libckpt.Store(p, create=True, compress="zstd", zstd_level=3, chunk_size="256K", threads=1,
                            queue_depth=4, io_engine="psync", direct_io=False,
                            data_dirs=[os.path.join(self.dir, "d1")]) as s:
             st = s.save({"z": torch.zeros(MiB)}, 1)  # 4 MiB of zeros compress well
