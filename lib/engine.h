@@ -50,8 +50,8 @@ struct io_engine {
  * -CKPT_E_*. */
 int io_engine_create(int kind, unsigned qd, void **bufs, size_t buf_len, unsigned nbufs,
 		     struct io_engine **out);
-/* Queues r; r->done is called exactly once, possibly before this returns. Blocks while qd
- * requests are in flight. */
+/* Queues r; r->done is called exactly once, possibly before this returns. io_uring blocks while qd
+ * requests are in flight; psync queues without limit (its callers bound what they submit). */
 void io_engine_submit(struct io_engine *e, struct io_req *r);
 /* Waits for in-flight requests, stops the threads, frees e; accepts NULL. */
 void io_engine_destroy(struct io_engine *e);
