@@ -472,6 +472,11 @@ typedef struct ckpt_gc_report {
 	 * header, the same pack id twice): never removed nor compacted. */
 	uint64_t files_left_alone;
 	char *left_alone;           /* the first of them and why (a path and a reason), or NULL */
+	/* Packs left in place because an open reader (in any process) may still read them; a later
+	 * gc or prune removes them once no reader needs them (readers hold leases, see
+	 * docs/format.md). Compacted packs count here too: their records are copied and no
+	 * manifest names them any more. */
+	uint64_t packs_deferred;
 } ckpt_gc_report;
 
 /* Retention: which checkpoints prune keeps. The newest valid checkpoint is always kept. */

@@ -13,6 +13,7 @@
 #include "common.h"
 #include "engine.h"
 #include "gpu.h"
+#include "lease.h"
 #include "store.h"
 #include "workers.h"
 
@@ -38,6 +39,7 @@ struct ckpt_reader {
 	struct io_engine *eng; /* reads go through the same kind of engine as the writes */
 	uint32_t *names;    /* open addressing: tensor index + 1 by name hash */
 	size_t names_cap;
+	struct lease *lease; /* tells gc and prune which packs this reader needs (lease.c) */
 };
 
 static size_t name_hash(const char *n, size_t len)
@@ -70,20 +72,35 @@ CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 	*out = NULL;
 	if (!s)
 		return ckpt_fail(CKPT_E_INVAL, "reader: NULL store");
-	int rc = ckpt_store_resolve(s, step, &step);
-	if (rc)
+	/* The lease comes first: gc and prune defer pack removals from before the manifest is read
+	 * until the reader is closed. */
+	struct lease *lease;
+	int rc = lease_take(s, &lease);
+	if (!rc)
+		rc = ckpt_store_resolve(s, step, &step);
+	if (rc) {
+		lease_drop(lease);
 		return rc;
+	}
 	struct ckpt_reader *r = calloc(1, sizeof *r);
-	if (!r)
+	if (!r) {
+		lease_drop(lease);
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	}
 	r->s = s;
+	r->lease = lease;
 	pthread_mutex_init(&r->mu, NULL);
 	char name[64];
 	store_mf_name(step, name, sizeof name);
 	snprintf(r->mf_path, sizeof r->mf_path, "%s/%s", s->mf_dir, name);
 	if ((rc = store_load_manifest(s, step, &r->m))) {
 		pthread_mutex_destroy(&r->mu);
+		lease_drop(r->lease);
 		free(r);
+		return rc;
+	}
+	if ((rc = lease_publish(r->lease, &r->m))) {
+		ckpt_reader_close(r);
 		return rc;
 	}
 	if ((rc = index_names(r))) {
@@ -132,6 +149,7 @@ CKPT_API void ckpt_reader_close(ckpt_reader *r)
 	io_engine_destroy(r->eng);
 	pthread_mutex_destroy(&r->mu);
 	free(r->names);
+	lease_drop(r->lease); /* after the packs are closed */
 	free(r);
 }
 
