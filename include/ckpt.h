@@ -126,7 +126,10 @@ typedef enum ckpt_option {
 	CKPT_OPT_COMPRESS = 3,
 	/* zstd level, 1 to 19 (default 1). */
 	CKPT_OPT_ZSTD_LEVEL = 4,
-	/* 1 to open read-only: no lock, no writes; for inspecting a store while a save runs. */
+	/* 1 to open read-only: no lock, no writes; for inspecting a store while a save runs.
+	 * Readers still create their lease (STORE/leases/, see docs/format.md) where they can, so
+	 * that gc and prune do not remove what they read; they read without one where the store
+	 * is not writable. */
 	CKPT_OPT_READ_ONLY = 5,
 	/* Use O_DIRECT for pack I/O: 1 (default, falls back to buffered I/O when the file system refuses
 	 * it), 0 never. */

@@ -64,8 +64,7 @@ static int write_text(int fd, const char *text, size_t len)
 int lease_take(struct ckpt_store *s, struct lease **out)
 {
 	*out = NULL;
-	if (s->opt.read_only)
-		return 0; /* nothing can be written: gc cannot run through this handle either */
+	/* Read-only handles (verify, export) take leases too: the lease is not store data. */
 	struct lease *l = calloc(1, sizeof *l);
 	if (!l)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
@@ -90,6 +89,12 @@ int lease_take(struct ckpt_store *s, struct lease **out)
 		int fd = openat(l->dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 		if (fd < 0 && errno == EEXIST)
 			continue;
+		if (fd < 0 && (errno == EACCES || errno == EROFS || errno == EPERM)) {
+			/* leases/ exists but is not ours to write: read without a lease */
+			close(l->dirfd);
+			free(l);
+			return 0;
+		}
 		if (fd < 0 || flock(fd, LOCK_SH) || write_text(fd, "pending\n", 8) ||
 		    renameat(l->dirfd, tmp, l->dirfd, l->name)) {
 			/* gc may have taken an unlocked temporary file for a dead reader's: retry */

@@ -12,8 +12,7 @@ struct lease;
 
 /* Announces a reader: creates and share-locks STORE/leases/<random>.lease in the "pending" state
  * (gc then defers every pack removal). Call before loading the manifest. Sets *out (NULL where
- * the store cannot be written: read-only handle or file system, no permission). Returns 0 or
- * -CKPT_E_*. */
+ * the store cannot be written: read-only file system, no permission). Returns 0 or -CKPT_E_*. */
 int lease_take(struct ckpt_store *s, struct lease **out);
 
 /* Records the packs the reader's manifest references. Returns 0 or -CKPT_E_*. */

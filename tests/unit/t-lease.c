@@ -98,7 +98,12 @@ static void readers_survive(void)
 {
 	char *dir = t_tmpdir("lease");
 	build(dir);
-	ckpt_store *rs = open_small(dir), *gs = open_small(dir);
+	/* The readers' handle is read-only, as ckptctl verify and export open theirs. */
+	ckpt_options *ro = ckpt_options_create();
+	ckpt_options_set(ro, CKPT_OPT_READ_ONLY, 1);
+	ckpt_store *rs, *gs = open_small(dir);
+	REQUIRE(ckpt_store_open(dir, ro, &rs) == 0);
+	ckpt_options_free(ro);
 	ckpt_reader *r1, *r3;
 	REQUIRE(ckpt_reader_open(rs, 1, &r1) == 0);
 	REQUIRE(ckpt_reader_open(rs, 3, &r3) == 0);
