@@ -128,7 +128,10 @@ typedef enum ckpt_option {
 	CKPT_OPT_COMPRESS = 3,
 	/* zstd level, 1 to 19 (default 1). */
 	CKPT_OPT_ZSTD_LEVEL = 4,
-	/* 1 to open read-only: no lock, no writes; for inspecting a store while a save runs. */
+	/* 1 to open read-only: no lock, no writes; for inspecting a store while a save runs.
+	 * Readers still create their lease (STORE/leases/, see docs/format.md) where they can, so
+	 * that gc and prune do not remove what they read; they read without one where the store
+	 * is not writable. */
 	CKPT_OPT_READ_ONLY = 5,
 	/* Use O_DIRECT for pack I/O: 1 (default, falls back to buffered I/O when the file system refuses
 	 * it), 0 never. */
@@ -483,6 +486,11 @@ typedef struct ckpt_gc_report {
 	 * header, the same pack id twice): never removed nor compacted. */
 	uint64_t files_left_alone;
 	char *left_alone;           /* the first of them and why (a path and a reason), or NULL */
+	/* Packs left in place because an open reader (in any process) may still read them; a later
+	 * gc or prune removes them once no reader needs them (readers hold leases, see
+	 * docs/format.md). Compacted packs count here too: their records are copied and no
+	 * manifest names them any more. */
+	uint64_t packs_deferred;
 } ckpt_gc_report;
 
 /* Retention: which checkpoints prune keeps. The newest valid checkpoint is always kept. */

@@ -15,6 +15,7 @@
 
 #include "codec.h"
 #include "common.h"
+#include "lease.h"
 #include "store.h"
 
 /* Crash testing, in test builds only (CKPT_TEST_HOOKS: the tests' archive and the tests' ckptctl,
@@ -503,9 +504,18 @@ static int remove_dead_packs(struct ckpt_store *s, struct pk *pv, size_t np, boo
 			     ckpt_gc_report *rep)
 {
 	bool touched[MAX_DATA_DIRS + 1] = {false};
+	/* Open readers may need packs no manifest names any more (prune removed theirs). */
+	struct lease_set ls = {0};
+	int rc = dry ? 0 : lease_scan(s, &ls);
+	if (rc)
+		return rc;
 	for (size_t i = 0; i < np; i++) {
 		if (pv[i].live)
 			continue;
+		if (!dry && lease_needs(&ls, pv[i].id)) {
+			rep->packs_deferred++;
+			continue;
+		}
 		rep->packs_removed++;
 		rep->bytes_freed += pv[i].size;
 		if (dry)
@@ -514,18 +524,28 @@ static int remove_dead_packs(struct ckpt_store *s, struct pk *pv, size_t np, boo
 		store_pack_path(s, pv[i].dir, pv[i].id, p, sizeof p);
 		if (unlink(p) && errno != ENOENT) {
 			int e = errno;
+			lease_set_free(&ls);
 			return ckpt_fail(ckpt_errno_code(e), "remove %s: %s", p, strerror(e));
 		}
 		kill_point();
 		touched[pv[i].dir] = true;
 	}
+	lease_set_free(&ls);
 	for (unsigned d = 0; d < s->ndirs; d++)
-		if (touched[d]) {
-			int rc = io_fsync_dir(s->pack_dirs[d]);
-			if (rc)
-				return rc;
-		}
+		if (touched[d] && (rc = io_fsync_dir(s->pack_dirs[d])))
+			return rc;
 	return 0;
+}
+
+/* Whether an open reader may still read pack id (compaction leaves the old pack to a later gc
+ * then). Sets *rc on failure to read the leases. */
+static bool reader_needs(struct ckpt_store *s, uint32_t id, int *rc)
+{
+	struct lease_set ls;
+	*rc = lease_scan(s, &ls);
+	bool needed = *rc || lease_needs(&ls, id);
+	lease_set_free(&ls);
+	return needed;
 }
 
 /* Copies the live records of pack p into a new pack, rewrites the manifests that reference it,
@@ -644,7 +664,13 @@ static int compact_pack(struct ckpt_store *s, struct mfset *ms, const struct pk 
 		rewritten += !rc;
 	}
 	kill_point();
-	if (!rc) {
+	if (!rc && reader_needs(s, p->id, &rc)) {
+		/* No manifest names p now: a later gc removes it as unreferenced. */
+		if (!rc) {
+			rep->packs_compacted++;
+			rep->packs_deferred++;
+		}
+	} else if (!rc) {
 		if (unlink(src))
 			rc = ckpt_fail(CKPT_E_IO, "remove %s: %s", src, strerror(errno));
 		else

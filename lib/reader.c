@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <pthread.h>
@@ -12,6 +13,7 @@
 #include "common.h"
 #include "engine.h"
 #include "gpu.h"
+#include "lease.h"
 #include "store.h"
 #include "workers.h"
 
@@ -37,6 +39,7 @@ struct ckpt_reader {
 	struct io_engine *eng; /* reads go through the same kind of engine as the writes */
 	uint32_t *names;    /* open addressing: tensor index + 1 by name hash */
 	size_t names_cap;
+	struct lease *lease; /* tells gc and prune which packs this reader needs (lease.c) */
 };
 
 static size_t name_hash(const char *n, size_t len)
@@ -69,20 +72,35 @@ CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 	*out = NULL;
 	if (!s)
 		return ckpt_fail(CKPT_E_INVAL, "reader: NULL store");
-	int rc = ckpt_store_resolve(s, step, &step);
-	if (rc)
+	/* The lease comes first: gc and prune defer pack removals from before the manifest is read
+	 * until the reader is closed. */
+	struct lease *lease;
+	int rc = lease_take(s, &lease);
+	if (!rc)
+		rc = ckpt_store_resolve(s, step, &step);
+	if (rc) {
+		lease_drop(lease);
 		return rc;
+	}
 	struct ckpt_reader *r = calloc(1, sizeof *r);
-	if (!r)
+	if (!r) {
+		lease_drop(lease);
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	}
 	r->s = s;
+	r->lease = lease;
 	pthread_mutex_init(&r->mu, NULL);
 	char name[64];
 	store_mf_name(step, name, sizeof name);
 	snprintf(r->mf_path, sizeof r->mf_path, "%s/%s", s->mf_dir, name);
 	if ((rc = store_load_manifest(s, step, &r->m))) {
 		pthread_mutex_destroy(&r->mu);
+		lease_drop(r->lease);
 		free(r);
+		return rc;
+	}
+	if ((rc = lease_publish(r->lease, &r->m))) {
+		ckpt_reader_close(r);
 		return rc;
 	}
 	if ((rc = index_names(r))) {
@@ -131,6 +149,7 @@ CKPT_API void ckpt_reader_close(ckpt_reader *r)
 	io_engine_destroy(r->eng);
 	pthread_mutex_destroy(&r->mu);
 	free(r->names);
+	lease_drop(r->lease); /* after the packs are closed */
 	free(r);
 }
 
@@ -622,6 +641,72 @@ CKPT_API int ckpt_reader_restore_all(ckpt_reader *r, ckpt_dst_fn dst_for, void *
 	return rc;
 }
 
+/* The bytes between a record's end and its 4 KiB boundary are written as zeros: anything else
+ * there is damage the digest cannot see. */
+static int check_padding(const uint8_t *rec, const struct mf_chunk *c, const char *path)
+{
+	uint64_t end = rec_span(c->stored_len), nz = 0;
+	for (uint64_t k = REC_HDR_LEN + (uint64_t)c->stored_len; k < end; k++)
+		nz += rec[k] != 0;
+	if (nz)
+		return ckpt_fail(CKPT_E_CORRUPT, "%s: record at offset %llu has %llu nonzero padding "
+				 "byte(s) after its data", path, (unsigned long long)c->offset,
+				 (unsigned long long)nz);
+	return 0;
+}
+
+/* Walks the records of pack p from its header to its end: a pack is written once, record after
+ * record, so bytes appended to it (or a torn tail) show as a walk that does not end exactly at
+ * the file's size. Returns 0 or -CKPT_E_CORRUPT/-CKPT_E_IO with the message naming the pack. */
+static int check_pack_tail(struct ckpt_reader *r, struct rres *x, struct pack_fd *p)
+{
+	char path[4096];
+	store_pack_path(r->s, p->dir, p->id, path, sizeof path);
+	struct stat st;
+	if (fstat(p->fd, &st))
+		return ckpt_fail(CKPT_E_IO, "stat %s: %s", path, strerror(errno));
+	uint64_t size = (uint64_t)st.st_size, off = PACK_HDR_LEN;
+	while (off < size) {
+		struct rec_hdr h;
+		int rc = size - off >= 4096 ? read_group(r, x, p, off, 4096) : 0;
+		if (size - off < 4096 || rc || rec_hdr_decode(x->buf, REC_HDR_LEN, &h, path))
+			return ckpt_fail(CKPT_E_CORRUPT, "%s: %llu byte(s) at offset %llu are not records "
+					 "(appended, or a damaged record header)", path,
+					 (unsigned long long)(size - off), (unsigned long long)off);
+		off += rec_span(h.stored_len);
+	}
+	if (off > size)
+		return ckpt_fail(CKPT_E_CORRUPT, "%s: the last record ends at %llu, after the end of "
+				 "the file (%llu bytes)", path, (unsigned long long)off,
+				 (unsigned long long)size);
+	return 0;
+}
+
+/* Reports a problem of a whole pack (not of one chunk) through on_damage; a pack with a damaged
+ * chunk (state: per chunk, 1 intact) was reported already. */
+static long report_pack_tails(struct ckpt_reader *r, struct rres *x, const int *state,
+			      ckpt_damage_fn on_damage, void *arg)
+{
+	long bad = 0;
+	for (size_t i = 0; i < r->nfds; i++) {
+		struct pack_fd *p = r->fds[i];
+		bool chunk_damage = false;
+		for (uint32_t c = 0; c < r->m.n_chunks && !chunk_damage; c++)
+			chunk_damage = r->m.chunks[c].pack_id == p->id && state[c] != 1;
+		if (p->fd < 0 || chunk_damage || !check_pack_tail(r, x, p))
+			continue;
+		bad++;
+		if (on_damage) {
+			char path[4096];
+			store_pack_path(r->s, p->dir, p->id, path, sizeof path);
+			ckpt_damage d = {.step = r->m.step, .file = path, .error = CKPT_E_CORRUPT,
+					 .message = ckpt_errmsg()};
+			on_damage(&d, arg);
+		}
+	}
+	return bad;
+}
+
 CKPT_API long ckpt_reader_verify(ckpt_reader *r, ckpt_damage_fn on_damage,
 				 ckpt_progress_fn on_progress, void *arg)
 {
@@ -657,6 +742,8 @@ CKPT_API long ckpt_reader_verify(ckpt_reader *r, ckpt_damage_fn on_damage,
 					rc = ckpt_fail(-p->err, "%s", p->msg ? p->msg : "pack unreadable");
 				else if (!(rc = read_group(r, &x, p, c->offset, (size_t)rec_span(c->stored_len))))
 					rc = check_record(r, r->codec, r->buf, c, r->scratch, path);
+				if (!rc)
+					rc = check_padding(r->buf, c, path);
 				state[ci] = rc ? rc : 1;
 				if (rc)
 					msgs[ci] = strdup(ckpt_errmsg());
@@ -676,6 +763,7 @@ CKPT_API long ckpt_reader_verify(ckpt_reader *r, ckpt_damage_fn on_damage,
 				on_progress(done, total, arg);
 		}
 	}
+	damaged += report_pack_tails(r, &x, state, on_damage, arg);
 	for (uint32_t i = 0; i < r->m.n_chunks; i++)
 		free(msgs[i]);
 	free(msgs);

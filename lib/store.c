@@ -34,13 +34,28 @@ static char *join(const char *a, const char *b)
 	return p;
 }
 
-static int make_dir(const char *p)
+/* make_dir, and when it created the directory, an fsync of its parent: a new directory's entry
+ * is durable only then (the store's header or a pack may be durable in a directory that a
+ * power cut makes disappear). */
+static int make_dir_durable(const char *p)
 {
-	if (mkdir(p, 0755) && errno != EEXIST) {
+	if (mkdir(p, 0755)) {
+		if (errno == EEXIST)
+			return 0;
 		int e = errno;
 		return ckpt_fail(ckpt_errno_code(e), "create directory %s: %s", p, strerror(e));
 	}
-	return 0;
+	char *parent = strdup(p);
+	if (!parent)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	char *slash = strrchr(parent, '/');
+	while (slash && slash > parent && slash[1] == 0) { /* "a/b/" */
+		*slash = 0;
+		slash = strrchr(parent, '/');
+	}
+	int rc = io_fsync_dir(!slash ? "." : slash == parent ? "/" : (*slash = 0, parent));
+	free(parent);
+	return rc;
 }
 
 static void random_uuid(uint8_t out[16])
@@ -60,7 +75,8 @@ static void random_uuid(uint8_t out[16])
 static int create_layout(struct ckpt_store *s)
 {
 	int rc;
-	if ((rc = make_dir(s->path)) || (rc = make_dir(s->pack_dir)) || (rc = make_dir(s->mf_dir)))
+	if ((rc = make_dir_durable(s->path)) || (rc = make_dir_durable(s->pack_dir)) ||
+	    (rc = make_dir_durable(s->mf_dir)))
 		return rc;
 	struct store_hdr h = {
 		.version = CKPT_FORMAT_VERSION,
@@ -196,9 +212,9 @@ static int setup_dirs(struct ckpt_store *s, const ckpt_options *opts)
 			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 		char *slash = strrchr(d, '/');
 		*slash = 0;
-		rc = make_dir(d);
+		rc = make_dir_durable(d);
 		free(d);
-		if (rc || (rc = make_dir(s->pack_dirs[i])))
+		if (rc || (rc = make_dir_durable(s->pack_dirs[i])))
 			return rc;
 	}
 	size_t cap = 1;

@@ -45,3 +45,11 @@ tsan: test-deps
 	  B=build/tsan TSAN_OPTIONS="second_deadlock_stack=1 $(TSAN_OPTIONS)" tests/run.sh $$t || fail=1; \
 	done; \
 	if [ $$fail = 0 ]; then echo "tsan: all passed"; else echo "tsan: FAILED"; exit 1; fi
+
+# Power-cut test, long run (tests/crash/t-powercut.sh): saves, prunes and gcs on ext4 over
+# dm-log-writes in the QEMU guest, the log replayed to every flush point and each checked.
+# `make check` runs the same test on every 6th point and every point where a commit was reported.
+.PHONY: check-crash
+check-crash: test-deps
+	$(MAKE) tests
+	CKPT_CRASH_LONG=1 tests/run.sh t-powercut

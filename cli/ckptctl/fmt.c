@@ -95,6 +95,9 @@ void ck_report_json(struct jw *w, const ckpt_gc_report *r)
 	if (r->files_left_alone) { /* only then, so that the usual output stays as it was */
 		jw_key(w, "files_left_alone"); jw_u64(w, r->files_left_alone);
 	}
+	if (r->packs_deferred) {
+		jw_key(w, "packs_deferred"); jw_u64(w, r->packs_deferred);
+	}
 }
 
 static const char *plural(uint64_t n, const char *one, const char *many)
@@ -120,6 +123,10 @@ void ck_report_text(const ckpt_gc_report *r, bool dry)
 		       cli_fmt_iec(r->bytes_copied, a, sizeof a),
 		       (unsigned long long)r->manifests_rewritten,
 		       plural(r->manifests_rewritten, "", "s"));
+	if (r->packs_deferred)
+		printf("deferred %llu pack%s that open readers may still read (a later gc removes "
+		       "%s)\n", (unsigned long long)r->packs_deferred,
+		       plural(r->packs_deferred, "", "s"), plural(r->packs_deferred, "it", "them"));
 	if (r->files_left_alone)
 		printf("left alone %llu file%s in the pack directories that %s not this store's "
 		       "pack%s (first: %s)\n", (unsigned long long)r->files_left_alone,

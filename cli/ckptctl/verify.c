@@ -81,6 +81,13 @@ static void report_damage(struct vctx *v, const ckpt_damage *d)
 	}
 	if (v->bar.on) /* leave the bar's line */
 		fputc('\n', stderr);
+	size_t flen = d->file ? strlen(d->file) : 0;
+	if (!d->tensor && flen > 5 && !strcmp(d->file + flen - 5, ".pack")) {
+		/* the library's message names the pack already */
+		printf("step %llu: DAMAGED pack: %s\n", (unsigned long long)v->step,
+		       d->message ? d->message : ckpt_strerror(d->error));
+		return;
+	}
 	if (!d->tensor) {
 		printf("step %llu: DAMAGED manifest %s: %s\n", (unsigned long long)v->step,
 		       d->file ? d->file : "", d->message ? d->message : ckpt_strerror(d->error));

@@ -120,6 +120,41 @@ static void probe(const char *path, char *reason, size_t len)
 	blkid_free_probe(pr);
 }
 
+/* After a clean safe probe: every signature wipefs would report (libblkid's full probe, all
+ * superblocks and partition tables, bad checksums allowed, GPT without its protective MBR). The
+ * safe probe stops at the first sectors: a disk whose primary GPT was wiped still has the backup
+ * GPT in its last sector, and the data the table describes. */
+static void probe_full(const char *path, char *reason, size_t len)
+{
+	blkid_probe pr = blkid_new_probe_from_filename(path);
+	if (!pr)
+		return; /* probe() said so already */
+	blkid_probe_enable_superblocks(pr, 1);
+	blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_MAGIC | BLKID_SUBLKS_TYPE |
+					  BLKID_SUBLKS_USAGE | BLKID_SUBLKS_BADCSUM);
+	blkid_probe_enable_partitions(pr, 1);
+	blkid_probe_set_partitions_flags(pr, BLKID_PARTS_FORCE_GPT | BLKID_PARTS_MAGIC);
+	char found[256] = "";
+	int n = 0;
+	while (blkid_do_probe(pr) == 0) {
+		const char *type = NULL, *off = NULL;
+		if (blkid_probe_lookup_value(pr, "TYPE", &type, NULL) == 0)
+			blkid_probe_lookup_value(pr, "SBMAGIC_OFFSET", &off, NULL);
+		else if (blkid_probe_lookup_value(pr, "PTTYPE", &type, NULL) == 0)
+			blkid_probe_lookup_value(pr, "PTMAGIC_OFFSET", &off, NULL);
+		else
+			continue;
+		size_t used = strlen(found);
+		snprintf(found + used, sizeof(found) - used, "%s%s at offset %s", n ? ", " : "", type,
+			 off ? off : "?");
+		n++;
+	}
+	if (n)
+		append(reason, len, "carries %s only a full probe finds (%s; wipefs lists %s)",
+		       n > 1 ? "signatures" : "a signature", found, n > 1 ? "them" : "it");
+	blkid_free_probe(pr);
+}
+
 bool safety_refuse(const char *name, char *reason, size_t len)
 {
 	char rel[PATH_MAX], p[PATH_MAX], buf[PATH_MAX];
@@ -150,6 +185,9 @@ bool safety_refuse(const char *name, char *reason, size_t len)
 		if (fd >= 0)
 			close(fd);
 	}
+	size_t before = strlen(reason);
 	probe(p, reason, len);
+	if (strlen(reason) == before)
+		probe_full(p, reason, len);
 	return reason[0] != 0;
 }

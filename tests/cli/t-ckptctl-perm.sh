@@ -14,6 +14,7 @@ fi
 mkst model "$T/m.st" 1
 ckptctl import -q "$STORE" --step 1 "$T/m.st" || exit 1
 mkdir -m 777 "$T/out"
+ckptctl verify -q "$STORE" --no-progress || exit 1 # a reader as root: STORE/leases/ exists now
 chmod -R a+rX "$STORE"
 as_user "$CK" verify "$STORE" --no-progress >/dev/null || { echo "skip: the store is not readable as nobody"; exit 77; }
 chmod 000 "$STORE/packs/00000001.pack"

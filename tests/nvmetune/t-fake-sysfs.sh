@@ -261,6 +261,16 @@ run bench_nl N bench --size 4M --config "$T/libckpt-nl.conf" "$nl_dir"; expect_r
 	grep -qF 'bench\x0aio_size_bytes = 7: best write' "$T/libckpt-nl.conf" && ok ||
 	bad "bench: a newline in the directory name reached the config: $(cat "$T/libckpt-nl.conf")"
 run bench_dev N bench --size 4M --no-config /dev/nvme3n1; expect_rc bench_dev 6
+# A disk whose protective MBR and primary GPT were wiped still has its backup GPT in the last
+# sector (wipefs sees it, libblkid's safe probe does not): bench and raid create refuse it too
+# (issue 11, F8). nvme4n1 is blank again afterwards.
+truncate -s 64M "$F/dev/nvme4n1" && python3 tests/nvmetune/mkgpt.py "$F/dev/nvme4n1" --backup-only
+run bench_gpt N bench --size 4M --no-config /dev/nvme4n1; expect_rc bench_gpt 6
+expect_out bench_gpt "nvmetune: bench: @ROOT@/dev/nvme4n1: refused: carries a signature only a full probe finds (gpt at offset 67108352; wipefs lists it)"
+run raid_gpt N raid create --level 0 --dry-run nvme4n1 /dev/nvme0n1; expect_rc raid_gpt 6
+expect_out raid_gpt "@ROOT@/dev/nvme4n1: refused: carries a signature only a full probe finds (gpt at offset 67108352"
+run raid_gpt_force N raid create --level 0 --dry-run --force nvme4n1 /dev/nvme1n1; expect_rc raid_gpt_force 0
+: > "$F/dev/nvme4n1"
 expect_out bench_dev "nvmetune: bench: @ROOT@/dev/nvme3n1: refused: carries a filesystem signature (ext4) (bench overwrites it; --force to allow)"
 
 # ---- errors and usage -----------------------------------------------------------------------------

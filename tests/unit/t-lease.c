@@ -1,0 +1,193 @@
+/* Readers are never broken by gc or prune (issue 11): a reader that opened a checkpoint reads all
+ * of it while prune removes that checkpoint and gc compacts or removes its packs; the packs it
+ * needs are deferred and removed by a later gc once it is closed. A lease left by a killed reader
+ * defers nothing (its lock died with it). Synchronisation is by pipes and waitpid, never time. */
+#include "helpers.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+enum { NT = 3, TB = 8 * (64 << 10) + 123, CHUNK = 64 << 10, STEPS = 5 };
+
+static void data_for(uint8_t *buf, uint64_t step, int t)
+{
+	/* Half of each tensor changes every step: packs shared across steps, compaction has work. */
+	t_fill(buf, TB, (uint64_t)t);
+	t_fill(buf + (step % 2) * (TB / 2), TB / 2, step * 100 + (uint64_t)t);
+}
+
+static ckpt_store *open_small(const char *dir)
+{
+	ckpt_options *o = ckpt_options_create();
+	ckpt_options_set(o, CKPT_OPT_CREATE, 1);
+	ckpt_options_set(o, CKPT_OPT_CHUNK_SIZE, CHUNK);
+	ckpt_options_set(o, CKPT_OPT_POOL_SIZE, 8 << 20);
+	ckpt_options_set(o, CKPT_OPT_PACK_SIZE, 1 << 20);
+	ckpt_store *s;
+	REQUIRE(ckpt_store_open(dir, o, &s) == 0);
+	ckpt_options_free(o);
+	return s;
+}
+
+static void build(const char *dir)
+{
+	ckpt_store *s = open_small(dir);
+	uint8_t *buf[NT];
+	uint64_t shape[1] = {TB};
+	for (int t = 0; t < NT; t++)
+		buf[t] = malloc(TB);
+	for (uint64_t step = 1; step <= STEPS; step++) {
+		ckpt_save *sv;
+		REQUIRE(ckpt_save_begin(s, step, &sv) == 0);
+		for (int t = 0; t < NT; t++) {
+			char nm[16];
+			snprintf(nm, sizeof nm, "w%d", t);
+			data_for(buf[t], step, t);
+			REQUIRE(ckpt_save_add_tensor(sv, nm, CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
+						     buf[t]) == 0);
+		}
+		REQUIRE(ckpt_save_commit(sv, NULL) == 0);
+	}
+	for (int t = 0; t < NT; t++)
+		free(buf[t]);
+	ckpt_store_close(s);
+}
+
+/* Restores every tensor of r and compares; returns the number of failures. */
+static int restore_all(ckpt_reader *r, uint64_t step)
+{
+	uint8_t *want = malloc(TB), *got = malloc(TB);
+	int bad = 0;
+	for (int t = 0; t < NT; t++) {
+		char nm[16];
+		snprintf(nm, sizeof nm, "w%d", t);
+		data_for(want, step, t);
+		int rc = ckpt_reader_restore(r, (size_t)ckpt_reader_find(r, nm), CKPT_MEM_HOST, got, TB);
+		if (rc || memcmp(want, got, TB)) {
+			fprintf(stderr, "step %llu %s: %s\n", (unsigned long long)step, nm,
+				rc ? ckpt_errmsg() : "bytes differ");
+			bad++;
+		}
+	}
+	if (ckpt_reader_verify(r, NULL, NULL, NULL) != 0)
+		bad++;
+	free(want);
+	free(got);
+	return bad;
+}
+
+static int count_leases(const char *dir)
+{
+	char p[4096];
+	snprintf(p, sizeof p, "%s/leases", dir);
+	DIR *d = opendir(p);
+	int n = 0;
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		n += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Open readers of the oldest and of a middle checkpoint, then prune to the newest and gc with
+ * compaction to completion: both readers still restore everything byte-exact. */
+static void readers_survive(void)
+{
+	char *dir = t_tmpdir("lease");
+	build(dir);
+	/* The readers' handle is read-only, as ckptctl verify and export open theirs. */
+	ckpt_options *ro = ckpt_options_create();
+	ckpt_options_set(ro, CKPT_OPT_READ_ONLY, 1);
+	ckpt_store *rs, *gs = open_small(dir);
+	REQUIRE(ckpt_store_open(dir, ro, &rs) == 0);
+	ckpt_options_free(ro);
+	ckpt_reader *r1, *r3;
+	REQUIRE(ckpt_reader_open(rs, 1, &r1) == 0);
+	REQUIRE(ckpt_reader_open(rs, 3, &r3) == 0);
+	CHECK(count_leases(dir) == 2);
+	ckpt_prune_policy pol = {.keep_last = 1};
+	ckpt_gc_report *rep = NULL;
+	CHECK_OK(ckpt_store_prune(gs, &pol, 0, &rep));
+	CHECK(rep && rep->n_steps_removed == STEPS - 1 && rep->packs_deferred > 0);
+	ckpt_gc_report_free(rep);
+	CHECK_OK(ckpt_store_gc(gs, 0.99, 0, &rep));
+	CHECK(rep && rep->packs_deferred > 0);
+	ckpt_gc_report_free(rep);
+	CHECK(restore_all(r1, 1) == 0);
+	CHECK(restore_all(r3, 3) == 0);
+	ckpt_reader_close(r1);
+	ckpt_reader_close(r3);
+	CHECK(count_leases(dir) == 0);
+	/* Closed: the next gc removes what was deferred, and the store is clean. */
+	CHECK_OK(ckpt_store_gc(gs, 0.99, 0, &rep));
+	CHECK(rep && rep->packs_deferred == 0 && rep->packs_removed > 0);
+	ckpt_gc_report_free(rep);
+	ckpt_du *du;
+	CHECK_OK(ckpt_store_du(gs, &du));
+	CHECK(du->garbage_bytes == 0);
+	ckpt_du_free(du);
+	ckpt_reader *r5;
+	REQUIRE(ckpt_reader_open(rs, STEPS, &r5) == 0);
+	CHECK(restore_all(r5, STEPS) == 0);
+	ckpt_reader_close(r5);
+	ckpt_store_close(rs);
+	ckpt_store_close(gs);
+	t_rmrf(dir);
+	free(dir);
+}
+
+/* A reader killed while open leaves its lease file, but not its lock: gc removes the lease and
+ * defers nothing. */
+static void killed_reader(void)
+{
+	char *dir = t_tmpdir("leasek");
+	build(dir);
+	int pfd[2];
+	REQUIRE(pipe(pfd) == 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(pfd[0]);
+		ckpt_store *s = open_small(dir);
+		ckpt_reader *r;
+		if (ckpt_reader_open(s, 1, &r))
+			_exit(2);
+		if (write(pfd[1], "x", 1) != 1)
+			_exit(3);
+		raise(SIGKILL);
+	}
+	close(pfd[1]);
+	char c;
+	REQUIRE(read(pfd[0], &c, 1) == 1);
+	close(pfd[0]);
+	int st;
+	REQUIRE(waitpid(pid, &st, 0) == pid);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	CHECK(count_leases(dir) == 1);
+	ckpt_store *s = open_small(dir);
+	ckpt_prune_policy pol = {.keep_last = 1};
+	ckpt_gc_report *rep = NULL;
+	CHECK_OK(ckpt_store_prune(s, &pol, 0, &rep));
+	CHECK(rep && rep->packs_deferred == 0 && rep->packs_removed > 0);
+	ckpt_gc_report_free(rep);
+	CHECK(count_leases(dir) == 0);
+	CHECK_OK(ckpt_store_gc(s, 0.99, 0, &rep));
+	CHECK(rep && rep->packs_deferred == 0);
+	ckpt_gc_report_free(rep);
+	ckpt_reader *r;
+	REQUIRE(ckpt_reader_open(s, STEPS, &r) == 0);
+	CHECK(restore_all(r, STEPS) == 0);
+	ckpt_reader_close(r);
+	ckpt_store_close(s);
+	t_rmrf(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	readers_survive();
+	killed_reader();
+	return t_done();
+}
