@@ -9,11 +9,19 @@ $(B)/tests/bin/%: tests/unit/%.c $(TEST_HELPERS) $(wildcard tests/unit/*.h) $(wi
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Ilib -Itests/unit $< $(TEST_HELPERS) -o $@ $(ALL_LDFLAGS) $(TLIB) $(LDLIBS)
 
-# ckptctl with the test hooks (CKPT_GC_KILL_AT), for tests/cli/t-ckptctl-crash; not installed.
+# ckptctl with the test hooks (CKPT_GC_KILL_AT; CKPTCTL_TEST_TRUNCATE_INPUT) for the crash and
+# import-safety tests; not installed.
+# Its sources in HOOK_CLI_SRC are compiled again with CKPT_TEST_HOOKS (CKPTCTL_TEST_TRUNCATE_INPUT).
 HOOK_CKPTCTL := $(B)/tests/hooks/ckptctl
-$(HOOK_CKPTCTL): $(CKPTCTL_OBJ) $(CLI_COMMON_OBJ) $(TLIB)
+HOOK_CLI_SRC := cli/ckptctl/import.c
+HOOK_CKPTCTL_OBJ := $(filter-out $(HOOK_CLI_SRC:%.c=$(B)/obj/%.o),$(CKPTCTL_OBJ)) \
+		    $(HOOK_CLI_SRC:%.c=$(B)/obj/hooks/%.o)
+$(B)/obj/hooks/cli/%.o: cli/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $(CKPTCTL_OBJ) $(CLI_COMMON_OBJ) $(TLIB) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -DCKPT_TEST_HOOKS $(DEPFLAGS) -Icli/common -c $< -o $@
+$(HOOK_CKPTCTL): $(HOOK_CKPTCTL_OBJ) $(CLI_COMMON_OBJ) $(TLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(HOOK_CKPTCTL_OBJ) $(CLI_COMMON_OBJ) $(TLIB) $(LDLIBS)
 TEST_EXTRA += $(HOOK_CKPTCTL)
 
 tests: all $(TEST_BINS) $(TEST_EXTRA)

@@ -30,10 +30,10 @@ grep -q '^LIBCKPT_[0-9]*\.[0-9]* {' lib/libckpt.map || { echo "FAIL: no version 
 grep -q 'ckpt_\*' lib/libckpt.map && { echo "FAIL: the map exports by glob"; fail=1; }
 echo "exports: $(wc -l < "$tmp/header") functions in the header, the map, libckpt.so and libckpt.a"
 
-# No test hook in the release libraries: they read no CKPT_*_KILL_AT variable.
-for l in "$B/lib/libckpt.so" "$B/lib/libckpt.a"; do
-	if strings "$l" | grep -q 'KILL_AT'; then
-		echo "FAIL: $l contains a test hook (KILL_AT)"
+# No test hook in the release libraries or ckptctl: no *_KILL_AT or *_TEST_* variable.
+for l in "$B/lib/libckpt.so" "$B/lib/libckpt.a" "$B/bin/ckptctl"; do
+	if strings "$l" | grep -q 'KILL_AT\|_TEST_'; then
+		echo "FAIL: $l contains a test hook (a *_KILL_AT or *_TEST_* variable)"
 		fail=1
 	fi
 done
