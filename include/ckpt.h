@@ -371,6 +371,13 @@ CKPT_API const char *ckpt_reader_get_meta(const ckpt_reader *reader, const char 
 CKPT_API int ckpt_reader_restore(ckpt_reader *reader, size_t index, int mem, void *dst,
 				 uint64_t size);
 
+/* Orders the copies of later restores into CUDA memory after the work queued on stream (a
+ * cudaStream_t; NULL, the default: the legacy default stream) when each ckpt_reader_restore() or
+ * ckpt_reader_restore_all() call starts, so that kernels still using a destination (a caching
+ * allocator's reuse) finish before it is overwritten. The restore returns once the data is in
+ * place. Returns 0 or -CKPT_E_INVAL. */
+CKPT_API int ckpt_reader_after_stream(ckpt_reader *reader, void *stream);
+
 /* Restores every tensor through a callback that supplies the destination of each:
  * dst_for(index, info, &mem, arg) returns a pointer of info->nbytes bytes in memory *mem (preset
  * to CKPT_MEM_HOST), or NULL to skip that tensor. Reads run in parallel on the worker threads.

@@ -851,6 +851,13 @@ void pipe_destroy(struct ckpt_store *s)
 /* Splits the save into slab jobs: records laid out back to back, a new job when a slab is full. */
 static int plan(struct ckpt_save *sv, size_t slab_size)
 {
+	/* A submit that failed may be retried: start from nothing (issue 12, defect 7). */
+	free(sv->jobs);
+	free(sv->refs);
+	sv->jobs = NULL;
+	sv->refs = NULL;
+	sv->njobs = 0;
+	sv->st.logical_bytes = 0;
 	size_t cap = 16;
 	sv->jobs = calloc(cap, sizeof *sv->jobs);
 	if (!sv->jobs)
@@ -914,11 +921,12 @@ int pipe_submit(struct ckpt_save *sv)
 		    (rc = g->stream_after(sv->streams[dev], sv->user_stream)))
 			return rc;
 	}
-	pthread_cond_init(&sv->cv, NULL);
-	pthread_mutex_init(&sv->wmu, NULL);
+	free(sv->cur_pack);
 	sv->cur_pack = malloc(s->ndirs * sizeof *sv->cur_pack);
 	if (!sv->cur_pack)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	pthread_cond_init(&sv->cv, NULL);
+	pthread_mutex_init(&sv->wmu, NULL);
 	for (unsigned d = 0; d < s->ndirs; d++)
 		sv->cur_pack[d] = -1;
 	sv->t_submit = ckpt_now();

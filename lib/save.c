@@ -119,10 +119,11 @@ void save_destroy(struct ckpt_save *sv)
 	if (--s->lock_users == 0)
 		store_unlock(s);
 	pthread_mutex_unlock(&s->mu);
-	const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
+	/* Only a save that made streams touches the provider: a host-only save never loads the CUDA
+	 * module (nor, through it, the runtime and cuInit; issue 12, defect 9). */
 	for (int d = 0; d < 16; d++)
-		if (sv->streams[d] && g)
-			g->stream_destroy(sv->streams[d]);
+		if (sv->streams[d])
+			ckpt_gpu_cuda()->stream_destroy(sv->streams[d]);
 	for (size_t i = 0; i < sv->nt; i++) {
 		free(sv->t[i].name);
 		free(sv->t[i].shape);

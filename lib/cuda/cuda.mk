@@ -3,8 +3,9 @@
 #
 # Built only when the CUDA toolkit is found: $(CUDA_HOME)/include/cuda_runtime_api.h
 # (CUDA_HOME defaults to /usr/local/cuda). `make CUDA=0` disables it. The module is compiled with
-# the C compiler (runtime API only, no nvcc) and is the only thing that links libcudart:
-# libckpt.so loads it with dlopen from beside itself (lib/gpu.c).
+# the C compiler (runtime API only, no nvcc); libckpt.so loads it with dlopen from beside itself
+# (lib/gpu.c), and it loads libcudart with dlopen in turn (12 or 13, preferring one already in the
+# process): nothing links libcudart at build time, so no build machine's rpath leaks in.
 CUDA      ?= 1
 CUDA_HOME ?= /usr/local/cuda
 CUDA_FOUND :=
@@ -23,13 +24,14 @@ CUDA_LIBDIR ?= $(firstword $(wildcard $(CUDA_HOME)/lib64/libcudart.so $(CUDA_HOM
                  $(CUDA_HOME)/targets/x86_64-linux/lib/libcudart.so))
 CUDA_LIBDIR := $(if $(CUDA_LIBDIR),$(patsubst %/,%,$(dir $(CUDA_LIBDIR))),$(CUDA_HOME)/lib64)
 CUDA_CFLAGS := -isystem $(CUDA_HOME)/include
-CUDA_LIBS   := -L$(CUDA_LIBDIR) -lcudart -Wl,-rpath,$(CUDA_LIBDIR)
 MODULES += $(CUDA_MODULE) $(B)/lib/libckpt-cuda.so
 CUDA_TEST_HELPERS := $(sort $(wildcard tests/unit/helpers/*.c))
 TEST_EXTRA += $(B)/tests/bin/t-gpu $(B)/bench/gpu_bench
 endif
 
 all: $(MODULES)
+
+-include tests/cudadouble/cudadouble.mk
 
 # gpu-probe (for tests/gpu/t-no-cudart.sh) links libckpt.so only; built with or without CUDA.
 TEST_EXTRA += $(B)/tests/gpu-probe
@@ -47,22 +49,23 @@ $(B)/obj/cuda/cuda_provider.o: lib/cuda/cuda_provider.c lib/gpu.h include/ckpt.h
 $(CUDA_MODULE): $(B)/obj/cuda/cuda_provider.o
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,$(CUDA_MODULE_SONAME) -Wl,-z,defs -Wl,-z,nodelete $(ALL_LDFLAGS) \
-	  -o $@ $< $(CUDA_LIBS) -ldl
+	  -o $@ $< -ldl
 $(B)/lib/libckpt-cuda.so: $(CUDA_MODULE)
 	ln -sf $(CUDA_MODULE_SONAME) $@
 
-# The GPU test uses the CUDA runtime directly, so it is built here rather than by tests/tests.mk.
-$(B)/tests/bin/t-gpu: tests/gpu/t-gpu.c $(CUDA_TEST_HELPERS) tests/unit/helpers.h include/ckpt.h \
-		      $(ALIB) $(CUDA_MODULE)
+# The GPU test uses the CUDA runtime directly (through tests/gpu/cudart.h, which loads it like the
+# provider does), so it is built here rather than by tests/tests.mk.
+$(B)/tests/bin/t-gpu: tests/gpu/t-gpu.c tests/gpu/cudart.h $(CUDA_TEST_HELPERS) tests/unit/helpers.h \
+		      include/ckpt.h $(ALIB) $(CUDA_MODULE)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Ilib -Itests/unit $(CUDA_CFLAGS) $< $(CUDA_TEST_HELPERS) -o $@ \
-	  $(ALL_LDFLAGS) $(ALIB) $(LDLIBS) $(CUDA_LIBS)
+	$(CC) $(ALL_CFLAGS) -Ilib -Itests/unit -Itests/gpu $(CUDA_CFLAGS) $< $(CUDA_TEST_HELPERS) \
+	  -o $@ $(ALL_LDFLAGS) $(ALIB) $(LDLIBS)
 
 # The GPU benchmark links the shared library, which finds the module beside itself.
 $(B)/bench/gpu_bench: bench/gpu/gpu_bench.c include/ckpt.h $(B)/lib/libckpt.so $(CUDA_MODULE)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(CUDA_CFLAGS) $< -o $@ $(ALL_LDFLAGS) -L$(B)/lib -lckpt $(RPATH) \
-	  $(CUDA_LIBS)
+	$(CC) $(ALL_CFLAGS) -Itests/gpu $(CUDA_CFLAGS) $< -o $@ $(ALL_LDFLAGS) -L$(B)/lib -lckpt \
+	  $(RPATH) -ldl
 
 .PHONY: install-cuda-module uninstall-cuda-module
 install: install-cuda-module

@@ -1,7 +1,11 @@
 /* The CUDA provider of struct ckpt_gpu_ops (lib/gpu.h), built as the module libckpt-cuda.so.0 and
  * loaded by lib/gpu.c at run time, so that libckpt.so itself never links libcudart.
  *
- * It uses the CUDA runtime API only (compiled with the C compiler, no nvcc). It does not link
+ * It uses the CUDA runtime API only (compiled with the C compiler, no nvcc), and does not link
+ * libcudart: init() loads it with dlopen (rt_load below), preferring a runtime already loaded in
+ * the process (torch's), then libcudart.so.13, then libcudart.so.12, so that one module works
+ * with CUDA 12 and 13 drivers and never loads a second runtime beside the caller's (issue 12,
+ * defect 3). Functions newer than CUDA 12.0 (cudaStreamGetDevice) are optional. It does not link
  * libckpt: errors are reported through the `fail` callback that the core hands to init().
  *
  * Streams: stream_create() returns a struct lstream (the cudaStream_t and its device), not a bare
@@ -17,6 +21,7 @@
  * use GPU 0 (the classic multi-rank memory leak). */
 #include <dlfcn.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +42,42 @@ static int (*p_ctx_set)(void *ctx);
 /* Device of the first library stream: where host-only ops (pinned allocation) run on a thread
  * that has no context yet. */
 static int g_home_dev = -1; /* accessed with __atomic builtins */
+
+
+/* The runtime functions the provider calls, resolved from the loaded libcudart. Calls below use
+ * the ordinary names, which the macros after this table redirect. */
+#define RT_FUNCS(X)                                                                               \
+	X(cudaGetDeviceCount) X(cudaGetDevice) X(cudaSetDevice) X(cudaGetLastError)               \
+	X(cudaGetErrorString) X(cudaGetErrorName) X(cudaHostAlloc) X(cudaFreeHost)                \
+	X(cudaStreamCreateWithFlags) X(cudaStreamDestroy) X(cudaEventCreateWithFlags)             \
+	X(cudaEventRecord) X(cudaEventDestroy) X(cudaStreamWaitEvent) X(cudaMemcpyAsync)          \
+	X(cudaStreamSynchronize) X(cudaPointerGetAttributes) X(cudaHostGetDevicePointer)          \
+	X(cudaRuntimeGetVersion)
+#define RT_DECL(f) static __typeof__(f) *p_##f;
+RT_FUNCS(RT_DECL)
+/* Optional (CUDA 12.8 and later). */
+static cudaError_t (*p_cudaStreamGetDevice)(cudaStream_t, int *);
+static void *g_rt;            /* the runtime's handle */
+static char g_rt_name[64];    /* its soname, for messages */
+#define cudaGetDeviceCount p_cudaGetDeviceCount
+#define cudaGetDevice p_cudaGetDevice
+#define cudaSetDevice p_cudaSetDevice
+#define cudaGetLastError p_cudaGetLastError
+#define cudaGetErrorString p_cudaGetErrorString
+#define cudaGetErrorName p_cudaGetErrorName
+#define cudaHostAlloc p_cudaHostAlloc
+#define cudaFreeHost p_cudaFreeHost
+#define cudaStreamCreateWithFlags p_cudaStreamCreateWithFlags
+#define cudaStreamDestroy p_cudaStreamDestroy
+#define cudaEventCreateWithFlags p_cudaEventCreateWithFlags
+#define cudaEventRecord p_cudaEventRecord
+#define cudaEventDestroy p_cudaEventDestroy
+#define cudaStreamWaitEvent p_cudaStreamWaitEvent
+#define cudaMemcpyAsync p_cudaMemcpyAsync
+#define cudaStreamSynchronize p_cudaStreamSynchronize
+#define cudaPointerGetAttributes p_cudaPointerGetAttributes
+#define cudaHostGetDevicePointer p_cudaHostGetDevicePointer
+#define cudaRuntimeGetVersion p_cudaRuntimeGetVersion
 
 struct lstream {
 	cudaStream_t s;
@@ -178,13 +219,68 @@ static void resolve_driver(void)
 	/* The handle is kept: the module is never unloaded (-z nodelete). */
 }
 
+/* Resolves every function of RT_FUNCS from h; 0 when one is missing. */
+static int rt_resolve(void *h)
+{
+#define RT_SYM(f)                                                                                 \
+	{                                                                                         \
+		void *sym = dlsym(h, #f);                                                         \
+		if (!sym)                                                                         \
+			return 0;                                                                 \
+		memcpy(&p_##f, &sym, sizeof sym);                                                 \
+	}
+	RT_FUNCS(RT_SYM)
+	void *sym = dlsym(h, "cudaStreamGetDevice");
+	memcpy(&p_cudaStreamGetDevice, &sym, sizeof sym);
+	return 1;
+}
+
+/* Devices the runtime h sees (negative: its error, already reported). */
+static int rt_try(void *h, const char *name)
+{
+	if (!rt_resolve(h))
+		return report(CKPT_E_UNSUPPORTED, "runtime lacks a function the provider needs");
+	snprintf(g_rt_name, sizeof g_rt_name, "%s", name);
+	int n = 0;
+	int rc = CU(cudaGetDeviceCount, &n);
+	return rc ? rc : n;
+}
+
+/* Loads the CUDA runtime: CKPT_CUDART names one; otherwise one already loaded in the process is
+ * used (a second runtime beside torch's would be another CUDA state), else the newest of the list
+ * that finds a device (a CUDA 13 runtime on a CUDA 12 driver answers "insufficient driver"; the
+ * CUDA 12 one then works). Returns the device count or a negative error. */
+static int rt_load(void)
+{
+	static const char *const names[] = { "libcudart.so.13", "libcudart.so.12" };
+	const size_t nn = sizeof names / sizeof names[0];
+	const char *env = getenv("CKPT_CUDART");
+	if (env && *env) {
+		g_rt = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+		if (!g_rt)
+			return report(CKPT_E_UNSUPPORTED, dlerror());
+		return rt_try(g_rt, env);
+	}
+	int rc = report(CKPT_E_UNSUPPORTED, "no CUDA runtime (libcudart.so.13 or .12) found");
+	/* Pass 0: runtimes already in the process; pass 1: load them. */
+	for (size_t k = 0; k < 2 * nn; k++) {
+		void *h = dlopen(names[k % nn], RTLD_NOW | RTLD_LOCAL | (k < nn ? RTLD_NOLOAD : 0));
+		if (!h)
+			continue;
+		rc = rt_try(h, names[k % nn]);
+		if (rc > 0) {
+			g_rt = h;
+			return rc;
+		}
+		/* Kept loaded: a runtime may not survive dlclose once it has touched the driver. */
+	}
+	return rc;
+}
+
 static int cu_init(fail_fn fail)
 {
 	g_fail = fail;
-	int n = 0;
-	int rc = CU(cudaGetDeviceCount, &n);
-	if (rc)
-		return rc;
+	int n = rt_load();
 	if (n > 0)
 		resolve_driver();
 	return n;
@@ -269,14 +365,12 @@ static void cu_stream_destroy(void *stream)
 /* Device of a user stream (the lib stream's device when it cannot be told, or for NULL). */
 static int user_dev(void *user_stream, int fallback)
 {
-#if CUDART_VERSION >= 12080
 	int d = -1;
-	if (user_stream && cudaStreamGetDevice((cudaStream_t)user_stream, &d) == cudaSuccess && d >= 0)
-		return d;
-	(void)cudaGetLastError();
-#else
-	(void)user_stream;
-#endif
+	if (user_stream && p_cudaStreamGetDevice) {
+		if (p_cudaStreamGetDevice((cudaStream_t)user_stream, &d) == cudaSuccess && d >= 0)
+			return d;
+		(void)cudaGetLastError();
+	}
 	return fallback;
 }
 

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cudart.h"
 #include "gpu.h"
 #include "helpers.h"
 
@@ -491,6 +492,10 @@ int main(void)
 		setenv("CKPT_CUDA_MODULE", mod, 1);
 	}
 	int ndev = 0;
+	if (cudart_load()) {
+		printf("skip: no CUDA runtime\n");
+		return 77;
+	}
 	cudaError_t e = cudaGetDeviceCount(&ndev);
 	if (e != cudaSuccess)
 		ndev = 0;
@@ -504,9 +509,10 @@ int main(void)
 		printf("skip: no CUDA provider: %s\n", ckpt_gpu_cuda_error());
 		return 77;
 	}
-	struct cudaDeviceProp prop;
-	CUDA_OK(cudaGetDeviceProperties(&prop, 0));
-	printf("CUDA provider '%s', %d device(s); device 0: %s\n", ops->name, ndev, prop.name);
+	int rtv = 0;
+	CUDA_OK(cudaRuntimeGetVersion(&rtv));
+	printf("CUDA provider '%s', %d device(s), runtime %s (%d)\n", ops->name, ndev, t_cudart_name,
+	       rtv);
 
 	char *dir = t_tmpdir("gpu");
 	char sub[4200];
