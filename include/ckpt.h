@@ -304,9 +304,14 @@ CKPT_API int ckpt_save_submit(ckpt_save *save);
 CKPT_API int ckpt_save_wait_snapshot(ckpt_save *save);
 
 /* For CUDA tensors: makes the CUDA stream `stream` (a cudaStream_t, NULL for the legacy default
- * stream) wait for the snapshot without blocking the calling thread; work queued on stream after
- * this call (the next optimizer step) runs only once the copies are done. Call after submit.
- * Returns 0, -CKPT_E_UNSUPPORTED without the CUDA provider, or the save's error. */
+ * stream of each device the save copies from) wait for the snapshot without blocking the calling
+ * thread, whatever the state's size against the pool: work queued on stream after this call (the
+ * next optimizer step) runs only once every tensor of the save has been copied out (host tensors
+ * included), not waiting for hashing, compression or writing. The GPU waits on a flag the library
+ * sets then (cuStreamWaitValue32, or a host function where stream memory operations are not
+ * available); a save that fails sets it too, so the stream never waits forever. Without CUDA
+ * tensors it is ckpt_save_wait_snapshot(). Call after submit. Returns 0, -CKPT_E_UNSUPPORTED
+ * without the CUDA provider, or the save's error. */
 CKPT_API int ckpt_save_fence(ckpt_save *save, void *stream);
 
 /* Returns 0 while the save is still running, 1 when it finished (successfully or not; the result

@@ -493,6 +493,8 @@ static int check_dst(const ckpt_reader *r, size_t i, int mem, const void *dst, u
 				 t->name, (unsigned long long)size, (unsigned long long)t->nbytes);
 	if (t->nbytes && !dst)
 		return ckpt_fail(CKPT_E_INVAL, "restore '%s': NULL destination", t->name);
+	if (t->nbytes)
+		return ckpt_gpu_check_mem(mem, dst, "restore", t->name);
 	return 0;
 }
 

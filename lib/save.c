@@ -216,12 +216,10 @@ CKPT_API int ckpt_save_fence(ckpt_save *sv, void *stream)
 			return ckpt_fail(CKPT_E_UNSUPPORTED, "fence: %s", ckpt_gpu_cuda_error());
 		return ckpt_save_wait_snapshot(sv);
 	}
-	/* Blocks only until every copy is queued on the library's streams (immediately when the pool
-	 * holds the whole state); the trainer's stream then waits on the GPU, not the CPU. */
-	int rc = pipe_wait_enqueued(sv);
-	for (int d = 0; !rc && d < 16; d++)
-		if (sv->streams[d])
-			rc = g->fence(stream, sv->streams[d]);
+	/* Never blocks: the trainer's stream waits on the device for a flag the library sets when
+	 * the last copy is done, however many times the state exceeds the pool (issue 12,
+	 * defect 2). */
+	int rc = pipe_fence(sv, stream);
 	if (rc && sv->err)
 		ckpt_fail(-sv->err, "%s", sv->errmsg);
 	return rc;
@@ -323,6 +321,9 @@ CKPT_API int ckpt_save_add_tensor(ckpt_save *sv, const char *name, ckpt_dtype dt
 	if (nbytes && !data)
 		return ckpt_fail(CKPT_E_INVAL, "tensor '%s': NULL data for %llu bytes", name,
 				 (unsigned long long)nbytes);
+	int mrc = nbytes ? ckpt_gpu_check_mem(mem, data, "tensor", name) : 0;
+	if (mrc)
+		return mrc;
 	int rc;
 	if ((rc = names_grow(sv)) || (rc = grow((void **)&sv->t, &sv->capt, sv->nt + 1, sizeof *sv->t)))
 		return rc;

@@ -68,6 +68,8 @@ struct ckpt_save {
 	unsigned next_dir;
 
 	void *streams[16];        /* the library's CUDA stream per device used */
+	unsigned fence_slot;      /* its flag in the pipe's fence page, and the value that */
+	uint32_t fence_val;       /* releases it (0: no CUDA copies, no flag) */
 	ckpt_stats st;
 };
 

@@ -26,7 +26,7 @@ CUDA_LIBDIR := $(if $(CUDA_LIBDIR),$(patsubst %/,%,$(dir $(CUDA_LIBDIR))),$(CUDA
 CUDA_CFLAGS := -isystem $(CUDA_HOME)/include
 MODULES += $(CUDA_MODULE) $(B)/lib/libckpt-cuda.so
 CUDA_TEST_HELPERS := $(sort $(wildcard tests/unit/helpers/*.c))
-TEST_EXTRA += $(B)/tests/bin/t-gpu $(B)/bench/gpu_bench
+TEST_EXTRA += $(B)/tests/bin/t-gpu $(B)/tests/bin/t-gpu-order $(B)/bench/gpu_bench
 endif
 
 all: $(MODULES)
@@ -55,7 +55,7 @@ $(B)/lib/libckpt-cuda.so: $(CUDA_MODULE)
 
 # The GPU test uses the CUDA runtime directly (through tests/gpu/cudart.h, which loads it like the
 # provider does), so it is built here rather than by tests/tests.mk.
-$(B)/tests/bin/t-gpu: tests/gpu/t-gpu.c tests/gpu/cudart.h $(CUDA_TEST_HELPERS) tests/unit/helpers.h \
+$(B)/tests/bin/t-gpu $(B)/tests/bin/t-gpu-order: $(B)/tests/bin/%: tests/gpu/%.c tests/gpu/cudart.h $(CUDA_TEST_HELPERS) tests/unit/helpers.h \
 		      include/ckpt.h $(ALIB) $(CUDA_MODULE)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Ilib -Itests/unit -Itests/gpu $(CUDA_CFLAGS) $< $(CUDA_TEST_HELPERS) \

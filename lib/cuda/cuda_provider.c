@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -52,7 +53,7 @@ static int g_home_dev = -1; /* accessed with __atomic builtins */
 	X(cudaStreamCreateWithFlags) X(cudaStreamDestroy) X(cudaEventCreateWithFlags)             \
 	X(cudaEventRecord) X(cudaEventDestroy) X(cudaStreamWaitEvent) X(cudaMemcpyAsync)          \
 	X(cudaStreamSynchronize) X(cudaPointerGetAttributes) X(cudaHostGetDevicePointer)          \
-	X(cudaRuntimeGetVersion)
+	X(cudaRuntimeGetVersion) X(cudaHostRegister) X(cudaHostUnregister) X(cudaLaunchHostFunc)
 #define RT_DECL(f) static __typeof__(f) *p_##f;
 RT_FUNCS(RT_DECL)
 /* Optional (CUDA 12.8 and later). */
@@ -78,6 +79,12 @@ static char g_rt_name[64];    /* its soname, for messages */
 #define cudaPointerGetAttributes p_cudaPointerGetAttributes
 #define cudaHostGetDevicePointer p_cudaHostGetDevicePointer
 #define cudaRuntimeGetVersion p_cudaRuntimeGetVersion
+#define cudaHostRegister p_cudaHostRegister
+#define cudaHostUnregister p_cudaHostUnregister
+#define cudaLaunchHostFunc p_cudaLaunchHostFunc
+/* cuStreamWaitValue32 (CUresult f(CUstream, CUdeviceptr, cuuint32_t, unsigned)), from the driver;
+ * NULL when the driver lacks it. */
+static int (*p_wait_value)(void *stream, uintptr_t addr, uint32_t value, unsigned flags);
 
 struct lstream {
 	cudaStream_t s;
@@ -216,6 +223,10 @@ static void resolve_driver(void)
 		memcpy(&p_ctx_get, &get, sizeof get);
 		memcpy(&p_ctx_set, &set, sizeof set);
 	}
+	void *wv = dlsym(h, "cuStreamWaitValue32_v2");
+	if (!wv)
+		wv = dlsym(h, "cuStreamWaitValue32");
+	memcpy(&p_wait_value, &wv, sizeof wv);
 	/* The handle is kept: the module is never unloaded (-z nodelete). */
 }
 
@@ -296,7 +307,8 @@ static int cu_alloc_pinned(size_t size, void **out)
 	if (rc)
 		return rc;
 	void *p = NULL;
-	rc = CU(cudaHostAlloc, &p, size, cudaHostAllocPortable);
+	/* Mapped: the fence's flag (wait_flag) is read by the device. */
+	rc = CU(cudaHostAlloc, &p, size, cudaHostAllocPortable | cudaHostAllocMapped);
 	if (!rc && ((uintptr_t)p & 4095u)) {
 		(void)cudaFreeHost(p);
 		rc = report(CKPT_E_IO, "cudaHostAlloc: memory not 4 KiB aligned");
@@ -468,6 +480,71 @@ static int cu_mem_device(const void *p)
 	return -1;
 }
 
+static int cu_host_register(void *p, size_t size)
+{
+	struct devguard g;
+	int rc = dev_enter(host_op_dev(), &g);
+	if (rc)
+		return rc;
+	rc = CU(cudaHostRegister, p, size, cudaHostRegisterPortable);
+	dev_leave(&g);
+	return rc;
+}
+
+static void cu_host_unregister(void *p)
+{
+	struct devguard g;
+	if (dev_enter(host_op_dev(), &g))
+		return;
+	if (cudaHostUnregister(p) != cudaSuccess)
+		(void)cudaGetLastError();
+	dev_leave(&g);
+}
+
+struct flag_wait {
+	const volatile uint32_t *flag;
+	uint32_t value;
+};
+
+/* Fallback of wait_flag without stream memory operations: a host function that holds the stream
+ * until the flag is set (the library's workers never need a host function to progress). */
+static void flag_wait_fn(void *arg)
+{
+	struct flag_wait *w = arg;
+	while (__atomic_load_n(w->flag, __ATOMIC_ACQUIRE) < w->value)
+		usleep(20);
+	free(w);
+}
+
+static int cu_wait_flag(void *user_stream, int dev, const uint32_t *flag, uint32_t value)
+{
+	struct devguard g;
+	int rc = dev_enter(user_dev(user_stream, dev), &g);
+	if (rc)
+		return rc;
+	void *dptr = NULL;
+	rc = CU(cudaHostGetDevicePointer, &dptr, (void *)flag, 0);
+	/* CU_STREAM_WAIT_VALUE_GEQ is 0. */
+	if (!rc && p_wait_value && p_wait_value(user_stream, (uintptr_t)dptr, value, 0) == 0) {
+		dev_leave(&g);
+		return 0;
+	}
+	if (!rc) {
+		struct flag_wait *w = malloc(sizeof *w);
+		if (!w) {
+			rc = report(CKPT_E_NOMEM, "fence: out of memory");
+		} else {
+			w->flag = flag;
+			w->value = value;
+			rc = CU(cudaLaunchHostFunc, (cudaStream_t)user_stream, flag_wait_fn, w);
+			if (rc)
+				free(w);
+		}
+	}
+	dev_leave(&g);
+	return rc;
+}
+
 static const struct ckpt_gpu_ops cuda_ops = {
 	.abi = CKPT_GPU_ABI,
 	.name = "cuda",
@@ -482,6 +559,9 @@ static const struct ckpt_gpu_ops cuda_ops = {
 	.copy_h2d = cu_copy_h2d,
 	.stream_sync = cu_stream_sync,
 	.mem_device = cu_mem_device,
+	.host_register = cu_host_register,
+	.host_unregister = cu_host_unregister,
+	.wait_flag = cu_wait_flag,
 };
 
 EXPORT const struct ckpt_gpu_ops *ckpt_gpu_module_ops(void);

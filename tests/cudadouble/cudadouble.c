@@ -82,6 +82,7 @@ struct devmem {
 struct pinned {
 	char *p;
 	size_t size;
+	int owned; /* cudaHostAlloc (1) or cudaHostRegister (0) */
 	struct pinned *next;
 };
 
@@ -101,7 +102,8 @@ static int ndev = -1, eager, driver_version = 13000, runtimes_loaded;
 static char fail_name[64];
 static long fail_at = -1, fail_count;
 static int fail_err = cudaErrorMemoryAllocation;
-static char ctx_objs[MAXDEV]; /* the CUcontext of device d is &ctx_objs[d] */
+static char ctx_objs[MAXDEV];
+static long host_allocs, pageable_copies; /* the CUcontext of device d is &ctx_objs[d] */
 
 static __thread int cur_dev = -1; /* -1: no current context */
 static __thread cudaError_t last_err;
@@ -443,6 +445,10 @@ static const struct errname errnames[] = {
 	{ cudaErrorNotReady, "cudaErrorNotReady", "device not ready" },
 	{ cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection",
 	  "invalid copy direction for memcpy" },
+	{ cudaErrorHostMemoryAlreadyRegistered, "cudaErrorHostMemoryAlreadyRegistered",
+	  "part or all of the requested memory range is already mapped" },
+	{ cudaErrorHostMemoryNotRegistered, "cudaErrorHostMemoryNotRegistered",
+	  "pointer does not correspond to a registered memory region" },
 	{ cudaErrorUnknown, "cudaErrorUnknown", "unknown error" },
 };
 
@@ -529,15 +535,19 @@ API cudaError_t cudaHostAlloc(void **p, size_t size, unsigned flags)
 	ctx_dev();
 	size_t map = ((size ? size : 1) + 4095) & ~(size_t)4095;
 	struct pinned *q = calloc(1, sizeof *q);
-	void *m = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	/* One PROT_NONE guard page after the memory: an overflow of a page-multiple buffer faults. */
+	char *m = mmap(NULL, map + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (!q || m == MAP_FAILED) {
 		free(q);
 		if (m != MAP_FAILED)
-			munmap(m, map);
+			munmap(m, map + 4096);
 		return ret(cudaErrorMemoryAllocation);
 	}
+	mprotect(m + map, 4096, PROT_NONE);
 	q->p = m;
 	q->size = map;
+	q->owned = 1;
+	__atomic_add_fetch(&host_allocs, 1, __ATOMIC_SEQ_CST);
 	pthread_mutex_lock(&mu);
 	q->next = pins;
 	pins = q;
@@ -558,7 +568,7 @@ API cudaError_t cudaFreeHost(void *p)
 		return cudaSuccess;
 	pthread_mutex_lock(&mu);
 	struct pinned **pp = &pins;
-	while (*pp && (*pp)->p != p)
+	while (*pp && ((*pp)->p != p || !(*pp)->owned))
 		pp = &(*pp)->next;
 	struct pinned *q = *pp;
 	if (!q) {
@@ -568,9 +578,63 @@ API cudaError_t cudaFreeHost(void *p)
 	sync_all(-1); /* cudaFreeHost waits for work that may still use it */
 	*pp = q->next;
 	pthread_mutex_unlock(&mu);
-	munmap(q->p, q->size);
+	munmap(q->p, q->size + 4096);
 	free(q);
 	return cudaSuccess;
+}
+
+API cudaError_t cudaHostRegister(void *p, size_t size, unsigned flags)
+{
+	ENTER();
+	(void)flags;
+	ctx_dev();
+	struct pinned *q = calloc(1, sizeof *q);
+	if (!q)
+		return ret(cudaErrorMemoryAllocation);
+	q->p = p;
+	q->size = size;
+	pthread_mutex_lock(&mu);
+	int dup = is_pinned(p, 1);
+	if (!dup) {
+		q->next = pins;
+		pins = q;
+	}
+	pthread_mutex_unlock(&mu);
+	if (dup) {
+		free(q);
+		return ret(cudaErrorHostMemoryAlreadyRegistered);
+	}
+	return cudaSuccess;
+}
+
+API cudaError_t cudaHostUnregister(void *p)
+{
+	ENTER();
+	pthread_mutex_lock(&mu);
+	struct pinned **pp = &pins;
+	while (*pp && ((*pp)->p != p || (*pp)->owned))
+		pp = &(*pp)->next;
+	struct pinned *q = *pp;
+	if (q) {
+		sync_all(-1);
+		*pp = q->next;
+	}
+	pthread_mutex_unlock(&mu);
+	if (!q)
+		return ret(cudaErrorHostMemoryNotRegistered);
+	free(q);
+	return cudaSuccess;
+}
+
+/* cudaHostAlloc calls so far, and copies that had a pageable side. */
+API long cudadouble_host_allocs(void)
+{
+	return __atomic_load_n(&host_allocs, __ATOMIC_SEQ_CST);
+}
+
+API long cudadouble_pageable_copies(void)
+{
+	return __atomic_load_n(&pageable_copies, __ATOMIC_SEQ_CST);
 }
 
 API cudaError_t cudaHostGetDevicePointer(void **dptr, void *host, unsigned flags)
@@ -661,6 +725,8 @@ static cudaError_t copy_async(void *dst, const void *src, size_t n, enum cudaMem
 	struct dstream *s = stream_of(st);
 	uint64_t seq = enqueue(s, o);
 	/* A copy to or from pageable memory returns once it is done. */
+	if (pageable)
+		__atomic_add_fetch(&pageable_copies, 1, __ATOMIC_SEQ_CST);
 	if (sync || pageable)
 		run_until(s, seq);
 	pthread_mutex_unlock(&mu);

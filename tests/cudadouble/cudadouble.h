@@ -20,4 +20,8 @@ long cudadouble_calls(void);
 /* Device of a stream (0: the legacy stream of the calling thread's device). */
 int cudadouble_stream_device(void *stream);
 
+/* cudaHostAlloc calls so far; copies (async or not) that had a pageable host side. */
+long cudadouble_host_allocs(void);
+long cudadouble_pageable_copies(void);
+
 #endif

@@ -87,7 +87,7 @@ static int cudart_load(void)
 static inline int cuda_ctx_active(int d)
 {
 	unsigned (*mask)(void);
-	void *s = dlsym(RTLD_DEFAULT, "cudadouble_ctx_mask");
+	void *s = t_cudart ? dlsym(t_cudart, "cudadouble_ctx_mask") : NULL;
 	if (s) {
 		memcpy(&mask, &s, sizeof s);
 		return !!(mask() & (1u << d));
