@@ -53,6 +53,8 @@ static int host_sync(void *s) { return 0; }
 static int host_mem_device(const void *p) { return -1; }
 static int host_register(void *p, size_t size) { return 0; }
 static void host_unregister(void *p) { (void)p; }
+static int host_mark(void *s, void **m) { *m = NULL; return 0; }
+static int host_mark_wait(void *m) { return 0; }
 static int host_wait_flag(void *s, int dev, const uint32_t *flag, uint32_t v)
 {
 	return host_unsupported();
@@ -64,7 +66,8 @@ static const struct ckpt_gpu_ops host_ops = {
 	.stream_destroy = host_stream_destroy, .stream_after = host_after, .fence = host_fence,
 	.copy_d2h = host_copy, .copy_h2d = host_copy, .stream_sync = host_sync,
 	.mem_device = host_mem_device, .host_register = host_register,
-	.host_unregister = host_unregister, .wait_flag = host_wait_flag,
+	.host_unregister = host_unregister, .wait_flag = host_wait_flag, .mark = host_mark,
+	.mark_wait = host_mark_wait,
 };
 
 const struct ckpt_gpu_ops *ckpt_gpu_host(void)

@@ -45,6 +45,10 @@ struct ckpt_gpu_ops {
 	 * the 32-bit word at flag, in memory from alloc_pinned, is >= value; the host sets it later.
 	 * The calling thread never blocks (the fence). */
 	int (*wait_flag)(void *user_stream, int dev, const uint32_t *flag, uint32_t value);
+	/* A mark after the work queued so far on stream, and a blocking (not spinning) wait for it,
+	 * which also releases it. */
+	int (*mark)(void *stream, void **mark);
+	int (*mark_wait)(void *mark);
 };
 
 /* The provider for CUDA memory, or NULL when the module is absent or finds no device (the message

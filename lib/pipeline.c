@@ -268,10 +268,16 @@ static void copy_task(struct task *t)
 	sv->jobs_enqueued++;
 	pthread_cond_broadcast(&sv->cv);
 	pthread_mutex_unlock(&p->mu);
+	/* Waits for this job's copies only (an event after them, not the whole shared stream), with
+	 * a blocking wait rather than the runtime's default spin (issue 12, defect 8). */
+	void *marks[16] = { NULL };
 	for (unsigned d = 0; used_dev && d < 16; d++) {
-		if (!(used_dev & (1u << d)))
-			continue;
-		int rc = ckpt_gpu_cuda()->stream_sync(sv->streams[d]);
+		int rc = used_dev & (1u << d) ? ckpt_gpu_cuda()->mark(sv->streams[d], &marks[d]) : 0;
+		if (rc)
+			save_set_error(sv, rc);
+	}
+	for (unsigned d = 0; used_dev && d < 16; d++) {
+		int rc = marks[d] ? ckpt_gpu_cuda()->mark_wait(marks[d]) : 0;
 		if (rc)
 			save_set_error(sv, rc);
 	}
@@ -986,9 +992,13 @@ int pipe_submit(struct ckpt_save *sv)
 		if (dev < 0 || sv->streams[dev] || !sv->t[i].nbytes)
 			continue;
 		const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
-		if ((rc = g->stream_create(dev, &sv->streams[dev])) ||
-		    (rc = g->stream_after(sv->streams[dev], sv->user_stream)))
+		if ((rc = g->stream_create(dev, &sv->streams[dev])))
 			return rc;
+		if (!sv->n_user_streams && (rc = g->stream_after(sv->streams[dev], NULL)))
+			return rc;
+		for (unsigned u = 0; u < sv->n_user_streams; u++)
+			if ((rc = g->stream_after(sv->streams[dev], sv->user_streams[u])))
+				return rc;
 	}
 	for (int d = 0; d < 16; d++)
 		if (sv->streams[d]) {

@@ -165,7 +165,15 @@ CKPT_API int ckpt_save_after_stream(ckpt_save *sv, void *stream)
 	if (sv->submitted)
 		return ckpt_fail(CKPT_E_STATE, "checkpoint %llu was already submitted",
 				 (unsigned long long)sv->step);
-	sv->user_stream = stream;
+	/* Each call adds a stream (tensors on several devices each follow their own trainer stream;
+	 * issue 12, defect 8). */
+	for (unsigned i = 0; i < sv->n_user_streams; i++)
+		if (sv->user_streams[i] == stream)
+			return 0;
+	if (sv->n_user_streams == 16)
+		return ckpt_fail(CKPT_E_INVAL, "checkpoint %llu: more than 16 streams to follow",
+				 (unsigned long long)sv->step);
+	sv->user_streams[sv->n_user_streams++] = stream;
 	return 0;
 }
 

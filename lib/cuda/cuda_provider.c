@@ -53,7 +53,8 @@ static int g_home_dev = -1; /* accessed with __atomic builtins */
 	X(cudaStreamCreateWithFlags) X(cudaStreamDestroy) X(cudaEventCreateWithFlags)             \
 	X(cudaEventRecord) X(cudaEventDestroy) X(cudaStreamWaitEvent) X(cudaMemcpyAsync)          \
 	X(cudaStreamSynchronize) X(cudaPointerGetAttributes) X(cudaHostGetDevicePointer)          \
-	X(cudaRuntimeGetVersion) X(cudaHostRegister) X(cudaHostUnregister) X(cudaLaunchHostFunc)
+	X(cudaRuntimeGetVersion) X(cudaHostRegister) X(cudaHostUnregister) X(cudaLaunchHostFunc)   \
+	X(cudaEventSynchronize)
 #define RT_DECL(f) static __typeof__(f) *p_##f;
 RT_FUNCS(RT_DECL)
 /* Optional (CUDA 12.8 and later). */
@@ -82,6 +83,7 @@ static char g_rt_name[64];    /* its soname, for messages */
 #define cudaHostRegister p_cudaHostRegister
 #define cudaHostUnregister p_cudaHostUnregister
 #define cudaLaunchHostFunc p_cudaLaunchHostFunc
+#define cudaEventSynchronize p_cudaEventSynchronize
 /* cuStreamWaitValue32 (CUresult f(CUstream, CUdeviceptr, cuuint32_t, unsigned)), from the driver;
  * NULL when the driver lacks it. */
 static int (*p_wait_value)(void *stream, uintptr_t addr, uint32_t value, unsigned flags);
@@ -383,6 +385,11 @@ static int user_dev(void *user_stream, int fallback)
 			return d;
 		(void)cudaGetLastError();
 	}
+	/* Without cudaStreamGetDevice (runtimes before 12.8): a stream is most often used with its
+	 * device current, as torch does. */
+	void *ctx;
+	if (user_stream && p_ctx_get && thread_has_ctx(&ctx) && cudaGetDevice(&d) == cudaSuccess)
+		return d;
 	return fallback;
 }
 
@@ -545,6 +552,49 @@ static int cu_wait_flag(void *user_stream, int dev, const uint32_t *flag, uint32
 	return rc;
 }
 
+struct lmark {
+	cudaEvent_t ev;
+	int dev;
+};
+
+static int cu_mark(void *stream, void **out)
+{
+	*out = NULL;
+	struct lmark *m = malloc(sizeof *m);
+	if (!m)
+		return report(CKPT_E_NOMEM, "event: out of memory");
+	m->dev = dev_of(stream);
+	struct devguard g;
+	int rc = dev_enter(m->dev, &g);
+	if (rc) {
+		free(m);
+		return rc;
+	}
+	rc = CU(cudaEventCreateWithFlags, &m->ev, cudaEventDisableTiming | cudaEventBlockingSync);
+	if (!rc && (rc = CU(cudaEventRecord, m->ev, raw(stream))))
+		(void)cudaEventDestroy(m->ev);
+	dev_leave(&g);
+	if (rc)
+		free(m);
+	else
+		*out = m;
+	return rc;
+}
+
+static int cu_mark_wait(void *mark)
+{
+	struct lmark *m = mark;
+	struct devguard g;
+	int rc = dev_enter(m->dev, &g);
+	if (!rc) {
+		rc = CU(cudaEventSynchronize, m->ev);
+		(void)cudaEventDestroy(m->ev);
+		dev_leave(&g);
+	}
+	free(m);
+	return rc;
+}
+
 static const struct ckpt_gpu_ops cuda_ops = {
 	.abi = CKPT_GPU_ABI,
 	.name = "cuda",
@@ -562,6 +612,8 @@ static const struct ckpt_gpu_ops cuda_ops = {
 	.host_register = cu_host_register,
 	.host_unregister = cu_host_unregister,
 	.wait_flag = cu_wait_flag,
+	.mark = cu_mark,
+	.mark_wait = cu_mark_wait,
 };
 
 EXPORT const struct ckpt_gpu_ops *ckpt_gpu_module_ops(void);

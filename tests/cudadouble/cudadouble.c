@@ -103,7 +103,7 @@ static char fail_name[64];
 static long fail_at = -1, fail_count;
 static int fail_err = cudaErrorMemoryAllocation;
 static char ctx_objs[MAXDEV];
-static long host_allocs, pageable_copies; /* the CUcontext of device d is &ctx_objs[d] */
+static long host_allocs, pageable_copies, stream_syncs; /* the CUcontext of device d is &ctx_objs[d] */
 
 static __thread int cur_dev = -1; /* -1: no current context */
 static __thread cudaError_t last_err;
@@ -632,6 +632,11 @@ API long cudadouble_host_allocs(void)
 	return __atomic_load_n(&host_allocs, __ATOMIC_SEQ_CST);
 }
 
+API long cudadouble_stream_syncs(void)
+{
+	return __atomic_load_n(&stream_syncs, __ATOMIC_SEQ_CST);
+}
+
 API long cudadouble_pageable_copies(void)
 {
 	return __atomic_load_n(&pageable_copies, __ATOMIC_SEQ_CST);
@@ -824,6 +829,7 @@ API cudaError_t cudaStreamDestroy(cudaStream_t st)
 API cudaError_t cudaStreamSynchronize(cudaStream_t st)
 {
 	ENTER();
+	__atomic_add_fetch(&stream_syncs, 1, __ATOMIC_SEQ_CST);
 	pthread_mutex_lock(&mu);
 	struct dstream *s = stream_of(st);
 	run_until(s, s->queued);

@@ -274,6 +274,67 @@ static void test_two_devices(const char *dir)
 	ckpt_store_close(s);
 }
 
+/* Defect 8: tensors on two devices, each written by its own trainer stream (held until the test
+ * opens the gate): ckpt_save_after_stream on both streams orders each copy after its writer. The
+ * library's workers wait for their own copies without cudaStreamSynchronize on shared streams. */
+static void test_two_writer_streams(const char *dir)
+{
+	if (ndev < 2) {
+		printf("two writer streams: skipped (%d device)\n", ndev);
+		return;
+	}
+	printf("tensors on two devices, each written by its own stream before the save\n");
+	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 1 * MiB);
+	size_t n = 2 * MiB + 17;
+	uint8_t *old = malloc(n), *want[2], *pinned[2];
+	REQUIRE(old);
+	t_fill(old, n, 70);
+	void *d[2];
+	cudaStream_t st[2];
+	gate_set(0);
+	ckpt_save *sv = NULL;
+	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	for (int k = 0; k < 2; k++) {
+		want[k] = malloc(n);
+		REQUIRE(want[k]);
+		t_fill(want[k], n, 71 + (uint64_t)k);
+		d[k] = dev_copy(k, old, n);
+		CUDA_OK(cudaHostAlloc((void **)&pinned[k], n, 0));
+		memcpy(pinned[k], want[k], n);
+		CUDA_OK(cudaStreamCreateWithFlags(&st[k], cudaStreamNonBlocking));
+		CUDA_OK(cudaLaunchHostFunc(st[k], gate_fn, NULL));
+		CUDA_OK(cudaMemcpyAsync(d[k], pinned[k], n, cudaMemcpyHostToDevice, st[k]));
+		uint64_t shape[1] = { n };
+		CHECK_OK(ckpt_save_add_tensor(sv, k ? "dev1" : "dev0", CKPT_DTYPE_U8, 1, shape, k, d[k]));
+		CHECK_OK(ckpt_save_after_stream(sv, st[k]));
+	}
+	long syncs = dbl_count("cudadouble_stream_syncs");
+	CHECK_OK(ckpt_save_submit(sv));
+	for (int k = 0; k < 2; k++) {
+		CUDA_OK(cudaSetDevice(k));
+		CHECK_OK(ckpt_save_fence(sv, st[k]));
+	}
+	gate_set(1);
+	CHECK_OK(ckpt_save_wait(sv, NULL));
+	if (syncs >= 0) {
+		syncs = dbl_count("cudadouble_stream_syncs") - syncs;
+		printf("  cudaStreamSynchronize calls during the save: %ld\n", syncs);
+		CHECK(syncs == 0);
+	}
+	for (int k = 0; k < 2; k++) {
+		CUDA_OK(cudaSetDevice(k));
+		CUDA_OK(cudaStreamSynchronize(st[k]));
+		check_dev_restore(s, 1, k ? "dev1" : "dev0", k, want[k], n);
+		CUDA_OK(cudaStreamDestroy(st[k]));
+		CUDA_OK(cudaFree(d[k]));
+		CUDA_OK(cudaFreeHost(pinned[k]));
+		free(want[k]);
+	}
+	free(old);
+	CUDA_OK(cudaSetDevice(0));
+	ckpt_store_close(s);
+}
+
 /* Defect 10: device memory declared as host memory (or as another device's) is refused; the
  * library must not touch it with memcpy (the double faults then, as a GPU would). */
 static void test_wrong_memory_type(const char *dir)
@@ -505,6 +566,8 @@ int main(int argc, char **argv)
 	test_fence_nonblocking(sub);
 	snprintf(sub, sizeof sub, "%s/two", dir);
 	test_two_devices(sub);
+	snprintf(sub, sizeof sub, "%s/writers", dir);
+	test_two_writer_streams(sub);
 	snprintf(sub, sizeof sub, "%s/memtype", dir);
 	test_wrong_memory_type(sub);
 	snprintf(sub, sizeof sub, "%s/resubmit", dir);
