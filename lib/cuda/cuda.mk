@@ -62,7 +62,7 @@ $(B)/tests/bin/t-gpu $(B)/tests/bin/t-gpu-order: $(B)/tests/bin/%: tests/gpu/%.c
 	  -o $@ $(ALL_LDFLAGS) $(ALIB) $(LDLIBS)
 
 # The GPU benchmark links the shared library, which finds the module beside itself.
-$(B)/bench/gpu_bench: bench/gpu/gpu_bench.c include/ckpt.h $(B)/lib/libckpt.so $(CUDA_MODULE)
+$(B)/bench/gpu_bench: bench/gpu/gpu_bench.c tests/gpu/cudart.h include/ckpt.h $(B)/lib/libckpt.so $(CUDA_MODULE)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/gpu $(CUDA_CFLAGS) $< -o $@ $(ALL_LDFLAGS) -L$(B)/lib -lckpt \
 	  $(RPATH) -ldl
@@ -82,4 +82,42 @@ endif
 # CLIs need more packages): the library, the module, the GPU tests and the benchmark.
 .PHONY: gpu-tests
 gpu-tests: lib $(MODULES) $(B)/tests/bin/t-gpu-loader $(B)/tests/gpu-probe \
-	   $(if $(CUDA_FOUND),$(B)/tests/bin/t-gpu $(B)/bench/gpu_bench)
+	   $(if $(CUDA_FOUND),$(B)/tests/bin/t-gpu $(B)/tests/bin/t-gpu-order $(B)/bench/gpu_bench)
+
+# `make gpu-bundle`: build/gpu-bundle, a folder to copy to a bare GPU server (CUDA driver and
+# torch, no package manager, no network, no -dev packages) and run there as
+# `gpu-bundle/run.sh OUTDIR` (tests/gpu/bundle-run.sh: t-gpu, t-gpu-order, gpu_bench, the
+# pipeline sweep, the Python CUDA comparison, 8 minutes in all). It holds the binaries (never the
+# CUDA test double: the real runtime is used there), libckpt and its module, and the shared
+# libraries they need beyond the C library (liburing, zstd, xxhash: Debian's), found with ldd.
+# Must stay under 64 MiB (checked).
+GPU_BUNDLE := $(B)/gpu-bundle
+GPU_BUNDLE_BINS := $(B)/tests/bin/t-gpu $(B)/tests/bin/t-gpu-order $(B)/bench/gpu_bench \
+		   $(B)/bench/ckpt-bench
+.PHONY: gpu-bundle
+ifeq ($(CUDA_FOUND),1)
+gpu-bundle: lib $(MODULES) $(GPU_BUNDLE_BINS)
+	rm -rf $(GPU_BUNDLE)
+	mkdir -p $(GPU_BUNDLE)/bin $(GPU_BUNDLE)/lib $(GPU_BUNDLE)/python $(GPU_BUNDLE)/bench/python
+	cp $(GPU_BUNDLE_BINS) $(GPU_BUNDLE)/bin/
+	cp -P $(B)/lib/libckpt.so* $(CUDA_MODULE) $(GPU_BUNDLE)/lib/
+	for f in $(GPU_BUNDLE_BINS) $(B)/lib/libckpt.so.0; do \
+	  env -u LD_LIBRARY_PATH ldd $$f | awk '$$2 == "=>" && $$3 ~ /^\// {print $$3}'; \
+	done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libgcc_s)\.so' | \
+	  while read -r l; do cp -L "$$l" $(GPU_BUNDLE)/lib/; done
+	cp -r python/libckpt $(GPU_BUNDLE)/python/
+	find $(GPU_BUNDLE)/python -name __pycache__ -prune -exec rm -rf {} +
+	cp bench/python/torch_vs_ckpt.py $(GPU_BUNDLE)/bench/python/
+	install -m 755 tests/gpu/bundle-run.sh $(GPU_BUNDLE)/run.sh
+	{ echo "libckpt $(VERSION), built $$(date -u +%FT%TZ) on $$(uname -n)"; \
+	  echo "git: $$(git describe --always --dirty 2>/dev/null || echo unknown)"; \
+	  echo "CUDA headers: $(CUDA_HOME) ($$(sed -n 's/#define CUDART_VERSION *//p' \
+	    $(CUDA_HOME)/include/cuda_runtime_api.h))"; \
+	  echo "glibc: $$(ldd --version | head -n 1)"; } > $(GPU_BUNDLE)/BUILD-INFO
+	@size=$$(du -sk $(GPU_BUNDLE) | cut -f1); echo "$(GPU_BUNDLE): $$size KiB"; \
+	  [ $$size -lt 65536 ] || { echo "gpu-bundle: over 64 MiB"; exit 1; }
+	@if ls $(GPU_BUNDLE)/lib | grep -q '^libcuda'; then echo "gpu-bundle: CUDA libraries inside"; exit 1; fi
+else
+gpu-bundle:
+	@echo "gpu-bundle: the CUDA headers are needed ($(CUDA_HOME)/include/cuda_runtime_api.h)"; exit 1
+endif

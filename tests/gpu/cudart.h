@@ -45,17 +45,33 @@ static int cudart_load(void)
 {
 	static const char *const names[] = { "libcudart.so.13", "libcudart.so.12" };
 	const char *env = getenv("CKPT_CUDART");
+	void *first = NULL;
+	const char *first_name = NULL;
 	for (size_t i = 0; i < 2; i++) {
-		t_cudart_name = env && *env ? env : names[i];
-		t_cudart = dlopen(t_cudart_name, RTLD_NOW | RTLD_LOCAL);
-		int n = 0;
-		if (t_cudart && !cudart_resolve() && t_cudaGetDeviceCount(&n) == cudaSuccess && n > 0)
-			return 0;
+		const char *name = env && *env ? env : names[i];
+		void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+		if (h) {
+			t_cudart = h;
+			t_cudart_name = name;
+			int n = 0;
+			if (!cudart_resolve() && t_cudaGetDeviceCount(&n) == cudaSuccess && n > 0)
+				return 0;
+			if (!first) {
+				first = h;
+				first_name = name;
+			}
+		}
 		if (env && *env)
 			break;
 	}
-	fprintf(stderr, "no CUDA runtime with a device (%s)\n", t_cudart ? "no device" : dlerror());
-	return t_cudart ? 0 : -1;
+	if (!first) {
+		fprintf(stderr, "no CUDA runtime: %s\n", dlerror());
+		return -1;
+	}
+	/* A runtime without a device: the caller finds no device and skips. */
+	t_cudart = first;
+	t_cudart_name = first_name;
+	return cudart_resolve();
 }
 
 #define cudaGetDeviceCount t_cudaGetDeviceCount
