@@ -44,7 +44,11 @@ static int cudart_resolve(void)
 static int cudart_load(void)
 {
 	static const char *const names[] = { "libcudart.so.13", "libcudart.so.12" };
-	const char *env = getenv("CKPT_CUDART");
+	/* CKPT_TEST_CUDART: this program's runtime only (a torch-cu12 process, say); CKPT_CUDART:
+	 * the provider's too. */
+	const char *env = getenv("CKPT_TEST_CUDART");
+	if (!env || !*env)
+		env = getenv("CKPT_CUDART");
 	void *first = NULL;
 	const char *first_name = NULL;
 	for (size_t i = 0; i < 2; i++) {

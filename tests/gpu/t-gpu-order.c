@@ -446,6 +446,16 @@ static void test_pool_kind(const char *dir)
 	       allocs);
 	CHECK(pageable == 0);
 	CHECK(allocs <= 1);
+	/* Defect 6: restores through one reader allocate their pinned staging once. */
+	allocs = dbl_count("cudadouble_host_allocs");
+	ckpt_reader *r = NULL;
+	CHECK_OK(ckpt_reader_open(s, 2, &r));
+	for (int k = 0; k < 5; k++)
+		CHECK_OK(ckpt_reader_restore(r, 0, 0, d, n));
+	ckpt_reader_close(r);
+	allocs = dbl_count("cudadouble_host_allocs") - allocs;
+	printf("  5 restores through one reader: %ld cudaHostAlloc calls\n", allocs);
+	CHECK(allocs <= 1);
 	check_dev_restore(s, 2, "d", 0, want, n);
 	CUDA_OK(cudaFree(d));
 	free(want);
@@ -554,6 +564,15 @@ int main(int argc, char **argv)
 	}
 	printf("CUDA runtime %s, %d device(s)%s\n", t_cudart_name, ndev,
 	       dbl("cudadouble_fail") ? " (the CUDA test double)" : "");
+	/* Defect 3: the provider uses the runtime already in the process, never a second one. */
+	if (dbl("cudadouble_runtimes")) {
+		int (*nrt)(void);
+		void *sym = dbl("cudadouble_runtimes");
+		memcpy(&nrt, &sym, sizeof sym);
+		printf("CUDA runtimes loaded in the process: %d\n", nrt());
+		CHECK(nrt() == 1);
+	}
+
 	char *dir = t_tmpdir("gpu-order");
 	char sub[4200];
 	/* First: the child must start from a store this process made before using any device. */
