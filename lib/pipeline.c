@@ -1034,6 +1034,7 @@ int pipe_submit(struct ckpt_save *sv)
 	if (!sv->njobs) {
 		sv->snapshot_done = true;
 		sv->t_snapshot = sv->t_submit;
+		fence_release(p, sv);
 	}
 	for (size_t i = 0; i < sv->njobs; i++) {
 		struct slabjob *j = &sv->jobs[i];

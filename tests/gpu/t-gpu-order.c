@@ -199,11 +199,16 @@ static void test_fence_nonblocking(const char *dir)
 	void *d = dev_copy(0, want, n);
 	cudaStream_t user;
 	CUDA_OK(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking));
+	/* A first CUDA save pins the pool (cudaHostRegister), which CUDA may order after work on the
+	 * device: done here, before the trainer's stream is held. */
+	uint64_t shape[1] = { n };
+	ckpt_save *sv = NULL;
+	CHECK_OK(ckpt_save_begin(s, 0, &sv));
+	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(ckpt_save_commit(sv, NULL));
 	gate_set(0);
 	CUDA_OK(cudaLaunchHostFunc(user, gate_fn, NULL));
 
-	ckpt_save *sv = NULL;
-	uint64_t shape[1] = { n };
 	CHECK_OK(ckpt_save_begin(s, 1, &sv));
 	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
 	CHECK_OK(ckpt_save_after_stream(sv, user));
@@ -291,9 +296,10 @@ static void test_two_writer_streams(const char *dir)
 	t_fill(old, n, 70);
 	void *d[2];
 	cudaStream_t st[2];
-	gate_set(0);
+	/* Allocations first (CUDA may order them after held work), and a first save that pins the
+	 * pool; only then are the writers held. */
 	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	CHECK_OK(ckpt_save_begin(s, 0, &sv));
 	for (int k = 0; k < 2; k++) {
 		want[k] = malloc(n);
 		REQUIRE(want[k]);
@@ -302,6 +308,14 @@ static void test_two_writer_streams(const char *dir)
 		CUDA_OK(cudaHostAlloc((void **)&pinned[k], n, 0));
 		memcpy(pinned[k], want[k], n);
 		CUDA_OK(cudaStreamCreateWithFlags(&st[k], cudaStreamNonBlocking));
+		uint64_t shape[1] = { n };
+		CHECK_OK(ckpt_save_add_tensor(sv, k ? "dev1" : "dev0", CKPT_DTYPE_U8, 1, shape, k, d[k]));
+	}
+	CHECK_OK(ckpt_save_commit(sv, NULL));
+	gate_set(0);
+	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	for (int k = 0; k < 2; k++) {
+		CUDA_OK(cudaSetDevice(k));
 		CUDA_OK(cudaLaunchHostFunc(st[k], gate_fn, NULL));
 		CUDA_OK(cudaMemcpyAsync(d[k], pinned[k], n, cudaMemcpyHostToDevice, st[k]));
 		uint64_t shape[1] = { n };
