@@ -113,7 +113,10 @@ gpu-bundle: lib $(MODULES) $(GPU_BUNDLE_BINS)
 	  echo "git: $$(git describe --always --dirty 2>/dev/null || echo unknown)"; \
 	  echo "CUDA headers: $(CUDA_HOME) ($$(sed -n 's/#define CUDART_VERSION *//p' \
 	    $(CUDA_HOME)/include/cuda_runtime_api.h))"; \
-	  echo "glibc: $$(ldd --version | head -n 1)"; } > $(GPU_BUNDLE)/BUILD-INFO
+	  echo "glibc: $$(ldd --version | head -n 1)"; \
+	  echo "needs glibc: $$(cat $(GPU_BUNDLE)/bin/* $(GPU_BUNDLE)/lib/*.so* | \
+	    grep -ao 'GLIBC_2\.[0-9]*' | sort -uV | tail -n 1 | sed 's/GLIBC_//')"; \
+	} > $(GPU_BUNDLE)/BUILD-INFO
 	@size=$$(du -sk $(GPU_BUNDLE) | cut -f1); echo "$(GPU_BUNDLE): $$size KiB"; \
 	  [ $$size -lt 65536 ] || { echo "gpu-bundle: over 64 MiB"; exit 1; }
 	@if ls $(GPU_BUNDLE)/lib | grep -q '^libcuda'; then echo "gpu-bundle: CUDA libraries inside"; exit 1; fi

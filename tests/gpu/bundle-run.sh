@@ -61,6 +61,15 @@ say "machine"
 	cat "$HERE/BUILD-INFO" 2>/dev/null
 } | tee "$OUT/machine.txt"
 
+# The binaries need the C library they were built against (or newer): say so plainly.
+need=$(sed -n 's/^needs glibc: //p' "$HERE/BUILD-INFO" 2>/dev/null)
+have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+if [ -n "$need" ] && [ -n "$have" ] &&
+   [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -n 1)" != "$need" ]; then
+	echo "run.sh: this machine has glibc $have; the bundle needs $need or newer" | tee -a "$OUT/summary.txt"
+	exit 1
+fi
+
 # The bundle's libraries first; then a CUDA runtime for the provider (which dlopens
 # libcudart.so.13 or .12): torch's, else the toolkit's, else whatever the loader finds.
 export LD_LIBRARY_PATH=$HERE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
