@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CKPT_GPU_ABI 1
+#define CKPT_GPU_ABI 2 /* 2: host_register, wait_flag, mark (issue 12) */
 #define CKPT_GPU_MODULE "libckpt-cuda.so.0"
 #define CKPT_GPU_ENTRY "ckpt_gpu_module_ops"
 
