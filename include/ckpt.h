@@ -311,9 +311,14 @@ CKPT_API int ckpt_save_submit(ckpt_save *save);
 CKPT_API int ckpt_save_wait_snapshot(ckpt_save *save);
 
 /* For CUDA tensors: makes the CUDA stream `stream` (a cudaStream_t, NULL for the legacy default
- * stream) wait for the snapshot without blocking the calling thread; work queued on stream after
- * this call (the next optimizer step) runs only once the copies are done. Call after submit.
- * Returns 0, -CKPT_E_UNSUPPORTED without the CUDA provider, or the save's error. */
+ * stream of each device the save copies from) wait for the snapshot without blocking the calling
+ * thread, whatever the state's size against the pool: work queued on stream after this call (the
+ * next optimizer step) runs only once every tensor of the save has been copied out (host tensors
+ * included), not waiting for hashing, compression or writing. The GPU waits on a flag the library
+ * sets then (cuStreamWaitValue32, or a host function where stream memory operations are not
+ * available); a save that fails sets it too, so the stream never waits forever. Without CUDA
+ * tensors it is ckpt_save_wait_snapshot(). Call after submit. Returns 0, -CKPT_E_UNSUPPORTED
+ * without the CUDA provider, or the save's error. */
 CKPT_API int ckpt_save_fence(ckpt_save *save, void *stream);
 
 /* Returns 0 while the save is still running, 1 when it finished (successfully or not; the result
@@ -377,6 +382,13 @@ CKPT_API const char *ckpt_reader_get_meta(const ckpt_reader *reader, const char 
  * -CKPT_E_IO, -CKPT_E_UNSUPPORTED. Adds to the reader's statistics. */
 CKPT_API int ckpt_reader_restore(ckpt_reader *reader, size_t index, int mem, void *dst,
 				 uint64_t size);
+
+/* Orders the copies of later restores into CUDA memory after the work queued on stream (a
+ * cudaStream_t; NULL, the default: the legacy default stream) when each ckpt_reader_restore() or
+ * ckpt_reader_restore_all() call starts, so that kernels still using a destination (a caching
+ * allocator's reuse) finish before it is overwritten. The restore returns once the data is in
+ * place. Returns 0 or -CKPT_E_INVAL. */
+CKPT_API int ckpt_reader_after_stream(ckpt_reader *reader, void *stream);
 
 /* Restores every tensor through a callback that supplies the destination of each:
  * dst_for(index, info, &mem, arg) returns a pointer of info->nbytes bytes in memory *mem (preset

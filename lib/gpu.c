@@ -51,13 +51,23 @@ static int host_copy(void *dst, const void *src, size_t n, void *stream)
 }
 static int host_sync(void *s) { return 0; }
 static int host_mem_device(const void *p) { return -1; }
+static int host_register(void *p, size_t size) { return 0; }
+static void host_unregister(void *p) { (void)p; }
+static int host_mark(void *s, void **m) { *m = NULL; return 0; }
+static int host_mark_wait(void *m) { return 0; }
+static int host_wait_flag(void *s, int dev, const uint32_t *flag, uint32_t v)
+{
+	return host_unsupported();
+}
 
 static const struct ckpt_gpu_ops host_ops = {
 	.abi = CKPT_GPU_ABI, .name = "host", .init = host_init, .alloc_pinned = host_alloc,
 	.free_pinned = host_free, .stream_create = host_stream_create,
 	.stream_destroy = host_stream_destroy, .stream_after = host_after, .fence = host_fence,
 	.copy_d2h = host_copy, .copy_h2d = host_copy, .stream_sync = host_sync,
-	.mem_device = host_mem_device,
+	.mem_device = host_mem_device, .host_register = host_register,
+	.host_unregister = host_unregister, .wait_flag = host_wait_flag, .mark = host_mark,
+	.mark_wait = host_mark_wait,
 };
 
 const struct ckpt_gpu_ops *ckpt_gpu_host(void)
@@ -158,4 +168,33 @@ CKPT_API int ckpt_mem_supported(int mem)
 	if (mem == CKPT_MEM_HOST)
 		return 1;
 	return mem >= 0 && mem < 16 && ckpt_gpu_cuda() && mem < cuda_devices;
+}
+
+int ckpt_gpu_check_mem(int mem, const void *p, const char *what, const char *name)
+{
+	if (!p)
+		return 0;
+	const struct ckpt_gpu_ops *g = NULL;
+	if (mem != CKPT_MEM_HOST) {
+		g = ckpt_gpu_cuda();
+	} else {
+		void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+		if (drv) {
+			dlclose(drv);
+			g = ckpt_gpu_cuda();
+		}
+	}
+	if (!g)
+		return 0;
+	int d = g->mem_device(p);
+	if (d == mem || (d < 0 && mem == CKPT_MEM_HOST))
+		return 0;
+	if (d < 0)
+		return ckpt_fail(CKPT_E_INVAL, "%s '%s': declared on CUDA device %d, but %p is host memory",
+				 what, name, mem, p);
+	if (mem == CKPT_MEM_HOST)
+		return ckpt_fail(CKPT_E_INVAL, "%s '%s': declared as host memory, but %p is on CUDA device %d",
+				 what, name, p, d);
+	return ckpt_fail(CKPT_E_INVAL, "%s '%s': declared on CUDA device %d, but %p is on CUDA device %d",
+			 what, name, mem, p, d);
 }

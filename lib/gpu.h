@@ -7,8 +7,9 @@
 #define CKPT_GPU_H
 
 #include <stddef.h>
+#include <stdint.h>
 
-#define CKPT_GPU_ABI 1
+#define CKPT_GPU_ABI 2 /* 2: host_register, wait_flag, mark (issue 12) */
 #define CKPT_GPU_MODULE "libckpt-cuda.so.0"
 #define CKPT_GPU_ENTRY "ckpt_gpu_module_ops"
 
@@ -36,6 +37,18 @@ struct ckpt_gpu_ops {
 	int (*stream_sync)(void *stream);
 	/* Device index of the memory at p, or -1 for host memory. */
 	int (*mem_device)(const void *p);
+	/* Page-locks host memory the caller allocated (the save pool), so that copies into it are
+	 * asynchronous; host_unregister undoes it before the memory is freed. */
+	int (*host_register)(void *p, size_t size);
+	void (*host_unregister)(void *p);
+	/* Makes user_stream (NULL: the legacy default stream of device dev) wait on the device until
+	 * the 32-bit word at flag, in memory from alloc_pinned, is >= value; the host sets it later.
+	 * The calling thread never blocks (the fence). */
+	int (*wait_flag)(void *user_stream, int dev, const uint32_t *flag, uint32_t value);
+	/* A mark after the work queued so far on stream, and a blocking (not spinning) wait for it,
+	 * which also releases it. */
+	int (*mark)(void *stream, void **mark);
+	int (*mark_wait)(void *mark);
 };
 
 /* The provider for CUDA memory, or NULL when the module is absent or finds no device (the message
@@ -43,6 +56,12 @@ struct ckpt_gpu_ops {
 const struct ckpt_gpu_ops *ckpt_gpu_cuda(void);
 /* The host provider (always available). */
 const struct ckpt_gpu_ops *ckpt_gpu_host(void);
+/* Checks that p (of a tensor `name`) is in the memory it is declared to be in: CKPT_MEM_HOST or
+ * CUDA device mem (issue 12, defect 10: a device pointer declared as host memory made memcpy
+ * fault). Host declarations are checked only when the CUDA driver is already loaded in the
+ * process (no device pointer can exist otherwise), so host-only programs never load the module.
+ * Returns 0 or -CKPT_E_INVAL with a message naming `what` and the tensor. */
+int ckpt_gpu_check_mem(int mem, const void *p, const char *what, const char *name);
 /* Why the CUDA provider is unavailable ("" when it is loaded). */
 const char *ckpt_gpu_cuda_error(void);
 

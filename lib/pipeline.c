@@ -36,7 +36,15 @@ struct pipe {
 	struct slabjob *dq_head, *dq_tail;
 	struct ckpt_save *fifo_head, *fifo_tail;
 	int stop;
+	/* CUDA saves: the pool registered with the provider (pinned), and a pinned page of fence
+	 * flags, one slot per save in turn; both made by the first CUDA save (issue 12, defects 2
+	 * and 5), so that a host-only first save does not decide the pool's memory kind. */
+	bool cuda_ready;
+	uint32_t *flags;
+	uint32_t fence_next;
 };
+
+#define FENCE_SLOTS 1024u
 
 struct slabjob {
 	struct task task;       /* first: tasks are cast back to jobs */
@@ -198,6 +206,14 @@ static bool chunk_next(struct chunk_it *it, size_t *ti, uint64_t *off, size_t *l
 	return true;
 }
 
+/* The save's copies are done (or it finished, failed or not): trainer streams waiting in a fence
+ * may run. Lock held. */
+static void fence_release(struct pipe *p, struct ckpt_save *sv)
+{
+	if (sv->fence_val)
+		__atomic_store_n(&p->flags[sv->fence_slot], sv->fence_val, __ATOMIC_RELEASE);
+}
+
 /* ---- COPY: the snapshot ---------------------------------------------------------------------- */
 static void copy_task(struct task *t)
 {
@@ -252,10 +268,16 @@ static void copy_task(struct task *t)
 	sv->jobs_enqueued++;
 	pthread_cond_broadcast(&sv->cv);
 	pthread_mutex_unlock(&p->mu);
+	/* Waits for this job's copies only (an event after them, not the whole shared stream), with
+	 * a blocking wait rather than the runtime's default spin (issue 12, defect 8). */
+	void *marks[16] = { NULL };
 	for (unsigned d = 0; used_dev && d < 16; d++) {
-		if (!(used_dev & (1u << d)))
-			continue;
-		int rc = ckpt_gpu_cuda()->stream_sync(sv->streams[d]);
+		int rc = used_dev & (1u << d) ? ckpt_gpu_cuda()->mark(sv->streams[d], &marks[d]) : 0;
+		if (rc)
+			save_set_error(sv, rc);
+	}
+	for (unsigned d = 0; used_dev && d < 16; d++) {
+		int rc = marks[d] ? ckpt_gpu_cuda()->mark_wait(marks[d]) : 0;
 		if (rc)
 			save_set_error(sv, rc);
 	}
@@ -263,6 +285,7 @@ static void copy_task(struct task *t)
 	if (++sv->jobs_copied == sv->njobs) {
 		sv->snapshot_done = true;
 		sv->t_snapshot = ckpt_now();
+		fence_release(p, sv);
 		pthread_cond_broadcast(&sv->cv);
 	}
 	if (sv->is_head && cheap) {
@@ -726,6 +749,7 @@ static void finalize_task(struct task *t)
 			direct &= sv->packs[i].direct;
 	}
 	sv->st.direct_io = direct;
+	fence_release(p, sv);
 	sv->finished = true;
 	pthread_cond_broadcast(&sv->cv);
 	p->fifo_head = sv->next_fifo;
@@ -779,9 +803,11 @@ int pipe_ensure(struct ckpt_store *s, bool want_cuda)
 	p->s = s;
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
-	/* Pinned memory from CUDA when the first save has CUDA tensors (async copies need it), else
-	 * the host's: a CPU-only process never creates a CUDA context. */
-	p->gpu = want_cuda && ckpt_gpu_cuda() ? ckpt_gpu_cuda() : ckpt_gpu_host();
+	/* Host memory; the first CUDA save registers it with CUDA (pipe_cuda_ready): a CPU-only
+	 * process never creates a CUDA context, and a host-only first save does not leave later
+	 * CUDA saves copying into pageable memory. */
+	(void)want_cuda;
+	p->gpu = ckpt_gpu_host();
 	uint32_t cs = s->opt.chunk_size ? (uint32_t)s->opt.chunk_size : s->hdr.chunk_size;
 	/* A slab holds a whole number of full-chunk records (a chunk of 1 MiB is a record of
 	 * 1 MiB + 4 KiB): an 8 MiB I/O size makes slabs of 8 records, not 7 and a hole. */
@@ -841,6 +867,10 @@ void pipe_destroy(struct ckpt_store *s)
 	for (unsigned d = 0; d < p->ndirs; d++)
 		io_engine_destroy(p->eng[d]);
 	free(p->eng);
+	if (p->cuda_ready) {
+		ckpt_gpu_cuda()->host_unregister(p->pool.base);
+		ckpt_gpu_cuda()->free_pinned(p->flags, FENCE_SLOTS * sizeof *p->flags);
+	}
 	pool_fini(&p->pool);
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->cv);
@@ -848,9 +878,61 @@ void pipe_destroy(struct ckpt_store *s)
 	s->pipe = NULL;
 }
 
+/* First CUDA save of the pipe, after its streams exist (so the provider works on their device's
+ * context): registers the pool and allocates the fence flags. Then gives sv its fence slot. */
+static int pipe_cuda_ready(struct pipe *p, struct ckpt_save *sv)
+{
+	const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
+	int rc = 0;
+	pthread_mutex_lock(&p->mu);
+	if (!p->cuda_ready) {
+		void *f = NULL;
+		rc = g->alloc_pinned(FENCE_SLOTS * sizeof *p->flags, &f);
+		if (!rc && (rc = g->host_register(p->pool.base, p->pool.slab_size * p->pool.nslabs)))
+			g->free_pinned(f, FENCE_SLOTS * sizeof *p->flags);
+		if (!rc) {
+			memset(f, 0, FENCE_SLOTS * sizeof *p->flags);
+			p->flags = f;
+			p->cuda_ready = true;
+		}
+	}
+	if (!rc) {
+		uint32_t n = p->fence_next++;
+		sv->fence_slot = n % FENCE_SLOTS;
+		sv->fence_val = n / FENCE_SLOTS + 1;
+	}
+	pthread_mutex_unlock(&p->mu);
+	return rc;
+}
+
+/* The fence: stream waits on the device until the save's copies are done (fence_release). */
+int pipe_fence(struct ckpt_save *sv, void *stream)
+{
+	struct pipe *p = sv->s->pipe;
+	const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
+	int rc = 0;
+	for (int d = 0; !rc && d < 16; d++) {
+		if (!sv->streams[d])
+			continue;
+		/* NULL names the legacy stream of each device the save copies from; a real stream
+		 * needs the wait only once. */
+		rc = g->wait_flag(stream, d, &p->flags[sv->fence_slot], sv->fence_val);
+		if (stream)
+			break;
+	}
+	return rc;
+}
+
 /* Splits the save into slab jobs: records laid out back to back, a new job when a slab is full. */
 static int plan(struct ckpt_save *sv, size_t slab_size)
 {
+	/* A submit that failed may be retried: start from nothing (issue 12, defect 7). */
+	free(sv->jobs);
+	free(sv->refs);
+	sv->jobs = NULL;
+	sv->refs = NULL;
+	sv->njobs = 0;
+	sv->st.logical_bytes = 0;
 	size_t cap = 16;
 	sv->jobs = calloc(cap, sizeof *sv->jobs);
 	if (!sv->jobs)
@@ -910,15 +992,26 @@ int pipe_submit(struct ckpt_save *sv)
 		if (dev < 0 || sv->streams[dev] || !sv->t[i].nbytes)
 			continue;
 		const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
-		if ((rc = g->stream_create(dev, &sv->streams[dev])) ||
-		    (rc = g->stream_after(sv->streams[dev], sv->user_stream)))
+		if ((rc = g->stream_create(dev, &sv->streams[dev])))
 			return rc;
+		if (!sv->n_user_streams && (rc = g->stream_after(sv->streams[dev], NULL)))
+			return rc;
+		for (unsigned u = 0; u < sv->n_user_streams; u++)
+			if ((rc = g->stream_after(sv->streams[dev], sv->user_streams[u])))
+				return rc;
 	}
-	pthread_cond_init(&sv->cv, NULL);
-	pthread_mutex_init(&sv->wmu, NULL);
+	for (int d = 0; d < 16; d++)
+		if (sv->streams[d]) {
+			if ((rc = pipe_cuda_ready(p, sv)))
+				return rc;
+			break;
+		}
+	free(sv->cur_pack);
 	sv->cur_pack = malloc(s->ndirs * sizeof *sv->cur_pack);
 	if (!sv->cur_pack)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	pthread_cond_init(&sv->cv, NULL);
+	pthread_mutex_init(&sv->wmu, NULL);
 	for (unsigned d = 0; d < s->ndirs; d++)
 		sv->cur_pack[d] = -1;
 	sv->t_submit = ckpt_now();
@@ -941,6 +1034,7 @@ int pipe_submit(struct ckpt_save *sv)
 	if (!sv->njobs) {
 		sv->snapshot_done = true;
 		sv->t_snapshot = sv->t_submit;
+		fence_release(p, sv);
 	}
 	for (size_t i = 0; i < sv->njobs; i++) {
 		struct slabjob *j = &sv->jobs[i];

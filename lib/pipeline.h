@@ -21,6 +21,8 @@ int pipe_wait_snapshot(struct ckpt_save *sv);
 int pipe_wait(struct ckpt_save *sv);
 /* Waits until every copy of sv is queued on its CUDA streams (for fences). */
 int pipe_wait_enqueued(struct ckpt_save *sv);
+/* Makes stream (NULL: the legacy default stream) wait on the device for the save's copies. */
+int pipe_fence(struct ckpt_save *sv, void *stream);
 int pipe_poll(const struct ckpt_save *sv);
 
 #endif

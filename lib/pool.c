@@ -15,16 +15,15 @@ int pool_init(struct ckpt_pool *p, const struct ckpt_gpu_ops *gpu, size_t slab_s
 		pool_fini(p);
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	}
-	for (unsigned i = 0; i < nslabs; i++) {
-		int rc = gpu->alloc_pinned(slab_size, &p->slabs[i]);
-		if (rc) {
-			p->nslabs = i;
-			pool_fini(p);
-			ckpt_fail_prefix("staging pool of %u x %zu bytes", nslabs, slab_size);
-			return rc;
-		}
-		p->nslabs = i + 1;
+	int rc = gpu->alloc_pinned(slab_size * nslabs, &p->base);
+	if (rc) {
+		pool_fini(p);
+		ckpt_fail_prefix("staging pool of %u x %zu bytes", nslabs, slab_size);
+		return rc;
 	}
+	for (unsigned i = 0; i < nslabs; i++)
+		p->slabs[i] = (char *)p->base + (size_t)i * slab_size;
+	p->nslabs = nslabs;
 	/* Hand out low indices first: the same slabs stay warm across saves. */
 	for (unsigned i = 0; i < nslabs; i++)
 		p->free_stack[i] = nslabs - 1 - i;
@@ -36,8 +35,8 @@ int pool_init(struct ckpt_pool *p, const struct ckpt_gpu_ops *gpu, size_t slab_s
 
 void pool_fini(struct ckpt_pool *p)
 {
-	for (unsigned i = 0; p->slabs && i < p->nslabs; i++)
-		p->gpu->free_pinned(p->slabs[i], p->slab_size);
+	if (p->base)
+		p->gpu->free_pinned(p->base, p->slab_size * p->nslabs);
 	if (p->slabs && p->nslabs) {
 		pthread_mutex_destroy(&p->mu);
 		pthread_cond_destroy(&p->cv);

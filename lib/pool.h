@@ -15,6 +15,7 @@ struct ckpt_pool {
 	const struct ckpt_gpu_ops *gpu;
 	size_t slab_size;
 	unsigned nslabs;
+	void *base;                   /* one allocation holding every slab, back to back */
 	void **slabs;
 	unsigned *free_stack;
 	unsigned nfree;
@@ -24,7 +25,9 @@ struct ckpt_pool {
 	pthread_cond_t cv;
 };
 
-/* Allocates nslabs slabs of slab_size bytes. Returns 0 or -CKPT_E_NOMEM (nothing allocated). */
+/* Allocates nslabs slabs of slab_size bytes, in one allocation (one page-locking call, and a
+ * CUDA process can register it with one cudaHostRegister). Returns 0 or -CKPT_E_NOMEM (nothing
+ * allocated). */
 int pool_init(struct ckpt_pool *p, const struct ckpt_gpu_ops *gpu, size_t slab_size, unsigned nslabs);
 void pool_fini(struct ckpt_pool *p);
 /* Takes the next ticket: the order in which slabs will be granted. */

@@ -25,6 +25,8 @@ struct pack_fd {
 	char *msg;
 };
 
+struct rres;
+
 struct ckpt_reader {
 	struct ckpt_store *s;
 	struct manifest m;
@@ -40,7 +42,14 @@ struct ckpt_reader {
 	uint32_t *names;    /* open addressing: tensor index + 1 by name hash */
 	size_t names_cap;
 	struct lease *lease; /* tells gc and prune which packs this reader needs (lease.c) */
+	/* CUDA restores: copies are ordered after the work queued on user_stream (NULL: the legacy
+	 * default stream) when each restore call starts; gen numbers the calls. */
+	void *user_stream;
+	uint32_t gen;
+	struct rres *res;   /* ckpt_reader_restore's staging and streams, kept until close */
 };
+
+static void reader_res_free(struct ckpt_reader *r);
 
 static size_t name_hash(const char *n, size_t len)
 {
@@ -143,6 +152,7 @@ CKPT_API void ckpt_reader_close(ckpt_reader *r)
 	}
 	free(r->fds);
 	manifest_free(&r->m);
+	reader_res_free(r);
 	free(r->buf);
 	free(r->scratch);
 	ckpt_codec_ctx_free(r->codec);
@@ -332,6 +342,7 @@ struct rres {
 	ckpt_codec_ctx *codec;
 	uint8_t *staging;       /* pinned, buf_cap bytes, for CUDA destinations */
 	void *stream[16];
+	uint32_t ordered[16];   /* reader gen for which stream[d] waits on the caller's stream */
 };
 
 static void rres_free(struct rres *x)
@@ -349,6 +360,17 @@ static void rres_free(struct rres *x)
 		if (x->stream[d] && g)
 			g->stream_destroy(x->stream[d]);
 	memset(x, 0, sizeof *x);
+}
+
+static void reader_res_free(struct ckpt_reader *r)
+{
+	if (!r->res)
+		return;
+	r->res->buf = NULL; /* the reader's own, freed by ckpt_reader_close() */
+	r->res->codec = NULL;
+	rres_free(r->res);
+	free(r->res);
+	r->res = NULL;
 }
 
 static int read_group(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, uint64_t off,
@@ -384,22 +406,51 @@ static int tensor_error(struct ckpt_reader *r, const struct mf_tensor *t, uint64
 }
 
 /* End of the read group that starts at reference j: records back to back in one pack, at most a
- * read buffer's worth. */
+ * read buffer's worth on disk and, decoded, at most a staging buffer's worth (buf_cap too):
+ * compressed records decode to more than they occupy, and a CUDA restore decodes a whole group
+ * into the staging buffer (issue 12, defect 1). */
 static uint64_t group_end(const struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j,
 			  uint64_t *len)
 {
 	const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + j]];
-	uint64_t l = rec_span(c->stored_len), k = j + 1;
+	uint64_t l = rec_span(c->stored_len), raw = c->raw_len, k = j + 1;
 	while (k < t->nrefs) {
 		const struct mf_chunk *n = &r->m.chunks[r->m.refs[t->first_ref + k]];
 		uint64_t nl = rec_span(n->stored_len);
-		if (n->pack_id != c->pack_id || n->offset != c->offset + l || l + nl > r->buf_cap)
+		if (n->pack_id != c->pack_id || n->offset != c->offset + l || l + nl > r->buf_cap ||
+		    raw + n->raw_len > r->buf_cap)
 			break;
 		l += nl;
+		raw += n->raw_len;
 		k++;
 	}
 	*len = l;
 	return k;
+}
+
+/* CUDA destinations: the stream of device mem, created before the staging buffer so that the
+ * pinned allocation runs on that device's context, never on device 0 of a process that does not
+ * use it (defect 4); and ordered once per restore call after the caller's stream (defect 6). */
+static int restore_prepare(struct ckpt_reader *r, struct rres *x, const struct ckpt_gpu_ops *g,
+			   int mem)
+{
+	if (!g)
+		return 0;
+	int rc;
+	if (!x->stream[mem] && (rc = g->stream_create(mem, &x->stream[mem])))
+		return rc;
+	if (!x->staging && (rc = g->alloc_pinned(r->buf_cap, (void **)&x->staging)))
+		return rc;
+	pthread_mutex_lock(&r->mu);
+	uint32_t gen = r->gen;
+	void *user = r->user_stream;
+	pthread_mutex_unlock(&r->mu);
+	if (x->ordered[mem] != gen) {
+		if ((rc = g->stream_after(x->stream[mem], user)))
+			return rc;
+		x->ordered[mem] = gen;
+	}
+	return 0;
 }
 
 /* Restores references [j0, j1) of tensor t (one read group) into dst. */
@@ -419,17 +470,10 @@ static int restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_
 		return rc;
 	}
 	const struct ckpt_gpu_ops *g = mem == CKPT_MEM_HOST ? NULL : ckpt_gpu_cuda();
-	if (g && !x->staging) {
-		int rc = g->alloc_pinned(r->buf_cap, (void **)&x->staging);
-		if (rc)
-			return rc;
-	}
-	if (g && !x->stream[mem]) {
-		int rc = g->stream_create(mem, &x->stream[mem]);
-		if (rc)
-			return rc;
-	}
-	int rc = read_group(r, x, p, c->offset, (size_t)len);
+	int rc = restore_prepare(r, x, g, mem);
+	if (rc)
+		return rc;
+	rc = read_group(r, x, p, c->offset, (size_t)len);
 	if (rc) {
 		tensor_error(r, t, j0);
 		return rc;
@@ -469,6 +513,8 @@ static int check_dst(const ckpt_reader *r, size_t i, int mem, const void *dst, u
 				 t->name, (unsigned long long)size, (unsigned long long)t->nbytes);
 	if (t->nbytes && !dst)
 		return ckpt_fail(CKPT_E_INVAL, "restore '%s': NULL destination", t->name);
+	if (t->nbytes)
+		return ckpt_gpu_check_mem(mem, dst, "restore", t->name);
 	return 0;
 }
 
@@ -482,6 +528,16 @@ static void count_restored(struct ckpt_reader *r, const struct mf_tensor *t)
 	pthread_mutex_unlock(&r->mu);
 }
 
+CKPT_API int ckpt_reader_after_stream(ckpt_reader *r, void *stream)
+{
+	if (!r)
+		return ckpt_fail(CKPT_E_INVAL, "restore: NULL reader");
+	pthread_mutex_lock(&r->mu);
+	r->user_stream = stream;
+	pthread_mutex_unlock(&r->mu);
+	return 0;
+}
+
 CKPT_API int ckpt_reader_restore(ckpt_reader *r, size_t i, int mem, void *dst, uint64_t size)
 {
 	if (!r || i >= r->m.n_tensors)
@@ -491,15 +547,18 @@ CKPT_API int ckpt_reader_restore(ckpt_reader *r, size_t i, int mem, void *dst, u
 		return rc;
 	const struct mf_tensor *t = &r->m.tensors[i];
 	double t0 = ckpt_now();
-	struct rres x = {.buf = r->buf, .codec = r->codec};
+	/* The staging buffer and streams live as long as the reader: no pinned allocation or stream
+	 * creation per call. */
+	if (!r->res && !(r->res = calloc(1, sizeof *r->res)))
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	r->res->buf = r->buf;
+	r->res->codec = r->codec;
+	r->gen++;
 	for (uint64_t j = 0; j < t->nrefs && !rc;) {
 		uint64_t len, k = group_end(r, t, j, &len);
-		rc = restore_group(r, &x, t, j, k, len, mem, dst);
+		rc = restore_group(r, r->res, t, j, k, len, mem, dst);
 		j = k;
 	}
-	x.buf = NULL;
-	x.codec = NULL;
-	rres_free(&x);
 	if (rc)
 		return rc;
 	count_restored(r, t);
@@ -575,6 +634,9 @@ CKPT_API int ckpt_reader_restore_all(ckpt_reader *r, ckpt_dst_fn dst_for, void *
 	if (!r || !dst_for)
 		return ckpt_fail(CKPT_E_INVAL, "restore_all: NULL reader or callback");
 	double t0 = ckpt_now();
+	pthread_mutex_lock(&r->mu);
+	r->gen++;
+	pthread_mutex_unlock(&r->mu);
 	struct rall a = {.r = r};
 	pthread_mutex_init(&a.mu, NULL);
 	pthread_cond_init(&a.cv, NULL);

@@ -119,10 +119,11 @@ void save_destroy(struct ckpt_save *sv)
 	if (--s->lock_users == 0)
 		store_unlock(s);
 	pthread_mutex_unlock(&s->mu);
-	const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
+	/* Only a save that made streams touches the provider: a host-only save never loads the CUDA
+	 * module (nor, through it, the runtime and cuInit; issue 12, defect 9). */
 	for (int d = 0; d < 16; d++)
-		if (sv->streams[d] && g)
-			g->stream_destroy(sv->streams[d]);
+		if (sv->streams[d])
+			ckpt_gpu_cuda()->stream_destroy(sv->streams[d]);
 	for (size_t i = 0; i < sv->nt; i++) {
 		free(sv->t[i].name);
 		free(sv->t[i].shape);
@@ -164,7 +165,15 @@ CKPT_API int ckpt_save_after_stream(ckpt_save *sv, void *stream)
 	if (sv->submitted)
 		return ckpt_fail(CKPT_E_STATE, "checkpoint %llu was already submitted",
 				 (unsigned long long)sv->step);
-	sv->user_stream = stream;
+	/* Each call adds a stream (tensors on several devices each follow their own trainer stream;
+	 * issue 12, defect 8). */
+	for (unsigned i = 0; i < sv->n_user_streams; i++)
+		if (sv->user_streams[i] == stream)
+			return 0;
+	if (sv->n_user_streams == 16)
+		return ckpt_fail(CKPT_E_INVAL, "checkpoint %llu: more than 16 streams to follow",
+				 (unsigned long long)sv->step);
+	sv->user_streams[sv->n_user_streams++] = stream;
 	return 0;
 }
 
@@ -215,12 +224,10 @@ CKPT_API int ckpt_save_fence(ckpt_save *sv, void *stream)
 			return ckpt_fail(CKPT_E_UNSUPPORTED, "fence: %s", ckpt_gpu_cuda_error());
 		return ckpt_save_wait_snapshot(sv);
 	}
-	/* Blocks only until every copy is queued on the library's streams (immediately when the pool
-	 * holds the whole state); the trainer's stream then waits on the GPU, not the CPU. */
-	int rc = pipe_wait_enqueued(sv);
-	for (int d = 0; !rc && d < 16; d++)
-		if (sv->streams[d])
-			rc = g->fence(stream, sv->streams[d]);
+	/* Never blocks: the trainer's stream waits on the device for a flag the library sets when
+	 * the last copy is done, however many times the state exceeds the pool (issue 12,
+	 * defect 2). */
+	int rc = pipe_fence(sv, stream);
 	if (rc && sv->err)
 		ckpt_fail(-sv->err, "%s", sv->errmsg);
 	return rc;
@@ -322,6 +329,9 @@ CKPT_API int ckpt_save_add_tensor(ckpt_save *sv, const char *name, ckpt_dtype dt
 	if (nbytes && !data)
 		return ckpt_fail(CKPT_E_INVAL, "tensor '%s': NULL data for %llu bytes", name,
 				 (unsigned long long)nbytes);
+	int mrc = nbytes ? ckpt_gpu_check_mem(mem, data, "tensor", name) : 0;
+	if (mrc)
+		return mrc;
 	int rc;
 	if ((rc = names_grow(sv)) || (rc = grow((void **)&sv->t, &sv->capt, sv->nt + 1, sizeof *sv->t)))
 		return rc;

@@ -40,7 +40,10 @@ struct ckpt_save {
 	size_t names_cap;
 	struct mf_meta *meta;
 	size_t nmeta, capmeta;
-	void *user_stream;        /* work the copy must follow (CUDA), NULL: legacy default stream */
+	/* Streams whose queued work the copies must follow (CUDA): one per device the trainer uses,
+	 * or none, meaning each device's legacy default stream. */
+	void *user_streams[16];
+	unsigned n_user_streams;
 	bool submitted;
 
 	/* Pipeline state (pipeline.c); counters and lists under the pipe's lock. */
@@ -68,6 +71,8 @@ struct ckpt_save {
 	unsigned next_dir;
 
 	void *streams[16];        /* the library's CUDA stream per device used */
+	unsigned fence_slot;      /* its flag in the pipe's fence page, and the value that */
+	uint32_t fence_val;       /* releases it (0: no CUDA copies, no flag) */
 	ckpt_stats st;
 };
 

@@ -9,6 +9,11 @@ B=${B:-build}
 export B
 TIMEOUT=${TEST_TIMEOUT:-900}
 pat=${1:-}
+# The CUDA test double (tests/cudadouble) stands in for the GPU unless CKPT_TEST_REAL_CUDA=1 (a GPU
+# machine: the same tests then run against the real runtime).
+if [ "${CKPT_TEST_REAL_CUDA:-0}" != 1 ] && [ -e "$B/tests/lib/libcuda.so.1" ]; then
+	export LD_LIBRARY_PATH=$PWD/$B/tests/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
 logdir=$B/tests/logs
 mkdir -p "$logdir"
 

@@ -20,6 +20,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cudart.h"
+
 #include <ftw.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -211,14 +213,21 @@ int main(int argc, char **argv)
 		die("--gib must be > 0 and --tensors 1 to 4096");
 
 	int ndev = 0;
+	if (cudart_load()) {
+		printf("skip: no CUDA runtime\n");
+		return 77;
+	}
 	cudaError_t e = cudaGetDeviceCount(&ndev);
 	if (e != cudaSuccess || ndev < 1) {
 		printf("skip: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
 		return 77;
 	}
 	CUDA_OK(cudaSetDevice(0));
-	struct cudaDeviceProp prop;
-	CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+	/* The device name would need cudaGetDeviceProperties, whose ABI differs between CUDA 12 and
+	 * 13; the runtime's soname is reported instead. */
+	struct {
+		const char *name;
+	} prop = { t_cudart_name };
 
 	/* The state: ntensors buffers of about equal size (odd sizes, multiples of 4 bytes). */
 	struct state S;

@@ -1,7 +1,11 @@
 /* The CUDA provider of struct ckpt_gpu_ops (lib/gpu.h), built as the module libckpt-cuda.so.0 and
  * loaded by lib/gpu.c at run time, so that libckpt.so itself never links libcudart.
  *
- * It uses the CUDA runtime API only (compiled with the C compiler, no nvcc). It does not link
+ * It uses the CUDA runtime API only (compiled with the C compiler, no nvcc), and does not link
+ * libcudart: init() loads it with dlopen (rt_load below), preferring a runtime already loaded in
+ * the process (torch's), then libcudart.so.13, then libcudart.so.12, so that one module works
+ * with CUDA 12 and 13 drivers and never loads a second runtime beside the caller's (issue 12,
+ * defect 3). Functions newer than CUDA 12.0 (cudaStreamGetDevice) are optional. It does not link
  * libckpt: errors are reported through the `fail` callback that the core hands to init().
  *
  * Streams: stream_create() returns a struct lstream (the cudaStream_t and its device), not a bare
@@ -17,9 +21,11 @@
  * use GPU 0 (the classic multi-rank memory leak). */
 #include <dlfcn.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -37,6 +43,50 @@ static int (*p_ctx_set)(void *ctx);
 /* Device of the first library stream: where host-only ops (pinned allocation) run on a thread
  * that has no context yet. */
 static int g_home_dev = -1; /* accessed with __atomic builtins */
+
+
+/* The runtime functions the provider calls, resolved from the loaded libcudart. Calls below use
+ * the ordinary names, which the macros after this table redirect. */
+#define RT_FUNCS(X)                                                                               \
+	X(cudaGetDeviceCount) X(cudaGetDevice) X(cudaSetDevice) X(cudaGetLastError)               \
+	X(cudaGetErrorString) X(cudaGetErrorName) X(cudaHostAlloc) X(cudaFreeHost)                \
+	X(cudaStreamCreateWithFlags) X(cudaStreamDestroy) X(cudaEventCreateWithFlags)             \
+	X(cudaEventRecord) X(cudaEventDestroy) X(cudaStreamWaitEvent) X(cudaMemcpyAsync)          \
+	X(cudaStreamSynchronize) X(cudaPointerGetAttributes) X(cudaHostGetDevicePointer)          \
+	X(cudaRuntimeGetVersion) X(cudaHostRegister) X(cudaHostUnregister) X(cudaLaunchHostFunc)   \
+	X(cudaEventSynchronize)
+#define RT_DECL(f) static __typeof__(f) *p_##f;
+RT_FUNCS(RT_DECL)
+/* Optional (CUDA 12.8 and later). */
+static cudaError_t (*p_cudaStreamGetDevice)(cudaStream_t, int *);
+static void *g_rt;            /* the runtime's handle */
+static char g_rt_name[64];    /* its soname, for messages */
+#define cudaGetDeviceCount p_cudaGetDeviceCount
+#define cudaGetDevice p_cudaGetDevice
+#define cudaSetDevice p_cudaSetDevice
+#define cudaGetLastError p_cudaGetLastError
+#define cudaGetErrorString p_cudaGetErrorString
+#define cudaGetErrorName p_cudaGetErrorName
+#define cudaHostAlloc p_cudaHostAlloc
+#define cudaFreeHost p_cudaFreeHost
+#define cudaStreamCreateWithFlags p_cudaStreamCreateWithFlags
+#define cudaStreamDestroy p_cudaStreamDestroy
+#define cudaEventCreateWithFlags p_cudaEventCreateWithFlags
+#define cudaEventRecord p_cudaEventRecord
+#define cudaEventDestroy p_cudaEventDestroy
+#define cudaStreamWaitEvent p_cudaStreamWaitEvent
+#define cudaMemcpyAsync p_cudaMemcpyAsync
+#define cudaStreamSynchronize p_cudaStreamSynchronize
+#define cudaPointerGetAttributes p_cudaPointerGetAttributes
+#define cudaHostGetDevicePointer p_cudaHostGetDevicePointer
+#define cudaRuntimeGetVersion p_cudaRuntimeGetVersion
+#define cudaHostRegister p_cudaHostRegister
+#define cudaHostUnregister p_cudaHostUnregister
+#define cudaLaunchHostFunc p_cudaLaunchHostFunc
+#define cudaEventSynchronize p_cudaEventSynchronize
+/* cuStreamWaitValue32 (CUresult f(CUstream, CUdeviceptr, cuuint32_t, unsigned)), from the driver;
+ * NULL when the driver lacks it. */
+static int (*p_wait_value)(void *stream, uintptr_t addr, uint32_t value, unsigned flags);
 
 struct lstream {
 	cudaStream_t s;
@@ -175,16 +225,75 @@ static void resolve_driver(void)
 		memcpy(&p_ctx_get, &get, sizeof get);
 		memcpy(&p_ctx_set, &set, sizeof set);
 	}
+	void *wv = dlsym(h, "cuStreamWaitValue32_v2");
+	if (!wv)
+		wv = dlsym(h, "cuStreamWaitValue32");
+	memcpy(&p_wait_value, &wv, sizeof wv);
 	/* The handle is kept: the module is never unloaded (-z nodelete). */
+}
+
+/* Resolves every function of RT_FUNCS from h; 0 when one is missing. */
+static int rt_resolve(void *h)
+{
+#define RT_SYM(f)                                                                                 \
+	{                                                                                         \
+		void *sym = dlsym(h, #f);                                                         \
+		if (!sym)                                                                         \
+			return 0;                                                                 \
+		memcpy(&p_##f, &sym, sizeof sym);                                                 \
+	}
+	RT_FUNCS(RT_SYM)
+	void *sym = dlsym(h, "cudaStreamGetDevice");
+	memcpy(&p_cudaStreamGetDevice, &sym, sizeof sym);
+	return 1;
+}
+
+/* Devices the runtime h sees (negative: its error, already reported). */
+static int rt_try(void *h, const char *name)
+{
+	if (!rt_resolve(h))
+		return report(CKPT_E_UNSUPPORTED, "runtime lacks a function the provider needs");
+	snprintf(g_rt_name, sizeof g_rt_name, "%s", name);
+	int n = 0;
+	int rc = CU(cudaGetDeviceCount, &n);
+	return rc ? rc : n;
+}
+
+/* Loads the CUDA runtime: CKPT_CUDART names one; otherwise one already loaded in the process is
+ * used (a second runtime beside torch's would be another CUDA state), else the newest of the list
+ * that finds a device (a CUDA 13 runtime on a CUDA 12 driver answers "insufficient driver"; the
+ * CUDA 12 one then works). Returns the device count or a negative error. */
+static int rt_load(void)
+{
+	static const char *const names[] = { "libcudart.so.13", "libcudart.so.12" };
+	const size_t nn = sizeof names / sizeof names[0];
+	const char *env = getenv("CKPT_CUDART");
+	if (env && *env) {
+		g_rt = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+		if (!g_rt)
+			return report(CKPT_E_UNSUPPORTED, dlerror());
+		return rt_try(g_rt, env);
+	}
+	int rc = report(CKPT_E_UNSUPPORTED, "no CUDA runtime (libcudart.so.13 or .12) found");
+	/* Pass 0: runtimes already in the process; pass 1: load them. */
+	for (size_t k = 0; k < 2 * nn; k++) {
+		void *h = dlopen(names[k % nn], RTLD_NOW | RTLD_LOCAL | (k < nn ? RTLD_NOLOAD : 0));
+		if (!h)
+			continue;
+		rc = rt_try(h, names[k % nn]);
+		if (rc > 0) {
+			g_rt = h;
+			return rc;
+		}
+		/* Kept loaded: a runtime may not survive dlclose once it has touched the driver. */
+	}
+	return rc;
 }
 
 static int cu_init(fail_fn fail)
 {
 	g_fail = fail;
-	int n = 0;
-	int rc = CU(cudaGetDeviceCount, &n);
-	if (rc)
-		return rc;
+	int n = rt_load();
 	if (n > 0)
 		resolve_driver();
 	return n;
@@ -200,7 +309,8 @@ static int cu_alloc_pinned(size_t size, void **out)
 	if (rc)
 		return rc;
 	void *p = NULL;
-	rc = CU(cudaHostAlloc, &p, size, cudaHostAllocPortable);
+	/* Mapped: the fence's flag (wait_flag) is read by the device. */
+	rc = CU(cudaHostAlloc, &p, size, cudaHostAllocPortable | cudaHostAllocMapped);
 	if (!rc && ((uintptr_t)p & 4095u)) {
 		(void)cudaFreeHost(p);
 		rc = report(CKPT_E_IO, "cudaHostAlloc: memory not 4 KiB aligned");
@@ -269,14 +379,17 @@ static void cu_stream_destroy(void *stream)
 /* Device of a user stream (the lib stream's device when it cannot be told, or for NULL). */
 static int user_dev(void *user_stream, int fallback)
 {
-#if CUDART_VERSION >= 12080
 	int d = -1;
-	if (user_stream && cudaStreamGetDevice((cudaStream_t)user_stream, &d) == cudaSuccess && d >= 0)
+	if (user_stream && p_cudaStreamGetDevice) {
+		if (p_cudaStreamGetDevice((cudaStream_t)user_stream, &d) == cudaSuccess && d >= 0)
+			return d;
+		(void)cudaGetLastError();
+	}
+	/* Without cudaStreamGetDevice (runtimes before 12.8): a stream is most often used with its
+	 * device current, as torch does. */
+	void *ctx;
+	if (user_stream && p_ctx_get && thread_has_ctx(&ctx) && cudaGetDevice(&d) == cudaSuccess)
 		return d;
-	(void)cudaGetLastError();
-#else
-	(void)user_stream;
-#endif
 	return fallback;
 }
 
@@ -374,6 +487,114 @@ static int cu_mem_device(const void *p)
 	return -1;
 }
 
+static int cu_host_register(void *p, size_t size)
+{
+	struct devguard g;
+	int rc = dev_enter(host_op_dev(), &g);
+	if (rc)
+		return rc;
+	rc = CU(cudaHostRegister, p, size, cudaHostRegisterPortable);
+	dev_leave(&g);
+	return rc;
+}
+
+static void cu_host_unregister(void *p)
+{
+	struct devguard g;
+	if (dev_enter(host_op_dev(), &g))
+		return;
+	if (cudaHostUnregister(p) != cudaSuccess)
+		(void)cudaGetLastError();
+	dev_leave(&g);
+}
+
+struct flag_wait {
+	const volatile uint32_t *flag;
+	uint32_t value;
+};
+
+/* Fallback of wait_flag without stream memory operations: a host function that holds the stream
+ * until the flag is set (the library's workers never need a host function to progress). */
+static void flag_wait_fn(void *arg)
+{
+	struct flag_wait *w = arg;
+	while (__atomic_load_n(w->flag, __ATOMIC_ACQUIRE) < w->value)
+		usleep(20);
+	free(w);
+}
+
+static int cu_wait_flag(void *user_stream, int dev, const uint32_t *flag, uint32_t value)
+{
+	struct devguard g;
+	int rc = dev_enter(user_dev(user_stream, dev), &g);
+	if (rc)
+		return rc;
+	void *dptr = NULL;
+	rc = CU(cudaHostGetDevicePointer, &dptr, (void *)flag, 0);
+	/* CU_STREAM_WAIT_VALUE_GEQ is 0. */
+	if (!rc && p_wait_value && p_wait_value(user_stream, (uintptr_t)dptr, value, 0) == 0) {
+		dev_leave(&g);
+		return 0;
+	}
+	if (!rc) {
+		struct flag_wait *w = malloc(sizeof *w);
+		if (!w) {
+			rc = report(CKPT_E_NOMEM, "fence: out of memory");
+		} else {
+			w->flag = flag;
+			w->value = value;
+			rc = CU(cudaLaunchHostFunc, (cudaStream_t)user_stream, flag_wait_fn, w);
+			if (rc)
+				free(w);
+		}
+	}
+	dev_leave(&g);
+	return rc;
+}
+
+struct lmark {
+	cudaEvent_t ev;
+	int dev;
+};
+
+static int cu_mark(void *stream, void **out)
+{
+	*out = NULL;
+	struct lmark *m = malloc(sizeof *m);
+	if (!m)
+		return report(CKPT_E_NOMEM, "event: out of memory");
+	m->dev = dev_of(stream);
+	struct devguard g;
+	int rc = dev_enter(m->dev, &g);
+	if (rc) {
+		free(m);
+		return rc;
+	}
+	rc = CU(cudaEventCreateWithFlags, &m->ev, cudaEventDisableTiming | cudaEventBlockingSync);
+	if (!rc && (rc = CU(cudaEventRecord, m->ev, raw(stream))))
+		(void)cudaEventDestroy(m->ev);
+	dev_leave(&g);
+	if (rc)
+		free(m);
+	else
+		*out = m;
+	return rc;
+}
+
+static int cu_mark_wait(void *mark)
+{
+	struct lmark *m = mark;
+	struct devguard g;
+	int rc = dev_enter(m->dev, &g);
+	if (!rc) {
+		rc = CU(cudaEventSynchronize, m->ev);
+		(void)cudaEventDestroy(m->ev);
+		dev_leave(&g);
+	}
+	free(m);
+	return rc;
+}
+
 static const struct ckpt_gpu_ops cuda_ops = {
 	.abi = CKPT_GPU_ABI,
 	.name = "cuda",
@@ -388,6 +609,11 @@ static const struct ckpt_gpu_ops cuda_ops = {
 	.copy_h2d = cu_copy_h2d,
 	.stream_sync = cu_stream_sync,
 	.mem_device = cu_mem_device,
+	.host_register = cu_host_register,
+	.host_unregister = cu_host_unregister,
+	.wait_flag = cu_wait_flag,
+	.mark = cu_mark,
+	.mark_wait = cu_mark_wait,
 };
 
 EXPORT const struct ckpt_gpu_ops *ckpt_gpu_module_ops(void);

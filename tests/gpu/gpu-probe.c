@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cudart_mapped(void)
+static int mapped(const char *name)
 {
 	FILE *f = fopen("/proc/self/maps", "r");
 	if (!f)
@@ -16,10 +16,15 @@ static int cudart_mapped(void)
 	char line[4096];
 	int found = 0;
 	while (fgets(line, sizeof line, f))
-		if (strstr(line, "libcudart"))
+		if (strstr(line, name))
 			found = 1;
 	fclose(f);
 	return found;
+}
+
+static int cudart_mapped(void)
+{
+	return mapped("libcudart");
 }
 
 int main(int argc, char **argv)
@@ -55,6 +60,8 @@ int main(int argc, char **argv)
 	}
 	printf("host=%s\n", host_ok ? "ok" : ckpt_errmsg());
 	printf("cudart_after_host=%d\n", cudart_mapped());
+	/* Host-only saves never load the CUDA module (nor, through it, the driver: cuInit). */
+	printf("module_after_host=%d\n", mapped("libckpt-cuda"));
 	/* A CUDA tensor: accepted when a device is there, else refused with the reason. */
 	sv = NULL;
 	rc = ckpt_save_begin(s, 2, &sv);

@@ -6,6 +6,7 @@
  * no driver or no device. Built by lib/cuda/cuda.mk (it uses the CUDA runtime directly). */
 #include <cuda_runtime_api.h>
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cudart.h"
 #include "gpu.h"
 #include "helpers.h"
 
@@ -164,12 +166,27 @@ static void check_restore(ckpt_store *s, uint64_t step, struct gt *ts, size_t nt
 	ckpt_reader_close(r);
 }
 
-/* Runs cudaMemsetAsync over a scratch buffer `rounds` times on stream: GPU work that takes a
- * while, so that a copy not ordered after it would overtake it. */
-static void busy(void *scratch, size_t n, int rounds, cudaStream_t stream)
+/* A host function that holds its stream until the test opens the gate: trainer work that cannot
+ * have finished when the save is submitted, without depending on how long anything takes. */
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static int gate_open;
+
+static void gate_fn(void *arg)
 {
-	for (int i = 0; i < rounds; i++)
-		CUDA_OK(cudaMemsetAsync(scratch, i & 0xff, n, stream));
+	(void)arg;
+	pthread_mutex_lock(&gate_mu);
+	while (!gate_open)
+		pthread_cond_wait(&gate_cv, &gate_mu);
+	pthread_mutex_unlock(&gate_mu);
+}
+
+static void gate_set(int open)
+{
+	pthread_mutex_lock(&gate_mu);
+	gate_open = open;
+	pthread_cond_broadcast(&gate_cv);
+	pthread_mutex_unlock(&gate_mu);
 }
 
 /* --- the tensors of most cases --------------------------------------------------------------- */
@@ -286,29 +303,35 @@ static void test_snapshot_and_legacy(const char *dir)
 	ckpt_store_close(s);
 }
 
-/* Work queued before submit (a slow GPU queue, then the write of the tensor) is seen by the
- * snapshot: through ckpt_save_after_stream on a user stream, and by default on the legacy stream. */
+/* Work queued before submit (a stream held by a gate, then the write of the tensor) is seen by the
+ * snapshot: through ckpt_save_after_stream on a user stream, and by default on the legacy stream.
+ * The gate opens only after submit and fence, so a copy not ordered after the write reads the old
+ * bytes whatever the timing. */
 static void test_after_stream(const char *dir)
 {
 	printf("copies ordered after the trainer's queued work\n");
 	ckpt_store *s = open_store(dir);
 	struct gt t = GT("late", CKPT_DTYPE_U8, 1, 3 * MiB + 7);
 	gt_init(&t, 3);
-	size_t scratch_n = 256 * MiB;
-	void *scratch;
-	CUDA_OK(cudaMalloc(&scratch, scratch_n));
 	uint8_t *pinned;
 	CUDA_OK(cudaHostAlloc((void **)&pinned, t.n, cudaHostAllocDefault));
 	cudaStream_t user;
 	CUDA_OK(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking));
 
+	/* A first CUDA save pins the pool (cudaHostRegister), which CUDA may order after work on the
+	 * device: done before any stream is held. */
+	ckpt_save *warm = NULL;
+	CHECK_OK(ckpt_save_begin(s, 19, &warm));
+	CHECK_OK(add(warm, &t, 0, t.d));
+	CHECK_OK(ckpt_save_commit(warm, NULL));
 	for (int variant = 0; variant < 2; variant++) {
 		cudaStream_t q = variant == 0 ? user : (cudaStream_t)0;
 		uint64_t seed = 40 + (uint64_t)variant;
 		CUDA_OK(cudaDeviceSynchronize());
 		t_fill(pinned, t.n, seed);
 		memcpy(t.want, pinned, t.n);
-		busy(scratch, scratch_n, 40, q);
+		gate_set(0);
+		CUDA_OK(cudaLaunchHostFunc(q, gate_fn, NULL));
 		CUDA_OK(cudaMemcpyAsync(t.d, pinned, t.n, cudaMemcpyHostToDevice, q));
 		ckpt_save *sv = NULL;
 		CHECK_OK(ckpt_save_begin(s, 20 + (uint64_t)variant, &sv));
@@ -319,13 +342,13 @@ static void test_after_stream(const char *dir)
 		CHECK_RC(ckpt_save_after_stream(sv, user), -CKPT_E_STATE);
 		CHECK_OK(ckpt_save_fence(sv, q));
 		CUDA_OK(cudaMemsetAsync(t.d, 0x33, t.n, q));
+		gate_set(1);
 		CHECK_OK(ckpt_save_wait(sv, NULL));
 		CUDA_OK(cudaDeviceSynchronize());
 		check_restore(s, 20 + (uint64_t)variant, &t, 1);
 	}
 	CUDA_OK(cudaStreamDestroy(user));
 	CUDA_OK(cudaFreeHost(pinned));
-	CUDA_OK(cudaFree(scratch));
 	gt_free(&t);
 	ckpt_store_close(s);
 }
@@ -491,6 +514,10 @@ int main(void)
 		setenv("CKPT_CUDA_MODULE", mod, 1);
 	}
 	int ndev = 0;
+	if (cudart_load()) {
+		printf("skip: no CUDA runtime\n");
+		return 77;
+	}
 	cudaError_t e = cudaGetDeviceCount(&ndev);
 	if (e != cudaSuccess)
 		ndev = 0;
@@ -504,9 +531,10 @@ int main(void)
 		printf("skip: no CUDA provider: %s\n", ckpt_gpu_cuda_error());
 		return 77;
 	}
-	struct cudaDeviceProp prop;
-	CUDA_OK(cudaGetDeviceProperties(&prop, 0));
-	printf("CUDA provider '%s', %d device(s); device 0: %s\n", ops->name, ndev, prop.name);
+	int rtv = 0;
+	CUDA_OK(cudaRuntimeGetVersion(&rtv));
+	printf("CUDA provider '%s', %d device(s), runtime %s (%d)\n", ops->name, ndev, t_cudart_name,
+	       rtv);
 
 	char *dir = t_tmpdir("gpu");
 	char sub[4200];

@@ -1,0 +1,613 @@
+/* The CUDA provider's ordering and memory rules (issue 12), one case per defect the issue lists:
+ * compressed restore into the GPU (staging overflow), the fence does not block the CPU even when
+ * the state is larger than the pool, tensors on two devices each fenced on their own stream, a
+ * device pointer declared as host memory, a retried submit, the pool's memory kind after a
+ * host-only save, no context on a device the process does not use. Runs against the CUDA test
+ * double in `make check` and against the real runtime on a GPU machine (the cases that need the
+ * double's counters or error injection are skipped there). Exits 77 without a CUDA provider. */
+#include <cuda_runtime_api.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cudart.h"
+#include "gpu.h"
+#include "helpers.h"
+
+#define CUDA_OK(x)                                                                                \
+	do {                                                                                      \
+		cudaError_t e_ = (x);                                                             \
+		if (e_ != cudaSuccess) {                                                          \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,                \
+				cudaGetErrorString(e_));                                          \
+			exit(1);                                                                  \
+		}                                                                                 \
+	} while (0)
+
+#define KiB 1024ull
+#define MiB (1024ull * 1024ull)
+
+static int ndev;
+
+/* A function of the CUDA test double, or NULL against the real runtime. */
+static void *dbl(const char *name)
+{
+	return dlsym(t_cudart, name);
+}
+
+static long dbl_count(const char *name)
+{
+	long (*f)(void);
+	void *s = dbl(name);
+	if (!s)
+		return -1;
+	memcpy(&f, &s, sizeof s);
+	return f();
+}
+
+static void dbl_fail(const char *name, long nth)
+{
+	void (*f)(const char *, long);
+	void *s = dbl("cudadouble_fail");
+	REQUIRE(s);
+	memcpy(&f, &s, sizeof s);
+	f(name, nth);
+}
+
+static ckpt_store *open_store(const char *dir, int compress, uint64_t pool)
+{
+	ckpt_options *o = ckpt_options_create();
+	REQUIRE(o);
+	CHECK_OK(ckpt_options_set(o, CKPT_OPT_CREATE, 1));
+	CHECK_OK(ckpt_options_set(o, CKPT_OPT_CHUNK_SIZE, 64 * KiB));
+	CHECK_OK(ckpt_options_set(o, CKPT_OPT_COMPRESS, compress));
+	CHECK_OK(ckpt_options_set(o, CKPT_OPT_IO_SIZE, 256 * KiB));
+	CHECK_OK(ckpt_options_set(o, CKPT_OPT_POOL_SIZE, pool));
+	CHECK_OK(ckpt_options_set(o, CKPT_OPT_THREADS, 3));
+	ckpt_store *s = NULL;
+	int rc = ckpt_store_open(dir, o, &s);
+	ckpt_options_free(o);
+	if (rc)
+		fprintf(stderr, "open %s: %s\n", dir, ckpt_errmsg());
+	REQUIRE(rc == 0 && s);
+	return s;
+}
+
+/* Device memory of n bytes on device dev holding want. */
+static void *dev_copy(int dev, const uint8_t *want, size_t n)
+{
+	void *d;
+	CUDA_OK(cudaSetDevice(dev));
+	CUDA_OK(cudaMalloc(&d, n));
+	CUDA_OK(cudaMemcpy(d, want, n, cudaMemcpyHostToDevice));
+	return d;
+}
+
+static int dev_equals(const void *d, const uint8_t *want, size_t n, const char *what)
+{
+	uint8_t *h = malloc(n);
+	REQUIRE(h);
+	CUDA_OK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost));
+	size_t i = 0;
+	while (i < n && h[i] == want[i])
+		i++;
+	if (i < n)
+		fprintf(stderr, "%s: first difference at byte %zu of %zu: %02x, want %02x\n", what, i,
+			n, h[i], want[i]);
+	free(h);
+	return i == n;
+}
+
+/* Restores tensor name of step into fresh memory on device dev and compares with want. */
+static void check_dev_restore(ckpt_store *s, uint64_t step, const char *name, int dev,
+			      const uint8_t *want, size_t n)
+{
+	ckpt_reader *r = NULL;
+	CHECK_OK(ckpt_reader_open(s, step, &r));
+	REQUIRE(r);
+	long i = ckpt_reader_find(r, name);
+	CHECK(i >= 0);
+	void *d;
+	CUDA_OK(cudaSetDevice(dev));
+	CUDA_OK(cudaMalloc(&d, n));
+	CUDA_OK(cudaMemset(d, 0xA5, n));
+	if (i >= 0) {
+		CHECK_OK(ckpt_reader_restore(r, (size_t)i, dev, d, n));
+		char what[256];
+		snprintf(what, sizeof what, "step %llu '%s' on device %d", (unsigned long long)step,
+			 name, dev);
+		CHECK(dev_equals(d, want, n, what));
+	}
+	CUDA_OK(cudaFree(d));
+	ckpt_reader_close(r);
+}
+
+/* Bytes with 4 random bits each: zstd halves them, so a read group of compressed records decodes
+ * to about twice its size on disk. */
+static void fill_half_entropy(uint8_t *p, size_t n, uint64_t seed)
+{
+	t_fill(p, n, seed);
+	for (size_t i = 0; i < n; i++)
+		p[i] &= 0x0f;
+}
+
+/* Defect 1: restoring zstd records into device memory decoded a whole read group (bounded by its
+ * size on disk) into a staging buffer of the read buffer's size. */
+static void test_compressed(const char *dir)
+{
+	printf("compressed checkpoint restored into the GPU\n");
+	ckpt_store *s = open_store(dir, CKPT_COMPRESS_ZSTD, 1 * MiB);
+	size_t n = 4 * MiB + 4097;
+	uint8_t *want = malloc(n);
+	REQUIRE(want);
+	fill_half_entropy(want, n, 7);
+	void *d = dev_copy(0, want, n);
+	ckpt_save *sv = NULL;
+	uint64_t shape[1] = { n };
+	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	ckpt_stats st;
+	CHECK_OK(ckpt_save_commit(sv, &st));
+	printf("  %llu bytes stored for %zu\n", (unsigned long long)st.bytes_stored, n);
+	CHECK(st.bytes_stored < n * 3 / 4);
+	check_dev_restore(s, 1, "w", 0, want, n);
+	CUDA_OK(cudaFree(d));
+	free(want);
+	ckpt_store_close(s);
+}
+
+/* A host function that holds its stream until the test opens the gate: GPU work that cannot
+ * finish before the test says so, without any timing. */
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static int gate_open;
+
+static void gate_fn(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&gate_mu);
+	while (!gate_open)
+		pthread_cond_wait(&gate_cv, &gate_mu);
+	pthread_mutex_unlock(&gate_mu);
+}
+
+static void gate_set(int open)
+{
+	pthread_mutex_lock(&gate_mu);
+	gate_open = open;
+	pthread_cond_broadcast(&gate_cv);
+	pthread_mutex_unlock(&gate_mu);
+}
+
+/* Defect 2: the fence returns while no copy can have run (the trainer's stream is held, and the
+ * copies are ordered after it), with a state 8 times the pool. A fence that blocks the CPU never
+ * returns here; the alarm turns that hang into a failure. */
+static void test_fence_nonblocking(const char *dir)
+{
+	printf("the fence does not block the CPU (state 8x the pool, trainer's stream held)\n");
+	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 1 * MiB);
+	size_t n = 8 * MiB + 123;
+	uint8_t *want = malloc(n), *ee = malloc(n);
+	REQUIRE(want && ee);
+	t_fill(want, n, 11);
+	memset(ee, 0xEE, n);
+	void *d = dev_copy(0, want, n);
+	cudaStream_t user;
+	CUDA_OK(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking));
+	/* A first CUDA save pins the pool (cudaHostRegister), which CUDA may order after work on the
+	 * device: done here, before the trainer's stream is held. */
+	uint64_t shape[1] = { n };
+	ckpt_save *sv = NULL;
+	CHECK_OK(ckpt_save_begin(s, 0, &sv));
+	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(ckpt_save_commit(sv, NULL));
+	gate_set(0);
+	CUDA_OK(cudaLaunchHostFunc(user, gate_fn, NULL));
+
+	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(ckpt_save_after_stream(sv, user));
+	CHECK_OK(ckpt_save_submit(sv));
+	alarm(120);
+	CHECK_OK(ckpt_save_fence(sv, user));
+	alarm(0);
+	printf("  fence returned with the trainer's stream held\n");
+	/* The next optimizer step, queued after the fence; the stream is forced at once, so without
+	 * a device-side wait it would overwrite the tensor before the copies. */
+	CUDA_OK(cudaMemsetAsync(d, 0xEE, n, user));
+	gate_set(1);
+	CUDA_OK(cudaStreamSynchronize(user));
+	CHECK(dev_equals(d, ee, n, "tensor after the next step"));
+	CHECK_OK(ckpt_save_wait(sv, NULL));
+	check_dev_restore(s, 1, "w", 0, want, n);
+	CUDA_OK(cudaStreamDestroy(user));
+	CUDA_OK(cudaFree(d));
+	free(want);
+	free(ee);
+	ckpt_store_close(s);
+}
+
+/* Defect 11: tensors on two devices in one save, each device's trainer stream fenced. */
+static void test_two_devices(const char *dir)
+{
+	if (ndev < 2) {
+		printf("two devices: skipped (%d device)\n", ndev);
+		return;
+	}
+	printf("tensors on two devices, a fence on each device's stream\n");
+	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 1 * MiB);
+	size_t n[2] = { 3 * MiB + 5, 2 * MiB + 77 };
+	uint8_t *want[2];
+	void *d[2];
+	cudaStream_t st[2];
+	ckpt_save *sv = NULL;
+	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	for (int k = 0; k < 2; k++) {
+		want[k] = malloc(n[k]);
+		REQUIRE(want[k]);
+		t_fill(want[k], n[k], 20 + (uint64_t)k);
+		d[k] = dev_copy(k, want[k], n[k]);
+		CUDA_OK(cudaStreamCreateWithFlags(&st[k], cudaStreamNonBlocking));
+		uint64_t shape[1] = { n[k] };
+		CHECK_OK(ckpt_save_add_tensor(sv, k ? "dev1" : "dev0", CKPT_DTYPE_U8, 1, shape, k, d[k]));
+	}
+	CHECK_OK(ckpt_save_submit(sv));
+	for (int k = 0; k < 2; k++) {
+		CUDA_OK(cudaSetDevice(k));
+		CHECK_OK(ckpt_save_fence(sv, st[k]));
+		CUDA_OK(cudaMemsetAsync(d[k], 0x77, n[k], st[k]));
+		CUDA_OK(cudaStreamSynchronize(st[k]));
+	}
+	ckpt_stats stats;
+	CHECK_OK(ckpt_save_wait(sv, &stats));
+	CHECK(stats.tensors == 2);
+	for (int k = 0; k < 2; k++) {
+		check_dev_restore(s, 1, k ? "dev1" : "dev0", k, want[k], n[k]);
+		/* And into the other device. */
+		check_dev_restore(s, 1, k ? "dev1" : "dev0", 1 - k, want[k], n[k]);
+		CUDA_OK(cudaSetDevice(k));
+		CUDA_OK(cudaStreamDestroy(st[k]));
+		CUDA_OK(cudaFree(d[k]));
+		free(want[k]);
+	}
+	CUDA_OK(cudaSetDevice(0));
+	ckpt_store_close(s);
+}
+
+/* Defect 8: tensors on two devices, each written by its own trainer stream (held until the test
+ * opens the gate): ckpt_save_after_stream on both streams orders each copy after its writer. The
+ * library's workers wait for their own copies without cudaStreamSynchronize on shared streams. */
+static void test_two_writer_streams(const char *dir)
+{
+	if (ndev < 2) {
+		printf("two writer streams: skipped (%d device)\n", ndev);
+		return;
+	}
+	printf("tensors on two devices, each written by its own stream before the save\n");
+	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 1 * MiB);
+	size_t n = 2 * MiB + 17;
+	uint8_t *old = malloc(n), *want[2], *pinned[2];
+	REQUIRE(old);
+	t_fill(old, n, 70);
+	void *d[2];
+	cudaStream_t st[2];
+	/* Allocations first (CUDA may order them after held work), and a first save that pins the
+	 * pool; only then are the writers held. */
+	ckpt_save *sv = NULL;
+	CHECK_OK(ckpt_save_begin(s, 0, &sv));
+	for (int k = 0; k < 2; k++) {
+		want[k] = malloc(n);
+		REQUIRE(want[k]);
+		t_fill(want[k], n, 71 + (uint64_t)k);
+		d[k] = dev_copy(k, old, n);
+		CUDA_OK(cudaHostAlloc((void **)&pinned[k], n, 0));
+		memcpy(pinned[k], want[k], n);
+		CUDA_OK(cudaStreamCreateWithFlags(&st[k], cudaStreamNonBlocking));
+		uint64_t shape[1] = { n };
+		CHECK_OK(ckpt_save_add_tensor(sv, k ? "dev1" : "dev0", CKPT_DTYPE_U8, 1, shape, k, d[k]));
+	}
+	CHECK_OK(ckpt_save_commit(sv, NULL));
+	gate_set(0);
+	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	for (int k = 0; k < 2; k++) {
+		CUDA_OK(cudaSetDevice(k));
+		CUDA_OK(cudaLaunchHostFunc(st[k], gate_fn, NULL));
+		CUDA_OK(cudaMemcpyAsync(d[k], pinned[k], n, cudaMemcpyHostToDevice, st[k]));
+		uint64_t shape[1] = { n };
+		CHECK_OK(ckpt_save_add_tensor(sv, k ? "dev1" : "dev0", CKPT_DTYPE_U8, 1, shape, k, d[k]));
+		CHECK_OK(ckpt_save_after_stream(sv, st[k]));
+	}
+	long syncs = dbl_count("cudadouble_stream_syncs");
+	CHECK_OK(ckpt_save_submit(sv));
+	for (int k = 0; k < 2; k++) {
+		CUDA_OK(cudaSetDevice(k));
+		CHECK_OK(ckpt_save_fence(sv, st[k]));
+	}
+	gate_set(1);
+	CHECK_OK(ckpt_save_wait(sv, NULL));
+	if (syncs >= 0) {
+		syncs = dbl_count("cudadouble_stream_syncs") - syncs;
+		printf("  cudaStreamSynchronize calls during the save: %ld\n", syncs);
+		CHECK(syncs == 0);
+	}
+	for (int k = 0; k < 2; k++) {
+		CUDA_OK(cudaSetDevice(k));
+		CUDA_OK(cudaStreamSynchronize(st[k]));
+		check_dev_restore(s, 1, k ? "dev1" : "dev0", k, want[k], n);
+		CUDA_OK(cudaStreamDestroy(st[k]));
+		CUDA_OK(cudaFree(d[k]));
+		CUDA_OK(cudaFreeHost(pinned[k]));
+		free(want[k]);
+	}
+	free(old);
+	CUDA_OK(cudaSetDevice(0));
+	ckpt_store_close(s);
+}
+
+/* Defect 10: device memory declared as host memory (or as another device's) is refused; the
+ * library must not touch it with memcpy (the double faults then, as a GPU would). */
+static void test_wrong_memory_type(const char *dir)
+{
+	printf("device memory declared as host memory\n");
+	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 1 * MiB);
+	size_t n = 100000;
+	uint8_t *want = malloc(n);
+	REQUIRE(want);
+	t_fill(want, n, 30);
+	void *d = dev_copy(0, want, n);
+	uint64_t shape[1] = { n };
+	ckpt_save *sv = NULL;
+	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	int rc = ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, d);
+	printf("  add: %d (%s)\n", rc, ckpt_errmsg());
+	CHECK(rc == -CKPT_E_INVAL);
+	CHECK(strstr(ckpt_errmsg(), "device 0") != NULL);
+	/* Host memory declared as device memory. */
+	rc = ckpt_save_add_tensor(sv, "h", CKPT_DTYPE_U8, 1, shape, 0, want);
+	printf("  add: %d (%s)\n", rc, ckpt_errmsg());
+	CHECK(rc == -CKPT_E_INVAL);
+	if (ndev > 1) {
+		rc = ckpt_save_add_tensor(sv, "w1", CKPT_DTYPE_U8, 1, shape, 1, d);
+		CHECK(rc == -CKPT_E_INVAL);
+	}
+	ckpt_save_abort(sv);
+	/* A valid save, then a restore into device memory declared as host memory. */
+	CHECK_OK(ckpt_save_begin(s, 2, &sv));
+	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(ckpt_save_commit(sv, NULL));
+	ckpt_reader *r = NULL;
+	CHECK_OK(ckpt_reader_open(s, 2, &r));
+	rc = ckpt_reader_restore(r, 0, CKPT_MEM_HOST, d, n);
+	printf("  restore: %d (%s)\n", rc, ckpt_errmsg());
+	CHECK(rc == -CKPT_E_INVAL);
+	ckpt_reader_close(r);
+	CUDA_OK(cudaFree(d));
+	free(want);
+	ckpt_store_close(s);
+}
+
+/* Defect 7: a submit that failed (here: the stream could not be created, by the double's error
+ * injection) can be retried; the retry saves the right bytes once. */
+static void test_resubmit(const char *dir)
+{
+	if (!dbl("cudadouble_fail")) {
+		printf("retried submit: skipped (needs the CUDA test double)\n");
+		return;
+	}
+	printf("a failed submit retried\n");
+	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 1 * MiB);
+	size_t n = 8 * MiB + 3; /* 33 slab jobs: more than the job table's first capacity */
+	uint8_t *want = malloc(n);
+	REQUIRE(want);
+	t_fill(want, n, 40);
+	void *d = dev_copy(0, want, n);
+	uint64_t shape[1] = { n };
+	ckpt_save *sv = NULL;
+	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	dbl_fail("cudaStreamCreateWithFlags", 1);
+	int rc = ckpt_save_submit(sv);
+	dbl_fail(NULL, -1);
+	printf("  first submit: %d (%s)\n", rc, ckpt_errmsg());
+	CHECK(rc < 0);
+	CHECK_OK(ckpt_save_submit(sv));
+	ckpt_stats st;
+	memset(&st, 0, sizeof st);
+	CHECK_OK(ckpt_save_wait(sv, &st));
+	CHECK(st.logical_bytes == n);
+	CHECK(st.chunks == (n + 64 * KiB - 1) / (64 * KiB));
+	check_dev_restore(s, 1, "w", 0, want, n);
+	CUDA_OK(cudaFree(d));
+	free(want);
+	ckpt_store_close(s);
+}
+
+/* Defect 5: a host-only first save does not fix the pool to pageable memory; the pool costs at
+ * most one pinned allocation, not one per slab. */
+static void test_pool_kind(const char *dir)
+{
+	if (dbl_count("cudadouble_pageable_copies") < 0) {
+		printf("pool memory kind: skipped (needs the CUDA test double)\n");
+		return;
+	}
+	printf("pool memory after a host-only first save\n");
+	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 2 * MiB);
+	size_t n = 3 * MiB + 1;
+	uint8_t *want = malloc(n);
+	REQUIRE(want);
+	t_fill(want, n, 50);
+	uint64_t shape[1] = { n };
+	ckpt_save *sv = NULL;
+	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	CHECK_OK(ckpt_save_add_tensor(sv, "h", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
+	CHECK_OK(ckpt_save_commit(sv, NULL));
+	void *d = dev_copy(0, want, n);
+	long pageable = dbl_count("cudadouble_pageable_copies");
+	long allocs = dbl_count("cudadouble_host_allocs");
+	CHECK_OK(ckpt_save_begin(s, 2, &sv));
+	CHECK_OK(ckpt_save_add_tensor(sv, "d", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(ckpt_save_submit(sv));
+	CHECK_OK(ckpt_save_fence(sv, NULL));
+	CHECK_OK(ckpt_save_wait(sv, NULL));
+	pageable = dbl_count("cudadouble_pageable_copies") - pageable;
+	allocs = dbl_count("cudadouble_host_allocs") - allocs;
+	printf("  device save: %ld copies into pageable memory, %ld cudaHostAlloc calls\n", pageable,
+	       allocs);
+	CHECK(pageable == 0);
+	CHECK(allocs <= 1);
+	/* Defect 6: restores through one reader allocate their pinned staging once. */
+	allocs = dbl_count("cudadouble_host_allocs");
+	ckpt_reader *r = NULL;
+	CHECK_OK(ckpt_reader_open(s, 2, &r));
+	for (int k = 0; k < 5; k++)
+		CHECK_OK(ckpt_reader_restore(r, 0, 0, d, n));
+	ckpt_reader_close(r);
+	allocs = dbl_count("cudadouble_host_allocs") - allocs;
+	printf("  5 restores through one reader: %ld cudaHostAlloc calls\n", allocs);
+	CHECK(allocs <= 1);
+	check_dev_restore(s, 2, "d", 0, want, n);
+	CUDA_OK(cudaFree(d));
+	free(want);
+	ckpt_store_close(s);
+}
+
+/* restore_all into the GPU, for the child below. */
+static void *dst_dev1(size_t index, const ckpt_tensor_info *info, int *mem, void *arg)
+{
+	void **out = arg;
+	*mem = 1;
+	CUDA_OK(cudaMalloc(&out[index], info->nbytes));
+	return out[index];
+}
+
+/* Defect 4, in a fresh process (this program run again with "only-dev1 DIR"): a process that uses
+ * only device 1 restores (restore_all, on worker threads without a context) and saves; no context
+ * may appear on device 0. */
+static int child_only_dev1(const char *dir)
+{
+	CUDA_OK(cudaSetDevice(1));
+	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 1 * MiB);
+	ckpt_reader *r = NULL;
+	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	void *out[1] = { NULL };
+	CHECK_OK(ckpt_reader_restore_all(r, dst_dev1, out));
+	ckpt_tensor_info info;
+	CHECK_OK(ckpt_reader_tensor(r, 0, &info));
+	ckpt_reader_close(r);
+	ckpt_save *sv = NULL;
+	uint64_t shape[1] = { info.nbytes };
+	CHECK_OK(ckpt_save_begin(s, 2, &sv));
+	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 1, out[0]));
+	CHECK_OK(ckpt_save_submit(sv));
+	CHECK_OK(ckpt_save_fence(sv, NULL));
+	CHECK_OK(ckpt_save_wait(sv, NULL));
+	ckpt_store_close(s);
+	CUDA_OK(cudaFree(out[0]));
+	int c0 = cuda_ctx_active(0), c1 = cuda_ctx_active(1);
+	printf("  contexts: device 0 %d, device 1 %d\n", c0, c1);
+	CHECK(c0 == 0);
+	CHECK(c1 == 1);
+	return t_done();
+}
+
+static void test_unused_device(const char *dir, const char *self)
+{
+	if (ndev < 2 || cuda_ctx_active(0) < 0) {
+		printf("no context on an unused device: skipped (%d device(s))\n", ndev);
+		return;
+	}
+	printf("no context on a device the process does not use\n");
+	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 1 * MiB);
+	size_t n = 2 * MiB + 9;
+	uint8_t *want = malloc(n);
+	REQUIRE(want);
+	t_fill(want, n, 60);
+	uint64_t shape[1] = { n };
+	ckpt_save *sv = NULL;
+	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
+	CHECK_OK(ckpt_save_commit(sv, NULL));
+	ckpt_store_close(s);
+	free(want);
+	fflush(stdout);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		execl(self, self, "only-dev1", dir, (char *)NULL);
+		_exit(127);
+	}
+	int status = 0;
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+		fprintf(stderr, "child using device 1 only failed (status %#x)\n", status);
+		t_failures++;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	char mod[4096];
+	const char *b = getenv("B");
+	if (!getenv("CKPT_CUDA_MODULE")) {
+		snprintf(mod, sizeof mod, "%s/lib/%s", b && *b ? b : "build", CKPT_GPU_MODULE);
+		setenv("CKPT_CUDA_MODULE", mod, 1);
+	}
+	if (cudart_load()) {
+		printf("skip: no CUDA runtime\n");
+		return 77;
+	}
+	if (cudaGetDeviceCount(&ndev) != cudaSuccess)
+		ndev = 0;
+	if (argc == 3 && !strcmp(argv[1], "only-dev1"))
+		return child_only_dev1(argv[2]);
+	const struct ckpt_gpu_ops *ops = ckpt_gpu_cuda();
+	if (!ops) {
+		if (ndev > 0) {
+			fprintf(stderr, "%d CUDA device(s), but no CUDA provider: %s\n", ndev,
+				ckpt_gpu_cuda_error());
+			return 1;
+		}
+		printf("skip: no CUDA provider: %s\n", ckpt_gpu_cuda_error());
+		return 77;
+	}
+	printf("CUDA runtime %s, %d device(s)%s\n", t_cudart_name, ndev,
+	       dbl("cudadouble_fail") ? " (the CUDA test double)" : "");
+	/* Defect 3: the provider uses the runtime already in the process, never a second one. */
+	if (dbl("cudadouble_runtimes")) {
+		int (*nrt)(void);
+		void *sym = dbl("cudadouble_runtimes");
+		memcpy(&nrt, &sym, sizeof sym);
+		printf("CUDA runtimes loaded in the process: %d\n", nrt());
+		CHECK(nrt() == 1);
+	}
+
+	char *dir = t_tmpdir("gpu-order");
+	char sub[4200];
+	/* First: the child must start from a store this process made before using any device. */
+	snprintf(sub, sizeof sub, "%s/unused", dir);
+	test_unused_device(sub, "/proc/self/exe");
+	CUDA_OK(cudaSetDevice(0));
+	snprintf(sub, sizeof sub, "%s/zstd", dir);
+	test_compressed(sub);
+	snprintf(sub, sizeof sub, "%s/fence", dir);
+	test_fence_nonblocking(sub);
+	snprintf(sub, sizeof sub, "%s/two", dir);
+	test_two_devices(sub);
+	snprintf(sub, sizeof sub, "%s/writers", dir);
+	test_two_writer_streams(sub);
+	snprintf(sub, sizeof sub, "%s/memtype", dir);
+	test_wrong_memory_type(sub);
+	snprintf(sub, sizeof sub, "%s/resubmit", dir);
+	test_resubmit(sub);
+	snprintf(sub, sizeof sub, "%s/pool", dir);
+	test_pool_kind(sub);
+	t_rmrf(dir);
+	free(dir);
+	return t_done();
+}
