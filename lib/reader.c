@@ -453,12 +453,11 @@ static int restore_prepare(struct ckpt_reader *r, struct rres *x, const struct c
 	return 0;
 }
 
-/* Restores references [j0, j1) of tensor t (one read group) into dst. */
-static int restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_tensor *t,
-			 uint64_t j0, uint64_t j1, uint64_t len, int mem, uint8_t *dst)
+/* The open pack holding the first chunk c (reference j0 of t) of a read group, in *out. Returns 0,
+ * or the pack's error (naming the tensor and chunk). */
+static int group_pack(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j0,
+		      const struct mf_chunk *c, struct pack_fd **out)
 {
-	const uint32_t cs = r->m.chunk_size;
-	const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + j0]];
 	pthread_mutex_lock(&r->mu);
 	struct pack_fd *p = get_pack(r, c->pack_id);
 	pthread_mutex_unlock(&r->mu);
@@ -469,6 +468,20 @@ static int restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_
 		tensor_error(r, t, j0);
 		return rc;
 	}
+	*out = p;
+	return 0;
+}
+
+/* Restores references [j0, j1) of tensor t (one read group) into dst. */
+static int restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_tensor *t,
+			 uint64_t j0, uint64_t j1, uint64_t len, int mem, uint8_t *dst)
+{
+	const uint32_t cs = r->m.chunk_size;
+	const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + j0]];
+	struct pack_fd *p;
+	int prc = group_pack(r, t, j0, c, &p);
+	if (prc)
+		return prc;
 	const struct ckpt_gpu_ops *g = mem == CKPT_MEM_HOST ? NULL : ckpt_gpu_cuda();
 	int rc = restore_prepare(r, x, g, mem);
 	if (rc)
@@ -861,16 +874,10 @@ static int range_group(struct ckpt_reader *r, const struct mf_tensor *t, uint64_
 {
 	const uint64_t cs = r->m.chunk_size;
 	const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + j0]];
-	pthread_mutex_lock(&r->mu);
-	struct pack_fd *p = get_pack(r, c->pack_id);
-	pthread_mutex_unlock(&r->mu);
-	if (!p)
-		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	if (p->fd < 0) {
-		int rc = ckpt_fail(-p->err, "%s", p->msg ? p->msg : "pack unreadable");
-		tensor_error(r, t, j0);
-		return rc;
-	}
+	struct pack_fd *p;
+	int prc = group_pack(r, t, j0, c, &p);
+	if (prc)
+		return prc;
 	struct rres x = {.buf = r->buf, .codec = r->codec};
 	int rc = read_group(r, &x, p, c->offset, (size_t)len);
 	if (rc) {
