@@ -93,7 +93,7 @@ gpu-tests: lib $(MODULES) $(B)/tests/bin/t-gpu-loader $(B)/tests/gpu-probe \
 # Must stay under 64 MiB (checked).
 GPU_BUNDLE := $(B)/gpu-bundle
 GPU_BUNDLE_BINS := $(B)/tests/bin/t-gpu $(B)/tests/bin/t-gpu-order $(B)/bench/gpu_bench \
-		   $(B)/bench/ckpt-bench
+		   $(B)/bench/ckpt-bench $(B)/bench/pipe-sweep
 .PHONY: gpu-bundle
 ifeq ($(CUDA_FOUND),1)
 gpu-bundle: lib $(MODULES) $(GPU_BUNDLE_BINS)

@@ -5,7 +5,8 @@
 #   1. t-gpu and t-gpu-order against the real CUDA runtime (they must pass, not skip, where a
 #      device is present),
 #   2. the GPU benchmark (gpu_bench, pool at least the state size),
-#   3. the pipeline sweep (ckpt-bench over thread counts up to all cores, host memory),
+#   3. the pipeline sweep (ckpt-bench over thread counts up to all cores, host memory) and
+#      pipe-sweep (the pipeline's ceiling with a discard engine against the copy+hash floor),
 #   4. the Python CUDA comparison against torch.distributed.checkpoint.async_save, where torch
 #      has CUDA.
 # Every result file goes to OUTDIR; scratch stores go to OUTDIR/work (removed at the end unless
@@ -119,6 +120,13 @@ step pipeline-sweep 120 bash -c '
 		cat "$OUT/sweep-threads-$t.json"
 		rm -rf "$OUT/work/sweep-$t"
 	done'
+# The pipeline's ceiling (a discard I/O engine) against the copy+hash floor at 1, 2, half and all
+# cores (bench/pipe-sweep, issue 13).
+step pipe-sweep 90 bash -c '
+	n=$(nproc)
+	"$HERE/bin/pipe-sweep" --dir "$OUT/work" --size $((1 << 30)) --runs 3 \
+		--threads "$(printf "%s\n" 1 2 $((n / 2)) "$n" | sort -nu | paste -sd, -)" \
+		>"$OUT/pipe-sweep.json" && cat "$OUT/pipe-sweep.json"'
 
 
 if [ "$HAVE_TORCH_CUDA" = 1 ]; then
