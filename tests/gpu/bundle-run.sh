@@ -13,7 +13,8 @@
 # KEEP_WORK=1). Exits 0 when every step passed or skipped for lack of a GPU, 1 otherwise.
 #
 # Usage: run.sh OUTDIR
-# Environment: GPU_BENCH_GIB (default 4), SWEEP_SIZE (default 1G), PY_BENCH_SIZE (default 2G),
+# Environment: GPU_BENCH_GIB (default 4), SWEEP_SIZE (default 1G), PIPE_SWEEP_SIZE (bytes, default
+# 1 GiB), PY_BENCH_SIZE (default 2G),
 # CKPT_CUDART (a libcudart to use; default: the one torch ships, else the CUDA toolkit's, else
 # the system's), PYTHON (default python3).
 set -u
@@ -124,7 +125,7 @@ step pipeline-sweep 120 bash -c '
 # cores (bench/pipe-sweep, issue 13).
 step pipe-sweep 90 bash -c '
 	n=$(nproc)
-	"$HERE/bin/pipe-sweep" --dir "$OUT/work" --size $((1 << 30)) --runs 3 \
+	"$HERE/bin/pipe-sweep" --dir "$OUT/work" --size "${PIPE_SWEEP_SIZE:-1073741824}" --runs 3 \
 		--threads "$(printf "%s\n" 1 2 $((n / 2)) "$n" | sort -nu | paste -sd, -)" \
 		>"$OUT/pipe-sweep.json" && cat "$OUT/pipe-sweep.json"'
 
