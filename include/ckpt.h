@@ -494,6 +494,49 @@ CKPT_API int ckpt_store_gc(ckpt_store *store, double compact_below, int flags,
 			   ckpt_gc_report **report);
 CKPT_API void ckpt_gc_report_free(ckpt_gc_report *report);
 
+/* How gc chooses the packs it compacts (restic's prune --max-unused, borg compact --threshold).
+ * Every pack whose live share is below compact_below is compacted; then, while the garbage left in
+ * partly live packs is more than max_unused of the pack bytes left, the pack with the most garbage
+ * is compacted too. ckpt_store_gc(store, f, ...) is {compact_below = f, max_unused = 1}. */
+typedef struct ckpt_gc_policy {
+	double compact_below; /* 0 to 1; 0: no pack by this rule */
+	double max_unused;    /* 0 to 1; 1: no limit */
+} ckpt_gc_policy;
+#define CKPT_GC_MAX_UNUSED_DEFAULT 0.10 /* what ckptctl gc uses unless told otherwise */
+
+/* ckpt_store_gc() with a policy (NULL: {0, CKPT_GC_MAX_UNUSED_DEFAULT}). Each manifest is rewritten
+ * at most once per run however many of its packs are compacted. Returns as ckpt_store_gc(), or
+ * -CKPT_E_INVAL for a value outside 0 to 1. */
+CKPT_API int ckpt_store_gc_with(ckpt_store *store, const ckpt_gc_policy *gc, int flags,
+				ckpt_gc_report **report);
+
+/* Time-based retention on top of ckpt_prune_policy, with borg prune's semantics: keep_within keeps
+ * every checkpoint saved less than that many seconds before now; keep_hourly/daily/weekly keep the
+ * newest checkpoint of each of the last N hours, days and ISO weeks (UTC) that have one (a period
+ * whose newest checkpoint another rule keeps does not count; when fewer periods exist, the oldest
+ * checkpoint is kept too). Periods come from the commit time recorded in each manifest. */
+typedef struct ckpt_retention {
+	ckpt_prune_policy keep;    /* keep_last, keep_every, keep_steps as ckpt_store_prune() */
+	int64_t now;               /* unix seconds keep_within counts back from (0: the current time) */
+	int64_t keep_within;       /* seconds (0: none) */
+	uint64_t keep_hourly, keep_daily, keep_weekly;
+} ckpt_retention;
+
+/* ckpt_store_prune() with time-based rules, then gc (NULL: unreferenced packs only) under the same
+ * lock. Returns as ckpt_store_prune(). */
+CKPT_API int ckpt_store_prune_gc(ckpt_store *store, const ckpt_retention *retention,
+				 const ckpt_gc_policy *gc, int flags, ckpt_gc_report **report);
+
+#define CKPT_GC_NEWEST 4 /* ckpt_store_delete(): the newest valid checkpoint may go too */
+
+/* Removes the checkpoints of the n steps given (valid or damaged manifests), then what gc (NULL:
+ * unreferenced packs only) collects, under one lock. Refuses, removing nothing, with -CKPT_E_INVAL
+ * when that would remove the newest valid checkpoint (unless CKPT_GC_NEWEST), and -CKPT_E_NOTFOUND
+ * for a step without a manifest (the message lists the steps that exist). Otherwise returns as
+ * ckpt_store_prune(). */
+CKPT_API int ckpt_store_delete(ckpt_store *store, const uint64_t *steps, size_t n,
+			       const ckpt_gc_policy *gc, int flags, ckpt_gc_report **report);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,9 +18,11 @@ int cmd_diff(int argc, char **argv);
 int cmd_du(int argc, char **argv);
 int cmd_prune(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
+int cmd_delete(int argc, char **argv);
 
 extern const char usage_import[], usage_export[], usage_list[], usage_verify[];
 extern const char usage_show[], usage_diff[], usage_du[], usage_prune[], usage_gc[];
+extern const char usage_delete[];
 
 /* Parses a STEP argument: a decimal number or "latest" (CKPT_STEP_LATEST). Returns 0, or prints a
  * usage error for cmd and returns EXIT_USAGE. */
@@ -64,5 +66,22 @@ int ck_check_damaged(const char *cmd, ckpt_store *store, const char *path, bool 
 /* Prints the counters of a prune or gc report as JSON fields, or as text lines. */
 void ck_report_json(struct jw *w, const ckpt_gc_report *r);
 void ck_report_text(const ckpt_gc_report *r, bool dry);
+
+/* gcopt.c: --max-unused and --compact-below of gc, prune --gc and delete. */
+enum { CK_OPT_MAX_UNUSED = 200, CK_OPT_COMPACT_BELOW = 'c' };
+struct ck_gc_opts {
+	ckpt_gc_policy pol;
+	bool have_max_unused, have_compact_below;
+};
+/* Parses a fraction from 0 to 1. Returns 0 or -1. */
+int ck_parse_fraction(const char *s, double *out);
+/* Handles option c (CK_OPT_*) with its argument: returns 0, EXIT_USAGE (reported), or -1 when c is
+ * not one of them. */
+int ck_gc_option(const char *cmd, int c, const char *arg, struct ck_gc_opts *o);
+/* Fills in the defaults: max_unused CKPT_GC_MAX_UNUSED_DEFAULT, unless only --compact-below was
+ * given (then no limit). */
+void ck_gc_finish(struct ck_gc_opts *o);
+/* The policy as JSON fields compact_below and max_unused. */
+void ck_gc_json(struct jw *w, const struct ck_gc_opts *o);
 
 #endif
