@@ -1007,8 +1007,8 @@ static int choose_steps(struct ckpt_store *s, const struct mfset *ms, const void
 	while (newest-- > 0 && ms->err[newest])
 		;
 	if (newest < ms->n && drop[newest] && !(flags & CKPT_GC_NEWEST))
-		return ckpt_fail(CKPT_E_INVAL, "step %llu is the newest valid checkpoint of %s: it is "
-				 "kept unless forced", (unsigned long long)ms->steps[newest], s->path);
+		return ckpt_fail(CKPT_E_INVAL, "step %llu is the newest valid checkpoint of %s, which "
+				 "is kept", (unsigned long long)ms->steps[newest], s->path);
 	return 0;
 }
 
