@@ -405,6 +405,24 @@ typedef void (*ckpt_progress_fn)(uint64_t done, uint64_t total, void *arg);
 CKPT_API long ckpt_reader_verify(ckpt_reader *reader, ckpt_damage_fn on_damage,
 				 ckpt_progress_fn on_progress, void *arg);
 
+/* What verification learned about each chunk record, kept across the checkpoints of one store so
+ * that a record several checkpoints share is read and hashed once (restic check --read-data).
+ * create returns NULL when out of memory; free accepts NULL. */
+typedef struct ckpt_verify_cache ckpt_verify_cache;
+CKPT_API ckpt_verify_cache *ckpt_verify_cache_create(void);
+CKPT_API void ckpt_verify_cache_free(ckpt_verify_cache *cache);
+/* Bytes read from packs and records read through the cache so far. */
+CKPT_API uint64_t ckpt_verify_cache_bytes_read(const ckpt_verify_cache *cache);
+CKPT_API uint64_t ckpt_verify_cache_records(const ckpt_verify_cache *cache);
+
+/* ckpt_reader_verify() that reads only the records cache does not know yet and reports the damage
+ * it knows for the others, as for each checkpoint's own. cache must only be used with readers of
+ * one store. Progress counts the bytes of this checkpoint, read or known. Returns as
+ * ckpt_reader_verify(). */
+CKPT_API long ckpt_reader_verify_cached(ckpt_reader *reader, ckpt_verify_cache *cache,
+					ckpt_damage_fn on_damage, ckpt_progress_fn on_progress,
+					void *arg);
+
 
 /* ---------------------------------------------------------------------------------------------
  * Inspection of chunks
