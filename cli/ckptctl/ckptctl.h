@@ -84,4 +84,15 @@ void ck_gc_finish(struct ck_gc_opts *o);
 /* The policy as JSON fields compact_below and max_unused. */
 void ck_gc_json(struct jw *w, const struct ck_gc_opts *o);
 
+/* select.c: export --select. Keeps in ts[0..*nt) (and the reader indexes ridx) the tensors
+ * under subtree (a dotted prefix of the saved names), named relative to it and unescaped as the
+ * Python binding escapes keys; the new names are malloc'd into *names (free each, then the array,
+ * also on failure). Returns 0, EXIT_NOTFOUND (nothing under subtree: the message lists the
+ * top-level names) or EXIT_FAIL, reported. */
+struct st_out_tensor;
+int ck_select(const char *cmd, const char *subtree, struct st_out_tensor *ts, size_t *ridx,
+	      size_t *nt, char ***names);
+/* Removes the Python binding's metadata entry from keys/vals; returns the new count. */
+size_t ck_drop_binding_meta(const char **keys, const char **vals, size_t nm);
+
 #endif

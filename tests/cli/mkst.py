@@ -88,6 +88,24 @@ def main():
             last = max(s for s in range(seed + 1) if changes(s, j))
             t.append((f"layer.{j}.weight", "F32", [16384], data(last, f"layer.{j}", 65536)))
         body = build(t, seed=seed)
+    elif kind in ("pysaved", "pyclash"):
+        # Tensor names as the Python binding writes them (python/libckpt/_tree.py): the dotted
+        # path of keys, each key escaped ('%' as %25, '.' as %2E), and its structure entry
+        # "libckpt.python" in the metadata. pyclash has two keys that unescape to one name.
+        esc = lambda k: k.replace("%", "%25").replace(".", "%2E")
+        if kind == "pysaved":
+            keys = [("model", "conv1.weight", "F32", [4, 3]), ("model", "fc.bias", "BF16", [5]),
+                    ("model", "100%.scale", "F32", []), ("optim", "state.0.exp_avg", "F32", [4, 3])]
+        else:
+            keys = [("model", "a.b", "F32", [2]), ("model", "a", "F32", [2])]
+        t = []
+        for top, key, dt, shape in keys:
+            name = top + "." + (esc(key) if top == "model" else key)
+            if kind == "pyclash" and key == "a":
+                name = "model.a.b"
+            t.append((name, dt, shape))
+        tree = json.dumps({"format": 1, "tree": {"t": "dict", "keys": ["model", "optim"]}})
+        body = build(t, meta={"libckpt.python": tree, "note": "kept"}, seed=seed)
     elif kind == "compressible":
         # Low-entropy data that zstd (and byte grouping) shrinks: bf16 and f32 values with few
         # distinct high bytes, and a run of zeros.
