@@ -313,6 +313,10 @@ CKPT_API int ckpt_save_fence(ckpt_save *save, void *stream);
  * comes from ckpt_save_wait()). */
 CKPT_API int ckpt_save_poll(const ckpt_save *save);
 
+/* Bytes of the tensors hashed so far by a submitted save (*done), for a progress display; the
+ * total is the tensors' size. Call between submit and wait. Returns 0 or -CKPT_E_INVAL. */
+CKPT_API int ckpt_save_progress(const ckpt_save *save, uint64_t *done);
+
 /* Waits until the checkpoint is durable and visible (or failed), fills *stats when not NULL, and
  * frees save. Returns 0, or the error of the background work, whose message names the step; after
  * an error no checkpoint was made, earlier checkpoints are intact and what was written is removed
@@ -515,10 +519,13 @@ CKPT_API void ckpt_gc_report_free(ckpt_gc_report *report);
 /* How gc chooses the packs it compacts (restic's prune --max-unused, borg compact --threshold).
  * Every pack whose live share is below compact_below is compacted; then, while the garbage left in
  * partly live packs is more than max_unused of the pack bytes left, the pack with the most garbage
- * is compacted too. ckpt_store_gc(store, f, ...) is {compact_below = f, max_unused = 1}. */
+ * is compacted too. ckpt_store_gc(store, f, ...) is {compact_below = f, max_unused = 1}. Zero the
+ * struct before filling it in. */
 typedef struct ckpt_gc_policy {
 	double compact_below; /* 0 to 1; 0: no pack by this rule */
 	double max_unused;    /* 0 to 1; 1: no limit */
+	ckpt_progress_fn on_progress; /* NULL, or called as compaction copies (record bytes) */
+	void *progress_arg;
 } ckpt_gc_policy;
 #define CKPT_GC_MAX_UNUSED_DEFAULT 0.10 /* what ckptctl gc uses unless told otherwise */
 

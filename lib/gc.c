@@ -428,6 +428,8 @@ static int cmp_cpk(const void *a, const void *b)
 struct cbufs {
 	uint8_t *buf, *raw;
 	ckpt_codec_ctx *codec;
+	const ckpt_gc_policy *g; /* for its progress callback */
+	uint64_t done, total;    /* record bytes copied, to copy */
 };
 
 /* Checks the record read into b->buf from src at off (header, then the digest of its payload). */
@@ -493,6 +495,9 @@ static int compact_copy(struct ckpt_store *s, const struct loc *l, struct cpk *c
 		c->newoff[i - c->first] = c->at;
 		c->at += l[i].span;
 		rep->bytes_copied += l[i].span;
+		b->done += l[i].span;
+		if (b->g->on_progress)
+			b->g->on_progress(b->done, b->total, b->g->progress_arg);
 	}
 	if (!rc && fdatasync(outfd))
 		rc = ckpt_fail(CKPT_E_IO, "fdatasync %s: %s", dst, strerror(errno));
@@ -555,10 +560,12 @@ static int rewrite_manifests(struct ckpt_store *s, struct mfset *ms, const bool 
  * once, then removes the old packs. A failed copy removes the new packs (nothing names them yet)
  * and leaves every old pack in place. */
 static int compact_run(struct ckpt_store *s, struct mfset *ms, const bool *skip, struct cpk *cv,
-		       size_t nc, const struct loc *l, ckpt_gc_report *rep)
+		       size_t nc, const struct loc *l, const ckpt_gc_policy *g, ckpt_gc_report *rep)
 {
 	struct cbufs b = {ckpt_aligned_alloc(rec_span(CKPT_MAX_CHUNK + 65536)), malloc(CKPT_MAX_CHUNK),
-			  ckpt_codec_ctx_create(CKPT_MAX_CHUNK)};
+			  ckpt_codec_ctx_create(CKPT_MAX_CHUNK), g, 0, 0};
+	for (size_t i = 0; i < nc; i++)
+		b.total += cv[i].p->live;
 	int rc = 0;
 	if (!b.buf || !b.raw || !b.codec)
 		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
@@ -697,7 +704,7 @@ static int compact(struct ckpt_store *s, struct mfset *ms, const bool *skip, str
 			rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	}
 	if (!rc && nc)
-		rc = compact_run(s, ms, skip, cv, nc, lv, rep);
+		rc = compact_run(s, ms, skip, cv, nc, lv, g, rep);
 	for (size_t i = 0; cv && i < nc; i++)
 		free(cv[i].newoff);
 	free(cv);
@@ -737,7 +744,7 @@ static ckpt_gc_report *new_report(void)
 CKPT_API int ckpt_store_gc_with(ckpt_store *s, const ckpt_gc_policy *g, int flags,
 				ckpt_gc_report **report)
 {
-	ckpt_gc_policy def = {0, CKPT_GC_MAX_UNUSED_DEFAULT};
+	ckpt_gc_policy def = {.max_unused = CKPT_GC_MAX_UNUSED_DEFAULT};
 	if (report)
 		*report = NULL;
 	if (!g)
@@ -771,7 +778,7 @@ CKPT_API int ckpt_store_gc(ckpt_store *s, double compact_below, int flags, ckpt_
 		*report = NULL;
 	if (!s || !(compact_below >= 0 && compact_below <= 1))
 		return ckpt_fail(CKPT_E_INVAL, "gc: compaction threshold must be 0 to 1");
-	ckpt_gc_policy g = {compact_below, 1};
+	ckpt_gc_policy g = {.compact_below = compact_below, .max_unused = 1};
 	return ckpt_store_gc_with(s, &g, flags, report);
 }
 

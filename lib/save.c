@@ -231,6 +231,17 @@ CKPT_API int ckpt_save_poll(const ckpt_save *sv)
 	return sv && sv->submitted ? pipe_poll(sv) : 0;
 }
 
+CKPT_API int ckpt_save_progress(const ckpt_save *sv, uint64_t *done)
+{
+	if (!sv || !done)
+		return ckpt_fail(CKPT_E_INVAL, "save: NULL save or result");
+	/* The digest stage adds to bytes_hashed under the store's index lock. */
+	pthread_mutex_lock(&sv->s->idx_mu);
+	*done = sv->st.bytes_hashed;
+	pthread_mutex_unlock(&sv->s->idx_mu);
+	return 0;
+}
+
 CKPT_API int ckpt_save_wait(ckpt_save *sv, ckpt_stats *stats)
 {
 	if (!sv)

@@ -72,6 +72,8 @@ enum { CK_OPT_MAX_UNUSED = 200, CK_OPT_COMPACT_BELOW = 'c' };
 struct ck_gc_opts {
 	ckpt_gc_policy pol;
 	bool have_max_unused, have_compact_below;
+	struct progress bar; /* of the compaction, started on its first report */
+	bool progress, bar_started;
 };
 /* Parses a fraction from 0 to 1. Returns 0 or -1. */
 int ck_parse_fraction(const char *s, double *out);
@@ -81,6 +83,9 @@ int ck_gc_option(const char *cmd, int c, const char *arg, struct ck_gc_opts *o);
 /* Fills in the defaults: max_unused CKPT_GC_MAX_UNUSED_DEFAULT, unless only --compact-below was
  * given (then no limit). */
 void ck_gc_finish(struct ck_gc_opts *o);
+/* Shows the compaction's progress on a terminal (when enable), until ck_gc_progress_end(). */
+void ck_gc_progress(struct ck_gc_opts *o, bool enable);
+void ck_gc_progress_end(struct ck_gc_opts *o);
 /* The policy as JSON fields compact_below and max_unused. */
 void ck_gc_json(struct jw *w, const struct ck_gc_opts *o);
 

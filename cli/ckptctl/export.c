@@ -30,6 +30,8 @@ const char usage_export[] =
 	"  -q, --quiet         print nothing on success\n"
 	"      --json          print step, file, tensors and bytes as a JSON object (needs a\n"
 	"                      FILE, not '-')\n"
+	"      --no-progress   no progress line (it is shown, tensor by tensor, only when\n"
+	"                      standard error is a terminal, and not with --quiet or --json)\n"
 	"  -h, --help          show this help\n"
 	"\n"
 	"Exit status: 0 written; 1 failed (damaged data, I/O error); 2 usage error; 4 no such\n"
@@ -38,13 +40,14 @@ const char usage_export[] =
 	"Example:\n"
 	"  ckptctl export /mnt/nvme/ckpt latest -o model.safetensors --select model\n";
 
-enum { OPT_SELECT = 256, OPT_JSON };
+enum { OPT_SELECT = 256, OPT_JSON, OPT_NO_PROGRESS };
 
 static const struct option export_opts[] = {
 	{"output", required_argument, NULL, 'o'},
 	{"quiet", no_argument, NULL, 'q'},
 	{"select", required_argument, NULL, OPT_SELECT},
 	{"json", no_argument, NULL, OPT_JSON},
+	{"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -94,7 +97,8 @@ static int fsync_dir_of(const char *path)
  * mapping. Returns 0; -CKPT_E_UNSUPPORTED when the file cannot be mapped (nothing was written
  * then); -CKPT_E_IO when unmapping failed (errno set); or the library's error. */
 static int restore_mapped(ckpt_reader *rd, int fd, const uint8_t *hdr, size_t hlen,
-			  const struct st_out_tensor *ts, const size_t *ridx, size_t nt, uint64_t size)
+			  const struct st_out_tensor *ts, const size_t *ridx, size_t nt, uint64_t size,
+			  struct progress *bar)
 {
 	uint8_t *map = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED)
@@ -106,6 +110,7 @@ static int restore_mapped(ckpt_reader *rd, int fd, const uint8_t *hdr, size_t hl
 		if (ts[k].nbytes)
 			r = ckpt_reader_restore(rd, ridx[k], CKPT_MEM_HOST, map + off, ts[k].nbytes);
 		off += ts[k].nbytes;
+		progress_update(bar, off - hlen);
 	}
 	if (munmap(map, (size_t)size) && r == 0)
 		r = -CKPT_E_IO;
@@ -116,7 +121,7 @@ int cmd_export(int argc, char **argv)
 {
 	const char *cmd = "export";
 	const char *out = NULL, *select = NULL;
-	bool quiet = false, json = false;
+	bool quiet = false, json = false, no_progress = false;
 	int c;
 
 	optind = 1;
@@ -127,6 +132,7 @@ int cmd_export(int argc, char **argv)
 		case 'q': quiet = true; break;
 		case OPT_SELECT: select = optarg; break;
 		case OPT_JSON: json = true; break;
+		case OPT_NO_PROGRESS: no_progress = true; break;
 		case 'h': fputs(usage_export, stdout); return EXIT_OK;
 		default: return ck_bad_option(cmd, c, argv);
 		}
@@ -157,8 +163,9 @@ int cmd_export(int argc, char **argv)
 	char **sel_names = NULL;
 	const char **keys = NULL, **vals = NULL;
 	uint8_t *hdr = NULL, *buf = NULL;
-	char tmp[4200];
+	char tmp[4200], label[64];
 	ckpt_info info;
+	struct progress bar = {0};
 
 	if ((rc = ck_open_store(cmd, argv[optind], true, NULL, &store)))
 		return rc;
@@ -224,6 +231,8 @@ int cmd_export(int argc, char **argv)
 		goto out;
 	}
 	const char *dest = to_stdout ? "standard output" : tmp;
+	snprintf(label, sizeof label, "export step %llu", (unsigned long long)info.step);
+	progress_start(&bar, label, total, !quiet && !json && !no_progress);
 	if (to_stdout)
 		fd = STDOUT_FILENO;
 	else {
@@ -246,7 +255,7 @@ int cmd_export(int argc, char **argv)
 		int e = hlen + total > (uint64_t)SIZE_MAX ? EFBIG :
 			posix_fallocate(fd, 0, (off_t)(hlen + total));
 		if (e == 0) {
-			r = restore_mapped(rd, fd, hdr, hlen, ts, ridx, nt, hlen + total);
+			r = restore_mapped(rd, fd, hdr, hlen, ts, ridx, nt, hlen + total, &bar);
 			if (r == 0)
 				goto written;
 			if (r != -CKPT_E_UNSUPPORTED) {
@@ -269,9 +278,12 @@ int cmd_export(int argc, char **argv)
 		cli_err("%s: write %s: %s", cmd, dest, strerror(errno));
 		goto out;
 	}
+	uint64_t sent = 0;
 	for (size_t k = 0; k < nt; k++) {
 		if (!ts[k].nbytes)
 			continue;
+		progress_update(&bar, sent);
+		sent += ts[k].nbytes;
 		r = ckpt_reader_restore(rd, ridx[k], CKPT_MEM_HOST, buf, ts[k].nbytes);
 		if (r < 0) {
 			rc = ck_fail(cmd, r, "reading a tensor");
@@ -283,6 +295,7 @@ int cmd_export(int argc, char **argv)
 		}
 	}
 written:
+	progress_end(&bar);
 	if (!to_stdout) {
 		if (fsync(fd)) {
 			cli_err("%s: fsync %s: %s", cmd, tmp, strerror(errno));
@@ -328,6 +341,7 @@ written:
 	}
 	rc = EXIT_OK;
 out:
+	progress_end(&bar);
 	if (fd >= 0 && fd != STDOUT_FILENO)
 		close(fd);
 	if (tmp_path) {

@@ -30,6 +30,8 @@ const char usage_gc[] =
 	"      --dry-run                 print what would be done, copied and freed; change nothing\n"
 	"      --force                   proceed although manifests are damaged (chunks only they\n"
 	"                                reference may be removed)\n"
+	"      --no-progress             no progress line while compacting (it is shown only\n"
+	"                                when standard error is a terminal, and not with --json)\n"
 	"      --json                    print a JSON object: dry_run, compact_below, max_unused,\n"
 	"                                packs_removed, packs_compacted, manifests_rewritten,\n"
 	"                                leftovers_removed, bytes_freed and bytes_copied (bytes)\n"
@@ -41,7 +43,7 @@ const char usage_gc[] =
 	"Example:\n"
 	"  ckptctl gc /mnt/nvme/ckpt --max-unused 5% --dry-run\n";
 
-enum { OPT_JSON = 256, OPT_DRY_RUN, OPT_FORCE };
+enum { OPT_JSON = 256, OPT_DRY_RUN, OPT_FORCE, OPT_NO_PROGRESS };
 
 static const struct option gc_opts[] = {
 	{"compact-below", required_argument, NULL, CK_OPT_COMPACT_BELOW},
@@ -49,6 +51,7 @@ static const struct option gc_opts[] = {
 	{"dry-run", no_argument, NULL, OPT_DRY_RUN},
 	{"force", no_argument, NULL, OPT_FORCE},
 	{"json", no_argument, NULL, OPT_JSON},
+	{"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -56,7 +59,7 @@ static const struct option gc_opts[] = {
 int cmd_gc(int argc, char **argv)
 {
 	const char *cmd = "gc";
-	bool json = false, dry = false, force = false;
+	bool json = false, dry = false, force = false, no_progress = false;
 	struct ck_gc_opts g = {0};
 	int c;
 
@@ -72,6 +75,7 @@ int cmd_gc(int argc, char **argv)
 		case OPT_DRY_RUN: dry = true; break;
 		case OPT_FORCE: force = true; break;
 		case OPT_JSON: json = true; break;
+		case OPT_NO_PROGRESS: no_progress = true; break;
 		case 'h': fputs(usage_gc, stdout); return EXIT_OK;
 		default: return ck_bad_option(cmd, c, argv);
 		}
@@ -80,6 +84,7 @@ int cmd_gc(int argc, char **argv)
 		return cli_usage_err(cmd, argc - optind < 1 ? "expected STORE" : "too many arguments");
 	const char *path = argv[optind];
 	ck_gc_finish(&g);
+	ck_gc_progress(&g, !json && !no_progress);
 
 	ckpt_store *store;
 	int rc = ck_open_store(cmd, path, false, NULL, &store);
@@ -90,6 +95,7 @@ int cmd_gc(int argc, char **argv)
 		goto out;
 	int r = ckpt_store_gc_with(store, &g.pol,
 				   (dry ? CKPT_GC_DRY_RUN : 0) | (force ? CKPT_GC_FORCE : 0), &rep);
+	ck_gc_progress_end(&g);
 	if (r < 0) {
 		rc = ck_fail(cmd, r, "gc failed");
 		goto out;

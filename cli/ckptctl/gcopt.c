@@ -63,6 +63,29 @@ void ck_gc_finish(struct ck_gc_opts *o)
 		o->pol.compact_below = 0;
 }
 
+static void on_compact(uint64_t done, uint64_t total, void *arg)
+{
+	struct ck_gc_opts *o = arg;
+	if (!o->bar_started) {
+		progress_start(&o->bar, "gc: compacting", total, o->progress);
+		o->bar_started = true;
+	}
+	progress_update(&o->bar, done);
+}
+
+void ck_gc_progress(struct ck_gc_opts *o, bool enable)
+{
+	o->progress = enable;
+	o->pol.on_progress = on_compact;
+	o->pol.progress_arg = o;
+}
+
+void ck_gc_progress_end(struct ck_gc_opts *o)
+{
+	if (o->bar_started)
+		progress_end(&o->bar);
+}
+
 void ck_gc_json(struct jw *w, const struct ck_gc_opts *o)
 {
 	jw_key(w, "compact_below");

@@ -76,8 +76,7 @@ static void report_damage(struct vctx *v, const ckpt_damage *d)
 		jw_obj_end(&v->w);
 		return;
 	}
-	if (v->bar.on) /* leave the bar's line */
-		fputc('\n', stderr);
+	progress_clear(&v->bar); /* the damage line goes where the bar was */
 	if (!d->tensor) {
 		printf("step %llu: DAMAGED manifest %s: %s\n", (unsigned long long)v->step,
 		       d->file ? d->file : "", d->message ? d->message : ckpt_strerror(d->error));

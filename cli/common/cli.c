@@ -15,6 +15,7 @@ const char *cli_prog = "ckpt";
 void cli_err(const char *fmt, ...)
 {
 	va_list ap;
+	progress_interrupt(); /* a message never lands on the end of a progress line */
 	fprintf(stderr, "%s: ", cli_prog);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
