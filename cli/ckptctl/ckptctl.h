@@ -32,6 +32,13 @@ int ck_parse_step(const char *cmd, const char *s, uint64_t *out);
  * options) as a usage error for cmd. Returns EXIT_USAGE. */
 int ck_bad_option(const char *cmd, int c, char **argv);
 
+/* CKPT_STORE: the store when a command's STORE argument is left out. Call after getopt_long(),
+ * whose positional arguments are argv[optind..argc): when CKPT_STORE is set and there are fewer
+ * than min of them (STORE included), or the first looks like a STEP (a number or "latest") that
+ * is no directory and the command takes a STEP after STORE (step_next), *argv becomes a copy with
+ * CKPT_STORE inserted at optind. Returns the new argc. */
+int ck_default_store(int argc, char ***argv, int optind, int min, bool step_next);
+
 /* The exit status for a negative CKPT_E_* code: EXIT_NOTFOUND, EXIT_BUSY or EXIT_FAIL. */
 int ck_exit_status(int err);
 

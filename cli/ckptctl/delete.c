@@ -179,6 +179,7 @@ int cmd_delete(int argc, char **argv)
 	}
 	if (rc)
 		return rc;
+	argc = ck_default_store(argc, &argv, optind, 2, true);
 	if (argc - optind < 2)
 		return cli_usage_err(cmd, argc - optind < 1 ? "expected STORE and STEP..." :
 				     "expected at least one STEP");

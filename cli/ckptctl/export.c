@@ -137,6 +137,7 @@ int cmd_export(int argc, char **argv)
 		default: return ck_bad_option(cmd, c, argv);
 		}
 	}
+	argc = ck_default_store(argc, &argv, optind, 1, true);
 	int npos = argc - optind;
 	if (npos < 1)
 		return cli_usage_err(cmd, "expected STORE");

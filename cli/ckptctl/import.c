@@ -158,6 +158,7 @@ int cmd_import(int argc, char **argv)
 		default: return ck_bad_option(cmd, c, argv);
 		}
 	}
+	argc = ck_default_store(argc, &argv, optind, 2, false);
 	if (argc - optind != 2)
 		return cli_usage_err(cmd, argc - optind < 2 ? "expected STORE and FILE" :
 				     "too many arguments");

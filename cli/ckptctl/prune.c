@@ -270,6 +270,8 @@ int cmd_prune(int argc, char **argv)
 				rc = ck_bad_option(cmd, c, argv);
 		}
 	}
+	if (!rc)
+		argc = ck_default_store(argc, &argv, optind, 1, false);
 	if (rc)
 		;
 	else if (argc - optind != 1)
