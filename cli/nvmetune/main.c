@@ -101,7 +101,7 @@ int main(int argc, char **argv)
 		fputs(usage_main_extra, stdout);
 		printf("\nExit status: 0 ok, 1 failed, 2 usage, 3 another apply/rollback is running, 4 device "
 		       "or state not found,\n5 some settings did not take, 6 device refused by the "
-		       "safety checks, 7 not root.\n"
+		       "safety checks, 7 permission denied.\n"
 		       "See nvmetune(1).\n");
 		return rc;
 	}

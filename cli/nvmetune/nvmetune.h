@@ -15,7 +15,7 @@
 enum {
 	EXIT_PARTIAL = 5, /* apply/rollback: some setting failed or did not take on read-back */
 	EXIT_REFUSED = 6, /* a device was refused by the safety checks (use --force) */
-	EXIT_PERM = 7,    /* the command must run as root */
+	EXIT_PERM = 7,    /* permission denied: not root, a device or file it cannot read or write */
 };
 
 /* ---- global options (main.c) ------------------------------------------------------------- */
@@ -32,6 +32,12 @@ extern struct nt_opts nt;
 /* Returns EXIT_OK when the caller may change the system, or prints why not and returns EXIT_PERM.
  * Skipped when the roots are moved (tests run against a fake tree). */
 int nt_need_root(const char *cmd);
+
+/* perm.c: EXIT_OK, or prints that permission is denied (naming path and what to do) and returns
+ * EXIT_PERM: path cannot be opened for reading; path (or, when it does not exist, its directory)
+ * cannot be written (hint: another way, such as "--no-config"; may be NULL). */
+int nt_check_readable(const char *cmd, const char *path);
+int nt_check_writable(const char *cmd, const char *path, const char *hint);
 
 /* ---- sysfs layer with a movable root (sysfs.c) ------------------------------------------------
  * Every access to /sys, /dev and /proc goes through here so that tests can point the tool at a

@@ -278,6 +278,12 @@ static int raid_create(int argc, char **argv)
 		}
 	}
 
+	for (int i = 0; i < ndev; i++) {
+		char p[PATH_MAX];
+		dev_path(p, sizeof(p), names[i]);
+		if ((c = nt_check_readable("raid create", p)))
+			return c;
+	}
 	int refused = 0;
 	for (int i = 0; i < ndev; i++) {
 		char why[1024];

@@ -279,6 +279,16 @@ rm -f "$T/state.json"
 if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null; then
 	chk e_notroot 7 "nvmetune: apply: must be run as root" setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN" --state "$T/x.json" apply
 	chk e_notroot_raid 7 "nvmetune: raid create: must be run as root" setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN" raid create --level 0 /dev/null /dev/zero
+	# Permission problems are exit 7 and say so, never a refusal (6) that points at --force; bench
+	# checks that it can write its config before the sweep, not after.
+	chmod 755 "$T"
+	chmod 600 "$F/dev/nvme4n1"
+	chk e_perm_raid_dry 7 "nvmetune: raid create: cannot read @ROOT@/dev/nvme4n1: Permission denied: the safety checks need to look at it (run as root)" setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN" --sysfs-root "$S" --dev-root "$F/dev" --proc-root "$F/proc" --state "$T/state.json" raid create --level 0 --dry-run nvme4n1 nvme2n1
+	chmod 644 "$F/dev/nvme4n1"
+	mkdir -p "$T/roconf" "$T/benchnb" && chmod 777 "$T/benchnb"
+	chk e_perm_bench 7 "nvmetune: bench: cannot write @TMP@/roconf/libckpt.conf: Permission denied (run as root, or --config FILE, or --no-config)" setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN" bench --size 4M --config "$T/roconf/libckpt.conf" "$T/benchnb"
+	grep -q "MiB/s" "$T/e_perm_bench.out" && bad "e_perm_bench: the sweep ran before the config check" || ok
+	chmod 700 "$T"
 fi
 NVMETUNE_SYSFS_ROOT=$S run env_root "$BIN" --dev-root "$F/dev" --proc-root "$F/proc" plan nvme0n1
 expect_rc env_root 0; expect_out env_root "nvme0n1   scheduler       mq-deadline    none           change"
