@@ -105,6 +105,31 @@ struct nvme_info {
 	char why[96];         /* why the information is unknown */
 };
 void nvme_query(const char *ctrl, struct nvme_info *ni);
+
+/* Drive health from the SMART / health log (log page 0x02, controller-wide). */
+struct nvme_health {
+	bool have;               /* the log was read */
+	unsigned crit_warning;   /* bit field; 0 is healthy */
+	unsigned percent_used;   /* endurance used, may exceed 100 */
+	unsigned avail_spare, spare_thresh;
+	uint64_t media_errors;   /* low 64 bits of the 128-bit counter */
+	int temp_c;              /* composite temperature */
+	char why[96];
+};
+void nvme_health_query(const char *ctrl, struct nvme_health *h);
+
+/* The LBA formats of namespace nsid (identify namespace): data size of each, metadata, relative
+ * performance (0 best), which is in use, and the best for checkpoints: 4 KiB without metadata
+ * when there is one (what O_DIRECT alignment and large writes want), else the largest data size
+ * without metadata. */
+struct nvme_lba {
+	bool have;
+	unsigned n;              /* formats */
+	unsigned cur, best;      /* indexes */
+	struct { uint32_t bytes; unsigned ms, rp; } f[64];
+	char why[96];
+};
+void nvme_lba_query(const char *ctrl, unsigned nsid, struct nvme_lba *l);
 /* Volatile write cache feature: returns 0/1, or -errno / NVMe status (>1) on failure. */
 int nvme_vwc_get(const char *ctrl, char *why, size_t len);
 int nvme_vwc_set(const char *ctrl, bool on, char *why, size_t len);

@@ -30,6 +30,8 @@ echo "===== status"
 run status $NVT status
 R status_ctrls "$(count status 'QEMU NVMe Ctrl')"
 R status_vwc "$(count status 'volatile write cache: present, enabled')"
+R status_health "$(count status 'health: ok, 0% of endurance used')"
+R status_lba "$(count status 'LBA format: 512 B (#0); best supported 4 KiB')"
 run status_json $NVT status --json
 dump status.json /tmp/o.status_json
 run plan_missing $NVT plan /dev/nvme9n1

@@ -228,6 +228,8 @@ done <<'EOF'
 status_rc 0
 status_ctrls 4
 status_vwc 4
+status_health 4
+status_lba 4
 status_json_rc 0
 plan_missing_rc 4
 plan_missing_msg 1
@@ -350,6 +352,13 @@ assert [x["serial"] for x in c] == ["NVMETUNE%d" % i for i in range(4)], c
 assert all(x["model"] == "QEMU NVMe Ctrl" and x["vwc_present"] is True and x["vwc_enabled"] is True
            and x["apst_supported"] is False and x["libnvme"] == "ok" for x in c), c
 assert all(len(x["namespaces"]) == 1 and x["namespaces"][0]["size_bytes"] == 128 << 20 for x in c), c
+# SMART health and the LBA formats (QEMU's namespaces: 512 B in use, 4 KiB among the formats).
+assert all(x["health"]["critical_warning"] == 0 and x["health"]["media_errors"] == 0 for x in c), c
+for x in c:
+    l = x["namespaces"][0]["lba_formats"]
+    f = l["formats"]
+    assert f[l["current"]]["data_bytes"] == 512 and f[l["best"]]["data_bytes"] == 4096 and \
+        f[l["best"]]["metadata_bytes"] == 0, l
 b = {d["name"]: d for d in s["block_devices"]}
 assert sorted(b) == ["nvme0n1", "nvme1n1", "nvme2n1", "nvme3n1"], b
 assert b["nvme1n1"]["scheduler"] == "none" and b["nvme1n1"]["max_hw_sectors_kb"] == "512", b
