@@ -39,6 +39,11 @@ int nt_need_root(const char *cmd);
 int nt_check_readable(const char *cmd, const char *path);
 int nt_check_writable(const char *cmd, const char *path, const char *hint);
 
+/* raidops.c: raid add MD DEV..., raid replace MD OLD NEW, raid assemble [MD DEV...]. */
+int raid_add(int argc, char **argv);
+int raid_replace(int argc, char **argv);
+int raid_assemble(int argc, char **argv);
+
 /* ---- sysfs layer with a movable root (sysfs.c) ------------------------------------------------
  * Every access to /sys, /dev and /proc goes through here so that tests can point the tool at a
  * fake tree. Paths given to these functions are relative to the root ("block/nvme0n1/queue/..."). */

@@ -247,6 +247,20 @@ chk e_nodev 4 "nvmetune: /dev/nvme9n1: no such block device" N plan /dev/nvme9n1
 chk e_nodev_apply 4 "nvmetune: nvme7n1: no such block device" N apply nvme7n1
 chk e_raid_nodev 4 "nvmetune: raid create: /dev/nvme9n1: no such block device" N raid create --level 0 --dry-run nvme4n1 /dev/nvme9n1
 chk e_stop_nomd 4 "nvmetune: raid stop: nvme4n1: no such md array" N raid stop nvme4n1
+# raid add / replace / assemble: the exact mdadm command; new devices pass the safety checks
+chk raid_add 0 "mdadm @ROOT@/dev/md0 --add @ROOT@/dev/nvme4n1" N raid add --dry-run md0 /dev/nvme4n1
+chk raid_add_refused 6 "nvmetune: raid add: @ROOT@/dev/nvme3n1: refused: carries a filesystem signature (ext4)" N raid add --dry-run md0 nvme3n1
+chk raid_add_force 0 "mdadm @ROOT@/dev/md0 --add @ROOT@/dev/nvme3n1" N raid add --dry-run --force md0 nvme3n1
+chk raid_add_nomd 4 "nvmetune: raid add: nvme4n1: no such md array" N raid add --dry-run nvme4n1 nvme3n1
+chk raid_add_args 2 "expected MD and the device(s) to add" N raid add --dry-run md0
+chk raid_replace 0 "mdadm @ROOT@/dev/md0 --add @ROOT@/dev/nvme4n1 --replace @ROOT@/dev/nvme1n1 --with @ROOT@/dev/nvme4n1" N raid replace --dry-run md0 nvme1n1 nvme4n1
+chk raid_replace_member 4 "nvmetune: raid replace: nvme4n1 is not a member of /dev/md0" N raid replace --dry-run md0 nvme4n1 nvme3n1
+chk raid_replace_refused 6 "nvmetune: raid replace: @ROOT@/dev/nvme3n1: refused: carries a filesystem signature (ext4)" N raid replace --dry-run md0 nvme1n1 nvme3n1
+chk raid_assemble_scan 0 "mdadm --assemble --scan" N raid assemble --dry-run
+chk raid_assemble 0 "mdadm --assemble @ROOT@/dev/md7 --run @ROOT@/dev/nvme1n1 @ROOT@/dev/nvme2n1" N raid assemble --dry-run /dev/md7 nvme1n1 nvme2n1
+chk raid_assemble_active 1 "nvmetune: raid assemble: /dev/md0 is already an active array (raid0)" N raid assemble --dry-run md0 nvme1n1 nvme2n1
+chk raid_assemble_args 2 "or MD and its members" N raid assemble --dry-run md0
+chk raid_sub_unknown 2 "unknown subcommand 'grow' (create, status, stop, add, replace, assemble)" N raid grow
 printf 'scheduler = none\nturbo = on\n' > "$T/p1"
 chk e_knob 2 "nvmetune: profile @TMP@/p1:2: unknown knob 'turbo'" N plan --profile "$T/p1"
 printf 'read_ahead_kb = lots\n' > "$T/p2"
