@@ -44,6 +44,11 @@ int raid_add(int argc, char **argv);
 int raid_replace(int argc, char **argv);
 int raid_assemble(int argc, char **argv);
 
+/* persist_md.c: when md arrays are active, writes their ARRAY lines into nvmetune's block of conf
+ * (mdadm.conf) and, when initramfs, rebuilds the initramfs (update-initramfs -u, or dracut -f);
+ * a dry run prints each change (verbose: print what is done). Returns an exit status. */
+int persist_md(const char *conf, bool dry, bool initramfs, bool verbose);
+
 /* ---- sysfs layer with a movable root (sysfs.c) ------------------------------------------------
  * Every access to /sys, /dev and /proc goes through here so that tests can point the tool at a
  * fake tree. Paths given to these functions are relative to the root ("block/nvme0n1/queue/..."). */

@@ -136,6 +136,8 @@ run persist $NVT persist
 R persist_file "$(grep -c 'ATTRS{serial}=="NVMETUNE[0-3]"' /etc/udev/rules.d/60-nvmetune.rules)"
 R persist_md "$(grep -c "KERNEL==\"md\*\", ATTR{md/uuid}==\"$(cat /sys/block/md0/md/uuid)\".*ATTR{queue/read_ahead_kb}=\"4096\"" /etc/udev/rules.d/60-nvmetune.rules)"
 R persist_params "$(has persist 'nvme_core.default_ps_max_latency_us=0 pcie_aspm=off')"
+R persist_mdadm "$(grep -c '^ARRAY /dev/md0 metadata=1.2 UUID=' /etc/mdadm/mdadm.conf)"
+R persist_mdadm_uuid "$([ "$(mdadm --detail --scan | grep -o 'UUID=[0-9a-f:]*' | head -n 1)" = "$(grep -o 'UUID=[0-9a-f:]*' /etc/mdadm/mdadm.conf | head -n 1)" ] && echo 1 || echo 0)"
 dump rules /etc/udev/rules.d/60-nvmetune.rules
 
 echo "===== libckpt save and restore on the array"

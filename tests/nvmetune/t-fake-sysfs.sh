@@ -204,6 +204,23 @@ run persist_dry N persist --dry-run --rules "$T/dry.rules"; expect_rc persist_dr
 [ ! -e "$T/dry.rules" ] && ok || bad "persist --dry-run wrote the rules file"
 expect_out persist_dry 'KERNEL=="nvme*n*", ATTRS{serial}=="FAKESN000", ATTR{nsid}=="1", ATTR{queue/scheduler}="none"'
 run persist_default N persist --profile default --dry-run; expect_rc persist_default 0
+# mdadm.conf: the ARRAY line of each active array in nvmetune's block, the operator's lines kept,
+# a rerun idempotent; a dry run prints it and writes nothing
+run persist_md_dry N persist --dry-run --rules "$T/dry.rules" --mdadm-conf "$T/mdadm.conf"; expect_rc persist_md_dry 0
+expect_out persist_md_dry "ARRAY /dev/md0 metadata=1.2 UUID=3f1c2a4e:8b7d4f20:9a615c0d:2e7b9a13"
+expect_out persist_md_dry "would write to @TMP@/mdadm.conf:"
+[ ! -e "$T/mdadm.conf" ] && ok || bad "persist --dry-run wrote mdadm.conf"
+printf 'DEVICE partitions\nMAILADDR root\n# nvmetune: begin (arrays; rewritten by nvmetune persist)\nARRAY /dev/md9 metadata=1.2 UUID=0:0:0:0\n# nvmetune: end\n' > "$T/mdadm.conf"
+run persist_md N persist --rules "$T/rules/60-nvmetune.rules" --mdadm-conf "$T/mdadm.conf"; expect_rc persist_md 0
+expect_out persist_md "wrote the ARRAY lines of the active arrays to @TMP@/mdadm.conf"
+expect_file "$T/mdadm.conf" "DEVICE partitions
+MAILADDR root
+# nvmetune: begin (arrays; rewritten by nvmetune persist)
+ARRAY /dev/md0 metadata=1.2 UUID=3f1c2a4e:8b7d4f20:9a615c0d:2e7b9a13
+# nvmetune: end"
+cp "$T/mdadm.conf" "$T/mdadm.conf.1"
+run persist_md_again N persist --rules "$T/rules/60-nvmetune.rules" --mdadm-conf "$T/mdadm.conf"; expect_rc persist_md_again 0
+cmp -s "$T/mdadm.conf" "$T/mdadm.conf.1" && ok || bad "persist twice: mdadm.conf changed"
 expect_out persist_default "kernel parameters to add: none"
 run persist_json N persist --json --dry-run; expect_rc persist_json 0
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["rules"] == 7 and j["kernel_parameters"] == "nvme_core.default_ps_max_latency_us=0 pcie_aspm=off", j' "$T/persist_json.raw" && ok || bad "persist --json"

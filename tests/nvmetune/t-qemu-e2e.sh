@@ -303,6 +303,8 @@ persist_rc 0
 persist_file 4
 persist_md 1
 persist_params 1
+persist_mdadm 1
+persist_mdadm_uuid 1
 rollback_md10_rc 0
 md10_ra_rolled_back 2048
 raid10_stop_rc 0
