@@ -22,6 +22,7 @@ static const struct cli_cmd cmds[] = {
 	{"rollback", cmd_rollback, "restore the values saved by apply", usage_rollback},
 	{"raid", cmd_raid, "create, show or stop md RAID 0/10 arrays (through mdadm)", usage_raid},
 	{"persist", cmd_persist, "write udev rules so settings survive reboot; print kernel parameters", usage_persist},
+	{"format", cmd_format, "reformat an NVMe namespace with a better LBA format (erases it; --force)", usage_format},
 	{"bench", cmd_bench, "io_uring write/read sweep; recommend queue depth and I/O size for libckpt", usage_bench},
 	{NULL, NULL, NULL, NULL},
 };

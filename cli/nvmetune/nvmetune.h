@@ -198,6 +198,12 @@ struct plan {
  * printing why. */
 int plan_build(const struct profile *p, char **devs, int ndev, struct plan *pl);
 void plan_free(struct plan *pl);
+/* format.c: the format steps plan shows (an NVMe namespace whose best LBA format is not the one
+ * in use), as text lines or a JSON "format_steps" array. */
+struct jw;
+void format_advice(struct jw *w, const struct plan *pl);
+int cmd_format(int argc, char **argv);
+extern const char usage_format[];
 /* Reads the current value behind a state key, normalized. Returns 0 or -errno. */
 int key_read(enum knob_id k, const char *key, char *out, size_t len, char *why, size_t wlen);
 /* Writes a value behind a state key. Returns 0 or -errno (why filled). */

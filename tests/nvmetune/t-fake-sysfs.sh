@@ -277,6 +277,12 @@ chk raid_assemble_scan 0 "mdadm --assemble --scan" N raid assemble --dry-run
 chk raid_assemble 0 "mdadm --assemble @ROOT@/dev/md7 --run @ROOT@/dev/nvme1n1 @ROOT@/dev/nvme2n1" N raid assemble --dry-run /dev/md7 nvme1n1 nvme2n1
 chk raid_assemble_active 1 "nvmetune: raid assemble: /dev/md0 is already an active array (raid0)" N raid assemble --dry-run md0 nvme1n1 nvme2n1
 chk raid_assemble_args 2 "or MD and its members" N raid assemble --dry-run md0
+# format: the LBA format needs the controller (a fake node is none); bad input
+chk format_fake 1 "nvmetune: format: nvme0n1: cannot read the LBA formats: @ROOT@/dev/nvme0 is not a controller device node" N format --dry-run nvme0n1
+chk format_nodev 4 "nvmetune: format: nvme9n1: no such NVMe namespace" N format --dry-run nvme9n1
+chk format_md 4 "nvmetune: format: md0: no such NVMe namespace" N format --dry-run md0
+chk format_args 2 "name one NVMe namespace" N format
+chk format_lbaf 2 "bad --lbaf 'x': expected 0 to 63" N format --lbaf x nvme0n1
 chk raid_sub_unknown 2 "unknown subcommand 'grow' (create, status, stop, add, replace, assemble)" N raid grow
 printf 'scheduler = none\nturbo = on\n' > "$T/p1"
 chk e_knob 2 "nvmetune: profile @TMP@/p1:2: unknown knob 'turbo'" N plan --profile "$T/p1"

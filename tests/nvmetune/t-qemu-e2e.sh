@@ -238,6 +238,7 @@ aspm_before default
 plan_member_rc 0
 plan_member_sched 1
 plan_member_apst 1
+plan_member_format 1
 apply_member_rc 0
 member_applied none/1023/512/2048
 aspm_applied performance
@@ -313,6 +314,14 @@ bench_dev_refused_rc 6
 bench_dev_reason 1
 bench_dev_forced_rc 0
 bench_dev_conf 1
+format_refused_rc 6
+format_refused_msg 1
+format_dry_rc 0
+format_dry_lbs 512
+format_rc 0
+format_lbs 4096
+format_again_rc 0
+format_again_msg 1
 EOF
 if [ "$HAVE_CKPT" = 1 ]; then
 	while read -r name value; do
