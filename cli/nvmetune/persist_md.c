@@ -83,6 +83,21 @@ static char *merge_conf(const char *old, const char *lines)
 	return out;
 }
 
+static bool in_path(const char *prog)
+{
+	const char *path = getenv("PATH");
+	char dir[PATH_MAX], p[PATH_MAX + 64];
+	for (const char *s = path ? path : "/usr/sbin:/usr/bin:/sbin:/bin"; *s;) {
+		size_t n = strcspn(s, ":");
+		snprintf(dir, sizeof(dir), "%.*s", (int)n, s);
+		snprintf(p, sizeof(p), "%s/%s", n ? dir : ".", prog);
+		if (!access(p, X_OK))
+			return true;
+		s += n + (s[n] == ':');
+	}
+	return false;
+}
+
 int persist_md(const char *conf, bool dry, bool initramfs, bool verbose)
 {
 	char lines[8192];
@@ -121,9 +136,8 @@ int persist_md(const char *conf, bool dry, bool initramfs, bool verbose)
 			printf("would run: update-initramfs -u (or dracut -f where that is missing)\n");
 		return EXIT_OK;
 	}
-	rc = run_argv(upd);
-	if (rc == -ENOENT)
-		rc = run_argv(dracut);
+	/* Looked up first: run_argv() reports a program it cannot start, and one missing is normal. */
+	rc = in_path(upd[0]) ? run_argv(upd) : in_path(dracut[0]) ? run_argv(dracut) : -ENOENT;
 	if (rc == -ENOENT) {
 		/* No initramfs tooling: the system boots without one, the kernel and mdadm.conf do. */
 		if (verbose)
