@@ -325,6 +325,10 @@ CKPT_API int ckpt_save_fence(ckpt_save *save, void *stream);
  * comes from ckpt_save_wait()). */
 CKPT_API int ckpt_save_poll(const ckpt_save *save);
 
+/* Bytes of the tensors hashed so far by a submitted save (*done), for a progress display; the
+ * total is the tensors' size. Call between submit and wait. Returns 0 or -CKPT_E_INVAL. */
+CKPT_API int ckpt_save_progress(const ckpt_save *save, uint64_t *done);
+
 /* Waits until the checkpoint is durable and visible (or failed), fills *stats when not NULL, and
  * frees save. Returns 0, or the error of the background work, whose message names the step; after
  * an error no checkpoint was made, earlier checkpoints are intact and what was written is removed
@@ -431,6 +435,24 @@ typedef void (*ckpt_progress_fn)(uint64_t done, uint64_t total, void *arg);
 CKPT_API long ckpt_reader_verify(ckpt_reader *reader, ckpt_damage_fn on_damage,
 				 ckpt_progress_fn on_progress, void *arg);
 
+/* What verification learned about each chunk record, kept across the checkpoints of one store so
+ * that a record several checkpoints share is read and hashed once (restic check --read-data).
+ * create returns NULL when out of memory; free accepts NULL. */
+typedef struct ckpt_verify_cache ckpt_verify_cache;
+CKPT_API ckpt_verify_cache *ckpt_verify_cache_create(void);
+CKPT_API void ckpt_verify_cache_free(ckpt_verify_cache *cache);
+/* Bytes read from packs and records read through the cache so far. */
+CKPT_API uint64_t ckpt_verify_cache_bytes_read(const ckpt_verify_cache *cache);
+CKPT_API uint64_t ckpt_verify_cache_records(const ckpt_verify_cache *cache);
+
+/* ckpt_reader_verify() that reads only the records cache does not know yet and reports the damage
+ * it knows for the others, as for each checkpoint's own. cache must only be used with readers of
+ * one store. Progress counts the bytes of this checkpoint, read or known. Returns as
+ * ckpt_reader_verify(). */
+CKPT_API long ckpt_reader_verify_cached(ckpt_reader *reader, ckpt_verify_cache *cache,
+					ckpt_damage_fn on_damage, ckpt_progress_fn on_progress,
+					void *arg);
+
 
 /* ---------------------------------------------------------------------------------------------
  * Inspection of chunks
@@ -529,6 +551,52 @@ CKPT_API int ckpt_store_prune(ckpt_store *store, const ckpt_prune_policy *policy
 CKPT_API int ckpt_store_gc(ckpt_store *store, double compact_below, int flags,
 			   ckpt_gc_report **report);
 CKPT_API void ckpt_gc_report_free(ckpt_gc_report *report);
+
+/* How gc chooses the packs it compacts (restic's prune --max-unused, borg compact --threshold).
+ * Every pack whose live share is below compact_below is compacted; then, while the garbage left in
+ * partly live packs is more than max_unused of the pack bytes left, the pack with the most garbage
+ * is compacted too. ckpt_store_gc(store, f, ...) is {compact_below = f, max_unused = 1}. Zero the
+ * struct before filling it in. */
+typedef struct ckpt_gc_policy {
+	double compact_below; /* 0 to 1; 0: no pack by this rule */
+	double max_unused;    /* 0 to 1; 1: no limit */
+	ckpt_progress_fn on_progress; /* NULL, or called as compaction copies (record bytes) */
+	void *progress_arg;
+} ckpt_gc_policy;
+#define CKPT_GC_MAX_UNUSED_DEFAULT 0.10 /* what ckptctl gc uses unless told otherwise */
+
+/* ckpt_store_gc() with a policy (NULL: {0, CKPT_GC_MAX_UNUSED_DEFAULT}). Each manifest is rewritten
+ * at most once per run however many of its packs are compacted. Returns as ckpt_store_gc(), or
+ * -CKPT_E_INVAL for a value outside 0 to 1. */
+CKPT_API int ckpt_store_gc_with(ckpt_store *store, const ckpt_gc_policy *gc, int flags,
+				ckpt_gc_report **report);
+
+/* Time-based retention on top of ckpt_prune_policy, with borg prune's semantics: keep_within keeps
+ * every checkpoint saved less than that many seconds before now; keep_hourly/daily/weekly keep the
+ * newest checkpoint of each of the last N hours, days and ISO weeks (UTC) that have one (a period
+ * whose newest checkpoint another rule keeps does not count; when fewer periods exist, the oldest
+ * checkpoint is kept too). Periods come from the commit time recorded in each manifest. */
+typedef struct ckpt_retention {
+	ckpt_prune_policy keep;    /* keep_last, keep_every, keep_steps as ckpt_store_prune() */
+	int64_t now;               /* unix seconds keep_within counts back from (0: the current time) */
+	int64_t keep_within;       /* seconds (0: none) */
+	uint64_t keep_hourly, keep_daily, keep_weekly;
+} ckpt_retention;
+
+/* ckpt_store_prune() with time-based rules, then gc (NULL: unreferenced packs only) under the same
+ * lock. Returns as ckpt_store_prune(). */
+CKPT_API int ckpt_store_prune_gc(ckpt_store *store, const ckpt_retention *retention,
+				 const ckpt_gc_policy *gc, int flags, ckpt_gc_report **report);
+
+#define CKPT_GC_NEWEST 4 /* ckpt_store_delete(): the newest valid checkpoint may go too */
+
+/* Removes the checkpoints of the n steps given (valid or damaged manifests), then what gc (NULL:
+ * unreferenced packs only) collects, under one lock. Refuses, removing nothing, with -CKPT_E_INVAL
+ * when that would remove the newest valid checkpoint (unless CKPT_GC_NEWEST), and -CKPT_E_NOTFOUND
+ * for a step without a manifest (the message lists the steps that exist). Otherwise returns as
+ * ckpt_store_prune(). */
+CKPT_API int ckpt_store_delete(ckpt_store *store, const uint64_t *steps, size_t n,
+			       const ckpt_gc_policy *gc, int flags, ckpt_gc_report **report);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "codec.h"
@@ -548,21 +549,55 @@ static bool reader_needs(struct ckpt_store *s, uint32_t id, int *rc)
 	return needed;
 }
 
-/* Copies the live records of pack p into a new pack, rewrites the manifests that reference it,
- * then removes p. Every record is checked (header and digest) before it is copied. */
-static int compact_pack(struct ckpt_store *s, struct mfset *ms, const struct pk *p,
-			const struct loc *l, size_t nl, uint32_t new_id, ckpt_gc_report *rep)
+/* One pack chosen for compaction: its live records go to the new pack new_id. */
+struct cpk {
+	const struct pk *p;
+	uint32_t new_id;
+	size_t first, last; /* its locations in the sorted location list: [first, last) */
+	uint64_t *newoff;   /* new offset of each of them */
+	uint64_t at;        /* bytes written to the new pack */
+	bool made;          /* the new pack file exists */
+};
+
+static int cmp_cpk(const void *a, const void *b)
+{
+	const struct cpk *x = a, *y = b;
+	return x->p->id < y->p->id ? -1 : x->p->id > y->p->id;
+}
+
+/* Scratch of one compaction run, allocated once. */
+struct cbufs {
+	uint8_t *buf, *raw;
+	ckpt_codec_ctx *codec;
+	const ckpt_gc_policy *g; /* for its progress callback */
+	uint64_t done, total;    /* record bytes copied, to copy */
+};
+
+/* Checks the record read into b->buf from src at off (header, then the digest of its payload). */
+static int check_record(struct cbufs *b, const char *src, uint64_t off, struct rec_hdr *h)
+{
+	int rc = rec_hdr_decode(b->buf, REC_HDR_LEN, h, src);
+	if (!rc)
+		rc = ckpt_codec_decode(b->codec, h->codec, b->buf + REC_HDR_LEN, h->stored_len, b->raw,
+				       h->raw_len);
+	if (!rc) {
+		ckpt_digest d;
+		ckpt_digest_of(b->raw, h->raw_len, &d);
+		if (!ckpt_digest_eq(&d, &h->digest))
+			rc = ckpt_fail(CKPT_E_CHECKSUM, "%s: digest mismatch at offset %llu", src,
+				       (unsigned long long)off);
+	}
+	return rc;
+}
+
+/* Copies the live records of c->p into the new pack c->new_id, each checked first. The new pack
+ * is durable (data and directory entry) when it returns 0. */
+static int compact_copy(struct ckpt_store *s, const struct loc *l, struct cpk *c, struct cbufs *b,
+			ckpt_gc_report *rep)
 {
 	char src[4096], dst[4096];
-	store_pack_path(s, p->dir, p->id, src, sizeof src);
-	store_pack_path(s, p->dir, new_id, dst, sizeof dst);
-	/* The distinct live locations of p, in offset order (l is sorted). */
-	size_t first = 0;
-	while (first < nl && l[first].pack != p->id)
-		first++;
-	size_t last = first;
-	while (last < nl && l[last].pack == p->id)
-		last++;
+	store_pack_path(s, c->p->dir, c->p->id, src, sizeof src);
+	store_pack_path(s, c->p->dir, c->new_id, dst, sizeof dst);
 	int in = open(src, O_RDONLY | O_CLOEXEC);
 	if (in < 0) {
 		int e = errno;
@@ -574,67 +609,64 @@ static int compact_pack(struct ckpt_store *s, struct mfset *ms, const struct pk 
 		close(in);
 		return ckpt_fail(ckpt_errno_code(e), "create %s: %s", dst, strerror(e));
 	}
-	uint8_t *buf = ckpt_aligned_alloc(rec_span(CKPT_MAX_CHUNK + 65536));
-	uint8_t *raw = malloc(CKPT_MAX_CHUNK);
-	ckpt_codec_ctx *codec = ckpt_codec_ctx_create(CKPT_MAX_CHUNK);
-	uint64_t *newoff = calloc(last - first + 1, sizeof *newoff);
-	int rc = 0;
-	if (!buf || !raw || !codec || !newoff)
-		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	struct pack_hdr ph = {.version = CKPT_FORMAT_VERSION, .pack_id = new_id,
+	c->made = true;
+	struct pack_hdr ph = {.version = CKPT_FORMAT_VERSION, .pack_id = c->new_id,
 			      .created = ckpt_wall_ns() / 1000000000};
 	memcpy(ph.uuid, s->hdr.uuid, 16);
-	if (!rc) {
-		pack_hdr_encode(&ph, buf);
-		rc = io_write_all(&ckpt_io_psync, outfd, buf, PACK_HDR_LEN, 0, dst);
-	}
-	uint64_t at = PACK_HDR_LEN, rewritten = 0;
-	for (size_t i = first; !rc && i < last; i++) {
-		if (i > first && l[i].offset == l[i - 1].offset) {
-			newoff[i - first] = newoff[i - first - 1];
+	pack_hdr_encode(&ph, b->buf);
+	int rc = io_write_all(&ckpt_io_psync, outfd, b->buf, PACK_HDR_LEN, 0, dst);
+	c->at = PACK_HDR_LEN;
+	for (size_t i = c->first; !rc && i < c->last; i++) {
+		if (i > c->first && l[i].offset == l[i - 1].offset) {
+			c->newoff[i - c->first] = c->newoff[i - c->first - 1];
 			continue;
 		}
-		rc = io_read_all(&ckpt_io_psync, in, buf, l[i].span, l[i].offset, src);
 		struct rec_hdr h;
+		rc = io_read_all(&ckpt_io_psync, in, b->buf, l[i].span, l[i].offset, src);
 		if (!rc)
-			rc = rec_hdr_decode(buf, REC_HDR_LEN, &h, src);
-		if (!rc && (rc = ckpt_codec_decode(codec, h.codec, buf + REC_HDR_LEN, h.stored_len, raw,
-						   h.raw_len)) == 0) {
-			ckpt_digest d;
-			ckpt_digest_of(raw, h.raw_len, &d);
-			if (!ckpt_digest_eq(&d, &h.digest))
-				rc = ckpt_fail(CKPT_E_CHECKSUM, "%s: digest mismatch at offset %llu", src,
-					       (unsigned long long)l[i].offset);
-		}
+			rc = check_record(b, src, l[i].offset, &h);
 		if (rc) {
 			ckpt_fail_prefix("compacting %s (left in place; run verify)", src);
 			break;
 		}
-		h.pack_id = new_id;
-		rec_hdr_encode(&h, buf);
-		rc = io_write_all(&ckpt_io_psync, outfd, buf, l[i].span, at, dst);
+		h.pack_id = c->new_id;
+		rec_hdr_encode(&h, b->buf);
+		rc = io_write_all(&ckpt_io_psync, outfd, b->buf, l[i].span, c->at, dst);
 		kill_point();
-		newoff[i - first] = at;
-		at += l[i].span;
+		c->newoff[i - c->first] = c->at;
+		c->at += l[i].span;
 		rep->bytes_copied += l[i].span;
+		b->done += l[i].span;
+		if (b->g->on_progress)
+			b->g->on_progress(b->done, b->total, b->g->progress_arg);
 	}
 	if (!rc && fdatasync(outfd))
 		rc = ckpt_fail(CKPT_E_IO, "fdatasync %s: %s", dst, strerror(errno));
 	close(in);
 	close(outfd);
 	if (!rc)
-		rc = io_fsync_dir(s->pack_dirs[p->dir]);
-	/* From here the new pack is durable: point the manifests at it, one atomic rewrite each. */
-	for (size_t m = 0; !rc && m < ms->n; m++) {
-		if (ms->err[m])
+		rc = io_fsync_dir(s->pack_dirs[c->p->dir]);
+	return rc;
+}
+
+/* Points every manifest (not skipped) at the new packs: one atomic rewrite per manifest, however
+ * many of its packs moved. Counts the manifests written in *written. */
+static int rewrite_manifests(struct ckpt_store *s, struct mfset *ms, const bool *skip,
+			     const struct cpk *cv, size_t nc, const struct loc *l, uint64_t *written)
+{
+	for (size_t m = 0; m < ms->n; m++) {
+		if (ms->err[m] || (skip && skip[m]))
 			continue;
 		struct manifest *mf = &ms->m[m];
 		bool changed = false;
-		for (uint32_t c = 0; c < mf->n_chunks; c++) {
-			struct mf_chunk *ch = &mf->chunks[c];
-			if (ch->pack_id != p->id)
+		for (uint32_t k = 0; k < mf->n_chunks; k++) {
+			struct mf_chunk *ch = &mf->chunks[k];
+			struct pk key = {.id = ch->pack_id};
+			struct cpk ck = {.p = &key};
+			const struct cpk *c = bsearch(&ck, cv, nc, sizeof *cv, cmp_cpk);
+			if (!c)
 				continue;
-			size_t lo = first, hi = last;
+			size_t lo = c->first, hi = c->last;
 			while (lo < hi) {
 				size_t mid = (lo + hi) / 2;
 				if (l[mid].offset < ch->offset)
@@ -642,55 +674,201 @@ static int compact_pack(struct ckpt_store *s, struct mfset *ms, const struct pk 
 				else
 					hi = mid;
 			}
-			ch->pack_id = new_id;
-			ch->offset = newoff[lo - first];
+			ch->pack_id = c->new_id;
+			ch->offset = c->newoff[lo - c->first];
 			changed = true;
 		}
 		if (!changed)
 			continue;
 		uint64_t len = manifest_encoded_len(mf);
 		uint8_t *enc = malloc(len);
-		if (!enc) {
-			rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
-			break;
-		}
+		if (!enc)
+			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 		manifest_encode(mf, enc);
 		char name[64];
 		store_mf_name(mf->step, name, sizeof name);
-		rc = io_write_atomic(s->mf_dir, name, enc, len, NULL);
+		int rc = io_write_atomic(s->mf_dir, name, enc, len, NULL);
 		kill_point();
 		free(enc);
-		rep->manifests_rewritten += !rc;
-		rewritten += !rc;
+		if (rc)
+			return rc;
+		(*written)++;
 	}
+	return 0;
+}
+
+/* Compacts the packs of cv (sorted by id): copies all of them first, then rewrites the manifests
+ * once, then removes the old packs. A failed copy removes the new packs (nothing names them yet)
+ * and leaves every old pack in place. */
+static int compact_run(struct ckpt_store *s, struct mfset *ms, const bool *skip, struct cpk *cv,
+		       size_t nc, const struct loc *l, const ckpt_gc_policy *g, ckpt_gc_report *rep)
+{
+	struct cbufs b = {ckpt_aligned_alloc(rec_span(CKPT_MAX_CHUNK + 65536)), malloc(CKPT_MAX_CHUNK),
+			  ckpt_codec_ctx_create(CKPT_MAX_CHUNK), g, 0, 0};
+	for (size_t i = 0; i < nc; i++)
+		b.total += cv[i].p->live;
+	int rc = 0;
+	if (!b.buf || !b.raw || !b.codec)
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	for (size_t i = 0; !rc && i < nc; i++)
+		rc = compact_copy(s, l, &cv[i], &b, rep);
+	uint64_t written = 0;
+	if (!rc)
+		rc = rewrite_manifests(s, ms, skip, cv, nc, l, &written);
+	rep->manifests_rewritten += written;
 	kill_point();
-	if (!rc && reader_needs(s, p->id, &rc)) {
-		/* No manifest names p now: a later gc removes it as unreferenced. */
-		if (!rc) {
-			rep->packs_compacted++;
-			rep->packs_deferred++;
+	bool touched[MAX_DATA_DIRS + 1] = {false};
+	for (size_t i = 0; i < nc; i++) {
+		char p[4096];
+		if (rc) {
+			/* Unless a manifest names them already, the new packs are only garbage. */
+			store_pack_path(s, cv[i].p->dir, cv[i].new_id, p, sizeof p);
+			if (cv[i].made && !written)
+				unlink(p);
+			continue;
 		}
-	} else if (!rc) {
-		if (unlink(src))
-			rc = ckpt_fail(CKPT_E_IO, "remove %s: %s", src, strerror(errno));
-		else
-			rc = io_fsync_dir(s->pack_dirs[p->dir]);
+		if (reader_needs(s, cv[i].p->id, &rc)) {
+			/* An open reader may still read it: no manifest names it now, so a later gc
+			 * removes it as unreferenced. */
+			if (!rc) {
+				rep->packs_compacted++;
+				rep->packs_deferred++;
+			}
+			continue;
+		}
+		store_pack_path(s, cv[i].p->dir, cv[i].p->id, p, sizeof p);
+		if (unlink(p)) {
+			rc = ckpt_fail(CKPT_E_IO, "remove %s: %s", p, strerror(errno));
+			continue;
+		}
+		kill_point();
+		touched[cv[i].p->dir] = true;
 		rep->packs_compacted++;
-		rep->bytes_freed += p->size > at ? p->size - at : 0;
-	} else if (rewritten == 0) {
-		unlink(dst); /* nothing points at it yet */
+		rep->bytes_freed += cv[i].p->size > cv[i].at ? cv[i].p->size - cv[i].at : 0;
 	}
-	free(buf);
-	free(raw);
-	free(newoff);
-	ckpt_codec_ctx_free(codec);
+	for (unsigned d = 0; d < s->ndirs; d++)
+		if (touched[d]) {
+			int r = io_fsync_dir(s->pack_dirs[d]);
+			rc = rc ? rc : r;
+		}
+	free(b.buf);
+	free(b.raw);
+	ckpt_codec_ctx_free(b.codec);
 	return rc;
 }
 
-/* The common tail of prune and gc: dead packs, leftovers, compaction. skip marks manifests that
- * prune removes (already gone from disk, or not in a dry run). */
-static int collect(struct ckpt_store *s, struct mfset *ms, const bool *skip, double compact_below,
-		   bool dry, ckpt_gc_report *rep)
+/* A pack gc may compact: partly live, and not shorter than its live records (such a pack is
+ * damaged, verify names it; copying would only fail, removing it would lose what is left). */
+static bool compactable(const struct pk *p)
+{
+	return p->live && p->size > PACK_HDR_LEN && p->live + PACK_HDR_LEN <= p->size;
+}
+
+static uint64_t dead_of(const struct pk *p)
+{
+	return p->size - p->live - PACK_HDR_LEN;
+}
+
+/* Marks in sel the packs to compact under policy g (see ckpt_gc_policy). */
+static void choose_packs(const struct pk *pv, size_t np, const ckpt_gc_policy *g, bool *sel)
+{
+	uint64_t garbage = 0, bytes = 0;
+	for (size_t i = 0; i < np; i++) {
+		if (!pv[i].live)
+			continue; /* removed whole */
+		bytes += pv[i].size;
+		if (!compactable(&pv[i]))
+			continue;
+		double share = (double)(pv[i].live + PACK_HDR_LEN) / (double)pv[i].size;
+		sel[i] = share < g->compact_below;
+		if (sel[i])
+			bytes -= dead_of(&pv[i]);
+		else
+			garbage += dead_of(&pv[i]);
+	}
+	/* Most garbage first: the fewest bytes copied for the space given back. */
+	while ((double)garbage > g->max_unused * (double)bytes) {
+		size_t best = np;
+		for (size_t i = 0; i < np; i++)
+			if (!sel[i] && compactable(&pv[i]) && dead_of(&pv[i]) &&
+			    (best == np || dead_of(&pv[i]) > dead_of(&pv[best])))
+				best = i;
+		if (best == np)
+			break;
+		sel[best] = true;
+		garbage -= dead_of(&pv[best]);
+		bytes -= dead_of(&pv[best]);
+	}
+}
+
+/* What compacting the packs of sel would do, for a dry run. */
+static void compact_predict(const struct mfset *ms, const bool *skip, const struct pk *pv,
+			    size_t np, const bool *sel, ckpt_gc_report *rep)
+{
+	for (size_t i = 0; i < np; i++)
+		if (sel[i]) {
+			rep->packs_compacted++;
+			rep->bytes_copied += pv[i].live;
+			rep->bytes_freed += dead_of(&pv[i]);
+		}
+	for (size_t m = 0; m < ms->n; m++) {
+		bool uses = false;
+		for (uint32_t c = 0; !ms->err[m] && !(skip && skip[m]) && !uses && c < ms->m[m].n_chunks;
+		     c++) {
+			const struct pk *p = find_pk((struct pk *)pv, np, ms->m[m].chunks[c].pack_id);
+			uses = p && sel[p - pv];
+		}
+		rep->manifests_rewritten += uses;
+	}
+}
+
+/* Compaction under policy g after the dead packs are gone (pv, lv as collect() made them). */
+static int compact(struct ckpt_store *s, struct mfset *ms, const bool *skip, struct pk *pv,
+		   size_t np, const struct loc *lv, size_t nl, const ckpt_gc_policy *g, bool dry,
+		   ckpt_gc_report *rep)
+{
+	bool *sel = calloc(np + 1, sizeof *sel);
+	struct cpk *cv = calloc(np + 1, sizeof *cv);
+	int rc = 0;
+	if (!sel || !cv)
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	if (!rc)
+		choose_packs(pv, np, g, sel);
+	if (!rc && dry)
+		compact_predict(ms, skip, pv, np, sel, rep);
+	size_t nc = 0;
+	uint32_t next_id = np ? pv[np - 1].id : 0, any_max = 0;
+	/* New packs take ids above every file in the pack directories, ours or not. */
+	if (!rc && !dry && !(rc = store_max_pack_id(s, &any_max)))
+		next_id = MAX(next_id, any_max);
+	for (size_t i = 0, k = 0; !rc && !dry && i < np; i++) {
+		if (!sel[i])
+			continue;
+		struct cpk *c = &cv[nc++];
+		c->p = &pv[i];
+		c->new_id = ++next_id;
+		while (k < nl && lv[k].pack < pv[i].id)
+			k++;
+		c->first = k;
+		while (k < nl && lv[k].pack == pv[i].id)
+			k++;
+		c->last = k;
+		if (!(c->newoff = calloc(c->last - c->first + 1, sizeof *c->newoff)))
+			rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	}
+	if (!rc && nc)
+		rc = compact_run(s, ms, skip, cv, nc, lv, g, rep);
+	for (size_t i = 0; cv && i < nc; i++)
+		free(cv[i].newoff);
+	free(cv);
+	free(sel);
+	return rc;
+}
+
+/* The common tail of prune and gc: dead packs, leftovers, compaction (g NULL: none). skip marks
+ * manifests that prune removes (already gone from disk, or not in a dry run). */
+static int collect(struct ckpt_store *s, struct mfset *ms, const bool *skip,
+		   const ckpt_gc_policy *g, bool dry, ckpt_gc_report *rep)
 {
 	struct pk *pv = NULL;
 	struct loc *lv = NULL;
@@ -704,35 +882,8 @@ static int collect(struct ckpt_store *s, struct mfset *ms, const bool *skip, dou
 	}
 	if (!rc)
 		rep->bytes_freed += leftovers(s, !dry, &rep->leftovers_removed);
-	uint32_t next_id = np ? pv[np - 1].id : 0, any_max = 0;
-	/* New packs take ids above every file in the pack directories, ours or not. */
-	if (!rc && compact_below > 0 && !(rc = store_max_pack_id(s, &any_max)))
-		next_id = MAX(next_id, any_max);
-	for (size_t i = 0; !rc && compact_below > 0 && i < np; i++) {
-		if (!pv[i].live || pv[i].size <= PACK_HDR_LEN)
-			continue;
-		double share = (double)(pv[i].live + PACK_HDR_LEN) / (double)pv[i].size;
-		if (share >= compact_below)
-			continue;
-		if (pv[i].live + PACK_HDR_LEN > pv[i].size) {
-			/* Shorter than its live records: damaged (verify names it); copying it would
-			 * only fail, and removing it would lose what is left. */
-			continue;
-		}
-		if (dry) {
-			for (size_t m = 0; m < ms->n; m++) {
-				bool uses = false;
-				for (uint32_t c = 0; !ms->err[m] && !uses && c < ms->m[m].n_chunks; c++)
-					uses = ms->m[m].chunks[c].pack_id == pv[i].id;
-				rep->manifests_rewritten += uses;
-			}
-			rep->packs_compacted++;
-			rep->bytes_copied += pv[i].live;
-			rep->bytes_freed += pv[i].size - pv[i].live - PACK_HDR_LEN;
-			continue;
-		}
-		rc = compact_pack(s, ms, &pv[i], lv, nl, ++next_id, rep);
-	}
+	if (!rc && g)
+		rc = compact(s, ms, skip, pv, np, lv, nl, g, dry, rep);
 	free(pv);
 	free(lv);
 	return rc;
@@ -743,12 +894,17 @@ static ckpt_gc_report *new_report(void)
 	return calloc(1, sizeof(ckpt_gc_report));
 }
 
-CKPT_API int ckpt_store_gc(ckpt_store *s, double compact_below, int flags, ckpt_gc_report **report)
+CKPT_API int ckpt_store_gc_with(ckpt_store *s, const ckpt_gc_policy *g, int flags,
+				ckpt_gc_report **report)
 {
+	ckpt_gc_policy def = {.max_unused = CKPT_GC_MAX_UNUSED_DEFAULT};
 	if (report)
 		*report = NULL;
-	if (!s || compact_below < 0 || compact_below > 1)
-		return ckpt_fail(CKPT_E_INVAL, "gc: compaction threshold must be 0 to 1");
+	if (!g)
+		g = &def;
+	if (!s || !(g->compact_below >= 0 && g->compact_below <= 1) ||
+	    !(g->max_unused >= 0 && g->max_unused <= 1))
+		return ckpt_fail(CKPT_E_INVAL, "gc: compact_below and max_unused must be 0 to 1");
 	int rc = maint_lock(s);
 	if (rc)
 		return rc;
@@ -758,7 +914,7 @@ CKPT_API int ckpt_store_gc(ckpt_store *s, double compact_below, int flags, ckpt_
 		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	else if (!(rc = mfset_load(s, &ms))) {
 		if (!(rc = refuse_invalid(s, &ms, flags)))
-			rc = collect(s, &ms, NULL, compact_below, flags & CKPT_GC_DRY_RUN, rep);
+			rc = collect(s, &ms, NULL, g, flags & CKPT_GC_DRY_RUN, rep);
 		mfset_free(&ms);
 	}
 	maint_unlock(s);
@@ -769,13 +925,25 @@ CKPT_API int ckpt_store_gc(ckpt_store *s, double compact_below, int flags, ckpt_
 	return rc;
 }
 
-CKPT_API int ckpt_store_prune(ckpt_store *s, const ckpt_prune_policy *pol, int flags,
-			      ckpt_gc_report **report)
+CKPT_API int ckpt_store_gc(ckpt_store *s, double compact_below, int flags, ckpt_gc_report **report)
 {
 	if (report)
 		*report = NULL;
-	if (!s || !pol)
-		return ckpt_fail(CKPT_E_INVAL, "prune: NULL store or policy");
+	if (!s || !(compact_below >= 0 && compact_below <= 1))
+		return ckpt_fail(CKPT_E_INVAL, "gc: compaction threshold must be 0 to 1");
+	ckpt_gc_policy g = {.compact_below = compact_below, .max_unused = 1};
+	return ckpt_store_gc_with(s, &g, flags, report);
+}
+
+/* Sets drop[k] for each manifest of ms to remove; returns 0, or an error (nothing is removed). */
+typedef int (*choose_fn)(struct ckpt_store *s, const struct mfset *ms, const void *ctx, int flags,
+			 bool *drop);
+
+/* Removes the manifests choose picks (durably, first), then collects under g. Damaged manifests
+ * refuse everything unless CKPT_GC_FORCE. */
+static int prune_run(struct ckpt_store *s, choose_fn choose, const void *ctx,
+		     const ckpt_gc_policy *g, int flags, ckpt_gc_report **report)
+{
 	int rc = maint_lock(s);
 	if (rc)
 		return rc;
@@ -798,20 +966,8 @@ CKPT_API int ckpt_store_prune(ckpt_store *s, const ckpt_prune_policy *pol, int f
 		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
 		goto out;
 	}
-	/* Keep: the newest max(keep_last, 1) valid ones, multiples of keep_every, the listed steps.
-	 * Damaged manifests are never removed here (verify shows them; an operator decides). */
-	uint64_t kept_newest = 0, want = pol->keep_last ? pol->keep_last : 1;
-	for (size_t k = ms.n; k-- > 0;) {
-		if (ms.err[k])
-			continue;
-		bool keep = kept_newest < want;
-		kept_newest += keep;
-		if (pol->keep_every && ms.steps[k] % pol->keep_every == 0)
-			keep = true;
-		for (size_t q = 0; q < pol->n_keep_steps; q++)
-			keep |= pol->keep_steps[q] == ms.steps[k];
-		drop[k] = !keep;
-	}
+	if ((rc = choose(s, &ms, ctx, flags, drop)))
+		goto out;
 	for (size_t k = 0; k < ms.n; k++)
 		if (drop[k]) {
 			rep->steps_removed[rep->n_steps_removed++] = ms.steps[k];
@@ -837,7 +993,7 @@ CKPT_API int ckpt_store_prune(ckpt_store *s, const ckpt_prune_policy *pol, int f
 	}
 	if (!dry && rep->n_steps_removed && (rc = io_fsync_dir(s->mf_dir)))
 		goto out;
-	rc = collect(s, &ms, drop, 0, dry, rep);
+	rc = collect(s, &ms, drop, g, dry, rep);
 out:
 	mfset_free(&ms);
 out_unlock:
@@ -848,4 +1004,188 @@ out_unlock:
 	else
 		*report = rep;
 	return rc;
+}
+
+struct by_time {
+	const struct mfset *ms;
+	size_t *idx; /* valid manifests, newest commit time first (then highest step) */
+	size_t n;
+};
+
+static int cmp_newest(const void *a, const void *b, void *arg)
+{
+	const struct mfset *ms = arg;
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	if (ms->m[x].time_ns != ms->m[y].time_ns)
+		return ms->m[x].time_ns > ms->m[y].time_ns ? -1 : 1;
+	return ms->steps[x] > ms->steps[y] ? -1 : ms->steps[x] < ms->steps[y];
+}
+
+/* The period of a commit time for a rule: hour, day or ISO week, in UTC. */
+static void period_of(int64_t time_ns, char rule, char *buf, size_t len)
+{
+	time_t t = (time_t)(time_ns / 1000000000);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(buf, len, rule == 'H' ? "%Y-%m-%d %H" : rule == 'd' ? "%Y-%m-%d" : "%G-%V", &tm);
+}
+
+/* borg's prune_split: the newest checkpoint of each of the newest n periods, skipping periods whose
+ * newest is kept already; the oldest checkpoint too when fewer than n periods were found. */
+static void keep_split(const struct by_time *bt, char rule, uint64_t n, bool *keep)
+{
+	char last[32] = "", cur[32];
+	uint64_t kept = 0;
+	if (!n || !bt->n)
+		return;
+	for (size_t i = 0; i < bt->n && kept < n; i++) {
+		size_t k = bt->idx[i];
+		period_of(bt->ms->m[k].time_ns, rule, cur, sizeof cur);
+		if (!strcmp(cur, last))
+			continue;
+		strcpy(last, cur);
+		if (!keep[k]) {
+			keep[k] = true;
+			kept++;
+		}
+	}
+	size_t oldest = bt->idx[bt->n - 1];
+	if (kept < n && !keep[oldest])
+		keep[oldest] = true;
+}
+
+/* Retention (ckpt_retention), in borg's order: within, last, hourly, daily, weekly; then the
+ * multiples of keep_every, the listed steps and the newest valid checkpoint. */
+static int choose_retention(struct ckpt_store *s, const struct mfset *ms, const void *ctx,
+			    int flags, bool *drop)
+{
+	(void)s;
+	(void)flags;
+	const ckpt_retention *r = ctx;
+	struct by_time bt = {ms, calloc(ms->n + 1, sizeof(size_t)), 0};
+	bool *keep = calloc(ms->n + 1, sizeof *keep);
+	if (!bt.idx || !keep) {
+		free(bt.idx);
+		free(keep);
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	}
+	for (size_t k = 0; k < ms->n; k++)
+		if (!ms->err[k])
+			bt.idx[bt.n++] = k;
+	qsort_r(bt.idx, bt.n, sizeof *bt.idx, cmp_newest, (void *)ms);
+	int64_t now = r->now ? r->now : ckpt_wall_ns() / 1000000000;
+	for (size_t i = 0; r->keep_within > 0 && i < bt.n; i++)
+		if (ms->m[bt.idx[i]].time_ns / 1000000000 > now - r->keep_within)
+			keep[bt.idx[i]] = true;
+	/* keep_last counts by step, as ckpt_store_prune() always has. */
+	uint64_t kept = 0;
+	for (size_t k = ms->n; k-- > 0 && kept < r->keep.keep_last;)
+		if (!ms->err[k] && !keep[k]) {
+			keep[k] = true;
+			kept++;
+		}
+	keep_split(&bt, 'H', r->keep_hourly, keep);
+	keep_split(&bt, 'd', r->keep_daily, keep);
+	keep_split(&bt, 'w', r->keep_weekly, keep);
+	bool newest = false;
+	for (size_t k = ms->n; k-- > 0;) {
+		if (ms->err[k])
+			continue; /* never removed here: verify shows them, an operator decides */
+		if (!newest)
+			keep[k] = newest = true;
+		if (r->keep.keep_every && ms->steps[k] % r->keep.keep_every == 0)
+			keep[k] = true;
+		for (size_t q = 0; q < r->keep.n_keep_steps; q++)
+			keep[k] |= r->keep.keep_steps[q] == ms->steps[k];
+		drop[k] = !keep[k];
+	}
+	free(bt.idx);
+	free(keep);
+	return 0;
+}
+
+CKPT_API int ckpt_store_prune_gc(ckpt_store *s, const ckpt_retention *r, const ckpt_gc_policy *g,
+				 int flags, ckpt_gc_report **report)
+{
+	if (report)
+		*report = NULL;
+	if (!s || !r)
+		return ckpt_fail(CKPT_E_INVAL, "prune: NULL store or policy");
+	if (r->keep_within < 0)
+		return ckpt_fail(CKPT_E_INVAL, "prune: keep_within must not be negative");
+	if (g && (!(g->compact_below >= 0 && g->compact_below <= 1) ||
+		  !(g->max_unused >= 0 && g->max_unused <= 1)))
+		return ckpt_fail(CKPT_E_INVAL, "prune: compact_below and max_unused must be 0 to 1");
+	return prune_run(s, choose_retention, r, g, flags, report);
+}
+
+CKPT_API int ckpt_store_prune(ckpt_store *s, const ckpt_prune_policy *pol, int flags,
+			      ckpt_gc_report **report)
+{
+	if (report)
+		*report = NULL;
+	if (!s || !pol)
+		return ckpt_fail(CKPT_E_INVAL, "prune: NULL store or policy");
+	ckpt_retention r = {.keep = *pol};
+	return ckpt_store_prune_gc(s, &r, NULL, flags, report);
+}
+
+struct step_list {
+	const uint64_t *steps;
+	size_t n;
+};
+
+/* "10, 20, 30" (the first few) into buf: the steps a mistyped one could have meant. */
+static void list_steps(const struct mfset *ms, char *buf, size_t len)
+{
+	buf[0] = 0;
+	for (size_t k = 0; k < ms->n; k++) {
+		char one[32];
+		if (k == 8) {
+			strncat(buf, ", ...", len - strlen(buf) - 1);
+			break;
+		}
+		snprintf(one, sizeof one, "%s%llu", k ? ", " : "", (unsigned long long)ms->steps[k]);
+		strncat(buf, one, len - strlen(buf) - 1);
+	}
+}
+
+static int choose_steps(struct ckpt_store *s, const struct mfset *ms, const void *ctx, int flags,
+			bool *drop)
+{
+	const struct step_list *sl = ctx;
+	char have[256];
+	for (size_t q = 0; q < sl->n; q++) {
+		size_t k = 0;
+		while (k < ms->n && ms->steps[k] != sl->steps[q])
+			k++;
+		if (k == ms->n) {
+			list_steps(ms, have, sizeof have);
+			return ckpt_fail(CKPT_E_NOTFOUND, "store %s has no checkpoint of step %llu (%s%s)",
+					 s->path, (unsigned long long)sl->steps[q],
+					 ms->n ? "steps: " : "it has none", have);
+		}
+		drop[k] = true;
+	}
+	size_t newest = ms->n;
+	while (newest-- > 0 && ms->err[newest])
+		;
+	if (newest < ms->n && drop[newest] && !(flags & CKPT_GC_NEWEST))
+		return ckpt_fail(CKPT_E_INVAL, "step %llu is the newest valid checkpoint of %s, which "
+				 "is kept", (unsigned long long)ms->steps[newest], s->path);
+	return 0;
+}
+
+CKPT_API int ckpt_store_delete(ckpt_store *s, const uint64_t *steps, size_t n,
+			       const ckpt_gc_policy *g, int flags, ckpt_gc_report **report)
+{
+	if (report)
+		*report = NULL;
+	if (!s || (n && !steps))
+		return ckpt_fail(CKPT_E_INVAL, "delete: NULL store or steps");
+	if (g && (!(g->compact_below >= 0 && g->compact_below <= 1) ||
+		  !(g->max_unused >= 0 && g->max_unused <= 1)))
+		return ckpt_fail(CKPT_E_INVAL, "delete: compact_below and max_unused must be 0 to 1");
+	struct step_list sl = {steps, n};
+	return prune_run(s, choose_steps, &sl, g, flags, report);
 }

@@ -15,6 +15,7 @@
 #include "gpu.h"
 #include "lease.h"
 #include "store.h"
+#include "vcache.h"
 #include "workers.h"
 
 struct pack_fd {
@@ -785,6 +786,38 @@ static long report_pack_tails(struct ckpt_reader *r, struct rres *x, const int *
 CKPT_API long ckpt_reader_verify(ckpt_reader *r, ckpt_damage_fn on_damage,
 				 ckpt_progress_fn on_progress, void *arg)
 {
+	return ckpt_reader_verify_cached(r, NULL, on_damage, on_progress, arg);
+}
+
+/* The state of chunk c (1 intact, else a negative CKPT_E_* code; *msg its message): from the
+ * cache when it knows the record, else read and checked (and put in the cache). */
+static int verify_chunk(struct ckpt_reader *r, ckpt_verify_cache *cache, struct rres *x,
+			const struct mf_chunk *c, const char *path, char **own, const char **msg)
+{
+	struct pack_fd *p = get_pack(r, c->pack_id);
+	int rc = cache ? vcache_get(cache, c->pack_id, c->offset, &c->digest, msg) : 0;
+	if (rc)
+		return rc;
+	if (!p)
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	else if (p->fd < 0)
+		rc = ckpt_fail(-p->err, "%s", p->msg ? p->msg : "pack unreadable");
+	else if (!(rc = read_group(r, x, p, c->offset, (size_t)rec_span(c->stored_len))) &&
+		 !(rc = check_record(r, r->codec, r->buf, c, r->scratch, path)))
+		rc = check_padding(r->buf, c, path);
+	int state = rc ? rc : 1;
+	*own = rc ? strdup(ckpt_errmsg()) : NULL;
+	*msg = *own;
+	if (cache && vcache_put(cache, c->pack_id, c->offset, &c->digest, state, *own,
+				p && p->fd >= 0 ? rec_span(c->stored_len) : 0))
+		return -CKPT_E_NOMEM;
+	return state;
+}
+
+CKPT_API long ckpt_reader_verify_cached(ckpt_reader *r, ckpt_verify_cache *cache,
+					ckpt_damage_fn on_damage, ckpt_progress_fn on_progress,
+					void *arg)
+{
 	if (!r)
 		return ckpt_fail(CKPT_E_INVAL, "verify: NULL reader");
 	/* Per distinct chunk: 0 unchecked, 1 intact, else the negative error; messages kept for
@@ -810,18 +843,12 @@ CKPT_API long ckpt_reader_verify(ckpt_reader *r, ckpt_damage_fn on_damage,
 			struct pack_fd *p = get_pack(r, c->pack_id);
 			store_pack_path(r->s, p ? p->dir : 0, c->pack_id, path, sizeof path);
 			if (!state[ci]) {
-				int rc;
-				if (!p)
-					rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
-				else if (p->fd < 0)
-					rc = ckpt_fail(-p->err, "%s", p->msg ? p->msg : "pack unreadable");
-				else if (!(rc = read_group(r, &x, p, c->offset, (size_t)rec_span(c->stored_len))))
-					rc = check_record(r, r->codec, r->buf, c, r->scratch, path);
-				if (!rc)
-					rc = check_padding(r->buf, c, path);
-				state[ci] = rc ? rc : 1;
-				if (rc)
-					msgs[ci] = strdup(ckpt_errmsg());
+				const char *m = NULL;
+				state[ci] = verify_chunk(r, cache, &x, c, path, &msgs[ci], &m);
+				if (state[ci] == -CKPT_E_NOMEM && !m)
+					m = "out of memory";
+				if (m && !msgs[ci])
+					msgs[ci] = strdup(m);
 			}
 			if (state[ci] != 1) {
 				damaged++;

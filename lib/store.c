@@ -449,6 +449,31 @@ void store_unlock(struct ckpt_store *s)
 	}
 }
 
+/* "checkpoint 25 not found in store S (steps: 10, 20)": the steps there are, the first and last
+ * few of them, so that a mistyped step is easy to correct. */
+static int missing_step(struct ckpt_store *s, uint64_t step)
+{
+	uint64_t *v = NULL;
+	long n = store_steps(s, &v);
+	char have[200] = "";
+	for (long k = 0; k < n; k++) {
+		char one[32];
+		if (n > 10 && k == 5) {
+			strncat(have, ", ...", sizeof have - strlen(have) - 1);
+			k = n - 5;
+		}
+		snprintf(one, sizeof one, "%s%llu", k ? ", " : "", (unsigned long long)v[k]);
+		strncat(have, one, sizeof have - strlen(have) - 1);
+	}
+	free(v);
+	if (n < 0)
+		return ckpt_fail(CKPT_E_NOTFOUND, "checkpoint %llu not found in store %s",
+				 (unsigned long long)step, s->path);
+	return ckpt_fail(CKPT_E_NOTFOUND, "checkpoint %llu not found in store %s (%s%s)",
+			 (unsigned long long)step, s->path, n > 0 ? "steps: " : "it has none",
+			 have);
+}
+
 int store_load_manifest(struct ckpt_store *s, uint64_t step, struct manifest *m)
 {
 	char name[64], p[4096];
@@ -458,8 +483,7 @@ int store_load_manifest(struct ckpt_store *s, uint64_t step, struct manifest *m)
 	size_t len;
 	int rc = io_slurp(p, MF_MAX_LEN, &buf, &len);
 	if (rc == -CKPT_E_NOTFOUND)
-		return ckpt_fail(CKPT_E_NOTFOUND, "checkpoint %llu not found in store %s",
-				 (unsigned long long)step, s->path);
+		return missing_step(s, step);
 	if (rc)
 		return rc;
 	rc = manifest_decode(buf, len, m, p);

@@ -18,9 +18,11 @@ int cmd_diff(int argc, char **argv);
 int cmd_du(int argc, char **argv);
 int cmd_prune(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
+int cmd_delete(int argc, char **argv);
 
 extern const char usage_import[], usage_export[], usage_list[], usage_verify[];
 extern const char usage_show[], usage_diff[], usage_du[], usage_prune[], usage_gc[];
+extern const char usage_delete[];
 
 /* Parses a STEP argument: a decimal number or "latest" (CKPT_STEP_LATEST). Returns 0, or prints a
  * usage error for cmd and returns EXIT_USAGE. */
@@ -29,6 +31,13 @@ int ck_parse_step(const char *cmd, const char *s, uint64_t *out);
 /* Reports a getopt_long() failure (it returned c, with opterr 0 and ':' leading the short
  * options) as a usage error for cmd. Returns EXIT_USAGE. */
 int ck_bad_option(const char *cmd, int c, char **argv);
+
+/* CKPT_STORE: the store when a command's STORE argument is left out. Call after getopt_long(),
+ * whose positional arguments are argv[optind..argc): when CKPT_STORE is set and there are fewer
+ * than min of them (STORE included), or the first looks like a STEP (a number or "latest") that
+ * is no directory and the command takes a STEP after STORE (step_next), *argv becomes a copy with
+ * CKPT_STORE inserted at optind. Returns the new argc. */
+int ck_default_store(int argc, char ***argv, int optind, int min, bool step_next);
 
 /* The exit status for a negative CKPT_E_* code: EXIT_NOTFOUND, EXIT_BUSY or EXIT_FAIL. */
 int ck_exit_status(int err);
@@ -64,5 +73,38 @@ int ck_check_damaged(const char *cmd, ckpt_store *store, const char *path, bool 
 /* Prints the counters of a prune or gc report as JSON fields, or as text lines. */
 void ck_report_json(struct jw *w, const ckpt_gc_report *r);
 void ck_report_text(const ckpt_gc_report *r, bool dry);
+
+/* gcopt.c: --max-unused and --compact-below of gc, prune --gc and delete. */
+enum { CK_OPT_MAX_UNUSED = 200, CK_OPT_COMPACT_BELOW = 'c' };
+struct ck_gc_opts {
+	ckpt_gc_policy pol;
+	bool have_max_unused, have_compact_below;
+	struct progress bar; /* of the compaction, started on its first report */
+	bool progress, bar_started;
+};
+/* Parses a fraction from 0 to 1. Returns 0 or -1. */
+int ck_parse_fraction(const char *s, double *out);
+/* Handles option c (CK_OPT_*) with its argument: returns 0, EXIT_USAGE (reported), or -1 when c is
+ * not one of them. */
+int ck_gc_option(const char *cmd, int c, const char *arg, struct ck_gc_opts *o);
+/* Fills in the defaults: max_unused CKPT_GC_MAX_UNUSED_DEFAULT, unless only --compact-below was
+ * given (then no limit). */
+void ck_gc_finish(struct ck_gc_opts *o);
+/* Shows the compaction's progress on a terminal (when enable), until ck_gc_progress_end(). */
+void ck_gc_progress(struct ck_gc_opts *o, bool enable);
+void ck_gc_progress_end(struct ck_gc_opts *o);
+/* The policy as JSON fields compact_below and max_unused. */
+void ck_gc_json(struct jw *w, const struct ck_gc_opts *o);
+
+/* select.c: export --select. Keeps in ts[0..*nt) (and the reader indexes ridx) the tensors
+ * under subtree (a dotted prefix of the saved names), named relative to it and unescaped as the
+ * Python binding escapes keys; the new names are malloc'd into *names (free each, then the array,
+ * also on failure). Returns 0, EXIT_NOTFOUND (nothing under subtree: the message lists the
+ * top-level names) or EXIT_FAIL, reported. */
+struct st_out_tensor;
+int ck_select(const char *cmd, const char *subtree, struct st_out_tensor *ts, size_t *ridx,
+	      size_t *nt, char ***names);
+/* Removes the Python binding's metadata entry from keys/vals; returns the new count. */
+size_t ck_drop_binding_meta(const char **keys, const char **vals, size_t nm);
 
 #endif

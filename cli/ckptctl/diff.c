@@ -327,6 +327,7 @@ int cmd_diff(int argc, char **argv)
 		default: return ck_bad_option(cmd, c, argv);
 		}
 	}
+	argc = ck_default_store(argc, &argv, optind, 3, true);
 	int npos = argc - optind;
 	if (npos < 3)
 		return cli_usage_err(cmd, npos < 1 ? "expected STORE, A and B"

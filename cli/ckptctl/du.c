@@ -51,6 +51,7 @@ int cmd_du(int argc, char **argv)
 		default: return ck_bad_option(cmd, c, argv);
 		}
 	}
+	argc = ck_default_store(argc, &argv, optind, 1, false);
 	if (argc - optind != 1)
 		return cli_usage_err(cmd, argc - optind < 1 ? "expected STORE" : "too many arguments");
 

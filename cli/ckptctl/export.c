@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 const char usage_export[] =
-	"Usage: ckptctl export STORE [STEP] -o FILE.safetensors [OPTIONS]\n"
+	"Usage: ckptctl export STORE [STEP] -o FILE.safetensors [--select SUBTREE] [OPTIONS]\n"
 	"Write the checkpoint of STEP (a number or 'latest'; default latest) as a safetensors file:\n"
 	"the tensors in the checkpoint's order with contiguous data, the checkpoint's metadata in\n"
 	"\"__metadata__\". Every chunk is verified as it is read. FILE is written under a temporary\n"
@@ -23,18 +23,31 @@ const char usage_export[] =
 	"\n"
 	"Options:\n"
 	"  -o, --output FILE   the file to write (required); '-' writes to standard output\n"
+	"      --select SUBTREE  only the tensors under SUBTREE of a state dict saved from\n"
+	"                      Python (such as 'model'), named relative to it with the keys\n"
+	"                      unescaped ('conv1.weight'), without the binding's metadata\n"
+	"                      entry: what load_state_dict() and Hugging Face tools take\n"
 	"  -q, --quiet         print nothing on success\n"
+	"      --json          print step, file, tensors and bytes as a JSON object (needs a\n"
+	"                      FILE, not '-')\n"
+	"      --no-progress   no progress line (it is shown, tensor by tensor, only when\n"
+	"                      standard error is a terminal, and not with --quiet or --json)\n"
 	"  -h, --help          show this help\n"
 	"\n"
 	"Exit status: 0 written; 1 failed (damaged data, I/O error); 2 usage error; 4 no such\n"
 	"store or step.\n"
 	"\n"
 	"Example:\n"
-	"  ckptctl export /mnt/nvme/ckpt latest -o model.safetensors\n";
+	"  ckptctl export /mnt/nvme/ckpt latest -o model.safetensors --select model\n";
+
+enum { OPT_SELECT = 256, OPT_JSON, OPT_NO_PROGRESS };
 
 static const struct option export_opts[] = {
 	{"output", required_argument, NULL, 'o'},
 	{"quiet", no_argument, NULL, 'q'},
+	{"select", required_argument, NULL, OPT_SELECT},
+	{"json", no_argument, NULL, OPT_JSON},
+	{"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -85,7 +98,8 @@ static int fsync_dir_of(const char *path)
  * then); 1 when unmapping failed (errno set); or the library's error (its message names the
  * store file: a pack that cannot be read is not the output's fault). */
 static int restore_mapped(ckpt_reader *rd, int fd, const uint8_t *hdr, size_t hlen,
-			  const struct st_out_tensor *ts, size_t nt, uint64_t size)
+			  const struct st_out_tensor *ts, const size_t *ridx, size_t nt, uint64_t size,
+			  struct progress *bar)
 {
 	uint8_t *map = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED)
@@ -95,8 +109,9 @@ static int restore_mapped(ckpt_reader *rd, int fd, const uint8_t *hdr, size_t hl
 	int r = 0;
 	for (size_t k = 0; k < nt && r == 0; k++) {
 		if (ts[k].nbytes)
-			r = ckpt_reader_restore(rd, k, CKPT_MEM_HOST, map + off, ts[k].nbytes);
+			r = ckpt_reader_restore(rd, ridx[k], CKPT_MEM_HOST, map + off, ts[k].nbytes);
 		off += ts[k].nbytes;
+		progress_update(bar, off - hlen);
 	}
 	if (munmap(map, (size_t)size) && r == 0)
 		r = 1;
@@ -106,8 +121,8 @@ static int restore_mapped(ckpt_reader *rd, int fd, const uint8_t *hdr, size_t hl
 int cmd_export(int argc, char **argv)
 {
 	const char *cmd = "export";
-	const char *out = NULL;
-	bool quiet = false;
+	const char *out = NULL, *select = NULL;
+	bool quiet = false, json = false, no_progress = false;
 	int c;
 
 	optind = 1;
@@ -116,10 +131,14 @@ int cmd_export(int argc, char **argv)
 		switch (c) {
 		case 'o': out = optarg; break;
 		case 'q': quiet = true; break;
+		case OPT_SELECT: select = optarg; break;
+		case OPT_JSON: json = true; break;
+		case OPT_NO_PROGRESS: no_progress = true; break;
 		case 'h': fputs(usage_export, stdout); return EXIT_OK;
 		default: return ck_bad_option(cmd, c, argv);
 		}
 	}
+	argc = ck_default_store(argc, &argv, optind, 1, true);
 	int npos = argc - optind;
 	if (npos < 1)
 		return cli_usage_err(cmd, "expected STORE");
@@ -131,6 +150,10 @@ int cmd_export(int argc, char **argv)
 	if (npos == 2 && ck_parse_step(cmd, argv[optind + 1], &step))
 		return EXIT_USAGE;
 	bool to_stdout = !strcmp(out, "-");
+	if (to_stdout && json)
+		return cli_usage_err(cmd, "--json needs -o FILE: standard output carries the data");
+	if (select && !*select)
+		return cli_usage_err(cmd, "--select needs a SUBTREE such as 'model'");
 	if (to_stdout && isatty(STDOUT_FILENO))
 		return cli_usage_err(cmd, "refusing to write binary data to a terminal");
 
@@ -138,10 +161,13 @@ int cmd_export(int argc, char **argv)
 	ckpt_store *store = NULL;
 	ckpt_reader *rd = NULL;
 	struct st_out_tensor *ts = NULL;
+	size_t *ridx = NULL, nsel = 0;
+	char **sel_names = NULL;
 	const char **keys = NULL, **vals = NULL;
 	uint8_t *hdr = NULL, *buf = NULL;
-	char tmp[4200];
+	char tmp[4200], label[64];
 	ckpt_info info;
+	struct progress bar = {0};
 
 	if ((rc = ck_open_store(cmd, argv[optind], true, NULL, &store)))
 		return rc;
@@ -159,9 +185,10 @@ int cmd_export(int argc, char **argv)
 	ckpt_reader_info(rd, &info);
 	size_t nt = ckpt_reader_tensor_count(rd), nm = ckpt_reader_meta_count(rd);
 	ts = calloc(nt ? nt : 1, sizeof *ts);
+	ridx = calloc(nt ? nt : 1, sizeof *ridx);
 	keys = calloc(nm ? nm : 1, sizeof *keys);
 	vals = calloc(nm ? nm : 1, sizeof *vals);
-	if (!ts || !keys || !vals) {
+	if (!ts || !ridx || !keys || !vals) {
 		cli_err("%s: out of memory", cmd);
 		goto out;
 	}
@@ -178,15 +205,26 @@ int cmd_export(int argc, char **argv)
 			goto out;
 		}
 		ts[k] = (struct st_out_tensor){ti.name, ti.dtype, ti.ndim, ti.shape, ti.nbytes};
-		if (ti.nbytes > maxb)
-			maxb = ti.nbytes;
-		total += ti.nbytes;
+		ridx[k] = k;
+	}
+	if (select) {
+		nsel = nt;
+		if ((rc = ck_select(cmd, select, ts, ridx, &nt, &sel_names)))
+			goto out;
+		rc = EXIT_FAIL;
+	}
+	for (size_t k = 0; k < nt; k++) {
+		if (ts[k].nbytes > maxb)
+			maxb = ts[k].nbytes;
+		total += ts[k].nbytes;
 	}
 	for (size_t k = 0; k < nm; k++)
 		if ((r = ckpt_reader_meta(rd, k, &keys[k], &vals[k])) < 0) {
 			rc = ck_fail(cmd, r, "reading the metadata");
 			goto out;
 		}
+	if (select)
+		nm = ck_drop_binding_meta(keys, vals, nm);
 	size_t hlen;
 	hdr = st_build_header(ts, nt, keys, vals, nm, &hlen);
 	if (!hdr) {
@@ -195,6 +233,8 @@ int cmd_export(int argc, char **argv)
 		goto out;
 	}
 	const char *dest = to_stdout ? "standard output" : tmp;
+	snprintf(label, sizeof label, "export step %llu", (unsigned long long)info.step);
+	progress_start(&bar, label, total, !quiet && !json && !no_progress);
 	if (to_stdout)
 		fd = STDOUT_FILENO;
 	else {
@@ -217,7 +257,7 @@ int cmd_export(int argc, char **argv)
 		int e = hlen + total > (uint64_t)SIZE_MAX ? EFBIG :
 			posix_fallocate(fd, 0, (off_t)(hlen + total));
 		if (e == 0) {
-			r = restore_mapped(rd, fd, hdr, hlen, ts, nt, hlen + total);
+			r = restore_mapped(rd, fd, hdr, hlen, ts, ridx, nt, hlen + total, &bar);
 			if (r == 0)
 				goto written;
 			if (r != -CKPT_E_UNSUPPORTED) {
@@ -240,10 +280,13 @@ int cmd_export(int argc, char **argv)
 		cli_err("%s: write %s: %s", cmd, dest, strerror(errno));
 		goto out;
 	}
+	uint64_t sent = 0;
 	for (size_t k = 0; k < nt; k++) {
 		if (!ts[k].nbytes)
 			continue;
-		r = ckpt_reader_restore(rd, k, CKPT_MEM_HOST, buf, ts[k].nbytes);
+		progress_update(&bar, sent);
+		sent += ts[k].nbytes;
+		r = ckpt_reader_restore(rd, ridx[k], CKPT_MEM_HOST, buf, ts[k].nbytes);
 		if (r < 0) {
 			rc = ck_fail(cmd, r, "reading a tensor");
 			goto out;
@@ -254,6 +297,7 @@ int cmd_export(int argc, char **argv)
 		}
 	}
 written:
+	progress_end(&bar);
 	if (!to_stdout) {
 		if (fsync(fd)) {
 			cli_err("%s: fsync %s: %s", cmd, tmp, strerror(errno));
@@ -274,7 +318,23 @@ written:
 			cli_err("%s: fsync the directory of %s: %s", cmd, out, strerror(errno));
 			goto out;
 		}
-		if (!quiet) {
+		if (json) {
+			struct jw w;
+			jw_init(&w, stdout, true);
+			jw_obj_begin(&w);
+			jw_key(&w, "step"); jw_u64(&w, info.step);
+			jw_key(&w, "file"); jw_str(&w, out);
+			jw_key(&w, "select");
+			if (select)
+				jw_str(&w, select);
+			else
+				jw_null(&w);
+			jw_key(&w, "tensors"); jw_u64(&w, nt);
+			jw_key(&w, "tensor_bytes"); jw_u64(&w, total);
+			jw_key(&w, "file_bytes"); jw_u64(&w, hlen + total);
+			jw_obj_end(&w);
+			jw_finish(&w);
+		} else if (!quiet) {
 			char a[32];
 			printf("exported step %llu: %zu tensors, %s to %s\n",
 			       (unsigned long long)info.step, nt, cli_fmt_iec(total, a, sizeof a),
@@ -283,6 +343,7 @@ written:
 	}
 	rc = EXIT_OK;
 out:
+	progress_end(&bar);
 	if (fd >= 0 && fd != STDOUT_FILENO)
 		close(fd);
 	if (tmp_path) {
@@ -291,6 +352,10 @@ out:
 	}
 	free(buf);
 	free(hdr);
+	for (size_t k = 0; sel_names && k < nsel; k++)
+		free(sel_names[k]);
+	free(sel_names);
+	free(ridx);
 	free(ts);
 	free(keys);
 	free(vals);

@@ -114,9 +114,12 @@ void ck_report_text(const ckpt_gc_report *r, bool dry)
 		       plural(r->packs_removed, "", "s"), (unsigned long long)r->leftovers_removed,
 		       plural(r->leftovers_removed, "", "s"));
 	if (r->packs_compacted && dry)
-		printf("would compact %llu pack%s (%s of live records to copy)\n",
+		printf("would compact %llu pack%s (%s of live records to copy), rewrite %llu "
+		       "manifest%s\n",
 		       (unsigned long long)r->packs_compacted, plural(r->packs_compacted, "", "s"),
-		       cli_fmt_iec(r->bytes_copied, a, sizeof a));
+		       cli_fmt_iec(r->bytes_copied, a, sizeof a),
+		       (unsigned long long)r->manifests_rewritten,
+		       plural(r->manifests_rewritten, "", "s"));
 	else if (r->packs_compacted)
 		printf("compacted %llu pack%s (%s of live records copied), rewrote %llu manifest%s\n",
 		       (unsigned long long)r->packs_compacted, plural(r->packs_compacted, "", "s"),

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -86,6 +87,8 @@ const char usage_import[] =
 	"      --overwrite        replace an existing checkpoint of step N\n"
 	"  -q, --quiet            print nothing on success\n"
 	"      --json             print the statistics of the save as JSON\n"
+	"      --no-progress      no progress line (it is shown only when standard error is a\n"
+	"                         terminal, and not with --quiet or --json)\n"
 	"  -h, --help             show this help\n"
 	"\n"
 	"Exit status: 0 imported; 1 failed (bad file, existing step, I/O error); 2 usage error;\n"
@@ -97,7 +100,7 @@ const char usage_import[] =
 /* Staging pool of an import (the library's default is sized for a training job). */
 #define IMPORT_POOL_SIZE (32 << 20)
 
-enum { OPT_CHUNK = 256, OPT_COMPRESS, OPT_LEVEL, OPT_OVERWRITE, OPT_JSON };
+enum { OPT_CHUNK = 256, OPT_COMPRESS, OPT_LEVEL, OPT_OVERWRITE, OPT_JSON, OPT_NO_PROGRESS };
 
 static const struct option import_opts[] = {
 	{"step", required_argument, NULL, 's'},
@@ -107,9 +110,38 @@ static const struct option import_opts[] = {
 	{"overwrite", no_argument, NULL, OPT_OVERWRITE},
 	{"quiet", no_argument, NULL, 'q'},
 	{"json", no_argument, NULL, OPT_JSON},
+	{"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
+
+/* ckpt_save_commit() with a progress line (bytes hashed of the tensors' total) while the save
+ * runs in the background; the plain commit when no line is shown. */
+static int commit_progress(ckpt_save *save, uint64_t total, uint64_t step, bool enable,
+			   ckpt_stats *st)
+{
+	struct progress bar;
+	char label[64];
+	snprintf(label, sizeof label, "import step %llu", (unsigned long long)step);
+	progress_start(&bar, label, total, enable);
+	if (!bar.on)
+		return ckpt_save_commit(save, st);
+	int r = ckpt_save_submit(save);
+	if (r) {
+		ckpt_save_abort(save);
+		return r;
+	}
+	while (!ckpt_save_poll(save)) {
+		uint64_t done;
+		if (!ckpt_save_progress(save, &done))
+			progress_update(&bar, done);
+		/* A display refresh, not synchronization: wait() below decides. */
+		nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+	}
+	r = ckpt_save_wait(save, st);
+	progress_end(&bar);
+	return r;
+}
 
 static void print_stats_json(const ckpt_stats *s, const char *file)
 {
@@ -145,7 +177,7 @@ int cmd_import(int argc, char **argv)
 	const char *cmd = "import";
 	uint64_t step = 0, chunk = 0, level = 0;
 	bool have_step = false, have_chunk = false, have_level = false, overwrite = false;
-	bool quiet = false, json = false;
+	bool quiet = false, json = false, no_progress = false;
 	int compress = -1, c;
 
 	optind = 1;
@@ -183,10 +215,12 @@ int cmd_import(int argc, char **argv)
 		case OPT_OVERWRITE: overwrite = true; break;
 		case 'q': quiet = true; break;
 		case OPT_JSON: json = true; break;
+		case OPT_NO_PROGRESS: no_progress = true; break;
 		case 'h': fputs(usage_import, stdout); return EXIT_OK;
 		default: return ck_bad_option(cmd, c, argv);
 		}
 	}
+	argc = ck_default_store(argc, &argv, optind, 2, false);
 	if (argc - optind != 2)
 		return cli_usage_err(cmd, argc - optind < 2 ? "expected STORE and FILE" :
 				     "too many arguments");
@@ -280,7 +314,10 @@ int cmd_import(int argc, char **argv)
 	}
 	ckpt_stats st;
 	memset(&st, 0, sizeof st);
-	r = ckpt_save_commit(save, &st);
+	uint64_t total = 0;
+	for (size_t k = 0; k < sf.h.ntensors; k++)
+		total += sf.h.tensors[k].end - sf.h.tensors[k].begin;
+	r = commit_progress(save, total, step, !quiet && !json && !no_progress, &st);
 	save = NULL; /* freed by commit in every case */
 	if (r < 0) {
 		ck_fail(cmd, r, "cannot commit the checkpoint");

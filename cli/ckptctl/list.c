@@ -47,6 +47,7 @@ int cmd_list(int argc, char **argv)
 		default: return ck_bad_option(cmd, c, argv);
 		}
 	}
+	argc = ck_default_store(argc, &argv, optind, 1, false);
 	if (argc - optind != 1)
 		return cli_usage_err(cmd, argc - optind < 1 ? "expected STORE" : "too many arguments");
 

@@ -11,6 +11,7 @@ static const struct cli_cmd commands[] = {
 	{"diff", cmd_diff, "compare two checkpoints: tensors added, removed, changed", usage_diff},
 	{"du", cmd_du, "space per checkpoint, shared and exclusive, and garbage", usage_du},
 	{"prune", cmd_prune, "remove checkpoints by a retention policy", usage_prune},
+	{"delete", cmd_delete, "remove the checkpoints of given steps", usage_delete},
 	{"gc", cmd_gc, "remove unreferenced packs and leftovers; compact packs", usage_gc},
 	{NULL, NULL, NULL, NULL},
 };

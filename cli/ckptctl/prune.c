@@ -9,40 +9,68 @@
 #include <string.h>
 
 const char usage_prune[] =
-	"Usage: ckptctl prune STORE --keep-last N [--keep-every K] [--keep STEP]... [OPTIONS]\n"
+	"Usage: ckptctl prune STORE POLICY... [--gc [--max-unused LIMIT] [--compact-below F]]\n"
+	"                           [--dry-run] [--force] [--json]\n"
 	"Remove the checkpoints of STORE that the retention policy does not keep, then the pack\n"
-	"files no remaining checkpoint references. Kept: the newest N valid checkpoints, every\n"
-	"checkpoint whose step is a multiple of K, and each STEP given with --keep. The newest\n"
-	"valid checkpoint is never removed. Manifests are removed first (durably), packs after: a\n"
-	"kill at any point leaves every remaining checkpoint intact. Prints each checkpoint\n"
-	"removed and the space freed. Takes the store's writer lock: fails with exit status 3 while\n"
-	"a save, prune or gc runs. Refuses (exit 1, nothing removed) while a manifest is damaged,\n"
-	"unless --force.\n"
+	"files no remaining checkpoint references. The rules, as borg prune applies them (times are\n"
+	"the commit times the manifests record, periods in UTC): --keep-within keeps every\n"
+	"checkpoint of the last DURATION; --keep-last the newest N others; --keep-hourly,\n"
+	"--keep-daily and --keep-weekly the newest checkpoint of each of the last N hours, days and\n"
+	"ISO weeks that have one not already kept (the oldest checkpoint too when fewer exist).\n"
+	"Also kept: every checkpoint whose step is a multiple of K, each STEP given with --keep,\n"
+	"and always the newest valid checkpoint. Manifests are removed first (durably), packs\n"
+	"after: a kill at any point leaves every remaining checkpoint intact. With --gc, the\n"
+	"garbage is then collected as 'ckptctl gc' does, under the same lock. Prints each\n"
+	"checkpoint removed and the space freed. Takes the store's writer lock: fails with exit\n"
+	"status 3 while a save, prune or gc runs. Refuses (exit 1, nothing removed) while a\n"
+	"manifest is damaged, unless --force.\n"
+	"\n"
+	"Policy (at least one of the first five):\n"
+	"  -n, --keep-last N          keep the newest N valid checkpoints (N >= 1)\n"
+	"      --keep-within DURATION keep the checkpoints saved within DURATION of now: a number\n"
+	"                             and a unit, S M H d w m y (seconds, minutes, hours, days,\n"
+	"                             weeks, months of 31 days, years of 365 days), such as 2d\n"
+	"      --keep-hourly N        keep the newest checkpoint of each of the last N hours\n"
+	"      --keep-daily N         keep the newest checkpoint of each of the last N days\n"
+	"      --keep-weekly N        keep the newest checkpoint of each of the last N ISO weeks\n"
+	"  -k, --keep-every K         also keep every checkpoint whose step is a multiple of K\n"
+	"      --keep STEP            also keep the checkpoint of STEP (may be repeated)\n"
 	"\n"
 	"Options:\n"
-	"  -n, --keep-last N    keep the newest N valid checkpoints (N >= 1; required)\n"
-	"  -k, --keep-every K   also keep every checkpoint whose step is a multiple of K\n"
-	"      --keep STEP      also keep the checkpoint of STEP (may be repeated)\n"
-	"      --dry-run        print what would be removed and freed; change nothing\n"
-	"      --force          proceed although manifests are damaged (they stay; chunks only\n"
-	"                       they reference may be removed)\n"
-	"      --json           print a JSON object: dry_run, removed (steps), kept (steps),\n"
-	"                       packs_removed, packs_compacted, manifests_rewritten,\n"
-	"                       leftovers_removed, bytes_freed and bytes_copied (bytes)\n"
-	"  -h, --help           show this help\n"
+	"      --gc                   then collect garbage and compact, as 'ckptctl gc'\n"
+	"      --max-unused LIMIT     with --gc: leave at most LIMIT of the pack bytes as garbage\n"
+	"                             (default 10%; see 'ckptctl gc --help')\n"
+	"  -c, --compact-below F      with --gc: also compact packs whose live share is below F\n"
+	"      --dry-run              print what would be removed, copied and freed; change nothing\n"
+	"      --force                proceed although manifests are damaged (they stay; chunks only\n"
+	"                             they reference may be removed)\n"
+	"      --json                 print a JSON object: dry_run, removed (steps), kept (steps),\n"
+	"                             with --gc also gc, compact_below and max_unused, then\n"
+	"                             packs_removed, packs_compacted, manifests_rewritten,\n"
+	"                             leftovers_removed, bytes_freed and bytes_copied (bytes)\n"
+	"  -h, --help                 show this help\n"
 	"\n"
 	"Exit status: 0 pruned (or nothing to prune); 1 failed or refused (damaged manifest);\n"
 	"2 usage error; 3 busy (another process holds the lock); 4 no such store.\n"
 	"\n"
-	"Example:\n"
-	"  ckptctl prune /mnt/nvme/ckpt --keep-last 3 --keep-every 10000 --dry-run\n";
+	"Examples:\n"
+	"  ckptctl prune /mnt/nvme/ckpt --keep-last 3 --keep-every 10000 --dry-run\n"
+	"  ckptctl prune /mnt/nvme/ckpt --keep-within 1d --keep-daily 7 --keep-weekly 4 --gc\n";
 
-enum { OPT_JSON = 256, OPT_KEEP, OPT_DRY_RUN, OPT_FORCE };
+enum { OPT_JSON = 256, OPT_KEEP, OPT_DRY_RUN, OPT_FORCE, OPT_WITHIN, OPT_HOURLY, OPT_DAILY,
+       OPT_WEEKLY, OPT_GC };
 
 static const struct option prune_opts[] = {
 	{"keep-last", required_argument, NULL, 'n'},
 	{"keep-every", required_argument, NULL, 'k'},
 	{"keep", required_argument, NULL, OPT_KEEP},
+	{"keep-within", required_argument, NULL, OPT_WITHIN},
+	{"keep-hourly", required_argument, NULL, OPT_HOURLY},
+	{"keep-daily", required_argument, NULL, OPT_DAILY},
+	{"keep-weekly", required_argument, NULL, OPT_WEEKLY},
+	{"gc", no_argument, NULL, OPT_GC},
+	{"max-unused", required_argument, NULL, CK_OPT_MAX_UNUSED},
+	{"compact-below", required_argument, NULL, CK_OPT_COMPACT_BELOW},
 	{"dry-run", no_argument, NULL, OPT_DRY_RUN},
 	{"force", no_argument, NULL, OPT_FORCE},
 	{"json", no_argument, NULL, OPT_JSON},
@@ -58,8 +86,137 @@ static bool removed(const ckpt_gc_report *r, uint64_t step)
 	return false;
 }
 
-static int run_prune(const char *cmd, const char *path, const ckpt_prune_policy *pol, bool dry,
-		     bool force, bool json)
+struct prune_args {
+	ckpt_retention r;
+	struct ck_gc_opts g;
+	bool gc, json, dry, force, have_policy;
+	uint64_t *keep;
+	size_t nkeep;
+};
+
+/* borg's interval: a number and a unit (S M H d w m y). Returns 0 or -1. */
+static int parse_duration(const char *s, int64_t *out)
+{
+	static const char units[] = "SMHdwmy";
+	static const int64_t secs[] = {1, 60, 3600, 86400, 7 * 86400, 31 * 86400, 365 * 86400};
+	size_t n = strlen(s);
+	uint64_t v;
+	char num[32];
+	const char *u = n > 1 ? strchr(units, s[n - 1]) : NULL;
+	if (!u || !s[n - 1] || n - 1 >= sizeof num)
+		return -1;
+	memcpy(num, s, n - 1);
+	num[n - 1] = 0;
+	int64_t k = secs[u - units];
+	if (cli_parse_u64(num, &v) || v < 1 || v > (uint64_t)INT64_MAX / (uint64_t)k)
+		return -1;
+	*out = (int64_t)v * k;
+	return 0;
+}
+
+/* One policy or gc option; returns 0, EXIT_USAGE (reported) or -1 when c is none of them. */
+static int prune_option(const char *cmd, int c, const char *arg, struct prune_args *a)
+{
+	static const char *names[] = {"keep-hourly", "keep-daily", "keep-weekly"};
+	uint64_t v;
+	switch (c) {
+	case 'n':
+		if (cli_parse_u64(arg, &v) || v < 1)
+			return cli_usage_err(cmd, "invalid --keep-last '%s': expected a number >= 1 "
+					     "(the newest checkpoint is always kept)", arg);
+		a->r.keep.keep_last = v;
+		a->have_policy = true;
+		return 0;
+	case 'k':
+		if (cli_parse_u64(arg, &v) || v < 1)
+			return cli_usage_err(cmd, "invalid --keep-every '%s': expected a number >= 1", arg);
+		a->r.keep.keep_every = v;
+		return 0;
+	case OPT_WITHIN:
+		if (parse_duration(arg, &a->r.keep_within))
+			return cli_usage_err(cmd, "invalid --keep-within '%s': expected a number >= 1 and "
+					     "a unit, S M H d w m y (such as 36H or 2d)", arg);
+		a->have_policy = true;
+		return 0;
+	case OPT_HOURLY:
+	case OPT_DAILY:
+	case OPT_WEEKLY:
+		if (cli_parse_u64(arg, &v) || v < 1)
+			return cli_usage_err(cmd, "invalid --%s '%s': expected a number >= 1",
+					     names[c - OPT_HOURLY], arg);
+		*(c == OPT_HOURLY ? &a->r.keep_hourly : c == OPT_DAILY ? &a->r.keep_daily
+								      : &a->r.keep_weekly) = v;
+		a->have_policy = true;
+		return 0;
+	case OPT_KEEP: {
+		if (cli_parse_u64(arg, &v) || v == CKPT_STEP_LATEST)
+			return cli_usage_err(cmd, "invalid --keep '%s': expected a step number", arg);
+		uint64_t *nk = realloc(a->keep, (a->nkeep + 1) * sizeof *a->keep);
+		if (!nk) {
+			cli_err("%s: out of memory", cmd);
+			return EXIT_FAIL;
+		}
+		a->keep = nk;
+		a->keep[a->nkeep++] = v;
+		return 0;
+	}
+	case CK_OPT_MAX_UNUSED:
+	case CK_OPT_COMPACT_BELOW:
+		return ck_gc_option(cmd, c, arg, &a->g);
+	}
+	return -1;
+}
+
+static void prune_json(const struct prune_args *a, const ckpt_gc_report *rep, const ckpt_info *list,
+		       int n)
+{
+	struct jw w;
+	jw_init(&w, stdout, true);
+	jw_obj_begin(&w);
+	jw_key(&w, "dry_run"); jw_bool(&w, a->dry);
+	jw_key(&w, "removed");
+	jw_arr_begin(&w);
+	for (size_t k = 0; k < rep->n_steps_removed; k++)
+		jw_u64(&w, rep->steps_removed[k]);
+	jw_arr_end(&w);
+	jw_key(&w, "kept");
+	jw_arr_begin(&w);
+	for (int k = 0; k < n; k++)
+		if (!removed(rep, list[k].step))
+			jw_u64(&w, list[k].step);
+	jw_arr_end(&w);
+	if (a->gc) {
+		jw_key(&w, "gc"); jw_bool(&w, true);
+		ck_gc_json(&w, &a->g);
+	}
+	ck_report_json(&w, rep);
+	jw_obj_end(&w);
+	jw_finish(&w);
+}
+
+static void prune_text(bool dry, const ckpt_gc_report *rep, const ckpt_info *list, int n)
+{
+	size_t kept = 0;
+	for (int k = 0; k < n; k++) {
+		char t[32], b[32];
+		if (!removed(rep, list[k].step)) {
+			kept++;
+			continue;
+		}
+		printf("%s step %llu (saved %s, %s new)\n", dry ? "would remove" : "removed",
+		       (unsigned long long)list[k].step, cli_fmt_time(list[k].time, t, sizeof t),
+		       cli_fmt_iec(list[k].new_bytes, b, sizeof b));
+	}
+	printf("%s %zu checkpoint%s, kept %zu:", dry ? "would remove" : "removed",
+	       rep->n_steps_removed, rep->n_steps_removed == 1 ? "" : "s", kept);
+	for (int k = 0; k < n; k++)
+		if (!removed(rep, list[k].step))
+			printf(" %llu", (unsigned long long)list[k].step);
+	printf("\n");
+	ck_report_text(rep, dry);
+}
+
+static int run_prune(const char *cmd, const char *path, struct prune_args *a)
 {
 	ckpt_store *store;
 	int rc = ck_open_store(cmd, path, false, NULL, &store);
@@ -72,54 +229,19 @@ static int run_prune(const char *cmd, const char *path, const ckpt_prune_policy 
 		rc = ck_fail(cmd, n, "cannot list the store");
 		goto out;
 	}
-	if ((rc = ck_check_damaged(cmd, store, path, force)))
+	if ((rc = ck_check_damaged(cmd, store, path, a->force)))
 		goto out;
-	int r = ckpt_store_prune(store, pol, (dry ? CKPT_GC_DRY_RUN : 0) | (force ? CKPT_GC_FORCE : 0),
-				 &rep);
+	int r = ckpt_store_prune_gc(store, &a->r, a->gc ? &a->g.pol : NULL,
+				    (a->dry ? CKPT_GC_DRY_RUN : 0) | (a->force ? CKPT_GC_FORCE : 0),
+				    &rep);
 	if (r < 0) {
 		rc = ck_fail(cmd, r, "prune failed");
 		goto out;
 	}
-	if (json) {
-		struct jw w;
-		jw_init(&w, stdout, true);
-		jw_obj_begin(&w);
-		jw_key(&w, "dry_run"); jw_bool(&w, dry);
-		jw_key(&w, "removed");
-		jw_arr_begin(&w);
-		for (size_t k = 0; k < rep->n_steps_removed; k++)
-			jw_u64(&w, rep->steps_removed[k]);
-		jw_arr_end(&w);
-		jw_key(&w, "kept");
-		jw_arr_begin(&w);
-		for (int k = 0; k < n; k++)
-			if (!removed(rep, list[k].step))
-				jw_u64(&w, list[k].step);
-		jw_arr_end(&w);
-		ck_report_json(&w, rep);
-		jw_obj_end(&w);
-		jw_finish(&w);
-	} else {
-		size_t kept = 0;
-		for (int k = 0; k < n; k++) {
-			char t[32], a[32];
-			if (!removed(rep, list[k].step)) {
-				kept++;
-				continue;
-			}
-			printf("%s step %llu (saved %s, %s new)\n",
-			       dry ? "would remove" : "removed", (unsigned long long)list[k].step,
-			       cli_fmt_time(list[k].time, t, sizeof t),
-			       cli_fmt_iec(list[k].new_bytes, a, sizeof a));
-		}
-		printf("%s %zu checkpoint%s, kept %zu:", dry ? "would remove" : "removed",
-		       rep->n_steps_removed, rep->n_steps_removed == 1 ? "" : "s", kept);
-		for (int k = 0; k < n; k++)
-			if (!removed(rep, list[k].step))
-				printf(" %llu", (unsigned long long)list[k].step);
-		printf("\n");
-		ck_report_text(rep, dry);
-	}
+	if (a->json)
+		prune_json(a, rep, list, n);
+	else
+		prune_text(a->dry, rep, list, n);
 	rc = ck_stdout_done(cmd);
 out:
 	ckpt_gc_report_free(rep);
@@ -131,66 +253,40 @@ out:
 int cmd_prune(int argc, char **argv)
 {
 	const char *cmd = "prune";
-	bool json = false, dry = false, force = false, have_last = false;
-	ckpt_prune_policy pol = {0};
-	uint64_t *keep = NULL;
-	size_t nkeep = 0;
-	int c, rc;
+	struct prune_args a = {0};
+	int c, rc = 0;
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":n:k:h", prune_opts, NULL)) != -1) {
-		uint64_t v;
+	while (!rc && (c = getopt_long(argc, argv, ":n:k:c:h", prune_opts, NULL)) != -1) {
 		switch (c) {
-		case 'n':
-			if (cli_parse_u64(optarg, &v) || v < 1) {
-				free(keep);
-				return cli_usage_err(cmd, "invalid --keep-last '%s': expected a number >= 1 "
-						     "(the newest checkpoint is always kept)", optarg);
-			}
-			pol.keep_last = v;
-			have_last = true;
-			break;
-		case 'k':
-			if (cli_parse_u64(optarg, &v) || v < 1) {
-				free(keep);
-				return cli_usage_err(cmd, "invalid --keep-every '%s': expected a number >= 1",
-						     optarg);
-			}
-			pol.keep_every = v;
-			break;
-		case OPT_KEEP: {
-			if (cli_parse_u64(optarg, &v) || v == CKPT_STEP_LATEST) {
-				free(keep);
-				return cli_usage_err(cmd, "invalid --keep '%s': expected a step number",
-						     optarg);
-			}
-			uint64_t *nk = realloc(keep, (nkeep + 1) * sizeof *keep);
-			if (!nk) {
-				free(keep);
-				cli_err("%s: out of memory", cmd);
-				return EXIT_FAIL;
-			}
-			keep = nk;
-			keep[nkeep++] = v;
-			break;
-		}
-		case OPT_DRY_RUN: dry = true; break;
-		case OPT_FORCE: force = true; break;
-		case OPT_JSON: json = true; break;
-		case 'h': free(keep); fputs(usage_prune, stdout); return EXIT_OK;
-		default: free(keep); return ck_bad_option(cmd, c, argv);
+		case OPT_GC: a.gc = true; break;
+		case OPT_DRY_RUN: a.dry = true; break;
+		case OPT_FORCE: a.force = true; break;
+		case OPT_JSON: a.json = true; break;
+		case 'h': fputs(usage_prune, stdout); free(a.keep); return EXIT_OK;
+		default:
+			if ((rc = prune_option(cmd, c, optarg, &a)) < 0)
+				rc = ck_bad_option(cmd, c, argv);
 		}
 	}
-	if (argc - optind != 1)
+	if (!rc)
+		argc = ck_default_store(argc, &argv, optind, 1, false);
+	if (rc)
+		;
+	else if (argc - optind != 1)
 		rc = cli_usage_err(cmd, argc - optind < 1 ? "expected STORE" : "too many arguments");
-	else if (!have_last)
-		rc = cli_usage_err(cmd, "--keep-last N is required");
+	else if (!a.have_policy)
+		rc = cli_usage_err(cmd, "a retention policy is required: --keep-last N, --keep-within "
+				   "DURATION, --keep-hourly, --keep-daily or --keep-weekly N");
+	else if (!a.gc && (a.g.have_max_unused || a.g.have_compact_below))
+		rc = cli_usage_err(cmd, "--max-unused and --compact-below need --gc");
 	else {
-		pol.keep_steps = keep;
-		pol.n_keep_steps = nkeep;
-		rc = run_prune(cmd, argv[optind], &pol, dry, force, json);
+		ck_gc_finish(&a.g);
+		a.r.keep.keep_steps = a.keep;
+		a.r.keep.n_keep_steps = a.nkeep;
+		rc = run_prune(cmd, argv[optind], &a);
 	}
-	free(keep);
+	free(a.keep);
 	return rc;
 }

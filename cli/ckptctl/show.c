@@ -138,6 +138,7 @@ int cmd_show(int argc, char **argv)
 		default: return ck_bad_option(cmd, c, argv);
 		}
 	}
+	argc = ck_default_store(argc, &argv, optind, 2, true);
 	int npos = argc - optind;
 	if (npos < 2)
 		return cli_usage_err(cmd, npos < 1 ? "expected STORE and STEP" : "expected STEP");

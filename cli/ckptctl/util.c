@@ -4,7 +4,9 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int ck_parse_step(const char *cmd, const char *s, uint64_t *out)
 {
@@ -83,4 +85,41 @@ int ck_bad_option(const char *cmd, int c, char **argv)
 	if (optopt && optopt < 256)
 		return cli_usage_err(cmd, "unknown option '-%c'", optopt);
 	return cli_usage_err(cmd, "unknown option '%s'", argv[optind - 1]);
+}
+
+/* True for what ck_parse_step() takes: "latest" or a decimal number. */
+static bool looks_like_step(const char *s)
+{
+	if (!strcmp(s, "latest"))
+		return true;
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return false;
+	return true;
+}
+
+int ck_default_store(int argc, char ***argv, int optind_, int min, bool step_next)
+{
+	const char *env = getenv("CKPT_STORE");
+	int npos = argc - optind_;
+	if (!env || !*env)
+		return argc;
+	if (npos >= min) {
+		struct stat st;
+		const char *first = (*argv)[optind_];
+		if (!step_next || !looks_like_step(first) || (!stat(first, &st) && S_ISDIR(st.st_mode)))
+			return argc;
+	}
+	/* Lives as long as the process: the command's argv from here on. */
+	char **v = malloc(((size_t)argc + 2) * sizeof *v);
+	if (!v)
+		return argc;
+	memcpy(v, *argv, (size_t)optind_ * sizeof *v);
+	v[optind_] = (char *)env;
+	memcpy(v + optind_ + 1, *argv + optind_, (size_t)npos * sizeof *v);
+	v[argc + 1] = NULL;
+	*argv = v;
+	return argc + 1;
 }

@@ -11,15 +11,17 @@
 const char usage_verify[] =
 	"Usage: ckptctl verify STORE [STEP | --all] [OPTIONS]\n"
 	"Read every chunk of the checkpoint of STEP (a number or 'latest'; default latest), or of\n"
-	"every checkpoint with --all, and check its digest. Each damaged chunk is reported with its\n"
+	"every checkpoint with --all, and check its digest; a chunk several checkpoints share is\n"
+	"read once and its result reported for each. Each damaged chunk is reported with its\n"
 	"tensor, chunk index, offset and file; a damaged manifest counts as damage (when verifying\n"
 	"the latest checkpoint, so does a damaged manifest of a newer step). Exit status 0 when\n"
 	"everything verified is intact, 1 when damage was found (or reading failed), 2 for a\n"
 	"usage error, 4 when the store or step does not exist.\n"
 	"\n"
 	"Options:\n"
-	"  -a, --all           verify every checkpoint of the store\n"
-	"      --json          print the result as JSON\n"
+	"  -a, --all           verify every checkpoint of the store, then print how many\n"
+	"                      distinct chunks and bytes were read\n"
+	"      --json          print the result as JSON (with records_read and bytes_read)\n"
 	"  -q, --quiet         print only damage\n"
 	"      --no-progress   no progress bar (it is shown only when standard error is a\n"
 	"                      terminal)\n"
@@ -45,6 +47,7 @@ struct vctx {
 	bool json, quiet, progress;
 	struct jw w;
 	struct progress bar;
+	ckpt_verify_cache *cache; /* each record shared by several checkpoints read once */
 	uint64_t step;
 	long damaged_chunks; /* over the whole run */
 	long unreadable_chunks; /* permission denied: not checked, and not damage */
@@ -79,8 +82,7 @@ static void report_damage(struct vctx *v, const ckpt_damage *d)
 		jw_obj_end(&v->w);
 		return;
 	}
-	if (v->bar.on) /* leave the bar's line */
-		fputc('\n', stderr);
+	progress_clear(&v->bar); /* the damage line goes where the bar was */
 	size_t flen = d->file ? strlen(d->file) : 0;
 	if (!d->tensor && flen > 5 && !strcmp(d->file + flen - 5, ".pack")) {
 		/* the library's message names the pack already */
@@ -166,7 +168,7 @@ static void verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 	}
 	snprintf(label, sizeof label, "verify step %llu", (unsigned long long)info.step);
 	progress_start(&v->bar, label, info.stored_bytes, v->progress);
-	long n = ckpt_reader_verify(rd, on_damage, on_progress, v);
+	long n = ckpt_reader_verify_cached(rd, v->cache, on_damage, on_progress, v);
 	progress_end(&v->bar);
 	const char *status = "ok";
 	long unread = v->unreadable_chunks - ubefore;
@@ -228,6 +230,7 @@ int cmd_verify(int argc, char **argv)
 		default: return ck_bad_option(cmd, c, argv);
 		}
 	}
+	argc = ck_default_store(argc, &argv, optind, 1, true);
 	int npos = argc - optind;
 	if (npos < 1)
 		return cli_usage_err(cmd, "expected STORE");
@@ -239,6 +242,10 @@ int cmd_verify(int argc, char **argv)
 	if (npos == 2 && ck_parse_step(cmd, argv[optind + 1], &step))
 		return EXIT_USAGE;
 	v.progress = !no_progress && !v.json && !v.quiet;
+	if (!(v.cache = ckpt_verify_cache_create())) {
+		cli_err("%s: out of memory", cmd);
+		return EXIT_FAIL;
+	}
 
 	ckpt_store *store;
 	int rc = ck_open_store(cmd, argv[optind], true, NULL, &store);
@@ -313,11 +320,21 @@ int cmd_verify(int argc, char **argv)
 		jw_key(&v.w, "checked"); jw_u64(&v.w, (uint64_t)v.checked);
 		jw_key(&v.w, "damaged"); jw_u64(&v.w, (uint64_t)v.damaged_ckpts);
 		jw_key(&v.w, "damaged_chunks"); jw_u64(&v.w, (uint64_t)v.damaged_chunks);
+		jw_key(&v.w, "records_read"); jw_u64(&v.w, ckpt_verify_cache_records(v.cache));
+		jw_key(&v.w, "bytes_read"); jw_u64(&v.w, ckpt_verify_cache_bytes_read(v.cache));
 		jw_key(&v.w, "intact"); jw_bool(&v.w, !v.damaged_ckpts && !v.failed);
 		jw_obj_end(&v.w);
 		jw_finish(&v.w);
-	} else if (all && !v.checked && !v.quiet)
+	} else if (all && !v.checked && !v.quiet) {
 		printf("no checkpoints in %s\n", argv[optind]);
+	} else if (all && !v.quiet) {
+		char a[32];
+		uint64_t recs = ckpt_verify_cache_records(v.cache);
+		printf("%d checkpoint%s verified: %llu distinct chunk%s read once each, %s\n",
+		       v.checked, v.checked == 1 ? "" : "s", (unsigned long long)recs,
+		       recs == 1 ? "" : "s",
+		       cli_fmt_iec(ckpt_verify_cache_bytes_read(v.cache), a, sizeof a));
+	}
 	if (v.damaged_ckpts)
 		cli_err("%s: damage found in %d of %d checkpoint%s verified", cmd, v.damaged_ckpts,
 			v.checked, v.checked == 1 ? "" : "s");
@@ -329,5 +346,6 @@ int cmd_verify(int argc, char **argv)
 out:
 	ckpt_info_free(list);
 	ckpt_store_close(store);
+	ckpt_verify_cache_free(v.cache);
 	return rc;
 }

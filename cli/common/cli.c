@@ -15,6 +15,7 @@ const char *cli_prog = "ckpt";
 void cli_err(const char *fmt, ...)
 {
 	va_list ap;
+	progress_interrupt(); /* a message never lands on the end of a progress line */
 	fprintf(stderr, "%s: ", cli_prog);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
@@ -62,6 +63,62 @@ bool cli_want_help(const struct cli_cmd *cmd, int argc, char **argv)
 	return false;
 }
 
+/* Edit distance with transpositions (optimal string alignment), capped: a > 3 is "far". */
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la > 32 || lb > 32)
+		return 99;
+	size_t d[33][33];
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (size_t i = 1; i <= la; i++)
+		for (size_t j = 1; j <= lb; j++) {
+			size_t v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			if (d[i - 1][j] + 1 < v)
+				v = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < v)
+				v = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;
+			d[i][j] = v;
+		}
+	return d[la][lb];
+}
+
+/* "unknown command", with the closest commands as git suggests them: those at the smallest edit
+ * distance, when it is at most 2 (1 for names of up to 3 letters), or that the name begins. */
+static int unknown_command(const struct cli_cmd *cmds, const char *name)
+{
+	size_t best = 99, len = strlen(name);
+	for (const struct cli_cmd *c = cmds; c->name; c++) {
+		size_t d = edit_distance(name, c->name);
+		if (len && !strncmp(c->name, name, len))
+			d = 1;
+		if (d < best)
+			best = d;
+	}
+	char list[256] = "";
+	if (best <= (len <= 3 ? 1u : 2u))
+		for (const struct cli_cmd *c = cmds; c->name; c++) {
+			size_t d = len && !strncmp(c->name, name, len) ? 1 : edit_distance(name, c->name);
+			if (d != best || strlen(list) + strlen(c->name) + 8 > sizeof list)
+				continue;
+			if (list[0])
+				strcat(list, "' or '");
+			strcat(list, c->name);
+		}
+	if (list[0])
+		cli_err("unknown command '%s'; did you mean '%s'? (run '%s --help' for the list)", name,
+			list, cli_prog);
+	else
+		cli_err("unknown command '%s'; run '%s --help' for the list", name, cli_prog);
+	return EXIT_USAGE;
+}
+
 int cli_dispatch(const char *summary, const struct cli_cmd *cmds, int argc, char **argv)
 {
 	if (argc < 2) {
@@ -83,18 +140,14 @@ int cli_dispatch(const char *summary, const struct cli_cmd *cmds, int argc, char
 			return EXIT_OK;
 		}
 		const struct cli_cmd *c = find_cmd(cmds, argv[2]);
-		if (!c) {
-			cli_err("unknown command '%s'; run '%s --help' for the list", argv[2], cli_prog);
-			return EXIT_USAGE;
-		}
+		if (!c)
+			return unknown_command(cmds, argv[2]);
 		fputs(c->usage, stdout);
 		return EXIT_OK;
 	}
 	const struct cli_cmd *c = find_cmd(cmds, name);
-	if (!c) {
-		cli_err("unknown command '%s'; run '%s --help' for the list", name, cli_prog);
-		return EXIT_USAGE;
-	}
+	if (!c)
+		return unknown_command(cmds, name);
 	if (cli_want_help(c, argc - 1, argv + 1))
 		return EXIT_OK;
 	return c->fn(argc - 1, argv + 1);

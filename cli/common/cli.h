@@ -76,10 +76,12 @@ void jw_finish(struct jw *w);
 /* Writes s as a JSON string literal (with quotes) to f. */
 void json_put_string(FILE *f, const char *s, size_t n);
 
-/* Progress on a terminal: a bar on stderr, redrawn at most 10 times a second; nothing when
+/* Progress on a terminal: a line on stderr (label, bar, share, bytes done of the total, rate,
+ * time left), redrawn at most 10 times a second, each time over a cleared line; nothing when
  * stderr is not a terminal or when disabled. */
 struct progress {
 	bool on;
+	bool drawn;        /* a line is on the terminal */
 	const char *label;
 	uint64_t total, done;
 	double last_draw;
@@ -87,6 +89,11 @@ struct progress {
 };
 void progress_start(struct progress *p, const char *label, uint64_t total, bool enable);
 void progress_update(struct progress *p, uint64_t done);
+/* Erases the line, so that other output may follow on a clean line; the next update redraws. */
+void progress_clear(struct progress *p);
+/* Erases the line for good. */
 void progress_end(struct progress *p);
+/* Erases the line of the progress shown now, if any (cli_err() calls it before a message). */
+void progress_interrupt(void);
 
 #endif

@@ -133,10 +133,12 @@ int cmd_plan(int argc, char **argv)
 			jw_obj_end(&w);
 		}
 		jw_arr_end(&w);
+		format_advice(&w, &pl);
 		jw_obj_end(&w);
 		jw_finish(&w);
 	} else {
 		print_plan_text(&p, &pl);
+		format_advice(NULL, &pl);
 	}
 	plan_free(&pl);
 	return EXIT_OK;

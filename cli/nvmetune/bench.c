@@ -177,6 +177,9 @@ int cmd_bench(int argc, char **argv)
 	char nm[64], path[PATH_MAX];
 	int fd;
 	bool direct = true;
+	/* Before the sweep, not after it: a config it cannot write is said at once. */
+	if (!noconf && (c = nt_check_writable("bench", config, "--config FILE, or --no-config")))
+		return c;
 	if (stat(target, &st) == 0 && S_ISDIR(st.st_mode)) {
 		struct statvfs vfs;
 		if (!statvfs(target, &vfs) && (uint64_t)vfs.f_bavail * vfs.f_frsize < size + (16 << 20)) {
@@ -208,6 +211,8 @@ int cmd_bench(int argc, char **argv)
 			return c;
 		char why[1024];
 		dev_path(path, sizeof(path), nm);
+		if ((c = nt_check_readable("bench", path)))
+			return c;
 		if (safety_refuse(nm, why, sizeof(why))) {
 			if (!force) {
 				cli_err("bench: %s: refused: %s (bench overwrites it; --force to allow)", path, why);

@@ -22,6 +22,7 @@ static const struct cli_cmd cmds[] = {
 	{"rollback", cmd_rollback, "restore the values saved by apply", usage_rollback},
 	{"raid", cmd_raid, "create, show or stop md RAID 0/10 arrays (through mdadm)", usage_raid},
 	{"persist", cmd_persist, "write udev rules so settings survive reboot; print kernel parameters", usage_persist},
+	{"format", cmd_format, "reformat an NVMe namespace with a better LBA format (erases it; --force)", usage_format},
 	{"bench", cmd_bench, "io_uring write/read sweep; recommend queue depth and I/O size for libckpt", usage_bench},
 	{NULL, NULL, NULL, NULL},
 };
@@ -101,7 +102,7 @@ int main(int argc, char **argv)
 		fputs(usage_main_extra, stdout);
 		printf("\nExit status: 0 ok, 1 failed, 2 usage, 3 another apply/rollback is running, 4 device "
 		       "or state not found,\n5 some settings did not take, 6 device refused by the "
-		       "safety checks, 7 not root.\n"
+		       "safety checks, 7 permission denied.\n"
 		       "See nvmetune(1).\n");
 		return rc;
 	}

@@ -132,3 +132,61 @@ int nvme_vwc_set(const char *ctrl, bool on, char *why, size_t len)
 	}
 	return 0;
 }
+
+void nvme_health_query(const char *ctrl, struct nvme_health *h)
+{
+	memset(h, 0, sizeof(*h));
+	int fd = open_ctrl(ctrl, h->why, sizeof(h->why));
+	if (fd < 0)
+		return;
+	struct nvme_smart_log log;
+	int rc = nvme_get_log_smart(fd, NVME_NSID_ALL, false, &log);
+	if (rc) {
+		status_why(rc, "SMART log", h->why, sizeof(h->why));
+		close(fd);
+		return;
+	}
+	close(fd);
+	h->have = true;
+	h->crit_warning = log.critical_warning;
+	h->percent_used = log.percent_used;
+	h->avail_spare = log.avail_spare;
+	h->spare_thresh = log.spare_thresh;
+	for (int i = 7; i >= 0; i--)
+		h->media_errors = h->media_errors << 8 | log.media_errors[i];
+	h->temp_c = (int)(log.temperature[0] | log.temperature[1] << 8) - 273;
+}
+
+void nvme_lba_query(const char *ctrl, unsigned nsid, struct nvme_lba *l)
+{
+	memset(l, 0, sizeof(*l));
+	int fd = open_ctrl(ctrl, l->why, sizeof(l->why));
+	if (fd < 0)
+		return;
+	struct nvme_id_ns ns;
+	int rc = nvme_identify_ns(fd, nsid, &ns);
+	close(fd);
+	if (rc) {
+		status_why(rc, "identify namespace", l->why, sizeof(l->why));
+		return;
+	}
+	l->have = true;
+	l->n = (unsigned)ns.nlbaf + 1u > 64 ? 64 : (unsigned)ns.nlbaf + 1u;
+	/* FLBAS: format index in bits 0-3, and 5-6 for more than 16 formats */
+	l->cur = (ns.flbas & 0xf) | ((ns.flbas >> 5 & 3u) << 4);
+	int best = -1;
+	for (unsigned i = 0; i < l->n; i++) {
+		l->f[i].bytes = ns.lbaf[i].ds < 32 ? 1u << ns.lbaf[i].ds : 0;
+		l->f[i].ms = ns.lbaf[i].ms;
+		l->f[i].rp = ns.lbaf[i].rp & 3u;
+		if (l->f[i].ms || !l->f[i].bytes)
+			continue;
+		bool four = l->f[i].bytes == 4096;
+		if (best < 0 || (four && l->f[best].bytes != 4096) ||
+		    (four == (l->f[best].bytes == 4096) &&
+		     (l->f[i].rp < l->f[best].rp ||
+		      (l->f[i].rp == l->f[best].rp && !four && l->f[i].bytes > l->f[best].bytes))))
+			best = (int)i;
+	}
+	l->best = best < 0 ? l->cur : (unsigned)best;
+}

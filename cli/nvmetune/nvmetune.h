@@ -15,7 +15,7 @@
 enum {
 	EXIT_PARTIAL = 5, /* apply/rollback: some setting failed or did not take on read-back */
 	EXIT_REFUSED = 6, /* a device was refused by the safety checks (use --force) */
-	EXIT_PERM = 7,    /* the command must run as root */
+	EXIT_PERM = 7,    /* permission denied: not root, a device or file it cannot read or write */
 };
 
 /* ---- global options (main.c) ------------------------------------------------------------- */
@@ -32,6 +32,22 @@ extern struct nt_opts nt;
 /* Returns EXIT_OK when the caller may change the system, or prints why not and returns EXIT_PERM.
  * Skipped when the roots are moved (tests run against a fake tree). */
 int nt_need_root(const char *cmd);
+
+/* perm.c: EXIT_OK, or prints that permission is denied (naming path and what to do) and returns
+ * EXIT_PERM: path cannot be opened for reading; path (or, when it does not exist, its directory)
+ * cannot be written (hint: another way, such as "--no-config"; may be NULL). */
+int nt_check_readable(const char *cmd, const char *path);
+int nt_check_writable(const char *cmd, const char *path, const char *hint);
+
+/* raidops.c: raid add MD DEV..., raid replace MD OLD NEW, raid assemble [MD DEV...]. */
+int raid_add(int argc, char **argv);
+int raid_replace(int argc, char **argv);
+int raid_assemble(int argc, char **argv);
+
+/* persist_md.c: when md arrays are active, writes their ARRAY lines into nvmetune's block of conf
+ * (mdadm.conf) and, when initramfs, rebuilds the initramfs (update-initramfs -u, or dracut -f);
+ * a dry run prints each change (verbose: print what is done). Returns an exit status. */
+int persist_md(const char *conf, bool dry, bool initramfs, bool verbose);
 
 /* ---- sysfs layer with a movable root (sysfs.c) ------------------------------------------------
  * Every access to /sys, /dev and /proc goes through here so that tests can point the tool at a
@@ -99,6 +115,31 @@ struct nvme_info {
 	char why[96];         /* why the information is unknown */
 };
 void nvme_query(const char *ctrl, struct nvme_info *ni);
+
+/* Drive health from the SMART / health log (log page 0x02, controller-wide). */
+struct nvme_health {
+	bool have;               /* the log was read */
+	unsigned crit_warning;   /* bit field; 0 is healthy */
+	unsigned percent_used;   /* endurance used, may exceed 100 */
+	unsigned avail_spare, spare_thresh;
+	uint64_t media_errors;   /* low 64 bits of the 128-bit counter */
+	int temp_c;              /* composite temperature */
+	char why[96];
+};
+void nvme_health_query(const char *ctrl, struct nvme_health *h);
+
+/* The LBA formats of namespace nsid (identify namespace): data size of each, metadata, relative
+ * performance (0 best), which is in use, and the best for checkpoints: 4 KiB without metadata
+ * when there is one (what O_DIRECT alignment and large writes want), else the largest data size
+ * without metadata. */
+struct nvme_lba {
+	bool have;
+	unsigned n;              /* formats */
+	unsigned cur, best;      /* indexes */
+	struct { uint32_t bytes; unsigned ms, rp; } f[64];
+	char why[96];
+};
+void nvme_lba_query(const char *ctrl, unsigned nsid, struct nvme_lba *l);
 /* Volatile write cache feature: returns 0/1, or -errno / NVMe status (>1) on failure. */
 int nvme_vwc_get(const char *ctrl, char *why, size_t len);
 int nvme_vwc_set(const char *ctrl, bool on, char *why, size_t len);
@@ -157,6 +198,12 @@ struct plan {
  * printing why. */
 int plan_build(const struct profile *p, char **devs, int ndev, struct plan *pl);
 void plan_free(struct plan *pl);
+/* format.c: the format steps plan shows (an NVMe namespace whose best LBA format is not the one
+ * in use), as text lines or a JSON "format_steps" array. */
+struct jw;
+void format_advice(struct jw *w, const struct plan *pl);
+int cmd_format(int argc, char **argv);
+extern const char usage_format[];
 /* Reads the current value behind a state key, normalized. Returns 0 or -errno. */
 int key_read(enum knob_id k, const char *key, char *out, size_t len, char *why, size_t wlen);
 /* Writes a value behind a state key. Returns 0 or -errno (why filled). */

@@ -9,13 +9,18 @@
 #include <string.h>
 
 const char usage_persist[] =
-	"Usage: nvmetune persist [--profile P] [--rules FILE] [--dry-run] [--json] [DEV ...]\n"
+	"Usage: nvmetune persist [--profile P] [--rules FILE] [--mdadm-conf FILE] [--no-initramfs]\n"
+	"                        [--dry-run] [--json] [DEV ...]\n"
 	"Writes udev rules that apply the profile's queue settings (and APST off) whenever a device\n"
 	"appears, so they survive reboot and hotplug, and prints the kernel parameters to add for\n"
 	"ASPM and APST. NVMe namespaces are matched by controller serial and namespace id.\n"
 	"  -p, --profile P   checkpoint (default), default, or a profile file\n"
 	"      --rules FILE  rules file (default /etc/udev/rules.d/60-nvmetune.rules)\n"
-	"  -n, --dry-run     print the rules instead of writing them\n";
+	"      --mdadm-conf FILE  when md arrays are active, write their ARRAY lines here (default\n"
+	"                    /etc/mdadm/mdadm.conf; with moved roots only when given), then\n"
+	"                    rebuild the initramfs so that they assemble at boot\n"
+	"      --no-initramfs  do not rebuild the initramfs\n"
+	"  -n, --dry-run     print the rules, the ARRAY lines and the commands instead\n";
 
 static const char *attr_of(enum knob_id k)
 {
@@ -71,8 +76,11 @@ int cmd_persist(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{"profile", required_argument, NULL, 'p'}, {"rules", required_argument, NULL, 'r'},
-		{"dry-run", no_argument, NULL, 'n'},       {NULL, 0, NULL, 0},
+		{"dry-run", no_argument, NULL, 'n'},       {"mdadm-conf", required_argument, NULL, 'm'},
+		{"no-initramfs", no_argument, NULL, 'I'},  {NULL, 0, NULL, 0},
 	};
+	const char *mdconf = NULL;
+	bool initramfs = true;
 	const char *prof = NULL, *rules = "/etc/udev/rules.d/60-nvmetune.rules";
 	bool dry = false;
 	optind = 1;
@@ -83,6 +91,8 @@ int cmd_persist(int argc, char **argv)
 		case 'p': prof = optarg; break;
 		case 'r': rules = optarg; break;
 		case 'n': dry = true; break;
+		case 'm': mdconf = optarg; break;
+		case 'I': initramfs = false; break;
 		default:
 			return cli_usage_err("persist", "unknown option or missing argument: '%s'",
 					     argv[optind - 1]);
@@ -201,5 +211,9 @@ int cmd_persist(int argc, char **argv)
 	}
 	free(text);
 	plan_free(&pl);
-	return EXIT_OK;
+	/* With moved roots (a test tree), the real /etc and initramfs are never touched. */
+	if (nt.moved && !mdconf)
+		return EXIT_OK;
+	return persist_md(mdconf ? mdconf : "/etc/mdadm/mdadm.conf", dry, initramfs && !nt.moved,
+			  !nt.json);
 }

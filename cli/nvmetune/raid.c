@@ -16,9 +16,16 @@ const char usage_raid[] =
 	"                            [--dry-run] [--force] DEV ...\n"
 	"       nvmetune raid status [--json] [MD ...]\n"
 	"       nvmetune raid stop [--dry-run] [--force] MD ...\n"
+	"       nvmetune raid add [--dry-run] [--force] MD DEV ...\n"
+	"       nvmetune raid replace [--dry-run] [--force] MD OLD NEW\n"
+	"       nvmetune raid assemble [--dry-run] [MD DEV ...]\n"
 	"create builds an md array with mdadm (RAID 0 for throughput, RAID 10 to survive a drive).\n"
 	"A device that is mounted, held open, partitioned, or carries a filesystem, RAID or\n"
 	"partition-table signature is refused with the reason, unless --force.\n"
+	"add puts devices into an array (as spares, or to grow it with mdadm --grow); replace\n"
+	"rebuilds a member onto a new device while the member stays in service (mdadm --replace);\n"
+	"the new devices pass the same checks. assemble starts arrays after a reboot or a move:\n"
+	"every array mdadm finds (--scan), or MD from the members named.\n"
 	"  --level 0|10        RAID level\n"
 	"  --layout n2|f2|o2   RAID 10 copies: near (default), far (faster reads), offset\n"
 	"  --chunk SIZE        chunk size, a power of two >= 4K (default 512K)\n"
@@ -30,7 +37,8 @@ const char usage_raid[] =
 	"  --md /dev/mdN       the array device (default: the first free /dev/mdN)\n"
 	"  -n, --dry-run       check the devices and print the exact mdadm command; run nothing\n"
 	"  -f, --force         use devices the safety checks refuse (their data is lost)\n"
-	"Exit status: 0 ok, 1 mdadm failed, 2 usage, 4 no such device, 6 refused, 7 not root.\n";
+	"Exit status: 0 ok, 1 mdadm failed, 2 usage, 4 no such device, 6 refused, 7 permission\n"
+	"denied.\n";
 
 static const char *raid10_layout(uint64_t layout, char *buf, size_t len)
 {
@@ -278,6 +286,12 @@ static int raid_create(int argc, char **argv)
 		}
 	}
 
+	for (int i = 0; i < ndev; i++) {
+		char p[PATH_MAX];
+		dev_path(p, sizeof(p), names[i]);
+		if ((c = nt_check_readable("raid create", p)))
+			return c;
+	}
 	int refused = 0;
 	for (int i = 0; i < ndev; i++) {
 		char why[1024];
@@ -414,12 +428,19 @@ static int raid_stop(int argc, char **argv)
 int cmd_raid(int argc, char **argv)
 {
 	if (argc < 2)
-		return cli_usage_err("raid", "expected create, status or stop");
+		return cli_usage_err("raid", "expected create, status, stop, add, replace or assemble");
 	if (!strcmp(argv[1], "create"))
 		return raid_create(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "status"))
 		return raid_status(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "stop"))
 		return raid_stop(argc - 1, argv + 1);
-	return cli_usage_err("raid", "unknown subcommand '%s' (create, status, stop)", argv[1]);
+	if (!strcmp(argv[1], "add"))
+		return raid_add(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "replace"))
+		return raid_replace(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "assemble"))
+		return raid_assemble(argc - 1, argv + 1);
+	return cli_usage_err("raid", "unknown subcommand '%s' (create, status, stop, add, replace, "
+			     "assemble)", argv[1]);
 }

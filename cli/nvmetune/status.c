@@ -41,6 +41,100 @@ static void jtri(struct jw *w, const char *key, int v)
 		jw_bool(w, v);
 }
 
+/* Drive health (SMART log), as nvme smart-log shows its headline: printed only when the controller
+ * answered identify (a fake tree has no controller to ask). */
+static void health(struct jw *w, const char *ctrl, bool have_id)
+{
+	struct nvme_health h;
+	nvme_health_query(ctrl, &h);
+	if (w) {
+		jw_key(w, "health");
+		if (!h.have) {
+			jw_null(w);
+			return;
+		}
+		jw_obj_begin(w);
+		jw_key(w, "critical_warning"); jw_u64(w, h.crit_warning);
+		jw_key(w, "percent_used"); jw_u64(w, h.percent_used);
+		jw_key(w, "available_spare"); jw_u64(w, h.avail_spare);
+		jw_key(w, "spare_threshold"); jw_u64(w, h.spare_thresh);
+		jw_key(w, "media_errors"); jw_u64(w, h.media_errors);
+		jw_key(w, "temperature_c"); jw_i64(w, h.temp_c);
+		jw_obj_end(w);
+		return;
+	}
+	if (!h.have) {
+		if (have_id)
+			printf("    health: unknown (%s)\n", h.why);
+		return;
+	}
+	if (h.crit_warning)
+		printf("    health: CRITICAL WARNING 0x%02x", h.crit_warning);
+	else
+		printf("    health: ok");
+	printf(", %u%% of endurance used, spare %u%% (threshold %u%%), %llu media error%s, %d C\n",
+	       h.percent_used, h.avail_spare, h.spare_thresh, (unsigned long long)h.media_errors,
+	       h.media_errors == 1 ? "" : "s", h.temp_c);
+}
+
+static const char *lba_str(uint32_t bytes, unsigned ms, char *buf, size_t len)
+{
+	if (bytes >= 1024 && !(bytes % 1024))
+		snprintf(buf, len, "%u KiB", bytes / 1024);
+	else
+		snprintf(buf, len, "%u B", bytes);
+	if (ms)
+		snprintf(buf + strlen(buf), len - strlen(buf), "+%u", ms);
+	return buf;
+}
+
+/* The LBA formats of a namespace: the one in use, the best for checkpoints, all supported. */
+static void lba(struct jw *w, const char *ctrl, const char *dev)
+{
+	char rel[PATH_MAX], v[32] = "";
+	snprintf(rel, sizeof(rel), "block/%s/nsid", dev);
+	unsigned nsid = sys_read(rel, v, sizeof(v)) || !atoi(v) ? 1 : (unsigned)atoi(v);
+	struct nvme_lba l;
+	nvme_lba_query(ctrl, nsid, &l);
+	if (w) {
+		jw_key(w, "lba_formats");
+		if (!l.have) {
+			jw_null(w);
+			return;
+		}
+		jw_obj_begin(w);
+		jw_key(w, "current"); jw_u64(w, l.cur);
+		jw_key(w, "best"); jw_u64(w, l.best);
+		jw_key(w, "formats");
+		jw_arr_begin(w);
+		for (unsigned i = 0; i < l.n; i++) {
+			jw_obj_begin(w);
+			jw_key(w, "data_bytes"); jw_u64(w, l.f[i].bytes);
+			jw_key(w, "metadata_bytes"); jw_u64(w, l.f[i].ms);
+			jw_key(w, "relative_performance"); jw_u64(w, l.f[i].rp);
+			jw_obj_end(w);
+		}
+		jw_arr_end(w);
+		jw_obj_end(w);
+		return;
+	}
+	if (!l.have)
+		return;
+	char a[32], b[32];
+	printf("      LBA format: %s (#%u)", lba_str(l.f[l.cur].bytes, l.f[l.cur].ms, a, sizeof(a)),
+	       l.cur);
+	if (l.best != l.cur)
+		printf("; best supported %s (#%u): reformatting erases the namespace",
+		       lba_str(l.f[l.best].bytes, l.f[l.best].ms, b, sizeof(b)), l.best);
+	else
+		printf(", the best supported");
+	printf("\n      supported:");
+	for (unsigned i = 0; i < l.n; i++)
+		printf(" #%u %s%s", i, lba_str(l.f[i].bytes, l.f[i].ms, a, sizeof(a)),
+		       i + 1 < l.n ? "," : "");
+	printf("\n");
+}
+
 static const char *tri(int v, const char *yes, const char *no)
 {
 	return v < 0 ? "unknown" : v ? yes : no;
@@ -105,6 +199,7 @@ static void controllers(struct jw *w, char **devs, int ndev)
 			else
 				jw_null(w);
 			js(w, "libnvme", ni.have_id ? "ok" : ni.why);
+			health(w, n, ni.have_id);
 			jw_key(w, "namespaces");
 			jw_arr_begin(w);
 		} else {
@@ -123,6 +218,7 @@ static void controllers(struct jw *w, char **devs, int ndev)
 			printf("\n");
 			if (!ni.have_id)
 				printf("    (libnvme: %s)\n", ni.why);
+			health(NULL, n, ni.have_id);
 		}
 		for (int j = 0; j < ndev; j++) {
 			char ctrl[64];
@@ -144,10 +240,12 @@ static void controllers(struct jw *w, char **devs, int ndev)
 					jw_str(w, d.array);
 				else
 					jw_null(w);
+				lba(w, n, devs[j]);
 				jw_obj_end(w);
 			} else {
 				printf("    namespace %s  %s%s%s\n", devs[j], cli_fmt_iec(d.size, sz, sizeof(sz)),
 				       d.array[0] ? "  member of " : "", d.array);
+				lba(NULL, n, devs[j]);
 			}
 		}
 		if (w) {

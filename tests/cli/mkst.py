@@ -77,6 +77,35 @@ def main():
     elif kind == "big":
         # One 4 MiB tensor and a small one: several chunks at the default chunk size.
         body = build([("big.weight", "F32", [1024, 1024]), ("small", "U8", [100])], seed=seed)
+    elif kind == "drift":
+        # A model whose every step changes about 20% of its tensors (ten 64 KiB tensors; whether
+        # tensor j changes at step s is a fixed pseudo-random choice): the shape of training runs
+        # where dedup leaves partly live packs behind after prune.
+        def changes(s, j):
+            return s == 0 or hashlib.sha256(f"{s}/{j}".encode()).digest()[0] < 52
+        t = []
+        for j in range(10):
+            last = max(s for s in range(seed + 1) if changes(s, j))
+            t.append((f"layer.{j}.weight", "F32", [16384], data(last, f"layer.{j}", 65536)))
+        body = build(t, seed=seed)
+    elif kind in ("pysaved", "pyclash"):
+        # Tensor names as the Python binding writes them (python/libckpt/_tree.py): the dotted
+        # path of keys, each key escaped ('%' as %25, '.' as %2E), and its structure entry
+        # "libckpt.python" in the metadata. pyclash has two keys that unescape to one name.
+        esc = lambda k: k.replace("%", "%25").replace(".", "%2E")
+        if kind == "pysaved":
+            keys = [("model", "conv1.weight", "F32", [4, 3]), ("model", "fc.bias", "BF16", [5]),
+                    ("model", "100%.scale", "F32", []), ("optim", "state.0.exp_avg", "F32", [4, 3])]
+        else:
+            keys = [("model", "a.b", "F32", [2]), ("model", "a", "F32", [2])]
+        t = []
+        for top, key, dt, shape in keys:
+            name = top + "." + (esc(key) if top == "model" else key)
+            if kind == "pyclash" and key == "a":
+                name = "model.a.b"
+            t.append((name, dt, shape))
+        tree = json.dumps({"format": 1, "tree": {"t": "dict", "keys": ["model", "optim"]}})
+        body = build(t, meta={"libckpt.python": tree, "note": "kept"}, seed=seed)
     elif kind == "compressible":
         # Low-entropy data that zstd (and byte grouping) shrinks: bf16 and f32 values with few
         # distinct high bytes, and a run of zeros.

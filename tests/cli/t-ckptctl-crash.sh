@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# ckptctl prune and gc killed at every point where they change the store (CKPT_GC_KILL_AT=N makes
-# the test build of the library, in $B/tests/hooks/ckptctl, raise SIGKILL at its Nth change; N = 1, 2, ... until the command completes), each
+# ckptctl prune, prune --gc and gc killed at every point where they change the store
+# (CKPT_GC_KILL_AT=N makes the test build of the library, in $B/tests/hooks/ckptctl, raise SIGKILL
+# at its Nth change; N = 1, 2, ... until the command completes), each
 # time on a fresh copy of the store. After every kill, `ckptctl verify --all` must exit 0 and
 # `ckptctl export` of every listed checkpoint must give the bytes exported before; the checkpoints
 # the policy keeps must all still be there; running the command again must complete and leave no
@@ -77,6 +78,10 @@ kills() {
 
 # prune removes manifests 10, 30 and 40 (and the packs only they use), and the garbage.
 kills prune "20 50" prune --keep-last 1 --keep 20
+# prune --gc: the same, then every partly dead pack compacted (all copied first, each manifest
+# rewritten once, the old packs removed last), in one run under one lock.
+kills prune-gc "20 50" prune --keep-last 1 --keep 20 --gc --max-unused 0%
+expect "prune-gc: the completed run left no garbage" clean "$T/c"
 # gc removes the copied pack and the leftover; once prune has left pack 1 mostly dead, gc
 # compacts it, rewriting the two manifests (20 and 50) that reference it.
 kills gc "10 20 30 40 50" gc

@@ -44,5 +44,30 @@ for c in $cmds; do
 done
 [ "$(comp ckptctl import x --compress '')" = "none zstd " ] || bad "completion: --compress"
 [ "$(comp ckptctl verify x la)" = "latest " ] || bad "completion: verify STORE la"
+
+# Steps and latest only where a STEP goes, from the store named (or CKPT_STORE); directories where
+# the STORE goes, even one whose name begins with l.
+T=$(mktemp -d "${TMPDIR:-/tmp}/ckptctl-docs.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+python3 tests/cli/mkst.py model "$T/m.st" 1 && python3 tests/cli/mkst.py model "$T/m2.st" 2 || exit 1
+"$CK" import -q "$T/lstore" --step 10 "$T/m.st" && "$CK" import -q "$T/lstore" --step 200 "$T/m2.st" ||
+	exit 1
+want() { # want EXPECTED WORDS...: the completion of WORDS is EXPECTED
+	local w=$1 got
+	shift
+	got=$(cd "$T" && comp "$@")
+	[ "$got" = "$w" ] || bad "completion of '$*': '$got', expected '$w'"
+}
+want "lstore " ckptctl export l
+want "lstore " ckptctl verify ls
+want "10 200 latest " ckptctl export lstore ''
+want "200 " ckptctl show lstore 2
+want "10 200 latest " ckptctl export -o out.st lstore ''
+want "10 200 latest " ckptctl diff lstore 10 ''
+want " " ckptctl diff lstore 10 200 ''
+want " " ckptctl export lstore 10 ''
+want "10 200 latest " ckptctl delete lstore 10 ''
+want "lstore " ckptctl list l
+CKPT_STORE="$T/lstore" want "10 200 latest lstore " ckptctl show ''
 echo "$fail failed"
 [ "$fail" -eq 0 ]

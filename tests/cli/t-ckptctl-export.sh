@@ -67,4 +67,40 @@ assert c["new_bytes"] < c["logical_bytes"] // 2, c
 ' < <(ckptctl list "$T/zstore" --json)
 check verify-zstd-compressible ckptctl verify "$T/zstore" --all
 check export-names-list ckptctl list "$STORE"
+# --select: one subtree of a state dict the Python binding saved (escaped keys, its
+# "libckpt.python" metadata entry), as load_state_dict() takes it: only that subtree's tensors,
+# named relative to it and unescaped, the binding's entry gone, the other metadata and every
+# byte kept.
+mkst pysaved "$T/py.safetensors" 3
+ckptctl import -q "$T/pystore" --step 7 "$T/py.safetensors" || exit 1
+check export-select ckptctl export "$T/pystore" 7 -o "$T/model.safetensors" --select model
+expect "export --select model: unescaped names, binding metadata dropped, data intact" python3 -c '
+import json, struct, sys
+def load(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    meta = h.pop("__metadata__", {})
+    return {k: (v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in h.items()}, meta
+src, _ = load(sys.argv[1])
+out, meta = load(sys.argv[2])
+assert meta == {"note": "kept"}, meta
+want = {"conv1.weight": "model.conv1%2Eweight", "fc.bias": "model.fc%2Ebias",
+        "100%.scale": "model.100%25%2Escale"}
+assert set(out) == set(want), sorted(out)
+for k, v in want.items():
+    assert out[k] == src[v], k
+' "$T/py.safetensors" "$T/model.safetensors"
+check export-select-json ckptctl export "$T/pystore" 7 -o "$T/optim.safetensors" --select optim.state --json
+check export-json ckptctl export "$T/pystore" latest -o "$T/all.safetensors" --json
+expect "export --json: the whole checkpoint, byte-identical" cmp "$T/all.safetensors" "$T/py.safetensors"
+check export-select-missing ckptctl export "$T/pystore" 7 -o "$T/x.safetensors" --select modle
+check export-select-leaf ckptctl export "$T/pystore" 7 -o "$T/x.safetensors" --select model.fc%2Ebias
+mkst pyclash "$T/clash.safetensors" 1
+ckptctl import -q "$T/pystore" --step 8 "$T/clash.safetensors" || exit 1
+check export-select-clash ckptctl export "$T/pystore" 8 -o "$T/x.safetensors" --select model
+expect "failed exports leave no file" test ! -e "$T/x.safetensors"
+check usage-export-json-stdout ckptctl export "$T/pystore" 7 -o - --json
+check usage-export-select-empty ckptctl export "$T/pystore" 7 -o "$T/x.safetensors" --select ''
 finish

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# ckptctl gc: unreferenced packs and leftovers of interrupted saves removed, packs below the live
-# share compacted (manifests rewritten) — the bytes freed it reports equal what left the disk and
+# ckptctl gc: unreferenced packs and leftovers of interrupted saves removed, partly live packs
+# compacted until at most --max-unused (10%) of the pack bytes is garbage, or below a live share
+# with --compact-below (manifests rewritten once each) — the bytes freed it reports equal what left the disk and
 # du's garbage before; --dry-run predicts without changing; every checkpoint exports
 # byte-identical afterwards; a damaged manifest (refused without --force, naming it), a truncated
 # pack, a held lock (exit 3), bad input.
@@ -63,26 +64,59 @@ expect "gc: every checkpoint exports byte-identical" same_exports "$T/s-gar"
 check gc-again ckptctl gc "$T/s-gar" --json
 
 # Compaction: after pruning 10 and 20, pack 1 (step 10's) holds the embedding and layer 1 that 30
-# and 40 still use, and step 10's layer 0 that nothing uses.
+# and 40 still use, and step 10's layer 0 that nothing uses: 52 KiB of 195 KiB, more than the
+# default --max-unused 10%.
 cp -a "$STORE" "$T/s-cmp"
 ckptctl prune "$T/s-cmp" --keep-last 2 >/dev/null || exit 1
+cp -a "$T/s-cmp" "$T/s-cb"
 ckptctl du "$T/s-cmp" --json >"$T/du.json"
 expect "du: pack 1 has dead records" test "$(field "$T/du.json" dead_record_bytes)" -gt 0
 b=$(filebytes "$T/s-cmp")
 check gc-compact-off ckptctl gc "$T/s-cmp" --compact-below 0
-check gc-compact-default ckptctl gc "$T/s-cmp"
-check gc-compact-dry-run ckptctl gc "$T/s-cmp" --compact-below 0.9 --dry-run
-ckptctl gc "$T/s-cmp" -c 0.9 --dry-run --json >"$T/dry.json"
+check gc-compact-unlimited ckptctl gc "$T/s-cmp" --max-unused unlimited
+check gc-compact-above-limit ckptctl gc "$T/s-cmp" --max-unused 30%
+check gc-compact-dry-run ckptctl gc "$T/s-cmp" --dry-run
+ckptctl gc "$T/s-cmp" --dry-run --json >"$T/dry.json"
 expect "nothing was freed so far" test "$(filebytes "$T/s-cmp")" = "$b"
-check gc-compact ckptctl gc "$T/s-cmp" --compact-below 0.9 --json
-expect "gc --compact-below: bytes freed = bytes gone from disk = du's dead records" test \
+check gc-compact-default ckptctl gc "$T/s-cmp" --json
+expect "gc: bytes freed = bytes gone from disk = du's dead records" test \
 	"$((b - $(filebytes "$T/s-cmp")))" = "$(field "$T/du.json" dead_record_bytes)" -a \
 	"$(field "$T/dry.json" bytes_freed)" = "$(field "$T/du.json" dead_record_bytes)"
-expect "gc --compact-below: pack 1 is gone, a new pack holds its live records" \
+expect "gc: pack 1 is gone, a new pack holds its live records" \
 	test ! -e "$T/s-cmp/packs/00000001.pack" -a -e "$T/s-cmp/packs/00000005.pack"
-expect "gc --compact-below: checkpoints verify" "$CK" verify -q "$T/s-cmp" --all
-expect "gc --compact-below: checkpoints export byte-identical" same_exports "$T/s-cmp"
+expect "gc: checkpoints verify" "$CK" verify -q "$T/s-cmp" --all
+expect "gc: checkpoints export byte-identical" same_exports "$T/s-cmp"
 check gc-compact-du ckptctl du "$T/s-cmp"
+# The threshold of old stays: --compact-below alone compacts the packs below a live share.
+b=$(filebytes "$T/s-cb")
+check gc-compact-below-low ckptctl gc "$T/s-cb" --compact-below 0.5
+check gc-compact-below ckptctl gc "$T/s-cb" --compact-below 0.9 --json
+expect "gc --compact-below: bytes freed = du's dead records" \
+	test "$((b - $(filebytes "$T/s-cb")))" = "$(field "$T/du.json" dead_record_bytes)"
+expect "gc --compact-below: checkpoints export byte-identical" same_exports "$T/s-cb"
+
+# A model-shaped store (about 20% of the tensors change per step, 64 KiB chunks, one pack per step):
+# after prune --keep-last 2 and a default gc, at most 10% of the pack bytes are garbage, and each
+# manifest was rewritten once although several of its packs were compacted.
+for s in 0 1 2 3 4 5 6 7 8 9 10 11; do
+	mkst drift "$T/d.st" "$s"
+	ckptctl import -q "$T/s-drift" --step "$((s + 100))" --chunk-size 64K "$T/d.st" || exit 1
+	ckptctl export -q "$T/s-drift" "$((s + 100))" -o "$T/before/$((s + 100)).st" || exit 1
+done
+ckptctl prune "$T/s-drift" --keep-last 2 >/dev/null || exit 1
+# garbage_share STORE: du's garbage as a share of the pack bytes.
+garbage_share() { ckptctl du "$1" --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print("%.3f" % (d["garbage_bytes"] / d["pack_bytes"]))'; }
+expect "drift: prune leaves more than 10% garbage (the case gc must handle)" \
+	python3 -c 'import sys; assert float(sys.argv[1]) > 0.10, sys.argv[1]' "$(garbage_share "$T/s-drift")"
+check gc-drift-dry-run ckptctl gc "$T/s-drift" --dry-run
+check gc-drift ckptctl gc "$T/s-drift" --json
+expect "drift: after the default gc at most 10% of the pack bytes are garbage" \
+	python3 -c 'import sys; assert float(sys.argv[1]) <= 0.10, sys.argv[1]' "$(garbage_share "$T/s-drift")"
+expect "drift: checkpoints verify" "$CK" verify -q "$T/s-drift" --all
+expect "drift: checkpoints export byte-identical" same_exports "$T/s-drift"
 
 # A damaged manifest: refused (naming it) and nothing removed; with --force it goes on.
 cp -a "$T/s-gar" "$T/s-man"
@@ -123,5 +157,7 @@ check usage-gc-fraction-neg ckptctl gc "$STORE" --compact-below -0.1
 check usage-gc-fraction-garbage ckptctl gc "$STORE" -c half
 check usage-gc-fraction-nan ckptctl gc "$STORE" -c nan
 check usage-gc-fraction-value ckptctl gc "$STORE" --compact-below
+check usage-gc-max-unused ckptctl gc "$STORE" --max-unused 10
+check usage-gc-max-unused-range ckptctl gc "$STORE" --max-unused 101%
 check usage-gc-option ckptctl gc "$STORE" --all
 finish

@@ -16,5 +16,10 @@ for c in import export list verify show diff du prune gc; do
 done
 check help-unknown-command ckptctl frobnicate
 check help-unknown-help ckptctl help frobnicate
+# A mistyped command gets the closest ones (edit distance, transpositions, prefixes).
+check help-suggest-typo ckptctl expotr
+check help-suggest-prefix ckptctl del
+check help-suggest-help ckptctl help vreify
+check help-suggest-short ckptctl gx
 check version ckptctl --version
 finish

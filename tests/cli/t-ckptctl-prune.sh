@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ckptctl prune: retention policies (--keep-last, --keep-every, --keep), --dry-run, --json; the
+# ckptctl prune: retention policies (--keep-last, --keep-every, --keep, and borg's time rules
+# --keep-within, --keep-hourly/daily/weekly on recorded commit times), --gc, --dry-run, --json; the
 # bytes freed it reports equal what left the disk (the sizes of STORE's files before and after),
 # the newest checkpoint always stays, the kept ones export byte-identical; a damaged manifest
 # (refused without --force, naming the manifest), a truncated pack, a held lock (exit 3), bad
@@ -122,6 +123,69 @@ if command -v flock >/dev/null 2>&1; then
 	expect "a busy prune removes nothing" test "$(steps "$T/s-busy")" = "100 200 300 400 500 600"
 fi
 
+# --gc: prune, then gc's collection and compaction, in one command (one lock); a gc afterwards has
+# nothing left to do, and what was freed is what left the disk.
+cp -a "$STORE" "$T/s-gc"
+b=$(filebytes "$T/s-gc")
+check prune-gc-dry-run ckptctl prune "$T/s-gc" --keep-last 2 --gc --dry-run
+ckptctl prune "$T/s-gc" --keep-last 2 --gc --dry-run --json >"$T/gcdry.json"
+expect "prune --gc --dry-run removes no file" test "$(filebytes "$T/s-gc")" = "$b"
+check prune-gc ckptctl prune "$T/s-gc" --keep-last 2 --gc --json
+cp "$T/.out" "$T/s-gc.json" # what check just ran printed
+ckptctl du "$T/s-gc" --json >"$T/gcdu.json"
+expect "prune --gc: bytes freed = bytes gone from disk = the dry run's prediction" python3 -c '
+import json, sys
+d, r, du = (json.load(open(f)) for f in sys.argv[1:4])
+assert d["bytes_freed"] == r["bytes_freed"] == int(sys.argv[4]) - int(sys.argv[5]), (d, r)
+assert d["bytes_copied"] == r["bytes_copied"] > 0, (d, r)
+assert du["garbage_bytes"] <= 0.10 * du["pack_bytes"], du
+' "$T/gcdry.json" "$T/s-gc.json" "$T/gcdu.json" "$b" "$(filebytes "$T/s-gc")"
+check prune-gc-then-gc ckptctl gc "$T/s-gc"
+expect "prune --gc: the kept checkpoints export byte-identical" same_exports "$T/s-gc"
+
+# Time-based retention (borg's rules, UTC) on checkpoints whose manifests record chosen commit
+# times (CKPT_TEST_COMMIT_TIME): Monday 2026-01-05 00:00, 01:00, 01:30; Tuesday 00:00, 02:00; the
+# next Monday 00:00; the next Tuesday 00:00, 01:00.
+t0=$(date -u -d 2026-01-05 +%s)
+i=0
+for off in 0 3600 5400 86400 93600 604800 691200 694800; do
+	i=$((i + 1))
+	CKPT_TEST_COMMIT_TIME=$((t0 + off)) "$CK" import -q "$T/s-time" --step "$i" \
+		"$T/m$(( (i % 4) + 1 )).safetensors" || exit 1
+done
+# rule NAME EXPECTED-KEPT ARGS...: prune a copy with ARGS; the steps left must be EXPECTED-KEPT.
+rule() {
+	local name=$1 want=$2
+	shift 2
+	rm -rf "$T/s-rule"
+	cp -a "$T/s-time" "$T/s-rule"
+	check "prune-$name" ckptctl prune "$T/s-rule" "$@"
+	expect "prune $*: kept $want" test "$(steps "$T/s-rule")" = "$want"
+}
+rule hourly "6 7 8" --keep-hourly 3
+rule daily "6 8" --keep-daily 2
+rule weekly "5 8" --keep-weekly 2
+rule weekly-oldest "1 5 8" --keep-weekly 3
+rule daily-weekly "1 5 8" --keep-daily 1 --keep-weekly 2
+rule last-hourly "6 7 8" --keep-last 1 --keep-hourly 2
+rule hourly-every "2 4 6 7 8" --keep-hourly 3 --keep-every 2
+check prune-daily-dry-json ckptctl prune "$T/s-time" --keep-daily 2 --dry-run --json
+expect "a dry run changes nothing" test "$(steps "$T/s-time")" = "1 2 3 4 5 6 7 8"
+
+# --keep-within counts back from now: checkpoints 10 days, 3 days, 1 day and 1 hour old.
+now=$(date -u +%s)
+i=0
+for age in 864000 259200 86400 3600; do
+	i=$((i + 10))
+	CKPT_TEST_COMMIT_TIME=$((now - age)) "$CK" import -q "$T/s-within" --step "$i" \
+		"$T/m$(( (i / 10) % 4 + 1 )).safetensors" || exit 1
+done
+cp -a "$T/s-within" "$T/s-within2"
+check prune-within ckptctl prune "$T/s-within" --keep-within 2d
+expect "prune --keep-within 2d: 30 and 40 remain" test "$(steps "$T/s-within")" = "30 40"
+check prune-within-week ckptctl prune "$T/s-within2" --keep-within 1w --json
+expect "prune --keep-within 1w: 20 30 40 remain" test "$(steps "$T/s-within2")" = "20 30 40"
+
 check usage-prune-no-policy ckptctl prune "$STORE"
 check usage-prune-noargs ckptctl prune --keep-last 1
 check usage-prune-zero ckptctl prune "$STORE" --keep-last 0
@@ -131,5 +195,12 @@ check usage-prune-every ckptctl prune "$STORE" --keep-last 1 --keep-every -5
 check usage-prune-keep ckptctl prune "$STORE" --keep-last 1 --keep latest
 check usage-prune-extra ckptctl prune "$STORE" "$STORE" --keep-last 1
 check usage-prune-option ckptctl prune "$STORE" --keep-last 1 --keep-all
+check usage-prune-within ckptctl prune "$STORE" --keep-within 2x
+check usage-prune-within-zero ckptctl prune "$STORE" --keep-within 0d
+check usage-prune-within-unit ckptctl prune "$STORE" --keep-within d
+check usage-prune-daily ckptctl prune "$STORE" --keep-daily 0
+check usage-prune-weekly ckptctl prune "$STORE" --keep-weekly many
+check usage-prune-gc-only ckptctl prune "$STORE" --keep-last 1 --max-unused 5%
+check usage-prune-every-only ckptctl prune "$STORE" --keep-every 10
 expect "usage errors removed nothing" test "$(steps "$STORE")" = "100 200 300 400 500 600"
 finish

@@ -30,6 +30,8 @@ echo "===== status"
 run status $NVT status
 R status_ctrls "$(count status 'QEMU NVMe Ctrl')"
 R status_vwc "$(count status 'volatile write cache: present, enabled')"
+R status_health "$(count status 'health: ok, 0% of endurance used')"
+R status_lba "$(count status 'LBA format: 512 B (#0); best supported 4 KiB')"
 run status_json $NVT status --json
 dump status.json /tmp/o.status_json
 run plan_missing $NVT plan /dev/nvme9n1
@@ -45,6 +47,7 @@ R aspm_before "$(aspm)"
 run plan_member $NVT plan nvme0n1
 R plan_member_sched "$(has plan_member 'scheduler  *mq-deadline  *none  *change')"
 R plan_member_apst "$(has plan_member 'apst .*n/a .*no APST')"
+R plan_member_format "$(has plan_member "LBA format 512 B (#0) in use, 4 KiB (#4) supported: 'nvmetune format nvme0n1 --force'")"
 run apply_member $NVT apply /dev/nvme0n1
 R member_applied "$(vals nvme0n1)"
 R aspm_applied "$(aspm)"
@@ -134,6 +137,8 @@ run persist $NVT persist
 R persist_file "$(grep -c 'ATTRS{serial}=="NVMETUNE[0-3]"' /etc/udev/rules.d/60-nvmetune.rules)"
 R persist_md "$(grep -c "KERNEL==\"md\*\", ATTR{md/uuid}==\"$(cat /sys/block/md0/md/uuid)\".*ATTR{queue/read_ahead_kb}=\"4096\"" /etc/udev/rules.d/60-nvmetune.rules)"
 R persist_params "$(has persist 'nvme_core.default_ps_max_latency_us=0 pcie_aspm=off')"
+R persist_mdadm "$(grep -c '^ARRAY /dev/md0 metadata=1.2 UUID=' /etc/mdadm/mdadm.conf)"
+R persist_mdadm_uuid "$([ "$(mdadm --detail --scan | grep -o 'UUID=[0-9a-f:]*' | head -n 1)" = "$(grep -o 'UUID=[0-9a-f:]*' /etc/mdadm/mdadm.conf | head -n 1)" ] && echo 1 || echo 0)"
 dump rules /etc/udev/rules.d/60-nvmetune.rules
 
 echo "===== libckpt save and restore on the array"
@@ -168,4 +173,13 @@ run raid10_stop $NVT raid stop md0
 R raid10_gone "$(active md0)"
 run bench_dev_forced $NVT bench --size 4M --force --config /tmp/dev.conf /dev/nvme3n1
 R bench_dev_conf "$(grep -c '^# nvmetune bench at .* for /dev/nvme3n1' /tmp/dev.conf)"
+echo "===== format: 4 KiB sectors (erases the namespace: --force)"
+run format_refused $NVT format nvme3n1
+R format_refused_msg "$(has format_refused 'this erases every byte of the namespace (--force erases it)')"
+run format_dry $NVT format --dry-run nvme3n1
+R format_dry_lbs "$(cat /sys/block/nvme3n1/queue/logical_block_size)"
+run format $NVT format --force nvme3n1
+R format_lbs "$(cat /sys/block/nvme3n1/queue/logical_block_size)"
+run format_again $NVT format --force nvme3n1
+R format_again_msg "$(has format_again 'already formatted with 4 KiB (#4): nothing to do')"
 echo "NVMETUNE-GUEST-DONE"

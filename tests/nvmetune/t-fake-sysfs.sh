@@ -222,6 +222,23 @@ run persist_dry N persist --dry-run --rules "$T/dry.rules"; expect_rc persist_dr
 [ ! -e "$T/dry.rules" ] && ok || bad "persist --dry-run wrote the rules file"
 expect_out persist_dry 'KERNEL=="nvme*n*", ATTRS{serial}=="FAKESN000", ATTR{nsid}=="1", ATTR{queue/scheduler}="none"'
 run persist_default N persist --profile default --dry-run; expect_rc persist_default 0
+# mdadm.conf: the ARRAY line of each active array in nvmetune's block, the operator's lines kept,
+# a rerun idempotent; a dry run prints it and writes nothing
+run persist_md_dry N persist --dry-run --rules "$T/dry.rules" --mdadm-conf "$T/mdadm.conf"; expect_rc persist_md_dry 0
+expect_out persist_md_dry "ARRAY /dev/md0 metadata=1.2 UUID=3f1c2a4e:8b7d4f20:9a615c0d:2e7b9a13"
+expect_out persist_md_dry "would write to @TMP@/mdadm.conf:"
+[ ! -e "$T/mdadm.conf" ] && ok || bad "persist --dry-run wrote mdadm.conf"
+printf 'DEVICE partitions\nMAILADDR root\n# nvmetune: begin (arrays; rewritten by nvmetune persist)\nARRAY /dev/md9 metadata=1.2 UUID=0:0:0:0\n# nvmetune: end\n' > "$T/mdadm.conf"
+run persist_md N persist --rules "$T/rules/60-nvmetune.rules" --mdadm-conf "$T/mdadm.conf"; expect_rc persist_md 0
+expect_out persist_md "wrote the ARRAY lines of the active arrays to @TMP@/mdadm.conf"
+expect_file "$T/mdadm.conf" "DEVICE partitions
+MAILADDR root
+# nvmetune: begin (arrays; rewritten by nvmetune persist)
+ARRAY /dev/md0 metadata=1.2 UUID=3f1c2a4e:8b7d4f20:9a615c0d:2e7b9a13
+# nvmetune: end"
+cp "$T/mdadm.conf" "$T/mdadm.conf.1"
+run persist_md_again N persist --rules "$T/rules/60-nvmetune.rules" --mdadm-conf "$T/mdadm.conf"; expect_rc persist_md_again 0
+cmp -s "$T/mdadm.conf" "$T/mdadm.conf.1" && ok || bad "persist twice: mdadm.conf changed"
 expect_out persist_default "kernel parameters to add: none"
 run persist_json N persist --json --dry-run; expect_rc persist_json 0
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["rules"] == 7 and j["kernel_parameters"] == "nvme_core.default_ps_max_latency_us=0 pcie_aspm=off", j' "$T/persist_json.raw" && ok || bad "persist --json"
@@ -282,6 +299,26 @@ chk e_nodev 4 "nvmetune: /dev/nvme9n1: no such block device" N plan /dev/nvme9n1
 chk e_nodev_apply 4 "nvmetune: nvme7n1: no such block device" N apply nvme7n1
 chk e_raid_nodev 4 "nvmetune: raid create: /dev/nvme9n1: no such block device" N raid create --level 0 --dry-run nvme4n1 /dev/nvme9n1
 chk e_stop_nomd 4 "nvmetune: raid stop: nvme4n1: no such md array" N raid stop nvme4n1
+# raid add / replace / assemble: the exact mdadm command; new devices pass the safety checks
+chk raid_add 0 "mdadm @ROOT@/dev/md0 --add @ROOT@/dev/nvme4n1" N raid add --dry-run md0 /dev/nvme4n1
+chk raid_add_refused 6 "nvmetune: raid add: @ROOT@/dev/nvme3n1: refused: carries a filesystem signature (ext4)" N raid add --dry-run md0 nvme3n1
+chk raid_add_force 0 "mdadm @ROOT@/dev/md0 --add @ROOT@/dev/nvme3n1" N raid add --dry-run --force md0 nvme3n1
+chk raid_add_nomd 4 "nvmetune: raid add: nvme4n1: no such md array" N raid add --dry-run nvme4n1 nvme3n1
+chk raid_add_args 2 "expected MD and the device(s) to add" N raid add --dry-run md0
+chk raid_replace 0 "mdadm @ROOT@/dev/md0 --add @ROOT@/dev/nvme4n1 --replace @ROOT@/dev/nvme1n1 --with @ROOT@/dev/nvme4n1" N raid replace --dry-run md0 nvme1n1 nvme4n1
+chk raid_replace_member 4 "nvmetune: raid replace: nvme4n1 is not a member of /dev/md0" N raid replace --dry-run md0 nvme4n1 nvme3n1
+chk raid_replace_refused 6 "nvmetune: raid replace: @ROOT@/dev/nvme3n1: refused: carries a filesystem signature (ext4)" N raid replace --dry-run md0 nvme1n1 nvme3n1
+chk raid_assemble_scan 0 "mdadm --assemble --scan" N raid assemble --dry-run
+chk raid_assemble 0 "mdadm --assemble @ROOT@/dev/md7 --run @ROOT@/dev/nvme1n1 @ROOT@/dev/nvme2n1" N raid assemble --dry-run /dev/md7 nvme1n1 nvme2n1
+chk raid_assemble_active 1 "nvmetune: raid assemble: /dev/md0 is already an active array (raid0)" N raid assemble --dry-run md0 nvme1n1 nvme2n1
+chk raid_assemble_args 2 "or MD and its members" N raid assemble --dry-run md0
+# format: the LBA format needs the controller (a fake node is none); bad input
+chk format_fake 1 "nvmetune: format: nvme0n1: cannot read the LBA formats: @ROOT@/dev/nvme0 is not a controller device node" N format --dry-run nvme0n1
+chk format_nodev 4 "nvmetune: format: nvme9n1: no such NVMe namespace" N format --dry-run nvme9n1
+chk format_md 4 "nvmetune: format: md0: no such NVMe namespace" N format --dry-run md0
+chk format_args 2 "name one NVMe namespace" N format
+chk format_lbaf 2 "bad --lbaf 'x': expected 0 to 63" N format --lbaf x nvme0n1
+chk raid_sub_unknown 2 "unknown subcommand 'grow' (create, status, stop, add, replace, assemble)" N raid grow
 printf 'scheduler = none\nturbo = on\n' > "$T/p1"
 chk e_knob 2 "nvmetune: profile @TMP@/p1:2: unknown knob 'turbo'" N plan --profile "$T/p1"
 printf 'read_ahead_kb = lots\n' > "$T/p2"
@@ -314,6 +351,16 @@ rm -f "$T/state.json"
 if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null; then
 	chk e_notroot 7 "nvmetune: apply: must be run as root" setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN" --state "$T/x.json" apply
 	chk e_notroot_raid 7 "nvmetune: raid create: must be run as root" setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN" raid create --level 0 /dev/null /dev/zero
+	# Permission problems are exit 7 and say so, never a refusal (6) that points at --force; bench
+	# checks that it can write its config before the sweep, not after.
+	chmod 755 "$T"
+	chmod 600 "$F/dev/nvme4n1"
+	chk e_perm_raid_dry 7 "nvmetune: raid create: cannot read @ROOT@/dev/nvme4n1: Permission denied: the safety checks need to look at it (run as root)" setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN" --sysfs-root "$S" --dev-root "$F/dev" --proc-root "$F/proc" --state "$T/state.json" raid create --level 0 --dry-run nvme4n1 nvme2n1
+	chmod 644 "$F/dev/nvme4n1"
+	mkdir -p "$T/roconf" "$T/benchnb" && chmod 777 "$T/benchnb"
+	chk e_perm_bench 7 "nvmetune: bench: cannot write @TMP@/roconf/libckpt.conf: Permission denied (run as root, or --config FILE, or --no-config)" setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN" bench --size 4M --config "$T/roconf/libckpt.conf" "$T/benchnb"
+	grep -q "MiB/s" "$T/e_perm_bench.out" && bad "e_perm_bench: the sweep ran before the config check" || ok
+	chmod 700 "$T"
 fi
 NVMETUNE_SYSFS_ROOT=$S run env_root "$BIN" --dev-root "$F/dev" --proc-root "$F/proc" plan nvme0n1
 expect_rc env_root 0; expect_out env_root "nvme0n1   scheduler       mq-deadline    none           change"

@@ -228,6 +228,8 @@ done <<'EOF'
 status_rc 0
 status_ctrls 4
 status_vwc 4
+status_health 4
+status_lba 4
 status_json_rc 0
 plan_missing_rc 4
 plan_missing_msg 1
@@ -236,6 +238,7 @@ aspm_before default
 plan_member_rc 0
 plan_member_sched 1
 plan_member_apst 1
+plan_member_format 1
 apply_member_rc 0
 member_applied none/1023/512/2048
 aspm_applied performance
@@ -301,6 +304,8 @@ persist_rc 0
 persist_file 4
 persist_md 1
 persist_params 1
+persist_mdadm 1
+persist_mdadm_uuid 1
 rollback_md10_rc 0
 md10_ra_rolled_back 2048
 raid10_stop_rc 0
@@ -309,6 +314,14 @@ bench_dev_refused_rc 6
 bench_dev_reason 1
 bench_dev_forced_rc 0
 bench_dev_conf 1
+format_refused_rc 6
+format_refused_msg 1
+format_dry_rc 0
+format_dry_lbs 512
+format_rc 0
+format_lbs 4096
+format_again_rc 0
+format_again_msg 1
 EOF
 if [ "$HAVE_CKPT" = 1 ]; then
 	while read -r name value; do
@@ -350,6 +363,13 @@ assert [x["serial"] for x in c] == ["NVMETUNE%d" % i for i in range(4)], c
 assert all(x["model"] == "QEMU NVMe Ctrl" and x["vwc_present"] is True and x["vwc_enabled"] is True
            and x["apst_supported"] is False and x["libnvme"] == "ok" for x in c), c
 assert all(len(x["namespaces"]) == 1 and x["namespaces"][0]["size_bytes"] == 128 << 20 for x in c), c
+# SMART health and the LBA formats (QEMU's namespaces: 512 B in use, 4 KiB among the formats).
+assert all(x["health"]["critical_warning"] == 0 and x["health"]["media_errors"] == 0 for x in c), c
+for x in c:
+    l = x["namespaces"][0]["lba_formats"]
+    f = l["formats"]
+    assert f[l["current"]]["data_bytes"] == 512 and f[l["best"]]["data_bytes"] == 4096 and \
+        f[l["best"]]["metadata_bytes"] == 0, l
 b = {d["name"]: d for d in s["block_devices"]}
 assert sorted(b) == ["nvme0n1", "nvme1n1", "nvme2n1", "nvme3n1"], b
 assert b["nvme1n1"]["scheduler"] == "none" and b["nvme1n1"]["max_hw_sectors_kb"] == "512", b

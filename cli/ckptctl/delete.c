@@ -1,0 +1,200 @@
+/* ckptctl delete: removes the checkpoints of the steps given (restic forget ID, borg delete), then
+ * the packs nothing references any more, through ckpt_store_delete() under the store's writer
+ * lock. The newest valid checkpoint stays unless --force. */
+#include "ckptctl.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char usage_delete[] =
+	"Usage: ckptctl delete STORE STEP... [--gc [--max-unused LIMIT] [--compact-below F]]\n"
+	"                                    [--dry-run] [--force] [--json]\n"
+	"Remove the checkpoints of the STEPs given from STORE, then the pack files no remaining\n"
+	"checkpoint references. STEP may be 'latest'. Refuses, removing nothing, when a STEP has no\n"
+	"checkpoint (exit 4; the message lists the steps that exist) and when it would remove the\n"
+	"newest valid checkpoint, unless --force. Manifests are removed first (durably), packs\n"
+	"after: a kill at any point leaves every remaining checkpoint intact. With --gc, the\n"
+	"garbage is then collected as 'ckptctl gc' does, under the same lock. Takes the store's\n"
+	"writer lock: fails with exit status 3 while a save, prune or gc runs. Refuses (exit 1,\n"
+	"nothing removed) while a manifest is damaged, unless --force.\n"
+	"\n"
+	"Options:\n"
+	"      --gc                then collect garbage and compact, as 'ckptctl gc'\n"
+	"      --max-unused LIMIT  with --gc: leave at most LIMIT of the pack bytes as garbage\n"
+	"                          (default 10%; see 'ckptctl gc --help')\n"
+	"  -c, --compact-below F   with --gc: also compact packs whose live share is below F\n"
+	"      --dry-run           print what would be removed, copied and freed; change nothing\n"
+	"      --force             also remove the newest valid checkpoint, and proceed although\n"
+	"                          manifests are damaged (a damaged one may be deleted by its step)\n"
+	"      --json              print a JSON object: dry_run, removed (steps), kept (steps),\n"
+	"                          with --gc also gc, compact_below and max_unused, then\n"
+	"                          packs_removed, packs_compacted, manifests_rewritten,\n"
+	"                          leftovers_removed, bytes_freed and bytes_copied (bytes)\n"
+	"  -h, --help              show this help\n"
+	"\n"
+	"Exit status: 0 deleted; 1 failed or refused (the newest checkpoint, a damaged manifest);\n"
+	"2 usage error; 3 busy (another process holds the lock); 4 no such store or step.\n"
+	"\n"
+	"Example:\n"
+	"  ckptctl delete /mnt/nvme/ckpt 1500 2500 --dry-run\n";
+
+enum { OPT_JSON = 256, OPT_DRY_RUN, OPT_FORCE, OPT_GC };
+
+static const struct option delete_opts[] = {
+	{"gc", no_argument, NULL, OPT_GC},
+	{"max-unused", required_argument, NULL, CK_OPT_MAX_UNUSED},
+	{"compact-below", required_argument, NULL, CK_OPT_COMPACT_BELOW},
+	{"dry-run", no_argument, NULL, OPT_DRY_RUN},
+	{"force", no_argument, NULL, OPT_FORCE},
+	{"json", no_argument, NULL, OPT_JSON},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+struct delete_args {
+	struct ck_gc_opts g;
+	bool gc, json, dry, force;
+	uint64_t *steps;
+	size_t n;
+};
+
+static bool removed(const ckpt_gc_report *r, uint64_t step)
+{
+	for (size_t k = 0; k < r->n_steps_removed; k++)
+		if (r->steps_removed[k] == step)
+			return true;
+	return false;
+}
+
+/* 'latest' becomes the newest valid step (list is ascending). Returns 0 or an exit status. */
+static int resolve_latest(const char *cmd, const char *path, const ckpt_info *list, int n,
+			  struct delete_args *a)
+{
+	for (size_t q = 0; q < a->n; q++) {
+		if (a->steps[q] != CKPT_STEP_LATEST)
+			continue;
+		if (n <= 0) {
+			cli_err("%s: store %s has no checkpoint", cmd, path);
+			return EXIT_NOTFOUND;
+		}
+		a->steps[q] = list[n - 1].step;
+	}
+	return 0;
+}
+
+static void delete_report(const struct delete_args *a, const ckpt_gc_report *rep,
+			  const ckpt_info *list, int n)
+{
+	if (a->json) {
+		struct jw w;
+		jw_init(&w, stdout, true);
+		jw_obj_begin(&w);
+		jw_key(&w, "dry_run"); jw_bool(&w, a->dry);
+		jw_key(&w, "removed");
+		jw_arr_begin(&w);
+		for (size_t k = 0; k < rep->n_steps_removed; k++)
+			jw_u64(&w, rep->steps_removed[k]);
+		jw_arr_end(&w);
+		jw_key(&w, "kept");
+		jw_arr_begin(&w);
+		for (int k = 0; k < n; k++)
+			if (!removed(rep, list[k].step))
+				jw_u64(&w, list[k].step);
+		jw_arr_end(&w);
+		if (a->gc) {
+			jw_key(&w, "gc"); jw_bool(&w, true);
+			ck_gc_json(&w, &a->g);
+		}
+		ck_report_json(&w, rep);
+		jw_obj_end(&w);
+		jw_finish(&w);
+		return;
+	}
+	for (size_t k = 0; k < rep->n_steps_removed; k++)
+		printf("%s step %llu\n", a->dry ? "would remove" : "removed",
+		       (unsigned long long)rep->steps_removed[k]);
+	ck_report_text(rep, a->dry);
+}
+
+static int run_delete(const char *cmd, const char *path, struct delete_args *a)
+{
+	ckpt_store *store;
+	int rc = ck_open_store(cmd, path, false, NULL, &store);
+	if (rc)
+		return rc;
+	ckpt_info *list = NULL;
+	ckpt_gc_report *rep = NULL;
+	int n = ckpt_store_list(store, 0, &list);
+	if (n < 0) {
+		rc = ck_fail(cmd, n, "cannot list the store");
+		goto out;
+	}
+	if ((rc = resolve_latest(cmd, path, list, n, a)) ||
+	    (rc = ck_check_damaged(cmd, store, path, a->force)))
+		goto out;
+	int r = ckpt_store_delete(store, a->steps, a->n, a->gc ? &a->g.pol : NULL,
+				  (a->dry ? CKPT_GC_DRY_RUN : 0) |
+					  (a->force ? CKPT_GC_FORCE | CKPT_GC_NEWEST : 0),
+				  &rep);
+	if (r == -CKPT_E_INVAL) {
+		/* The newest valid checkpoint: say how to override it. */
+		cli_err("%s: %s; nothing was removed (--force deletes it)", cmd, ckpt_errmsg());
+		rc = EXIT_FAIL;
+		goto out;
+	}
+	if (r < 0) {
+		rc = ck_fail(cmd, r, "delete failed");
+		goto out;
+	}
+	delete_report(a, rep, list, n);
+	rc = ck_stdout_done(cmd);
+out:
+	ckpt_gc_report_free(rep);
+	ckpt_info_free(list);
+	ckpt_store_close(store);
+	return rc;
+}
+
+int cmd_delete(int argc, char **argv)
+{
+	const char *cmd = "delete";
+	struct delete_args a = {0};
+	int c, rc = 0;
+
+	optind = 1;
+	opterr = 0;
+	while (!rc && (c = getopt_long(argc, argv, ":c:h", delete_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_GC: a.gc = true; break;
+		case OPT_DRY_RUN: a.dry = true; break;
+		case OPT_FORCE: a.force = true; break;
+		case OPT_JSON: a.json = true; break;
+		case 'h': fputs(usage_delete, stdout); return EXIT_OK;
+		case CK_OPT_MAX_UNUSED:
+		case CK_OPT_COMPACT_BELOW: rc = ck_gc_option(cmd, c, optarg, &a.g); break;
+		default: rc = ck_bad_option(cmd, c, argv);
+		}
+	}
+	if (rc)
+		return rc;
+	argc = ck_default_store(argc, &argv, optind, 2, true);
+	if (argc - optind < 2)
+		return cli_usage_err(cmd, argc - optind < 1 ? "expected STORE and STEP..." :
+				     "expected at least one STEP");
+	if (!a.gc && (a.g.have_max_unused || a.g.have_compact_below))
+		return cli_usage_err(cmd, "--max-unused and --compact-below need --gc");
+	ck_gc_finish(&a.g);
+	a.n = (size_t)(argc - optind - 1);
+	if (!(a.steps = calloc(a.n, sizeof *a.steps))) {
+		cli_err("%s: out of memory", cmd);
+		return EXIT_FAIL;
+	}
+	for (size_t q = 0; !rc && q < a.n; q++)
+		rc = ck_parse_step(cmd, argv[optind + 1 + q], &a.steps[q]);
+	if (!rc)
+		rc = run_delete(cmd, argv[optind], &a);
+	free(a.steps);
+	return rc;
+}

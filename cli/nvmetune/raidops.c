@@ -1,0 +1,199 @@
+/* raid add, replace and assemble: the day-two md operations next to create and stop, through
+ * mdadm (an argv, no shell) after the same checks: a device that joins an array passes the safety
+ * checks of safety.c unless --force, and permission problems are exit 7. */
+#include "nvmetune.h"
+
+#include <getopt.h>
+#include <string.h>
+
+/* Parses [--dry-run] [--force] for cmd; returns -1 when done (optind at the operands), else the
+ * exit status of a usage error. */
+static int parse_flags(const char *cmd, int argc, char **argv, bool *dry, bool *force)
+{
+	static const struct option lo[] = {
+		{"dry-run", no_argument, NULL, 'n'}, {"force", no_argument, NULL, 'f'}, {NULL, 0, NULL, 0},
+	};
+	optind = 1;
+	opterr = 0;
+	int c;
+	while ((c = getopt_long(argc, argv, "nf", lo, NULL)) != -1) {
+		switch (c) {
+		case 'n': *dry = true; break;
+		case 'f': *force = true; break;
+		default: return cli_usage_err(cmd, "unknown option: '%s'", argv[optind - 1]);
+		}
+	}
+	return -1;
+}
+
+/* The md array named by arg (mdN, /dev/mdN) into nm. Returns 0 or EXIT_NOTFOUND (reported). */
+static int resolve_md(const char *cmd, const char *arg, char *nm, size_t len)
+{
+	char rel[PATH_MAX];
+	if (blk_resolve(arg, nm, len) || (snprintf(rel, sizeof(rel), "block/%s/md", nm),
+					  !sys_is_dir(rel))) {
+		cli_err("%s: %s: no such md array", cmd, arg);
+		return EXIT_NOTFOUND;
+	}
+	return 0;
+}
+
+/* A device about to join an array: it exists, can be read, and passes the safety checks (unless
+ * force). Fills nm and its path p. Returns 0 or the exit status (reported). */
+static int joining(const char *cmd, const char *arg, bool force, char *nm, size_t nlen, char *p,
+		   size_t plen)
+{
+	if (blk_resolve(arg, nm, nlen)) {
+		cli_err("%s: %s: no such block device", cmd, arg);
+		return EXIT_NOTFOUND;
+	}
+	dev_path(p, plen, nm);
+	int rc = nt_check_readable(cmd, p);
+	if (rc)
+		return rc;
+	char why[1024];
+	if (!safety_refuse(nm, why, sizeof(why)))
+		return 0;
+	if (force) {
+		cli_err("%s: %s: %s; overriding (--force)", cmd, p, why);
+		return 0;
+	}
+	cli_err("%s: %s: refused: %s; nothing was done (--force overrides, and destroys what is on it)",
+		cmd, p, why);
+	return EXIT_REFUSED;
+}
+
+static int run_or_print(const char *cmd, char **av, bool dry, const char *done)
+{
+	if (dry) {
+		print_argv(stdout, av);
+		return EXIT_OK;
+	}
+	int rc = run_argv(av);
+	if (rc == -2 /* -ENOENT */) {
+		cli_err("%s: mdadm not found (install the mdadm package)", cmd);
+		return EXIT_FAIL;
+	}
+	if (rc) {
+		cli_err("%s: mdadm failed (exit %d); command: see --dry-run", cmd, rc);
+		return EXIT_FAIL;
+	}
+	printf("%s\n", done);
+	return EXIT_OK;
+}
+
+int raid_add(int argc, char **argv)
+{
+	const char *cmd = "raid add";
+	bool dry = false, force = false;
+	int rc = parse_flags(cmd, argc, argv, &dry, &force);
+	if (rc >= 0)
+		return rc;
+	if (argc - optind < 2)
+		return cli_usage_err(cmd, "expected MD and the device(s) to add");
+	if (argc - optind > 33)
+		return cli_usage_err(cmd, "too many devices");
+	char md[64], mdp[PATH_MAX], nm[32][64], p[32][PATH_MAX], done[PATH_MAX + 32];
+	if ((rc = resolve_md(cmd, argv[optind], md, sizeof(md))))
+		return rc;
+	if (!dry && (rc = nt_need_root(cmd)))
+		return rc;
+	char *av[40];
+	int k = 0, n = argc - optind - 1;
+	dev_path(mdp, sizeof(mdp), md);
+	av[k++] = "mdadm";
+	av[k++] = mdp;
+	av[k++] = "--add";
+	for (int i = 0; i < n; i++) {
+		if ((rc = joining(cmd, argv[optind + 1 + i], force, nm[i], sizeof(nm[i]), p[i],
+				  sizeof(p[i]))))
+			return rc;
+		av[k++] = p[i];
+	}
+	av[k] = NULL;
+	snprintf(done, sizeof(done), "added to %s", mdp);
+	return run_or_print(cmd, av, dry, done);
+}
+
+int raid_replace(int argc, char **argv)
+{
+	const char *cmd = "raid replace";
+	bool dry = false, force = false;
+	int rc = parse_flags(cmd, argc, argv, &dry, &force);
+	if (rc >= 0)
+		return rc;
+	if (argc - optind != 3)
+		return cli_usage_err(cmd, "expected MD, the member to replace and the new device");
+	char md[64], mdp[PATH_MAX], old[64], oldp[PATH_MAX], nw[64], nwp[PATH_MAX], rel[PATH_MAX];
+	char done[4 * PATH_MAX];
+	if ((rc = resolve_md(cmd, argv[optind], md, sizeof(md))))
+		return rc;
+	if (blk_resolve(argv[optind + 1], old, sizeof(old)) ||
+	    (snprintf(rel, sizeof(rel), "block/%s/slaves/%s", md, old), !sys_is_dir(rel))) {
+		cli_err("%s: %s is not a member of /dev/%s", cmd, argv[optind + 1], md);
+		return EXIT_NOTFOUND;
+	}
+	if (!dry && (rc = nt_need_root(cmd)))
+		return rc;
+	if ((rc = joining(cmd, argv[optind + 2], force, nw, sizeof(nw), nwp, sizeof(nwp))))
+		return rc;
+	dev_path(mdp, sizeof(mdp), md);
+	dev_path(oldp, sizeof(oldp), old);
+	/* The new device joins as a spare and is rebuilt from the old one while the old one stays in
+	 * service (no degraded window), which is then marked faulty: mdadm's hot replace. */
+	char *av[] = {"mdadm", mdp, "--add", nwp, "--replace", oldp, "--with", nwp, NULL};
+	snprintf(done, sizeof(done), "replacing %s with %s in %s (cat /proc/mdstat for progress)",
+		 oldp, nwp, mdp);
+	return run_or_print(cmd, av, dry, done);
+}
+
+int raid_assemble(int argc, char **argv)
+{
+	const char *cmd = "raid assemble";
+	bool dry = false, force = false;
+	int rc = parse_flags(cmd, argc, argv, &dry, &force);
+	if (rc >= 0)
+		return rc;
+	if (argc - optind == 1 || argc - optind > 65)
+		return cli_usage_err(cmd, "expected nothing (every array mdadm.conf or the members' "
+				     "superblocks describe), or MD and its members");
+	if (!dry && (rc = nt_need_root(cmd)))
+		return rc;
+	char md[64], mdp[PATH_MAX], nm[64], p[64][PATH_MAX], rel[PATH_MAX], lv[32] = "";
+	char *av[72];
+	int k = 0;
+	av[k++] = "mdadm";
+	av[k++] = "--assemble";
+	if (argc == optind) {
+		av[k++] = "--scan";
+		av[k] = NULL;
+		return run_or_print(cmd, av, dry, "assembled the arrays mdadm found");
+	}
+	const char *b = strrchr(argv[optind], '/') ? strrchr(argv[optind], '/') + 1 : argv[optind];
+	unsigned num;
+	if (sscanf(b, "md%u", &num) != 1)
+		return cli_usage_err(cmd, "bad array '%s': expected /dev/mdN", argv[optind]);
+	snprintf(md, sizeof(md), "md%u", num);
+	snprintf(rel, sizeof(rel), "block/%s/md/level", md);
+	if (!sys_read(rel, lv, sizeof(lv)) && lv[0]) {
+		cli_err("%s: /dev/%s is already an active array (%s)", cmd, md, lv);
+		return EXIT_FAIL;
+	}
+	dev_path(mdp, sizeof(mdp), md);
+	av[k++] = mdp;
+	av[k++] = "--run";
+	for (int i = optind + 1; i < argc; i++) {
+		if (blk_resolve(argv[i], nm, sizeof(nm))) {
+			cli_err("%s: %s: no such block device", cmd, argv[i]);
+			return EXIT_NOTFOUND;
+		}
+		dev_path(p[i - optind - 1], sizeof(p[0]), nm);
+		if ((rc = nt_check_readable(cmd, p[i - optind - 1])))
+			return rc;
+		av[k++] = p[i - optind - 1];
+	}
+	av[k] = NULL;
+	char done[PATH_MAX + 16];
+	snprintf(done, sizeof(done), "assembled %s", mdp);
+	return run_or_print(cmd, av, dry, done);
+}
