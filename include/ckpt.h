@@ -109,7 +109,8 @@ CKPT_API ckpt_dtype ckpt_dtype_from_name(const char *name);
  * for CUDA device N when the CUDA module (libckpt-cuda.so.0) loads and device N exists. Returns 0
  * otherwise; ckpt_errmsg() is not changed. The module is looked for beside libckpt.so, then on the
  * library search path; the environment variable CKPT_CUDA_MODULE=PATH loads that file instead,
- * CKPT_CUDA_MODULE=none never loads one. */
+ * CKPT_CUDA_MODULE=none never loads one. The module uses the CUDA runtime already loaded in the
+ * process, else libcudart.so.13, else libcudart.so.12; CKPT_CUDART=FILE names another. */
 CKPT_API int ckpt_mem_supported(int mem);
 
 /* ---------------------------------------------------------------------------------------------

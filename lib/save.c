@@ -404,12 +404,17 @@ CKPT_API int ckpt_save_set_meta(ckpt_save *sv, const char *key, const char *valu
 	return 0;
 }
 
-/* The commit time recorded in the manifest. CKPT_TEST_COMMIT_TIME=UNIX_SECONDS replaces it, so that
- * tests of time-based retention (prune --keep-daily ...) can make checkpoints of any date. */
+/* The commit time recorded in the manifest. In test builds only (CKPT_TEST_HOOKS: the tests'
+ * archive and ckptctl), CKPT_TEST_COMMIT_TIME=UNIX_SECONDS replaces it, so that tests of time-based
+ * retention (prune --keep-daily ...) can make checkpoints of any date. */
 static int64_t commit_time_ns(void)
 {
+#ifdef CKPT_TEST_HOOKS
 	const char *e = getenv("CKPT_TEST_COMMIT_TIME");
-	return e && *e ? (int64_t)strtoll(e, NULL, 10) * 1000000000 : ckpt_wall_ns();
+	if (e && *e)
+		return (int64_t)strtoll(e, NULL, 10) * 1000000000;
+#endif
+	return ckpt_wall_ns();
 }
 
 int save_write_manifest(struct ckpt_save *sv)

@@ -6,6 +6,9 @@
 # (refused without --force, naming the manifest), a truncated pack, a held lock (exit 3), bad
 # input.
 . tests/cli/lib.sh
+# Checkpoints of chosen dates come from the tests' ckptctl (CKPT_TEST_COMMIT_TIME, a test hook).
+CKH=$ROOT/$B/tests/hooks/ckptctl
+[ -x "$CKH" ] || { echo "skip: $CKH (ckptctl with test hooks) is not built"; exit 77; }
 
 for s in 1 2 3 4; do mkst model "$T/m$s.safetensors" "$s"; done
 mkst big "$T/big1.safetensors" 1
@@ -150,7 +153,7 @@ t0=$(date -u -d 2026-01-05 +%s)
 i=0
 for off in 0 3600 5400 86400 93600 604800 691200 694800; do
 	i=$((i + 1))
-	CKPT_TEST_COMMIT_TIME=$((t0 + off)) "$CK" import -q "$T/s-time" --step "$i" \
+	CKPT_TEST_COMMIT_TIME=$((t0 + off)) "$CKH" import -q "$T/s-time" --step "$i" \
 		"$T/m$(( (i % 4) + 1 )).safetensors" || exit 1
 done
 # rule NAME EXPECTED-KEPT ARGS...: prune a copy with ARGS; the steps left must be EXPECTED-KEPT.
@@ -177,7 +180,7 @@ now=$(date -u +%s)
 i=0
 for age in 864000 259200 86400 3600; do
 	i=$((i + 10))
-	CKPT_TEST_COMMIT_TIME=$((now - age)) "$CK" import -q "$T/s-within" --step "$i" \
+	CKPT_TEST_COMMIT_TIME=$((now - age)) "$CKH" import -q "$T/s-within" --step "$i" \
 		"$T/m$(( (i / 10) % 4 + 1 )).safetensors" || exit 1
 done
 cp -a "$T/s-within" "$T/s-within2"
