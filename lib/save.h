@@ -45,6 +45,8 @@ struct ckpt_save {
 	void *user_streams[16];
 	unsigned n_user_streams;
 	bool submitted;
+	bool sync;                /* ckpt_save_commit(): the caller waits for the whole save */
+	bool fuse_hash;           /* copy_task hashes each chunk right after copying it */
 
 	/* Pipeline state (pipeline.c); counters and lists under the pipe's lock. */
 	uint64_t nchunks_total;   /* chunk references in the save */
