@@ -863,6 +863,19 @@ static unsigned online_cores(void)
 	return n > 0 ? (unsigned)n : 1;
 }
 
+/* The pool that pool_bytes makes: slabs of a whole number of full-chunk records (a chunk of 1 MiB
+ * is a record of 1 MiB + 4 KiB: an 8 MiB I/O size makes slabs of 8 records, not 7 and a hole),
+ * 2 to 65536 of them. */
+static void pool_geometry(const struct ckpt_store *s, uint64_t pool_bytes, size_t *slab,
+			  unsigned *nslabs)
+{
+	uint32_t cs = s->opt.chunk_size ? (uint32_t)s->opt.chunk_size : s->hdr.chunk_size;
+	uint64_t rec = rec_span(cs);
+	*slab = (size_t)(MAX(1, (s->opt.io_size + rec / 2) / rec) * rec);
+	uint64_t n = pool_bytes / *slab;
+	*nslabs = (unsigned)MIN(MAX(n, 2), 65536);
+}
+
 int pipe_ensure(struct ckpt_store *s, bool want_cuda)
 {
 	if (s->pipe)
@@ -878,17 +891,10 @@ int pipe_ensure(struct ckpt_store *s, bool want_cuda)
 	 * CUDA saves copying into pageable memory. */
 	(void)want_cuda;
 	p->gpu = ckpt_gpu_host();
-	uint32_t cs = s->opt.chunk_size ? (uint32_t)s->opt.chunk_size : s->hdr.chunk_size;
-	/* A slab holds a whole number of full-chunk records (a chunk of 1 MiB is a record of
-	 * 1 MiB + 4 KiB): an 8 MiB I/O size makes slabs of 8 records, not 7 and a hole. */
-	uint64_t rec = rec_span(cs);
-	size_t slab = (size_t)(MAX(1, (s->opt.io_size + rec / 2) / rec) * rec);
-	uint64_t nslabs = s->opt.pool_size / slab;
-	if (nslabs < 2)
-		nslabs = 2;
-	if (nslabs > 65536)
-		nslabs = 65536;
-	int rc = pool_init(&p->pool, p->gpu, slab, (unsigned)nslabs);
+	size_t slab;
+	unsigned nslabs;
+	pool_geometry(s, s->opt.pool_size, &slab, &nslabs);
+	int rc = pool_init(&p->pool, p->gpu, slab, nslabs);
 	if (rc) {
 		free(p);
 		return rc;
@@ -946,6 +952,41 @@ void pipe_destroy(struct ckpt_store *s)
 	pthread_cond_destroy(&p->cv);
 	free(p);
 	s->pipe = NULL;
+}
+
+/* Allocates (and pins) the staging pool now instead of in the first save. s->mu keeps saves from
+ * beginning meanwhile, and a pool is only replaced while no save of the handle is live. */
+CKPT_API int ckpt_store_reserve(ckpt_store *s, uint64_t pool_bytes)
+{
+	if (!s)
+		return ckpt_fail(CKPT_E_INVAL, "reserve: NULL store");
+	if (s->opt.read_only)
+		return ckpt_fail(CKPT_E_PERM, "%s: opened read-only: no staging pool to reserve",
+				 s->path);
+	if (pool_bytes && pool_bytes < (1u << 20))
+		return ckpt_fail(CKPT_E_INVAL, "reserve: pool of %llu bytes: must be at least 1 MiB",
+				 (unsigned long long)pool_bytes);
+	uint64_t want = pool_bytes ? pool_bytes : s->opt.pool_size;
+	size_t slab;
+	unsigned nslabs;
+	pool_geometry(s, want, &slab, &nslabs);
+	int rc = 0;
+	pthread_mutex_lock(&s->mu);
+	struct pipe *p = s->pipe;
+	if (p && p->pool.slab_size * p->pool.nslabs >= slab * nslabs) {
+		rc = 0; /* large enough already */
+	} else if (p && s->live) {
+		rc = ckpt_fail(CKPT_E_BUSY, "%s: cannot grow the staging pool (%zu to %zu bytes) while "
+			       "a save is in flight", s->path, p->pool.slab_size * p->pool.nslabs,
+			       slab * nslabs);
+	} else {
+		pipe_destroy(s);
+		s->opt.pool_size = want;
+		if ((rc = pipe_ensure(s, false)))
+			ckpt_fail_prefix("%s: reserving the staging pool", s->path);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return rc;
 }
 
 /* First CUDA save of the pipe, after its streams exist (so the provider works on their device's
@@ -1049,6 +1090,9 @@ int pipe_submit(struct ckpt_save *sv)
 	bool cuda = false;
 	for (size_t i = 0; i < sv->nt; i++)
 		cuda |= sv->t[i].mem != CKPT_MEM_HOST;
+	/* From here the caller waits: a pool allocated now (the handle's first save) is in the
+	 * save's seconds and snapshot_seconds, not hidden (issue 13). */
+	double t0 = ckpt_now();
 	int rc = pipe_ensure(s, cuda);
 	if (rc)
 		return rc;
@@ -1088,7 +1132,7 @@ int pipe_submit(struct ckpt_save *sv)
 	pthread_mutex_init(&sv->wmu, NULL);
 	for (unsigned d = 0; d < s->ndirs; d++)
 		sv->cur_pack[d] = -1;
-	sv->t_submit = ckpt_now();
+	sv->t_submit = t0;
 	sv->submitted = true;
 	snprintf(sv->st.engine, sizeof sv->st.engine, "%s", io_engine_name(p->eng[0]));
 	snprintf(sv->st.gpu, sizeof sv->st.gpu, "%s", sv->streams[0] || sv->streams[1] ? "cuda" : "host");
