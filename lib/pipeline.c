@@ -225,16 +225,34 @@ static void fence_release(struct pipe *p, struct ckpt_save *sv)
  * itself): hashed right after the copy, while the chunk is still in the CPU's cache; hashing it
  * later from the slab reads it back from memory once more (issue 13: the pipeline at a third of
  * one thread's copy + hash). */
-static void copy_host_chunk(struct ckpt_save *sv, const struct save_tensor *st, uint64_t off,
+/* Hash first only while it pays. The hint says how the tensor changed last time; a dense update
+ * after sparse ones (every chunk new) would otherwise hash each chunk on the snapshot path, find
+ * nothing, copy it anyway and, every chunk being hashed, write it inline, also on the snapshot
+ * path: the snapshot of a dense save after sparse ones took 4-5 times a fresh one (issue 13). So a
+ * tensor stops after 2 misses without a hit, and every tensor without a hit yet once the save
+ * has missed 16 times without any. A wrong guess costs a hash later, never a wrong dedup. */
+static bool hash_first_pays(struct ckpt_save *sv, struct save_tensor *st)
+{
+	if (!st->hash_first || __atomic_load_n(&st->hf_hit, __ATOMIC_RELAXED))
+		return st->hash_first;
+	if (__atomic_load_n(&st->hf_miss, __ATOMIC_RELAXED) >= 2)
+		return false;
+	return __atomic_load_n(&sv->hf_hit, __ATOMIC_RELAXED) ||
+	       __atomic_load_n(&sv->hf_miss, __ATOMIC_RELAXED) < 16;
+}
+
+static void copy_host_chunk(struct ckpt_save *sv, struct save_tensor *st, uint64_t off,
 			    size_t len, uint8_t *dst, ckpt_digest *d, uint8_t *fl)
 {
 	struct ckpt_store *s = sv->s;
-	if (st->hash_first) {
+	if (hash_first_pays(sv, st)) {
 		ckpt_digest_of(st->data + off, len, d);
 		pthread_mutex_lock(&s->idx_mu);
 		struct idx_entry *e = index_find(&s->idx, d);
 		bool skip = e && !e->pending && e->c.raw_len == len;
 		pthread_mutex_unlock(&s->idx_mu);
+		__atomic_add_fetch(skip ? &st->hf_hit : &st->hf_miss, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(skip ? &sv->hf_hit : &sv->hf_miss, 1, __ATOMIC_RELAXED);
 		*fl = J_HASHED | (skip ? J_SKIP : 0);
 		if (!skip)
 			memcpy(dst, st->data + off, len);
@@ -266,7 +284,7 @@ static void copy_task(struct task *t)
 		save_set_error(sv, ckpt_fail(CKPT_E_NOMEM, "out of memory"));
 	bool cheap = !sv->compress;
 	for (uint64_t q = 0; !save_failed(sv) && chunk_next(&it, &ti, &off, &len); q++) {
-		const struct save_tensor *st = &sv->t[ti];
+		struct save_tensor *st = &sv->t[ti];
 		uint8_t *dst = slab + pos + REC_HDR_LEN;
 		if (st->mem == CKPT_MEM_HOST) {
 			copy_host_chunk(sv, st, off, len, dst, &j->dig[q], &j->skip[q]);
@@ -714,7 +732,9 @@ static void choose_snapshot(struct ckpt_save *sv)
 		struct save_tensor *t = &sv->t[i];
 		struct tensor_hint *h = hint_find(s, hint_key(t));
 		t->hash_first = h && h->state == 1;
+		t->hf_hit = t->hf_miss = 0;
 	}
+	sv->hf_hit = sv->hf_miss = 0;
 	pthread_mutex_unlock(&s->mu);
 }
 
