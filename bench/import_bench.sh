@@ -160,6 +160,27 @@ def do_import(step):
         st = {}
     return dt, st
 
+def timed(argv, what):
+    t0 = time.monotonic()
+    p = subprocess.run(argv, capture_output=True, text=True)
+    dt = time.monotonic() - t0
+    if p.returncode != 0:
+        sys.exit("import-bench: %s failed (%d): %s" % (what, p.returncode, p.stderr.strip()))
+    return dt
+
+def export_and_cp():
+    # Issue 13: `ckptctl export` of the imported checkpoint against cp + sync of the same file
+    # (both write a new file of the same size on the same directory and make it durable).
+    out = os.path.join(bdir, "export-bench.safetensors")
+    try:
+        te = timed([ckptctl, "export", store, "1", "-o", out, "-q"], "ckptctl export")
+        os.remove(out)
+        tc = timed(["sh", "-c", 'cp "$1" "$2" && sync "$2"', "cp", path, out], "cp + sync")
+    finally:
+        if os.path.exists(out):
+            os.remove(out)
+    return te, tc
+
 def listed():
     p = subprocess.run([ckptctl, "list", store, "--json"], capture_output=True, text=True)
     if p.returncode != 0:
@@ -176,12 +197,16 @@ else:
     log("reusing %s" % path)
 
 S = {k: [] for k in ("import1g_seconds", "import1g_lib_seconds", "import1g_new_bytes",
-                     "reimport5_seconds", "reimport5_lib_seconds", "reimport5_new_bytes")}
+                     "reimport5_seconds", "reimport5_lib_seconds", "reimport5_new_bytes",
+                     "export_seconds", "cp_sync_seconds")}
 changed = 0
 try:
     for run in range(runs):
         shutil.rmtree(store, ignore_errors=True)
         t1, st1 = do_import(1)
+        te, tc = export_and_cp()
+        S["export_seconds"].append(te)
+        S["cp_sync_seconds"].append(tc)
         saved, changed = mutate(1000 + run)
         try:
             t2, st2 = do_import(2)
@@ -213,6 +238,7 @@ res["import_chunks"] = len(ALL)
 res["import_change"] = ("5%% of the 1 MiB chunks (%d of %d, on each tensor's grid), each rewritten whole"
                         % (n_change, len(ALL)))
 res["import_runs"] = runs
+res["export_vs_cp_sync"] = round(res["export_seconds"] / res["cp_sync_seconds"], 4)
 res["import_source_cache"] = "dropped" if drop else "warm"
 res["import_bench_samples"] = S
 
@@ -241,5 +267,8 @@ print("%-22s %10.3f %14d %10s" % ("re-import 5% (step 2)", res["reimport5_second
 print("re-import / import: %.3f s/s, %.3f of the bytes; changed %d bytes in %d chunks"
       % (res["reimport5_seconds"] / res["import1g_seconds"],
          res["reimport5_new_bytes"] / max(1, res["import1g_new_bytes"]), changed, n_change))
+print("export %.3f s, cp + sync %.3f s of the same file: %.3f (target < 1.0): %s"
+      % (res["export_seconds"], res["cp_sync_seconds"], res["export_vs_cp_sync"],
+         "PASS" if res["export_vs_cp_sync"] < 1.0 else "MISS"))
 print("results: %s" % results)
 EOF

@@ -25,6 +25,25 @@ if [ "${1:-}" = --fio-run ]; then
 			{ echo "run-bench: fio $rw failed:" >&2; cat "$TMP/fio-$rw-$i.json" >&2; exit 1; }
 	done
 	rm -f "$FIOFILE"
+	# The best-of sweep (fio_*_best_gbps): block size 1-16 MiB, queue depth 1-32, 1-2 jobs, each
+	# job on its own file; run i does every BENCH_RUNS-th point, so the sweep too alternates with
+	# libckpt's runs. BENCH_FIO_SWEEP=0 skips it.
+	if [ "${BENCH_FIO_SWEEP:-1}" != 0 ]; then
+		k=0
+		for bs in 1M 4M 16M; do for qd in 1 4 32; do for nj in 1 2; do
+			if [ $((k % BENCH_RUNS)) -eq $(((i - 1) % BENCH_RUNS)) ]; then
+				for rw in write read; do
+					fio --name="sweep" --directory="$BENCH_DIR" --filename_format='ckpt-sweep.$jobnum' \
+					    --size=$((SWEEP_BYTES / nj)) --bs="$bs" --rw="$rw" --ioengine=io_uring \
+					    --direct=1 --iodepth="$qd" --numjobs="$nj" --group_reporting --end_fsync=1 \
+					    --output-format=json --output="$TMP/sweep-$rw-$bs-$qd-$nj.json" >/dev/null ||
+						{ echo "run-bench: fio sweep $rw bs=$bs qd=$qd jobs=$nj failed" >&2; exit 1; }
+				done
+				rm -f "$BENCH_DIR"/ckpt-sweep.*
+			fi
+			k=$((k + 1))
+		done; done; done
+	fi
 	echo "bench: fio run $i done" >&2
 	exit 0
 fi
@@ -65,7 +84,9 @@ echo "bench: dir $BENCH_DIR ($(df -h "$BENCH_DIR" | awk 'NR==2 {print $1 ", " $4
 
 # fio (sequential 1 MiB O_DIRECT writes to a new file, fsync at the end as a save does, then
 # reads, io_uring at depth 32: the device's limit) and libckpt, alternating run by run.
-export FIOFILE SIZE_BYTES TMP
+# The fio sweep's points each move min(state, 1 GiB): 18 points must not take longer than the rest.
+SWEEP_BYTES=$(( SIZE_BYTES < 1073741824 ? SIZE_BYTES : 1073741824 ))
+export FIOFILE SIZE_BYTES TMP SWEEP_BYTES BENCH_DIR BENCH_RUNS
 set -- --dir "$BENCH_DIR" --size "$SIZE_BYTES" --runs "$BENCH_RUNS"
 [ -n "${BENCH_THREADS:-}" ] && set -- "$@" --threads "$BENCH_THREADS"
 [ -n "${BENCH_QUEUE_DEPTH:-}" ] && set -- "$@" --queue-depth "$BENCH_QUEUE_DEPTH"
@@ -75,6 +96,13 @@ set -- --dir "$BENCH_DIR" --size "$SIZE_BYTES" --runs "$BENCH_RUNS"
 [ -n "${BENCH_POOL_SIZE:-}" ] && set -- "$@" --pool-size "$BENCH_POOL_SIZE"
 # shellcheck disable=SC2086
 "$BIN" "$@" --before-run "sh '$0' --fio-run" ${BENCH_ARGS:-} >"$TMP/ckpt.json"
+
+# 2b. The pipeline's ceiling (writes discarded) against one thread's copy + hash, at 1, 2 and all
+# threads (bench/pipe-sweep; README "Pipeline ceiling"). On at most 1 GiB of the state.
+if [ -x "$OUTDIR/pipe-sweep" ]; then
+	"$OUTDIR/pipe-sweep" --dir "$BENCH_DIR" --size "$SWEEP_BYTES" --runs "$BENCH_RUNS" >"$TMP/pipe.json" ||
+		{ echo "run-bench: pipe-sweep failed" >&2; exit 1; }
+fi
 
 # 3. Merge into results.json and print the table.
 LOAD_END=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
@@ -98,12 +126,42 @@ def fio_bw(rw):
 with open(os.path.join(tmp, "ckpt.json")) as f:
     ck = json.load(f)
 fw, fr = fio_bw("write"), fio_bw("read")
+
+def fio_best(rw):
+    best, at = None, None
+    for name in sorted(os.listdir(tmp)):
+        if not name.startswith("sweep-%s-" % rw):
+            continue
+        with open(os.path.join(tmp, name)) as f:
+            txt = f.read()
+        j = json.loads(txt[txt.index("{"):])["jobs"][0]
+        if j.get("error"):
+            sys.exit("run-bench: fio sweep %s reported error %s" % (name, j["error"]))
+        bw = j[rw]["bw_bytes"] / 1e9
+        if best is None or bw > best:
+            best, at = bw, name[len("sweep-%s-" % rw):-len(".json")]
+    return best, at
 new = dict(ck)
 new["fio_write_gbps"] = round(statistics.median(fw), 4)
 new["fio_read_gbps"] = round(statistics.median(fr), 4)
 new.setdefault("ckpt_bench_samples", {})["fio_write_gbps"] = [round(x, 4) for x in fw]
 new["ckpt_bench_samples"]["fio_read_gbps"] = [round(x, 4) for x in fr]
 new["fio_engine"] = "io_uring"
+for rw in ("write", "read"):
+    best, at = fio_best(rw)
+    if best is not None:
+        # never below the per-run figure: that configuration is one of the sweep's too
+        new["fio_%s_best_gbps" % rw] = round(max(best, max(fw if rw == "write" else fr)), 4)
+        new["fio_%s_best_at" % rw] = at  # bs-iodepth-jobs
+pipe = os.path.join(tmp, "pipe.json")
+if os.path.exists(pipe):
+    with open(pipe) as f:
+        ps = json.load(f)
+    new["floor_copy_hash_gbps"] = ps["floor_copy_hash_gbps"]
+    new["ceiling_save_gbps"] = ps["ceiling_save_gbps"]
+    new["ceiling_threads"] = ps["threads"]
+    new["ceiling_sweep"] = ps["ceiling_sweep"]
+    new["ceiling_vs_threads_x_floor"] = round(ps["ceiling_save_gbps"] / (ps["threads"] * ps["floor_copy_hash_gbps"]), 4)
 new["bench_dir"] = os.path.abspath(bdir)
 new["bench_time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 new["cpus"] = os.cpu_count()
@@ -116,6 +174,8 @@ new["save_vs_fio"] = ratio("full_save_gbps", "fio_write_gbps")
 new["restore_vs_fio"] = ratio("restore_gbps", "fio_read_gbps")
 new["incr5_vs_full"] = ratio("incr5_save_seconds", "full_save_seconds")
 new["snapshot_vs_memcpy"] = ratio("snapshot_seconds", "memcpy_seconds")
+new["save_vs_fio_best"] = ratio("full_save_gbps", "fio_write_best_gbps")
+new["restore_vs_fio_best"] = ratio("restore_gbps", "fio_read_best_gbps")
 
 old = {}
 if os.path.exists(results):
@@ -142,7 +202,14 @@ rows = [
     ("restore", "restore_gbps", "GB/s", "restore_vs_fio", ">= 0.90 x fio read", lambda r: r >= 0.9),
     ("incremental 5%", "incr5_save_seconds", "s", "incr5_vs_full", "<= 0.15 x full save", lambda r: r <= 0.15),
     ("snapshot", "snapshot_seconds", "s", "snapshot_vs_memcpy", "<= 1.20 x memcpy", lambda r: r <= 1.2),
+    ("fio write best", "fio_write_best_gbps", "GB/s", None, "", None),
+    ("fio read best", "fio_read_best_gbps", "GB/s", None, "", None),
+    ("save vs best", "full_save_gbps", "GB/s", "save_vs_fio_best", ">= 0.90 x best write", lambda r: r >= 0.9),
+    ("restore vs best", "restore_gbps", "GB/s", "restore_vs_fio_best", ">= 0.95 x best read", lambda r: r >= 0.95),
+    ("copy+hash floor", "floor_copy_hash_gbps", "GB/s", None, "", None),
+    ("pipe ceiling", "ceiling_save_gbps", "GB/s", "ceiling_vs_threads_x_floor", ">= 0.80 x thr x floor", lambda r: r >= 0.8),
 ]
+rows = [r for r in rows if r[1] in new]  # parts that did not run (no sweep, no pipe-sweep)
 print()
 print("libckpt %s: %.2f GiB state, %d tensors, %d run(s) (medians); engine %s, O_DIRECT %s, %s threads, %s API"
       % (new.get("library_version"), new["state_bytes"] / 2**30, new.get("tensors", 0), runs,

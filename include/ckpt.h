@@ -198,6 +198,14 @@ CKPT_API int ckpt_store_open(const char *path, const ckpt_options *opts, ckpt_st
  * the store are invalid afterwards. */
 CKPT_API void ckpt_store_close(ckpt_store *store);
 
+/* Allocates and pins the staging pool (and starts the save threads) now, so that the first save
+ * does not pay for it: pool_bytes, or CKPT_OPT_POOL_SIZE when 0 (rounded as that option is); a
+ * state-sized pool keeps the snapshot at memory speed. The pool then serves every save of the
+ * handle. A pool at least that large already there is kept; a smaller one is replaced. Returns 0,
+ * or -CKPT_E_BUSY (a smaller pool and a save in flight), -CKPT_E_PERM (read-only store),
+ * -CKPT_E_INVAL (under 1 MiB), -CKPT_E_NOMEM. */
+CKPT_API int ckpt_store_reserve(ckpt_store *store, uint64_t pool_bytes);
+
 /* Returns the store's directory as given to ckpt_store_open. */
 CKPT_API const char *ckpt_store_path(const ckpt_store *store);
 

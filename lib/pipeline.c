@@ -54,11 +54,15 @@ struct slabjob {
 	uint64_t first_chunk, nchunks;
 	unsigned slab;
 	int pack;               /* index in sv->packs */
-	ckpt_digest *dig;       /* per chunk, when hashed at copy time */
-	uint8_t *skip;          /* per chunk: already committed in the store, not copied */
+	ckpt_digest *dig;       /* per chunk, valid where flags has J_HASHED */
+	uint8_t *skip;          /* per chunk flags: J_SKIP, J_HASHED */
 	struct io_req io;
 	struct slabjob *next;
 };
+
+/* Per-chunk flags of a slab job, set by the copy. */
+#define J_SKIP 1u   /* already committed in the store: not copied */
+#define J_HASHED 2u /* digest in j->dig (hashed at copy time) */
 
 struct spack {
 	uint32_t id;
@@ -215,6 +219,52 @@ static void fence_release(struct pipe *p, struct ckpt_save *sv)
 }
 
 /* ---- COPY: the snapshot ---------------------------------------------------------------------- */
+/* One host chunk into the slab at dst. hash_first: hashed in the caller's memory first, and a
+ * chunk the store already holds (committed) is not copied at all, which makes an incremental
+ * snapshot cost a hash, not a copy. fuse_hash (the save streams through a pool smaller than
+ * itself): hashed right after the copy, while the chunk is still in the CPU's cache; hashing it
+ * later from the slab reads it back from memory once more (issue 13: the pipeline at a third of
+ * one thread's copy + hash). */
+/* Hash first only while it pays. The hint says how the tensor changed last time; a dense update
+ * after sparse ones (every chunk new) would otherwise hash each chunk on the snapshot path, find
+ * nothing, copy it anyway and, every chunk being hashed, write it inline, also on the snapshot
+ * path: the snapshot of a dense save after sparse ones took 4-5 times a fresh one (issue 13). So a
+ * tensor stops after 2 misses without a hit, and every tensor without a hit yet once the save
+ * has missed 16 times without any. A wrong guess costs a hash later, never a wrong dedup. */
+static bool hash_first_pays(struct ckpt_save *sv, struct save_tensor *st)
+{
+	if (!st->hash_first || __atomic_load_n(&st->hf_hit, __ATOMIC_RELAXED))
+		return st->hash_first;
+	if (__atomic_load_n(&st->hf_miss, __ATOMIC_RELAXED) >= 2)
+		return false;
+	return __atomic_load_n(&sv->hf_hit, __ATOMIC_RELAXED) ||
+	       __atomic_load_n(&sv->hf_miss, __ATOMIC_RELAXED) < 16;
+}
+
+static void copy_host_chunk(struct ckpt_save *sv, struct save_tensor *st, uint64_t off,
+			    size_t len, uint8_t *dst, ckpt_digest *d, uint8_t *fl)
+{
+	struct ckpt_store *s = sv->s;
+	if (hash_first_pays(sv, st)) {
+		ckpt_digest_of(st->data + off, len, d);
+		pthread_mutex_lock(&s->idx_mu);
+		struct idx_entry *e = index_find(&s->idx, d);
+		bool skip = e && !e->pending && e->c.raw_len == len;
+		pthread_mutex_unlock(&s->idx_mu);
+		__atomic_add_fetch(skip ? &st->hf_hit : &st->hf_miss, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(skip ? &sv->hf_hit : &sv->hf_miss, 1, __ATOMIC_RELAXED);
+		*fl = J_HASHED | (skip ? J_SKIP : 0);
+		if (!skip)
+			memcpy(dst, st->data + off, len);
+		return;
+	}
+	memcpy(dst, st->data + off, len);
+	if (sv->fuse_hash) {
+		ckpt_digest_of(dst, len, d);
+		*fl = J_HASHED;
+	}
+}
+
 static void copy_task(struct task *t)
 {
 	struct slabjob *j = (struct slabjob *)t;
@@ -234,35 +284,21 @@ static void copy_task(struct task *t)
 		save_set_error(sv, ckpt_fail(CKPT_E_NOMEM, "out of memory"));
 	bool cheap = !sv->compress;
 	for (uint64_t q = 0; !save_failed(sv) && chunk_next(&it, &ti, &off, &len); q++) {
-		cheap &= sv->t[ti].hash_first;
-		{
-			const struct save_tensor *st = &sv->t[ti];
-			uint8_t *dst = slab + pos + REC_HDR_LEN;
-			if (st->mem == CKPT_MEM_HOST && st->hash_first) {
-				/* Hash from the caller's memory first: a chunk the store already holds
-				 * (committed) need not be copied at all, which makes an incremental
-				 * snapshot cost a hash, not a copy. */
-				ckpt_digest *d = &j->dig[q];
-				ckpt_digest_of(st->data + off, len, d);
-				pthread_mutex_lock(&s->idx_mu);
-				struct idx_entry *e = index_find(&s->idx, d);
-				j->skip[q] = e && !e->pending && e->c.raw_len == len;
-				pthread_mutex_unlock(&s->idx_mu);
-				if (!j->skip[q])
-					memcpy(dst, st->data + off, len);
-			} else if (st->mem == CKPT_MEM_HOST) {
-				memcpy(dst, st->data + off, len);
-			} else {
-				const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
-				int rc = g->copy_d2h(dst, st->data + off, len, sv->streams[st->mem]);
-				if (rc) {
-					save_set_error(sv, rc);
-					break;
-				}
-				used_dev |= 1u << st->mem;
+		struct save_tensor *st = &sv->t[ti];
+		uint8_t *dst = slab + pos + REC_HDR_LEN;
+		if (st->mem == CKPT_MEM_HOST) {
+			copy_host_chunk(sv, st, off, len, dst, &j->dig[q], &j->skip[q]);
+		} else {
+			const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
+			int rc = g->copy_d2h(dst, st->data + off, len, sv->streams[st->mem]);
+			if (rc) {
+				save_set_error(sv, rc);
+				break;
 			}
-			pos += rec_span((uint32_t)len);
+			used_dev |= 1u << st->mem;
 		}
+		cheap &= (j->skip[q] & J_HASHED) != 0;
+		pos += rec_span((uint32_t)len);
 	}
 	pthread_mutex_lock(&p->mu);
 	sv->jobs_enqueued++;
@@ -431,162 +467,214 @@ static void write_done(struct io_req *r)
 
 struct newrec {
 	uint32_t slot;
-	uint64_t at; /* position in the slab */
+	uint64_t at;        /* position in the slab */
+	uint32_t stored_len;
+	uint8_t codec;
 };
 
-static void process_task(struct task *t)
-{
-	struct slabjob *j = (struct slabjob *)t;
-	struct ckpt_save *sv = j->sv;
-	struct ckpt_store *s = sv->s;
-	struct pipe *p = s->pipe;
-	uint8_t *slab = p->pool.slabs[j->slab];
-	struct newrec *nr = NULL;
-	size_t nnew = 0;
-	uint64_t w = 0, pos = 0;
-	uint64_t hashed = 0, reused = 0, stored = 0;
-	int rc = 0;
-	if (save_failed(sv))
-		goto out;
-	if (!(nr = malloc(j->nchunks * sizeof *nr))) {
-		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
-		goto out;
-	}
-	struct tl_codec *tc = NULL;
-	if (sv->compress && !(tc = thread_codec(sv->chunk_size))) {
-		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory (codec)");
-		goto out;
-	}
+/* What process_task carries from stage to stage for one slab job. */
+struct proc {
+	struct slabjob *j;
+	uint8_t *slab;
+	struct tl_codec *tc;  /* NULL without compression */
+	struct newrec *nr;    /* the job's new chunks, in slab order */
+	size_t nnew;
+	uint64_t w;           /* write cursor: bytes of records laid out */
+	uint64_t hashed, reused, stored;
+};
 
-	uint64_t g = j->first_chunk;
+/* Stage 1, under idx_mu: a chunk known to the index (same digest and length) is reused, else it
+ * joins the chunk table as new with a pending index entry. Sets *is_new and the new slot. */
+static int dedup_chunk(struct ckpt_save *sv, const struct proc *pr, uint64_t q, uint64_t g,
+		       struct mf_chunk *c, bool *is_new, uint32_t *slot)
+{
+	struct ckpt_store *s = sv->s;
+	int rc = 0;
+	*is_new = false;
+	pthread_mutex_lock(&s->idx_mu);
+	struct idx_entry *e = index_find(&s->idx, &c->digest);
+	bool known = e && e->c.raw_len == c->raw_len;
+	if ((pr->j->skip[q] & J_SKIP) && !known) {
+		/* Committed chunks only leave the index when the store is re-read, which never
+		 * happens while a save of this handle is live. */
+		rc = ckpt_fail(CKPT_E_CORRUPT, "dedup index lost a committed chunk");
+	} else if (known) {
+		if (e->gen != sv->gen) {
+			struct mf_chunk ref = e->c;
+			ref.flags = 0;
+			rc = grow_chunks(sv, &ref, &e->slot);
+			e->gen = sv->gen;
+		}
+		sv->refs[g] = e->slot;
+	} else {
+		rc = grow_chunks(sv, c, slot);
+		if (!rc && !e) {
+			e = index_put(&s->idx, c);
+			if (!e)
+				rc = ckpt_fail(CKPT_E_NOMEM, "dedup index: out of memory");
+			else {
+				e->pending = 1;
+				e->gen = sv->gen;
+				e->slot = *slot;
+			}
+		}
+		sv->refs[g] = *slot;
+		*is_new = true;
+	}
+	pthread_mutex_unlock(&s->idx_mu);
+	return rc;
+}
+
+/* Stage 2, no lock: encodes a new chunk and lays its record out at the write cursor, compacted
+ * over skipped and reused chunks and zero-padded to its span. */
+static void lay_out_record(struct ckpt_save *sv, struct proc *pr, size_t ti, uint8_t *rec,
+			   size_t len)
+{
+	size_t sl = len;
+	int codec = CKPT_CODEC_RAW;
+	if (pr->tc)
+		codec = ckpt_codec_encode(pr->tc->ctx, rec + REC_HDR_LEN, len,
+					  ckpt_dtype_size(sv->t[ti].dtype), sv->level, pr->tc->out,
+					  ckpt_codec_bound(len), &sl);
+	uint8_t *dst = pr->slab + pr->w;
+	if (codec != CKPT_CODEC_RAW)
+		memcpy(dst + REC_HDR_LEN, pr->tc->out, sl);
+	else if (dst != rec)
+		memmove(dst + REC_HDR_LEN, rec + REC_HDR_LEN, len);
+	uint64_t span = rec_span((uint32_t)sl);
+	memset(dst + REC_HDR_LEN + sl, 0, span - REC_HDR_LEN - sl);
+	struct newrec *n = &pr->nr[pr->nnew++];
+	n->at = pr->w;
+	n->codec = (uint8_t)codec;
+	n->stored_len = (uint32_t)sl;
+	pr->w += span;
+	pr->stored += sl;
+}
+
+/* Stages 1 and 2 over every chunk of the job. */
+static int process_chunks(struct ckpt_save *sv, struct proc *pr)
+{
+	struct slabjob *j = pr->j;
+	uint64_t g = j->first_chunk, pos = 0;
 	struct chunk_it it;
 	size_t ti, len;
 	uint64_t off;
 	chunk_it_init(&it, sv, j);
-	for (uint64_t q = 0; chunk_next(&it, &ti, &off, &len); q++) {
-		uint8_t *rec = slab + pos;
+	for (uint64_t q = 0; chunk_next(&it, &ti, &off, &len); q++, g++) {
+		uint8_t *rec = pr->slab + pos;
 		struct mf_chunk c = {.raw_len = (uint32_t)len, .flags = MF_CHUNK_NEW};
-		if (sv->t[ti].mem == CKPT_MEM_HOST && sv->t[ti].hash_first)
+		if (j->skip[q] & J_HASHED)
 			c.digest = j->dig[q];
 		else
 			ckpt_digest_of(rec + REC_HDR_LEN, len, &c.digest);
-		hashed += len;
-		bool is_new = false;
-		pthread_mutex_lock(&s->idx_mu);
-		struct idx_entry *e = index_find(&s->idx, &c.digest);
-		if (j->skip[q] && !(e && e->c.raw_len == len)) {
-			/* Committed chunks only leave the index when the store is re-read, which never
-			 * happens while a save of this handle is live. */
-			rc = ckpt_fail(CKPT_E_CORRUPT, "dedup index lost a committed chunk");
-		} else if (e && e->c.raw_len == len) {
-			if (e->gen != sv->gen) {
-				struct mf_chunk ref = e->c;
-				ref.flags = 0;
-				rc = grow_chunks(sv, &ref, &e->slot);
-				e->gen = sv->gen;
-			}
-			sv->refs[g] = e->slot;
-			reused++;
-		} else {
-			uint32_t slot;
-			rc = grow_chunks(sv, &c, &slot);
-			if (!rc && !e) {
-				e = index_put(&s->idx, &c);
-				if (!e)
-					rc = ckpt_fail(CKPT_E_NOMEM, "dedup index: out of memory");
-				else {
-					e->pending = 1;
-					e->gen = sv->gen;
-					e->slot = slot;
-				}
-			}
-			sv->refs[g] = slot;
-			nr[nnew].slot = slot;
-			is_new = true;
-		}
-		pthread_mutex_unlock(&s->idx_mu);
+		pr->hashed += len;
+		bool is_new;
+		uint32_t slot = 0;
+		int rc = dedup_chunk(sv, pr, q, g, &c, &is_new, &slot);
 		if (rc)
-			break;
+			return rc;
 		if (is_new) {
-			/* Lay the record out at the write cursor: compacted over skipped chunks. */
-			size_t sl = len;
-			int codec = CKPT_CODEC_RAW;
-			if (tc)
-				codec = ckpt_codec_encode(tc->ctx, rec + REC_HDR_LEN, len,
-							  ckpt_dtype_size(sv->t[ti].dtype), sv->level,
-							  tc->out, ckpt_codec_bound(len), &sl);
-			uint8_t *dst = slab + w;
-			if (codec != CKPT_CODEC_RAW)
-				memcpy(dst + REC_HDR_LEN, tc->out, sl);
-			else if (dst != rec)
-				memmove(dst + REC_HDR_LEN, rec + REC_HDR_LEN, len);
-			uint64_t span = rec_span((uint32_t)sl);
-			memset(dst + REC_HDR_LEN + sl, 0, span - REC_HDR_LEN - sl);
-			pthread_mutex_lock(&s->idx_mu);
-			sv->chunks[nr[nnew].slot].codec = (uint8_t)codec;
-			sv->chunks[nr[nnew].slot].stored_len = (uint32_t)sl;
-			pthread_mutex_unlock(&s->idx_mu);
-			nr[nnew++].at = w;
-			w += span;
-			stored += sl;
+			pr->nr[pr->nnew].slot = slot;
+			lay_out_record(sv, pr, ti, rec, len);
+		} else {
+			pr->reused++;
 		}
 		pos += rec_span((uint32_t)len);
-		g++;
 	}
-	if (rc)
-		goto out;
+	return 0;
+}
 
-	/* A pack is opened only when the job has something to write (a save that changes nothing
-	 * writes nothing), and record headers get its id. */
-	uint64_t base = 0;
-	uint32_t pack_id = 0;
-	if (w && (rc = pick_pack(sv, w, &j->pack, &pack_id, &base)))
-		goto out;
+/* Stage 3, one idx_mu section per job: the new chunks get their pack, offset, codec and length in
+ * the chunk table and the pending index entries, their record headers are encoded into the slab,
+ * and the job's counters are added. */
+static void stamp_records(struct ckpt_save *sv, struct proc *pr, uint32_t pack_id, uint64_t base)
+{
+	struct ckpt_store *s = sv->s;
 	pthread_mutex_lock(&s->idx_mu);
-	for (size_t k = 0; k < nnew; k++) {
-		struct mf_chunk *c = &sv->chunks[nr[k].slot];
+	for (size_t k = 0; k < pr->nnew; k++) {
+		const struct newrec *n = &pr->nr[k];
+		struct mf_chunk *c = &sv->chunks[n->slot];
+		c->codec = n->codec;
+		c->stored_len = n->stored_len;
 		c->pack_id = pack_id;
-		c->offset = base + nr[k].at;
+		c->offset = base + n->at;
 		struct rec_hdr h = {.codec = c->codec, .digest = c->digest, .raw_len = c->raw_len,
 				    .stored_len = c->stored_len, .pack_id = pack_id};
-		rec_hdr_encode(&h, slab + nr[k].at);
+		rec_hdr_encode(&h, pr->slab + n->at);
 		struct idx_entry *e = index_find(&s->idx, &c->digest);
-		if (e && e->pending && e->gen == sv->gen && e->slot == nr[k].slot) {
+		if (e && e->pending && e->gen == sv->gen && e->slot == n->slot) {
 			e->c.pack_id = pack_id;
 			e->c.offset = c->offset;
 			e->c.codec = c->codec;
 			e->c.stored_len = c->stored_len;
 		}
 	}
-	sv->st.chunks += j->nchunks;
-	sv->st.chunks_new += nnew;
-	sv->st.chunks_reused += reused;
-	sv->st.bytes_hashed += hashed;
-	sv->st.bytes_stored += stored;
+	sv->st.chunks += pr->j->nchunks;
+	sv->st.chunks_new += pr->nnew;
+	sv->st.chunks_reused += pr->reused;
+	sv->st.bytes_hashed += pr->hashed;
+	sv->st.bytes_stored += pr->stored;
 	pthread_mutex_unlock(&s->idx_mu);
-	free(nr);
-	nr = NULL;
-	if (w) {
-		pthread_mutex_lock(&sv->wmu);
-		int fd = sv->packs[j->pack].fd;
-		unsigned dir = sv->packs[j->pack].dir;
-		pthread_mutex_unlock(&sv->wmu);
-		j->io = (struct io_req){.op = IO_WRITE, .fd = fd, .buf = slab, .len = (size_t)w,
-					.off = base, .buf_index = (int)j->slab, .done = write_done,
-					.arg = j};
-		io_engine_submit(p->eng[dir], &j->io);
-		return;
-	}
-out:
-	free(nr);
+}
+
+/* Releases a job that writes nothing (or failed before its write). */
+static void job_abandon(struct slabjob *j, int rc)
+{
+	struct ckpt_save *sv = j->sv;
 	free(j->dig);
 	free(j->skip);
 	j->dig = NULL;
 	j->skip = NULL;
 	if (rc)
 		save_set_error(sv, rc);
-	pool_release(&p->pool, j->slab);
+	pool_release(&sv->s->pipe->pool, j->slab);
 	job_finished(sv);
+}
+
+/* PROCESS: hash (unless the copy did), dedup, encode and compact the records, then stage 4: pick
+ * the pack and send one write for the job's records. */
+static void process_task(struct task *t)
+{
+	struct slabjob *j = (struct slabjob *)t;
+	struct ckpt_save *sv = j->sv;
+	struct pipe *p = sv->s->pipe;
+	struct proc pr = {.j = j, .slab = p->pool.slabs[j->slab]};
+	int rc = 0;
+	if (save_failed(sv))
+		goto out;
+	if (!(pr.nr = malloc(j->nchunks * sizeof *pr.nr))) {
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		goto out;
+	}
+	if (sv->compress && !(pr.tc = thread_codec(sv->chunk_size))) {
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory (codec)");
+		goto out;
+	}
+	if ((rc = process_chunks(sv, &pr)))
+		goto out;
+	/* A pack is opened only when the job has something to write (a save that changes nothing
+	 * writes nothing), and record headers get its id. */
+	uint64_t base = 0;
+	uint32_t pack_id = 0;
+	if (pr.w && (rc = pick_pack(sv, pr.w, &j->pack, &pack_id, &base)))
+		goto out;
+	stamp_records(sv, &pr, pack_id, base);
+	free(pr.nr);
+	pr.nr = NULL;
+	if (pr.w) {
+		pthread_mutex_lock(&sv->wmu);
+		int fd = sv->packs[j->pack].fd;
+		unsigned dir = sv->packs[j->pack].dir;
+		pthread_mutex_unlock(&sv->wmu);
+		j->io = (struct io_req){.op = IO_WRITE, .fd = fd, .buf = pr.slab, .len = (size_t)pr.w,
+					.off = base, .buf_index = (int)j->slab, .done = write_done,
+					.arg = j};
+		io_engine_submit(p->eng[dir], &j->io);
+		return;
+	}
+out:
+	free(pr.nr);
+	job_abandon(j, rc);
 }
 
 /* ---- snapshot strategy ------------------------------------------------------------------- */
@@ -644,7 +732,9 @@ static void choose_snapshot(struct ckpt_save *sv)
 		struct save_tensor *t = &sv->t[i];
 		struct tensor_hint *h = hint_find(s, hint_key(t));
 		t->hash_first = h && h->state == 1;
+		t->hf_hit = t->hf_miss = 0;
 	}
+	sv->hf_hit = sv->hf_miss = 0;
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -793,6 +883,19 @@ static unsigned online_cores(void)
 	return n > 0 ? (unsigned)n : 1;
 }
 
+/* The pool that pool_bytes makes: slabs of a whole number of full-chunk records (a chunk of 1 MiB
+ * is a record of 1 MiB + 4 KiB: an 8 MiB I/O size makes slabs of 8 records, not 7 and a hole),
+ * 2 to 65536 of them. */
+static void pool_geometry(const struct ckpt_store *s, uint64_t pool_bytes, size_t *slab,
+			  unsigned *nslabs)
+{
+	uint32_t cs = s->opt.chunk_size ? (uint32_t)s->opt.chunk_size : s->hdr.chunk_size;
+	uint64_t rec = rec_span(cs);
+	*slab = (size_t)(MAX(1, (s->opt.io_size + rec / 2) / rec) * rec);
+	uint64_t n = pool_bytes / *slab;
+	*nslabs = (unsigned)MIN(MAX(n, 2), 65536);
+}
+
 int pipe_ensure(struct ckpt_store *s, bool want_cuda)
 {
 	if (s->pipe)
@@ -808,17 +911,10 @@ int pipe_ensure(struct ckpt_store *s, bool want_cuda)
 	 * CUDA saves copying into pageable memory. */
 	(void)want_cuda;
 	p->gpu = ckpt_gpu_host();
-	uint32_t cs = s->opt.chunk_size ? (uint32_t)s->opt.chunk_size : s->hdr.chunk_size;
-	/* A slab holds a whole number of full-chunk records (a chunk of 1 MiB is a record of
-	 * 1 MiB + 4 KiB): an 8 MiB I/O size makes slabs of 8 records, not 7 and a hole. */
-	uint64_t rec = rec_span(cs);
-	size_t slab = (size_t)(MAX(1, (s->opt.io_size + rec / 2) / rec) * rec);
-	uint64_t nslabs = s->opt.pool_size / slab;
-	if (nslabs < 2)
-		nslabs = 2;
-	if (nslabs > 65536)
-		nslabs = 65536;
-	int rc = pool_init(&p->pool, p->gpu, slab, (unsigned)nslabs);
+	size_t slab;
+	unsigned nslabs;
+	pool_geometry(s, s->opt.pool_size, &slab, &nslabs);
+	int rc = pool_init(&p->pool, p->gpu, slab, nslabs);
 	if (rc) {
 		free(p);
 		return rc;
@@ -876,6 +972,41 @@ void pipe_destroy(struct ckpt_store *s)
 	pthread_cond_destroy(&p->cv);
 	free(p);
 	s->pipe = NULL;
+}
+
+/* Allocates (and pins) the staging pool now instead of in the first save. s->mu keeps saves from
+ * beginning meanwhile, and a pool is only replaced while no save of the handle is live. */
+CKPT_API int ckpt_store_reserve(ckpt_store *s, uint64_t pool_bytes)
+{
+	if (!s)
+		return ckpt_fail(CKPT_E_INVAL, "reserve: NULL store");
+	if (s->opt.read_only)
+		return ckpt_fail(CKPT_E_PERM, "%s: opened read-only: no staging pool to reserve",
+				 s->path);
+	if (pool_bytes && pool_bytes < (1u << 20))
+		return ckpt_fail(CKPT_E_INVAL, "reserve: pool of %llu bytes: must be at least 1 MiB",
+				 (unsigned long long)pool_bytes);
+	uint64_t want = pool_bytes ? pool_bytes : s->opt.pool_size;
+	size_t slab;
+	unsigned nslabs;
+	pool_geometry(s, want, &slab, &nslabs);
+	int rc = 0;
+	pthread_mutex_lock(&s->mu);
+	struct pipe *p = s->pipe;
+	if (p && p->pool.slab_size * p->pool.nslabs >= slab * nslabs) {
+		rc = 0; /* large enough already */
+	} else if (p && s->live) {
+		rc = ckpt_fail(CKPT_E_BUSY, "%s: cannot grow the staging pool (%zu to %zu bytes) while "
+			       "a save is in flight", s->path, p->pool.slab_size * p->pool.nslabs,
+			       slab * nslabs);
+	} else {
+		pipe_destroy(s);
+		s->opt.pool_size = want;
+		if ((rc = pipe_ensure(s, false)))
+			ckpt_fail_prefix("%s: reserving the staging pool", s->path);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return rc;
 }
 
 /* First CUDA save of the pipe, after its streams exist (so the provider works on their device's
@@ -979,6 +1110,9 @@ int pipe_submit(struct ckpt_save *sv)
 	bool cuda = false;
 	for (size_t i = 0; i < sv->nt; i++)
 		cuda |= sv->t[i].mem != CKPT_MEM_HOST;
+	/* From here the caller waits: a pool allocated now (the handle's first save) is in the
+	 * save's seconds and snapshot_seconds, not hidden (issue 13). */
+	double t0 = ckpt_now();
 	int rc = pipe_ensure(s, cuda);
 	if (rc)
 		return rc;
@@ -986,6 +1120,10 @@ int pipe_submit(struct ckpt_save *sv)
 	if ((rc = plan(sv, p->pool.slab_size)))
 		return rc;
 	choose_snapshot(sv);
+	/* Copy first and hash later keeps the snapshot at memcpy speed, which only pays when the
+	 * caller gets its tensors back before the save is written: an asynchronous save that fits
+	 * in the pool. Otherwise hash each chunk while the copy left it in the cache. */
+	sv->fuse_hash = sv->sync || sv->st.logical_bytes > (uint64_t)p->pool.slab_size * p->pool.nslabs;
 	/* CUDA: the library's streams wait for the trainer's queued work before copying. */
 	for (size_t i = 0; i < sv->nt; i++) {
 		int dev = sv->t[i].mem;
@@ -1014,7 +1152,7 @@ int pipe_submit(struct ckpt_save *sv)
 	pthread_mutex_init(&sv->wmu, NULL);
 	for (unsigned d = 0; d < s->ndirs; d++)
 		sv->cur_pack[d] = -1;
-	sv->t_submit = ckpt_now();
+	sv->t_submit = t0;
 	sv->submitted = true;
 	snprintf(sv->st.engine, sizeof sv->st.engine, "%s", io_engine_name(p->eng[0]));
 	snprintf(sv->st.gpu, sizeof sv->st.gpu, "%s", sv->streams[0] || sv->streams[1] ? "cuda" : "host");

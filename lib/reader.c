@@ -576,6 +576,8 @@ CKPT_API int ckpt_reader_restore(ckpt_reader *r, size_t i, int mem, void *dst, u
 	if (rc)
 		return rc;
 	count_restored(r, t);
+	/* One restore runs on the caller's thread: stats.threads counts the threads that read. */
+	r->st.threads = MAX(r->st.threads, 1u);
 	r->st.seconds += ckpt_now() - t0;
 	return 0;
 }
@@ -692,6 +694,8 @@ CKPT_API int ckpt_reader_restore_all(ckpt_reader *r, ckpt_dst_fn dst_for, void *
 		n = MAX(n, r->s->opt.queue_depth);
 		n = (unsigned)MIN((size_t)n, njobs);
 		struct workers *w = workers_create(n ? n : 1);
+		if (w)
+			r->st.threads = MAX(r->st.threads, workers_count(w));
 		if (!w) {
 			rc = ckpt_fail(CKPT_E_NOMEM, "cannot start restore threads");
 		} else {
@@ -964,6 +968,7 @@ CKPT_API int ckpt_reader_restore_range(ckpt_reader *r, size_t i, uint64_t offset
 	if (!rc) {
 		r->st.logical_bytes += size;
 		r->st.chunks += j1 - offset / cs;
+		r->st.threads = MAX(r->st.threads, 1u);
 		r->st.seconds += ckpt_now() - t0;
 	}
 	return rc;

@@ -267,6 +267,7 @@ CKPT_API int ckpt_save_commit(ckpt_save *sv, ckpt_stats *stats)
 {
 	if (!sv)
 		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
+	sv->sync = true; /* the caller waits for all of it: the snapshot has no lead to keep */
 	int rc = ckpt_save_submit(sv);
 	if (rc) {
 		if (stats)

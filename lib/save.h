@@ -20,6 +20,7 @@ struct save_tensor {
 	int mem;               /* CKPT_MEM_HOST or a CUDA device */
 	uint64_t first_chunk;  /* index of its first chunk in the save's chunk order */
 	bool hash_first;       /* snapshot hashes it and copies only chunks the store lacks */
+	uint32_t hf_hit, hf_miss; /* this save's hash-first lookups so far (atomics) */
 };
 
 struct slabjob;
@@ -45,6 +46,9 @@ struct ckpt_save {
 	void *user_streams[16];
 	unsigned n_user_streams;
 	bool submitted;
+	bool sync;                /* ckpt_save_commit(): the caller waits for the whole save */
+	bool fuse_hash;           /* copy_task hashes each chunk right after copying it */
+	uint32_t hf_hit, hf_miss; /* hash-first lookups of the whole save so far (atomics) */
 
 	/* Pipeline state (pipeline.c); counters and lists under the pipe's lock. */
 	uint64_t nchunks_total;   /* chunk references in the save */

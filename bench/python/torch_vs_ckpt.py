@@ -81,8 +81,27 @@ def torch_save(state, path):
 def new_store(path, pool):
     shutil.rmtree(path, ignore_errors=True)
     s = libckpt.Store(path, create=True, pool_size=pool)
-    s.save({"warmup": torch.zeros(MiB // 4)}, 0)  # allocates the pinned pool outside the timing
+    s.reserve(pool)  # allocates and pins the pool outside the timing (ckpt_store_reserve)
     return s
+
+
+def evict(path):
+    """Drops a synced file's pages from the page cache, so that a load reads the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def torch_load(path):
+    evict(path)
+    t0 = time.perf_counter()
+    with open(path, "rb") as f:
+        st = torch.load(f)
+    dt = time.perf_counter() - t0
+    del st
+    return dt
 
 
 def empty_pinned(nbytes):
@@ -190,7 +209,8 @@ def main():
     buf = empty_pinned(used)
 
     samples = {k: [] for k in ("torch_save_seconds", "ckpt_save_seconds", "ckpt_blocking_seconds",
-                               "ckpt_async_total_seconds", "ckpt_incr5_seconds", "memcpy_seconds_py")}
+                               "ckpt_async_total_seconds", "ckpt_incr5_seconds", "memcpy_seconds_py",
+                               "torch_load_seconds", "ckpt_load_seconds")}
     names = list(state)
     rng = torch.Generator().manual_seed(5)
     n_changed = max(1, round(0.05 * len(names)))
@@ -200,6 +220,7 @@ def main():
 
         f = os.path.join(bdir, "py-torch-save.pt")
         samples["torch_save_seconds"].append(torch_save(state, f))
+        samples["torch_load_seconds"].append(torch_load(f))
         os.unlink(f)
 
         # synchronous libckpt save into a fresh store
@@ -209,6 +230,14 @@ def main():
         st = s.save(state, 1)
         samples["ckpt_save_seconds"].append(time.perf_counter() - t0)
         last_stats["sync"] = st.as_dict()
+        # load: new tensors, as torch.load makes (libckpt reads with O_DIRECT: no page cache)
+        t0 = time.perf_counter()
+        loaded = s.load(1)
+        samples["ckpt_load_seconds"].append(time.perf_counter() - t0)
+        if not all(torch.equal(loaded[k].view(torch.uint8), state[k].view(torch.uint8))
+                   for k in names[:4]):
+            sys.exit("torch_vs_ckpt: the loaded state differs from the saved one")
+        del loaded
         s.close()
         shutil.rmtree(p, ignore_errors=True)
 
@@ -247,6 +276,7 @@ def main():
         "py_incr5_bytes_stored": last_stats["incr5"]["bytes_stored"],
         "py_ckpt_vs_torch": med["ckpt_save_seconds"] / med["torch_save_seconds"],
         "py_blocking_vs_memcpy": med["ckpt_blocking_seconds"] / med["memcpy_seconds_py"],
+        "py_load_vs_torch": med["ckpt_load_seconds"] / med["torch_load_seconds"],
         "py_engine": last_stats["sync"]["engine"], "py_direct_io": last_stats["sync"]["direct_io"],
         "py_threads": last_stats["sync"]["threads"], "py_pool_bytes": last_stats["sync"]["pool_bytes"],
         "py_lib_snapshot_seconds": last_stats["async"]["snapshot_seconds"],
@@ -282,11 +312,13 @@ def main():
     rows = [("memcpy_seconds_py", "reference"), ("torch_save_seconds", "reference"),
             ("ckpt_save_seconds", "<= 0.2 x torch_save"),
             ("ckpt_blocking_seconds", "<= 1.2 x memcpy_py"),
-            ("ckpt_async_total_seconds", ""), ("ckpt_incr5_seconds", "")]
+            ("ckpt_async_total_seconds", ""), ("ckpt_incr5_seconds", ""),
+            ("torch_load_seconds", "reference"), ("ckpt_load_seconds", "<= 1.0 x torch_load")]
     for k, target in rows:
         print(f"{k:<28}{med[k]:>10.3f}{gib / med[k]:>9.2f}   {target}")
     checks = [("ckpt_save / torch_save", res["py_ckpt_vs_torch"], 0.2),
-              ("ckpt_blocking / memcpy_py", res["py_blocking_vs_memcpy"], 1.2)]
+              ("ckpt_blocking / memcpy_py", res["py_blocking_vs_memcpy"], 1.2),
+              ("ckpt_load / torch_load", res["py_load_vs_torch"], 1.0)]
     miss = False
     for what, v, lim in checks:
         ok = v <= lim

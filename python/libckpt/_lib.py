@@ -101,6 +101,7 @@ _PROTOS = {
     "ckpt_options_add_data_dir": (ci, [vp, cp]),
     "ckpt_store_open": (ci, [cp, vp, P(vp)]),
     "ckpt_store_close": (None, [vp]),
+    "ckpt_store_reserve": (ci, [vp, u64]),
     "ckpt_store_path": (cp, [vp]),
     "ckpt_store_list": (ci, [vp, ci, P(P(Info))]),
     "ckpt_info_free": (None, [P(Info)]),

@@ -216,8 +216,10 @@ class Store:
                 setopt(L.OPT_IO_ENGINE, "io_engine", L.ENGINE[io_engine])
             if direct_io is not None:
                 setopt(L.OPT_DIRECT_IO, "direct_io", bool(direct_io))
+            self._io_size = 8 << 20  # libckpt's default (or the nvmetune config's)
             if io_size is not None:
-                setopt(L.OPT_IO_SIZE, "io_size", _size("io_size", io_size))
+                self._io_size = _size("io_size", io_size)
+                setopt(L.OPT_IO_SIZE, "io_size", self._io_size)
             if pack_size is not None:
                 setopt(L.OPT_PACK_SIZE, "pack_size", _size("pack_size", pack_size))
             if overwrite is not None:
@@ -288,6 +290,28 @@ class Store:
         return f"<libckpt.Store {self.path!r}{' closed' if self._ptr is None else ''}>"
 
     # ------------------------------------------------------------------ saving
+    def reserve(self, size=None):
+        """Allocates and pins the staging pool now, so that the first save does not pay for it.
+
+        size: bytes (an int or a string like '4G'), or a state (what save() takes), whose tensor
+        bytes plus two I/O buffers make the pool: the snapshot then runs at memory speed, at the
+        cost of pinned memory the size of the state.  None: the store's pool_size.  A pool at
+        least that large is kept; returns the pool's size in bytes as the next save reports it.
+        """
+        lib = L.load()
+        if size is None:
+            want = 0
+        elif isinstance(size, (int, str)) and not isinstance(size, bool):
+            want = _size("size", size)
+        else:
+            _, leaves = T.flatten(size)
+            # records carry a 4 KiB header per 1 MiB chunk; two I/O buffers keep the disk busy
+            data = sum(lf.nbytes for lf in leaves)
+            want = data + data // 256 + 2 * (self._io_size + 4096) + (1 << 20)
+        with self._lock:
+            L.check(lib.ckpt_store_reserve(self._handle(), want), "reserve")
+        return want
+
     def save_async(self, state, step, metadata=None):
         """Starts saving `state` as checkpoint `step` and returns a SaveHandle at once.
 

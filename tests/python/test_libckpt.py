@@ -261,6 +261,19 @@ class Async(Base):
         self.assertIn(d["engine"], ("io_uring", "psync"))
         self.assertEqual(d["gpu"], "host")
 
+    def test_reserve_pool_before_first_save(self):
+        state = {"a": torch.arange(3 << 20, dtype=torch.float32), "b": torch.ones(5)}
+        want = self.store.reserve(state)
+        self.assertGreaterEqual(want, 12 << 20)
+        st = self.store.save(state, 1)
+        # the save used the reserved pool (state-sized), not the store's 32M default
+        self.assertGreaterEqual(st.pool_bytes, 12 << 20)
+        self.assertLessEqual(st.pool_bytes, want)
+        self.assertEqual(self.store.reserve(), 0)  # a smaller request keeps the pool
+        self.assertEqual(self.store.save(state, 2).pool_bytes, st.pool_bytes)
+        with self.assertRaises(libckpt.CkptError):
+            self.store.reserve(4096)
+
 
 class Restore(Base):
     def make(self):
