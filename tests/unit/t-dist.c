@@ -1,0 +1,288 @@
+/* Multi-rank checkpoints without MPI: each rank is a forked process, the communicator is pipes
+ * to rank 0 (a dead rank is an EOF, so no rank waits forever). Saves with 4 and 2 ranks
+ * (sharded and replicated tensors, an incremental step), restores every save as 1, 2, 3 and 4
+ * ranks by rows and by columns (byte-exact), then SIGKILLs one rank at every kill point of a
+ * save (CKPT_DIST_KILL_AT) and checks that no partial checkpoint is visible, earlier ones are
+ * intact, the store accepts the next save, and gc removes the leftovers. */
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "t-dist-scen.h"
+
+#define MAXW 8
+
+/* Pipes: up[r] rank r -> rank 0, down[r] rank 0 -> rank r. Every message from rank 0 starts
+ * with a status word: 0, or 1 + the rank that failed. */
+struct pcomm {
+	int rank, size;
+	int up[MAXW][2], down[MAXW][2];
+	int broken; /* 1 + the failed rank */
+	char msg[256];
+};
+
+static int full_io(int fd, void *buf, size_t len, int wr)
+{
+	uint8_t *p = buf;
+	while (len) {
+		ssize_t n = wr ? write(fd, p, len) : read(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int fail_rank(struct pcomm *c, int r)
+{
+	if (!c->broken)
+		c->broken = r + 1;
+	snprintf(c->msg, sizeof c->msg, "rank %d is gone (pipe closed)", c->broken - 1);
+	return -CKPT_E_IO;
+}
+
+/* Rank 0 sends status + len bytes to every other rank. */
+static int root_send(struct pcomm *c, const void *buf, size_t len)
+{
+	int32_t st = c->broken;
+	for (int r = 1; r < c->size; r++)
+		if (full_io(c->down[r][1], &st, 4, 1) == 0 && !st)
+			full_io(c->down[r][1], (void *)buf, len, 1);
+	return st ? -CKPT_E_IO : 0;
+}
+
+static int leaf_recv(struct pcomm *c, void *buf, size_t len)
+{
+	int32_t st;
+	if (full_io(c->down[c->rank][0], &st, 4, 0))
+		return fail_rank(c, 0);
+	if (st)
+		return fail_rank(c, st - 1);
+	return full_io(c->down[c->rank][0], buf, len, 0) ? fail_rank(c, 0) : 0;
+}
+
+static int p_allgather(void *ctx, const void *in, size_t len, void *out)
+{
+	struct pcomm *c = ctx;
+	if (c->rank != 0) {
+		if (full_io(c->up[c->rank][1], (void *)in, len, 1))
+			return fail_rank(c, 0);
+		return leaf_recv(c, out, len * (size_t)c->size);
+	}
+	memcpy(out, in, len);
+	for (int r = 1; r < c->size && !c->broken; r++)
+		if (full_io(c->up[r][0], (uint8_t *)out + len * (size_t)r, len, 0))
+			fail_rank(c, r);
+	return root_send(c, out, len * (size_t)c->size);
+}
+
+static int p_broadcast(void *ctx, void *buf, size_t len, int root)
+{
+	struct pcomm *c = ctx;
+	if (root != 0)
+		return -CKPT_E_INVAL;
+	return c->rank == 0 ? root_send(c, buf, len) : leaf_recv(c, buf, len);
+}
+
+static int p_barrier(void *ctx)
+{
+	struct pcomm *c = ctx;
+	uint8_t in = 0, out[MAXW];
+	return p_allgather(c, &in, 1, out);
+}
+
+static const char *p_errmsg(void *ctx)
+{
+	return ((struct pcomm *)ctx)->msg;
+}
+
+static char *g_store;
+
+/* Child body: rank r saves step; exits 0 on success, 1 when the commit failed. */
+static int rank_main(struct pcomm *c, uint64_t step, const char *kill_at)
+{
+	if (kill_at)
+		setenv("CKPT_DIST_KILL_AT", kill_at, 1);
+	ckpt_comm comm = {.rank = c->rank, .size = c->size, .ctx = c, .allgather = p_allgather,
+			  .broadcast = p_broadcast, .barrier = p_barrier, .errmsg = p_errmsg};
+	ckpt_store *s = t_open_store(g_store, SCEN_CHUNK, 0);
+	if (!s)
+		return 2;
+	ckpt_stats st;
+	memset(&st, 0, sizeof st);
+	int rc = scen_save(s, &comm, step, &st);
+	if (rc)
+		fprintf(stderr, "rank %d: step %llu: %s\n", c->rank, (unsigned long long)step,
+			ckpt_errmsg());
+	else
+		printf("rank %d step %llu: %llu of %llu chunks new\n", c->rank,
+		       (unsigned long long)step, (unsigned long long)st.chunks_new,
+		       (unsigned long long)st.chunks);
+	ckpt_store_close(s);
+	return rc ? 1 : 0;
+}
+
+/* Runs a world of n ranks saving step; victim (or -1) gets kill_at. Fills status[r] with each
+ * rank's exit code (or 128 + signal). */
+static void run_world(int n, uint64_t step, int victim, const char *kill_at, int *status)
+{
+	struct pcomm c = {.size = n};
+	for (int r = 1; r < n; r++)
+		REQUIRE(pipe(c.up[r]) == 0 && pipe(c.down[r]) == 0);
+	fflush(NULL);
+	pid_t pid[MAXW];
+	for (int r = 0; r < n; r++) {
+		REQUIRE((pid[r] = fork()) >= 0);
+		if (pid[r] == 0) {
+			/* Keep only this rank's ends, so that a dead peer reads as EOF. */
+			for (int q = 1; q < n; q++) {
+				if (r != 0) {
+					if (q != r)
+						close(c.up[q][1]), close(c.down[q][0]);
+					close(c.up[q][0]);
+					close(c.down[q][1]);
+				} else {
+					close(c.up[q][1]);
+					close(c.down[q][0]);
+				}
+			}
+			c.rank = r;
+			_exit(rank_main(&c, step, r == victim ? kill_at : NULL));
+		}
+	}
+	for (int q = 1; q < n; q++) {
+		close(c.up[q][0]), close(c.up[q][1]);
+		close(c.down[q][0]), close(c.down[q][1]);
+	}
+	for (int r = 0; r < n; r++) {
+		int ws;
+		REQUIRE(waitpid(pid[r], &ws, 0) == pid[r]);
+		status[r] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+	}
+}
+
+static int manifest_exists(uint64_t step)
+{
+	char p[4096];
+	snprintf(p, sizeof p, "%s/manifests/%020llu.ckpt", g_store, (unsigned long long)step);
+	return access(p, F_OK) == 0;
+}
+
+static void save_ok(int n, uint64_t step)
+{
+	int st[MAXW];
+	run_world(n, step, -1, NULL, st);
+	for (int r = 0; r < n; r++)
+		CHECK(st[r] == 0);
+	CHECK(manifest_exists(step));
+}
+
+static void check_all_layouts(ckpt_store *s, uint64_t step)
+{
+	for (unsigned n = 1; n <= 4; n++)
+		CHECK(scen_check_layout(s, step, n) == 0);
+}
+
+/* Saves, an incremental step, resharding in both directions. */
+static void test_roundtrip(void)
+{
+	save_ok(4, 1);
+	save_ok(4, 2);
+	save_ok(2, 3);
+	ckpt_store *s = t_open_store(g_store, SCEN_CHUNK, 0);
+	REQUIRE(s);
+	for (uint64_t step = 1; step <= 3; step++)
+		check_all_layouts(s, step);
+	/* An odd box across shard boundaries. */
+	uint64_t o[2] = {100, 7}, l[2] = {300, 201};
+	CHECK(scen_check_box(s, 2, o, l) == 0);
+	/* Step 2 changed rows 0..63 only: the global manifest says how much was new. */
+	ckpt_reader *r;
+	CHECK_OK(ckpt_reader_open(s, 2, &r));
+	/* The replicated tensor is an ordinary tensor of the global manifest (ckptctl, export). */
+	long e = ckpt_reader_find(r, "emb");
+	CHECK(e >= 0);
+	CHECK(ckpt_reader_get_meta(r, "step") && !strcmp(ckpt_reader_get_meta(r, "step"), "2"));
+	CHECK(ckpt_reader_get_meta(r, "ckpt.dist.world") &&
+	      !strcmp(ckpt_reader_get_meta(r, "ckpt.dist.world"), "4"));
+	ckpt_tensor_info ti;
+	size_t newc = 0;
+	for (size_t i = 0; i < ckpt_reader_tensor_count(r); i++)
+		if (ckpt_reader_tensor(r, i, &ti) == 0)
+			newc += ti.chunks_new;
+	/* rows 0..63 of w are 96 KiB: 2 chunks of 64 KiB (rank 0's shard), nothing else. */
+	CHECK(newc == 2);
+	ckpt_reader_close(r);
+	ckpt_store_close(s);
+}
+
+/* Kill points per rank: 1 before its part commits, 2 after, 3 after the allgather; rank 0 also
+ * 4 before the global manifest's rename, 5 after it. */
+static void test_kills(uint64_t *next_step, int *kills)
+{
+	for (int victim = 0; victim < 4; victim++)
+		for (int point = 1; point <= (victim == 0 ? 5 : 3); point++) {
+			uint64_t step = (*next_step)++;
+			char at[32];
+			snprintf(at, sizeof at, "%d:%d", victim, point);
+			int st[MAXW];
+			run_world(4, step, victim, at, st);
+			CHECK(st[victim] == 128 + SIGKILL);
+			(*kills)++;
+			/* Committed when every part was durable and gathered before the kill
+			 * (the others learn of it), or after rank 0's rename (they do not). */
+			bool gathered = victim != 0 && point == 3;
+			bool after_rename = gathered || (victim == 0 && point == 5);
+			for (int r = 0; r < 4; r++)
+				if (r != victim)
+					CHECK(st[r] == (gathered ? 0 : 1));
+			CHECK(manifest_exists(step) == after_rename);
+			ckpt_store *s = t_open_store(g_store, SCEN_CHUNK, 0);
+			REQUIRE(s);
+			if (after_rename)
+				CHECK(scen_check_layout(s, step, 2) == 0);
+			CHECK(scen_check_layout(s, 2, 4) == 0); /* earlier checkpoint intact */
+			ckpt_store_close(s);
+			if (!after_rename) {
+				save_ok(4, step); /* the same step again: leftovers do not get in the way */
+				s = t_open_store(g_store, SCEN_CHUNK, 0);
+				REQUIRE(s);
+				CHECK(scen_check_layout(s, step, 3) == 0);
+				ckpt_store_close(s);
+			}
+		}
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	g_store = t_tmpdir("dist");
+	ckpt_store *s = t_open_store(g_store, SCEN_CHUNK, 0);
+	REQUIRE(s);
+	ckpt_store_close(s);
+	test_roundtrip();
+	uint64_t next = 10;
+	int kills = 0;
+	test_kills(&next, &kills);
+	printf("%d kills, every one left no partial checkpoint\n", kills);
+	s = t_open_store(g_store, SCEN_CHUNK, 0);
+	REQUIRE(s);
+	ckpt_gc_report *rep = NULL;
+	CHECK_OK(ckpt_store_gc(s, 0, 0, &rep));
+	ckpt_gc_report_free(rep);
+	CHECK(scen_check_layout(s, 1, 4) == 0);
+	CHECK(scen_check_layout(s, next - 1, 2) == 0);
+	ckpt_store_close(s);
+	t_rmrf(g_store);
+	free(g_store);
+	return t_done();
+}
