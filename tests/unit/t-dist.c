@@ -128,6 +128,7 @@ static int rank_main(struct pcomm *c, uint64_t step, const char *kill_at)
 		       (unsigned long long)step, (unsigned long long)st.chunks_new,
 		       (unsigned long long)st.chunks);
 	ckpt_store_close(s);
+	fflush(NULL); /* the child ends with _exit */
 	return rc ? 1 : 0;
 }
 
