@@ -41,6 +41,9 @@ static uint16_t scen_e(uint64_t i)
 	return (uint16_t)scen_mix(i + 12345);
 }
 
+/* The rank that gives up (ckpt_dist_save_abort) instead of committing, or -1. */
+static int scen_abort_rank = -1;
+
 /* Saves rank's part of step in a world of size ranks (rows of w split evenly). Returns the
  * commit's result; *st gets the part's statistics. */
 static int scen_save(ckpt_store *s, const ckpt_comm *comm, uint64_t step, ckpt_stats *st)
@@ -69,8 +72,9 @@ static int scen_save(ckpt_store *s, const ckpt_comm *comm, uint64_t step, ckpt_s
 	if ((rc = ckpt_dist_save_add_shard(d, "w", CKPT_DTYPE_F32, 2, gw, off, lw, CKPT_MEM_HOST, w)) ||
 	    (rc = ckpt_dist_save_add_replicated(d, "emb", CKPT_DTYPE_U16, 2, ge, r, n, CKPT_MEM_HOST,
 						e)) ||
-	    (rc = ckpt_dist_save_set_meta(d, "step", v))) {
+	    (rc = ckpt_dist_save_set_meta(d, "step", v)) || comm->rank == scen_abort_rank) {
 		ckpt_dist_save_abort(d);
+		rc = rc ? rc : -CKPT_E_STATE;
 	} else {
 		rc = ckpt_dist_save_commit(d, st);
 	}

@@ -74,9 +74,11 @@ static int p_allgather(void *ctx, const void *in, size_t len, void *out)
 {
 	struct pcomm *c = ctx;
 	if (c->rank != 0) {
-		if (full_io(c->up[c->rank][1], (void *)in, len, 1))
-			return fail_rank(c, 0);
-		return leaf_recv(c, out, len * (size_t)c->size);
+		/* A failed write may mean rank 0 already gave up on another rank: its status
+		 * word, waiting in down, says which. */
+		int wrc = full_io(c->up[c->rank][1], (void *)in, len, 1);
+		int rc = leaf_recv(c, out, len * (size_t)c->size);
+		return rc ? rc : wrc ? fail_rank(c, 0) : 0;
 	}
 	memcpy(out, in, len);
 	for (int r = 1; r < c->size && !c->broken; r++)
@@ -106,6 +108,7 @@ static const char *p_errmsg(void *ctx)
 }
 
 static char *g_store;
+static int g_victim = -1; /* the rank whose failure the others' errors must name */
 
 /* Child body: rank r saves step; exits 0 on success, 1 when the commit failed. */
 static int rank_main(struct pcomm *c, uint64_t step, const char *kill_at)
@@ -120,6 +123,8 @@ static int rank_main(struct pcomm *c, uint64_t step, const char *kill_at)
 	ckpt_stats st;
 	memset(&st, 0, sizeof st);
 	int rc = scen_save(s, &comm, step, &st);
+	char msg[2048];
+	snprintf(msg, sizeof msg, "%s", rc ? ckpt_errmsg() : "");
 	if (rc)
 		fprintf(stderr, "rank %d: step %llu: %s\n", c->rank, (unsigned long long)step,
 			ckpt_errmsg());
@@ -129,7 +134,13 @@ static int rank_main(struct pcomm *c, uint64_t step, const char *kill_at)
 		       (unsigned long long)st.chunks);
 	ckpt_store_close(s);
 	fflush(NULL); /* the child ends with _exit */
-	return rc ? 1 : 0;
+	if (!rc)
+		return 0;
+	/* A failed commit names the rank that failed. */
+	char a[64], b[64];
+	snprintf(a, sizeof a, "rank %d is gone", g_victim);
+	snprintf(b, sizeof b, "rank %d failed", g_victim);
+	return strstr(msg, a) || strstr(msg, b) || c->rank == g_victim ? 1 : 3;
 }
 
 /* Runs a world of n ranks saving step; victim (or -1) gets kill_at. Fills status[r] with each
@@ -235,6 +246,7 @@ static void test_kills(uint64_t *next_step, int *kills)
 			uint64_t step = (*next_step)++;
 			char at[32];
 			snprintf(at, sizeof at, "%d:%d", victim, point);
+			g_victim = victim;
 			int st[MAXW];
 			run_world(4, step, victim, at, st);
 			CHECK(st[victim] == 128 + SIGKILL);
@@ -263,6 +275,25 @@ static void test_kills(uint64_t *next_step, int *kills)
 		}
 }
 
+/* A rank that gives up makes every rank's commit fail naming it; nothing becomes visible, even
+ * over a stale part of that rank left by an earlier killed attempt of the same step. */
+static void test_abort(uint64_t step)
+{
+	int st[MAXW];
+	run_world(4, step, 2, "2:2", st); /* rank 2 dies after its part is durable */
+	CHECK(st[2] == 128 + SIGKILL);
+	for (int r = 0; r < 4; r++) {
+		scen_abort_rank = r;
+		g_victim = r;
+		run_world(4, step, -1, NULL, st);
+		for (int q = 0; q < 4; q++)
+			CHECK(st[q] == 1);
+		CHECK(!manifest_exists(step));
+	}
+	scen_abort_rank = -1;
+	save_ok(4, step);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -274,6 +305,7 @@ int main(void)
 	uint64_t next = 10;
 	int kills = 0;
 	test_kills(&next, &kills);
+	test_abort(next++);
 	printf("%d kills, every one left no partial checkpoint\n", kills);
 	s = t_open_store(g_store, SCEN_CHUNK, 0);
 	REQUIRE(s);
