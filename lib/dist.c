@@ -8,7 +8,9 @@
  * tensors (their pieces are whole chunks, concatenated in replica order); each shard of a sharded
  * tensor is a tensor "NAME@RANK" and the shard table lives in reserved metadata (docs/format.md,
  * "Format version 2"). The box reader is dist_read.c. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -338,4 +340,61 @@ CKPT_API void ckpt_dist_save_abort(ckpt_dist_save *d)
 	snprintf(mine.msg, sizeof mine.msg, "the save was aborted on this rank");
 	commit_all(d, NULL, &mine);
 	dist_free(d);
+}
+
+/* Removes (or counts) the files of one parts/<step> directory, then the directory. */
+static uint64_t drop_part_dir(int top, const char *name, bool remove, uint64_t *count)
+{
+	int fd = openat(top, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	uint64_t bytes = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		struct stat st;
+		if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
+			continue;
+		bytes += (uint64_t)st.st_size;
+		(*count)++;
+		if (remove)
+			unlinkat(dirfd(d), e->d_name, 0);
+	}
+	closedir(d);
+	if (remove)
+		unlinkat(top, name, AT_REMOVEDIR);
+	return bytes;
+}
+
+uint64_t dist_part_leftovers(struct ckpt_store *s, bool remove, uint64_t *count)
+{
+	char top[4096];
+	snprintf(top, sizeof top, "%s/%s", s->path, PART_DIR);
+	DIR *d = opendir(top);
+	if (!d)
+		return 0;
+	uint64_t bytes = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char *end, mf[4096], name[64];
+		unsigned long long step = strtoull(e->d_name, &end, 10);
+		if (strlen(e->d_name) != 20 || *end)
+			continue;
+		/* Parts of a checkpoint that was never committed (or was pruned). prune and gc hold
+		 * the lock exclusively, so no save is between its parts and its commit. */
+		store_mf_name(step, name, sizeof name);
+		snprintf(mf, sizeof mf, "%s/%s", s->mf_dir, name);
+		if (access(mf, F_OK) == 0 || errno != ENOENT)
+			continue;
+		bytes += drop_part_dir(dirfd(d), e->d_name, remove, count);
+	}
+	closedir(d);
+	if (remove)
+		io_fsync_dir(top);
+	return bytes;
 }

@@ -3,6 +3,7 @@
 #ifndef CKPT_DIST_H
 #define CKPT_DIST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,5 +31,10 @@ void dist_part_path(const struct ckpt_store *s, uint64_t step, int rank, char *b
  * global manifest. kill is the crash-test hook (called with rank at each point). */
 int dist_write_global(struct ckpt_store *s, uint64_t step, unsigned n,
 		      const struct dist_part_sum *sums, int rank, void (*kill)(int rank));
+
+/* gc and du: the parts of steps that have no manifest file (saves that never committed, or
+ * pruned checkpoints): their bytes, counting the files in *count; removed when remove. Call with
+ * the store's lock held exclusively. */
+uint64_t dist_part_leftovers(struct ckpt_store *s, bool remove, uint64_t *count);
 
 #endif

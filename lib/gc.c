@@ -15,6 +15,7 @@
 
 #include "codec.h"
 #include "common.h"
+#include "dist.h"
 #include "lease.h"
 #include "store.h"
 
@@ -353,6 +354,7 @@ static uint64_t leftovers(struct ckpt_store *s, bool remove, uint64_t *count)
 		}
 		closedir(d);
 	}
+	bytes += dist_part_leftovers(s, remove, count); /* parts of uncommitted multi-rank saves */
 	return bytes;
 }
 

@@ -307,13 +307,23 @@ int main(void)
 	test_kills(&next, &kills);
 	test_abort(next++);
 	printf("%d kills, every one left no partial checkpoint\n", kills);
+	/* A save that never commits: its parts and packs are garbage for gc. */
+	int st[MAXW];
+	uint64_t orphan = next++;
+	g_victim = 0;
+	run_world(4, orphan, 0, "0:3", st);
+	char pd[4096];
+	snprintf(pd, sizeof pd, "%s/parts/%020llu", g_store, (unsigned long long)orphan);
+	CHECK(access(pd, F_OK) == 0 && !manifest_exists(orphan));
 	s = t_open_store(g_store, SCEN_CHUNK, 0);
 	REQUIRE(s);
 	ckpt_gc_report *rep = NULL;
 	CHECK_OK(ckpt_store_gc(s, 0, 0, &rep));
+	CHECK(rep && rep->packs_removed > 0 && rep->leftovers_removed >= 4);
 	ckpt_gc_report_free(rep);
+	CHECK(access(pd, F_OK) != 0);
 	CHECK(scen_check_layout(s, 1, 4) == 0);
-	CHECK(scen_check_layout(s, next - 1, 2) == 0);
+	CHECK(scen_check_layout(s, orphan - 1, 2) == 0); /* the abort test's resave */
 	ckpt_store_close(s);
 	t_rmrf(g_store);
 	free(g_store);
