@@ -131,6 +131,7 @@ install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(BINDIR) \
 	  $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(MANDIR)/man1
 	install -m 644 include/ckpt.h $(DESTDIR)$(INCDIR)/ckpt.h
+	install -m 644 include/ckpt_mpi.h $(DESTDIR)$(INCDIR)/ckpt_mpi.h
 	install -m 755 $(SOLIB) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(notdir $(SOLIB)) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libckpt.so
@@ -145,6 +146,7 @@ install: all
 
 uninstall:
 	rm -f $(DESTDIR)$(INCDIR)/ckpt.h $(DESTDIR)$(LIBDIR)/libckpt.* \
+	  $(DESTDIR)$(INCDIR)/ckpt_mpi.h \
 	  $(DESTDIR)$(LIBDIR)/pkgconfig/libckpt.pc
 	for b in $(notdir $(BINS)); do rm -f $(DESTDIR)$(BINDIR)/$$b $(DESTDIR)$(MANDIR)/man1/$$b.1; done
 	for d in $(DESTDIR)$(PREFIX)/lib/python3*/dist-packages/libckpt; do rm -rf "$$d"; done
