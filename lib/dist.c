@@ -91,6 +91,19 @@ int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t
 	return rc;
 }
 
+static void dist_free(ckpt_dist_save *d)
+{
+	for (size_t i = 0; i < d->nkeys; i++)
+		free(d->keys[i]);
+	free(d->keys);
+	if (d->lock_fd >= 0)
+		close(d->lock_fd);
+	pthread_mutex_lock(&d->s->mu);
+	d->s->part_mode = false;
+	pthread_mutex_unlock(&d->s->mu);
+	free(d);
+}
+
 CKPT_API int ckpt_dist_save_begin(ckpt_store *s, const ckpt_comm *comm, uint64_t step,
 				  ckpt_dist_save **out)
 {
@@ -101,24 +114,30 @@ CKPT_API int ckpt_dist_save_begin(ckpt_store *s, const ckpt_comm *comm, uint64_t
 	    comm->rank >= comm->size)
 		return ckpt_fail(CKPT_E_INVAL, "distributed save: rank %d of %d (1 to %u ranks)",
 				 comm->rank, comm->size, DIST_MAX_RANKS);
-	pthread_mutex_lock(&s->mu);
-	bool busy = s->lock_users > 0 && !s->part_mode;
-	pthread_mutex_unlock(&s->mu);
-	if (busy)
-		return ckpt_fail(CKPT_E_BUSY, "store %s: a single-process save of this handle is in "
-				 "flight", s->path);
 	ckpt_dist_save *d = calloc(1, sizeof *d);
 	if (!d)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	/* One multi-rank save per handle at a time, and none beside a single-process one: the
+	 * handle's mode decides which lock and which pack ids its saves take. */
+	pthread_mutex_lock(&s->mu);
+	bool busy = s->lock_users > 0 || s->part_mode;
+	if (!busy) {
+		s->part_mode = true;
+		s->part_rank = (uint32_t)comm->rank;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (busy) {
+		free(d);
+		return ckpt_fail(CKPT_E_BUSY, "store %s: another save of this handle is in flight",
+				 s->path);
+	}
 	d->s = s;
 	d->comm = *comm;
 	d->step = step;
 	d->lock_fd = -1;
-	s->part_mode = true;
-	s->part_rank = (uint32_t)comm->rank;
 	int rc = ckpt_save_begin(s, step, &d->part);
 	if (rc) {
-		free(d);
+		dist_free(d);
 		return rc;
 	}
 	/* Our own shared hold on LOCK: the part save releases the store's when its part is
@@ -127,7 +146,7 @@ CKPT_API int ckpt_dist_save_begin(ckpt_store *s, const ckpt_comm *comm, uint64_t
 	if (d->lock_fd < 0) {
 		int e = errno;
 		ckpt_save_abort(d->part);
-		free(d);
+		dist_free(d);
 		return ckpt_fail(ckpt_errno_code(e), "dup lock of %s: %s", s->path, strerror(e));
 	}
 	*out = d;
@@ -214,17 +233,6 @@ CKPT_API int ckpt_dist_save_set_meta(ckpt_dist_save *d, const char *key, const c
 		return ckpt_fail(CKPT_E_INVAL, "metadata key %s: keys starting %s are reserved", key,
 				 DIST_KEY);
 	return ckpt_save_set_meta(d->part, key, value);
-}
-
-static void dist_free(ckpt_dist_save *d)
-{
-	for (size_t i = 0; i < d->nkeys; i++)
-		free(d->keys[i]);
-	free(d->keys);
-	if (d->lock_fd >= 0)
-		close(d->lock_fd);
-	d->s->part_mode = false;
-	free(d);
 }
 
 /* Commits this rank's part and describes it in *m (rc, size, trailer checksum). */
