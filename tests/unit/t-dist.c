@@ -234,6 +234,14 @@ static void test_roundtrip(void)
 	/* rows 0..63 of w are 96 KiB: 2 chunks of 64 KiB (rank 0's shard), nothing else. */
 	CHECK(newc == 2);
 	ckpt_reader_close(r);
+	/* Step 1 wrote w (12 chunks) and emb (10 chunks) once, not once per replica. */
+	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	newc = 0;
+	for (size_t i = 0; i < ckpt_reader_tensor_count(r); i++)
+		if (ckpt_reader_tensor(r, i, &ti) == 0)
+			newc += ti.chunks_new;
+	CHECK(newc == 22);
+	ckpt_reader_close(r);
 	ckpt_store_close(s);
 }
 
@@ -294,6 +302,56 @@ static void test_abort(uint64_t step)
 	save_ok(4, step);
 }
 
+/* A communicator of one process that plays every rank of its world (for the lock checks). */
+static int solo_allgather(void *ctx, const void *in, size_t len, void *out)
+{
+	for (int r = 0; r < *(int *)ctx; r++)
+		memcpy((uint8_t *)out + len * (size_t)r, in, len);
+	return 0;
+}
+static int solo_broadcast(void *ctx, void *buf, size_t len, int root)
+{
+	(void)ctx, (void)buf, (void)len, (void)root;
+	return 0;
+}
+
+/* Ranks share the lock; gc and single-process saves are excluded while any rank's save is open,
+ * and admitted again after it. */
+static void test_locking(uint64_t step)
+{
+	int one = 1, two = 2;
+	ckpt_comm c0 = {.rank = 0, .size = 1, .ctx = &one, .allgather = solo_allgather,
+			.broadcast = solo_broadcast};
+	ckpt_comm c1 = {.rank = 1, .size = 2, .ctx = &two, .allgather = solo_allgather,
+			.broadcast = solo_broadcast};
+	ckpt_store *a = t_open_store(g_store, SCEN_CHUNK, 0), *b = t_open_store(g_store, SCEN_CHUNK, 0);
+	ckpt_store *c = t_open_store(g_store, SCEN_CHUNK, 0);
+	REQUIRE(a && b && c);
+	ckpt_dist_save *da, *dc;
+	CHECK_OK(ckpt_dist_save_begin(a, &c0, step, &da));
+	CHECK_OK(ckpt_dist_save_begin(c, &c1, step + 1, &dc)); /* another rank: not blocked */
+	ckpt_dist_save *again;
+	CHECK_RC(ckpt_dist_save_begin(a, &c0, step + 2, &again), -CKPT_E_BUSY);
+	ckpt_gc_report *rep = NULL;
+	CHECK_RC(ckpt_store_gc(b, 0, 0, &rep), -CKPT_E_BUSY);
+	ckpt_save *sv;
+	CHECK_RC(ckpt_save_begin(b, step + 3, &sv), -CKPT_E_BUSY);
+	uint64_t shape[1] = {1000};
+	static float x[1000];
+	CHECK_OK(ckpt_dist_save_add_shard(da, "x", CKPT_DTYPE_F32, 1, shape, (uint64_t[]){0},
+					  shape, CKPT_MEM_HOST, x));
+	CHECK_RC(ckpt_dist_save_set_meta(da, "ckpt.dist.world", "9"), -CKPT_E_INVAL);
+	ckpt_stats st;
+	CHECK_OK(ckpt_dist_save_commit(da, &st));
+	ckpt_dist_save_abort(dc);
+	CHECK_OK(ckpt_store_gc(b, 0, 0, &rep));
+	ckpt_gc_report_free(rep);
+	CHECK(manifest_exists(step) && !manifest_exists(step + 1));
+	ckpt_store_close(a);
+	ckpt_store_close(b);
+	ckpt_store_close(c);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -305,7 +363,10 @@ int main(void)
 	uint64_t next = 10;
 	int kills = 0;
 	test_kills(&next, &kills);
-	test_abort(next++);
+	uint64_t abort_step = next++;
+	test_abort(abort_step);
+	test_locking(next);
+	next += 4;
 	printf("%d kills, every one left no partial checkpoint\n", kills);
 	/* A save that never commits: its parts and packs are garbage for gc. */
 	int st[MAXW];
@@ -323,7 +384,7 @@ int main(void)
 	ckpt_gc_report_free(rep);
 	CHECK(access(pd, F_OK) != 0);
 	CHECK(scen_check_layout(s, 1, 4) == 0);
-	CHECK(scen_check_layout(s, orphan - 1, 2) == 0); /* the abort test's resave */
+	CHECK(scen_check_layout(s, abort_step, 2) == 0); /* the abort test's resave */
 	ckpt_store_close(s);
 	t_rmrf(g_store);
 	free(g_store);
