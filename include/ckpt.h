@@ -607,6 +607,14 @@ CKPT_API long ckpt_dist_reader_find(const ckpt_dist_reader *reader, const char *
 CKPT_API int ckpt_dist_reader_restore_box(ckpt_dist_reader *reader, size_t index,
 					  const uint64_t *offsets, const uint64_t *lengths,
 					  void *dst, uint64_t size);
+/* As ckpt_dist_reader_restore_box(), into a strided destination: element (i_0, .., i_{n-1}) of
+ * the box goes to dst + (i_0 * strides[0] + .. + i_{n-1} * strides[n-1]) * dtype size (strides
+ * in elements: a column slice written into its place in a whole matrix). size is the bytes of
+ * dst; -CKPT_E_INVAL when the box's last element would lie beyond it. Elements of dst that no
+ * box element maps to are not written. */
+CKPT_API int ckpt_dist_reader_restore_box_strided(ckpt_dist_reader *reader, size_t index,
+						  const uint64_t *offsets, const uint64_t *lengths,
+						  void *dst, const uint64_t *strides, uint64_t size);
 
 #ifdef __cplusplus
 }

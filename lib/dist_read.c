@@ -3,6 +3,7 @@
  * the offsets of its box); a box is assembled from the shards it overlaps, each read with
  * ckpt_reader_restore_range() over the byte span of the overlap only. */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -161,18 +162,17 @@ CKPT_API long ckpt_dist_reader_find(const ckpt_dist_reader *d, const char *name)
 	return ckpt_fail(CKPT_E_NOTFOUND, "no global tensor %s in the checkpoint", name ? name : "");
 }
 
-/* Copies the overlap [lo, hi) of shard sh (extent ext) into the box at off of extent len. */
+/* Copies the overlap [lo, hi) of shard sh (extent ext) into the box at off, whose element
+ * (i_0, ..) lives at dst + sum((i_k - off_k) * dstr[k]) elements. */
 static int copy_overlap(ckpt_dist_reader *d, const struct dglobal *g, const struct dshard *sh,
 			const uint64_t *ext, const uint64_t *lo, const uint64_t *hi,
-			const uint64_t *off, const uint64_t *len, uint8_t *dst)
+			const uint64_t *off, const uint64_t *dstr, uint8_t *dst)
 {
 	unsigned nd = g->ndim;
-	uint64_t es = ckpt_dtype_size(g->dtype), sst[33], dstr[33], first = 0, last = 0;
-	sst[nd] = dstr[nd] = 1;
-	for (unsigned i = nd; i-- > 0;) {
+	uint64_t es = ckpt_dtype_size(g->dtype), sst[33], first = 0, last = 0;
+	sst[nd] = 1;
+	for (unsigned i = nd; i-- > 0;)
 		sst[i] = sst[i + 1] * ext[i];
-		dstr[i] = dstr[i + 1] * len[i];
-	}
 	for (unsigned i = 0; i < nd; i++) {
 		first += (lo[i] - sh->off[i]) * sst[i + 1];
 		last += (hi[i] - 1 - sh->off[i]) * sst[i + 1];
@@ -183,16 +183,21 @@ static int copy_overlap(ckpt_dist_reader *d, const struct dglobal *g, const stru
 	if (!tmp)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory (%" PRIu64 " bytes)", span);
 	int rc = ckpt_reader_restore_range(d->r, sh->tensor, first * es, tmp, span);
-	uint64_t run = nd ? (hi[nd - 1] - lo[nd - 1]) * es : es, idx[32];
+	uint64_t n = nd ? hi[nd - 1] - lo[nd - 1] : 1, idx[32];
+	bool packed = !nd || dstr[nd - 1] == 1;
 	for (unsigned i = 0; i < nd; i++)
 		idx[i] = lo[i];
 	while (!rc) {
 		uint64_t so = 0, dofs = 0;
 		for (unsigned i = 0; i < nd; i++) {
 			so += (idx[i] - sh->off[i]) * sst[i + 1];
-			dofs += (idx[i] - off[i]) * dstr[i + 1];
+			dofs += (idx[i] - off[i]) * dstr[i];
 		}
-		memcpy(dst + dofs * es, tmp + (so - first) * es, run);
+		if (packed)
+			memcpy(dst + dofs * es, tmp + (so - first) * es, n * es);
+		else
+			for (uint64_t k = 0; k < n; k++)
+				memcpy(dst + (dofs + k * dstr[nd - 1]) * es, tmp + (so - first + k) * es, es);
 		/* Next run: the dimensions above the innermost, odometer-style. */
 		unsigned i = nd ? nd - 1 : 0;
 		while (i-- > 0 && ++idx[i] == hi[i])
@@ -204,42 +209,67 @@ static int copy_overlap(ckpt_dist_reader *d, const struct dglobal *g, const stru
 	return rc;
 }
 
-CKPT_API int ckpt_dist_reader_restore_box(ckpt_dist_reader *d, size_t index, const uint64_t *off,
-					  const uint64_t *len, void *dst, uint64_t size)
+CKPT_API int ckpt_dist_reader_restore_box_strided(ckpt_dist_reader *d, size_t index,
+						  const uint64_t *off, const uint64_t *len,
+						  void *dst, const uint64_t *strides, uint64_t size)
 {
 	if (!d || index >= d->ng || !dst)
 		return ckpt_fail(CKPT_E_INVAL, "restore box: no global tensor %zu, or NULL dst", index);
 	const struct dglobal *g = &d->g[index];
-	uint64_t want = ckpt_dtype_size(g->dtype);
+	uint64_t es = ckpt_dtype_size(g->dtype), lastel = 0, want = es;
+	bool empty = false;
 	for (unsigned i = 0; i < g->ndim; i++) {
 		if (off[i] > g->shape[i] || len[i] > g->shape[i] - off[i])
 			return ckpt_fail(CKPT_E_INVAL, "restore box of %s: dimension %u, %" PRIu64
 					 " at %" PRIu64 " is outside its extent %" PRIu64, g->name,
 					 i, len[i], off[i], g->shape[i]);
-		want *= len[i];
+		empty |= len[i] == 0;
+		if (len[i] && __builtin_add_overflow(lastel, (len[i] - 1) * strides[i], &lastel))
+			return ckpt_fail(CKPT_E_INVAL, "restore box of %s: strides overflow", g->name);
 	}
-	if (size != want)
+	if (!empty)
+		want = (lastel + 1) * es;
+	if (!empty && size < want)
 		return ckpt_fail(CKPT_E_INVAL, "restore box of %s: buffer of %" PRIu64 " bytes, the "
-				 "box has %" PRIu64, g->name, size, want);
-	if (want == 0)
+				 "box's last element ends at %" PRIu64, g->name, size, want);
+	if (empty)
 		return 0;
 	for (size_t s = 0; s < g->nsh; s++) {
 		const struct dshard *sh = &g->sh[s];
 		ckpt_tensor_info ti;
 		int rc = ckpt_reader_tensor(d->r, sh->tensor, &ti);
 		uint64_t lo[32], hi[32];
-		bool empty = false;
+		bool none = false;
 		for (unsigned i = 0; i < g->ndim && !rc; i++) {
 			lo[i] = MAX(off[i], sh->off[i]);
 			hi[i] = MIN(off[i] + len[i], sh->off[i] + ti.shape[i]);
-			empty |= lo[i] >= hi[i];
+			none |= lo[i] >= hi[i];
 		}
-		if (!rc && !empty)
-			rc = copy_overlap(d, g, sh, ti.shape, lo, hi, off, len, dst);
+		if (!rc && !none)
+			rc = copy_overlap(d, g, sh, ti.shape, lo, hi, off, strides, dst);
 		if (rc) {
 			ckpt_fail_prefix("restore box of %s: ", g->name);
 			return rc;
 		}
 	}
 	return 0;
+}
+
+CKPT_API int ckpt_dist_reader_restore_box(ckpt_dist_reader *d, size_t index, const uint64_t *off,
+					  const uint64_t *len, void *dst, uint64_t size)
+{
+	if (!d || index >= d->ng)
+		return ckpt_fail(CKPT_E_INVAL, "restore box: no global tensor %zu", index);
+	const struct dglobal *g = &d->g[index];
+	uint64_t st[32], want = ckpt_dtype_size(g->dtype), acc = 1;
+	for (unsigned i = g->ndim; i-- > 0;) {
+		st[i] = acc;
+		acc *= len[i];
+	}
+	for (unsigned i = 0; i < g->ndim; i++)
+		want *= len[i];
+	if (size != want)
+		return ckpt_fail(CKPT_E_INVAL, "restore box of %s: buffer of %" PRIu64 " bytes, the "
+				 "box has %" PRIu64, g->name, size, want);
+	return ckpt_dist_reader_restore_box_strided(d, index, off, len, dst, st, size);
 }

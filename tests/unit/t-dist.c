@@ -204,6 +204,39 @@ static void check_all_layouts(ckpt_store *s, uint64_t step)
 		CHECK(scen_check_layout(s, step, n) == 0);
 }
 
+/* Strided boxes: two column halves of w written into their places of one whole matrix, and w
+ * restored transposed (innermost stride not 1). */
+static void test_strided(ckpt_store *s, uint64_t step)
+{
+	ckpt_dist_reader *r;
+	CHECK_OK(ckpt_dist_reader_open(s, step, &r));
+	long iw = ckpt_dist_reader_find(r, "w");
+	REQUIRE(iw >= 0);
+	size_t n = (size_t)W_ROWS * W_COLS;
+	float *m = calloc(n, sizeof *m), *t = calloc(n, sizeof *t);
+	REQUIRE(m && t);
+	for (unsigned q = 0; q < 2; q++) {
+		uint64_t o[2] = {0, W_COLS * q / 2}, l[2] = {W_ROWS, W_COLS / 2}, st[2] = {W_COLS, 1};
+		CHECK_OK(ckpt_dist_reader_restore_box_strided(r, (size_t)iw, o, l, m + o[1], st,
+							      (n - o[1]) * sizeof *m));
+	}
+	uint64_t o[2] = {0, 0}, l[2] = {W_ROWS, W_COLS}, tst[2] = {1, W_ROWS};
+	CHECK_OK(ckpt_dist_reader_restore_box_strided(r, (size_t)iw, o, l, t, tst, n * sizeof *t));
+	CHECK_RC(ckpt_dist_reader_restore_box_strided(r, (size_t)iw, o, l, t, tst, n * sizeof *t - 1),
+		 -CKPT_E_INVAL);
+	long bad = 0;
+	for (uint64_t i = 0; i < W_ROWS; i++)
+		for (uint64_t j = 0; j < W_COLS; j++) {
+			float want = scen_w(step, i * W_COLS + j);
+			bad += memcmp(&m[i * W_COLS + j], &want, 4) != 0;
+			bad += memcmp(&t[j * W_ROWS + i], &want, 4) != 0;
+		}
+	CHECK(bad == 0);
+	free(m);
+	free(t);
+	ckpt_dist_reader_close(r);
+}
+
 /* Saves, an incremental step, resharding in both directions. */
 static void test_roundtrip(void)
 {
@@ -217,6 +250,7 @@ static void test_roundtrip(void)
 	/* An odd box across shard boundaries. */
 	uint64_t o[2] = {100, 7}, l[2] = {300, 201};
 	CHECK(scen_check_box(s, 2, o, l) == 0);
+	test_strided(s, 3);
 	/* Step 2 changed rows 0..63 only: the global manifest says how much was new. */
 	ckpt_reader *r;
 	CHECK_OK(ckpt_reader_open(s, 2, &r));
