@@ -1,9 +1,11 @@
 /* Multi-rank checkpoints without MPI: each rank is a forked process, the communicator is pipes
  * to rank 0 (a dead rank is an EOF, so no rank waits forever). Saves with 4 and 2 ranks
  * (sharded and replicated tensors, an incremental step), restores every save as 1, 2, 3 and 4
- * ranks by rows and by columns (byte-exact), then SIGKILLs one rank at every kill point of a
- * save (CKPT_DIST_KILL_AT) and checks that no partial checkpoint is visible, earlier ones are
- * intact, the store accepts the next save, and gc removes the leftovers. */
+ * ranks by rows and by columns (byte-exact, contiguous and strided), then SIGKILLs one rank at
+ * every kill point of a save (CKPT_DIST_KILL_AT) and at 40 arbitrary points, and checks that no
+ * partial checkpoint is visible, earlier ones are intact, the store accepts the next save, a
+ * rank that aborts fails every commit naming it, ranks share the lock that gc and
+ * single-process saves are refused, and gc removes the leftovers (parts and per-rank packs). */
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
