@@ -97,7 +97,7 @@ $(ALIB): $(LIB_OBJ)
 	rm -f $@ && $(AR) rcs $@ $(B)/obj/ar/libckpt.o
 # Test builds: the sources in HOOK_SRC are compiled a second time with CKPT_TEST_HOOKS (crash
 # points the tests trigger from the environment) into the tests' archive only.
-HOOK_SRC := lib/gc.c lib/engine.c lib/save.c
+HOOK_SRC := lib/gc.c lib/engine.c lib/save.c lib/dist.c
 HOOK_OBJ := $(HOOK_SRC:%.c=$(B)/obj/hooks/%.o)
 TLIB_OBJ := $(filter-out $(HOOK_SRC:%.c=$(B)/obj/%.o),$(LIB_OBJ)) $(HOOK_OBJ)
 $(B)/obj/hooks/lib/%.o: lib/%.c
@@ -130,6 +130,7 @@ install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(BINDIR) \
 	  $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(MANDIR)/man1
 	install -m 644 include/ckpt.h $(DESTDIR)$(INCDIR)/ckpt.h
+	install -m 644 include/ckpt_mpi.h $(DESTDIR)$(INCDIR)/ckpt_mpi.h
 	install -m 755 $(SOLIB) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(notdir $(SOLIB)) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libckpt.so
@@ -144,6 +145,7 @@ install: all
 
 uninstall:
 	rm -f $(DESTDIR)$(INCDIR)/ckpt.h $(DESTDIR)$(LIBDIR)/libckpt.* \
+	  $(DESTDIR)$(INCDIR)/ckpt_mpi.h \
 	  $(DESTDIR)$(LIBDIR)/pkgconfig/libckpt.pc
 	for b in $(notdir $(BINS)); do rm -f $(DESTDIR)$(BINDIR)/$$b $(DESTDIR)$(MANDIR)/man1/$$b.1; done
 	for d in $(DESTDIR)$(PREFIX)/lib/python3*/dist-packages/libckpt; do rm -rf "$$d"; done

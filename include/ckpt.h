@@ -607,6 +607,104 @@ CKPT_API int ckpt_store_prune_gc(ckpt_store *store, const ckpt_retention *retent
 CKPT_API int ckpt_store_delete(ckpt_store *store, const uint64_t *steps, size_t n,
 			       const ckpt_gc_policy *gc, int flags, ckpt_gc_report **report);
 
+/* ---------------------------------------------------------------------------------------------
+ * Multi-rank checkpoints: N processes, one atomic global checkpoint (docs/format.md, version 2)
+ *
+ * Every rank opens the store (its own handle, one process each) and saves its part; rank 0
+ * commits the global manifest after every part is durable. Coordination goes through the
+ * caller's communicator (MPI: include/ckpt_mpi.h), never our own.
+ * ------------------------------------------------------------------------------------------- */
+
+/* The collectives the library needs, filled by the caller. Each returns 0 or a negative
+ * CKPT_E_* code; a failed or dead rank must make every rank's call return an error (not wait
+ * forever), with ckpt_errmsg()-style text in the communicator's own message naming the rank
+ * when it is known (errbuf below). */
+typedef struct ckpt_comm {
+	int rank, size;
+	void *ctx;
+	/* Gathers len bytes from every rank into out (size * len bytes, in rank order). */
+	int (*allgather)(void *ctx, const void *in, size_t len, void *out);
+	/* Sends len bytes of buf from root to every rank. */
+	int (*broadcast)(void *ctx, void *buf, size_t len, int root);
+	int (*barrier)(void *ctx);
+	/* Optional: the text of the communicator's last failure (names the rank), or NULL. */
+	const char *(*errmsg)(void *ctx);
+} ckpt_comm;
+
+typedef struct ckpt_dist_save ckpt_dist_save;
+
+/* Begins this rank's part of checkpoint step (every rank calls it with the same step). Takes the
+ * store's lock shared (ranks do not block each other; prune and gc are excluded). comm is used
+ * by commit and must stay valid until then. Returns 0, -CKPT_E_INVAL (size 0 or over 1022 ranks,
+ * rank out of range), -CKPT_E_EXISTS (the checkpoint exists), -CKPT_E_BUSY (a single-process
+ * writer, prune or gc holds the store), or an I/O error. */
+CKPT_API int ckpt_dist_save_begin(ckpt_store *store, const ckpt_comm *comm, uint64_t step,
+				  ckpt_dist_save **out);
+
+/* Adds this rank's piece of a sharded global tensor: the global tensor has ndim dimensions of
+ * global_shape; the local piece is the box at offsets of extent local_shape, row-major at data
+ * (product(local_shape) * dtype size bytes; same lifetime rule as ckpt_save_add_tensor()). The
+ * boxes of all ranks must tile the global tensor exactly (checked at commit). */
+CKPT_API int ckpt_dist_save_add_shard(ckpt_dist_save *save, const char *name, ckpt_dtype dtype,
+				      unsigned ndim, const uint64_t *global_shape,
+				      const uint64_t *offsets, const uint64_t *local_shape, int mem,
+				      const void *data);
+
+/* Adds a tensor that nreplicas ranks hold whole (replica 0 .. nreplicas-1 of them; each calls
+ * this with its own replica index and the same name, dtype and shape). It is saved once: each
+ * replica copies, hashes and writes about 1/nreplicas of its chunks. */
+CKPT_API int ckpt_dist_save_add_replicated(ckpt_dist_save *save, const char *name,
+					   ckpt_dtype dtype, unsigned ndim, const uint64_t *shape,
+					   unsigned replica, unsigned nreplicas, int mem,
+					   const void *data);
+
+/* Sets metadata of the checkpoint (rank 0's are kept; keys starting "ckpt.dist." are reserved:
+ * -CKPT_E_INVAL). */
+CKPT_API int ckpt_dist_save_set_meta(ckpt_dist_save *save, const char *key, const char *value);
+
+/* Collective: every rank calls it. Makes this rank's part durable, gathers every rank's result;
+ * rank 0 checks the parts and commits the global manifest (the one atomic rename that makes the
+ * checkpoint visible) and broadcasts the outcome. Returns 0 on every rank when the checkpoint is
+ * visible, or a negative CKPT_E_* code whose message names the failing rank; then no checkpoint
+ * was made (unless the failure was in the final broadcast itself) and the parts are garbage
+ * for ckpt_store_gc(). Fills *stats with this rank's part. Frees save in every case. */
+CKPT_API int ckpt_dist_save_commit(ckpt_dist_save *save, ckpt_stats *stats);
+
+/* Collective like commit: this rank gives up, and every rank's commit fails naming it. Frees
+ * save. Accepts NULL (then it does nothing, and the other ranks' commit fails when the
+ * communicator reports this rank gone). */
+CKPT_API void ckpt_dist_save_abort(ckpt_dist_save *save);
+
+typedef struct ckpt_dist_reader ckpt_dist_reader;
+
+/* Opens checkpoint step (or CKPT_STEP_LATEST) for restoring boxes of its global tensors; works on
+ * single-process checkpoints too (each tensor is one global tensor of one shard). */
+CKPT_API int ckpt_dist_reader_open(ckpt_store *store, uint64_t step, ckpt_dist_reader **out);
+CKPT_API void ckpt_dist_reader_close(ckpt_dist_reader *reader);
+/* World size of the save (1 for a single-process checkpoint). */
+CKPT_API unsigned ckpt_dist_reader_world_size(const ckpt_dist_reader *reader);
+/* Number of global tensors; their description (name, dtype, ndim, global shape, nbytes). */
+CKPT_API size_t ckpt_dist_reader_tensor_count(const ckpt_dist_reader *reader);
+CKPT_API int ckpt_dist_reader_tensor(const ckpt_dist_reader *reader, size_t index,
+				     ckpt_tensor_info *info);
+/* Index of the global tensor called name, or -CKPT_E_NOTFOUND. */
+CKPT_API long ckpt_dist_reader_find(const ckpt_dist_reader *reader, const char *name);
+/* Restores the box at offsets of extent lengths of global tensor index into dst, row-major and
+ * contiguous (size must be product(lengths) * dtype size), reading only the chunks of the shards
+ * that overlap it; every chunk is verified. Returns 0, -CKPT_E_INVAL (box outside the tensor,
+ * wrong size), -CKPT_E_CHECKSUM / -CKPT_E_CORRUPT / -CKPT_E_IO. */
+CKPT_API int ckpt_dist_reader_restore_box(ckpt_dist_reader *reader, size_t index,
+					  const uint64_t *offsets, const uint64_t *lengths,
+					  void *dst, uint64_t size);
+/* As ckpt_dist_reader_restore_box(), into a strided destination: element (i_0, .., i_{n-1}) of
+ * the box goes to dst + (i_0 * strides[0] + .. + i_{n-1} * strides[n-1]) * dtype size (strides
+ * in elements: a column slice written into its place in a whole matrix). size is the bytes of
+ * dst; -CKPT_E_INVAL when the box's last element would lie beyond it. Elements of dst that no
+ * box element maps to are not written. */
+CKPT_API int ckpt_dist_reader_restore_box_strided(ckpt_dist_reader *reader, size_t index,
+						  const uint64_t *offsets, const uint64_t *lengths,
+						  void *dst, const uint64_t *strides, uint64_t size);
+
 #ifdef __cplusplus
 }
 #endif

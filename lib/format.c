@@ -155,7 +155,9 @@ void manifest_encode(const struct manifest *m, uint8_t *out)
 	uint8_t *p = out;
 	memset(p, 0, MF_HDR_LEN);
 	memcpy(p, MF_MAGIC, 8);
-	put_le32(p + 8, CKPT_FORMAT_VERSION);
+	/* Version 2 only where the manifest needs it (a multi-rank global manifest), so that v1
+	 * readers keep reading single-process checkpoints. */
+	put_le32(p + 8, m->version == CKPT_MANIFEST_VERSION ? CKPT_MANIFEST_VERSION : CKPT_FORMAT_VERSION);
 	put_le32(p + 12, MF_HDR_LEN);
 	put_le64(p + 16, len);
 	put_le64(p + 24, m->step);
@@ -264,9 +266,9 @@ static int mf_decode_header(const uint8_t *buf, size_t len, struct manifest *m, 
 	if (memcmp(buf, MF_MAGIC, 8))
 		BAD("%s: not a manifest (bad magic)", what);
 	m->version = get_le32(buf + 8);
-	if (m->version == 0 || m->version > CKPT_FORMAT_VERSION)
+	if (m->version == 0 || m->version > CKPT_MANIFEST_VERSION)
 		return ckpt_fail(CKPT_E_VERSION, "%s: manifest format version %u not supported (max %d)",
-				 what, m->version, CKPT_FORMAT_VERSION);
+				 what, m->version, CKPT_MANIFEST_VERSION);
 	if (get_le32(buf + 12) != MF_HDR_LEN)
 		BAD("%s: bad manifest header length", what);
 	if (get_le64(buf + 16) != len)

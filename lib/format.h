@@ -11,6 +11,8 @@
 #include "hash.h"
 
 #define CKPT_FORMAT_VERSION 1
+/* Manifests go up to 2: a multi-rank global manifest (docs/format.md, "Format version 2"). */
+#define CKPT_MANIFEST_VERSION 2
 
 #define STORE_HDR_LEN 64
 #define PACK_HDR_LEN 4096

@@ -16,6 +16,7 @@
 
 #include "codec.h"
 #include "common.h"
+#include "dist.h"
 #include "lease.h"
 #include "store.h"
 
@@ -354,6 +355,7 @@ static uint64_t leftovers(struct ckpt_store *s, bool remove, uint64_t *count)
 		}
 		closedir(d);
 	}
+	bytes += dist_part_leftovers(s, remove, count); /* parts of uncommitted multi-rank saves */
 	return bytes;
 }
 

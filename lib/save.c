@@ -452,8 +452,11 @@ int save_write_manifest(struct ckpt_save *sv)
 		char name[64];
 		store_mf_name(sv->step, name, sizeof name);
 		int renamed;
-		rc = io_write_atomic(s->mf_dir, name, buf, len, &renamed);
-		if (rc && renamed) {
+		if (s->part_mode) /* a rank's part: visible only through the global manifest */
+			rc = dist_write_part(s, sv->step, buf, len, &renamed);
+		else
+			rc = io_write_atomic(s->mf_dir, name, buf, len, &renamed);
+		if (rc && renamed && !s->part_mode) {
 			/* The manifest is visible but its directory entry may not be durable: the save
 			 * reports failure, so take the manifest back. Its packs go too once the removal
 			 * is durable; otherwise they stay (garbage for gc) in case the entry survives. */

@@ -413,7 +413,9 @@ int store_lock(struct ckpt_store *s)
 	int fd = open_lock_file(p);
 	if (fd < 0)
 		return fd;
-	if (flock(fd, LOCK_EX | LOCK_NB)) {
+	/* Ranks writing parts share the lock (they never collide); prune and gc take it
+	 * exclusively, so they exclude every writer. */
+	if (flock(fd, (s->part_mode ? LOCK_SH : LOCK_EX) | LOCK_NB)) {
 		int e = errno;
 		long holder = e == EWOULDBLOCK ? flock_holder(fd) : -1;
 		close(fd);
@@ -645,7 +647,10 @@ CKPT_API int ckpt_store_resolve(ckpt_store *s, uint64_t step, uint64_t *out)
 
 int store_max_pack_id(struct ckpt_store *s, uint32_t *out)
 {
-	uint32_t mx = 0;
+	/* Each writer allocates in its own id range (store.h, DIST_PACK_LO). */
+	uint64_t lo = s->part_mode ? DIST_PACK_LO(s->part_rank) : 0;
+	uint64_t hi = s->part_mode ? DIST_PACK_LO(s->part_rank + 1) : DIST_PACK_LO(0);
+	uint32_t mx = lo ? (uint32_t)lo : 0;
 	for (unsigned i = 0; i < s->ndirs; i++) {
 		DIR *d = opendir(s->pack_dirs[i]);
 		if (!d) {
@@ -656,7 +661,8 @@ int store_max_pack_id(struct ckpt_store *s, uint32_t *out)
 		while ((e = readdir(d))) {
 			char *end;
 			unsigned long v = strtoul(e->d_name, &end, 10);
-			if (end != e->d_name && !strcmp(end, ".pack") && v > mx && v <= UINT32_MAX)
+			if (end != e->d_name && !strcmp(end, ".pack") && v > mx && v <= UINT32_MAX &&
+			    v >= lo && v < hi)
 				mx = (uint32_t)v;
 		}
 		closedir(d);

@@ -64,7 +64,20 @@ struct ckpt_store {
 	uint64_t idx_sig;
 	bool idx_valid;
 	uint32_t gen;
+	/* Multi-rank saves (dist.c): this handle writes rank part_rank's part of a checkpoint:
+	 * shared lock, packs in the rank's id range, manifest into parts/. */
+	bool part_mode;
+	uint32_t part_rank;
 };
+
+/* Pack ids of multi-rank saves: rank r allocates in [DIST_PACK_LO(r), DIST_PACK_LO(r+1)),
+ * single-process saves and gc below DIST_PACK_LO(0), so writers of one save never collide. */
+#define DIST_PACK_SPAN (1u << 22)
+#define DIST_PACK_LO(r) (((uint32_t)(r) + 1) * DIST_PACK_SPAN)
+#define DIST_MAX_RANKS 1022u
+#define PART_DIR "parts"
+/* Writes rank's part manifest STORE/parts/<step>/<rank>.part (dist.c). */
+int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t len, int *renamed);
 
 /* Paths of a store's files: a pack in pack directory dir. */
 void store_pack_path(const struct ckpt_store *s, unsigned dir, uint32_t pack_id, char *buf, size_t len);

@@ -741,7 +741,7 @@ static void test_manifest_structure(void)
 	/* Header. */
 	bad_case(b, len, 0, 1, 'c', -CKPT_E_CORRUPT, "magic");
 	bad_case(b, len, 8, 4, 0, -CKPT_E_VERSION, "version 0");
-	bad_case(b, len, 8, 4, CKPT_FORMAT_VERSION + 1, -CKPT_E_VERSION, "future version");
+	bad_case(b, len, 8, 4, CKPT_MANIFEST_VERSION + 1, -CKPT_E_VERSION, "future version");
 	bad_case(b, len, 8, 4, 0xffffffffu, -CKPT_E_VERSION, "version max");
 	bad_case(b, len, 12, 4, MF_HDR_LEN - 1, -CKPT_E_CORRUPT, "header length");
 	bad_case(b, len, 12, 4, MF_HDR_LEN + 8, -CKPT_E_CORRUPT, "header length");
