@@ -113,3 +113,18 @@ void *ckpt_aligned_alloc(size_t size)
 		return NULL;
 	return p;
 }
+
+int ckpt_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t n = *cap ? *cap : 16;
+	while (n < need)
+		n *= 2;
+	void *q = realloc(*p, n * elem);
+	if (!q)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	*p = q;
+	*cap = n;
+	return 0;
+}

@@ -29,6 +29,9 @@ double ckpt_now(void);
 int64_t ckpt_wall_ns(void);
 
 /* Allocation of 4 KiB-aligned buffers for O_DIRECT; NULL when out of memory. */
+/* Grows the array *p of *cap elements of elem bytes (doubling, from 16) to hold at least need.
+ * Returns 0, or -CKPT_E_NOMEM with *p unchanged. */
+int ckpt_grow(void **p, size_t *cap, size_t need, size_t elem);
 void *ckpt_aligned_alloc(size_t size);
 
 static inline void put_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }

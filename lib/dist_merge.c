@@ -199,20 +199,6 @@ static int classify(struct merge *m, unsigned r, const struct mf_tensor *t)
 	return 0;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap ? *cap : 16;
-	while (n < need)
-		n *= 2;
-	void *q = realloc(*p, n * elem);
-	if (!q)
-		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	*p = q;
-	*cap = n;
-	return 0;
-}
 
 static char *own(struct merge *m, char *str)
 {
@@ -230,13 +216,13 @@ static char *own(struct merge *m, char *str)
 static int out_tensor(struct merge *m, const char *name, uint8_t dtype, uint8_t ndim,
 		      uint64_t *shape, uint64_t nbytes, const struct piece *pcs, size_t np)
 {
-	int rc = grow((void **)&m->t, &m->capt, m->nt + 1, sizeof *m->t);
+	int rc = ckpt_grow((void **)&m->t, &m->capt, m->nt + 1, sizeof *m->t);
 	for (size_t i = 0; i < np && !rc; i++) {
 		const struct manifest *pm = &m->parts[pcs[i].rank];
 		const struct mf_tensor *t = pcs[i].t;
 		uint64_t base = m->refbase[pcs[i].rank][t - pm->tensors];
 		uint64_t nr = (t->nbytes + pm->chunk_size - 1) / pm->chunk_size;
-		if ((rc = grow((void **)&m->refs, &m->capr, m->nrefs + nr + 1, sizeof *m->refs)))
+		if ((rc = ckpt_grow((void **)&m->refs, &m->capr, m->nrefs + nr + 1, sizeof *m->refs)))
 			break;
 		for (uint64_t j = 0; j < nr; j++)
 			m->refs[m->nrefs++] = m->remap[pcs[i].rank][pm->refs[base + j]];

@@ -13,26 +13,12 @@
 #include "save.h"
 #include "store.h"
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap ? *cap : 16;
-	while (n < need)
-		n *= 2;
-	void *q = realloc(*p, n * elem);
-	if (!q)
-		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	*p = q;
-	*cap = n;
-	return 0;
-}
 
 int grow_chunks(struct ckpt_save *sv, const struct mf_chunk *c, uint32_t *slot)
 {
 	if (sv->nchunks >= UINT32_MAX)
 		return ckpt_fail(CKPT_E_INVAL, "checkpoint has too many chunks");
-	int rc = grow((void **)&sv->chunks, &sv->capchunks, sv->nchunks + 1, sizeof *sv->chunks);
+	int rc = ckpt_grow((void **)&sv->chunks, &sv->capchunks, sv->nchunks + 1, sizeof *sv->chunks);
 	if (rc)
 		return rc;
 	*slot = (uint32_t)sv->nchunks;
@@ -345,7 +331,7 @@ CKPT_API int ckpt_save_add_tensor(ckpt_save *sv, const char *name, ckpt_dtype dt
 	if (mrc)
 		return mrc;
 	int rc;
-	if ((rc = names_grow(sv)) || (rc = grow((void **)&sv->t, &sv->capt, sv->nt + 1, sizeof *sv->t)))
+	if ((rc = names_grow(sv)) || (rc = ckpt_grow((void **)&sv->t, &sv->capt, sv->nt + 1, sizeof *sv->t)))
 		return rc;
 	uint32_t *slot = name_slot(sv, name, len);
 	if (*slot)
@@ -394,7 +380,7 @@ CKPT_API int ckpt_save_set_meta(ckpt_save *sv, const char *key, const char *valu
 			return 0;
 		}
 	char *k = strdup(key);
-	int rc = k ? grow((void **)&sv->meta, &sv->capmeta, sv->nmeta + 1, sizeof *sv->meta)
+	int rc = k ? ckpt_grow((void **)&sv->meta, &sv->capmeta, sv->nmeta + 1, sizeof *sv->meta)
 		   : ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	if (rc) {
 		free(k);

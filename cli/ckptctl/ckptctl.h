@@ -95,6 +95,12 @@ void ck_gc_progress(struct ck_gc_opts *o, bool enable);
 void ck_gc_progress_end(struct ck_gc_opts *o);
 /* The policy as JSON fields compact_below and max_unused. */
 void ck_gc_json(struct jw *w, const struct ck_gc_opts *o);
+/* Whether the report lists step among the removed checkpoints. */
+bool ck_step_removed(const ckpt_gc_report *r, uint64_t step);
+/* The JSON answer of prune and delete on stdout: dry_run, the steps removed and kept (of list, n
+ * entries, as listed before), the gc options when gc is not NULL, then the report. */
+void ck_removal_json(bool dry, const struct ck_gc_opts *gc, const ckpt_gc_report *rep,
+		     const ckpt_info *list, int n);
 
 /* select.c: export --select. Keeps in ts[0..*nt) (and the reader indexes ridx) the tensors
  * under subtree (a dotted prefix of the saved names), named relative to it and unescaped as the

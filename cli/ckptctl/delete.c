@@ -60,13 +60,6 @@ struct delete_args {
 	size_t n;
 };
 
-static bool removed(const ckpt_gc_report *r, uint64_t step)
-{
-	for (size_t k = 0; k < r->n_steps_removed; k++)
-		if (r->steps_removed[k] == step)
-			return true;
-	return false;
-}
 
 /* 'latest' becomes the newest valid step (list is ascending). Returns 0 or an exit status. */
 static int resolve_latest(const char *cmd, const char *path, const ckpt_info *list, int n,
@@ -88,28 +81,7 @@ static void delete_report(const struct delete_args *a, const ckpt_gc_report *rep
 			  const ckpt_info *list, int n)
 {
 	if (a->json) {
-		struct jw w;
-		jw_init(&w, stdout, true);
-		jw_obj_begin(&w);
-		jw_key(&w, "dry_run"); jw_bool(&w, a->dry);
-		jw_key(&w, "removed");
-		jw_arr_begin(&w);
-		for (size_t k = 0; k < rep->n_steps_removed; k++)
-			jw_u64(&w, rep->steps_removed[k]);
-		jw_arr_end(&w);
-		jw_key(&w, "kept");
-		jw_arr_begin(&w);
-		for (int k = 0; k < n; k++)
-			if (!removed(rep, list[k].step))
-				jw_u64(&w, list[k].step);
-		jw_arr_end(&w);
-		if (a->gc) {
-			jw_key(&w, "gc"); jw_bool(&w, true);
-			ck_gc_json(&w, &a->g);
-		}
-		ck_report_json(&w, rep);
-		jw_obj_end(&w);
-		jw_finish(&w);
+		ck_removal_json(a->dry, a->gc ? &a->g : NULL, rep, list, n);
 		return;
 	}
 	for (size_t k = 0; k < rep->n_steps_removed; k++)

@@ -78,13 +78,6 @@ static const struct option prune_opts[] = {
 	{NULL, 0, NULL, 0},
 };
 
-static bool removed(const ckpt_gc_report *r, uint64_t step)
-{
-	for (size_t k = 0; k < r->n_steps_removed; k++)
-		if (r->steps_removed[k] == step)
-			return true;
-	return false;
-}
 
 struct prune_args {
 	ckpt_retention r;
@@ -170,28 +163,7 @@ static int prune_option(const char *cmd, int c, const char *arg, struct prune_ar
 static void prune_json(const struct prune_args *a, const ckpt_gc_report *rep, const ckpt_info *list,
 		       int n)
 {
-	struct jw w;
-	jw_init(&w, stdout, true);
-	jw_obj_begin(&w);
-	jw_key(&w, "dry_run"); jw_bool(&w, a->dry);
-	jw_key(&w, "removed");
-	jw_arr_begin(&w);
-	for (size_t k = 0; k < rep->n_steps_removed; k++)
-		jw_u64(&w, rep->steps_removed[k]);
-	jw_arr_end(&w);
-	jw_key(&w, "kept");
-	jw_arr_begin(&w);
-	for (int k = 0; k < n; k++)
-		if (!removed(rep, list[k].step))
-			jw_u64(&w, list[k].step);
-	jw_arr_end(&w);
-	if (a->gc) {
-		jw_key(&w, "gc"); jw_bool(&w, true);
-		ck_gc_json(&w, &a->g);
-	}
-	ck_report_json(&w, rep);
-	jw_obj_end(&w);
-	jw_finish(&w);
+	ck_removal_json(a->dry, a->gc ? &a->g : NULL, rep, list, n);
 }
 
 static void prune_text(bool dry, const ckpt_gc_report *rep, const ckpt_info *list, int n)
@@ -199,7 +171,7 @@ static void prune_text(bool dry, const ckpt_gc_report *rep, const ckpt_info *lis
 	size_t kept = 0;
 	for (int k = 0; k < n; k++) {
 		char t[32], b[32];
-		if (!removed(rep, list[k].step)) {
+		if (!ck_step_removed(rep, list[k].step)) {
 			kept++;
 			continue;
 		}
@@ -210,7 +182,7 @@ static void prune_text(bool dry, const ckpt_gc_report *rep, const ckpt_info *lis
 	printf("%s %zu checkpoint%s, kept %zu:", dry ? "would remove" : "removed",
 	       rep->n_steps_removed, rep->n_steps_removed == 1 ? "" : "s", kept);
 	for (int k = 0; k < n; k++)
-		if (!removed(rep, list[k].step))
+		if (!ck_step_removed(rep, list[k].step))
 			printf(" %llu", (unsigned long long)list[k].step);
 	printf("\n");
 	ck_report_text(rep, dry);
