@@ -58,39 +58,6 @@ struct part_msg {
 	char msg[224];
 };
 
-void dist_part_path(const struct ckpt_store *s, uint64_t step, int rank, char *buf, size_t len)
-{
-	if (rank < 0)
-		snprintf(buf, len, "%s/%s/%020" PRIu64, s->path, PART_DIR, step);
-	else
-		snprintf(buf, len, "%s/%s/%020" PRIu64 "/%d.part", s->path, PART_DIR, step, rank);
-}
-
-static int mkdir_durable(const char *p, const char *parent)
-{
-	if (mkdir(p, 0755) == 0)
-		return io_fsync_dir(parent);
-	if (errno == EEXIST)
-		return 0;
-	int e = errno;
-	return ckpt_fail(ckpt_errno_code(e), "create directory %s: %s", p, strerror(e));
-}
-
-int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t len, int *renamed)
-{
-	char dir[4096], top[4096], name[32];
-	snprintf(top, sizeof top, "%s/%s", s->path, PART_DIR);
-	dist_part_path(s, step, -1, dir, sizeof dir);
-	snprintf(name, sizeof name, "%u.part", s->part_rank);
-	*renamed = 0;
-	int rc = mkdir_durable(top, s->path);
-	if (!rc)
-		rc = mkdir_durable(dir, top);
-	if (!rc)
-		rc = io_write_atomic(dir, name, buf, len, renamed);
-	return rc;
-}
-
 static void dist_free(ckpt_dist_save *d)
 {
 	for (size_t i = 0; i < d->nkeys; i++)

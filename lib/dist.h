@@ -24,9 +24,6 @@ struct dist_part_sum {
 	uint8_t digest[16]; /* the part file's trailer */
 };
 
-/* STORE/parts/<step> (rank < 0) or STORE/parts/<step>/<rank>.part. */
-void dist_part_path(const struct ckpt_store *s, uint64_t step, int rank, char *buf, size_t len);
-
 /* Rank 0: reads the n parts of step, checks them against sums, merges them and commits the
  * global manifest. kill is the crash-test hook (called with rank at each point). */
 int dist_write_global(struct ckpt_store *s, uint64_t step, unsigned n,

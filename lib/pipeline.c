@@ -1,4 +1,4 @@
-/* The save pipeline.
+/* The save pipeline (the interface, struct pipe_save and its ops, is in pipeline.h).
  *
  *   submit ─► dispatcher ─(slab granted in order)─► worker: COPY (snapshot) ─► worker: PROCESS
  *             hash, dedup, encode, compact records ─► engine: WRITE ─► last job ─► worker: COMMIT
@@ -34,8 +34,13 @@ struct pipe {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct slabjob *dq_head, *dq_tail;
-	struct ckpt_save *fifo_head, *fifo_tail;
+	struct pipe_save *fifo_head, *fifo_tail;
 	int stop;
+	/* What the pipeline learned of each tensor (by name hash), to choose how to snapshot it:
+	 * 1 saved before and mostly unchanged, 2 saved before and mostly changed. Under hint_mu. */
+	pthread_mutex_t hint_mu;
+	struct tensor_hint { uint64_t key; uint8_t state; } *hints;
+	size_t nhints, caphints;
 	/* CUDA saves: the pool registered with the provider (pinned), and a pinned page of fence
 	 * flags, one slot per save in turn; both made by the first CUDA save (issue 12, defects 2
 	 * and 5), so that a host-only first save does not decide the pool's memory kind. */
@@ -48,12 +53,12 @@ struct pipe {
 
 struct slabjob {
 	struct task task;       /* first: tasks are cast back to jobs */
-	struct ckpt_save *sv;
+	struct pipe_save *ps;
 	size_t tensor;          /* first chunk: tensor index and byte offset */
 	uint64_t offset;
 	uint64_t first_chunk, nchunks;
 	unsigned slab;
-	int pack;               /* index in sv->packs */
+	int pack;               /* index in ps->packs */
 	ckpt_digest *dig;       /* per chunk, valid where flags has J_HASHED */
 	uint8_t *skip;          /* per chunk flags: J_SKIP, J_HASHED */
 	struct io_req io;
@@ -74,25 +79,25 @@ struct spack {
 
 struct save_task {
 	struct task task;
-	struct ckpt_save *sv;
+	struct pipe_save *ps;
 };
 
 /* ---- errors ------------------------------------------------------------------------------ */
-void save_set_error(struct ckpt_save *sv, int err)
+void pipe_set_error(struct pipe_save *ps, int err)
 {
-	struct pipe *p = sv->s->pipe;
+	struct pipe *p = ps->p;
 	pthread_mutex_lock(&p->mu);
-	if (!sv->err) {
-		__atomic_store_n(&sv->err, err, __ATOMIC_RELEASE);
-		snprintf(sv->errmsg, sizeof sv->errmsg, "saving checkpoint %llu: %s",
-			 (unsigned long long)sv->step, ckpt_errmsg());
+	if (!ps->err) {
+		__atomic_store_n(&ps->err, err, __ATOMIC_RELEASE);
+		snprintf(ps->errmsg, sizeof ps->errmsg, "saving checkpoint %llu: %s",
+			 (unsigned long long)ps->step, ckpt_errmsg());
 	}
 	pthread_mutex_unlock(&p->mu);
 }
 
-static int save_failed(struct ckpt_save *sv)
+static int save_failed(struct pipe_save *ps)
 {
-	return __atomic_load_n(&sv->err, __ATOMIC_ACQUIRE) != 0;
+	return __atomic_load_n(&ps->err, __ATOMIC_ACQUIRE) != 0;
 }
 
 /* ---- per-thread codec context --------------------------------------------------------------- */
@@ -138,73 +143,73 @@ static struct tl_codec *thread_codec(size_t chunk)
 static void finalize_task(struct task *t);
 static void process_task(struct task *t);
 
-static void queue_finalize(struct pipe *p, struct ckpt_save *sv)
+static void queue_finalize(struct pipe *p, struct pipe_save *ps)
 {
 	/* With p->mu held. */
-	sv->finalizing = true;
+	ps->finalizing = true;
 	struct save_task *ft = calloc(1, sizeof *ft);
 	if (!ft) {
 		/* Cannot even queue the commit: fail the save in place. */
-		if (!sv->err) {
-			sv->err = -CKPT_E_NOMEM;
-			snprintf(sv->errmsg, sizeof sv->errmsg, "saving checkpoint %llu: out of memory",
-				 (unsigned long long)sv->step);
+		if (!ps->err) {
+			ps->err = -CKPT_E_NOMEM;
+			snprintf(ps->errmsg, sizeof ps->errmsg, "saving checkpoint %llu: out of memory",
+				 (unsigned long long)ps->step);
 		}
 		ft = NULL;
 	}
 	if (ft) {
 		ft->task.fn = finalize_task;
-		ft->sv = sv;
+		ft->ps = ps;
 		workers_submit(p->w, &ft->task);
 	}
 }
 
-static void become_head(struct pipe *p, struct ckpt_save *sv)
+static void become_head(struct pipe *p, struct pipe_save *ps)
 {
-	sv->is_head = true;
-	while (sv->ready) {
-		struct slabjob *j = sv->ready;
-		sv->ready = j->next;
+	ps->is_head = true;
+	while (ps->ready) {
+		struct slabjob *j = ps->ready;
+		ps->ready = j->next;
 		j->task.fn = process_task;
 		workers_submit(p->w, &j->task);
 	}
-	if (sv->jobs_done == sv->njobs && !sv->finalizing)
-		queue_finalize(p, sv);
+	if (ps->jobs_done == ps->njobs && !ps->finalizing)
+		queue_finalize(p, ps);
 }
 
-static void job_finished(struct ckpt_save *sv)
+static void job_finished(struct pipe_save *ps)
 {
-	struct pipe *p = sv->s->pipe;
+	struct pipe *p = ps->p;
 	pthread_mutex_lock(&p->mu);
-	sv->jobs_done++;
-	if (sv->jobs_done == sv->njobs && sv->is_head && !sv->finalizing)
-		queue_finalize(p, sv);
+	ps->jobs_done++;
+	if (ps->jobs_done == ps->njobs && ps->is_head && !ps->finalizing)
+		queue_finalize(p, ps);
 	pthread_mutex_unlock(&p->mu);
 }
 
 /* Walks the chunks of a job in order: tensor index, offset in the tensor, length. */
 struct chunk_it {
-	const struct ckpt_save *sv;
+	const struct pipe_save *ps;
 	size_t ti;
 	uint64_t off, left;
 };
 
-static void chunk_it_init(struct chunk_it *it, const struct ckpt_save *sv, const struct slabjob *j)
+static void chunk_it_init(struct chunk_it *it, const struct pipe_save *ps, const struct slabjob *j)
 {
-	*it = (struct chunk_it){sv, j->tensor, j->offset, j->nchunks};
+	*it = (struct chunk_it){ps, j->tensor, j->offset, j->nchunks};
 }
 
 static bool chunk_next(struct chunk_it *it, size_t *ti, uint64_t *off, size_t *len)
 {
 	if (!it->left)
 		return false;
-	while (it->sv->t[it->ti].nbytes <= it->off) {
+	while (it->ps->t[it->ti].nbytes <= it->off) {
 		it->ti++;
 		it->off = 0;
 	}
 	*ti = it->ti;
 	*off = it->off;
-	*len = (size_t)MIN((uint64_t)it->sv->chunk_size, it->sv->t[it->ti].nbytes - it->off);
+	*len = (size_t)MIN((uint64_t)it->ps->chunk_size, it->ps->t[it->ti].nbytes - it->off);
 	it->off += *len;
 	it->left--;
 	return true;
@@ -212,10 +217,10 @@ static bool chunk_next(struct chunk_it *it, size_t *ti, uint64_t *off, size_t *l
 
 /* The save's copies are done (or it finished, failed or not): trainer streams waiting in a fence
  * may run. Lock held. */
-static void fence_release(struct pipe *p, struct ckpt_save *sv)
+static void fence_release(struct pipe *p, struct pipe_save *ps)
 {
-	if (sv->fence_val)
-		__atomic_store_n(&p->flags[sv->fence_slot], sv->fence_val, __ATOMIC_RELEASE);
+	if (ps->fence_val)
+		__atomic_store_n(&p->flags[ps->fence_slot], ps->fence_val, __ATOMIC_RELEASE);
 }
 
 /* ---- COPY: the snapshot ---------------------------------------------------------------------- */
@@ -231,35 +236,34 @@ static void fence_release(struct pipe *p, struct ckpt_save *sv)
  * path: the snapshot of a dense save after sparse ones took 4-5 times a fresh one (issue 13). So a
  * tensor stops after 2 misses without a hit, and every tensor without a hit yet once the save
  * has missed 16 times without any. A wrong guess costs a hash later, never a wrong dedup. */
-static bool hash_first_pays(struct ckpt_save *sv, struct save_tensor *st)
+static bool hash_first_pays(struct pipe_save *ps, struct pipe_tensor *st)
 {
 	if (!st->hash_first || __atomic_load_n(&st->hf_hit, __ATOMIC_RELAXED))
 		return st->hash_first;
 	if (__atomic_load_n(&st->hf_miss, __ATOMIC_RELAXED) >= 2)
 		return false;
-	return __atomic_load_n(&sv->hf_hit, __ATOMIC_RELAXED) ||
-	       __atomic_load_n(&sv->hf_miss, __ATOMIC_RELAXED) < 16;
+	return __atomic_load_n(&ps->hf_hit, __ATOMIC_RELAXED) ||
+	       __atomic_load_n(&ps->hf_miss, __ATOMIC_RELAXED) < 16;
 }
 
-static void copy_host_chunk(struct ckpt_save *sv, struct save_tensor *st, uint64_t off,
+static void copy_host_chunk(struct pipe_save *ps, struct pipe_tensor *st, uint64_t off,
 			    size_t len, uint8_t *dst, ckpt_digest *d, uint8_t *fl)
 {
-	struct ckpt_store *s = sv->s;
-	if (hash_first_pays(sv, st)) {
+	struct ckpt_store *s = ps->p->s;
+	if (hash_first_pays(ps, st)) {
 		ckpt_digest_of(st->data + off, len, d);
-		pthread_mutex_lock(&s->idx_mu);
-		struct idx_entry *e = index_find(&s->idx, d);
+		struct idx_entry *e = index_find(store_index_lock(s), d);
 		bool skip = e && !e->pending && e->c.raw_len == len;
-		pthread_mutex_unlock(&s->idx_mu);
+		store_index_unlock(s);
 		__atomic_add_fetch(skip ? &st->hf_hit : &st->hf_miss, 1, __ATOMIC_RELAXED);
-		__atomic_add_fetch(skip ? &sv->hf_hit : &sv->hf_miss, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(skip ? &ps->hf_hit : &ps->hf_miss, 1, __ATOMIC_RELAXED);
 		*fl = J_HASHED | (skip ? J_SKIP : 0);
 		if (!skip)
 			memcpy(dst, st->data + off, len);
 		return;
 	}
 	memcpy(dst, st->data + off, len);
-	if (sv->fuse_hash) {
+	if (ps->fuse_hash) {
 		ckpt_digest_of(dst, len, d);
 		*fl = J_HASHED;
 	}
@@ -268,31 +272,30 @@ static void copy_host_chunk(struct ckpt_save *sv, struct save_tensor *st, uint64
 static void copy_task(struct task *t)
 {
 	struct slabjob *j = (struct slabjob *)t;
-	struct ckpt_save *sv = j->sv;
-	struct ckpt_store *s = sv->s;
-	struct pipe *p = s->pipe;
+	struct pipe_save *ps = j->ps;
+	struct pipe *p = ps->p;
 	uint8_t *slab = p->pool.slabs[j->slab];
 	uint64_t pos = 0;
 	unsigned used_dev = 0; /* bit per device whose stream got copies */
 	struct chunk_it it;
 	size_t ti, len;
 	uint64_t off;
-	chunk_it_init(&it, sv, j);
+	chunk_it_init(&it, ps, j);
 	j->dig = malloc(j->nchunks * sizeof *j->dig);
 	j->skip = calloc(j->nchunks, 1);
 	if (!j->dig || !j->skip)
-		save_set_error(sv, ckpt_fail(CKPT_E_NOMEM, "out of memory"));
-	bool cheap = !sv->compress;
-	for (uint64_t q = 0; !save_failed(sv) && chunk_next(&it, &ti, &off, &len); q++) {
-		struct save_tensor *st = &sv->t[ti];
+		pipe_set_error(ps, ckpt_fail(CKPT_E_NOMEM, "out of memory"));
+	bool cheap = !ps->compress;
+	for (uint64_t q = 0; !save_failed(ps) && chunk_next(&it, &ti, &off, &len); q++) {
+		struct pipe_tensor *st = &ps->t[ti];
 		uint8_t *dst = slab + pos + REC_HDR_LEN;
 		if (st->mem == CKPT_MEM_HOST) {
-			copy_host_chunk(sv, st, off, len, dst, &j->dig[q], &j->skip[q]);
+			copy_host_chunk(ps, st, off, len, dst, &j->dig[q], &j->skip[q]);
 		} else {
 			const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
-			int rc = g->copy_d2h(dst, st->data + off, len, sv->streams[st->mem]);
+			int rc = g->copy_d2h(dst, st->data + off, len, ps->streams[st->mem]);
 			if (rc) {
-				save_set_error(sv, rc);
+				pipe_set_error(ps, rc);
 				break;
 			}
 			used_dev |= 1u << st->mem;
@@ -300,82 +303,78 @@ static void copy_task(struct task *t)
 		cheap &= (j->skip[q] & J_HASHED) != 0;
 		pos += rec_span((uint32_t)len);
 	}
-	pthread_mutex_lock(&p->mu);
-	sv->jobs_enqueued++;
-	pthread_cond_broadcast(&sv->cv);
-	pthread_mutex_unlock(&p->mu);
 	/* Waits for this job's copies only (an event after them, not the whole shared stream), with
 	 * a blocking wait rather than the runtime's default spin (issue 12, defect 8). */
 	void *marks[16] = { NULL };
 	for (unsigned d = 0; used_dev && d < 16; d++) {
-		int rc = used_dev & (1u << d) ? ckpt_gpu_cuda()->mark(sv->streams[d], &marks[d]) : 0;
+		int rc = used_dev & (1u << d) ? ckpt_gpu_cuda()->mark(ps->streams[d], &marks[d]) : 0;
 		if (rc)
-			save_set_error(sv, rc);
+			pipe_set_error(ps, rc);
 	}
 	for (unsigned d = 0; used_dev && d < 16; d++) {
 		int rc = marks[d] ? ckpt_gpu_cuda()->mark_wait(marks[d]) : 0;
 		if (rc)
-			save_set_error(sv, rc);
+			pipe_set_error(ps, rc);
 	}
 	pthread_mutex_lock(&p->mu);
-	if (++sv->jobs_copied == sv->njobs) {
-		sv->snapshot_done = true;
-		sv->t_snapshot = ckpt_now();
-		fence_release(p, sv);
-		pthread_cond_broadcast(&sv->cv);
+	if (++ps->jobs_copied == ps->njobs) {
+		ps->snapshot_done = true;
+		ps->t_snapshot = ckpt_now();
+		fence_release(p, ps);
+		pthread_cond_broadcast(&ps->cv);
 	}
-	if (sv->is_head && cheap) {
+	if (ps->is_head && cheap) {
 		/* Hashed already and nothing to compress: what is left is bookkeeping and queueing
 		 * the write, so do it now and let the disk overlap the rest of the snapshot. */
 		pthread_mutex_unlock(&p->mu);
 		process_task(t);
 		return;
 	}
-	if (sv->is_head) {
+	if (ps->is_head) {
 		/* Hashing waits behind every pending copy: the snapshot comes first. */
 		j->task.fn = process_task;
 		workers_submit(p->w, &j->task);
 		pthread_mutex_unlock(&p->mu);
 		return;
 	}
-	j->next = sv->ready;
-	sv->ready = j;
+	j->next = ps->ready;
+	ps->ready = j;
 	pthread_mutex_unlock(&p->mu);
 }
 
 /* ---- packs -------------------------------------------------------------------------------- */
 /* Opens a new pack in directory dir and writes its header, probing O_DIRECT on the way. */
-static int open_pack(struct ckpt_save *sv, unsigned dir, int *out)
+static int open_pack(struct pipe_save *ps, unsigned dir, int *out)
 {
-	struct ckpt_store *s = sv->s;
-	if (sv->npacks == sv->cappacks) {
-		size_t n = sv->cappacks ? sv->cappacks * 2 : 8;
-		struct spack *np = realloc(sv->packs, n * sizeof *np);
+	struct ckpt_store *s = ps->p->s;
+	if (ps->npacks == ps->cappacks) {
+		size_t n = ps->cappacks ? ps->cappacks * 2 : 8;
+		struct spack *np = realloc(ps->packs, n * sizeof *np);
 		if (!np)
 			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-		sv->packs = np;
-		sv->cappacks = n;
+		ps->packs = np;
+		ps->cappacks = n;
 	}
-	uint32_t id = __atomic_add_fetch(&s->next_pack_id, 1, __ATOMIC_SEQ_CST);
+	uint32_t id = store_new_pack_id(s);
 	char path[4096];
 	store_pack_path(s, dir, id, path, sizeof path);
 	int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
-	bool direct = s->opt.direct_io && !__atomic_load_n(&s->direct_refused, __ATOMIC_RELAXED);
+	bool direct = store_direct_io(s);
 	int fd = open(path, flags | (direct ? O_DIRECT : 0), 0644);
 	if (fd < 0 && direct && errno == EINVAL) {
 		/* tmpfs refuses O_DIRECT with EINVAL after creating the file: the id is ours (we
 		 * hold the lock), so take the empty file over. */
 		direct = false;
-		__atomic_store_n(&s->direct_refused, true, __ATOMIC_RELAXED);
+		store_refuse_direct(s);
 		fd = open(path, (flags & ~O_EXCL) | O_TRUNC | O_NOFOLLOW, 0644);
 	}
 	if (fd < 0) {
 		int e = errno;
 		return ckpt_fail(ckpt_errno_code(e), "create pack %s: %s", path, strerror(e));
 	}
-	struct spack *pk = &sv->packs[sv->npacks];
+	struct spack *pk = &ps->packs[ps->npacks];
 	*pk = (struct spack){.id = id, .dir = dir, .fd = fd, .direct = direct, .end = PACK_HDR_LEN};
-	sv->npacks++;
+	ps->npacks++;
 	uint8_t *hdr = ckpt_aligned_alloc(PACK_HDR_LEN);
 	if (!hdr)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
@@ -390,7 +389,7 @@ static int open_pack(struct ckpt_save *sv, unsigned dir, int *out)
 		int fl = fcntl(fd, F_GETFL);
 		if (fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_DIRECT) == 0) {
 			pk->direct = false;
-			__atomic_store_n(&s->direct_refused, true, __ATOMIC_RELAXED);
+			store_refuse_direct(s);
 			n = s->io->pwrite(fd, hdr, PACK_HDR_LEN, 0);
 		}
 	}
@@ -405,33 +404,33 @@ static int open_pack(struct ckpt_save *sv, unsigned dir, int *out)
 	free(hdr);
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&sv->s->pipe->mu);
-	sv->st.bytes_written += PACK_HDR_LEN;
-	pthread_mutex_unlock(&sv->s->pipe->mu);
-	*out = (int)(sv->npacks - 1);
+	pthread_mutex_lock(&ps->p->mu);
+	ps->st.bytes_written += PACK_HDR_LEN;
+	pthread_mutex_unlock(&ps->p->mu);
+	*out = (int)(ps->npacks - 1);
 	return 0;
 }
 
 /* Picks the pack for a job and reserves w bytes at its end, in one critical section (so packs
  * stay near CKPT_OPT_PACK_SIZE however many workers write): round-robin over data directories, a
  * new pack when the directory's current one is full. */
-static int pick_pack(struct ckpt_save *sv, uint64_t w, int *out, uint32_t *id, uint64_t *base)
+static int pick_pack(struct pipe_save *ps, uint64_t w, int *out, uint32_t *id, uint64_t *base)
 {
-	struct ckpt_store *s = sv->s;
-	pthread_mutex_lock(&sv->wmu);
-	unsigned dir = sv->next_dir++ % s->ndirs;
-	int cur = sv->cur_pack[dir], rc = 0;
-	if (cur < 0 || sv->packs[cur].end >= s->opt.pack_size) {
-		rc = open_pack(sv, dir, &cur);
+	struct ckpt_store *s = ps->p->s;
+	pthread_mutex_lock(&ps->wmu);
+	unsigned dir = ps->next_dir++ % s->ndirs;
+	int cur = ps->cur_pack[dir], rc = 0;
+	if (cur < 0 || ps->packs[cur].end >= s->opt.pack_size) {
+		rc = open_pack(ps, dir, &cur);
 		if (!rc)
-			sv->cur_pack[dir] = cur;
+			ps->cur_pack[dir] = cur;
 	}
 	if (!rc) {
-		*id = sv->packs[cur].id;
-		*base = sv->packs[cur].end;
-		sv->packs[cur].end += w;
+		*id = ps->packs[cur].id;
+		*base = ps->packs[cur].end;
+		ps->packs[cur].end += w;
 	}
-	pthread_mutex_unlock(&sv->wmu);
+	pthread_mutex_unlock(&ps->wmu);
 	*out = cur;
 	return rc;
 }
@@ -440,21 +439,21 @@ static int pick_pack(struct ckpt_save *sv, uint64_t w, int *out, uint32_t *id, u
 static void write_done(struct io_req *r)
 {
 	struct slabjob *j = r->arg;
-	struct ckpt_save *sv = j->sv;
-	struct pipe *p = sv->s->pipe;
+	struct pipe_save *ps = j->ps;
+	struct pipe *p = ps->p;
 	if (r->res < 0 || (size_t)r->res != r->len) {
 		char path[4096];
-		pthread_mutex_lock(&sv->wmu);
-		store_pack_path(sv->s, sv->packs[j->pack].dir, sv->packs[j->pack].id, path, sizeof path);
-		pthread_mutex_unlock(&sv->wmu);
+		pthread_mutex_lock(&ps->wmu);
+		store_pack_path(p->s, ps->packs[j->pack].dir, ps->packs[j->pack].id, path, sizeof path);
+		pthread_mutex_unlock(&ps->wmu);
 		int e = r->res < 0 ? (int)-r->res : EIO;
 		int code = ckpt_errno_code(e) == CKPT_E_NOSPC ? CKPT_E_NOSPC : CKPT_E_IO;
-		save_set_error(sv, ckpt_fail(code, "write %s at offset %llu: %s", path,
+		pipe_set_error(ps, ckpt_fail(code, "write %s at offset %llu: %s", path,
 					     (unsigned long long)r->off,
 					     r->res < 0 ? strerror(e) : "short write"));
 	} else {
 		pthread_mutex_lock(&p->mu);
-		sv->st.bytes_written += r->len;
+		ps->st.bytes_written += r->len;
 		pthread_mutex_unlock(&p->mu);
 	}
 	free(j->dig);
@@ -462,7 +461,7 @@ static void write_done(struct io_req *r)
 	j->dig = NULL;
 	j->skip = NULL;
 	pool_release(&p->pool, j->slab);
-	job_finished(sv);
+	job_finished(ps);
 }
 
 struct newrec {
@@ -483,58 +482,71 @@ struct proc {
 	uint64_t hashed, reused, stored;
 };
 
-/* Stage 1, under idx_mu: a chunk known to the index (same digest and length) is reused, else it
+/* Appends c to the chunk table (index lock held); sets *slot. */
+static int chunk_append(struct pipe_save *ps, const struct mf_chunk *c, uint32_t *slot)
+{
+	if (ps->nchunks >= UINT32_MAX)
+		return ckpt_fail(CKPT_E_INVAL, "checkpoint has too many chunks");
+	int rc = ckpt_grow((void **)&ps->chunks, &ps->capchunks, ps->nchunks + 1, sizeof *ps->chunks);
+	if (rc)
+		return rc;
+	*slot = (uint32_t)ps->nchunks;
+	ps->chunks[ps->nchunks++] = *c;
+	return 0;
+}
+
+/* Stage 1, under the index lock: a chunk known to the index (same digest and length) is reused, else it
  * joins the chunk table as new with a pending index entry. Sets *is_new and the new slot. */
-static int dedup_chunk(struct ckpt_save *sv, const struct proc *pr, uint64_t q, uint64_t g,
+static int dedup_chunk(struct pipe_save *ps, const struct proc *pr, uint64_t q, uint64_t g,
 		       struct mf_chunk *c, bool *is_new, uint32_t *slot)
 {
-	struct ckpt_store *s = sv->s;
+	struct ckpt_store *s = ps->p->s;
 	int rc = 0;
 	*is_new = false;
-	pthread_mutex_lock(&s->idx_mu);
-	struct idx_entry *e = index_find(&s->idx, &c->digest);
+	struct ckpt_index *idx = store_index_lock(s);
+	struct idx_entry *e = index_find(idx, &c->digest);
 	bool known = e && e->c.raw_len == c->raw_len;
 	if ((pr->j->skip[q] & J_SKIP) && !known) {
 		/* Committed chunks only leave the index when the store is re-read, which never
 		 * happens while a save of this handle is live. */
 		rc = ckpt_fail(CKPT_E_CORRUPT, "dedup index lost a committed chunk");
 	} else if (known) {
-		if (e->gen != sv->gen) {
+		if (e->gen != ps->gen) {
 			struct mf_chunk ref = e->c;
 			ref.flags = 0;
-			rc = grow_chunks(sv, &ref, &e->slot);
-			e->gen = sv->gen;
+			rc = chunk_append(ps, &ref, &e->slot);
+			e->gen = ps->gen;
 		}
-		sv->refs[g] = e->slot;
+		ps->refs[g] = e->slot;
 	} else {
-		rc = grow_chunks(sv, c, slot);
+		rc = chunk_append(ps, c, slot);
 		if (!rc && !e) {
-			e = index_put(&s->idx, c);
+			e = index_put(idx, c);
 			if (!e)
 				rc = ckpt_fail(CKPT_E_NOMEM, "dedup index: out of memory");
 			else {
 				e->pending = 1;
-				e->gen = sv->gen;
+				e->gen = ps->gen;
 				e->slot = *slot;
 			}
 		}
-		sv->refs[g] = *slot;
+		ps->refs[g] = *slot;
 		*is_new = true;
 	}
-	pthread_mutex_unlock(&s->idx_mu);
+	store_index_unlock(s);
 	return rc;
 }
 
 /* Stage 2, no lock: encodes a new chunk and lays its record out at the write cursor, compacted
  * over skipped and reused chunks and zero-padded to its span. */
-static void lay_out_record(struct ckpt_save *sv, struct proc *pr, size_t ti, uint8_t *rec,
+static void lay_out_record(struct pipe_save *ps, struct proc *pr, size_t ti, uint8_t *rec,
 			   size_t len)
 {
 	size_t sl = len;
 	int codec = CKPT_CODEC_RAW;
 	if (pr->tc)
 		codec = ckpt_codec_encode(pr->tc->ctx, rec + REC_HDR_LEN, len,
-					  ckpt_dtype_size(sv->t[ti].dtype), sv->level, pr->tc->out,
+					  ckpt_dtype_size(ps->t[ti].dtype), ps->level, pr->tc->out,
 					  ckpt_codec_bound(len), &sl);
 	uint8_t *dst = pr->slab + pr->w;
 	if (codec != CKPT_CODEC_RAW)
@@ -552,14 +564,14 @@ static void lay_out_record(struct ckpt_save *sv, struct proc *pr, size_t ti, uin
 }
 
 /* Stages 1 and 2 over every chunk of the job. */
-static int process_chunks(struct ckpt_save *sv, struct proc *pr)
+static int process_chunks(struct pipe_save *ps, struct proc *pr)
 {
 	struct slabjob *j = pr->j;
 	uint64_t g = j->first_chunk, pos = 0;
 	struct chunk_it it;
 	size_t ti, len;
 	uint64_t off;
-	chunk_it_init(&it, sv, j);
+	chunk_it_init(&it, ps, j);
 	for (uint64_t q = 0; chunk_next(&it, &ti, &off, &len); q++, g++) {
 		uint8_t *rec = pr->slab + pos;
 		struct mf_chunk c = {.raw_len = (uint32_t)len, .flags = MF_CHUNK_NEW};
@@ -570,12 +582,12 @@ static int process_chunks(struct ckpt_save *sv, struct proc *pr)
 		pr->hashed += len;
 		bool is_new;
 		uint32_t slot = 0;
-		int rc = dedup_chunk(sv, pr, q, g, &c, &is_new, &slot);
+		int rc = dedup_chunk(ps, pr, q, g, &c, &is_new, &slot);
 		if (rc)
 			return rc;
 		if (is_new) {
 			pr->nr[pr->nnew].slot = slot;
-			lay_out_record(sv, pr, ti, rec, len);
+			lay_out_record(ps, pr, ti, rec, len);
 		} else {
 			pr->reused++;
 		}
@@ -584,16 +596,16 @@ static int process_chunks(struct ckpt_save *sv, struct proc *pr)
 	return 0;
 }
 
-/* Stage 3, one idx_mu section per job: the new chunks get their pack, offset, codec and length in
+/* Stage 3, one index lock section per job: the new chunks get their pack, offset, codec and length in
  * the chunk table and the pending index entries, their record headers are encoded into the slab,
  * and the job's counters are added. */
-static void stamp_records(struct ckpt_save *sv, struct proc *pr, uint32_t pack_id, uint64_t base)
+static void stamp_records(struct pipe_save *ps, struct proc *pr, uint32_t pack_id, uint64_t base)
 {
-	struct ckpt_store *s = sv->s;
-	pthread_mutex_lock(&s->idx_mu);
+	struct ckpt_store *s = ps->p->s;
+	struct ckpt_index *idx = store_index_lock(s);
 	for (size_t k = 0; k < pr->nnew; k++) {
 		const struct newrec *n = &pr->nr[k];
-		struct mf_chunk *c = &sv->chunks[n->slot];
+		struct mf_chunk *c = &ps->chunks[n->slot];
 		c->codec = n->codec;
 		c->stored_len = n->stored_len;
 		c->pack_id = pack_id;
@@ -601,34 +613,34 @@ static void stamp_records(struct ckpt_save *sv, struct proc *pr, uint32_t pack_i
 		struct rec_hdr h = {.codec = c->codec, .digest = c->digest, .raw_len = c->raw_len,
 				    .stored_len = c->stored_len, .pack_id = pack_id};
 		rec_hdr_encode(&h, pr->slab + n->at);
-		struct idx_entry *e = index_find(&s->idx, &c->digest);
-		if (e && e->pending && e->gen == sv->gen && e->slot == n->slot) {
+		struct idx_entry *e = index_find(idx, &c->digest);
+		if (e && e->pending && e->gen == ps->gen && e->slot == n->slot) {
 			e->c.pack_id = pack_id;
 			e->c.offset = c->offset;
 			e->c.codec = c->codec;
 			e->c.stored_len = c->stored_len;
 		}
 	}
-	sv->st.chunks += pr->j->nchunks;
-	sv->st.chunks_new += pr->nnew;
-	sv->st.chunks_reused += pr->reused;
-	sv->st.bytes_hashed += pr->hashed;
-	sv->st.bytes_stored += pr->stored;
-	pthread_mutex_unlock(&s->idx_mu);
+	ps->st.chunks += pr->j->nchunks;
+	ps->st.chunks_new += pr->nnew;
+	ps->st.chunks_reused += pr->reused;
+	ps->st.bytes_hashed += pr->hashed;
+	ps->st.bytes_stored += pr->stored;
+	store_index_unlock(s);
 }
 
 /* Releases a job that writes nothing (or failed before its write). */
 static void job_abandon(struct slabjob *j, int rc)
 {
-	struct ckpt_save *sv = j->sv;
+	struct pipe_save *ps = j->ps;
 	free(j->dig);
 	free(j->skip);
 	j->dig = NULL;
 	j->skip = NULL;
 	if (rc)
-		save_set_error(sv, rc);
-	pool_release(&sv->s->pipe->pool, j->slab);
-	job_finished(sv);
+		pipe_set_error(ps, rc);
+	pool_release(&ps->p->pool, j->slab);
+	job_finished(ps);
 }
 
 /* PROCESS: hash (unless the copy did), dedup, encode and compact the records, then stage 4: pick
@@ -636,36 +648,36 @@ static void job_abandon(struct slabjob *j, int rc)
 static void process_task(struct task *t)
 {
 	struct slabjob *j = (struct slabjob *)t;
-	struct ckpt_save *sv = j->sv;
-	struct pipe *p = sv->s->pipe;
+	struct pipe_save *ps = j->ps;
+	struct pipe *p = ps->p;
 	struct proc pr = {.j = j, .slab = p->pool.slabs[j->slab]};
 	int rc = 0;
-	if (save_failed(sv))
+	if (save_failed(ps))
 		goto out;
 	if (!(pr.nr = malloc(j->nchunks * sizeof *pr.nr))) {
 		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
 		goto out;
 	}
-	if (sv->compress && !(pr.tc = thread_codec(sv->chunk_size))) {
+	if (ps->compress && !(pr.tc = thread_codec(ps->chunk_size))) {
 		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory (codec)");
 		goto out;
 	}
-	if ((rc = process_chunks(sv, &pr)))
+	if ((rc = process_chunks(ps, &pr)))
 		goto out;
 	/* A pack is opened only when the job has something to write (a save that changes nothing
 	 * writes nothing), and record headers get its id. */
 	uint64_t base = 0;
 	uint32_t pack_id = 0;
-	if (pr.w && (rc = pick_pack(sv, pr.w, &j->pack, &pack_id, &base)))
+	if (pr.w && (rc = pick_pack(ps, pr.w, &j->pack, &pack_id, &base)))
 		goto out;
-	stamp_records(sv, &pr, pack_id, base);
+	stamp_records(ps, &pr, pack_id, base);
 	free(pr.nr);
 	pr.nr = NULL;
 	if (pr.w) {
-		pthread_mutex_lock(&sv->wmu);
-		int fd = sv->packs[j->pack].fd;
-		unsigned dir = sv->packs[j->pack].dir;
-		pthread_mutex_unlock(&sv->wmu);
+		pthread_mutex_lock(&ps->wmu);
+		int fd = ps->packs[j->pack].fd;
+		unsigned dir = ps->packs[j->pack].dir;
+		pthread_mutex_unlock(&ps->wmu);
 		j->io = (struct io_req){.op = IO_WRITE, .fd = fd, .buf = pr.slab, .len = (size_t)pr.w,
 					.off = base, .buf_index = (int)j->slab, .done = write_done,
 					.arg = j};
@@ -683,90 +695,88 @@ out:
  * changed. So: copy only, the first time the handle saves a tensor (nothing to dedup against) and
  * when most of its chunks changed last time (dense updates); hash first otherwise. */
 /* Open addressing on the name hash (0 marks a free slot). */
-static struct tensor_hint *hint_find(struct ckpt_store *s, uint64_t key)
+static struct tensor_hint *hint_find(struct pipe *p, uint64_t key)
 {
-	if (!s->caphints)
+	if (!p->caphints)
 		return NULL;
-	for (size_t i = key & (s->caphints - 1);; i = (i + 1) & (s->caphints - 1)) {
-		if (s->hints[i].key == key)
-			return &s->hints[i];
-		if (!s->hints[i].key)
+	for (size_t i = key & (p->caphints - 1);; i = (i + 1) & (p->caphints - 1)) {
+		if (p->hints[i].key == key)
+			return &p->hints[i];
+		if (!p->hints[i].key)
 			return NULL;
 	}
 }
 
-static struct tensor_hint *hint_add(struct ckpt_store *s, uint64_t key)
+static struct tensor_hint *hint_add(struct pipe *p, uint64_t key)
 {
-	if ((s->nhints + 1) * 2 > s->caphints) {
-		size_t n = s->caphints ? s->caphints * 2 : 256;
-		struct tensor_hint *nh = calloc(n, sizeof *nh), *old = s->hints;
+	if ((p->nhints + 1) * 2 > p->caphints) {
+		size_t n = p->caphints ? p->caphints * 2 : 256;
+		struct tensor_hint *nh = calloc(n, sizeof *nh), *old = p->hints;
 		if (!nh)
 			return NULL; /* only a hint */
-		size_t ocap = s->caphints;
-		s->hints = nh;
-		s->caphints = n;
+		size_t ocap = p->caphints;
+		p->hints = nh;
+		p->caphints = n;
 		for (size_t i = 0; i < ocap; i++)
 			if (old[i].key)
-				*hint_add(s, old[i].key) = old[i];
+				*hint_add(p, old[i].key) = old[i];
 		free(old);
 	}
-	size_t i = key & (s->caphints - 1);
-	while (s->hints[i].key)
-		i = (i + 1) & (s->caphints - 1);
-	s->hints[i].key = key;
-	s->nhints++;
-	return &s->hints[i];
+	size_t i = key & (p->caphints - 1);
+	while (p->hints[i].key)
+		i = (i + 1) & (p->caphints - 1);
+	p->hints[i].key = key;
+	p->nhints++;
+	return &p->hints[i];
 }
 
-static uint64_t hint_key(const struct save_tensor *t)
+static uint64_t hint_key(const struct pipe_tensor *t)
 {
 	uint64_t k = ckpt_checksum64(t->name, t->name_len);
 	return k ? k : 1;
 }
 
-static void choose_snapshot(struct ckpt_save *sv)
+static void choose_snapshot(struct pipe *p, struct pipe_save *ps)
 {
-	struct ckpt_store *s = sv->s;
-	pthread_mutex_lock(&s->mu);
-	for (size_t i = 0; i < sv->nt; i++) {
-		struct save_tensor *t = &sv->t[i];
-		struct tensor_hint *h = hint_find(s, hint_key(t));
+	pthread_mutex_lock(&p->hint_mu);
+	for (size_t i = 0; i < ps->nt; i++) {
+		struct pipe_tensor *t = &ps->t[i];
+		struct tensor_hint *h = hint_find(p, hint_key(t));
 		t->hash_first = h && h->state == 1;
 		t->hf_hit = t->hf_miss = 0;
 	}
-	sv->hf_hit = sv->hf_miss = 0;
-	pthread_mutex_unlock(&s->mu);
+	ps->hf_hit = ps->hf_miss = 0;
+	pthread_mutex_unlock(&p->hint_mu);
 }
 
-static void learn_snapshot(struct ckpt_save *sv)
+static void learn_snapshot(struct pipe *p, struct pipe_save *ps)
 {
-	struct ckpt_store *s = sv->s;
-	pthread_mutex_lock(&s->mu);
-	for (size_t i = 0; i < sv->nt; i++) {
-		struct save_tensor *t = &sv->t[i];
+	pthread_mutex_lock(&p->hint_mu);
+	for (size_t i = 0; i < ps->nt; i++) {
+		struct pipe_tensor *t = &ps->t[i];
 		uint64_t key = hint_key(t), nrefs = 0, nnew = 0;
-		for (uint64_t g = t->first_chunk; g < sv->nchunks_total && (i + 1 == sv->nt ||
-		     g < sv->t[i + 1].first_chunk); g++, nrefs++)
-			nnew += (sv->chunks[sv->refs[g]].flags & MF_CHUNK_NEW) != 0;
-		struct tensor_hint *h = hint_find(s, key);
+		for (uint64_t g = t->first_chunk; g < ps->nchunks_total && (i + 1 == ps->nt ||
+		     g < ps->t[i + 1].first_chunk); g++, nrefs++)
+			nnew += (ps->chunks[ps->refs[g]].flags & MF_CHUNK_NEW) != 0;
+		struct tensor_hint *h = hint_find(p, key);
 		if (!h) {
-			if ((h = hint_add(s, key)))
+			if ((h = hint_add(p, key)))
 				h->state = 1;
 			continue;
 		}
 		h->state = 2 * nnew > nrefs ? 2 : 1;
 	}
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&p->hint_mu);
 }
 
 /* ---- COMMIT ------------------------------------------------------------------------------- */
-static int close_packs(struct ckpt_save *sv, bool sync)
+static int close_packs(struct pipe_save *ps, bool sync)
 {
-	struct ckpt_store *s = sv->s;
+	struct ckpt_store *s = ps->p->s;
 	int rc = 0;
 	bool dirs[MAX_DATA_DIRS + 1] = {false};
-	for (size_t i = 0; i < sv->npacks; i++) {
-		struct spack *pk = &sv->packs[i];
+	for (size_t i = 0; i < ps->npacks; i++) {
+		struct spack *pk = &ps->packs[i];
 		char path[4096];
 		store_pack_path(s, pk->dir, pk->id, path, sizeof path);
 		if (sync && !rc && s->io->fdatasync(pk->fd)) {
@@ -780,7 +790,7 @@ static int close_packs(struct ckpt_save *sv, bool sync)
 		}
 		pk->fd = -1;
 		dirs[pk->dir] = true;
-		if (!sync && !sv->keep_packs)
+		if (!sync && !ps->keep_packs)
 			unlink(path);
 	}
 	/* The packs' directory entries must be durable before a manifest names them. */
@@ -793,56 +803,54 @@ static int close_packs(struct ckpt_save *sv, bool sync)
 static void finalize_task(struct task *t)
 {
 	struct save_task *ft = (struct save_task *)t;
-	struct ckpt_save *sv = ft->sv;
-	struct ckpt_store *s = sv->s;
-	struct pipe *p = s->pipe;
+	struct pipe_save *ps = ft->ps;
+	struct pipe *p = ps->p;
+	struct ckpt_store *s = p->s;
 	free(ft);
 	/* Decided once: a cancel that arrives while the commit runs is too late (the checkpoint
 	 * may already be visible), so it cannot make us remove packs a manifest names. */
-	bool failed = save_failed(sv);
-	int rc = failed ? 0 : close_packs(sv, true);
+	bool failed = save_failed(ps);
+	int rc = failed ? 0 : close_packs(ps, true);
 	if (!failed && !rc)
-		rc = save_write_manifest(sv);
+		rc = ps->ops->commit(ps, &ps->keep_packs);
 	if (rc) {
-		save_set_error(sv, rc);
+		pipe_set_error(ps, rc);
 		failed = true;
 	}
 	if (!failed) {
 		pthread_mutex_lock(&p->mu);
-		__atomic_store_n(&sv->err, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&ps->err, 0, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&p->mu);
 	}
 	if (failed) {
-		close_packs(sv, false);
-		pthread_mutex_lock(&s->idx_mu);
-		index_drop_pending(&s->idx);
-		pthread_mutex_unlock(&s->idx_mu);
+		close_packs(ps, false);
+		index_drop_pending(store_index_lock(s));
+		store_index_unlock(s);
 	} else {
-		pthread_mutex_lock(&s->idx_mu);
-		index_commit_pending(&s->idx);
+		index_commit_pending(store_index_lock(s));
 		store_index_resync(s);
-		pthread_mutex_unlock(&s->idx_mu);
-		learn_snapshot(sv);
+		store_index_unlock(s);
+		learn_snapshot(p, ps);
 	}
 	double t1 = ckpt_now();
 	pthread_mutex_lock(&p->mu);
-	sv->st.seconds = t1 - sv->t_submit;
-	sv->st.snapshot_seconds = (sv->snapshot_done ? sv->t_snapshot : t1) - sv->t_submit;
-	sv->st.persist_seconds = t1 - (sv->snapshot_done ? sv->t_snapshot : t1);
-	sv->st.pool_peak = pool_take_peak(&p->pool);
+	ps->st.seconds = t1 - ps->t_submit;
+	ps->st.snapshot_seconds = (ps->snapshot_done ? ps->t_snapshot : t1) - ps->t_submit;
+	ps->st.persist_seconds = t1 - (ps->snapshot_done ? ps->t_snapshot : t1);
+	ps->st.pool_peak = pool_take_peak(&p->pool);
 	/* What this save did: O_DIRECT on every pack it wrote (a save that wrote nothing: what
 	 * the handle would do). */
-	bool direct = s->opt.direct_io && !__atomic_load_n(&s->direct_refused, __ATOMIC_RELAXED);
-	if (sv->npacks) {
+	bool direct = store_direct_io(s);
+	if (ps->npacks) {
 		direct = true;
-		for (size_t i = 0; i < sv->npacks; i++)
-			direct &= sv->packs[i].direct;
+		for (size_t i = 0; i < ps->npacks; i++)
+			direct &= ps->packs[i].direct;
 	}
-	sv->st.direct_io = direct;
-	fence_release(p, sv);
-	sv->finished = true;
-	pthread_cond_broadcast(&sv->cv);
-	p->fifo_head = sv->next_fifo;
+	ps->st.direct_io = direct;
+	fence_release(p, ps);
+	ps->finished = true;
+	pthread_cond_broadcast(&ps->cv);
+	p->fifo_head = ps->next_fifo;
 	if (!p->fifo_head)
 		p->fifo_tail = NULL;
 	if (p->fifo_head)
@@ -868,7 +876,7 @@ static void *dispatcher(void *arg)
 		double waited;
 		j->slab = pool_acquire(&p->pool, pool_ticket(&p->pool), &waited);
 		pthread_mutex_lock(&p->mu);
-		j->sv->st.wait_seconds += waited;
+		j->ps->st.wait_seconds += waited;
 		j->task.fn = copy_task;
 		workers_submit_urgent(p->w, &j->task);
 	}
@@ -896,29 +904,41 @@ static void pool_geometry(const struct ckpt_store *s, uint64_t pool_bytes, size_
 	*nslabs = (unsigned)MIN(MAX(n, 2), 65536);
 }
 
-int pipe_ensure(struct ckpt_store *s, bool want_cuda)
+uint64_t pipe_pool_bytes_for(const struct ckpt_store *s, uint64_t pool_bytes)
 {
-	if (s->pipe)
-		return 0;
+	size_t slab;
+	unsigned nslabs;
+	pool_geometry(s, pool_bytes ? pool_bytes : s->opt.pool_size, &slab, &nslabs);
+	return (uint64_t)slab * nslabs;
+}
+
+uint64_t pipe_pool_bytes(const struct pipe *p)
+{
+	return (uint64_t)p->pool.slab_size * p->pool.nslabs;
+}
+
+int pipe_create(struct ckpt_store *s, uint64_t pool_bytes, struct pipe **out)
+{
+	*out = NULL;
 	struct pipe *p = calloc(1, sizeof *p);
 	if (!p)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	p->s = s;
-	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->cv, NULL);
 	/* Host memory; the first CUDA save registers it with CUDA (pipe_cuda_ready): a CPU-only
 	 * process never creates a CUDA context, and a host-only first save does not leave later
 	 * CUDA saves copying into pageable memory. */
-	(void)want_cuda;
 	p->gpu = ckpt_gpu_host();
 	size_t slab;
 	unsigned nslabs;
-	pool_geometry(s, s->opt.pool_size, &slab, &nslabs);
+	pool_geometry(s, pool_bytes ? pool_bytes : s->opt.pool_size, &slab, &nslabs);
 	int rc = pool_init(&p->pool, p->gpu, slab, nslabs);
 	if (rc) {
 		free(p);
 		return rc;
 	}
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_mutex_init(&p->hint_mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
 	unsigned threads = s->opt.threads ? s->opt.threads : online_cores();
 	p->w = workers_create(threads);
 	p->eng = calloc(s->ndirs, sizeof *p->eng);
@@ -937,7 +957,7 @@ int pipe_ensure(struct ckpt_store *s, bool want_cuda)
 		rc = ckpt_fail(CKPT_E_NOMEM, "cannot start the dispatcher thread");
 		goto fail;
 	}
-	s->pipe = p;
+	*out = p;
 	return 0;
 fail:
 	workers_destroy(p->w);
@@ -945,13 +965,15 @@ fail:
 		io_engine_destroy(p->eng[d]);
 	free(p->eng);
 	pool_fini(&p->pool);
+	pthread_mutex_destroy(&p->mu);
+	pthread_mutex_destroy(&p->hint_mu);
+	pthread_cond_destroy(&p->cv);
 	free(p);
 	return rc;
 }
 
-void pipe_destroy(struct ckpt_store *s)
+void pipe_destroy(struct pipe *p)
 {
-	struct pipe *p = s->pipe;
 	if (!p)
 		return;
 	pthread_mutex_lock(&p->mu);
@@ -969,49 +991,38 @@ void pipe_destroy(struct ckpt_store *s)
 	}
 	pool_fini(&p->pool);
 	pthread_mutex_destroy(&p->mu);
+	pthread_mutex_destroy(&p->hint_mu);
 	pthread_cond_destroy(&p->cv);
+	free(p->hints);
 	free(p);
-	s->pipe = NULL;
 }
 
-/* Allocates (and pins) the staging pool now instead of in the first save. s->mu keeps saves from
- * beginning meanwhile, and a pool is only replaced while no save of the handle is live. */
-CKPT_API int ckpt_store_reserve(ckpt_store *s, uint64_t pool_bytes)
+int pipe_replace(struct ckpt_store *s, struct pipe **pp, uint64_t pool_bytes)
 {
-	if (!s)
-		return ckpt_fail(CKPT_E_INVAL, "reserve: NULL store");
-	if (s->opt.read_only)
-		return ckpt_fail(CKPT_E_PERM, "%s: opened read-only: no staging pool to reserve",
-				 s->path);
-	if (pool_bytes && pool_bytes < (1u << 20))
-		return ckpt_fail(CKPT_E_INVAL, "reserve: pool of %llu bytes: must be at least 1 MiB",
-				 (unsigned long long)pool_bytes);
-	uint64_t want = pool_bytes ? pool_bytes : s->opt.pool_size;
-	size_t slab;
-	unsigned nslabs;
-	pool_geometry(s, want, &slab, &nslabs);
-	int rc = 0;
-	pthread_mutex_lock(&s->mu);
-	struct pipe *p = s->pipe;
-	if (p && p->pool.slab_size * p->pool.nslabs >= slab * nslabs) {
-		rc = 0; /* large enough already */
-	} else if (p && s->live) {
-		rc = ckpt_fail(CKPT_E_BUSY, "%s: cannot grow the staging pool (%zu to %zu bytes) while "
-			       "a save is in flight", s->path, p->pool.slab_size * p->pool.nslabs,
-			       slab * nslabs);
-	} else {
-		pipe_destroy(s);
-		s->opt.pool_size = want;
-		if ((rc = pipe_ensure(s, false)))
-			ckpt_fail_prefix("%s: reserving the staging pool", s->path);
+	struct tensor_hint *hints = NULL;
+	size_t nhints = 0, caphints = 0;
+	if (*pp) {
+		hints = (*pp)->hints;
+		nhints = (*pp)->nhints;
+		caphints = (*pp)->caphints;
+		(*pp)->hints = NULL;
+		pipe_destroy(*pp);
+		*pp = NULL;
 	}
-	pthread_mutex_unlock(&s->mu);
-	return rc;
+	int rc = pipe_create(s, pool_bytes, pp);
+	if (rc) {
+		free(hints);
+		return rc;
+	}
+	(*pp)->hints = hints;
+	(*pp)->nhints = nhints;
+	(*pp)->caphints = caphints;
+	return 0;
 }
 
 /* First CUDA save of the pipe, after its streams exist (so the provider works on their device's
- * context): registers the pool and allocates the fence flags. Then gives sv its fence slot. */
-static int pipe_cuda_ready(struct pipe *p, struct ckpt_save *sv)
+ * context): registers the pool and allocates the fence flags. Then gives ps its fence slot. */
+static int pipe_cuda_ready(struct pipe *p, struct pipe_save *ps)
 {
 	const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
 	int rc = 0;
@@ -1029,25 +1040,33 @@ static int pipe_cuda_ready(struct pipe *p, struct ckpt_save *sv)
 	}
 	if (!rc) {
 		uint32_t n = p->fence_next++;
-		sv->fence_slot = n % FENCE_SLOTS;
-		sv->fence_val = n / FENCE_SLOTS + 1;
+		ps->fence_slot = n % FENCE_SLOTS;
+		ps->fence_val = n / FENCE_SLOTS + 1;
 	}
 	pthread_mutex_unlock(&p->mu);
 	return rc;
 }
 
-/* The fence: stream waits on the device until the save's copies are done (fence_release). */
-int pipe_fence(struct ckpt_save *sv, void *stream)
+bool pipe_uses_cuda(const struct pipe_save *ps)
 {
-	struct pipe *p = sv->s->pipe;
+	for (int d = 0; d < 16; d++)
+		if (ps->streams[d])
+			return true;
+	return false;
+}
+
+/* The fence: stream waits on the device until the save's copies are done (fence_release). */
+int pipe_fence(struct pipe_save *ps, void *stream)
+{
+	struct pipe *p = ps->p;
 	const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
 	int rc = 0;
 	for (int d = 0; !rc && d < 16; d++) {
-		if (!sv->streams[d])
+		if (!ps->streams[d])
 			continue;
 		/* NULL names the legacy stream of each device the save copies from; a real stream
 		 * needs the wait only once. */
-		rc = g->wait_flag(stream, d, &p->flags[sv->fence_slot], sv->fence_val);
+		rc = g->wait_flag(stream, d, &p->flags[ps->fence_slot], ps->fence_val);
 		if (stream)
 			break;
 	}
@@ -1055,38 +1074,38 @@ int pipe_fence(struct ckpt_save *sv, void *stream)
 }
 
 /* Splits the save into slab jobs: records laid out back to back, a new job when a slab is full. */
-static int plan(struct ckpt_save *sv, size_t slab_size)
+static int plan(struct pipe_save *ps, size_t slab_size)
 {
 	/* A submit that failed may be retried: start from nothing (issue 12, defect 7). */
-	free(sv->jobs);
-	free(sv->refs);
-	sv->jobs = NULL;
-	sv->refs = NULL;
-	sv->njobs = 0;
-	sv->st.logical_bytes = 0;
+	free(ps->jobs);
+	free(ps->refs);
+	ps->jobs = NULL;
+	ps->refs = NULL;
+	ps->njobs = 0;
+	ps->st.logical_bytes = 0;
 	size_t cap = 16;
-	sv->jobs = calloc(cap, sizeof *sv->jobs);
-	if (!sv->jobs)
+	ps->jobs = calloc(cap, sizeof *ps->jobs);
+	if (!ps->jobs)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	uint64_t g = 0, used = 0;
 	struct slabjob *cur = NULL;
-	for (size_t i = 0; i < sv->nt; i++) {
-		struct save_tensor *t = &sv->t[i];
+	for (size_t i = 0; i < ps->nt; i++) {
+		struct pipe_tensor *t = &ps->t[i];
 		t->first_chunk = g;
-		for (uint64_t off = 0; off < t->nbytes; off += sv->chunk_size, g++) {
-			uint64_t len = MIN((uint64_t)sv->chunk_size, t->nbytes - off);
+		for (uint64_t off = 0; off < t->nbytes; off += ps->chunk_size, g++) {
+			uint64_t len = MIN((uint64_t)ps->chunk_size, t->nbytes - off);
 			uint64_t span = rec_span((uint32_t)len);
 			if (!cur || used + span > slab_size) {
-				if (sv->njobs == cap) {
-					struct slabjob *n = realloc(sv->jobs, 2 * cap * sizeof *n);
+				if (ps->njobs == cap) {
+					struct slabjob *n = realloc(ps->jobs, 2 * cap * sizeof *n);
 					if (!n)
 						return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-					sv->jobs = n;
+					ps->jobs = n;
 					memset(n + cap, 0, cap * sizeof *n);
 					cap *= 2;
 				}
-				cur = &sv->jobs[sv->njobs++];
-				cur->sv = sv;
+				cur = &ps->jobs[ps->njobs++];
+				cur->ps = ps;
 				cur->tensor = i;
 				cur->offset = off;
 				cur->first_chunk = g;
@@ -1095,87 +1114,51 @@ static int plan(struct ckpt_save *sv, size_t slab_size)
 			cur->nchunks++;
 			used += span;
 		}
-		sv->st.logical_bytes += t->nbytes;
+		ps->st.logical_bytes += t->nbytes;
 	}
-	sv->nchunks_total = g;
-	sv->refs = malloc((g ? g : 1) * sizeof *sv->refs);
-	if (!sv->refs)
+	ps->nchunks_total = g;
+	ps->refs = malloc((g ? g : 1) * sizeof *ps->refs);
+	if (!ps->refs)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	return 0;
 }
 
-int pipe_submit(struct ckpt_save *sv)
+/* CUDA: the library's streams wait for the trainer's queued work before copying. */
+static int make_streams(struct pipe *p, struct pipe_save *ps)
 {
-	struct ckpt_store *s = sv->s;
-	bool cuda = false;
-	for (size_t i = 0; i < sv->nt; i++)
-		cuda |= sv->t[i].mem != CKPT_MEM_HOST;
-	/* From here the caller waits: a pool allocated now (the handle's first save) is in the
-	 * save's seconds and snapshot_seconds, not hidden (issue 13). */
-	double t0 = ckpt_now();
-	int rc = pipe_ensure(s, cuda);
-	if (rc)
-		return rc;
-	struct pipe *p = s->pipe;
-	if ((rc = plan(sv, p->pool.slab_size)))
-		return rc;
-	choose_snapshot(sv);
-	/* Copy first and hash later keeps the snapshot at memcpy speed, which only pays when the
-	 * caller gets its tensors back before the save is written: an asynchronous save that fits
-	 * in the pool. Otherwise hash each chunk while the copy left it in the cache. */
-	sv->fuse_hash = sv->sync || sv->st.logical_bytes > (uint64_t)p->pool.slab_size * p->pool.nslabs;
-	/* CUDA: the library's streams wait for the trainer's queued work before copying. */
-	for (size_t i = 0; i < sv->nt; i++) {
-		int dev = sv->t[i].mem;
-		if (dev < 0 || sv->streams[dev] || !sv->t[i].nbytes)
+	int rc;
+	for (size_t i = 0; i < ps->nt; i++) {
+		int dev = ps->t[i].mem;
+		if (dev < 0 || ps->streams[dev] || !ps->t[i].nbytes)
 			continue;
 		const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
-		if ((rc = g->stream_create(dev, &sv->streams[dev])))
+		if ((rc = g->stream_create(dev, &ps->streams[dev])))
 			return rc;
-		if (!sv->n_user_streams && (rc = g->stream_after(sv->streams[dev], NULL)))
+		if (!ps->n_user_streams && (rc = g->stream_after(ps->streams[dev], NULL)))
 			return rc;
-		for (unsigned u = 0; u < sv->n_user_streams; u++)
-			if ((rc = g->stream_after(sv->streams[dev], sv->user_streams[u])))
+		for (unsigned u = 0; u < ps->n_user_streams; u++)
+			if ((rc = g->stream_after(ps->streams[dev], ps->user_streams[u])))
 				return rc;
 	}
-	for (int d = 0; d < 16; d++)
-		if (sv->streams[d]) {
-			if ((rc = pipe_cuda_ready(p, sv)))
-				return rc;
-			break;
-		}
-	free(sv->cur_pack);
-	sv->cur_pack = malloc(s->ndirs * sizeof *sv->cur_pack);
-	if (!sv->cur_pack)
-		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	pthread_cond_init(&sv->cv, NULL);
-	pthread_mutex_init(&sv->wmu, NULL);
-	for (unsigned d = 0; d < s->ndirs; d++)
-		sv->cur_pack[d] = -1;
-	sv->t_submit = t0;
-	sv->submitted = true;
-	snprintf(sv->st.engine, sizeof sv->st.engine, "%s", io_engine_name(p->eng[0]));
-	snprintf(sv->st.gpu, sizeof sv->st.gpu, "%s", sv->streams[0] || sv->streams[1] ? "cuda" : "host");
-	for (int d = 0; d < 16; d++)
-		if (sv->streams[d])
-			snprintf(sv->st.gpu, sizeof sv->st.gpu, "cuda");
-	sv->st.pool_bytes = (uint64_t)p->pool.slab_size * p->pool.nslabs;
-	sv->st.threads = workers_count(p->w);
-	sv->st.data_dirs = s->ndirs;
+	return pipe_uses_cuda(ps) ? pipe_cuda_ready(p, ps) : 0;
+}
 
+/* Queues a planned save: joins the FIFO, its jobs the dispatcher's queue. */
+static void enqueue(struct pipe *p, struct pipe_save *ps)
+{
 	pthread_mutex_lock(&p->mu);
 	if (p->fifo_tail)
-		p->fifo_tail->next_fifo = sv;
+		p->fifo_tail->next_fifo = ps;
 	else
-		p->fifo_head = sv;
-	p->fifo_tail = sv;
-	if (!sv->njobs) {
-		sv->snapshot_done = true;
-		sv->t_snapshot = sv->t_submit;
-		fence_release(p, sv);
+		p->fifo_head = ps;
+	p->fifo_tail = ps;
+	if (!ps->njobs) {
+		ps->snapshot_done = true;
+		ps->t_snapshot = ps->t_submit;
+		fence_release(p, ps);
 	}
-	for (size_t i = 0; i < sv->njobs; i++) {
-		struct slabjob *j = &sv->jobs[i];
+	for (size_t i = 0; i < ps->njobs; i++) {
+		struct slabjob *j = &ps->jobs[i];
 		j->next = NULL;
 		if (p->dq_tail)
 			p->dq_tail->next = j;
@@ -1184,50 +1167,100 @@ int pipe_submit(struct ckpt_save *sv)
 		p->dq_tail = j;
 	}
 	pthread_cond_broadcast(&p->cv);
-	if (p->fifo_head == sv)
-		become_head(p, sv);
+	if (p->fifo_head == ps)
+		become_head(p, ps);
 	pthread_mutex_unlock(&p->mu);
+}
+
+int pipe_submit(struct pipe *p, struct pipe_save *ps, double t_start)
+{
+	struct ckpt_store *s = p->s;
+	ps->p = p;
+	int rc;
+	if ((rc = plan(ps, p->pool.slab_size)))
+		return rc;
+	choose_snapshot(p, ps);
+	/* Copy first and hash later keeps the snapshot at memcpy speed, which only pays when the
+	 * caller gets its tensors back before the save is written: an asynchronous save that fits
+	 * in the pool. Otherwise hash each chunk while the copy left it in the cache. */
+	ps->fuse_hash = ps->sync || ps->st.logical_bytes > pipe_pool_bytes(p);
+	if ((rc = make_streams(p, ps)))
+		return rc;
+	free(ps->cur_pack);
+	ps->cur_pack = malloc(s->ndirs * sizeof *ps->cur_pack);
+	if (!ps->cur_pack)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	pthread_cond_init(&ps->cv, NULL);
+	pthread_mutex_init(&ps->wmu, NULL);
+	for (unsigned d = 0; d < s->ndirs; d++)
+		ps->cur_pack[d] = -1;
+	ps->t_submit = t_start;
+	ps->submitted = true;
+	snprintf(ps->st.engine, sizeof ps->st.engine, "%s", io_engine_name(p->eng[0]));
+	snprintf(ps->st.gpu, sizeof ps->st.gpu, "%s", pipe_uses_cuda(ps) ? "cuda" : "host");
+	ps->st.pool_bytes = pipe_pool_bytes(p);
+	ps->st.threads = workers_count(p->w);
+	ps->st.data_dirs = s->ndirs;
+	enqueue(p, ps);
 	return 0;
 }
 
-int pipe_wait_snapshot(struct ckpt_save *sv)
+int pipe_wait_snapshot(struct pipe_save *ps)
 {
-	struct pipe *p = sv->s->pipe;
+	struct pipe *p = ps->p;
 	pthread_mutex_lock(&p->mu);
-	while (!sv->snapshot_done && !sv->finished)
-		pthread_cond_wait(&sv->cv, &p->mu);
-	int rc = sv->err;
+	while (!ps->snapshot_done && !ps->finished)
+		pthread_cond_wait(&ps->cv, &p->mu);
+	int rc = ps->err;
 	pthread_mutex_unlock(&p->mu);
 	return rc;
 }
 
-int pipe_wait_enqueued(struct ckpt_save *sv)
+int pipe_wait(struct pipe_save *ps)
 {
-	struct pipe *p = sv->s->pipe;
+	struct pipe *p = ps->p;
 	pthread_mutex_lock(&p->mu);
-	while (sv->jobs_enqueued < sv->njobs && !sv->finished)
-		pthread_cond_wait(&sv->cv, &p->mu);
-	int rc = sv->err;
+	while (!ps->finished)
+		pthread_cond_wait(&ps->cv, &p->mu);
+	int rc = ps->err;
 	pthread_mutex_unlock(&p->mu);
 	return rc;
 }
 
-int pipe_wait(struct ckpt_save *sv)
+int pipe_poll(const struct pipe_save *ps)
 {
-	struct pipe *p = sv->s->pipe;
+	struct pipe *p = ps->p;
 	pthread_mutex_lock(&p->mu);
-	while (!sv->finished)
-		pthread_cond_wait(&sv->cv, &p->mu);
-	int rc = sv->err;
-	pthread_mutex_unlock(&p->mu);
-	return rc;
-}
-
-int pipe_poll(const struct ckpt_save *sv)
-{
-	struct pipe *p = sv->s->pipe;
-	pthread_mutex_lock(&p->mu);
-	int done = sv->finished;
+	int done = ps->finished;
 	pthread_mutex_unlock(&p->mu);
 	return done;
+}
+
+/* The digest stage adds to bytes_hashed under the store's index lock. */
+uint64_t pipe_progress(const struct pipe_save *ps)
+{
+	if (!ps->p)
+		return ps->st.bytes_hashed;
+	store_index_lock(ps->p->s);
+	uint64_t done = ps->st.bytes_hashed;
+	store_index_unlock(ps->p->s);
+	return done;
+}
+
+void pipe_save_release(struct pipe_save *ps)
+{
+	/* Only a save that made streams touches the provider: a host-only save never loads the CUDA
+	 * module (nor, through it, the runtime and cuInit; issue 12, defect 9). */
+	for (int d = 0; d < 16; d++)
+		if (ps->streams[d])
+			ckpt_gpu_cuda()->stream_destroy(ps->streams[d]);
+	if (ps->submitted) {
+		pthread_cond_destroy(&ps->cv);
+		pthread_mutex_destroy(&ps->wmu);
+	}
+	free(ps->chunks);
+	free(ps->refs);
+	free(ps->jobs);
+	free(ps->packs);
+	free(ps->cur_pack);
 }

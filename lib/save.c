@@ -1,5 +1,5 @@
-/* The save API: what the caller adds (tensors, metadata), then submit/wait around the pipeline,
- * and the manifest, written last. Order of durability: pack data and pack directory entries
+/* The save API: what the caller adds (tensors, metadata), then submit/wait around the pipeline
+ * (a struct pipe_save request whose commit callback, save_commit, writes the manifest last). Order of durability: pack data and pack directory entries
  * first, the manifest last (temporary name, fsync, rename, directory fsync). Until the rename
  * nothing is visible. */
 #include <errno.h>
@@ -13,26 +13,39 @@
 #include "save.h"
 #include "store.h"
 
+static int save_commit(struct pipe_save *ps, bool *keep_packs);
+/* What the pipeline calls back: the commit, which writes the manifest. */
+static const struct pipe_save_ops save_ops = {.commit = save_commit};
 
-int grow_chunks(struct ckpt_save *sv, const struct mf_chunk *c, uint32_t *slot)
-{
-	if (sv->nchunks >= UINT32_MAX)
-		return ckpt_fail(CKPT_E_INVAL, "checkpoint has too many chunks");
-	int rc = ckpt_grow((void **)&sv->chunks, &sv->capchunks, sv->nchunks + 1, sizeof *sv->chunks);
-	if (rc)
-		return rc;
-	*slot = (uint32_t)sv->nchunks;
-	sv->chunks[sv->nchunks++] = *c;
-	return 0;
-}
 
-/* True when a save of step is open or in flight on this handle (s->mu held). */
-static bool step_live(struct ckpt_store *s, uint64_t step)
+/* True when a save of step is open or in flight on this handle (ss->mu held). */
+static bool step_live(struct save_store *ss, uint64_t step)
 {
-	for (struct ckpt_save *o = s->live; o; o = o->next_live)
+	for (struct ckpt_save *o = ss->live; o; o = o->next_live)
 		if (o->step == step)
 			return true;
 	return false;
+}
+
+/* Under ss->mu and s->mu: takes the writer lock for the handle's first save, and refuses a step
+ * that exists (or is being saved) unless overwriting. */
+static int begin_locked(struct save_store *ss, uint64_t step)
+{
+	struct ckpt_store *s = &ss->store;
+	int rc = s->lock_users ? 0 : store_begin_write(s);
+	if (rc)
+		return rc;
+	char name[64], p[4096];
+	store_mf_name(step, name, sizeof name);
+	snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
+	if (!s->opt.overwrite && (step_live(ss, step) || access(p, F_OK) == 0)) {
+		rc = ckpt_fail(CKPT_E_EXISTS, "checkpoint %llu already exists in store %s (%s)",
+			       (unsigned long long)step, s->path,
+			       step_live(ss, step) ? "being saved" : p);
+		if (!s->lock_users)
+			store_unlock(s);
+	}
+	return rc;
 }
 
 CKPT_API int ckpt_save_begin(ckpt_store *s, uint64_t step, ckpt_save **out)
@@ -45,71 +58,50 @@ CKPT_API int ckpt_save_begin(ckpt_store *s, uint64_t step, ckpt_save **out)
 	struct ckpt_save *sv = calloc(1, sizeof *sv);
 	if (!sv)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	int rc = 0;
+	struct save_store *ss = save_store_of(s);
+	pthread_mutex_lock(&ss->mu);
 	pthread_mutex_lock(&s->mu);
-	if (!s->lock_users) {
-		/* First save of this handle since the lock was free: another process may have
-		 * written, pruned or collected meanwhile, so packs and index are looked at anew. */
-		uint32_t maxid = 0;
-		if (!(rc = store_lock(s)) && !(rc = store_max_pack_id(s, &maxid))) {
-			s->next_pack_id = maxid;
-			s->io = ckpt_io_default();
-			pthread_mutex_lock(&s->idx_mu);
-			rc = store_refresh_index(s);
-			pthread_mutex_unlock(&s->idx_mu);
-		}
-		if (rc) {
-			store_unlock(s);
-			goto fail;
-		}
+	int rc = begin_locked(ss, step);
+	if (!rc) {
+		s->lock_users++;
+		sv->gen = ++s->gen;
 	}
-	char name[64], p[4096];
-	store_mf_name(step, name, sizeof name);
-	snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
-	if (!s->opt.overwrite && (step_live(s, step) || access(p, F_OK) == 0)) {
-		rc = ckpt_fail(CKPT_E_EXISTS, "checkpoint %llu already exists in store %s (%s)",
-			       (unsigned long long)step, s->path,
-			       step_live(s, step) ? "being saved" : p);
-		if (!s->lock_users)
-			store_unlock(s);
-		goto fail;
+	pthread_mutex_unlock(&s->mu);
+	if (rc) {
+		pthread_mutex_unlock(&ss->mu);
+		free(sv);
+		return rc;
 	}
-	s->lock_users++;
 	sv->s = s;
 	sv->step = step;
-	sv->gen = ++s->gen;
-	sv->st.step = step;
+	sv->ps.step = step;
+	sv->ps.st.step = step;
 	sv->chunk_size = s->opt.chunk_size ? (uint32_t)s->opt.chunk_size : s->hdr.chunk_size;
 	sv->compress = s->opt.compress >= 0 ? s->opt.compress : s->hdr.codec;
 	sv->level = s->opt.zstd_level ? s->opt.zstd_level : (s->hdr.zstd_level ? s->hdr.zstd_level : 1);
-	sv->next_live = s->live;
-	s->live = sv;
-	pthread_mutex_unlock(&s->mu);
+	sv->next_live = ss->live;
+	ss->live = sv;
+	pthread_mutex_unlock(&ss->mu);
 	*out = sv;
 	return 0;
-fail:
-	pthread_mutex_unlock(&s->mu);
-	free(sv);
-	return rc;
 }
 
 void save_destroy(struct ckpt_save *sv)
 {
 	struct ckpt_store *s = sv->s;
-	pthread_mutex_lock(&s->mu);
-	for (struct ckpt_save **pp = &s->live; *pp; pp = &(*pp)->next_live)
+	struct save_store *ss = save_store_of(s);
+	pthread_mutex_lock(&ss->mu);
+	for (struct ckpt_save **pp = &ss->live; *pp; pp = &(*pp)->next_live)
 		if (*pp == sv) {
 			*pp = sv->next_live;
 			break;
 		}
+	pthread_mutex_lock(&s->mu);
 	if (--s->lock_users == 0)
 		store_unlock(s);
 	pthread_mutex_unlock(&s->mu);
-	/* Only a save that made streams touches the provider: a host-only save never loads the CUDA
-	 * module (nor, through it, the runtime and cuInit; issue 12, defect 9). */
-	for (int d = 0; d < 16; d++)
-		if (sv->streams[d])
-			ckpt_gpu_cuda()->stream_destroy(sv->streams[d]);
+	pthread_mutex_unlock(&ss->mu);
+	pipe_save_release(&sv->ps);
 	for (size_t i = 0; i < sv->nt; i++) {
 		free(sv->t[i].name);
 		free(sv->t[i].shape);
@@ -118,28 +110,34 @@ void save_destroy(struct ckpt_save *sv)
 		free((char *)sv->meta[i].key);
 		free((char *)sv->meta[i].value);
 	}
-	if (sv->submitted) {
-		pthread_cond_destroy(&sv->cv);
-		pthread_mutex_destroy(&sv->wmu);
-	}
 	free(sv->t);
 	free(sv->names);
 	free(sv->meta);
-	free(sv->chunks);
-	free(sv->refs);
-	free(sv->jobs);
-	free(sv->packs);
-	free(sv->cur_pack);
 	free(sv);
+}
+
+void save_drain(struct save_store *ss)
+{
+	for (;;) {
+		pthread_mutex_lock(&ss->mu);
+		struct ckpt_save *sv = ss->live;
+		pthread_mutex_unlock(&ss->mu);
+		if (!sv)
+			break;
+		if (sv->ps.submitted)
+			ckpt_save_wait(sv, NULL);
+		else
+			ckpt_save_abort(sv);
+	}
 }
 
 CKPT_API void ckpt_save_abort(ckpt_save *sv)
 {
 	if (!sv)
 		return;
-	if (sv->submitted) {
-		save_set_error(sv, ckpt_fail(CKPT_E_CANCELED, "aborted by the caller"));
-		pipe_wait(sv);
+	if (sv->ps.submitted) {
+		pipe_set_error(&sv->ps, ckpt_fail(CKPT_E_CANCELED, "aborted by the caller"));
+		pipe_wait(&sv->ps);
 	}
 	save_destroy(sv);
 }
@@ -148,18 +146,19 @@ CKPT_API int ckpt_save_after_stream(ckpt_save *sv, void *stream)
 {
 	if (!sv)
 		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
-	if (sv->submitted)
+	if (sv->ps.submitted)
 		return ckpt_fail(CKPT_E_STATE, "checkpoint %llu was already submitted",
 				 (unsigned long long)sv->step);
 	/* Each call adds a stream (tensors on several devices each follow their own trainer stream;
 	 * issue 12, defect 8). */
-	for (unsigned i = 0; i < sv->n_user_streams; i++)
-		if (sv->user_streams[i] == stream)
+	struct pipe_save *ps = &sv->ps;
+	for (unsigned i = 0; i < ps->n_user_streams; i++)
+		if (ps->user_streams[i] == stream)
 			return 0;
-	if (sv->n_user_streams == 16)
+	if (ps->n_user_streams == 16)
 		return ckpt_fail(CKPT_E_INVAL, "checkpoint %llu: more than 16 streams to follow",
 				 (unsigned long long)sv->step);
-	sv->user_streams[sv->n_user_streams++] = stream;
+	ps->user_streams[ps->n_user_streams++] = stream;
 	return 0;
 }
 
@@ -167,10 +166,29 @@ CKPT_API int ckpt_save_submit(ckpt_save *sv)
 {
 	if (!sv)
 		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
-	if (sv->submitted)
+	if (sv->ps.submitted)
 		return ckpt_fail(CKPT_E_STATE, "checkpoint %llu was already submitted",
 				 (unsigned long long)sv->step);
-	int rc = pipe_submit(sv);
+	/* From here the caller waits: a pool allocated now (the handle's first save) is in the
+	 * save's seconds and snapshot_seconds, not hidden (issue 13). */
+	double t0 = ckpt_now();
+	struct save_store *ss = save_store_of(sv->s);
+	struct pipe_save *ps = &sv->ps;
+	ps->ops = &save_ops;
+	ps->gen = sv->gen;
+	ps->chunk_size = sv->chunk_size;
+	ps->compress = sv->compress;
+	ps->level = sv->level;
+	ps->t = sv->t;
+	ps->nt = sv->nt;
+	ps->sync = sv->sync;
+	pthread_mutex_lock(&ss->mu);
+	struct pipe *p = ss->pipe;
+	int rc = p ? 0 : pipe_create(sv->s, 0, &ss->pipe);
+	p = ss->pipe;
+	pthread_mutex_unlock(&ss->mu);
+	if (!rc)
+		rc = pipe_submit(p, ps, t0);
 	if (rc)
 		ckpt_fail_prefix("saving checkpoint %llu", (unsigned long long)sv->step);
 	return rc;
@@ -186,11 +204,11 @@ CKPT_API int ckpt_save_wait_snapshot(ckpt_save *sv)
 {
 	if (!sv)
 		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
-	if (!sv->submitted)
+	if (!sv->ps.submitted)
 		return not_submitted(sv);
-	int rc = pipe_wait_snapshot(sv);
+	int rc = pipe_wait_snapshot(&sv->ps);
 	if (rc)
-		ckpt_fail(-rc, "%s", sv->errmsg);
+		ckpt_fail(-rc, "%s", sv->ps.errmsg);
 	return rc;
 }
 
@@ -198,12 +216,10 @@ CKPT_API int ckpt_save_fence(ckpt_save *sv, void *stream)
 {
 	if (!sv)
 		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
-	if (!sv->submitted)
+	if (!sv->ps.submitted)
 		return not_submitted(sv);
 	const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
-	bool any = false;
-	for (int d = 0; d < 16; d++)
-		any |= sv->streams[d] != NULL;
+	bool any = pipe_uses_cuda(&sv->ps);
 	if (!g || !any) {
 		/* Host tensors only: the fence is the snapshot itself. */
 		if (!g && any)
@@ -213,25 +229,22 @@ CKPT_API int ckpt_save_fence(ckpt_save *sv, void *stream)
 	/* Never blocks: the trainer's stream waits on the device for a flag the library sets when
 	 * the last copy is done, however many times the state exceeds the pool (issue 12,
 	 * defect 2). */
-	int rc = pipe_fence(sv, stream);
-	if (rc && sv->err)
-		ckpt_fail(-sv->err, "%s", sv->errmsg);
+	int rc = pipe_fence(&sv->ps, stream);
+	if (rc && sv->ps.err)
+		ckpt_fail(-sv->ps.err, "%s", sv->ps.errmsg);
 	return rc;
 }
 
 CKPT_API int ckpt_save_poll(const ckpt_save *sv)
 {
-	return sv && sv->submitted ? pipe_poll(sv) : 0;
+	return sv && sv->ps.submitted ? pipe_poll(&sv->ps) : 0;
 }
 
 CKPT_API int ckpt_save_progress(const ckpt_save *sv, uint64_t *done)
 {
 	if (!sv || !done)
 		return ckpt_fail(CKPT_E_INVAL, "save: NULL save or result");
-	/* The digest stage adds to bytes_hashed under the store's index lock. */
-	pthread_mutex_lock(&sv->s->idx_mu);
-	*done = sv->st.bytes_hashed;
-	pthread_mutex_unlock(&sv->s->idx_mu);
+	*done = pipe_progress(&sv->ps);
 	return 0;
 }
 
@@ -239,12 +252,12 @@ CKPT_API int ckpt_save_wait(ckpt_save *sv, ckpt_stats *stats)
 {
 	if (!sv)
 		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
-	int rc = sv->submitted ? pipe_wait(sv) : not_submitted(sv);
-	sv->st.tensors = sv->nt;
+	int rc = sv->ps.submitted ? pipe_wait(&sv->ps) : not_submitted(sv);
+	sv->ps.st.tensors = sv->nt;
 	if (stats)
-		*stats = sv->st;
-	if (rc && sv->submitted)
-		ckpt_fail(-rc, "%s", sv->errmsg);
+		*stats = sv->ps.st;
+	if (rc && sv->ps.submitted)
+		ckpt_fail(-rc, "%s", sv->ps.errmsg);
 	save_destroy(sv);
 	return rc;
 }
@@ -257,7 +270,7 @@ CKPT_API int ckpt_save_commit(ckpt_save *sv, ckpt_stats *stats)
 	int rc = ckpt_save_submit(sv);
 	if (rc) {
 		if (stats)
-			*stats = sv->st;
+			*stats = sv->ps.st;
 		save_destroy(sv);
 		return rc;
 	}
@@ -310,7 +323,7 @@ CKPT_API int ckpt_save_add_tensor(ckpt_save *sv, const char *name, ckpt_dtype dt
 				 CKPT_MAX_DIMS);
 	if (ndim && !shape)
 		return ckpt_fail(CKPT_E_INVAL, "tensor '%s': NULL shape", name);
-	if (sv->submitted)
+	if (sv->ps.submitted)
 		return ckpt_fail(CKPT_E_STATE, "tensor '%s': checkpoint %llu was already submitted", name,
 				 (unsigned long long)sv->step);
 	if (mem != CKPT_MEM_HOST) {
@@ -337,7 +350,7 @@ CKPT_API int ckpt_save_add_tensor(ckpt_save *sv, const char *name, ckpt_dtype dt
 	if (*slot)
 		return ckpt_fail(CKPT_E_INVAL, "tensor '%s' added twice to checkpoint %llu", name,
 				 (unsigned long long)sv->step);
-	struct save_tensor *t = &sv->t[sv->nt];
+	struct pipe_tensor *t = &sv->t[sv->nt];
 	memset(t, 0, sizeof *t);
 	t->name = strdup(name);
 	t->shape = malloc((ndim ? ndim : 1) * sizeof *t->shape);
@@ -363,7 +376,7 @@ CKPT_API int ckpt_save_set_meta(ckpt_save *sv, const char *key, const char *valu
 {
 	if (!sv || !key || !*key || !value)
 		return ckpt_fail(CKPT_E_INVAL, "metadata: key must be a non-empty string, value a string");
-	if (sv->submitted)
+	if (sv->ps.submitted)
 		return ckpt_fail(CKPT_E_STATE, "metadata '%s': checkpoint %llu was already submitted",
 				 key, (unsigned long long)sv->step);
 	size_t kl = strlen(key), vl = strlen(value);
@@ -404,22 +417,25 @@ static int64_t commit_time_ns(void)
 	return ckpt_wall_ns();
 }
 
-int save_write_manifest(struct ckpt_save *sv)
+/* The pipeline's commit callback (on a worker, every pack durable): the manifest from the
+ * chunk table and references the pipeline built. */
+static int save_commit(struct pipe_save *ps, bool *keep_packs)
 {
+	struct ckpt_save *sv = (struct ckpt_save *)(void *)((char *)ps - offsetof(struct ckpt_save, ps));
 	struct ckpt_store *s = sv->s;
 	struct manifest m = {
 		.version = CKPT_FORMAT_VERSION, .step = sv->step, .time_ns = commit_time_ns(),
-		.chunk_size = sv->chunk_size, .new_bytes = sv->st.bytes_written,
+		.chunk_size = sv->chunk_size, .new_bytes = ps->st.bytes_written,
 		.n_meta = (uint32_t)sv->nmeta, .n_tensors = (uint32_t)sv->nt,
-		.n_chunks = (uint32_t)sv->nchunks, .n_refs = sv->nchunks_total,
-		.meta = sv->meta, .chunks = sv->chunks, .refs = sv->refs,
+		.n_chunks = (uint32_t)ps->nchunks, .n_refs = ps->nchunks_total,
+		.meta = sv->meta, .chunks = ps->chunks, .refs = ps->refs,
 	};
 	memcpy(m.uuid, s->hdr.uuid, 16);
 	m.tensors = calloc(sv->nt ? sv->nt : 1, sizeof *m.tensors);
 	if (!m.tensors)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	for (size_t i = 0; i < sv->nt; i++) {
-		const struct save_tensor *t = &sv->t[i];
+		const struct pipe_tensor *t = &sv->t[i];
 		m.tensors[i] = (struct mf_tensor){.name = t->name, .name_len = t->name_len,
 						  .dtype = t->dtype, .ndim = t->ndim,
 						  .shape = t->shape, .nbytes = t->nbytes};
@@ -449,11 +465,10 @@ int save_write_manifest(struct ckpt_save *sv)
 			char p[4096];
 			snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
 			unlink(p);
-			sv->keep_packs = io_fsync_dir(s->mf_dir) != 0;
+			*keep_packs = io_fsync_dir(s->mf_dir) != 0;
 		}
 	}
 	free(buf);
 	free(m.tensors);
 	return rc;
 }
-

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/file.h>
@@ -12,8 +13,6 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "pipeline.h"
-#include "save.h"
 
 void store_pack_path(const struct ckpt_store *s, unsigned dir, uint32_t pack_id, char *buf, size_t len)
 {
@@ -23,6 +22,14 @@ void store_pack_path(const struct ckpt_store *s, unsigned dir, uint32_t pack_id,
 void store_mf_name(uint64_t step, char *buf, size_t len)
 {
 	snprintf(buf, len, "%020llu.ckpt", (unsigned long long)step);
+}
+
+void dist_part_path(const struct ckpt_store *s, uint64_t step, int rank, char *buf, size_t len)
+{
+	if (rank < 0)
+		snprintf(buf, len, "%s/%s/%020" PRIu64, s->path, PART_DIR, step);
+	else
+		snprintf(buf, len, "%s/%s/%020" PRIu64 "/%d.part", s->path, PART_DIR, step, rank);
 }
 
 static char *join(const char *a, const char *b)
@@ -55,6 +62,21 @@ static int make_dir_durable(const char *p)
 	}
 	int rc = io_fsync_dir(!slash ? "." : slash == parent ? "/" : (*slash = 0, parent));
 	free(parent);
+	return rc;
+}
+
+int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t len, int *renamed)
+{
+	char dir[4096], top[4096], name[32];
+	snprintf(top, sizeof top, "%s/%s", s->path, PART_DIR);
+	dist_part_path(s, step, -1, dir, sizeof dir);
+	snprintf(name, sizeof name, "%u.part", s->part_rank);
+	*renamed = 0;
+	int rc = make_dir_durable(top);
+	if (!rc)
+		rc = make_dir_durable(dir);
+	if (!rc)
+		rc = io_write_atomic(dir, name, buf, len, renamed);
 	return rc;
 }
 
@@ -234,38 +256,31 @@ static int setup_dirs(struct ckpt_store *s, const ckpt_options *opts)
 	return rc;
 }
 
-CKPT_API int ckpt_store_open(const char *path, const ckpt_options *opts, ckpt_store **out)
+int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts)
 {
-	*out = NULL;
-	if (!path || !*path)
-		return ckpt_fail(CKPT_E_INVAL, "store path is empty");
-	ckpt_options *defaults = NULL;
-	struct ckpt_store *s = NULL;
-	if (!opts)
-		opts = defaults = ckpt_options_create();
-	if (!opts)
-		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	s = calloc(1, sizeof *s);
-	int rc = 0;
-	if (!s) {
-		ckpt_options_free(defaults);
-		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	}
-	s->opt = *opts;
-	/* The options' strings stay the caller's; the store keeps its own copies (setup_dirs). */
-	s->opt.ndata_dirs = 0;
-	memset(s->opt.data_dirs, 0, sizeof s->opt.data_dirs);
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_mutex_init(&s->idx_mu, NULL);
 	s->lock_fd = -1;
 	s->io = ckpt_io_default();
 	index_init(&s->idx);
+	if (!path || !*path)
+		return ckpt_fail(CKPT_E_INVAL, "store path is empty");
+	ckpt_options *defaults = NULL;
+	if (!opts)
+		opts = defaults = ckpt_options_create();
+	if (!opts)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	s->opt = *opts;
+	/* The options' strings stay the caller's; the store keeps its own copies (setup_dirs). */
+	s->opt.ndata_dirs = 0;
+	memset(s->opt.data_dirs, 0, sizeof s->opt.data_dirs);
+	int rc = 0;
 	s->path = strdup(path);
 	char *hp = NULL;
 	if (!s->path || !(s->pack_dir = join(path, PACK_DIR)) || !(s->mf_dir = join(path, MF_DIR)) ||
 	    !(hp = join(path, STORE_FILE))) {
 		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
-		goto fail;
+		goto out;
 	}
 
 	struct stat st;
@@ -273,7 +288,7 @@ CKPT_API int ckpt_store_open(const char *path, const ckpt_options *opts, ckpt_st
 		int e = errno;
 		if (e != ENOENT) {
 			rc = ckpt_fail(ckpt_errno_code(e), "%s: %s", hp, strerror(e));
-			goto fail;
+			goto out;
 		}
 		if (!s->opt.create || s->opt.read_only) {
 			if (stat(path, &st))
@@ -281,61 +296,39 @@ CKPT_API int ckpt_store_open(const char *path, const ckpt_options *opts, ckpt_st
 			else
 				rc = ckpt_fail(CKPT_E_NOTFOUND, "%s is not a libckpt store (no %s file)",
 					       path, STORE_FILE);
-			goto fail;
+			goto out;
 		}
 		if (!stat(path, &st) && !dir_is_empty(path)) {
 			rc = ckpt_fail(CKPT_E_INVAL,
 				       "%s is not empty and not a libckpt store; refusing to create one there",
 				       path);
-			goto fail;
+			goto out;
 		}
 		if ((rc = create_layout(s)))
-			goto fail;
+			goto out;
 	}
 	if ((rc = refuse_symlink(s->pack_dir)) || (rc = refuse_symlink(s->mf_dir)))
-		goto fail;
+		goto out;
 	uint8_t *buf;
 	size_t len;
 	if ((rc = io_slurp(hp, 4096, &buf, &len)))
-		goto fail;
+		goto out;
 	rc = store_hdr_decode(buf, len, &s->hdr, hp);
 	free(buf);
 	if (rc || (rc = setup_dirs(s, opts)))
-		goto fail;
+		goto out;
 	for (unsigned i = 1; i < s->ndirs; i++)
 		if ((rc = refuse_symlink(s->pack_dirs[i])))
-			goto fail;
-	ckpt_options_free(defaults);
-	free(hp);
-	*out = s;
-	return 0;
-fail:
+			goto out;
+out:
 	free(hp);
 	ckpt_options_free(defaults);
-	ckpt_store_close(s);
 	return rc;
 }
 
-CKPT_API void ckpt_store_close(ckpt_store *s)
+void store_fini(struct ckpt_store *s)
 {
-	if (!s)
-		return;
-	/* Saves in flight are finished (a trainer that closes right after submitting still gets
-	 * its checkpoint); saves never submitted are aborted. Their handles die with the store. */
-	for (;;) {
-		pthread_mutex_lock(&s->mu);
-		struct ckpt_save *sv = s->live;
-		pthread_mutex_unlock(&s->mu);
-		if (!sv)
-			break;
-		if (ckpt_save_poll(sv) || sv->submitted)
-			ckpt_save_wait(sv, NULL);
-		else
-			ckpt_save_abort(sv);
-	}
-	pipe_destroy(s);
 	store_unlock(s);
-	free(s->hints);
 	for (unsigned i = 0; s->pack_dirs && i < s->ndirs; i++)
 		free(s->pack_dirs[i]);
 	free(s->pack_dirs);
@@ -345,7 +338,6 @@ CKPT_API void ckpt_store_close(ckpt_store *s)
 	free(s->path);
 	free(s->pack_dir);
 	free(s->mf_dir);
-	free(s);
 }
 
 CKPT_API const char *ckpt_store_path(const ckpt_store *s)
@@ -643,6 +635,48 @@ CKPT_API int ckpt_store_resolve(ckpt_store *s, uint64_t step, uint64_t *out)
 	}
 	free(steps);
 	return ckpt_fail(CKPT_E_NOTFOUND, "store %s has no valid checkpoint", s->path);
+}
+
+int store_begin_write(struct ckpt_store *s)
+{
+	uint32_t maxid = 0;
+	int rc = store_lock(s);
+	if (!rc && !(rc = store_max_pack_id(s, &maxid))) {
+		__atomic_store_n(&s->next_pack_id, maxid, __ATOMIC_SEQ_CST);
+		s->io = ckpt_io_default();
+		pthread_mutex_lock(&s->idx_mu);
+		rc = store_refresh_index(s);
+		pthread_mutex_unlock(&s->idx_mu);
+	}
+	if (rc)
+		store_unlock(s);
+	return rc;
+}
+
+struct ckpt_index *store_index_lock(struct ckpt_store *s)
+{
+	pthread_mutex_lock(&s->idx_mu);
+	return &s->idx;
+}
+
+void store_index_unlock(struct ckpt_store *s)
+{
+	pthread_mutex_unlock(&s->idx_mu);
+}
+
+uint32_t store_new_pack_id(struct ckpt_store *s)
+{
+	return __atomic_add_fetch(&s->next_pack_id, 1, __ATOMIC_SEQ_CST);
+}
+
+bool store_direct_io(const struct ckpt_store *s)
+{
+	return s->opt.direct_io && !__atomic_load_n(&s->direct_refused, __ATOMIC_RELAXED);
+}
+
+void store_refuse_direct(struct ckpt_store *s)
+{
+	__atomic_store_n(&s->direct_refused, true, __ATOMIC_RELAXED);
 }
 
 int store_max_pack_id(struct ckpt_store *s, uint32_t *out)

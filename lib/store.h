@@ -36,25 +36,19 @@ struct ckpt_options {
 	char *data_dirs[MAX_DATA_DIRS];
 };
 
-struct pipe;
-
+/* The store of one handle. It knows nothing of saves: the public handle (handle.c) wraps it with
+ * the save layer's state (save.h, struct save_store). */
 struct ckpt_store {
 	char *path;
 	char *pack_dir, *mf_dir;
 	/* Pack directories: pack_dirs[0] is pack_dir, then one per data directory. */
 	char **pack_dirs;
 	unsigned ndirs;
-	pthread_mutex_t mu;        /* live saves and the lock count */
+	pthread_mutex_t mu;        /* the lock count, part_mode */
 	pthread_mutex_t idx_mu;    /* the dedup index while saves are processed */
-	struct ckpt_save *live;    /* begun and not yet finished */
 	unsigned lock_users;
-	struct pipe *pipe;
-	uint32_t next_pack_id;     /* last pack id used (under the lock) */
-	/* What the handle learned of each tensor (by name hash), to choose how to snapshot it:
-	 * 1 saved before and mostly unchanged, 2 saved before and mostly changed. Under mu. */
-	struct tensor_hint { uint64_t key; uint8_t state; } *hints;
-	size_t nhints, caphints;
-	bool direct_refused;       /* the file system refused O_DIRECT */
+	uint32_t next_pack_id;     /* last pack id used (store_new_pack_id; atomic) */
+	bool direct_refused;       /* the file system refused O_DIRECT (atomic) */
 	struct store_hdr hdr;
 	struct ckpt_options opt;
 	const struct ckpt_io_ops *io;
@@ -76,8 +70,19 @@ struct ckpt_store {
 #define DIST_PACK_LO(r) (((uint32_t)(r) + 1) * DIST_PACK_SPAN)
 #define DIST_MAX_RANKS 1022u
 #define PART_DIR "parts"
-/* Writes rank's part manifest STORE/parts/<step>/<rank>.part (dist.c). */
+/* The part files are store layout (store.c), used by the save (a part-mode save writes its
+ * manifest there), dist_merge.c (reads them) and gc (counts leftovers). */
+/* STORE/parts/<step> (rank < 0) or STORE/parts/<step>/<rank>.part. */
+void dist_part_path(const struct ckpt_store *s, uint64_t step, int rank, char *buf, size_t len);
+/* Writes this handle's rank's part manifest STORE/parts/<step>/<rank>.part atomically (the
+ * directories made durable first); *renamed as for io_write_atomic. Returns 0 or -CKPT_E_*. */
 int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t len, int *renamed);
+
+/* Opens the store at path into *s (zeroed memory the caller owns: the public handle). On failure
+ * s is left for store_fini. Returns 0 or -CKPT_E_*. */
+int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts);
+/* Releases what store_init set up (the writer lock included); s itself stays the caller's. */
+void store_fini(struct ckpt_store *s);
 
 /* Paths of a store's files: a pack in pack directory dir. */
 void store_pack_path(const struct ckpt_store *s, unsigned dir, uint32_t pack_id, char *buf, size_t len);
@@ -99,6 +104,24 @@ int store_refresh_index(struct ckpt_store *s);
 /* After this process committed a manifest under the lock: the index is current, record the
  * directory's new signature so the next save does not rebuild it. */
 int store_index_resync(struct ckpt_store *s);
+
+/* The first write of the handle since the lock was free (s->mu held, lock_users == 0): takes
+ * the writer lock and looks at packs and manifests anew, since another process may have saved,
+ * pruned or collected meanwhile (pack ids, the io ops, the dedup index). On failure the lock
+ * is not held. Returns 0 or -CKPT_E_*. */
+int store_begin_write(struct ckpt_store *s);
+
+/* The dedup index: store_index_lock takes the index lock and returns the index, valid until
+ * store_index_unlock. */
+struct ckpt_index *store_index_lock(struct ckpt_store *s);
+void store_index_unlock(struct ckpt_store *s);
+
+/* A pack id no other pack of this writer has (thread-safe; under the writer lock). */
+uint32_t store_new_pack_id(struct ckpt_store *s);
+/* Whether new packs are opened with O_DIRECT: the option, unless the file system refused it
+ * (store_refuse_direct, after which this handle writes buffered). Thread-safe. */
+bool store_direct_io(const struct ckpt_store *s);
+void store_refuse_direct(struct ckpt_store *s);
 
 /* Highest pack id present in any pack directory (0 if none). */
 int store_max_pack_id(struct ckpt_store *s, uint32_t *out);

@@ -109,12 +109,12 @@ static void fuse_hash(void)
 	/* Fits in the pool, asynchronous: copy first, the caller gets its tensors back sooner. */
 	ckpt_save *sv = begin_all(s, 1, 1);
 	CHECK_OK(ckpt_save_submit(sv));
-	CHECK(!sv->fuse_hash);
+	CHECK(!sv->ps.fuse_hash);
 	CHECK_OK(ckpt_save_wait(sv, &st));
 	/* Larger than the pool: the snapshot waits for writes anyway. */
 	sv = begin_all(s, 2, NT);
 	CHECK_OK(ckpt_save_submit(sv));
-	CHECK(sv->fuse_hash);
+	CHECK(sv->ps.fuse_hash);
 	CHECK_OK(ckpt_save_wait(sv, &st));
 	CHECK(st.chunks_new == (uint64_t)(NT - 1) * 3 && st.chunks_reused == 3);
 	restore_check(s, 2);
@@ -122,7 +122,7 @@ static void fuse_hash(void)
 	sv = begin_all(s, 3, 1);
 	sv->sync = true;
 	CHECK_OK(ckpt_save_submit(sv));
-	CHECK(sv->fuse_hash);
+	CHECK(sv->ps.fuse_hash);
 	CHECK_OK(ckpt_save_wait(sv, &st));
 	/* A fused save dedups against the fused one before it. */
 	t_fill(src[2] + (1 << 20), 100, 99);
@@ -146,9 +146,9 @@ static void reserve(void)
 	REQUIRE(ckpt_store_open(dir, o, &s) == 0);
 	CHECK_RC(ckpt_store_reserve(NULL, 0), -CKPT_E_INVAL);
 	CHECK_RC(ckpt_store_reserve(s, 4096), -CKPT_E_INVAL);
-	CHECK(s->pipe == NULL); /* nothing allocated at open */
+	CHECK(save_store_of(s)->pipe == NULL); /* nothing allocated at open */
 	CHECK_OK(ckpt_store_reserve(s, 12 << 20));
-	CHECK(s->pipe != NULL);
+	CHECK(save_store_of(s)->pipe != NULL);
 	/* Smaller than what is there: kept. */
 	CHECK_OK(ckpt_store_reserve(s, 0));
 	ckpt_save *sv = begin_all(s, 1, 1);
@@ -201,7 +201,7 @@ static void dense_after_sparse(void)
 	sv = begin_all(s, 3, NT);
 	CHECK_OK(ckpt_save_submit(sv));
 	CHECK_OK(ckpt_save_wait_snapshot(sv));
-	CHECK(sv->hf_hit > 100); /* sparse: hashed first, most chunks not copied */
+	CHECK(sv->ps.hf_hit > 100); /* sparse: hashed first, most chunks not copied */
 	CHECK_OK(ckpt_save_wait(sv, &st));
 	CHECK(st.chunks_reused > 100);
 	change(1.0, 9); /* every chunk changes */
@@ -209,8 +209,8 @@ static void dense_after_sparse(void)
 	CHECK_OK(ckpt_save_submit(sv));
 	CHECK_OK(ckpt_save_wait_snapshot(sv));
 	/* 16 misses for the save, give or take the workers racing past the limit, not 192. */
-	CHECK(sv->hf_hit == 0);
-	CHECK(sv->hf_miss >= 2 && sv->hf_miss <= 16 + 8);
+	CHECK(sv->ps.hf_hit == 0);
+	CHECK(sv->ps.hf_miss >= 2 && sv->ps.hf_miss <= 16 + 8);
 	CHECK_OK(ckpt_save_wait(sv, &st));
 	CHECK(st.chunks_new == (uint64_t)NT * 48);
 	restore_check(s, 4);
