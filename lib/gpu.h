@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CKPT_GPU_ABI 2 /* 2: host_register, wait_flag, mark (issue 12) */
+#define CKPT_GPU_ABI 3 /* 2: host_register, wait_flag, mark (issue 12); 3: no fence op (issue 10) */
 #define CKPT_GPU_MODULE "libckpt-cuda.so.0"
 #define CKPT_GPU_ENTRY "ckpt_gpu_module_ops"
 
@@ -29,8 +29,6 @@ struct ckpt_gpu_ops {
 	/* Makes lib_stream wait for the work queued so far on user_stream (NULL: legacy default
 	 * stream) — so the copy sees what the trainer computed. */
 	int (*stream_after)(void *lib_stream, void *user_stream);
-	/* Makes user_stream wait for what is queued so far on lib_stream (the fence). */
-	int (*fence)(void *user_stream, void *lib_stream);
 	/* Asynchronous copies on stream; host memory must be pinned for them to overlap. */
 	int (*copy_d2h)(void *dst, const void *src, size_t n, void *stream);
 	int (*copy_h2d)(void *dst, const void *src, size_t n, void *stream);

@@ -416,27 +416,6 @@ static int cu_stream_after(void *lib_stream, void *user_stream)
 	return rc;
 }
 
-/* user_stream waits for what is queued so far on lib_stream. */
-static int cu_fence(void *user_stream, void *lib_stream)
-{
-	struct devguard g;
-	int rc = dev_enter(dev_of(lib_stream), &g);
-	if (rc)
-		return rc;
-	cudaEvent_t ev;
-	rc = CU(cudaEventCreateWithFlags, &ev, cudaEventDisableTiming);
-	if (!rc) {
-		rc = CU(cudaEventRecord, ev, raw(lib_stream));
-		/* A wait may name an event of another device; NULL is the legacy stream of the lib
-		 * stream's device, which is current here. */
-		if (!rc)
-			rc = CU(cudaStreamWaitEvent, (cudaStream_t)user_stream, ev, 0);
-		(void)cudaEventDestroy(ev);
-	}
-	dev_leave(&g);
-	return rc;
-}
-
 static int copy(void *dst, const void *src, size_t n, void *stream, enum cudaMemcpyKind kind)
 {
 	if (n == 0)
@@ -604,7 +583,6 @@ static const struct ckpt_gpu_ops cuda_ops = {
 	.stream_create = cu_stream_create,
 	.stream_destroy = cu_stream_destroy,
 	.stream_after = cu_stream_after,
-	.fence = cu_fence,
 	.copy_d2h = cu_copy_d2h,
 	.copy_h2d = cu_copy_h2d,
 	.stream_sync = cu_stream_sync,

@@ -58,7 +58,7 @@ static void test_host_provider(void)
 	/* CUDA memory through the host provider is refused with a reason. */
 	CHECK_RC(h->stream_create(0, &s), -CKPT_E_UNSUPPORTED);
 	CHECK(strstr(ckpt_errmsg(), "CUDA") != NULL);
-	CHECK_RC(h->fence(NULL, NULL), -CKPT_E_UNSUPPORTED);
+	CHECK_RC(h->wait_flag(NULL, 0, NULL, 1), -CKPT_E_UNSUPPORTED);
 	CHECK(h->mem_device(NULL) == -1);
 }
 
@@ -94,8 +94,8 @@ static void test_module_direct(void)
 	CHECK(m->abi == CKPT_GPU_ABI);
 	CHECK(!strcmp(m->name, "cuda"));
 	CHECK(m->init && m->alloc_pinned && m->free_pinned && m->stream_create && m->stream_destroy &&
-	      m->stream_after && m->fence && m->copy_d2h && m->copy_h2d && m->stream_sync &&
-	      m->mem_device);
+	      m->stream_after && m->copy_d2h && m->copy_h2d && m->stream_sync && m->mem_device &&
+	      m->host_register && m->host_unregister && m->wait_flag && m->mark && m->mark_wait);
 	/* Only the entry point is visible. */
 	CHECK(dlsym(h, "cu_init") == NULL);
 
@@ -138,7 +138,7 @@ static void test_module_direct(void)
 		return;
 	}
 
-	/* With a device: pinned memory of exactly the size, a stream, a fence, sync. */
+	/* With a device: pinned memory of exactly the size, a stream, a mark and its wait, sync. */
 	CHECK_OK(m->alloc_pinned(4097, &p));
 	REQUIRE(p);
 	CHECK(((uintptr_t)p & 4095u) == 0);
@@ -148,7 +148,9 @@ static void test_module_direct(void)
 	CHECK_OK(m->stream_create(0, &s));
 	REQUIRE(s);
 	CHECK_OK(m->stream_after(s, NULL));
-	CHECK_OK(m->fence(NULL, s));
+	void *mk = NULL;
+	CHECK_OK(m->mark(s, &mk));
+	CHECK_OK(m->mark_wait(mk));
 	CHECK_OK(m->stream_sync(s));
 	m->stream_destroy(s);
 	CHECK(m->stream_create(n + 5, &s) == -CKPT_E_INVAL);
