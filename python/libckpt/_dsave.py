@@ -53,6 +53,12 @@ def plan(me, gathered):
             if len({e[4] for _, e in hs}) > 1:
                 raise MismatchError(f"tensor {name!r}: the ranks' global shapes differ (" +
                                     ", ".join(f"rank {r}: {list(e[4])}" for r, e in hs) + ")")
+            whole = all(not any(e[5]) and tuple(e[3]) == tuple(e[4]) for _, e in hs)
+            if whole and len(hs) > 1:  # a replicated DTensor: saved once, the work split
+                rs = [r for r, _ in hs]
+                if me in rs:
+                    mine[name] = ("R", rs.index(me), len(rs))
+                continue
             seen = set()
             for r, e in hs:
                 box = (e[5], tuple(e[3]))

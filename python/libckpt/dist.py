@@ -168,7 +168,9 @@ def dtensor_box(dt):
     m = require_dtensor()
     if not isinstance(dt, m.DTensor):
         raise TypeError(f"expected a DTensor, got {type(dt).__name__}")
-    local = dt.to_local()
+    # the local tensor itself (to_local() may return a view through autograd): restore fills it
+    local = getattr(dt, "_local_tensor", None)
+    local = dt.to_local() if local is None else local
     g = tuple(int(s) for s in dt.shape)
     for p in dt.placements:
         if not (p.is_shard() or p.is_replicate()):
@@ -183,20 +185,32 @@ def dtensor_box(dt):
         except ImportError:
             f = None
     if f is not None:
-        shape, off = f(dt.shape, dt.device_mesh, dt.placements)
+        _, off = f(dt.shape, dt.device_mesh, dt.placements)
         off = tuple(int(o) for o in off)
     else:
-        off, lens = [0] * len(g), list(g)
-        coord = dt.device_mesh.get_coordinate()
-        for i, p in enumerate(dt.placements):
-            if p.is_shard():
-                d, k = p.dim, dt.device_mesh.size(i)
-                chunk = -(-lens[d] // k)
-                start = min(coord[i] * chunk, lens[d])
-                off[d] += start
-                lens[d] = min(start + chunk, lens[d]) - start
-        off = tuple(off)
+        mesh = dt.device_mesh
+        off, _ = placement_box(g, [mesh.size(i) for i in range(mesh.ndim)],
+                               mesh.get_coordinate(), dt.placements)
+    if len(off) != len(g):
+        raise UnsupportedError(f"DTensor of shape {list(g)}: cannot place its local tensor",
+                               code=UnsupportedError.code, name="unsupported")
     return local, g, off
+
+
+def placement_box(global_shape, mesh_sizes, coord, placements):
+    """(offsets, lengths) of the box that mesh coordinate `coord` holds of a tensor of
+    global_shape under placements (one per mesh dimension): Shard(d) splits dimension d as
+    torch.chunk does (chunks of ceil(n / k), the last ones shorter or empty), nested in mesh
+    order; Replicate keeps it whole."""
+    off, lens = [0] * len(global_shape), [int(n) for n in global_shape]
+    for i, p in enumerate(placements):
+        if p.is_shard():
+            d, k = p.dim, mesh_sizes[i]
+            chunk = -(-lens[d] // k)
+            start = min(coord[i] * chunk, lens[d])
+            off[d] += start
+            lens[d] = min(start + chunk, lens[d]) - start
+    return tuple(off), tuple(lens)
 
 
 def _leaf_hook(x):
