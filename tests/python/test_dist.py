@@ -146,12 +146,44 @@ def role_kill(store_path, rank, world, where):
     result(rank=rank, raised=None)
 
 
+def role_errors(store_path, rank, world):
+    """Failures on one rank that leave it alive: every rank raises, naming it, and the group's
+    collectives stay in step (the next save works)."""
+    import torch
+    import libckpt
+    seen = []
+    with libckpt.Store(store_path) as st:
+        bad = state_for(rank, world, 5)
+        if rank == 1:
+            bad["oops"] = object()  # cannot be saved: rank 1 fails while preparing
+        try:
+            st.save(bad, 5)
+            seen.append(None)
+        except (TypeError, libckpt.CkptError) as e:
+            seen.append(str(e))
+        odd = state_for(rank, world, 5)
+        if rank == 3:
+            odd["bias"] = odd["bias"].double()  # a replicated tensor of another dtype
+        try:
+            st.save(odd, 5)
+            seen.append(None)
+        except libckpt.CkptError as e:
+            seen.append(str(e))
+        st.save(state_for(rank, world, 5), 5)
+        got = {"w": libckpt.Shard(torch.zeros(GROWS // world, GCOLS), (GROWS, GCOLS),
+                                  (rank * GROWS // world, 0))}
+        st.restore(got, 5, strict=False)
+        assert torch.equal(got["w"].tensor, state_for(rank, world, 5)["w"].tensor)
+    result(rank=rank, errors=seen)
+
+
 def worker(argv):
     import torch.distributed as dist
     rank, world, init, role, store = int(argv[2]), int(argv[4]), argv[6], argv[7], argv[8]
     dist.init_process_group("gloo", init_method="file://" + init, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=TIMEOUT))
-    fn = {"save": role_save, "restore2": role_restore2, "kill": role_kill}[role]
+    fn = {"save": role_save, "restore2": role_restore2, "kill": role_kill,
+          "errors": role_errors}[role]
     fn(store, rank, world, *argv[9:])
     if role != "kill":
         dist.barrier()
@@ -291,6 +323,16 @@ def main():
             assert before > 0 and after == 0, (before, after)
             assert [d for s in st.steps() for d in st.verify(s)] == []
         print(f"ok: gc removed the dead save's {before} bytes of parts; the store verifies")
+        outs = run_world(4, "errors", store)
+        check_world(outs, "failures on one live rank, then a save of step 5")
+        for r, (_, res, _) in enumerate(outs):
+            e1, e2 = res["errors"]
+            assert e1 and ("rank 1 could not prepare" in e1 or r == 1 and "oops" in e1), (r, e1)
+            assert e2 and "'bias'" in e2 and "rank 3: F64" in e2, (r, e2)
+        with libckpt.Store(store) as st:
+            assert st.steps() == [1, 2, 3, 5], st.steps()
+        print(f"ok: a failure on one rank raises on every rank ({outs[0][1]['errors'][0]}; "
+              f"{outs[0][1]['errors'][1]}); the next save works")
     print("python dist ok")
     return 0
 
