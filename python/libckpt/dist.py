@@ -240,8 +240,10 @@ _groups_lock = threading.Lock()
 
 def _group_timeout(pg):
     """The timeout of a torch process group, where this torch tells it (else torch's default)."""
-    for get in (lambda: pg.options._timeout,
-                lambda: pg._get_backend(__import__("torch").device("cpu")).options._timeout):
+    import torch
+    for get in (lambda: pg.options._timeout,  # torch 1.x
+                lambda: pg._get_backend(torch.device("cpu")).options._timeout,  # 2.x, gloo
+                lambda: pg._get_backend(torch.device("cuda")).options._timeout):  # 2.x, NCCL
         try:
             t = get()
             if isinstance(t, datetime.timedelta):

@@ -48,6 +48,11 @@ def bias():
     return torch.linspace(-1, 1, 256 * 256, dtype=torch.float32).reshape(256, 256)
 
 
+def tail():
+    import torch
+    return torch.arange(24, dtype=torch.float64).reshape(6, 4)
+
+
 def only(r):
     import torch
     return torch.arange(1000, dtype=torch.int32) + 1000 * r
@@ -57,7 +62,9 @@ def state_for(rank, world, step):
     import libckpt
     rows = GROWS // world
     w = matrix(step)[rank * rows:(rank + 1) * rows].clone()
+    t0, t1 = min(2 * rank, 6), min(2 * rank + 2, 6)  # rows of tail: 2, 2, 2, and none on rank 3
     return {"w": libckpt.Shard(w, global_shape=(GROWS, GCOLS), offset=(rank * rows, 0)),
+            "tail": libckpt.Shard(tail()[t0:t1].clone(), global_shape=(6, 4), offset=(t0, 0)),
             "bias": bias(), f"only{rank}": only(rank), "step": step,
             "opt": {"lr": 0.1, "betas": (0.9, 0.99)}}
 
@@ -80,12 +87,16 @@ def role_save(store_path, rank, world):
         s3["bias"].zero_()
         stats[3] = h.wait().chunks_new
         for step in (2, 3):
+            want = state_for(rank, world, step)
+            want_tail, want_off = want["tail"].tensor, want["tail"].offset
             rows = GROWS // world
             got = {"w": libckpt.Shard(torch.zeros(rows, GCOLS), (GROWS, GCOLS), (rank * rows, 0)),
                    "bias": torch.zeros(256, 256), f"only{rank}": torch.zeros(1000, dtype=torch.int32),
-                   "step": None, "opt": {"lr": None, "betas": None}}
+                   "step": None, "opt": {"lr": None, "betas": None},
+                   "tail": libckpt.Shard(torch.zeros(want_tail.shape, dtype=torch.float64), (6, 4),
+                                         want_off)}
             res = st.restore(got, step)
-            want = state_for(rank, world, step)
+            assert torch.equal(got["tail"].tensor, want_tail)
             assert int(res) == step, res
             assert torch.equal(got["w"].tensor, want["w"].tensor), f"step {step}: shard differs"
             assert torch.equal(got["bias"], bias()), f"step {step}: replicated tensor differs"
@@ -104,7 +115,8 @@ def role_restore2(store_path, rank, world):
             base = torch.zeros(cols, GROWS)
             got = {"w": libckpt.Shard(base.t(), global_shape=(GROWS, GCOLS), offset=(0, rank * cols)),
                    "bias": torch.zeros(256, 256), f"only{rank}": torch.zeros(1000, dtype=torch.int32),
-                   "only3": torch.zeros(1000, dtype=torch.int32), "step": None, "opt": {}}
+                   "only3": torch.zeros(1000, dtype=torch.int32), "step": None, "opt": {},
+                   "tail": libckpt.Shard(torch.zeros(3, 4, dtype=torch.float64), (6, 4), (3 * rank, 0))}
             res = st.restore(got, step, strict=False)
             assert not got["w"].tensor.is_contiguous()
             want = matrix(step)[:, rank * cols:(rank + 1) * cols]
@@ -112,6 +124,7 @@ def role_restore2(store_path, rank, world):
             assert torch.equal(got["bias"], bias())
             assert torch.equal(got["only3"], only(3)) and torch.equal(got[f"only{rank}"], only(rank))
             assert got["step"] == step
+            assert torch.equal(got["tail"].tensor, tail()[3 * rank:3 * rank + 3])
             left = sorted(res.not_restored)
             assert left == sorted(f"only{r}" for r in range(4) if r not in (rank, 3)) + \
                 ["opt.betas", "opt.lr"], left
@@ -232,7 +245,7 @@ def check_load(store):
         for step in (1, 2, 3):
             s = st.load(step)
             assert torch.equal(s["w"], matrix(step)), f"load({step}): the global matrix differs"
-            assert torch.equal(s["bias"], bias())
+            assert torch.equal(s["bias"], bias()) and torch.equal(s["tail"], tail())
             for r in range(4):
                 assert torch.equal(s[f"only{r}"], only(r))
             assert s["step"] == step and s["opt"] == {"lr": 0.1, "betas": (0.9, 0.99)}
