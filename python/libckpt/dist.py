@@ -21,18 +21,14 @@ Which collectives run where (the rule every rank follows):
 import ctypes
 import datetime
 import importlib
-import json
 import os
 import socket
 import threading
 import time
 
 from . import _lib as L
-from . import _restore as R
-from . import _select as S
 from . import _tree as T
-from .errors import (CkptError, CkptIOError, InvalidArgumentError, MismatchError, NotFoundError,
-                     UnsupportedError, error_class)
+from .errors import CkptIOError, UnsupportedError
 
 LOCAL = object()  # group=libckpt.LOCAL: this process alone, even under an initialized group
 DIST_WORLD_KEY = "ckpt.dist.world"
@@ -281,7 +277,8 @@ class DistGroup:
         self.pg = dist.new_group(ranks=self.ranks, timeout=self.timeout, backend="gloo")
         self.rank = dist.get_rank(self.pg)
         self.size = dist.get_world_size(self.pg)
-        st, start = _proc_start(os.getpid())
+        self.peers = None  # (host, pid, start time) of every rank, for naming a dead one
+        _, start = _proc_start(os.getpid())
         self.peers = self.gather_object((socket.gethostname(), os.getpid(), start), "joining")
 
     def _run(self, what, fn):
@@ -300,7 +297,8 @@ class DistGroup:
     def broadcast_object(self, obj, what, root=0):
         import torch.distributed as dist
         box = [obj]
-        self._run(what, lambda: dist.broadcast_object_list(box, src=self.ranks[root], group=self.pg))
+        self._run(what, lambda: dist.broadcast_object_list(box, src=self.ranks[root],
+                                                           group=self.pg))
         return box[0]
 
     def dead_peers(self, wait=5.0):
