@@ -9,7 +9,7 @@ import threading
 from . import _lib as L
 from . import _tree as T
 from . import dist as D
-from .errors import CkptError, InvalidArgumentError, MismatchError, error_class
+from .errors import CkptError, CkptIOError, InvalidArgumentError, MismatchError, error_class
 
 _MISSING = object()
 
@@ -183,24 +183,27 @@ def save_async(store, state, step, meta, dg, background=True):
     mine = plan(dg.rank, gathered)
     meta = dict(meta)
     meta[T.META_KEY] = T.dumps(merge_trees([g[2] for g in gathered]))
-    events = _snapshot(leaves) if background else []
     comm = D._Comm(dg)
     keep = [leaves, comm]
-    d, err = None, None
-    with store._lock:
-        out = ctypes.c_void_p()
-        rc = lb.ckpt_dist_save_begin(store._handle(), ctypes.byref(comm.struct), step,
-                                     ctypes.byref(out))
-        if rc < 0:
-            err = L.make_error(rc, f"checkpoint {step}, rank {dg.rank}")
-        else:
+    d, err, events = None, None, []
+    try:  # every local failure goes to the exchange below: the other ranks must hear of it
+        events = _snapshot(leaves) if background else []
+        with store._lock:
+            out = ctypes.c_void_p()
+            rc = lb.ckpt_dist_save_begin(store._handle(), ctypes.byref(comm.struct), step,
+                                         ctypes.byref(out))
+            if rc < 0:
+                raise L.make_error(rc, f"checkpoint {step}, rank {dg.rank}")
             d = out.value
-            try:
-                _add(lb, d, dg, leaves, mine, meta, keep)
-            except CkptError as e:
-                err = e
-    errs = dg.gather_object(None if err is None else (err.code, str(err)),
-                            f"checkpoint {step}: exchanging the outcome of adding the tensors")
+            _add(lb, d, dg, leaves, mine, meta, keep)
+    except Exception as e:  # noqa: BLE001  raised below, after the exchange
+        err = e
+    mine_out = None
+    if err is not None:
+        text = str(err) if isinstance(err, CkptError) else f"{type(err).__name__}: {err}"
+        mine_out = (getattr(err, "code", 0) or CkptIOError.code, text)
+    errs = dg.gather_object(mine_out, f"checkpoint {step}: exchanging the outcome of adding "
+                                      f"the tensors")
     failed = [(r, e) for r, e in enumerate(errs) if e is not None]
     if failed:
         if d is not None:
