@@ -274,7 +274,15 @@ class DistGroup:
         base = dist.group.WORLD if group is None else group
         self.ranks = list(dist.get_process_group_ranks(base))
         self.timeout = timeout if timeout is not None else _group_timeout(base)
-        self.pg = dist.new_group(ranks=self.ranks, timeout=self.timeout, backend="gloo")
+        try:
+            self.pg = dist.new_group(ranks=self.ranks, timeout=self.timeout, backend="gloo")
+        except Exception as e:  # noqa: BLE001  gloo raises RuntimeError ("Wait timeout")
+            raise CkptIOError(
+                f"libckpt, rank {dist.get_rank()}: making libckpt's gloo group over ranks "
+                f"{self.ranks} failed ({' '.join(str(e).split())[:300]}): new_group is "
+                f"collective over the default group, every process must reach it (their first "
+                f"multi-rank save or restore, or libckpt.dist_group) within the timeout",
+                code=CkptIOError.code, name="I/O error") from e
         self.rank = dist.get_rank(self.pg)
         self.size = dist.get_world_size(self.pg)
         self.peers = None  # (host, pid, start time) of every rank, for naming a dead one

@@ -159,6 +159,22 @@ def role_kill(store_path, rank, world, where):
     result(rank=rank, raised=None)
 
 
+def role_hang(store_path, rank, world):
+    """Rank 2 hangs (alive, never calls save): the others raise once the group's timeout passed."""
+    import libckpt
+    libckpt.dist_group()  # made by every rank: rank 2 hangs with the group there
+    with libckpt.Store(store_path) as st:
+        if rank == 2:
+            sys.stdin.readline()  # until the parent closes our stdin (after the others are done)
+            return
+        try:
+            st.save(state_for(rank, world, 4), 4)
+        except libckpt.CkptError as e:
+            result(rank=rank, raised=str(e))
+            return
+    result(rank=rank, raised=None)
+
+
 def role_errors(store_path, rank, world):
     """Failures on one rank that leave it alive: every rank raises, naming it, and the group's
     collectives stay in step (the next save works)."""
@@ -182,6 +198,14 @@ def role_errors(store_path, rank, world):
             seen.append(None)
         except libckpt.CkptError as e:
             seen.append(str(e))
+        gap = state_for(rank, world, 5)
+        # rows [2r, 2r + 1) of 8: the boxes leave rows uncovered; rank 0 finds it at the commit
+        gap["gap"] = libckpt.Shard(torch.ones(1, 4), global_shape=(8, 4), offset=(2 * rank, 0))
+        try:
+            st.save(gap, 5)
+            seen.append(None)
+        except libckpt.CkptError as e:
+            seen.append(str(e))
         st.save(state_for(rank, world, 5), 5)
         got = {"w": libckpt.Shard(torch.zeros(GROWS // world, GCOLS), (GROWS, GCOLS),
                                   (rank * GROWS // world, 0))}
@@ -196,15 +220,15 @@ def worker(argv):
     dist.init_process_group("gloo", init_method="file://" + init, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=TIMEOUT))
     fn = {"save": role_save, "restore2": role_restore2, "kill": role_kill,
-          "errors": role_errors}[role]
+          "errors": role_errors, "hang": role_hang}[role]
     fn(store, rank, world, *argv[9:])
-    if role != "kill":
+    if role not in ("kill", "hang"):
         dist.barrier()
         dist.destroy_process_group()
 
 
 # ------------------------------------------------------------------------------- the parent
-def run_world(n, role, store, *args):
+def run_world(n, role, store, *args, hang=None):
     """Runs n ranks; returns [(returncode, {result} or None, output)] in rank order."""
     fd, init = tempfile.mkstemp(prefix="ckpt-init-")
     os.close(fd)
@@ -212,15 +236,18 @@ def run_world(n, role, store, *args):
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo")
     procs = [subprocess.Popen([sys.executable, __file__, "--rank", str(r), "--world", str(n),
                                "--init", init, role, store] + list(args), env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
              for r in range(n)]
-    out = []
+    out = [None] * n
     try:
-        for p in procs:
-            # a guard against a hang only (a rank that never returns); no timing is asserted
-            text, _ = p.communicate(timeout=8 * TIMEOUT + 120)
+        # the ranks that are not stuck first; then stdin closes, which ends role_hang's rank 2
+        for r in sorted(range(n), key=lambda r: r == hang):
+            p = procs[r]
+            # input="" closes its stdin; a guard against a hang only, no timing is asserted
+            text, _ = p.communicate(input="", timeout=8 * TIMEOUT + 120)
             res = [json.loads(ln[7:]) for ln in text.splitlines() if ln.startswith("RESULT ")]
-            out.append((p.returncode, res[0] if res else None, text))
+            out[r] = (p.returncode, res[0] if res else None, text)
     finally:
         for p in procs:
             if p.poll() is None:
@@ -303,6 +330,21 @@ def check_kill(store, where):
     print(f"ok: after the kill in {where}: checkpoints 1 to 3 listed and intact, no step 4")
 
 
+def check_hang(store):
+    import libckpt
+    outs = run_world(4, "hang", store, hang=2)
+    for r in (0, 1, 3):
+        rc, res, text = outs[r]
+        if rc != 0 or res is None or not res["raised"]:
+            sys.exit(f"FAIL: hung rank 2: rank {r} did not raise (exit {rc}):\n{text}")
+        if f"group timeout {TIMEOUT} s" not in res["raised"]:
+            sys.exit(f"FAIL: hung rank 2: rank {r}'s error does not come from the group's "
+                     f"timeout: {res['raised']}")
+    with libckpt.Store(store) as st:
+        assert 4 not in st.steps(), st.steps()
+    print(f"ok: rank 2 hung: the others raised after the group's timeout ({outs[0][1]['raised']})")
+
+
 def main():
     import torch.distributed as dist
     if not dist.is_available() or not dist.is_gloo_available():
@@ -329,6 +371,7 @@ def main():
                     "column shards (non-contiguous targets) and replicated tensors")
         for where in ("commit", "plan"):
             check_kill(store, where)
+        check_hang(store)
         with libckpt.Store(store) as st:
             before = st.du()["leftover_bytes"]
             st.gc()
@@ -339,13 +382,14 @@ def main():
         outs = run_world(4, "errors", store)
         check_world(outs, "failures on one live rank, then a save of step 5")
         for r, (_, res, _) in enumerate(outs):
-            e1, e2 = res["errors"]
+            e1, e2, e3 = res["errors"]
+            assert e3 and "gap" in e3 and (r == 0 or "rank 0 could not commit" in e3), (r, e3)
             assert e1 and ("rank 1 could not prepare" in e1 or r == 1 and "oops" in e1), (r, e1)
             assert e2 and "'bias'" in e2 and "rank 3: F64" in e2, (r, e2)
         with libckpt.Store(store) as st:
             assert st.steps() == [1, 2, 3, 5], st.steps()
-        print(f"ok: a failure on one rank raises on every rank ({outs[0][1]['errors'][0]}; "
-              f"{outs[0][1]['errors'][1]}); the next save works")
+        print("ok: a failure on one rank raises on every rank (" +
+              "; ".join(outs[1][1]["errors"][i] for i in range(3)) + "); the next save works")
     print("python dist ok")
     return 0
 
