@@ -11,6 +11,10 @@
 - A rank SIGKILLed in the middle of its save (after its part is durable, at libckpt's first
   collective; and while the plan is exchanged): every other rank raises naming it, no checkpoint
   is listed, the store verifies, and gc removes the dead save's parts.
+- A rank that hangs (alive, never saving): the others raise once the group's timeout passed.
+- Failures on a live rank (a state it cannot save; a replicated tensor of another dtype; shards
+  that do not cover the global tensor, found by rank 0 at the commit): every rank raises, naming
+  the rank, and the next save works.
 
 Run by tests/python/t-python-dist.sh (exit 77 without torch.distributed's gloo).  A world of
 processes is this file run with --rank/--world/--init and a role.
