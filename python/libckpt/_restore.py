@@ -84,7 +84,7 @@ def merge(target, node, path, plan, apply):
         if not apply:
             _plan_stateful(target, node, path, plan)
         return target
-    if T.is_torch_tensor(target) or T.is_np_array(target):
+    if T.is_torch_tensor(target) or T.is_np_array(target) or _is_box(target):
         if isinstance(node, dict) and node.get("t") in ("torch", "numpy"):
             name = node["n"]
         elif node is NOTREE:
@@ -267,9 +267,14 @@ def load_stateful(plan, strict):
             obj.load_state_dict(built)
 
 
+def _is_box(x):
+    """A dist.Shard target: filled like a tensor, with its box of the global tensor."""
+    return getattr(type(x), "_libckpt_box", False) is True
+
+
 def _tensorless(x):
     """None when x holds no tensor, else a short description."""
-    if T.is_torch_tensor(x) or T.is_np_array(x):
+    if T.is_torch_tensor(x) or T.is_np_array(x) or _is_box(x):
         return "a tensor"
     if T.is_stateful(x):
         return f"a {type(x).__name__}"

@@ -140,17 +140,22 @@ def _dec_key(k):
 
 class Leaf:
     """A tensor to save: its name, the object to keep alive, and what libckpt needs."""
-    __slots__ = ("name", "kind", "obj", "dtype", "shape", "ptr", "mem", "nbytes")
+    __slots__ = ("name", "kind", "obj", "dtype", "shape", "ptr", "mem", "nbytes", "box")
 
 
-def flatten(state):
-    """Returns (tree, leaves): the JSON-able description and the list of tensor Leaf objects."""
+def flatten(state, leaf_hook=None):
+    """Returns (tree, leaves): the JSON-able description and the list of tensor Leaf objects.
+
+    leaf_hook(x) -> None or (tensor, box): a leaf that is a box of a global tensor (dist.Shard, a
+    DTensor); box = (global shape, offsets) is kept on the Leaf (None for every other tensor)."""
     leaves = []
     names = {}
     shared = {}
 
-    def add_tensor(x, path, kind):
+    def add_tensor(x, path, kind, box=None):
         key = _share_key(kind, x)
+        if key is not None and box is not None:
+            key = key + (box,)
         if key is not None and key in shared:
             return dict(shared[key])  # saved once, comes back as one tensor
         name = ".".join(path) if path else "tensor"
@@ -159,7 +164,7 @@ def flatten(state):
                              f"(keys like 0 and '0' in one dict); rename one")
         names[name] = True
         leaf = Leaf()
-        leaf.name, leaf.kind = name, kind
+        leaf.name, leaf.kind, leaf.box = name, kind, box
         if kind == "torch":
             prep_torch(leaf, x)
         else:
@@ -175,6 +180,10 @@ def flatten(state):
     def walk(x, path):
         if x is None or isinstance(x, (bool, int, float, str)):
             return x
+        hooked = leaf_hook(x) if leaf_hook is not None else None
+        if hooked is not None:
+            t, box = hooked
+            return add_tensor(t, path, "torch" if is_torch_tensor(t) else "numpy", box)
         if is_torch_tensor(x):
             return add_tensor(x, path, "torch")
         if is_np_array(x):

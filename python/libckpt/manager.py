@@ -2,6 +2,7 @@
 
 import threading
 
+from .dist import LOCAL
 from .errors import CkptError
 from .store import Store
 
@@ -87,7 +88,9 @@ class CheckpointManager:
                 return False
             self._reap(block=True)  # one save in flight: the previous must be durable
             self._raise()
-            h = self.store.save_async(state, step, metadata=metadata)
+            # single-process checkpoints, even under torch.distributed: its retention (prune)
+            # is not collective (multi-rank: Store.save(..., group=G), python/README.md)
+            h = self.store.save_async(state, step, metadata=metadata, group=LOCAL)
             self._pending = h
             if self.async_save:
                 try:
@@ -124,7 +127,8 @@ class CheckpointManager:
         with self._lock:
             self._reap(block=True)
             self._raise()
-            return self.store.restore(state, "latest" if step is None else step, strict=strict)
+            return self.store.restore(state, "latest" if step is None else step, strict=strict,
+                                      group=LOCAL)
 
     def close(self):
         """Waits for the save in flight, applies the retention, closes the store; raises the

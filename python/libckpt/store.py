@@ -8,10 +8,12 @@ import time
 import warnings
 import weakref
 
+from . import _dread
 from . import _lib as L
 from . import _restore as R
 from . import _select as S
 from . import _tree as T
+from . import dist as _dist
 from .errors import (CkptError, InvalidArgumentError, MismatchError, NotFoundError,
                      UnsupportedError)
 
@@ -64,6 +66,21 @@ def _size(name, v):
             mult = 1024 ** " kmgt".index((m.group(2) or " ").lower())
             return int(float(m.group(1)) * mult)
     raise ValueError(f"{name}: expected a size in bytes (int or '64M'), got {v!r}")
+
+
+def _meta_dict(metadata):
+    """The user's metadata, checked: str keys (the prefix 'libckpt.' is reserved), str values."""
+    meta = {}
+    for k, v in (metadata or {}).items():
+        if not isinstance(k, str) or not k:
+            raise TypeError(f"metadata keys must be non-empty strings, got {k!r}")
+        if k.startswith("libckpt."):
+            raise ValueError(f"metadata key {k!r}: the prefix 'libckpt.' is reserved")
+        v = v if isinstance(v, str) else str(v)
+        if "\0" in k or "\0" in v:
+            raise ValueError(f"metadata {k!r}: keys and values cannot contain NUL characters")
+        meta[k] = v
+    return meta
 
 
 def _step_arg(step, allow_latest=True):
@@ -312,28 +329,29 @@ class Store:
             L.check(lib.ckpt_store_reserve(self._handle(), want), "reserve")
         return want
 
-    def save_async(self, state, step, metadata=None):
+    def save_async(self, state, step, metadata=None, group=None):
         """Starts saving `state` as checkpoint `step` and returns a SaveHandle at once.
 
         CPU tensors and arrays must not be modified before handle.wait_snapshot() returns.  For
         CUDA tensors the copies are ordered after the work queued so far on torch's current
         stream, and that stream waits for the snapshot (the next optimizer step cannot overwrite
         a tensor before it is copied) without blocking the CPU.
+
+        group: a torch.distributed process group (None: the default group when one is
+        initialized): a collective multi-rank save (libckpt.dist); libckpt.LOCAL: this process
+        alone.
         """
         t0 = time.perf_counter()
         lib = L.load()
         step = _step_arg(step, allow_latest=False)
+        dg = _dist.resolve_group(group)
+        if dg is not None:
+            from . import _dsave
+            return _dsave.save_async(self, state, step, _meta_dict(metadata), dg)
+        self._dist_wait()
         tree, leaves = T.flatten(state)
         meta = {T.META_KEY: T.dumps(tree)}
-        for k, v in (metadata or {}).items():
-            if not isinstance(k, str) or not k:
-                raise TypeError(f"metadata keys must be non-empty strings, got {k!r}")
-            if k.startswith("libckpt."):
-                raise ValueError(f"metadata key {k!r}: the prefix 'libckpt.' is reserved")
-            v = v if isinstance(v, str) else str(v)
-            if "\0" in k or "\0" in v:
-                raise ValueError(f"metadata {k!r}: keys and values cannot contain NUL characters")
-            meta[k] = v
+        meta.update(_meta_dict(metadata))
         keep = [leaves]
         with self._lock:
             store = self._handle()
@@ -380,9 +398,31 @@ class Store:
                 raise err
         return h
 
-    def save(self, state, step, metadata=None):
-        """Saves `state` as checkpoint `step`; returns SaveStats once it is durable and visible."""
-        return self.save_async(state, step, metadata).wait()
+    def save(self, state, step, metadata=None, group=None):
+        """Saves `state` as checkpoint `step`; returns SaveStats once it is durable and visible.
+        group: as save_async (a multi-rank save returns this rank's part's SaveStats once the
+        global checkpoint is durable, or raises on every rank)."""
+        dg = _dist.resolve_group(group)
+        if dg is not None:
+            from . import _dsave
+            step = _step_arg(step, allow_latest=False)
+            return _dsave.save_async(self, state, step, _meta_dict(metadata), dg,
+                                     background=False).wait()
+        return self.save_async(state, step, metadata, group=_dist.LOCAL).wait()
+
+    def _dist_started(self, h):
+        """A multi-rank save in flight: close() waits for it, the next multi-rank call too."""
+        with self._lock:
+            self._inflight.append(weakref.ref(h))
+        self._dist_pending = h
+
+    def _dist_wait(self):
+        """Waits (without raising: its wait() does) for the multi-rank save still committing, so
+        that this process's collectives on libckpt's group stay in program order."""
+        h = getattr(self, "_dist_pending", None)
+        if h is not None:
+            h.join()
+            self._dist_pending = None
 
     # ------------------------------------------------------------------ reading
     def _open_reader(self, step):
@@ -424,9 +464,11 @@ class Store:
             return r.info()
 
     def metadata(self, step="latest"):
-        """The user metadata of a checkpoint (str -> str), without the binding's own keys."""
+        """The user metadata of a checkpoint (str -> str), without the binding's own keys (nor
+        libckpt's multi-rank ones, ckpt.dist.*)."""
         with self._open_reader(step) as r:
-            return {k: v for k, v in r.meta().items() if not k.startswith("libckpt.")}
+            return {k: v for k, v in r.meta().items()
+                    if not k.startswith(("libckpt.", "ckpt.dist."))}
 
     def tensors(self, step="latest"):
         """Descriptions of a checkpoint's tensors: name, dtype, shape, nbytes, chunks, chunks_new, bytes_new."""
@@ -520,6 +562,9 @@ class Store:
         tensors are saved as 'cpu'), or a callable(tensor, saved location) -> tensor."""
         if device is not None and map_location is not None:
             raise ValueError("load: give device or map_location, not both")
+        multi, step = _dread.is_multi_rank(self, step)
+        if multi:  # saved by several ranks: each Shard leaf comes back as its global tensor
+            return _dread.load(self, step, device, keys, map_location)
         pres = S.prefixes(keys) if keys is not None else None
         with self._open_reader(step) as r:
             tree = r.tree()
@@ -567,7 +612,7 @@ class Store:
             kind = T.kind_of(tree, name) if tree is not None else None
             return TensorSlice(self, r.step, name, ti, kind or ("torch" if _has_torch() else "numpy"))
 
-    def restore(self, state, step="latest", strict=True):
+    def restore(self, state, step="latest", strict=True, group=None):
         """Restores `state` from a checkpoint; returns its step (a RestoreResult: an int with
         .not_restored, the names of the saved entries left out).
 
@@ -579,7 +624,18 @@ class Store:
         entry that `state` lacks (MismatchError); strict=False restores the rest, warns
         (PartialRestoreWarning) and returns the names left out.  Every check runs before
         anything is written.
+
+        group: as save (None: the default group when one is initialized; libckpt.LOCAL: this
+        process alone): every rank restores the same checkpoint and raises when any rank fails.
+        libckpt.Shard targets (and DTensors) are filled with their box of the saved global
+        tensor, whatever the split and world size of the save; other tensors with the whole
+        global tensor.
         """
+        dg = _dist.resolve_group(group)
+        if dg is not None:
+            return _dread.restore(self, state, step, strict, dg)
+        if _dist.holds_boxes(state) or _dread.is_multi_rank(self, step)[0]:
+            return _dread.restore_local(self, state, step, strict)
         with self._open_reader(step) as r:
             tree = r.tree()
             plan = R.Plan(r, lambda kind, ti: _alloc(kind, ti, None), strict)

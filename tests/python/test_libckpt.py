@@ -510,6 +510,81 @@ class Cuda(Base):
         self.assertEqual(z["x"].device.type, "cuda")
 
 
+class Boxes(Base):
+    """libckpt.Shard leaves without torch.distributed, and the multi-rank plan (the 4-process
+    tests are tests/python/test_dist.py)."""
+
+    def test_shard_checks(self):
+        with self.assertRaisesRegex(ValueError, "outside the global extent"):
+            libckpt.Shard(torch.zeros(2, 3), global_shape=(4, 3), offset=(3, 0))
+        with self.assertRaisesRegex(ValueError, "2-d global_shape"):
+            libckpt.Shard(torch.zeros(2, 3), global_shape=(4,), offset=(0,))
+        with self.assertRaises(TypeError):
+            libckpt.Shard([1, 2], global_shape=(2,), offset=(0,))
+
+    def test_restore_shards_of_a_single_process_checkpoint(self):
+        w = torch.arange(48.0).reshape(6, 8)
+        self.store.save({"w": w, "n": 3}, 1)
+        rows = libckpt.Shard(torch.zeros(2, 8), global_shape=(6, 8), offset=(2, 0))
+        cols = libckpt.Shard(torch.zeros(5, 6).t(), global_shape=(6, 8), offset=(0, 3))
+        st = {"w": rows, "n": None}
+        self.assertEqual(self.store.restore(st, 1), 1)
+        self.assertTrue(torch.equal(rows.tensor, w[2:4]))
+        self.assertEqual(st["n"], 3)
+        self.store.restore({"w": cols, "n": None}, 1)
+        self.assertTrue(torch.equal(cols.tensor, w[:, 3:8]))
+        arr = libckpt.Shard(np.zeros((1, 8), np.float32), global_shape=(6, 8), offset=(5, 0))
+        self.store.restore({"w": arr, "n": None}, 1)
+        self.assertTrue(np.array_equal(arr.tensor, w[5:].numpy()))
+        bad = libckpt.Shard(torch.zeros(2, 8), global_shape=(7, 8), offset=(0, 0))
+        with self.assertRaisesRegex(libckpt.MismatchError, "global shape mismatch"):
+            self.store.restore({"w": bad, "n": None}, 1)
+        bad = libckpt.Shard(torch.zeros(2, 8, dtype=torch.float64), global_shape=(6, 8), offset=(0, 0))
+        with self.assertRaisesRegex(libckpt.MismatchError, "dtype mismatch"):
+            self.store.restore({"w": bad, "n": None}, 1)
+
+    def test_plan(self):
+        from libckpt import _dsave
+        F32, F64 = L.F32, L.F64
+        sh = lambda name, off, shape, g: (name, "S", F32, shape, g, off)  # noqa: E731
+        whole = lambda name, shape, dt=F32: (name, "T", dt, shape, None, None)  # noqa: E731
+        ranks = [[sh("w", (0, 0), (2, 4), (4, 4)), whole("b", (3,)), whole("r0", (1,)),
+                  sh("h", (0,), (2,), (4,)), sh("rep", (0,), (5,), (5,))],
+                 [sh("w", (2, 0), (2, 4), (4, 4)), whole("b", (3,)),
+                  sh("h", (0,), (2,), (4,)), sh("rep", (0,), (5,), (5,))],
+                 [whole("b", (3,)), sh("h", (2,), (2,), (4,)), sh("rep", (0,), (5,), (5,))]]
+        g = [(1, e, {}) for e in ranks]
+        self.assertEqual(_dsave.plan(0, g), {"w": ("S",), "b": ("R", 0, 3), "r0": ("R", 0, 1),
+                                             "h": ("S",), "rep": ("R", 0, 3)})
+        # rank 1 holds the same box of h as rank 0: saved once, by rank 0
+        self.assertEqual(_dsave.plan(1, g), {"w": ("S",), "b": ("R", 1, 3), "h": ("skip",),
+                                             "rep": ("R", 1, 3)})
+        self.assertEqual(_dsave.plan(2, g), {"b": ("R", 2, 3), "h": ("S",), "rep": ("R", 2, 3)})
+        bad = [[whole("b", (3,))], [sh("b", (0,), (3,), (3,))]]
+        with self.assertRaisesRegex(ValueError, "a Shard on rank.s. 1 but a whole tensor on rank.s. 0"):
+            _dsave.plan(0, [(1, e, {}) for e in bad])
+        bad = [[whole("b", (3,))], [whole("b", (3,), F64)]]
+        with self.assertRaisesRegex(libckpt.MismatchError, "rank 1: F64"):
+            _dsave.plan(0, [(1, e, {}) for e in bad])
+        bad = [[whole("b", (3,))], [whole("b", (4,))]]
+        with self.assertRaisesRegex(libckpt.MismatchError, "different shapes"):
+            _dsave.plan(1, [(1, e, {}) for e in bad])
+
+    def test_merged_structure(self):
+        from libckpt import _dsave, _tree as T
+        trees = [T.flatten({"a": torch.zeros(1), "v": 1, "d": {"x": 1}})[0],
+                 T.flatten({"a": torch.zeros(1), "v": 2, "only1": torch.zeros(2), "d": {"y": 2}})[0]]
+        m = T.build(_dsave.merge_trees(trees), lambda kind, name, loc: name)
+        self.assertEqual(m, {"a": "a", "v": 1, "d": {"x": 1, "y": 2}, "only1": "only1"})
+
+    def test_dtensor_message(self):
+        if libckpt.dtensor_module() is not None:
+            self.skipTest("this torch has DTensor (tests/python/test_dtensor.py runs it)")
+        with self.assertRaisesRegex(libckpt.UnsupportedError,
+                                    f"DTensor is not available in torch {torch.__version__}"):
+            libckpt.Shard.from_dtensor(torch.zeros(1))
+
+
 if __name__ == "__main__":
     torch.set_num_threads(2)
     unittest.main(verbosity=2)

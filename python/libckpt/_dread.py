@@ -1,0 +1,273 @@
+"""Reading multi-rank checkpoints: Store.restore with Shard / DTensor targets (any split and world
+size; collective with a group) and the consolidated Store.load of a multi-rank checkpoint, over
+ckpt_dist_reader_* (each box reads only the chunks under it)."""
+
+import ctypes
+
+from . import _lib as L
+from . import _restore as R
+from . import _select as S
+from . import _tree as T
+from . import dist as D
+from .errors import CkptError, CkptIOError, MismatchError, NotFoundError, error_class
+
+
+class _View:
+    """A checkpoint's global tensors, as _restore.Plan reads a checkpoint (names, find, tensor)."""
+
+    def __init__(self, store, step):
+        out = ctypes.c_void_p()
+        with store._lock:
+            L.check(D.lib().ckpt_dist_reader_open(store._handle(), step, ctypes.byref(out)))
+        self.ptr, self.step, self._names = out.value, step, None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        D.lib().ckpt_dist_reader_close(self.ptr)
+        self.ptr = None
+
+    def world(self):
+        return D.lib().ckpt_dist_reader_world_size(self.ptr)
+
+    def tensor(self, i):
+        ti = L.TensorInfo()
+        L.check(D.lib().ckpt_dist_reader_tensor(self.ptr, i, ctypes.byref(ti)))
+        return {"name": ti.name.decode(), "dtype": L.dtype_name(ti.dtype), "ckpt_dtype": ti.dtype,
+                "shape": tuple(ti.shape[k] for k in range(ti.ndim)), "nbytes": ti.nbytes,
+                "chunks": ti.chunks, "chunks_new": ti.chunks_new, "bytes_new": ti.bytes_new}
+
+    def names(self):
+        if self._names is None:
+            n = D.lib().ckpt_dist_reader_tensor_count(self.ptr)
+            self._names = {self.tensor(i)["name"]: i for i in range(n)}
+        return self._names
+
+    def find(self, name):
+        idx = self.names().get(name)
+        if idx is None:
+            raise NotFoundError(f"no tensor {name!r} in checkpoint {self.step}",
+                                code=NotFoundError.code, name="not found")
+        return idx
+
+
+def is_multi_rank(store, step):
+    """(True, step) for a checkpoint saved by several ranks (format version 2)."""
+    with store._open_reader(step) as r:
+        return L.load().ckpt_reader_get_meta(r.ptr, D.DIST_WORLD_KEY.encode()) is not None, r.step
+
+
+def _fill(v, idx, t, off):
+    """Reads the box of global tensor idx at `off` with t's extent into t (torch or numpy, any
+    device or layout): straight into contiguous (or positively strided) CPU memory, else through
+    a contiguous host buffer."""
+    shape = tuple(int(s) for s in t.shape)
+    n = 1
+    for s in shape:
+        n *= s
+    if n == 0:
+        return
+    lb = D.lib()
+    offa, lena = D._u64s(off), D._u64s(shape)
+    if T.is_np_array(t):
+        import numpy as np
+        if t.flags.c_contiguous and t.flags.writeable and (t.dtype.isnative or t.itemsize == 1):
+            L.check(lb.ckpt_dist_reader_restore_box(v.ptr, idx, offa, lena,
+                                                    t.__array_interface__["data"][0], t.nbytes))
+            return
+        tmp = np.empty(shape, t.dtype.newbyteorder("="))
+        _fill(v, idx, tmp, off)
+        np.copyto(t, tmp)
+        return
+    import torch
+    x = t.detach()
+    es = x.element_size()
+    if x.device.type == "cpu" and x.is_contiguous():
+        L.check(lb.ckpt_dist_reader_restore_box(v.ptr, idx, offa, lena, x.data_ptr(), n * es))
+        return
+    st = x.stride()
+    if x.device.type == "cpu" and all(s > 0 for s, d in zip(st, shape) if d > 1):
+        # a column block of a matrix, a transposed view: written in place, element by element
+        span = sum((d - 1) * s for s, d in zip(st, shape)) + 1
+        L.check(lb.ckpt_dist_reader_restore_box_strided(v.ptr, idx, offa, lena, x.data_ptr(),
+                                                        D._u64s(st), span * es))
+        return
+    tmp = torch.empty(shape, dtype=x.dtype, pin_memory=x.device.type == "cuda")
+    _fill(v, idx, tmp, off)
+    with torch.no_grad():
+        x.copy_(tmp)
+
+
+def _ckpt_dtype(t):
+    if T.is_torch_tensor(t):
+        return T.torch_dtypes().get(t.dtype)
+    return T.np_dtypes().get(t.dtype.name)
+
+
+def _job(v, name, obj, step):
+    """(index, tensor to fill, offsets) for a restore target, checked against the checkpoint."""
+    from .store import _check_target
+    idx = v.find(name)
+    ti = v.tensor(idx)
+    if isinstance(obj, D.Shard) or D.is_dtensor(obj):
+        t, g, off = (obj.tensor, obj.global_shape, obj.offset) if isinstance(obj, D.Shard) \
+            else D.dtensor_box(obj)
+        if _ckpt_dtype(t) != ti["ckpt_dtype"]:
+            raise MismatchError(f"tensor {name!r}: dtype mismatch: checkpoint {step} has "
+                                f"{ti['dtype']}, the target shard is {t.dtype} (no conversion is "
+                                f"made)")
+        if tuple(g) != tuple(ti["shape"]):
+            raise MismatchError(f"tensor {name!r}: global shape mismatch: checkpoint {step} has "
+                                f"{list(ti['shape'])}, the target shard says {list(g)}")
+        return idx, t, tuple(off)
+    _check_target(name, ti, obj, step)
+    return idx, obj, (0,) * len(ti["shape"])
+
+
+class _Restore:
+    """One restore in two phases, so that a group checks every rank's targets before any rank
+    writes: plan() (every check; what the checkpoint holds that state lacks), then fill()."""
+
+    def __init__(self, store, state, step, strict):
+        with store._open_reader(step) as r:
+            self.tree, self.step = r.tree(), r.step
+        self.state, self.strict = state, strict
+        self.v = _View(store, self.step)
+        self.plan, self.jobs = None, []
+
+    def close(self):
+        if self.v is not None:
+            self.v.__exit__()
+            self.v = None
+
+    def check(self):
+        """Plans and checks; returns the saved entries this state has no place for."""
+        from .store import _alloc
+        v = self.v
+        plan = self.plan = R.Plan(v, lambda kind, ti: _alloc(kind, ti, None), self.strict)
+        R.merge(self.state, R.NOTREE if self.tree is None else self.tree, [], plan, apply=False)
+        self.jobs = [_job(v, name, obj, self.step) for name, obj in plan.found]
+        self.jobs += [(idx, obj, (0,) * len(ti["shape"])) for idx, ti, obj in plan.fresh]
+        if self.tree is None:
+            used = {n for n, _ in plan.found} | {ti["name"] for _, ti, _ in plan.fresh}
+            plan.dropped += [n for n in v.names() if n not in used]
+        return sorted(set(plan.dropped))
+
+    def fill(self, dropped):
+        plan = self.plan
+        plan.dropped = list(dropped)
+        dropped = R.finish(plan, self.strict, self.step)
+        for idx, t, off in self.jobs:
+            _fill(self.v, idx, t, off)
+        self.close()
+        R.load_stateful(plan, self.strict)
+        if self.tree is not None:
+            R.merge(self.state, self.tree, [], plan, apply=True)
+        return R.RestoreResult(self.step, dropped)
+
+
+def restore_local(store, state, step, strict):
+    """Restores state from checkpoint step (single- or multi-rank) on this process alone."""
+    rs = _Restore(store, state, step, strict)
+    try:
+        return rs.fill(rs.check())
+    finally:
+        rs.close()
+
+
+def _raise_remote(what, outs):
+    bad = [(r, o) for r, o in enumerate(outs) if o is not None]
+    if bad:
+        r, (code, msg) = bad[0]
+        cls = error_class(code) if code else CkptError
+        raise cls(f"{what}: rank {r} failed: {msg}", code=code or CkptIOError.code,
+                  name=L.load().ckpt_strerror(code or CkptIOError.code).decode())
+
+
+def _outcome(err):
+    return None if err is None else (getattr(err, "code", 0) or 0, f"{type(err).__name__}: {err}")
+
+
+def restore(store, state, step, strict, dg):
+    """Store.restore with a group: every rank restores the same checkpoint (rank 0 resolves
+    'latest'); every rank's targets are checked before any rank writes; an entry counts as left
+    out (strict) only when no rank restores it; a failure on any rank raises on every rank,
+    naming it.  The same collectives run on every rank whatever fails."""
+    from .store import _step_arg
+    _step_arg(step)  # a bad argument raises alike on every rank, before any collective
+    store._dist_wait()
+    s = None
+    if dg.rank == 0:
+        try:
+            with store._open_reader(step) as r:
+                s = ("ok", r.step)
+        except Exception as e:  # noqa: BLE001  every rank raises it
+            s = ("err", getattr(e, "code", 0) or 0, f"{type(e).__name__}: {e}")
+    s = dg.broadcast_object(s, "restore: agreeing on the step")
+    if s[0] == "err":
+        _raise_remote("restore", [(s[1], s[2])])
+    what = f"restore of checkpoint {s[1]}"
+    rs, err, mine = None, None, []
+    try:
+        rs = _Restore(store, state, s[1], strict)
+        mine = rs.check()
+    except Exception as e:  # noqa: BLE001  reported to the other ranks, then raised here
+        err = e
+    outs = dg.gather_object((_outcome(err), mine), f"{what}: exchanging the checks")
+    try:
+        if err is not None:
+            raise err
+        _raise_remote(what, [o[0] for o in outs])
+        left = set(mine)
+        for o in outs:
+            left &= set(o[1])
+        res = None
+        try:
+            rs.fill(sorted(left))  # raises (strict) alike on every rank
+            res = R.RestoreResult(rs.step, mine)
+        except Exception as e:  # noqa: BLE001
+            err = e
+        outs = dg.gather_object(_outcome(err), f"{what}: exchanging the outcome")
+        if err is not None:
+            raise err
+        _raise_remote(what, outs)
+        return res
+    finally:
+        if rs is not None:
+            rs.close()
+
+
+def load(store, step, device, keys, map_location):
+    """Store.load of a multi-rank checkpoint: the saved structure with every Shard leaf as its
+    global tensor, assembled from all ranks' pieces."""
+    pres = S.prefixes(keys) if keys is not None else None
+    from .store import _alloc
+    with store._open_reader(step) as r:
+        tree, step = r.tree(), r.step
+    with _View(store, step) as v:
+        cache, targets, locs = {}, [], {}
+
+        def tensor_for(kind, name, saved="cpu"):
+            if name in cache:
+                return cache[name]
+            idx = v.find(name)
+            ti = v.tensor(idx)
+            dev = S.location(map_location, device, saved) if kind == "torch" else None
+            obj = _alloc(kind, ti, dev)
+            targets.append((idx, obj))
+            cache[name] = obj
+            locs[id(obj)] = saved
+            return obj
+
+        if tree is None:
+            names = list(v.names())
+            state = {n: tensor_for("torch" if T.torch_mod() else "numpy", n)
+                     for n in (names if pres is None else S.select_flat(names, pres))}
+        else:
+            state = T.build(tree if pres is None else S.select(tree, pres), tensor_for)
+        for idx, obj in targets:
+            _fill(v, idx, obj, (0,) * len(obj.shape))
+    if map_location is not None and S.location(map_location, None, "cpu") is None:
+        state = S.apply_callable(state, map_location, locs)
+    return state

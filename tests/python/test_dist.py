@@ -1,0 +1,405 @@
+#!/usr/bin/env python3
+"""Multi-rank checkpoints from torch.distributed (gloo, one machine, init_method file://):
+
+- 4 ranks save row-sharded (libckpt.Shard), replicated and single-rank tensors; the second step
+  changes one row of one rank's shard and writes exactly that chunk (per-rank stats); a
+  save_async step whose tensors change right after it returns keeps the values it was given.
+- One process (no torch.distributed) loads the consolidated global tensors (Store.load), and
+  `ckptctl export` of the multi-rank checkpoint when this ckptctl supports it.
+- 2 ranks restore the 4-rank checkpoint by column shards (into non-contiguous views) and the
+  replicated tensors, whole, on every rank.
+- A rank SIGKILLed in the middle of its save (after its part is durable, at libckpt's first
+  collective; and while the plan is exchanged): every other rank raises naming it, no checkpoint
+  is listed, the store verifies, and gc removes the dead save's parts.
+- A rank that hangs (alive, never saving): the others raise once the group's timeout passed.
+- Failures on a live rank (a state it cannot save; a replicated tensor of another dtype; shards
+  that do not cover the global tensor, found by rank 0 at the commit): every rank raises, naming
+  the rank, and the next save works.
+
+Run by tests/python/t-python-dist.sh (exit 77 without torch.distributed's gloo).  A world of
+processes is this file run with --rank/--world/--init and a role.
+"""
+
+import datetime
+import os
+import signal
+import struct
+import json
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+TIMEOUT = 20  # the group's timeout (seconds): a dead rank makes the others raise within it
+GROWS, GCOLS = 256, 1024  # the sharded matrix: 1 MiB of float32, 64 KiB chunks
+
+
+def matrix(step):
+    import torch
+    w = torch.arange(GROWS * GCOLS, dtype=torch.float32).reshape(GROWS, GCOLS) * 0.5
+    if step >= 2:
+        w[64] += 1.0  # step 2: one row of rank 1's shard (the first chunk of its 4)
+    if step >= 3:
+        w[128:192] += 2.0  # step 3: all of rank 2's shard
+    return w
+
+
+def bias():
+    import torch
+    return torch.linspace(-1, 1, 256 * 256, dtype=torch.float32).reshape(256, 256)
+
+
+def tail():
+    import torch
+    return torch.arange(24, dtype=torch.float64).reshape(6, 4)
+
+
+def only(r):
+    import torch
+    return torch.arange(1000, dtype=torch.int32) + 1000 * r
+
+
+def state_for(rank, world, step):
+    import libckpt
+    rows = GROWS // world
+    w = matrix(step)[rank * rows:(rank + 1) * rows].clone()
+    t0, t1 = min(2 * rank, 6), min(2 * rank + 2, 6)  # rows of tail: 2, 2, 2, and none on rank 3
+    return {"w": libckpt.Shard(w, global_shape=(GROWS, GCOLS), offset=(rank * rows, 0)),
+            "tail": libckpt.Shard(tail()[t0:t1].clone(), global_shape=(6, 4), offset=(t0, 0)),
+            "bias": bias(), f"only{rank}": only(rank), "step": step,
+            "opt": {"lr": 0.1, "betas": (0.9, 0.99)}}
+
+
+def result(**kw):
+    print("RESULT " + json.dumps(kw), flush=True)
+
+
+# ------------------------------------------------------------------------------- ranks' roles
+def role_save(store_path, rank, world):
+    import torch
+    import libckpt
+    with libckpt.Store(store_path) as st:
+        stats = {}
+        for step in (1, 2):
+            stats[step] = st.save(state_for(rank, world, step), step).chunks_new
+        s3 = state_for(rank, world, 3)
+        h = st.save_async(s3, 3, metadata={"note": "async"})
+        s3["w"].tensor.add_(100.0)  # the caller's tensors change while the commit runs
+        s3["bias"].zero_()
+        stats[3] = h.wait().chunks_new
+        for step in (2, 3):
+            want = state_for(rank, world, step)
+            want_tail, want_off = want["tail"].tensor, want["tail"].offset
+            rows = GROWS // world
+            got = {"w": libckpt.Shard(torch.zeros(rows, GCOLS), (GROWS, GCOLS), (rank * rows, 0)),
+                   "bias": torch.zeros(256, 256), f"only{rank}": torch.zeros(1000, dtype=torch.int32),
+                   "step": None, "opt": {"lr": None, "betas": None},
+                   "tail": libckpt.Shard(torch.zeros(want_tail.shape, dtype=torch.float64), (6, 4),
+                                         want_off)}
+            res = st.restore(got, step)
+            assert torch.equal(got["tail"].tensor, want_tail)
+            assert int(res) == step, res
+            assert torch.equal(got["w"].tensor, want["w"].tensor), f"step {step}: shard differs"
+            assert torch.equal(got["bias"], bias()), f"step {step}: replicated tensor differs"
+            assert torch.equal(got[f"only{rank}"], only(rank))
+            assert got["step"] == step and got["opt"] == {"lr": 0.1, "betas": (0.9, 0.99)}, got
+        assert st.metadata(3) == {"note": "async"}, st.metadata(3)
+    result(rank=rank, new_chunks=stats)
+
+
+def role_restore2(store_path, rank, world):
+    import torch
+    import libckpt
+    cols = GCOLS // world
+    with libckpt.Store(store_path, read_only=True) as st:
+        for step in (1, 3):
+            base = torch.zeros(cols, GROWS)
+            got = {"w": libckpt.Shard(base.t(), global_shape=(GROWS, GCOLS), offset=(0, rank * cols)),
+                   "bias": torch.zeros(256, 256), f"only{rank}": torch.zeros(1000, dtype=torch.int32),
+                   "only3": torch.zeros(1000, dtype=torch.int32), "step": None, "opt": {},
+                   "tail": libckpt.Shard(torch.zeros(3, 4, dtype=torch.float64), (6, 4), (3 * rank, 0))}
+            res = st.restore(got, step, strict=False)
+            assert not got["w"].tensor.is_contiguous()
+            want = matrix(step)[:, rank * cols:(rank + 1) * cols]
+            assert torch.equal(got["w"].tensor, want), f"step {step}: column shard differs"
+            assert torch.equal(got["bias"], bias())
+            assert torch.equal(got["only3"], only(3)) and torch.equal(got[f"only{rank}"], only(rank))
+            assert got["step"] == step
+            assert torch.equal(got["tail"].tensor, tail()[3 * rank:3 * rank + 3])
+            left = sorted(res.not_restored)
+            assert left == sorted(f"only{r}" for r in range(4) if r not in (rank, 3)) + \
+                ["opt.betas", "opt.lr"], left
+    result(rank=rank, ok=True)
+
+
+def role_kill(store_path, rank, world, where):
+    import libckpt
+    import libckpt.dist as D
+    victim = 2
+    state = state_for(rank, world, 4)
+    if rank == victim and where == "commit":
+        # dies inside ckpt_dist_save_commit: its part is durable, the global commit not done
+        def die(self, *a):
+            os.kill(os.getpid(), signal.SIGKILL)
+        D._Comm._allgather = die
+    if rank == victim and where == "plan":
+        class Dies:
+            def state_dict(self):
+                os.kill(os.getpid(), signal.SIGKILL)
+
+            def load_state_dict(self, sd):
+                pass
+        state["dies"] = Dies()
+    with libckpt.Store(store_path) as st:
+        t0 = time.monotonic()
+        try:
+            st.save(state, 4)
+        except libckpt.CkptError as e:
+            result(rank=rank, raised=str(e), seconds=round(time.monotonic() - t0, 1))
+            return
+    result(rank=rank, raised=None)
+
+
+def role_hang(store_path, rank, world):
+    """Rank 2 hangs (alive, never calls save): the others raise once the group's timeout passed."""
+    import libckpt
+    libckpt.dist_group()  # made by every rank: rank 2 hangs with the group there
+    with libckpt.Store(store_path) as st:
+        if rank == 2:
+            sys.stdin.readline()  # until the parent closes our stdin (after the others are done)
+            return
+        try:
+            st.save(state_for(rank, world, 4), 4)
+        except libckpt.CkptError as e:
+            result(rank=rank, raised=str(e))
+            return
+    result(rank=rank, raised=None)
+
+
+def role_errors(store_path, rank, world):
+    """Failures on one rank that leave it alive: every rank raises, naming it, and the group's
+    collectives stay in step (the next save works)."""
+    import torch
+    import libckpt
+    seen = []
+    with libckpt.Store(store_path) as st:
+        bad = state_for(rank, world, 5)
+        if rank == 1:
+            bad["oops"] = object()  # cannot be saved: rank 1 fails while preparing
+        try:
+            st.save(bad, 5)
+            seen.append(None)
+        except (TypeError, libckpt.CkptError) as e:
+            seen.append(str(e))
+        odd = state_for(rank, world, 5)
+        if rank == 3:
+            odd["bias"] = odd["bias"].double()  # a replicated tensor of another dtype
+        try:
+            st.save(odd, 5)
+            seen.append(None)
+        except libckpt.CkptError as e:
+            seen.append(str(e))
+        gap = state_for(rank, world, 5)
+        # rows [2r, 2r + 1) of 8: the boxes leave rows uncovered; rank 0 finds it at the commit
+        gap["gap"] = libckpt.Shard(torch.ones(1, 4), global_shape=(8, 4), offset=(2 * rank, 0))
+        try:
+            st.save(gap, 5)
+            seen.append(None)
+        except libckpt.CkptError as e:
+            seen.append(str(e))
+        st.save(state_for(rank, world, 5), 5)
+        got = {"w": libckpt.Shard(torch.zeros(GROWS // world, GCOLS), (GROWS, GCOLS),
+                                  (rank * GROWS // world, 0))}
+        st.restore(got, 5, strict=False)
+        assert torch.equal(got["w"].tensor, state_for(rank, world, 5)["w"].tensor)
+    result(rank=rank, errors=seen)
+
+
+def worker(argv):
+    import torch.distributed as dist
+    rank, world, init, role, store = int(argv[2]), int(argv[4]), argv[6], argv[7], argv[8]
+    dist.init_process_group("gloo", init_method="file://" + init, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=TIMEOUT))
+    fn = {"save": role_save, "restore2": role_restore2, "kill": role_kill,
+          "errors": role_errors, "hang": role_hang}[role]
+    fn(store, rank, world, *argv[9:])
+    if role not in ("kill", "hang"):
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+# ------------------------------------------------------------------------------- the parent
+def run_world(n, role, store, *args, hang=None):
+    """Runs n ranks; returns [(returncode, {result} or None, output)] in rank order."""
+    fd, init = tempfile.mkstemp(prefix="ckpt-init-")
+    os.close(fd)
+    os.unlink(init)  # the file store creates it
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo")
+    procs = [subprocess.Popen([sys.executable, __file__, "--rank", str(r), "--world", str(n),
+                               "--init", init, role, store] + list(args), env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+             for r in range(n)]
+    out = [None] * n
+    try:
+        # the ranks that are not stuck first; then stdin closes, which ends role_hang's rank 2
+        for r in sorted(range(n), key=lambda r: r == hang):
+            p = procs[r]
+            # input="" closes its stdin; a guard against a hang only, no timing is asserted
+            text, _ = p.communicate(input="", timeout=8 * TIMEOUT + 120)
+            res = [json.loads(ln[7:]) for ln in text.splitlines() if ln.startswith("RESULT ")]
+            out[r] = (p.returncode, res[0] if res else None, text)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if os.path.exists(init):
+            os.unlink(init)
+    return out
+
+
+def check_world(outs, what):
+    for r, (rc, res, text) in enumerate(outs):
+        if rc != 0 or res is None:
+            sys.exit(f"FAIL: {what}: rank {r} exited {rc}:\n{text}")
+    print(f"ok: {what}")
+
+
+def check_load(store):
+    import torch
+    import libckpt
+    with libckpt.Store(store, read_only=True) as st:
+        for step in (1, 2, 3):
+            s = st.load(step)
+            assert torch.equal(s["w"], matrix(step)), f"load({step}): the global matrix differs"
+            assert torch.equal(s["bias"], bias()) and torch.equal(s["tail"], tail())
+            for r in range(4):
+                assert torch.equal(s[f"only{r}"], only(r))
+            assert s["step"] == step and s["opt"] == {"lr": 0.1, "betas": (0.9, 0.99)}
+        part = st.load(2, keys="w")
+        assert list(part) == ["w"] and torch.equal(part["w"], matrix(2))
+    print("ok: Store.load gives the consolidated global tensors of steps 1 to 3")
+
+
+def check_export(store, tmp):
+    """ckptctl export of a multi-rank checkpoint, when this ckptctl has consolidated export."""
+    import torch
+    out = os.path.join(tmp, "step2.safetensors")
+    p = subprocess.run([os.path.join(ROOT, os.environ.get("B", "build"), "bin", "ckptctl"),
+                        "export", store, "2", "-o", out], capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"note: ckptctl export of a multi-rank checkpoint is not supported by this ckptctl "
+              f"(exit {p.returncode}: {p.stderr.strip()[:200]}); Store.load checked instead")
+        return
+    with open(out, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        hdr = json.loads(f.read(n))
+        data = f.read()
+    if "w" not in hdr and "w@0" in hdr:
+        print("note: this ckptctl exports a multi-rank checkpoint's shards as they are (w@0, "
+              "w@1, ...), not consolidated; Store.load checked instead")
+        return
+    w = hdr["w"]
+    assert w["dtype"] == "F32" and w["shape"] == [GROWS, GCOLS], w
+    a, b = w["data_offsets"]
+    got = torch.frombuffer(bytearray(data[a:b]), dtype=torch.float32).reshape(GROWS, GCOLS)
+    assert torch.equal(got, matrix(2)), "ckptctl export: the consolidated matrix differs"
+    print("ok: ckptctl export writes the consolidated global tensors")
+
+
+def check_kill(store, where):
+    import libckpt
+    outs = run_world(4, "kill", store, where)
+    for r, (rc, res, text) in enumerate(outs):
+        if r == 2:
+            if rc != -signal.SIGKILL:
+                sys.exit(f"FAIL: kill in {where}: rank 2 exited {rc}, not by SIGKILL:\n{text}")
+            continue
+        if rc != 0 or res is None or not res["raised"]:
+            sys.exit(f"FAIL: kill in {where}: rank {r} did not raise (exit {rc}):\n{text}")
+        if "rank 2 " not in res["raised"]:
+            sys.exit(f"FAIL: kill in {where}: rank {r}'s error does not name rank 2: {res['raised']}")
+    print(f"ok: rank 2 killed in {where}: ranks 0, 1, 3 raised in " +
+          ", ".join(f"{o[1]['seconds']} s" for o in outs if o[1]) + f" ({outs[0][1]['raised']})")
+    with libckpt.Store(store) as st:
+        steps = st.steps()
+        assert steps == [1, 2, 3], f"after the kill: checkpoints {steps}"
+        for s in steps:
+            dmg = st.verify(s)
+            assert dmg == [], f"verify {s}: {dmg}"
+    print(f"ok: after the kill in {where}: checkpoints 1 to 3 listed and intact, no step 4")
+
+
+def check_hang(store):
+    import libckpt
+    outs = run_world(4, "hang", store, hang=2)
+    for r in (0, 1, 3):
+        rc, res, text = outs[r]
+        if rc != 0 or res is None or not res["raised"]:
+            sys.exit(f"FAIL: hung rank 2: rank {r} did not raise (exit {rc}):\n{text}")
+        if f"group timeout {TIMEOUT} s" not in res["raised"]:
+            sys.exit(f"FAIL: hung rank 2: rank {r}'s error does not come from the group's "
+                     f"timeout: {res['raised']}")
+    with libckpt.Store(store) as st:
+        assert 4 not in st.steps(), st.steps()
+    print(f"ok: rank 2 hung: the others raised after the group's timeout ({outs[0][1]['raised']})")
+
+
+def main():
+    import torch.distributed as dist
+    if not dist.is_available() or not dist.is_gloo_available():
+        print("skip: this torch has no torch.distributed gloo backend")
+        return 77
+    import libckpt
+    with tempfile.TemporaryDirectory() as tmp:
+        store = os.path.join(tmp, "store")
+        libckpt.Store(store, create=True, chunk_size="64K").close()
+        outs = run_world(4, "save", store)
+        check_world(outs, "4 ranks save steps 1, 2 and 3 (async), restore them by the same split")
+        new = [o[1]["new_chunks"] for o in outs]
+        assert all(n["1"] > 0 for n in new), new
+        step2 = [n["2"] for n in new]
+        # rank 1 changed one row: its first chunk; the replicated and single-rank tensors and
+        # the other shards are unchanged, whichever rank wrote them at step 1
+        assert step2 == [0, 1, 0, 0], f"step 2 wrote chunks {step2} (rank order), not [0, 1, 0, 0]"
+        assert [n["3"] for n in new] == [0, 0, 4, 0], new
+        print(f"ok: incremental: new chunks per rank, step 1 {[n['1'] for n in new]}, step 2 "
+              f"{step2}, step 3 {[n['3'] for n in new]}")
+        check_load(store)
+        check_export(store, tmp)
+        check_world(run_world(2, "restore2", store), "2 ranks restore the 4-rank checkpoints by "
+                    "column shards (non-contiguous targets) and replicated tensors")
+        for where in ("commit", "plan"):
+            check_kill(store, where)
+        check_hang(store)
+        with libckpt.Store(store) as st:
+            before = st.du()["leftover_bytes"]
+            st.gc()
+            after = st.du()["leftover_bytes"]
+            assert before > 0 and after == 0, (before, after)
+            assert [d for s in st.steps() for d in st.verify(s)] == []
+        print(f"ok: gc removed the dead save's {before} bytes of parts; the store verifies")
+        outs = run_world(4, "errors", store)
+        check_world(outs, "failures on one live rank, then a save of step 5")
+        for r, (_, res, _) in enumerate(outs):
+            e1, e2, e3 = res["errors"]
+            assert e3 and "gap" in e3 and (r == 0 or "rank 0 could not commit" in e3), (r, e3)
+            assert e1 and ("rank 1 could not prepare" in e1 or r == 1 and "oops" in e1), (r, e1)
+            assert e2 and "'bias'" in e2 and "rank 3: F64" in e2, (r, e2)
+        with libckpt.Store(store) as st:
+            assert st.steps() == [1, 2, 3, 5], st.steps()
+        print("ok: a failure on one rank raises on every rank (" +
+              "; ".join(outs[1][1]["errors"][i] for i in range(3)) + "); the next save works")
+    print("python dist ok")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--rank":
+        worker(sys.argv)
+        sys.exit(0)
+    sys.exit(main())
