@@ -379,7 +379,19 @@ static uint64_t drop_part_dir(int top, const char *name, bool remove, uint64_t *
 	return bytes;
 }
 
-uint64_t dist_part_leftovers(struct ckpt_store *s, bool remove, uint64_t *count)
+static bool in_list(uint64_t step, const uint64_t *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == step)
+			return true;
+	return false;
+}
+
+/* The parts/<step> directories whose checkpoint exists (live) or not (!live): a step has one when
+ * its manifest file is there and it is not among gone (the steps a dry-run prune would remove).
+ * Removes the ones it counts when remove. */
+static uint64_t walk_parts(struct ckpt_store *s, bool live, bool remove, const uint64_t *gone,
+			   size_t ngone, uint64_t *count)
 {
 	char top[4096];
 	snprintf(top, sizeof top, "%s/%s", s->path, PART_DIR);
@@ -393,16 +405,27 @@ uint64_t dist_part_leftovers(struct ckpt_store *s, bool remove, uint64_t *count)
 		unsigned long long step = strtoull(e->d_name, &end, 10);
 		if (strlen(e->d_name) != 20 || *end)
 			continue;
-		/* Parts of a checkpoint that was never committed (or was pruned). prune and gc hold
-		 * the lock exclusively, so no save is between its parts and its commit. */
 		store_mf_name(step, name, sizeof name);
 		snprintf(mf, sizeof mf, "%s/%s", s->mf_dir, name);
-		if (access(mf, F_OK) == 0 || errno != ENOENT)
-			continue;
-		bytes += drop_part_dir(dirfd(d), e->d_name, remove, count);
+		bool exists = !in_list(step, gone, ngone) && (access(mf, F_OK) == 0 || errno != ENOENT);
+		if (exists == live)
+			bytes += drop_part_dir(dirfd(d), e->d_name, remove, count);
 	}
 	closedir(d);
 	if (remove)
 		io_fsync_dir(top);
 	return bytes;
+}
+
+uint64_t dist_part_leftovers(struct ckpt_store *s, bool remove, const uint64_t *gone, size_t ngone,
+			     uint64_t *count)
+{
+	/* Parts of a checkpoint that was never committed (or was pruned). prune and gc hold the
+	 * lock exclusively, so no save is between its parts and its commit. */
+	return walk_parts(s, false, remove, gone, ngone, count);
+}
+
+uint64_t dist_part_live(struct ckpt_store *s, uint64_t *count)
+{
+	return walk_parts(s, true, false, NULL, 0, count);
 }

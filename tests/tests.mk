@@ -24,6 +24,13 @@ $(HOOK_CKPTCTL): $(HOOK_CKPTCTL_OBJ) $(CLI_COMMON_OBJ) $(TLIB)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(HOOK_CKPTCTL_OBJ) $(CLI_COMMON_OBJ) $(TLIB) $(LDLIBS)
 TEST_EXTRA += $(HOOK_CKPTCTL)
 
+# Makes multi-rank checkpoints (threads as ranks) for the ckptctl tests: public API only.
+MKDIST := $(B)/tests/bin/mkdist
+$(MKDIST): tests/cli/mkdist.c $(B)/lib/libckpt.so
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(ALL_LDFLAGS) -L$(B)/lib -lckpt -Wl,-rpath,'$$ORIGIN/../../lib' -lpthread
+TEST_EXTRA += $(MKDIST)
+
 tests: all $(TEST_BINS) $(TEST_EXTRA)
 
 check: test-deps

@@ -1,0 +1,90 @@
+/* Verifying the part manifests of a multi-rank checkpoint against its global manifest. The chunks
+ * themselves are verified through the global manifest (its chunk table is the union of the
+ * parts'); what only this check sees is a part file that is missing, damaged, or not the one its
+ * rank made durable (docs/format.md, "Format version 2"). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "dist.h"
+#include "format.h"
+#include "io.h"
+
+/* Parses "size hex32" (DIST_PART). Returns 0 or -1. */
+static int parse_sum(const char *v, struct dist_part_sum *out)
+{
+	char *end;
+	errno = 0;
+	out->size = strtoull(v, &end, 10);
+	if (errno || *end != ' ' || strlen(end + 1) != 32)
+		return -1;
+	for (int b = 0; b < 16; b++) {
+		unsigned x;
+		if (sscanf(end + 1 + 2 * b, "%2x", &x) != 1)
+			return -1;
+		out->digest[b] = (uint8_t)x;
+	}
+	return 0;
+}
+
+/* Checks part rank of step against what the global manifest records (rec, or NULL when it has no
+ * entry). Returns 0 when intact, else a CKPT_E_* code with the reason in msg. */
+static int check_part(struct ckpt_store *s, uint64_t step, unsigned rank, const char *rec,
+		      const char *path, char *msg, size_t mlen)
+{
+	struct dist_part_sum want;
+	if (!rec || parse_sum(rec, &want)) {
+		snprintf(msg, mlen, "rank %u: the global manifest has no valid record of this part "
+			 "(%s%u)", rank, DIST_PART, rank);
+		return CKPT_E_CORRUPT;
+	}
+	uint8_t *buf;
+	size_t len;
+	int rc = io_slurp(path, MF_MAX_LEN, &buf, &len);
+	if (rc) {
+		snprintf(msg, mlen, "rank %u: %s", rank, ckpt_errmsg());
+		return -rc;
+	}
+	if (len != want.size || len < 16 || memcmp(buf + len - 16, want.digest, 16)) {
+		free(buf);
+		snprintf(msg, mlen, "rank %u: part %s is not the one the global manifest records "
+			 "(%zu bytes, expected %" PRIu64 "; or its checksum differs)", rank, path,
+			 len, want.size);
+		return CKPT_E_CHECKSUM;
+	}
+	struct manifest m;
+	if ((rc = manifest_decode(buf, len, &m, path))) {
+		snprintf(msg, mlen, "rank %u: %s", rank, ckpt_errmsg());
+		return -rc;
+	}
+	if (m.step != step || memcmp(m.uuid, s->hdr.uuid, 16)) {
+		snprintf(msg, mlen, "rank %u: part %s belongs to another step or store", rank, path);
+		rc = -CKPT_E_CORRUPT;
+	}
+	manifest_free(&m);
+	return -rc;
+}
+
+long dist_verify_parts(struct ckpt_store *s, uint64_t step, unsigned world, ckpt_reader *r,
+		       ckpt_damage_fn on_damage, void *arg)
+{
+	long bad = 0;
+	for (unsigned rank = 0; rank < world; rank++) {
+		char key[64], path[4096], msg[4096 + 256];
+		snprintf(key, sizeof key, "%s%u", DIST_PART, rank);
+		dist_part_path(s, step, (int)rank, path, sizeof path);
+		int err = check_part(s, step, rank, ckpt_reader_get_meta(r, key), path, msg,
+				     sizeof msg);
+		if (!err)
+			continue;
+		bad++;
+		if (on_damage) {
+			ckpt_damage dm = {.step = step, .file = path, .error = err, .message = msg};
+			on_damage(&dm, arg);
+		}
+	}
+	return bad;
+}
