@@ -216,9 +216,13 @@ static void on_part(const ckpt_damage *dm, void *arg)
 		jw_obj_end(c->w);
 		return;
 	}
-	printf("step %llu: DAMAGED part of rank %d (%s): %s\n", (unsigned long long)dm->step,
-	       part_rank(dm->file), dm->file ? dm->file : "?",
-	       dm->message ? dm->message : ckpt_strerror(dm->error));
+	/* The library's message starts "rank R: " and names the file. */
+	const char *msg = dm->message ? dm->message : ckpt_strerror(dm->error);
+	const char *colon = strstr(msg, ": ");
+	if (!strncmp(msg, "rank ", 5) && colon)
+		msg = colon + 2;
+	printf("step %llu: DAMAGED part of rank %d: %s\n", (unsigned long long)dm->step,
+	       part_rank(dm->file), msg);
 }
 
 long ck_dist_verify_parts(ckpt_store *store, uint64_t step, struct jw *w)
