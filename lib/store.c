@@ -90,7 +90,9 @@ static int create_layout(struct ckpt_store *s)
 	store_hdr_encode(&h, buf);
 	if ((rc = io_fsync_dir(s->pack_dir)) || (rc = io_fsync_dir(s->mf_dir)))
 		return rc;
-	return io_write_atomic(s->path, STORE_FILE, buf, sizeof buf, NULL);
+	/* Ranks may create the same store at once: the first header wins, the others read it. */
+	rc = io_write_new(s->path, STORE_FILE, buf, sizeof buf);
+	return rc > 0 ? 0 : rc;
 }
 
 static int dir_is_empty(const char *p)
@@ -283,7 +285,8 @@ CKPT_API int ckpt_store_open(const char *path, const ckpt_options *opts, ckpt_st
 					       path, STORE_FILE);
 			goto fail;
 		}
-		if (!stat(path, &st) && !dir_is_empty(path)) {
+		/* Not empty because another opener has just created the store there: open it. */
+		if (!stat(path, &st) && !dir_is_empty(path) && stat(hp, &st)) {
 			rc = ckpt_fail(CKPT_E_INVAL,
 				       "%s is not empty and not a libckpt store; refusing to create one there",
 				       path);
