@@ -327,6 +327,17 @@ static int commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine)
 	return out.rc;
 }
 
+/* After a multi-rank save that made no checkpoint: the chunks this rank's part wrote are in the
+ * handle's dedup index (its part committed) but no manifest names them, so gc may remove them;
+ * the next save must not reuse them. The index is rebuilt from the manifests at its next use
+ * (rare: only after a failure). */
+static void forget_part(struct ckpt_store *s)
+{
+	pthread_mutex_lock(&s->idx_mu);
+	s->idx_valid = false;
+	pthread_mutex_unlock(&s->idx_mu);
+}
+
 CKPT_API int ckpt_dist_save_commit(ckpt_dist_save *d, ckpt_stats *st)
 {
 	if (!d)
@@ -334,6 +345,8 @@ CKPT_API int ckpt_dist_save_commit(ckpt_dist_save *d, ckpt_stats *st)
 	struct part_msg mine = {0};
 	commit_part(d, st, &mine);
 	int rc = commit_all(d, st, &mine);
+	if (rc)
+		forget_part(d->s);
 	dist_free(d);
 	return rc;
 }
@@ -347,6 +360,7 @@ CKPT_API void ckpt_dist_save_abort(ckpt_dist_save *d)
 	struct part_msg mine = {.rc = -CKPT_E_STATE};
 	snprintf(mine.msg, sizeof mine.msg, "the save was aborted on this rank");
 	commit_all(d, NULL, &mine);
+	forget_part(d->s);
 	dist_free(d);
 }
 

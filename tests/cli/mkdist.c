@@ -18,18 +18,12 @@
 
 #include "ckpt.h"
 
-#define MAXR 16
+#include "../unit/t-dist-tcomm.h"
 
-struct shared {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	unsigned n, arrived, gen;
-	uint8_t buf[MAXR * 512];
-};
+#define MAXR TC_MAXR
 
 struct rank {
-	struct shared *sh;
-	int rank;
+	struct tc_rank tc;
 	const char *path;
 	uint64_t step;
 	int abort_rank;
@@ -38,72 +32,17 @@ struct rank {
 	char msg[512];
 };
 
-static int t_barrier(void *ctx)
-{
-	struct rank *r = ctx;
-	struct shared *s = r->sh;
-	pthread_mutex_lock(&s->mu);
-	unsigned gen = s->gen;
-	if (++s->arrived == s->n) {
-		s->arrived = 0;
-		s->gen++;
-		pthread_cond_broadcast(&s->cv);
-	} else {
-		while (gen == s->gen)
-			pthread_cond_wait(&s->cv, &s->mu);
-	}
-	pthread_mutex_unlock(&s->mu);
-	return 0;
-}
-
-static int t_allgather(void *ctx, const void *in, size_t len, void *out)
-{
-	struct rank *r = ctx;
-	if (len > 512)
-		return -CKPT_E_INVAL;
-	pthread_mutex_lock(&r->sh->mu);
-	memcpy(r->sh->buf + (size_t)r->rank * len, in, len);
-	pthread_mutex_unlock(&r->sh->mu);
-	t_barrier(ctx);
-	pthread_mutex_lock(&r->sh->mu);
-	memcpy(out, r->sh->buf, len * r->sh->n);
-	pthread_mutex_unlock(&r->sh->mu);
-	t_barrier(ctx);
-	return 0;
-}
-
-static int t_broadcast(void *ctx, void *buf, size_t len, int root)
-{
-	struct rank *r = ctx;
-	if (len > sizeof r->sh->buf)
-		return -CKPT_E_INVAL;
-	if (r->rank == root) {
-		pthread_mutex_lock(&r->sh->mu);
-		memcpy(r->sh->buf, buf, len);
-		pthread_mutex_unlock(&r->sh->mu);
-	}
-	t_barrier(ctx);
-	if (r->rank != root) {
-		pthread_mutex_lock(&r->sh->mu);
-		memcpy(buf, r->sh->buf, len);
-		pthread_mutex_unlock(&r->sh->mu);
-	}
-	t_barrier(ctx);
-	return 0;
-}
-
 /* Filled before the rank threads start, read-only after: every replica holds the same data. */
 static uint16_t emb[1000 * 320];
 
 static int save(struct rank *r, ckpt_store *st)
 {
-	unsigned n = r->sh->n, k = (unsigned)r->rank;
+	unsigned n = r->tc.sh->n, k = (unsigned)r->tc.rank;
 	uint64_t r0 = 8u * k / n, r1 = 8u * (k + 1) / n;
 	float w[8 * 6];
 	for (uint64_t i = 0; i < (r1 - r0) * 6; i++)
 		w[i] = (float)((r0 * 6 + i) * 3 + r->g) / 2.0f;
-	ckpt_comm comm = {.rank = r->rank, .size = (int)n, .ctx = r, .allgather = t_allgather,
-			  .broadcast = t_broadcast, .barrier = t_barrier};
+	ckpt_comm comm = tc_comm(&r->tc);
 	uint64_t gw[2] = {8, 6}, off[2] = {r0, 0}, lw[2] = {r1 - r0, 6}, ge[2] = {1000, 320};
 	ckpt_dist_save *d;
 	int rc = ckpt_dist_save_begin(st, &comm, r->step, &d);
@@ -115,7 +54,7 @@ static int save(struct rank *r, ckpt_store *st)
 					   w)) ||
 	    (rc = ckpt_dist_save_add_replicated(d, "emb", CKPT_DTYPE_U16, 2, ge, k, n,
 						CKPT_MEM_HOST, emb)) ||
-	    (rc = ckpt_dist_save_set_meta(d, "step", v)) || r->rank == r->abort_rank) {
+	    (rc = ckpt_dist_save_set_meta(d, "step", v)) || r->tc.rank == r->abort_rank) {
 		ckpt_dist_save_abort(d);
 		return rc ? rc : -CKPT_E_STATE;
 	}
@@ -144,8 +83,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: mkdist STORE STEP NRANKS [--abort RANK] [--gen G]\n");
 		return 2;
 	}
-	struct shared sh = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-	sh.n = (unsigned)atoi(argv[3]);
+	static struct tc_shared sh;
+	struct tc_rank tr[MAXR];
+	unsigned n = (unsigned)atoi(argv[3]);
 	int abort_rank = -1;
 	unsigned g = 0;
 	for (int i = 4; i + 1 < argc; i += 2) {
@@ -154,8 +94,9 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--gen"))
 			g = (unsigned)atoi(argv[i + 1]);
 	}
-	if (sh.n < 1 || sh.n > MAXR)
+	if (n < 1 || n > MAXR)
 		return 2;
+	tc_init(&sh, tr, n);
 	for (size_t i = 0; i < sizeof emb / sizeof *emb; i++)
 		emb[i] = (uint16_t)(i * 2654435761u >> 16);
 	ckpt_options *o = ckpt_options_create();
@@ -169,14 +110,14 @@ int main(int argc, char **argv)
 	ckpt_options_free(o);
 	struct rank rk[MAXR];
 	pthread_t th[MAXR];
-	for (unsigned k = 0; k < sh.n; k++) {
-		rk[k] = (struct rank){.sh = &sh, .rank = (int)k, .path = argv[1],
+	for (unsigned k = 0; k < n; k++) {
+		rk[k] = (struct rank){.tc = tr[k], .path = argv[1],
 				      .step = strtoull(argv[2], NULL, 10), .abort_rank = abort_rank,
 				      .g = g};
 		pthread_create(&th[k], NULL, rank_main, &rk[k]);
 	}
 	int fail = 0;
-	for (unsigned k = 0; k < sh.n; k++) {
+	for (unsigned k = 0; k < n; k++) {
 		pthread_join(th[k], NULL);
 		if (rk[k].rc) {
 			fprintf(stderr, "mkdist: rank %u: %s\n", k, rk[k].msg);
