@@ -12,6 +12,7 @@
 #include "dist.h"
 #include "format.h"
 #include "io.h"
+#include "store.h"
 
 /* Parses "size hex32" (DIST_PART). Returns 0 or -1. */
 static int parse_sum(const char *v, struct dist_part_sum *out)
@@ -30,10 +31,36 @@ static int parse_sum(const char *v, struct dist_part_sum *out)
 	return 0;
 }
 
+static int cmp_digest(const void *a, const void *b)
+{
+	return memcmp(a, b, sizeof(ckpt_digest));
+}
+
+/* The global manifest's chunk digests, sorted, into *out (*n of them). Returns 0 or -CKPT_E_*. */
+static int global_digests(struct ckpt_store *s, uint64_t step, ckpt_digest **out, size_t *n)
+{
+	struct manifest g;
+	int rc = store_load_manifest(s, step, &g);
+	if (rc)
+		return rc;
+	ckpt_digest *v = malloc(((size_t)g.n_chunks + 1) * sizeof *v);
+	for (uint32_t i = 0; v && i < g.n_chunks; i++)
+		v[i] = g.chunks[i].digest;
+	*n = g.n_chunks;
+	manifest_free(&g);
+	if (!v)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	qsort(v, *n, sizeof *v, cmp_digest);
+	*out = v;
+	return 0;
+}
+
 /* Checks part rank of step against what the global manifest records (rec, or NULL when it has no
- * entry). Returns 0 when intact, else a CKPT_E_* code with the reason in msg. */
+ * entry) and that the global chunk table (gd, ng sorted) holds every chunk of the part, so that
+ * verifying the global manifest's chunks verifies the part's. Returns 0 when intact, else a
+ * CKPT_E_* code with the reason in msg. */
 static int check_part(struct ckpt_store *s, uint64_t step, unsigned rank, const char *rec,
-		      const char *path, char *msg, size_t mlen)
+		      const char *path, const ckpt_digest *gd, size_t ng, char *msg, size_t mlen)
 {
 	struct dist_part_sum want;
 	if (!rec || parse_sum(rec, &want)) {
@@ -64,6 +91,12 @@ static int check_part(struct ckpt_store *s, uint64_t step, unsigned rank, const 
 		snprintf(msg, mlen, "rank %u: part %s belongs to another step or store", rank, path);
 		rc = -CKPT_E_CORRUPT;
 	}
+	for (uint32_t c = 0; !rc && c < m.n_chunks; c++)
+		if (!bsearch(&m.chunks[c].digest, gd, ng, sizeof *gd, cmp_digest)) {
+			snprintf(msg, mlen, "rank %u: chunk %u of part %s is missing from the global "
+				 "manifest's chunk table", rank, c, path);
+			rc = -CKPT_E_CORRUPT;
+		}
 	manifest_free(&m);
 	return -rc;
 }
@@ -71,12 +104,17 @@ static int check_part(struct ckpt_store *s, uint64_t step, unsigned rank, const 
 long dist_verify_parts(struct ckpt_store *s, uint64_t step, unsigned world, ckpt_reader *r,
 		       ckpt_damage_fn on_damage, void *arg)
 {
+	size_t ng = 0;
+	ckpt_digest *gd = NULL;
+	int rc = global_digests(s, step, &gd, &ng);
+	if (rc)
+		return rc;
 	long bad = 0;
 	for (unsigned rank = 0; rank < world; rank++) {
 		char key[64], path[4096], msg[4096 + 256];
 		snprintf(key, sizeof key, "%s%u", DIST_PART, rank);
 		dist_part_path(s, step, (int)rank, path, sizeof path);
-		int err = check_part(s, step, rank, ckpt_reader_get_meta(r, key), path, msg,
+		int err = check_part(s, step, rank, ckpt_reader_get_meta(r, key), path, gd, ng, msg,
 				     sizeof msg);
 		if (!err)
 			continue;
@@ -86,5 +124,6 @@ long dist_verify_parts(struct ckpt_store *s, uint64_t step, unsigned world, ckpt
 			on_damage(&dm, arg);
 		}
 	}
+	free(gd);
 	return bad;
 }
