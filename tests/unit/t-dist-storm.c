@@ -6,12 +6,17 @@
  * reads parts (4 per step). Dedup still works across the steps (an unchanged rank writes
  * nothing new). Then a step that fails (a rank aborts) and a gc that removes its packs: the same
  * step saved again through the same handles must not reuse the chunks gc removed (every
- * checkpoint verifies and restores byte-exact). Also run under TSan (make tsan). */
+ * checkpoint verifies and restores byte-exact). Last, a part forged to disagree with the global
+ * chunk table (its record in the global manifest forged to match) fails verify of the parts.
+ * Also run under TSan (make tsan). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "dist.h"
+#include "format.h"
 #include "helpers.h"
+#include "io.h"
 #include "t-dist-scen.h"
 #include "t-dist-tcomm.h"
 
@@ -72,6 +77,63 @@ static void check_all(ckpt_store *s, const uint64_t *steps, int n)
 	}
 }
 
+/* Re-encodes manifest file path after edit(m) (the checksum follows); returns its new size and
+ * writes its trailer (the last 16 bytes) into trailer. */
+static size_t rewrite(const char *path, void (*edit)(struct manifest *, void *), void *arg,
+		      uint8_t trailer[16])
+{
+	uint8_t *buf;
+	size_t len;
+	struct manifest m;
+	REQUIRE(io_slurp(path, MF_MAX_LEN, &buf, &len) == 0 && manifest_decode(buf, len, &m, path) == 0);
+	edit(&m, arg);
+	uint64_t n = manifest_encoded_len(&m);
+	uint8_t *out = malloc(n);
+	REQUIRE(out);
+	manifest_encode(&m, out);
+	FILE *f = fopen(path, "wb");
+	REQUIRE(f && fwrite(out, 1, n, f) == n && fclose(f) == 0);
+	memcpy(trailer, out + n - 16, 16);
+	free(out);
+	manifest_free(&m);
+	return (size_t)n;
+}
+
+static void flip_digest(struct manifest *m, void *arg)
+{
+	(void)arg;
+	m->chunks[0].digest.b[0] ^= 0xff;
+}
+
+static void set_part_record(struct manifest *m, void *arg)
+{
+	for (uint32_t i = 0; i < m->n_meta; i++)
+		if (!strcmp(m->meta[i].key, DIST_PART "1")) {
+			m->meta[i].value = arg;
+			m->meta[i].vlen = (uint32_t)strlen(arg);
+		}
+}
+
+/* A part whose checksum its global manifest records but one of whose chunks the global chunk
+ * table lacks (both files forged consistently): verify of the parts names rank 1. */
+static void test_forged_part(ckpt_store *s, uint64_t step)
+{
+	char part[4096], mf[4096], name[64], rec[64];
+	uint8_t t[16], unused[16];
+	dist_part_path(s, step, 1, part, sizeof part);
+	size_t n = rewrite(part, flip_digest, NULL, t);
+	int l = snprintf(rec, sizeof rec, "%zu ", n);
+	for (int b = 0; b < 16; b++)
+		l += snprintf(rec + l, sizeof rec - (size_t)l, "%02x", t[b]);
+	store_mf_name(step, name, sizeof name);
+	snprintf(mf, sizeof mf, "%s/%s", s->mf_dir, name);
+	rewrite(mf, set_part_record, rec, unused);
+	ckpt_dist_reader *d;
+	CHECK_OK(ckpt_dist_reader_open(s, step, &d));
+	CHECK(d && ckpt_dist_reader_verify_parts(d, NULL, NULL) == 1);
+	ckpt_dist_reader_close(d);
+}
+
 int main(void)
 {
 	char *dir = t_tmpdir("dist-storm");
@@ -107,6 +169,7 @@ int main(void)
 	CHECK(save_step(&j, 100) == 0); /* the same data again, through the same handles */
 	steps[STEPS] = 100;
 	check_all(g, steps, STEPS + 1);
+	test_forged_part(g, 1);
 	ckpt_store_close(g);
 	for (int k = 0; k < NR; k++)
 		ckpt_store_close(j.s[k]);
