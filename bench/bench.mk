@@ -6,6 +6,8 @@
 #                      (ckptctl import of a 1 GiB safetensors file, issue 2) into the same file
 #   make bench-import  only import_bench.sh
 #   make bench-quick   BENCH_SIZE=256M BENCH_RUNS=1 BENCH_IMPORT_SIZE=128M (development)
+#   make bench-dist    only dist_bench.sh (issue 14: mpirun -np 4 saves against fio --numjobs=4,
+#                      replicated snapshot per rank against one rank alone); `make bench` runs it last
 #
 # Environment: BENCH_DIR (directory to test, default build/bench/work), BENCH_SIZE (state size,
 # default 2G), BENCH_RUNS (default 3), BENCH_IMPORT_SIZE (default 1G), more in bench/README.md.
@@ -22,7 +24,7 @@ $(B)/bench/pipe-sweep: bench/pipe-sweep.c include/ckpt.h $(TLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Ilib $< -o $@ $(ALL_LDFLAGS) $(TLIB) $(LDLIBS)
 
-.PHONY: bench bench-bins bench-import bench-quick
+.PHONY: bench bench-bins bench-import bench-quick bench-dist
 bench-bins: lib $(BENCH_BINS)
 
 # The import part needs ckptctl (built by `all`); it skips itself while `ckptctl import` is absent.
@@ -30,6 +32,11 @@ bench: test-deps
 	$(MAKE) all bench-bins
 	B='$(B)' sh bench/run-bench.sh
 	B='$(B)' sh bench/import_bench.sh
+	B='$(B)' sh bench/dist_bench.sh
+
+bench-dist: test-deps
+	$(MAKE) lib
+	B='$(B)' sh bench/dist_bench.sh
 
 bench-quick: test-deps
 	$(MAKE) all bench-bins

@@ -504,6 +504,8 @@ typedef struct ckpt_du {
 	uint64_t dead_record_bytes;/* of it, records inside live packs (reclaimed by compaction) */
 	uint64_t leftover_bytes;   /* of it, temporary files of interrupted saves */
 	uint64_t manifest_bytes;   /* size of the valid manifests */
+	uint64_t parts;            /* part files of the valid multi-rank checkpoints (their parts/) */
+	uint64_t part_bytes;       /* their size (in none of the above) */
 } ckpt_du;
 
 /* Computes space per checkpoint and garbage. Needs no lock. Returns 0 and sets *out (free with
@@ -534,6 +536,9 @@ typedef struct ckpt_gc_report {
 	 * docs/format.md). Compacted packs count here too: their records are copied and no
 	 * manifest names them any more. */
 	uint64_t packs_deferred;
+	/* Of leftovers_removed, the part files of multi-rank checkpoints (STORE/parts/<step>/) that
+	 * were removed (or would be): of pruned checkpoints and of saves that never committed. */
+	uint64_t parts_removed;
 } ckpt_gc_report;
 
 /* Retention: which checkpoints prune keeps. The newest valid checkpoint is always kept. */
@@ -704,6 +709,37 @@ CKPT_API int ckpt_dist_reader_restore_box(ckpt_dist_reader *reader, size_t index
 CKPT_API int ckpt_dist_reader_restore_box_strided(ckpt_dist_reader *reader, size_t index,
 						  const uint64_t *offsets, const uint64_t *lengths,
 						  void *dst, const uint64_t *strides, uint64_t size);
+
+/* One shard of a global tensor: the box of it that one tensor of the checkpoint holds. */
+typedef struct ckpt_dist_shard {
+	size_t tensor;           /* that tensor's index, for ckpt_reader_* on the same checkpoint */
+	int rank;                /* the rank that saved it; -1 for a global tensor of one piece
+				  * (replicated, or a single-process checkpoint's tensor) */
+	unsigned ndim;
+	const uint64_t *offsets; /* ndim offsets of the box in the global tensor */
+	const uint64_t *lengths; /* ndim extents of the box (the shard tensor's shape) */
+} ckpt_dist_shard;
+
+/* Number of shards of global tensor index (1 for a replicated tensor and for every tensor of a
+ * single-process checkpoint), or -CKPT_E_INVAL for an index out of range. */
+CKPT_API long ckpt_dist_reader_shard_count(const ckpt_dist_reader *reader, size_t index);
+/* Fills *out for shard j of global tensor index, in the order of the checkpoint's shard table;
+ * its pointers stay valid while reader is open. Returns 0 or -CKPT_E_INVAL (index or j out of
+ * range). */
+CKPT_API int ckpt_dist_reader_shard(const ckpt_dist_reader *reader, size_t index, size_t j,
+				    ckpt_dist_shard *out);
+/* Returns 1 when global tensor index was saved replicated (ckpt_dist_save_add_replicated()), 0
+ * when it was not (sharded, or a single-process checkpoint's tensor), or -CKPT_E_INVAL. */
+CKPT_API int ckpt_dist_reader_replicated(const ckpt_dist_reader *reader, size_t index);
+/* Checks every part file of a multi-rank checkpoint (STORE/parts/<step>/<rank>.part) against the
+ * size and checksum its global manifest records, and that it decodes as a manifest of this store
+ * and step. The chunks are not read here (ckpt_reader_verify() on the same step reads every chunk
+ * of every part: the global manifest references them all). Each missing or damaged part is
+ * reported to on_damage (may be NULL) with tensor NULL, file the part's path, error a CKPT_E_*
+ * code and a message naming the rank. Returns the number of damaged parts (0 for a
+ * single-process checkpoint), or a negative CKPT_E_* code. */
+CKPT_API long ckpt_dist_reader_verify_parts(ckpt_dist_reader *reader, ckpt_damage_fn on_damage,
+					    void *arg);
 
 #ifdef __cplusplus
 }

@@ -294,6 +294,17 @@ static int commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine)
 	return out.rc;
 }
 
+/* After a multi-rank save that made no checkpoint: the chunks this rank's part wrote are in the
+ * handle's dedup index (its part committed) but no manifest names them, so gc may remove them;
+ * the next save must not reuse them. The index is rebuilt from the manifests at its next use
+ * (rare: only after a failure). */
+static void forget_part(struct ckpt_store *s)
+{
+	pthread_mutex_lock(&s->idx_mu);
+	s->idx_valid = false;
+	pthread_mutex_unlock(&s->idx_mu);
+}
+
 CKPT_API int ckpt_dist_save_commit(ckpt_dist_save *d, ckpt_stats *st)
 {
 	if (!d)
@@ -301,6 +312,8 @@ CKPT_API int ckpt_dist_save_commit(ckpt_dist_save *d, ckpt_stats *st)
 	struct part_msg mine = {0};
 	commit_part(d, st, &mine);
 	int rc = commit_all(d, st, &mine);
+	if (rc)
+		forget_part(d->s);
 	dist_free(d);
 	return rc;
 }
@@ -314,6 +327,7 @@ CKPT_API void ckpt_dist_save_abort(ckpt_dist_save *d)
 	struct part_msg mine = {.rc = -CKPT_E_STATE};
 	snprintf(mine.msg, sizeof mine.msg, "the save was aborted on this rank");
 	commit_all(d, NULL, &mine);
+	forget_part(d->s);
 	dist_free(d);
 }
 
@@ -346,7 +360,19 @@ static uint64_t drop_part_dir(int top, const char *name, bool remove, uint64_t *
 	return bytes;
 }
 
-uint64_t dist_part_leftovers(struct ckpt_store *s, bool remove, uint64_t *count)
+static bool in_list(uint64_t step, const uint64_t *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == step)
+			return true;
+	return false;
+}
+
+/* The parts/<step> directories whose checkpoint exists (live) or not (!live): a step has one when
+ * its manifest file is there and it is not among gone (the steps a dry-run prune would remove).
+ * Removes the ones it counts when remove. */
+static uint64_t walk_parts(struct ckpt_store *s, bool live, bool remove, const uint64_t *gone,
+			   size_t ngone, uint64_t *count)
 {
 	char top[4096];
 	snprintf(top, sizeof top, "%s/%s", s->path, PART_DIR);
@@ -360,16 +386,27 @@ uint64_t dist_part_leftovers(struct ckpt_store *s, bool remove, uint64_t *count)
 		unsigned long long step = strtoull(e->d_name, &end, 10);
 		if (strlen(e->d_name) != 20 || *end)
 			continue;
-		/* Parts of a checkpoint that was never committed (or was pruned). prune and gc hold
-		 * the lock exclusively, so no save is between its parts and its commit. */
 		store_mf_name(step, name, sizeof name);
 		snprintf(mf, sizeof mf, "%s/%s", s->mf_dir, name);
-		if (access(mf, F_OK) == 0 || errno != ENOENT)
-			continue;
-		bytes += drop_part_dir(dirfd(d), e->d_name, remove, count);
+		bool exists = !in_list(step, gone, ngone) && (access(mf, F_OK) == 0 || errno != ENOENT);
+		if (exists == live)
+			bytes += drop_part_dir(dirfd(d), e->d_name, remove, count);
 	}
 	closedir(d);
 	if (remove)
 		io_fsync_dir(top);
 	return bytes;
+}
+
+uint64_t dist_part_leftovers(struct ckpt_store *s, bool remove, const uint64_t *gone, size_t ngone,
+			     uint64_t *count)
+{
+	/* Parts of a checkpoint that was never committed (or was pruned). prune and gc hold the
+	 * lock exclusively, so no save is between its parts and its commit. */
+	return walk_parts(s, false, remove, gone, ngone, count);
+}
+
+uint64_t dist_part_live(struct ckpt_store *s, uint64_t *count)
+{
+	return walk_parts(s, true, false, NULL, 0, count);
 }

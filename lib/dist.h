@@ -30,8 +30,19 @@ int dist_write_global(struct ckpt_store *s, uint64_t step, unsigned n,
 		      const struct dist_part_sum *sums, int rank, void (*kill)(int rank));
 
 /* gc and du: the parts of steps that have no manifest file (saves that never committed, or
- * pruned checkpoints): their bytes, counting the files in *count; removed when remove. Call with
- * the store's lock held exclusively. */
-uint64_t dist_part_leftovers(struct ckpt_store *s, bool remove, uint64_t *count);
+ * pruned checkpoints; also the steps of gone, which a dry-run prune would remove): their bytes,
+ * counting the files in *count; removed when remove. Call with the store's lock held
+ * exclusively to remove. */
+uint64_t dist_part_leftovers(struct ckpt_store *s, bool remove, const uint64_t *gone, size_t ngone,
+			     uint64_t *count);
+
+/* du: the bytes of the parts of existing checkpoints, counting the files in *count. */
+uint64_t dist_part_live(struct ckpt_store *s, uint64_t *count);
+
+/* Checks the world part files of checkpoint step (open as r) against the records of its global
+ * manifest; each damaged or missing part is reported to on_damage (tensor NULL, file the part,
+ * error a positive CKPT_E_* code, the message naming the rank). Returns how many. */
+long dist_verify_parts(struct ckpt_store *s, uint64_t step, unsigned world, ckpt_reader *r,
+		       ckpt_damage_fn on_damage, void *arg);
 
 #endif

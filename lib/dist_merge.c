@@ -58,10 +58,18 @@ static int bad(const struct merge *m, unsigned r, const char *what)
 			 what);
 }
 
+#ifdef CKPT_TEST_HOOKS
+/* Test builds: part files read by commits (tests/unit/t-dist-storm: rank 0's only). */
+unsigned long ckpt_test_part_reads;
+#endif
+
 static int load_parts(struct merge *m, const struct dist_part_sum *sums)
 {
 	for (unsigned r = 0; r < m->n; r++) {
 		char p[4096];
+#ifdef CKPT_TEST_HOOKS
+		__atomic_add_fetch(&ckpt_test_part_reads, 1, __ATOMIC_RELAXED);
+#endif
 		dist_part_path(m->s, m->step, (int)r, p, sizeof p);
 		uint8_t *buf;
 		size_t len;

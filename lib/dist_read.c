@@ -12,6 +12,7 @@
 
 struct dshard {
 	size_t tensor;
+	int rank;         /* from the tensor's name NAME@R; -1 for a global tensor of one piece */
 	uint64_t off[32];
 };
 
@@ -23,11 +24,14 @@ struct dglobal {
 	uint64_t nbytes;
 	struct dshard *sh;
 	size_t nsh;
+	bool replicated;  /* a v2 checkpoint's tensor that no shard table names */
 };
 
 struct ckpt_dist_reader {
+	ckpt_store *s;
 	ckpt_reader *r;
 	unsigned world;
+	bool v2;          /* the checkpoint has DIST_WORLD: saved by ckpt_dist_save_* */
 	struct dglobal *g;
 	size_t ng;
 };
@@ -59,6 +63,8 @@ static int parse_shards(ckpt_dist_reader *d, const char *key, const char *v, str
 		if (sh->tensor >= nt || ckpt_reader_tensor(d->r, sh->tensor, &ti) || ti.ndim != g->ndim)
 			goto bad;
 		used[sh->tensor] = true;
+		const char *at = strrchr(ti.name, '@');
+		sh->rank = at ? atoi(at + 1) : -1;
 		for (unsigned i = 0; i < g->ndim; i++, p = end) {
 			sh->off[i] = strtoull(p, &end, 10);
 			if (sh->off[i] > g->shape[i] || ti.shape[i] > g->shape[i] - sh->off[i])
@@ -81,6 +87,7 @@ static int load(ckpt_dist_reader *d)
 	}
 	const char *w = ckpt_reader_get_meta(d->r, DIST_WORLD);
 	d->world = w ? (unsigned)strtoul(w, NULL, 10) : 1;
+	d->v2 = w != NULL;
 	int rc = 0;
 	for (size_t i = 0; i < nm && !rc; i++) {
 		const char *k, *v;
@@ -95,12 +102,14 @@ static int load(ckpt_dist_reader *d)
 			continue;
 		struct dglobal *g = &d->g[d->ng++];
 		*g = (struct dglobal){.name = ti.name, .dtype = ti.dtype, .ndim = ti.ndim,
-				      .nbytes = ti.nbytes, .nsh = 1};
+				      .nbytes = ti.nbytes, .nsh = 1, .replicated = d->v2};
 		memcpy(g->shape, ti.shape, ti.ndim * sizeof *ti.shape);
 		if (!(g->sh = calloc(1, sizeof *g->sh)))
 			rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
-		else
+		else {
 			g->sh->tensor = i;
+			g->sh->rank = -1;
+		}
 	}
 	free(used);
 	return rc;
@@ -112,6 +121,7 @@ CKPT_API int ckpt_dist_reader_open(ckpt_store *s, uint64_t step, ckpt_dist_reade
 	ckpt_dist_reader *d = calloc(1, sizeof *d);
 	if (!d)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	d->s = s;
 	int rc = ckpt_reader_open(s, step, &d->r);
 	if (!rc)
 		rc = load(d);
@@ -152,6 +162,47 @@ CKPT_API int ckpt_dist_reader_tensor(const ckpt_dist_reader *d, size_t i, ckpt_t
 	*info = (ckpt_tensor_info){.name = g->name, .dtype = g->dtype, .ndim = g->ndim,
 				   .shape = g->shape, .nbytes = g->nbytes};
 	return 0;
+}
+
+CKPT_API long ckpt_dist_reader_shard_count(const ckpt_dist_reader *d, size_t i)
+{
+	if (!d || i >= d->ng)
+		return ckpt_fail(CKPT_E_INVAL, "global tensor %zu: no such tensor", i);
+	return (long)d->g[i].nsh;
+}
+
+CKPT_API int ckpt_dist_reader_shard(const ckpt_dist_reader *d, size_t i, size_t j,
+				    ckpt_dist_shard *out)
+{
+	if (!d || i >= d->ng || j >= d->g[i].nsh || !out)
+		return ckpt_fail(CKPT_E_INVAL, "global tensor %zu: no shard %zu", i, j);
+	const struct dshard *sh = &d->g[i].sh[j];
+	ckpt_tensor_info ti;
+	int rc = ckpt_reader_tensor(d->r, sh->tensor, &ti);
+	if (rc)
+		return rc;
+	*out = (ckpt_dist_shard){.tensor = sh->tensor, .rank = sh->rank, .ndim = d->g[i].ndim,
+				 .offsets = sh->off, .lengths = ti.shape};
+	return 0;
+}
+
+CKPT_API int ckpt_dist_reader_replicated(const ckpt_dist_reader *d, size_t i)
+{
+	if (!d || i >= d->ng)
+		return ckpt_fail(CKPT_E_INVAL, "global tensor %zu: no such tensor", i);
+	return d->g[i].replicated;
+}
+
+CKPT_API long ckpt_dist_reader_verify_parts(ckpt_dist_reader *d, ckpt_damage_fn on_damage,
+					   void *arg)
+{
+	if (!d)
+		return ckpt_fail(CKPT_E_INVAL, "verify parts: NULL reader");
+	if (!d->v2)
+		return 0;
+	ckpt_info info;
+	ckpt_reader_info(d->r, &info);
+	return dist_verify_parts(d->s, info.step, d->world, d->r, on_damage, arg);
 }
 
 CKPT_API long ckpt_dist_reader_find(const ckpt_dist_reader *d, const char *name)

@@ -331,8 +331,10 @@ static void mark_live(struct pk *pv, size_t np, const struct loc *l, size_t nl)
 	}
 }
 
-/* Temporary files of interrupted writers: ".NAME.tmp.PID" in the manifests and store directories. */
-static uint64_t leftovers(struct ckpt_store *s, bool remove, uint64_t *count)
+/* Temporary files of interrupted writers: ".NAME.tmp.PID" in the manifests and store directories;
+ * and the parts of multi-rank checkpoints that do not exist or are among gone (a prune's). */
+static uint64_t leftovers(struct ckpt_store *s, bool remove, const uint64_t *gone, size_t ngone,
+			  uint64_t *count, uint64_t *parts)
 {
 	const char *dirs[2] = {s->mf_dir, s->path};
 	uint64_t bytes = 0;
@@ -355,7 +357,11 @@ static uint64_t leftovers(struct ckpt_store *s, bool remove, uint64_t *count)
 		}
 		closedir(d);
 	}
-	bytes += dist_part_leftovers(s, remove, count); /* parts of uncommitted multi-rank saves */
+	uint64_t np = 0;
+	bytes += dist_part_leftovers(s, remove, gone, ngone, &np);
+	*count += np;
+	if (parts)
+		*parts += np;
 	return bytes;
 }
 
@@ -424,7 +430,8 @@ CKPT_API int ckpt_store_du(ckpt_store *s, ckpt_du **out)
 		}
 	}
 	uint64_t cnt = 0;
-	du->leftover_bytes = leftovers(s, false, &cnt);
+	du->leftover_bytes = leftovers(s, false, NULL, 0, &cnt, NULL);
+	du->part_bytes = dist_part_live(s, &du->parts);
 	du->garbage_bytes = du->unreferenced_pack_bytes + du->dead_record_bytes + du->leftover_bytes;
 	*out = du;
 	du = NULL;
@@ -883,7 +890,8 @@ static int collect(struct ckpt_store *s, struct mfset *ms, const bool *skip,
 		rc = remove_dead_packs(s, pv, np, dry, rep);
 	}
 	if (!rc)
-		rep->bytes_freed += leftovers(s, !dry, &rep->leftovers_removed);
+		rep->bytes_freed += leftovers(s, !dry, rep->steps_removed, rep->n_steps_removed,
+					      &rep->leftovers_removed, &rep->parts_removed);
 	if (!rc && g)
 		rc = compact(s, ms, skip, pv, np, lv, nl, g, dry, rep);
 	free(pv);

@@ -256,3 +256,36 @@ int io_write_atomic(const char *dir, const char *name, const void *data, size_t 
 		*renamed = 1;
 	return io_fsync_dir(dir);
 }
+
+int io_write_new(const char *dir, const char *name, const void *data, size_t len)
+{
+	char tmp[4096], dst[4096];
+	snprintf(dst, sizeof dst, "%s/%s", dir, name);
+	const struct ckpt_io_ops *io = ckpt_io_default();
+	int fd = io_create_tmp(dir, name, tmp, sizeof tmp);
+	if (fd < 0)
+		return fd;
+	int rc = io_write_all(io, fd, data, len, 0, tmp);
+	if (!rc && io->fdatasync(fd)) {
+		int e = errno;
+		rc = ckpt_fail(ckpt_errno_code(e) == CKPT_E_NOSPC ? CKPT_E_NOSPC : CKPT_E_IO,
+			       "fsync %s: %s", tmp, strerror(e));
+	}
+	if (close(fd) && !rc) {
+		int e = errno;
+		rc = ckpt_fail(CKPT_E_IO, "close %s: %s", tmp, strerror(e));
+	}
+	/* link() never replaces: of several creators racing, exactly one file wins. */
+	int exists = 0;
+	if (!rc && link(tmp, dst)) {
+		int e = errno;
+		if (e == EEXIST)
+			exists = 1;
+		else
+			rc = ckpt_fail(ckpt_errno_code(e), "link %s to %s: %s", tmp, dst, strerror(e));
+	}
+	unlink(tmp);
+	if (rc)
+		return rc;
+	return exists ? 1 : io_fsync_dir(dir);
+}

@@ -51,4 +51,9 @@ int io_create_tmp(const char *dir, const char *name, char *tmp, size_t tmplen);
 /* fsyncs a directory. */
 int io_fsync_dir(const char *dir);
 
+/* As io_write_atomic(), but never replaces an existing file: returns 0 when this call created
+ * dir/name, 1 when it existed already (left as it was), or a negative CKPT_E_* code. For files
+ * several processes may create at once (the store header). */
+int io_write_new(const char *dir, const char *name, const void *data, size_t len);
+
 #endif

@@ -112,7 +112,9 @@ static int create_layout(struct ckpt_store *s)
 	store_hdr_encode(&h, buf);
 	if ((rc = io_fsync_dir(s->pack_dir)) || (rc = io_fsync_dir(s->mf_dir)))
 		return rc;
-	return io_write_atomic(s->path, STORE_FILE, buf, sizeof buf, NULL);
+	/* Ranks may create the same store at once: the first header wins, the others read it. */
+	rc = io_write_new(s->path, STORE_FILE, buf, sizeof buf);
+	return rc > 0 ? 0 : rc;
 }
 
 static int dir_is_empty(const char *p)
@@ -298,7 +300,8 @@ int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts)
 					       path, STORE_FILE);
 			goto out;
 		}
-		if (!stat(path, &st) && !dir_is_empty(path)) {
+		/* Not empty because another opener has just created the store there: open it. */
+		if (!stat(path, &st) && !dir_is_empty(path) && stat(hp, &st)) {
 			rc = ckpt_fail(CKPT_E_INVAL,
 				       "%s is not empty and not a libckpt store; refusing to create one there",
 				       path);
@@ -335,6 +338,7 @@ void store_fini(struct ckpt_store *s)
 	pthread_mutex_destroy(&s->mu);
 	pthread_mutex_destroy(&s->idx_mu);
 	index_free(&s->idx);
+	free(s->idx_seen);
 	free(s->path);
 	free(s->pack_dir);
 	free(s->mf_dir);
@@ -705,77 +709,4 @@ int store_max_pack_id(struct ckpt_store *s, uint32_t *out)
 	return 0;
 }
 
-/* A signature of the manifests directory: any prune, gc or other writer changes it. */
-static int mf_signature(struct ckpt_store *s, uint64_t *sig)
-{
-	DIR *d = opendir(s->mf_dir);
-	if (!d) {
-		int e = errno;
-		return ckpt_fail(ckpt_errno_code(e), "open %s: %s", s->mf_dir, strerror(e));
-	}
-	uint64_t h = 0x12345678;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		uint64_t step;
-		struct stat st;
-		if (parse_mf_name(e->d_name, &step) || fstatat(dirfd(d), e->d_name, &st, 0))
-			continue;
-		uint64_t x[5] = {step, (uint64_t)st.st_ino, (uint64_t)st.st_size,
-				 (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec};
-		h += ckpt_checksum64(x, sizeof x); /* order-independent */
-	}
-	closedir(d);
-	*sig = h;
-	return 0;
-}
-
-int store_refresh_index(struct ckpt_store *s)
-{
-	uint64_t sig = 0;
-	int rc = mf_signature(s, &sig);
-	if (rc)
-		return rc;
-	if (s->idx_valid && sig == s->idx_sig)
-		return 0;
-	index_free(&s->idx);
-	s->idx_valid = false;
-	uint64_t *steps;
-	long n = store_steps(s, &steps);
-	if (n < 0)
-		return (int)n;
-	for (long i = 0; i < n; i++) {
-		struct manifest m;
-		rc = store_load_manifest(s, steps[i], &m);
-		if (rc == -CKPT_E_NOMEM)
-			break;
-		if (rc) {
-			rc = 0; /* a damaged manifest only means fewer chunks to reuse */
-			continue;
-		}
-		for (uint32_t c = 0; c < m.n_chunks && !rc; c++)
-			if (!index_put(&s->idx, &m.chunks[c]))
-				rc = ckpt_fail(CKPT_E_NOMEM, "dedup index: out of memory");
-		manifest_free(&m);
-		if (rc)
-			break;
-	}
-	free(steps);
-	if (rc) {
-		index_free(&s->idx);
-		return rc;
-	}
-	s->idx_sig = sig;
-	s->idx_valid = true;
-	return 0;
-}
-
-int store_index_resync(struct ckpt_store *s)
-{
-	uint64_t sig = 0;
-	int rc = mf_signature(s, &sig);
-	if (rc)
-		s->idx_valid = false;
-	else
-		s->idx_sig = sig;
-	return rc;
-}
+/* store_refresh_index() and store_index_resync(): dist_index.c. */

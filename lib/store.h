@@ -53,9 +53,10 @@ struct ckpt_store {
 	struct ckpt_options opt;
 	const struct ckpt_io_ops *io;
 	int lock_fd;
-	/* Dedup index and the manifests-directory signature it was built from. */
+	/* Dedup index and the manifest files it was built from (dist_index.c). */
 	struct ckpt_index idx;
-	uint64_t idx_sig;
+	struct mf_seen *idx_seen;
+	size_t idx_nseen;
 	bool idx_valid;
 	uint32_t gen;
 	/* Multi-rank saves (dist.c): this handle writes rank part_rank's part of a checkpoint:
@@ -98,11 +99,13 @@ int store_load_manifest(struct ckpt_store *s, uint64_t step, struct manifest *m)
 /* Lists the steps that have a manifest file, ascending. Returns the count or -CKPT_E_*. */
 long store_steps(struct ckpt_store *s, uint64_t **steps);
 
-/* Brings the dedup index up to date with the manifests on disk (call under the lock). */
+/* Brings the dedup index up to date with the manifests on disk (call under the lock): reads only
+ * the manifests added since it was built, or all of them when one it was built from changed
+ * (dist_index.c). */
 int store_refresh_index(struct ckpt_store *s);
 
 /* After this process committed a manifest under the lock: the index is current, record the
- * directory's new signature so the next save does not rebuild it. */
+ * directory's files so the next save does not read its own manifest again. */
 int store_index_resync(struct ckpt_store *s);
 
 /* The first write of the handle since the lock was free (s->mu held, lock_users == 0): takes

@@ -24,6 +24,13 @@ $(HOOK_CKPTCTL): $(HOOK_CKPTCTL_OBJ) $(CLI_COMMON_OBJ) $(TLIB)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(HOOK_CKPTCTL_OBJ) $(CLI_COMMON_OBJ) $(TLIB) $(LDLIBS)
 TEST_EXTRA += $(HOOK_CKPTCTL)
 
+# Makes multi-rank checkpoints (threads as ranks) for the ckptctl tests: public API only.
+MKDIST := $(B)/tests/bin/mkdist
+$(MKDIST): tests/cli/mkdist.c tests/unit/t-dist-tcomm.h $(B)/lib/libckpt.so
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(ALL_LDFLAGS) -L$(B)/lib -lckpt -Wl,-rpath,'$$ORIGIN/../../lib' -lpthread
+TEST_EXTRA += $(MKDIST)
+
 tests: all $(TEST_BINS) $(TEST_EXTRA)
 
 check: test-deps
@@ -45,7 +52,7 @@ sanitize: test-deps
 # engines, parallel restore; t-pipe-engines runs both engines), in their own build tree. A data
 # race fails the test (TSan exits 66); logs in build/tsan/tests/logs. TSAN_TESTS and TSAN_OPTIONS
 # may be overridden. Not part of `make check`: with `make sanitize` it takes several minutes.
-TSAN_TESTS ?= t-pipeline t-uring-reuse t-async t-roundtrip t-incremental t-corrupt t-faults t-pipe-engines
+TSAN_TESTS ?= t-pipeline t-uring-reuse t-async t-roundtrip t-incremental t-corrupt t-faults t-pipe-engines t-dist-storm
 TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
 tsan: test-deps
 	$(MAKE) B=build/tsan SANITIZE="$(TSAN_FLAGS)" $(TSAN_TESTS:%=build/tsan/tests/bin/%)

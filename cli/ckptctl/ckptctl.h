@@ -113,4 +113,28 @@ int ck_select(const char *cmd, const char *subtree, struct st_out_tensor *ts, si
 /* Removes the Python binding's metadata entry from keys/vals; returns the new count. */
 size_t ck_drop_binding_meta(const char **keys, const char **vals, size_t nm);
 
+/* dist.c: multi-rank checkpoints in list, show, verify and du (nothing for single-process ones). */
+/* The world size of checkpoint step, or 0 when it is a single-process checkpoint (or unreadable). */
+unsigned ck_dist_world(ckpt_store *store, uint64_t step);
+/* list: the world size of each of list[0..n) (0: single-process), or NULL when none is
+ * multi-rank (then the table has no RANKS column); free it. */
+unsigned *ck_dist_list_worlds(ckpt_store *store, const ckpt_info *list, int n);
+/* list: the RANKS column of row k (k < 0: its header); nothing when worlds is NULL. */
+void ck_dist_list_col(const unsigned *worlds, int k);
+/* list --json: the world_size field of row k, for a multi-rank checkpoint. */
+void ck_dist_list_json(struct jw *w, const unsigned *worlds, int k);
+/* show: world size and every global tensor with its shards (box, rank, part), replicated ones
+ * marked; as text after the tensor table, or as JSON fields world_size and global_tensors. */
+void ck_dist_show_text(ckpt_store *store, uint64_t step);
+void ck_dist_show_json(struct jw *w, ckpt_store *store, uint64_t step);
+/* verify: checks the parts of step, printing each damaged one naming its rank (as text, or as
+ * objects of the JSON array open in w). Returns how many are damaged, or a negative CKPT_E_*
+ * code (reported). */
+long ck_dist_verify_parts(ckpt_store *store, uint64_t step, struct jw *w);
+/* The rank whose pack file holds a chunk (from the pack id's range), or -1 (single-process). */
+int ck_dist_pack_rank(const char *file);
+/* du: the parts of multi-rank checkpoints, as JSON fields parts and part_bytes, or as a line. */
+void ck_dist_du_json(struct jw *w, const ckpt_du *du);
+void ck_dist_du_text(const ckpt_du *du);
+
 #endif

@@ -103,6 +103,7 @@ int cmd_du(int argc, char **argv)
 		jw_key(&w, "dead_record_bytes"); jw_u64(&w, du->dead_record_bytes);
 		jw_key(&w, "leftover_bytes"); jw_u64(&w, du->leftover_bytes);
 		jw_key(&w, "manifest_bytes"); jw_u64(&w, du->manifest_bytes);
+		ck_dist_du_json(&w, du);
 		jw_obj_end(&w);
 		jw_finish(&w);
 	} else {
@@ -118,6 +119,7 @@ int cmd_du(int argc, char **argv)
 		printf("\n");
 		printf("checkpoints:      %zu (manifests %s)\n", du->n,
 		       cli_fmt_iec(du->manifest_bytes, a, sizeof a));
+		ck_dist_du_text(du);
 		printf("packs:            %llu files, %s\n", (unsigned long long)du->packs,
 		       cli_fmt_iec(du->pack_bytes, a, sizeof a));
 		printf("live:             %s\n", cli_fmt_iec(du->live_bytes, a, sizeof a));

@@ -98,6 +98,9 @@ void ck_report_json(struct jw *w, const ckpt_gc_report *r)
 	if (r->packs_deferred) {
 		jw_key(w, "packs_deferred"); jw_u64(w, r->packs_deferred);
 	}
+	if (r->parts_removed) { /* of leftovers_removed: multi-rank checkpoints' parts */
+		jw_key(w, "parts_removed"); jw_u64(w, r->parts_removed);
+	}
 }
 
 static const char *plural(uint64_t n, const char *one, const char *many)
@@ -113,6 +116,9 @@ void ck_report_text(const ckpt_gc_report *r, bool dry)
 		       dry ? "would remove" : "removed", (unsigned long long)r->packs_removed,
 		       plural(r->packs_removed, "", "s"), (unsigned long long)r->leftovers_removed,
 		       plural(r->leftovers_removed, "", "s"));
+	if (r->parts_removed)
+		printf("  of them %llu part file%s of multi-rank checkpoints (STORE/parts/)\n",
+		       (unsigned long long)r->parts_removed, plural(r->parts_removed, "", "s"));
 	if (r->packs_compacted && dry)
 		printf("would compact %llu pack%s (%s of live records to copy), rewrite %llu "
 		       "manifest%s\n",

@@ -3,6 +3,7 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char usage_list[] =
@@ -69,6 +70,7 @@ int cmd_list(int argc, char **argv)
 		cli_err("warning: step %llu: %s", (unsigned long long)list[k].step,
 			ck_invalid_reason(store, &list[k], why, sizeof why));
 	}
+	unsigned *worlds = ck_dist_list_worlds(store, list, n);
 	if (json) {
 		struct jw w;
 		jw_init(&w, stdout, true);
@@ -86,29 +88,35 @@ int cmd_list(int argc, char **argv)
 			jw_key(&w, "stored_bytes"); jw_u64(&w, i->stored_bytes);
 			jw_key(&w, "chunks"); jw_u64(&w, i->chunks);
 			jw_key(&w, "new_chunks"); jw_u64(&w, i->new_chunks);
+			ck_dist_list_json(&w, worlds, k);
 			jw_obj_end(&w);
 		}
 		jw_arr_end(&w);
 		jw_finish(&w);
 	} else {
-		printf("%12s  %-19s  %8s  %12s  %12s  %12s\n", "STEP", "TIME (UTC)", "TENSORS",
+		printf("%12s  %-19s  %8s  %12s  %12s  %12s", "STEP", "TIME (UTC)", "TENSORS",
 		       "LOGICAL", "NEW", "STORED");
+		ck_dist_list_col(worlds, -1);
+		putchar('\n');
 		for (int k = 0; k < n; k++) {
 			const ckpt_info *i = &list[k];
 			char t[32], a[32], b[32], d[32];
 			if (i->error)
 				continue;
-			printf("%12llu  %-19s  %8llu  %12s  %12s  %12s\n", (unsigned long long)i->step,
+			printf("%12llu  %-19s  %8llu  %12s  %12s  %12s", (unsigned long long)i->step,
 			       cli_fmt_time(i->time, t, sizeof t), (unsigned long long)i->tensors,
 			       cli_fmt_iec(i->logical_bytes, a, sizeof a),
 			       cli_fmt_iec(i->new_bytes, b, sizeof b),
 			       cli_fmt_iec(i->stored_bytes, d, sizeof d));
+			ck_dist_list_col(worlds, k);
+			putchar('\n');
 		}
 	}
 	if (fflush(stdout) || ferror(stdout)) {
 		cli_err("%s: write error on standard output", cmd);
 		rc = EXIT_FAIL;
 	}
+	free(worlds);
 	ckpt_info_free(list);
 	ckpt_store_close(store);
 	return rc;

@@ -34,7 +34,7 @@ static const struct option show_opts[] = {
 	{NULL, 0, NULL, 0},
 };
 
-static void show_json(ckpt_reader *rd, const ckpt_info *in)
+static void show_json(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in)
 {
 	struct jw w;
 	jw_init(&w, stdout, true);
@@ -81,11 +81,12 @@ static void show_json(ckpt_reader *rd, const ckpt_info *in)
 		jw_obj_end(&w);
 	}
 	jw_arr_end(&w);
+	ck_dist_show_json(&w, store, in->step);
 	jw_obj_end(&w);
 	jw_finish(&w);
 }
 
-static void show_text(ckpt_reader *rd, const ckpt_info *in)
+static void show_text(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in)
 {
 	char t[32], a[32], b[32], c[32];
 	printf("step:       %llu\n", (unsigned long long)in->step);
@@ -121,6 +122,7 @@ static void show_text(ckpt_reader *rd, const ckpt_info *in)
 		       (unsigned long long)ti.chunks_new,
 		       (unsigned long long)(ti.chunks - ti.chunks_new), ck_name(ti.name, q, sizeof q));
 	}
+	ck_dist_show_text(store, in->step);
 }
 
 int cmd_show(int argc, char **argv)
@@ -158,9 +160,9 @@ int cmd_show(int argc, char **argv)
 		ckpt_info info;
 		ckpt_reader_info(rd, &info);
 		if (json)
-			show_json(rd, &info);
+			show_json(store, rd, &info);
 		else
-			show_text(rd, &info);
+			show_text(store, rd, &info);
 		rc = ck_stdout_done(cmd);
 	}
 	ckpt_reader_close(rd);

@@ -79,6 +79,9 @@ static void report_damage(struct vctx *v, const ckpt_damage *d)
 		jw_key(&v->w, "file"); jw_str(&v->w, d->file);
 		jw_key(&v->w, "error"); jw_str(&v->w, ckpt_strerror(d->error));
 		jw_key(&v->w, "message"); jw_str(&v->w, d->message);
+		if (ck_dist_pack_rank(d->file) >= 0) {
+			jw_key(&v->w, "rank"); jw_i64(&v->w, ck_dist_pack_rank(d->file));
+		}
 		jw_obj_end(&v->w);
 		return;
 	}
@@ -101,11 +104,14 @@ static void report_damage(struct vctx *v, const ckpt_damage *d)
 	/* The library's message often begins with the file name, already printed. */
 	if (fl && !strncmp(msg, d->file, fl) && !strncmp(msg + fl, ": ", 2))
 		msg += fl + 2;
-	printf("step %llu: %s tensor %s chunk %llu (offset %llu) in %s: %s\n",
+	char rk[32] = "";
+	if (ck_dist_pack_rank(d->file) >= 0) /* a multi-rank checkpoint: who wrote it */
+		snprintf(rk, sizeof rk, " (written by rank %d)", ck_dist_pack_rank(d->file));
+	printf("step %llu: %s tensor %s chunk %llu (offset %llu) in %s%s: %s\n",
 	       (unsigned long long)v->step, unreadable ? "UNREADABLE" : "DAMAGED",
 	       st_quote(d->tensor, q, sizeof q, 1000),
 	       (unsigned long long)d->chunk, (unsigned long long)d->offset,
-	       d->file ? d->file : "?", msg);
+	       d->file ? d->file : "?", rk, msg);
 }
 
 static void on_damage(const ckpt_damage *d, void *arg)
@@ -170,6 +176,7 @@ static void verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 	progress_start(&v->bar, label, info.stored_bytes, v->progress);
 	long n = ckpt_reader_verify_cached(rd, v->cache, on_damage, on_progress, v);
 	progress_end(&v->bar);
+	long parts = ck_dist_verify_parts(store, info.step, v->json ? &v->w : NULL);
 	const char *status = "ok";
 	long unread = v->unreadable_chunks - ubefore;
 	if (n > 0)
@@ -178,7 +185,10 @@ static void verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 		v->failed++;
 		status = "error";
 		ck_fail("verify", (int)n, "verification could not run");
-	} else if (n > 0 || v->damaged_chunks > before) {
+	} else if (parts < 0) {
+		v->failed++;
+		status = "error";
+	} else if (n > 0 || v->damaged_chunks > before || parts) {
 		v->damaged_ckpts++;
 		status = "damaged";
 	} else if (unread) {
@@ -193,7 +203,10 @@ static void verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 			jw_key(&v->w, "message"); jw_str(&v->w, ckpt_errmsg());
 		}
 		jw_obj_end(&v->w);
-	} else if (n > 0 || unread) {
+	} else if (n > 0 || unread || parts > 0) {
+		if (parts > 0)
+			printf("step %llu: %ld damaged part%s\n", (unsigned long long)info.step,
+			       parts, parts == 1 ? "" : "s");
 		if (n > 0)
 			printf("step %llu: %ld damaged chunk%s\n", (unsigned long long)info.step, n,
 			       n == 1 ? "" : "s");

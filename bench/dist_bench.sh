@@ -1,0 +1,104 @@
+#!/bin/sh
+# Issue-14 measurement: multi-rank saves into one store (mpirun, bench/mpi/dist-bench.c).
+#   1. 4 ranks saving 4 shards of a BENCH_DIST_SIZE (default 2G) state into one store, against
+#      fio --numjobs=4 writing the same bytes (each job its own file, O_DIRECT, io_uring, fsync at
+#      the end) in the same directory: aggregate GB/s of each and their ratio.
+#   2. A replicated BENCH_DIST_REP_SIZE (default 1G) state on 4 ranks (each replica saves about
+#      1/4) against one rank saving it alone: the snapshot time per rank (the part's
+#      snapshot_seconds; the mean over the 4 ranks) and its ratio.
+# Runs interleave (fio, shards, replicated, alone) BENCH_RUNS times (default 3); medians are merged
+# into $B/bench/results.json as dist_* keys and printed. Each save goes into a fresh store, after a
+# small warm-up save. Skips (exit 0) without mpicc, mpirun or fio.
+#
+# Environment: B (default build), BENCH_DIR (default $B/bench/work), BENCH_RUNS,
+# BENCH_DIST_SIZE, BENCH_DIST_REP_SIZE, BENCH_DIST_RANKS (default 4).
+set -eu
+B=${B:-build}
+BENCH_DIR=${BENCH_DIR:-$B/bench/work}
+BENCH_RUNS=${BENCH_RUNS:-3}
+RANKS=${BENCH_DIST_RANKS:-4}
+for t in mpicc mpirun fio python3; do
+	command -v $t >/dev/null 2>&1 || { echo "dist-bench: $t is missing; skipped" >&2; exit 0; }
+done
+bytes() { python3 -c 'import sys; s = sys.argv[1]; u = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+print(int(s[:-1]) * u[s[-1]] if s[-1] in u else int(s))' "$1"; }
+SIZE=$(bytes "${BENCH_DIST_SIZE:-2G}")
+REP=$(bytes "${BENCH_DIST_REP_SIZE:-1G}")
+mkdir -p "$BENCH_DIR" "$B/bench"
+W=$BENCH_DIR/dist
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP" "$W"' EXIT
+mpicc -std=gnu11 -D_GNU_SOURCE -O2 -Iinclude bench/mpi/dist-bench.c -L"$B/lib" -lckpt \
+	-Wl,-rpath,"$(cd "$B/lib" && pwd)" -o "$TMP/dist-bench"
+# As tests/mpi/t-mpi.sh: one machine, shared memory, quick launches.
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_plm_rsh_agent=false OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_hwloc_base_binding_policy=none
+export HWLOC_COMPONENTS=-gl,-opencl,-pci OMPI_MCA_pml=ob1 OMPI_MCA_mtl=^ofi OMPI_MCA_coll=^hcoll
+
+run_mpi() { # NP MODE BYTES OUT
+	rm -rf "$W" && mkdir -p "$W"
+	mpirun --allow-run-as-root --oversubscribe -np "$1" "$TMP/dist-bench" "$W/store" "$2" "$3" \
+		>"$4" || { echo "dist-bench: mpirun -np $1 $2 failed" >&2; exit 1; }
+	rm -rf "$W"
+}
+i=1
+while [ $i -le "$BENCH_RUNS" ]; do
+	mkdir -p "$W"
+	fio --name=dist-fio --directory="$W" --filename_format='fio.$jobnum' --numjobs="$RANKS" \
+	    --size=$((SIZE / RANKS)) --bs=1M --rw=write --ioengine=io_uring --direct=1 --iodepth=8 \
+	    --end_fsync=1 --group_reporting --output-format=json --output="$TMP/fio-$i.json" \
+	    >/dev/null || { echo "dist-bench: fio failed" >&2; exit 1; }
+	run_mpi "$RANKS" shards "$SIZE" "$TMP/shards-$i.json"
+	run_mpi "$RANKS" replicated "$REP" "$TMP/rep-$i.json"
+	run_mpi 1 replicated "$REP" "$TMP/alone-$i.json"
+	echo "dist-bench: run $i done" >&2
+	i=$((i + 1))
+done
+
+exec python3 - "$TMP" "$BENCH_RUNS" "$B/bench/results.json" "$SIZE" "$REP" "$RANKS" <<'EOF'
+import json, os, statistics, sys
+tmp, runs, results, size, rep, ranks = sys.argv[1], int(sys.argv[2]), sys.argv[3], *map(int, sys.argv[4:])
+med = statistics.median
+def line(p):
+    with open(p) as f:
+        return json.loads(f.read().strip().splitlines()[-1])
+fio, shards, repl, alone = [], [], [], []
+for i in range(1, runs + 1):
+    with open(os.path.join(tmp, "fio-%d.json" % i)) as f:
+        j = json.load(f)["jobs"][0]["write"]
+    fio.append(j["io_bytes"] / (j["runtime"] / 1000.0) / 1e9)  # group_reporting: all jobs
+    shards.append(line(os.path.join(tmp, "shards-%d.json" % i))["gbps"])
+    r = line(os.path.join(tmp, "rep-%d.json" % i))["snapshot_seconds"]
+    repl.append(sum(r) / len(r))
+    alone.append(line(os.path.join(tmp, "alone-%d.json" % i))["snapshot_seconds"][0])
+out = {
+    "dist_ranks": ranks,
+    "dist_state_bytes": size,
+    "dist_shards_gbps": med(shards),
+    "dist_fio_numjobs_gbps": med(fio),
+    "dist_shards_vs_fio": med(shards) / med(fio),
+    "dist_replicated_bytes": rep,
+    "dist_replicated_snapshot_seconds_per_rank": med(repl),
+    "dist_alone_snapshot_seconds": med(alone),
+    "dist_replicated_snapshot_speedup": med(alone) / med(repl),
+    "dist_runs": {"fio_gbps": fio, "shards_gbps": shards, "replicated_snapshot_seconds": repl,
+                  "alone_snapshot_seconds": alone},
+}
+old = {}
+if os.path.exists(results):
+    try:
+        with open(results) as f:
+            old = json.load(f)
+    except ValueError:
+        old = {}
+old.update(out)
+with open(results + ".tmp", "w") as f:
+    json.dump(old, f, indent=2, sort_keys=True)
+os.replace(results + ".tmp", results)
+print("dist: %d ranks saving %d shards of %.1f GiB: %.3f GB/s; fio --numjobs=%d: %.3f GB/s; ratio %.2f"
+      % (ranks, ranks, size / 2**30, med(shards), ranks, med(fio), med(shards) / med(fio)))
+print("dist: replicated %.1f GiB on %d ranks: snapshot %.3f s per rank; one rank alone: %.3f s; %.2fx"
+      % (rep / 2**30, ranks, med(repl), med(alone), med(alone) / med(repl)))
+print("results: %s" % results)
+EOF

@@ -1,0 +1,112 @@
+/* Multi-rank save benchmark (issue 14), run by bench/dist_bench.sh under mpirun (in its own directory: bench.mk builds bench/*.c without MPI):
+ *
+ *   dist-bench STORE shards BYTES       every rank saves its 1/N of a BYTES state (one u8 tensor
+ *                                       sharded by ranges): prints the wall time from the common
+ *                                       start to the last rank's commit and the aggregate GB/s
+ *   dist-bench STORE replicated BYTES   every rank holds the same BYTES tensor, saved once as a
+ *                                       replicated tensor (each replica copies, hashes and writes
+ *                                       about 1/N): prints each rank's snapshot time (the
+ *                                       part's snapshot_seconds) and the wall time
+ *
+ * The store is created; the same save is done once before (step 1, other data), so that the
+ * measured one (step 2) finds each rank's pipeline and buffer pool as a training job's second
+ * checkpoint does. Data are random (xorshift), so nothing deduplicates. One JSON line on rank 0's
+ * standard output. */
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ckpt_mpi.h"
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void fill(uint8_t *p, uint64_t n, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+	for (uint64_t i = 0; i + 8 <= n; i += 8) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		memcpy(p + i, &x, 8);
+	}
+}
+
+static void die(const ckpt_mpi_comm *cm, const char *what)
+{
+	fprintf(stderr, "dist-bench: rank %d: %s: %s\n", cm->comm.rank, what, ckpt_errmsg());
+	MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* Saves step: the state at buf (filled from seed first), as shards or as a replicated tensor.
+ * Returns this rank's seconds from the common start to its commit's return; *st its part. */
+static double save(ckpt_store *s, ckpt_mpi_comm *cm, uint64_t step, bool rep, uint64_t total,
+		   uint8_t *buf, uint64_t seed, ckpt_stats *st)
+{
+	int rank = cm->comm.rank, n = cm->comm.size;
+	uint64_t per = rep ? total : total / (uint64_t)n, off = per * (uint64_t)rank;
+	fill(buf, per, rep ? seed : seed * 1000 + (uint64_t)rank);
+	ckpt_dist_save *d;
+	memset(st, 0, sizeof *st);
+	MPI_Barrier(MPI_COMM_WORLD);
+	double t0 = now();
+	if (ckpt_dist_save_begin(s, &cm->comm, step, &d))
+		die(cm, "begin");
+	int rc = rep ? ckpt_dist_save_add_replicated(d, "state", CKPT_DTYPE_U8, 1, &total,
+						     (unsigned)rank, (unsigned)n, CKPT_MEM_HOST, buf)
+		     : ckpt_dist_save_add_shard(d, "state", CKPT_DTYPE_U8, 1, &total, &off, &per,
+						CKPT_MEM_HOST, buf);
+	if (rc)
+		die(cm, "add");
+	if (ckpt_dist_save_commit(d, st))
+		die(cm, "commit");
+	return now() - t0;
+}
+
+int main(int argc, char **argv)
+{
+	MPI_Init(&argc, &argv);
+	ckpt_mpi_comm cm;
+	if (argc != 4 || ckpt_mpi_comm_init(&cm, MPI_COMM_WORLD)) {
+		fprintf(stderr, "usage: dist-bench STORE shards|replicated BYTES\n");
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	int rank = cm.comm.rank, n = cm.comm.size;
+	bool rep = !strcmp(argv[2], "replicated");
+	uint64_t total = strtoull(argv[3], NULL, 10);
+	uint64_t per = rep ? total : total / (uint64_t)n;
+	uint8_t *buf = malloc(per);
+	if (!buf)
+		die(&cm, "out of memory");
+	ckpt_options *o = ckpt_options_create();
+	ckpt_options_set(o, CKPT_OPT_CREATE, 1);
+	ckpt_store *s;
+	if (ckpt_store_open(argv[1], o, &s))
+		die(&cm, "open the store");
+	ckpt_options_free(o);
+	ckpt_stats st;
+	save(s, &cm, 1, rep, total, buf, 1, &st); /* the same save once before: steady state */
+	double mine = save(s, &cm, 2, rep, total, buf, 2, &st), wall = 0;
+	MPI_Reduce(&mine, &wall, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+	double snap = st.snapshot_seconds, *snaps = rank == 0 ? calloc((size_t)n, sizeof *snaps) : NULL;
+	MPI_Gather(&snap, 1, MPI_DOUBLE, snaps, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+	if (rank == 0) {
+		printf("{\"mode\": \"%s\", \"ranks\": %d, \"bytes\": %" PRIu64 ", \"seconds\": %.6f, "
+		       "\"gbps\": %.4f, \"snapshot_seconds\": [", argv[2], n, total, wall,
+		       (double)total / wall / 1e9);
+		for (int r = 0; r < n; r++)
+			printf("%s%.6f", r ? ", " : "", snaps[r]);
+		printf("]}\n");
+	}
+	free(snaps);
+	free(buf);
+	ckpt_store_close(s);
+	ckpt_mpi_comm_free(&cm);
+	MPI_Finalize();
+	return 0;
+}

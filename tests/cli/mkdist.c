@@ -1,0 +1,128 @@
+/* Makes a multi-rank checkpoint for the ckptctl tests: N ranks are N threads of this process,
+ * each with its own store handle, talking through an in-process communicator (a mutex and a
+ * condition variable). Public API only (include/ckpt.h).
+ *
+ *   mkdist STORE STEP NRANKS [--abort RANK] [--gen G]
+ *
+ * Saves "w": f32 [8,6] sharded by rows (rank r holds rows [8r/N, 8(r+1)/N)), "emb": u16
+ * [1000,320] replicated on every rank (10 chunks of 64 KiB, split among the replicas) and
+ * metadata "step". The values of w depend on G (default 0), so a step saved with another G
+ * rewrites w's chunk but not emb's. With --abort, that rank gives up: the commit fails on every
+ * rank and leaves its parts as garbage. The store is created (64 KiB chunks) when missing. Exit
+ * status 0 when the checkpoint was committed, 1 when not (the error of every rank printed). */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt.h"
+
+#include "../unit/t-dist-tcomm.h"
+
+#define MAXR TC_MAXR
+
+struct rank {
+	struct tc_rank tc;
+	const char *path;
+	uint64_t step;
+	int abort_rank;
+	unsigned g;
+	int rc;
+	char msg[512];
+};
+
+/* Filled before the rank threads start, read-only after: every replica holds the same data. */
+static uint16_t emb[1000 * 320];
+
+static int save(struct rank *r, ckpt_store *st)
+{
+	unsigned n = r->tc.sh->n, k = (unsigned)r->tc.rank;
+	uint64_t r0 = 8u * k / n, r1 = 8u * (k + 1) / n;
+	float w[8 * 6];
+	for (uint64_t i = 0; i < (r1 - r0) * 6; i++)
+		w[i] = (float)((r0 * 6 + i) * 3 + r->g) / 2.0f;
+	ckpt_comm comm = tc_comm(&r->tc);
+	uint64_t gw[2] = {8, 6}, off[2] = {r0, 0}, lw[2] = {r1 - r0, 6}, ge[2] = {1000, 320};
+	ckpt_dist_save *d;
+	int rc = ckpt_dist_save_begin(st, &comm, r->step, &d);
+	if (rc)
+		return rc;
+	char v[32];
+	snprintf(v, sizeof v, "%llu", (unsigned long long)r->step);
+	if ((rc = ckpt_dist_save_add_shard(d, "w", CKPT_DTYPE_F32, 2, gw, off, lw, CKPT_MEM_HOST,
+					   w)) ||
+	    (rc = ckpt_dist_save_add_replicated(d, "emb", CKPT_DTYPE_U16, 2, ge, k, n,
+						CKPT_MEM_HOST, emb)) ||
+	    (rc = ckpt_dist_save_set_meta(d, "step", v)) || r->tc.rank == r->abort_rank) {
+		ckpt_dist_save_abort(d);
+		return rc ? rc : -CKPT_E_STATE;
+	}
+	return ckpt_dist_save_commit(d, NULL);
+}
+
+static void *rank_main(void *arg)
+{
+	struct rank *r = arg;
+	ckpt_store *st;
+	r->rc = ckpt_store_open(r->path, NULL, &st);
+	if (!r->rc) {
+		r->rc = save(r, st);
+		if (r->rc)
+			snprintf(r->msg, sizeof r->msg, "%s", ckpt_errmsg());
+		ckpt_store_close(st);
+	} else {
+		snprintf(r->msg, sizeof r->msg, "%s", ckpt_errmsg());
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 4) {
+		fprintf(stderr, "usage: mkdist STORE STEP NRANKS [--abort RANK] [--gen G]\n");
+		return 2;
+	}
+	static struct tc_shared sh;
+	struct tc_rank tr[MAXR];
+	unsigned n = (unsigned)atoi(argv[3]);
+	int abort_rank = -1;
+	unsigned g = 0;
+	for (int i = 4; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--abort"))
+			abort_rank = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--gen"))
+			g = (unsigned)atoi(argv[i + 1]);
+	}
+	if (n < 1 || n > MAXR)
+		return 2;
+	tc_init(&sh, tr, n);
+	for (size_t i = 0; i < sizeof emb / sizeof *emb; i++)
+		emb[i] = (uint16_t)(i * 2654435761u >> 16);
+	ckpt_options *o = ckpt_options_create();
+	ckpt_store *st;
+	if (!o || ckpt_options_set(o, CKPT_OPT_CREATE, 1) ||
+	    ckpt_options_set(o, CKPT_OPT_CHUNK_SIZE, 64 << 10) || ckpt_store_open(argv[1], o, &st)) {
+		fprintf(stderr, "mkdist: %s\n", ckpt_errmsg());
+		return 1;
+	}
+	ckpt_store_close(st);
+	ckpt_options_free(o);
+	struct rank rk[MAXR];
+	pthread_t th[MAXR];
+	for (unsigned k = 0; k < n; k++) {
+		rk[k] = (struct rank){.tc = tr[k], .path = argv[1],
+				      .step = strtoull(argv[2], NULL, 10), .abort_rank = abort_rank,
+				      .g = g};
+		pthread_create(&th[k], NULL, rank_main, &rk[k]);
+	}
+	int fail = 0;
+	for (unsigned k = 0; k < n; k++) {
+		pthread_join(th[k], NULL);
+		if (rk[k].rc) {
+			fprintf(stderr, "mkdist: rank %u: %s\n", k, rk[k].msg);
+			fail = 1;
+		}
+	}
+	return fail;
+}
