@@ -97,7 +97,7 @@ $(ALIB): $(LIB_OBJ)
 	rm -f $@ && $(AR) rcs $@ $(B)/obj/ar/libckpt.o
 # Test builds: the sources in HOOK_SRC are compiled a second time with CKPT_TEST_HOOKS (crash
 # points the tests trigger from the environment) into the tests' archive only.
-HOOK_SRC := lib/gc.c lib/engine.c lib/save.c lib/dist.c lib/dist_index.c lib/dist_merge.c
+HOOK_SRC := lib/gc.c lib/engine.c lib/save.c lib/dist.c lib/index_sync.c lib/dist_merge.c
 HOOK_OBJ := $(HOOK_SRC:%.c=$(B)/obj/hooks/%.o)
 TLIB_OBJ := $(filter-out $(HOOK_SRC:%.c=$(B)/obj/%.o),$(LIB_OBJ)) $(HOOK_OBJ)
 $(B)/obj/hooks/lib/%.o: lib/%.c

@@ -641,22 +641,6 @@ CKPT_API int ckpt_store_resolve(ckpt_store *s, uint64_t step, uint64_t *out)
 	return ckpt_fail(CKPT_E_NOTFOUND, "store %s has no valid checkpoint", s->path);
 }
 
-int store_begin_write(struct ckpt_store *s)
-{
-	uint32_t maxid = 0;
-	int rc = store_lock(s);
-	if (!rc && !(rc = store_max_pack_id(s, &maxid))) {
-		__atomic_store_n(&s->next_pack_id, maxid, __ATOMIC_SEQ_CST);
-		s->io = ckpt_io_default();
-		pthread_mutex_lock(&s->idx_mu);
-		rc = store_refresh_index(s);
-		pthread_mutex_unlock(&s->idx_mu);
-	}
-	if (rc)
-		store_unlock(s);
-	return rc;
-}
-
 struct ckpt_index *store_index_lock(struct ckpt_store *s)
 {
 	pthread_mutex_lock(&s->idx_mu);
@@ -709,4 +693,4 @@ int store_max_pack_id(struct ckpt_store *s, uint32_t *out)
 	return 0;
 }
 
-/* store_refresh_index() and store_index_resync(): dist_index.c. */
+/* store_refresh_index() and store_index_resync(): index_sync.c. */

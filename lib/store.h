@@ -53,7 +53,7 @@ struct ckpt_store {
 	struct ckpt_options opt;
 	const struct ckpt_io_ops *io;
 	int lock_fd;
-	/* Dedup index and the manifest files it was built from (dist_index.c). */
+	/* Dedup index and the manifest files it was built from (index_sync.c). */
 	struct ckpt_index idx;
 	struct mf_seen *idx_seen;
 	size_t idx_nseen;
@@ -101,7 +101,7 @@ long store_steps(struct ckpt_store *s, uint64_t **steps);
 
 /* Brings the dedup index up to date with the manifests on disk (call under the lock): reads only
  * the manifests added since it was built, or all of them when one it was built from changed
- * (dist_index.c). */
+ * (index_sync.c). */
 int store_refresh_index(struct ckpt_store *s);
 
 /* After this process committed a manifest under the lock: the index is current, record the
@@ -111,7 +111,7 @@ int store_index_resync(struct ckpt_store *s);
 /* The first write of the handle since the lock was free (s->mu held, lock_users == 0): takes
  * the writer lock and looks at packs and manifests anew, since another process may have saved,
  * pruned or collected meanwhile (pack ids, the io ops, the dedup index). On failure the lock
- * is not held. Returns 0 or -CKPT_E_*. */
+ * is not held (index_sync.c). Returns 0 or -CKPT_E_*. */
 int store_begin_write(struct ckpt_store *s);
 
 /* The dedup index: store_index_lock takes the index lock and returns the index, valid until

@@ -179,3 +179,22 @@ int store_index_resync(struct ckpt_store *s)
 	s->idx_nseen = n;
 	return 0;
 }
+
+/* The first write of a handle: the writer lock, pack ids above every pack on disk, the io ops
+ * and an index current with every committed manifest. Here rather than in store.c because the
+ * index refresh reads manifests through store_load_manifest (one-way: this file -> store). */
+int store_begin_write(struct ckpt_store *s)
+{
+	uint32_t maxid = 0;
+	int rc = store_lock(s);
+	if (!rc && !(rc = store_max_pack_id(s, &maxid))) {
+		__atomic_store_n(&s->next_pack_id, maxid, __ATOMIC_SEQ_CST);
+		s->io = ckpt_io_default();
+		pthread_mutex_lock(&s->idx_mu);
+		rc = store_refresh_index(s);
+		pthread_mutex_unlock(&s->idx_mu);
+	}
+	if (rc)
+		store_unlock(s);
+	return rc;
+}
