@@ -55,7 +55,8 @@ unsigned xfer_threads(uint64_t size)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	uint64_t blocks = (size + XFER_BLOCK - 1) / XFER_BLOCK;
-	unsigned t = n < 4 ? 4 : n > XFER_MAX_THREADS ? XFER_MAX_THREADS : (unsigned)n;
+	/* Measured on a virtual disk: 8 to 16 reads of a block in flight beat fewer. */
+	unsigned t = n < 8 ? 8 : n > XFER_MAX_THREADS ? XFER_MAX_THREADS : (unsigned)n;
 	return blocks < t ? (blocks ? (unsigned)blocks : 1) : t;
 }
 

@@ -13,8 +13,9 @@ struct progress;
 
 /* Bytes of one block: a multiple of 4 KiB (O_DIRECT alignment), a few chunks' worth. */
 #define XFER_BLOCK (8u << 20)
-/* Most threads an export uses (reads wait on the device: more threads than cores help). */
-#define XFER_MAX_THREADS 8
+/* Most threads an export uses (reads wait on the device: more threads than cores help; each
+ * holds a block and its reader's buffer, about 2 * XFER_BLOCK). */
+#define XFER_MAX_THREADS 16
 
 /* Where the tensors' bytes come from: read(ctx[t], k, off, dst, len) fills dst with bytes
  * [off, off + len) of tensor k; thread t only ever uses ctx[t] (a reader of its own: one
