@@ -146,6 +146,19 @@ static int write_all(int fd, const uint8_t *p, size_t len)
 	return 0;
 }
 
+/* Test builds only ($B/tests/hooks/ckptctl): CKPTCTL_TEST_DIRECT=refuse makes the file system
+ * refuse O_DIRECT, =einval makes it take the flag and refuse the first write with EINVAL (as
+ * some do), so that both fallbacks to buffered writes are tested on any file system. */
+#ifdef CKPT_TEST_HOOKS
+static bool test_direct(const char *what)
+{
+	const char *e = getenv("CKPTCTL_TEST_DIRECT");
+	return e && !strcmp(e, what);
+}
+#else
+static inline bool test_direct(const char *what) { (void)what; return false; }
+#endif
+
 /* Stops using O_DIRECT on fd: for every thread, since the flag belongs to the open file. */
 static void drop_direct(struct xjob *j)
 {
@@ -167,7 +180,10 @@ static int write_block(struct xjob *j, uint8_t *buf, uint64_t lo, uint64_t hi)
 	if (atomic_load(&j->direct)) {
 		size_t al = (len + XFER_ALIGN - 1) / XFER_ALIGN * XFER_ALIGN;
 		memset(buf + len, 0, al - len);
-		if (pwrite_all(j->fd, buf, al, lo) == 0)
+		static atomic_bool refused;
+		if (test_direct("einval") && !atomic_exchange(&refused, true))
+			errno = EINVAL;
+		else if (pwrite_all(j->fd, buf, al, lo) == 0)
 			return 0;
 		if (errno != EINVAL)
 			return -1;
@@ -206,7 +222,7 @@ static void *worker(void *arg)
 static bool try_direct(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
-	return fl >= 0 && fcntl(fd, F_SETFL, fl | O_DIRECT) == 0;
+	return !test_direct("refuse") && fl >= 0 && fcntl(fd, F_SETFL, fl | O_DIRECT) == 0;
 }
 
 int xfer_export(int fd, int seekable, const uint8_t *hdr, size_t hlen, const uint64_t *nbytes,

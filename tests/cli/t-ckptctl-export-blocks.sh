@@ -61,4 +61,15 @@ cp "$T/small.st" "$T/keep.out"
 ckptctl export -q "$T/bad" 1 -o "$T/keep.out" 2>/dev/null
 expect "an existing output file is left as it was" cmp "$T/small.st" "$T/keep.out"
 expect "and no temporary file" test -z "$(ls "$T" | grep tmp-)"
+
+# Buffered writes where O_DIRECT is refused, at open or at the first write (test-build hook).
+CKH=$ROOT/$B/tests/hooks/ckptctl
+if [ -x "$CKH" ]; then
+	for how in refuse einval; do
+		CKPTCTL_TEST_DIRECT=$how "$CKH" export -q "$STORE" 1 -o "$T/$how.out"
+		expect "O_DIRECT $how: the export succeeds, byte-identical" cmp "$T/spans.st" "$T/$how.out"
+	done
+else
+	echo "note: $CKH (ckptctl with test hooks) is not built: the O_DIRECT fallbacks are not tested"
+fi
 finish
