@@ -248,6 +248,17 @@ int xfer_export(int fd, int seekable, const uint8_t *hdr, size_t hlen, const uin
 	j.start = start;
 	j.size = off;
 	j.nblocks = (off + XFER_BLOCK - 1) / XFER_BLOCK;
+	/* Blocks reserved ahead make the parallel O_DIRECT writes overwrites inside the file's size,
+	 * which ext4 and XFS run concurrently (extending or hole-filling ones are serialized), and a
+	 * full disk fails here, before anything is read. A file system without fallocate (EOPNOTSUPP)
+	 * is written as it is; glibc's posix_fallocate would write zeros instead. */
+	if (seekable && fallocate(fd, 0, 0, (off_t)off) && errno != EOPNOTSUPP && errno != ENOSYS) {
+		snprintf(err, errlen, "cannot allocate %llu bytes: %s", (unsigned long long)off,
+			 strerror(errno));
+		free(start);
+		free(w);
+		return 1;
+	}
 	atomic_init(&j.direct, seekable && try_direct(fd));
 	atomic_init(&j.next, 0);
 	atomic_init(&j.done, 0);
