@@ -82,7 +82,7 @@ static int fsync_dir_of(const char *path)
  * which a consolidated file no longer has. */
 #define DIST_META_PREFIX "ckpt.dist."
 
-/* One export. A multi-rank checkpoint (world > 1) is consolidated: its global tensors are
+/* One export. A multi-rank checkpoint is consolidated: its global tensors are
  * written whole, each assembled from the shards that hold it (as DCP's dcp_to_torch_save). */
 struct export {
 	const char *cmd;
@@ -293,8 +293,8 @@ static int list_meta(struct export *e, bool select)
 	return 0;
 }
 
-/* Opens the checkpoint of step: consolidated when several ranks saved it. Returns 0 or an exit
- * status, reported. */
+/* Opens the checkpoint of step: consolidated when it was saved by ckpt_dist_save (its metadata
+ * has the world size). Returns 0 or an exit status, reported. */
 static int open_checkpoint(struct export *e, uint64_t step)
 {
 	int r = ckpt_reader_open(e->store, step, &e->rd);
@@ -309,14 +309,9 @@ static int open_checkpoint(struct export *e, uint64_t step)
 	ckpt_reader_info(e->rd, &e->info);
 	if (!ckpt_reader_get_meta(e->rd, DIST_META_PREFIX "world"))
 		return 0;
+	/* Also for a world of one rank: its sharded tensors are stored as NAME@0 too. */
 	r = ckpt_dist_reader_open(e->store, e->info.step, &e->dr);
-	if (r < 0)
-		return ck_fail(e->cmd, r, "reading the shard table");
-	if (ckpt_dist_reader_world_size(e->dr) <= 1) {
-		ckpt_dist_reader_close(e->dr);
-		e->dr = NULL;
-	}
-	return 0;
+	return r < 0 ? ck_fail(e->cmd, r, "reading the shard table") : 0;
 }
 
 /* Makes the temporary file durable under its final name. Returns 0 or -1, reported. */

@@ -7,7 +7,7 @@
  * boundaries do not fall on block boundaries (a 3-byte tensor precedes it), and replicated
  * tensors (a matrix, a scalar, an empty tensor). `ckptctl export` writes the file (and the same
  * to standard output); importing it back through ckptctl's strict safetensors parser must give
- * every global tensor's name, dtype, shape and bytes. */
+ * every global tensor's name, dtype, shape and bytes. A world of one rank is consolidated too. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -223,6 +223,58 @@ static void check_imported(const char *store)
 	ckpt_store_close(s);
 }
 
+/* A world of one rank (one process): its sharded tensor is stored as "w@0" too, and exported
+ * as "w". */
+static int solo_allgather(void *ctx, const void *in, size_t len, void *out)
+{
+	(void)ctx;
+	memcpy(out, in, len);
+	return 0;
+}
+static int solo_broadcast(void *ctx, void *buf, size_t len, int root)
+{
+	(void)ctx, (void)buf, (void)len, (void)root;
+	return 0;
+}
+static int solo_barrier(void *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
+static void check_world_of_one(const char *store, const char *dir)
+{
+	const struct gspec *g = &G[1];
+	uint64_t n = gnbytes(g), zero[2] = {0, 0};
+	uint8_t *p = malloc(n);
+	for (uint64_t j = 0; p && j < n; j++)
+		p[j] = gbyte(1, j);
+	ckpt_comm comm = {.rank = 0, .size = 1, .allgather = solo_allgather,
+			  .broadcast = solo_broadcast, .barrier = solo_barrier};
+	ckpt_store *s = t_open_store(store, 0, 0);
+	ckpt_dist_save *d;
+	REQUIRE(p && s && ckpt_dist_save_begin(s, &comm, 5, &d) == 0);
+	CHECK_OK(ckpt_dist_save_add_shard(d, g->name, g->dtype, g->ndim, g->shape, zero, g->shape,
+					  CKPT_MEM_HOST, p));
+	CHECK_OK(ckpt_dist_save_commit(d, NULL));
+	ckpt_store_close(s);
+	char out[4096], back[4096];
+	snprintf(out, sizeof out, "%s/one.safetensors", dir);
+	snprintf(back, sizeof back, "%s/back1", dir);
+	CHECK(sh("export -q '%s' 5 -o '%s'%s", store, out, "") == 0);
+	CHECK(sh("import -q '%s' --step 1 '%s'%s", back, out, "") == 0);
+	ckpt_reader *r;
+	REQUIRE((s = t_open_store(back, 0, 0)) && ckpt_reader_open(s, 1, &r) == 0);
+	long i = ckpt_reader_find(r, "w");
+	uint8_t *q = malloc(n);
+	CHECK(ckpt_reader_tensor_count(r) == 1 && i == 0);
+	CHECK(q && i == 0 && ckpt_reader_restore(r, 0, CKPT_MEM_HOST, q, n) == 0 && !memcmp(p, q, n));
+	ckpt_reader_close(r);
+	ckpt_store_close(s);
+	free(p);
+	free(q);
+}
+
 /* The case the test is for: a block boundary (every 8 MiB of the file) cuts an element of "big"
  * (the file holds the global tensors in the order of the multi-rank reader). */
 static void check_cut(const char *store, const char *file)
@@ -291,6 +343,7 @@ int main(void)
 		want += gnbytes(&G[t]);
 	CHECK((uint64_t)a.st_size > want && (uint64_t)a.st_size < want + 4096);
 	check_cut(store, out);
+	check_world_of_one(store, dir);
 	t_rmrf(dir);
 	free(dir);
 	return t_done();
