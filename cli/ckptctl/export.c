@@ -449,8 +449,9 @@ static int export_run(struct export *e, const char *path, uint64_t step, const c
 		e->nsel = e->nt;
 		if ((rc = ck_select(e->cmd, select, e->ts, e->ridx, &e->nt, &e->sel_names)))
 			return rc;
-		for (size_t k = 0; k < e->nt; k++) /* direct follows its tensor: by original index */
-			e->direct[k] = e->dr ? e->direct[e->ridx[k]] : (long)e->ridx[k];
+		/* ck_select keeps the order (ridx[k] >= k): direct follows its tensor in place. */
+		for (size_t k = 0; k < e->nt; k++)
+			e->direct[k] = e->direct[e->ridx[k]];
 	}
 	if ((rc = list_meta(e, select != NULL)))
 		return rc;

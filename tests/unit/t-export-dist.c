@@ -19,7 +19,7 @@
 #include "helpers.h"
 
 #define NR 4
-#define NT 7
+#define NT 9
 
 /* The global tensors; split: -1 replicated, else the sharded dimension (pieces uneven). */
 static const struct gspec {
@@ -36,6 +36,8 @@ static const struct gspec {
 	{"t3", CKPT_DTYPE_I16, 3, {5, 11, 9}, 1},
 	{"emb", CKPT_DTYPE_U16, 2, {1000, 33}, -1},
 	{"scalar", CKPT_DTYPE_F64, 0, {0}, -1},
+	{"m.a", CKPT_DTYPE_U8, 2, {10, 3}, 0}, /* --select m: "a" and "b" */
+	{"m.b", CKPT_DTYPE_I32, 1, {7}, -1},
 };
 /* The replicated empty tensor, apart: it has no bytes to check. */
 static const uint64_t empty_shape[2] = {0, 5};
@@ -275,6 +277,33 @@ static void check_world_of_one(const char *store, const char *dir)
 	free(q);
 }
 
+/* --select m of the consolidated tensors: "m.a" (sharded) and "m.b" (replicated) as "a", "b". */
+static void check_select(const char *store, const char *dir)
+{
+	char out[4096], back[4096];
+	snprintf(out, sizeof out, "%s/m.safetensors", dir);
+	snprintf(back, sizeof back, "%s/backm", dir);
+	CHECK(sh("export -q '%s' 1 -o '%s' --select %s", store, out, "m") == 0);
+	CHECK(sh("import -q '%s' --step 1 '%s'%s", back, out, "") == 0);
+	ckpt_store *s = t_open_store(back, 0, 0);
+	ckpt_reader *r;
+	REQUIRE(s && ckpt_reader_open(s, 1, &r) == 0);
+	CHECK(ckpt_reader_tensor_count(r) == 2);
+	for (size_t t = NT - 2; t < NT; t++) {
+		long i = ckpt_reader_find(r, G[t].name + 2);
+		uint64_t n = gnbytes(&G[t]);
+		uint8_t p[64];
+		CHECK(i >= 0 && n <= sizeof p);
+		if (i < 0 || n > sizeof p)
+			continue;
+		CHECK_OK(ckpt_reader_restore(r, (size_t)i, CKPT_MEM_HOST, p, n));
+		for (uint64_t j = 0; j < n; j++)
+			CHECK(p[j] == gbyte(t, j));
+	}
+	ckpt_reader_close(r);
+	ckpt_store_close(s);
+}
+
 /* The case the test is for: a block boundary (every 8 MiB of the file) cuts an element of "big"
  * (the file holds the global tensors in the order of the multi-rank reader). */
 static void check_cut(const char *store, const char *file)
@@ -344,6 +373,7 @@ int main(void)
 	CHECK((uint64_t)a.st_size > want && (uint64_t)a.st_size < want + 4096);
 	check_cut(store, out);
 	check_world_of_one(store, dir);
+	check_select(store, dir);
 	t_rmrf(dir);
 	free(dir);
 	return t_done();
