@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
-# ckptctl export streams the file in 8 MiB blocks filled by several threads (cli/ckptctl/xfer.c):
+# ckptctl export streams the file in blocks (XFER_BLOCK) filled by several threads (cli/ckptctl/xfer.c):
 # round trips stay byte-identical for tensors that span blocks (cut at offsets that are not
 # element boundaries), many small tensors in one block, zero-size tensors at the start, at the end
 # and exactly on a block boundary; standard output (one thread, in order) gives the same bytes; a
 # chunk that fails its digest in a later block fails the export with the store file named, no
 # output file and no temporary file, and an existing output file unchanged.
 . tests/cli/lib.sh
+# The block size in MiB, as the build has it: the cases below are laid out on its boundaries.
+BLOCK_MIB=$(sed -n 's/^#define XFER_BLOCK (\([0-9]*\)u << 20)$/\1/p' "$ROOT/cli/ckptctl/xfer.h")
+[ -n "$BLOCK_MIB" ] || { echo "cannot read XFER_BLOCK from cli/ckptctl/xfer.h"; exit 1; }
 
 # gen OUT CASE: the safetensors file of CASE in the canonical layout (tests/cli/mkst.py).
 gen() {
-	python3 - "$ROOT/tests/cli" "$1" "$2" <<'PY'
+	python3 - "$ROOT/tests/cli" "$1" "$2" "$BLOCK_MIB" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[1])
 import mkst
-out, case = sys.argv[2], sys.argv[3]
+out, case, B = sys.argv[2], sys.argv[3], int(sys.argv[4]) << 20
 MiB = 1 << 20
 if case == "spans":
-    # 5 + 20 MiB + 12 ... bytes: big and big2 cross block boundaries off their elements' grid.
-    ts = [("head", "U8", [5]), ("big", "F32", [5 * MiB + 3]), ("mid", "F64", [7]),
-          ("big2", "BF16", [4 * MiB + 1]), ("tail", "U8", [1])]
+    # 5 bytes, 1.25 blocks of F32, 56 bytes, 1 block of BF16: big and big2 cross block
+    # boundaries off their elements' grid.
+    ts = [("head", "U8", [5]), ("big", "F32", [B * 5 // 16 + 3]), ("mid", "F64", [7]),
+          ("big2", "BF16", [B // 2 + 1]), ("tail", "U8", [1])]
 elif case == "small":
     dts = ["U8", "F32", "BF16", "I64", "BOOL", "F64", "I16"]
     ts = [("t.%04d" % i, dts[i % 7], [i % 13, 1 + i % 3]) for i in range(3000)]
@@ -28,11 +32,11 @@ elif case == "zeros":
     def tens(n):
         return [("a0", "F32", [0]), ("a", "U8", [n]), ("z0", "F32", [0]), ("z1", "U8", [0, 3]),
                 ("b", "I32", [25]), ("zz", "F64", [2, 0])]
-    n = 8 * MiB
+    n = B
     for _ in range(3):
-        n = 8 * MiB - (len(mkst.build(tens(n), {"k": "v"})) - n - 100)
+        n = B - (len(mkst.build(tens(n), {"case": case})) - n - 100)
     ts = tens(n)
-    assert len(mkst.build(ts, {"k": "v"})) - 100 == 8 * MiB
+    assert len(mkst.build(ts, {"case": case})) - 100 == B
 open(out, "wb").write(mkst.build(ts, {"case": case}, seed=3))
 PY
 }

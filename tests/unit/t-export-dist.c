@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 
 #include "helpers.h"
+#include "../../cli/ckptctl/xfer.h" /* XFER_BLOCK: "big" must cross a block boundary */
 
 #define NR 4
 #define NT 9
@@ -31,7 +32,7 @@ static const struct gspec {
 } G[NT] = {
 	{"odd", CKPT_DTYPE_U8, 2, {1, 13}, 1},
 	{"w", CKPT_DTYPE_F32, 2, {300, 70}, 0},
-	{"big", CKPT_DTYPE_F32, 3, {3, 1100, 701}, 2},
+	{"big", CKPT_DTYPE_F32, 3, {3, XFER_BLOCK / (3 * 701 * 4) + 50, 701}, 2},
 	{"cols", CKPT_DTYPE_BF16, 2, {64, 40}, 1},
 	{"t3", CKPT_DTYPE_I16, 3, {5, 11, 9}, 1},
 	{"emb", CKPT_DTYPE_U16, 2, {1000, 33}, -1},
@@ -304,7 +305,7 @@ static void check_select(const char *store, const char *dir)
 	ckpt_store_close(s);
 }
 
-/* The case the test is for: a block boundary (every 8 MiB of the file) cuts an element of "big"
+/* The case the test is for: a block boundary (every XFER_BLOCK bytes) cuts an element of "big"
  * (the file holds the global tensors in the order of the multi-rank reader). */
 static void check_cut(const char *store, const char *file)
 {
@@ -322,8 +323,8 @@ static void check_cut(const char *store, const char *file)
 		ckpt_tensor_info ti;
 		REQUIRE(ckpt_dist_reader_tensor(d, k, &ti) == 0);
 		if (!strcmp(ti.name, "big")) {
-			uint64_t cut = (8u << 20) - off;
-			CHECK(off < (8u << 20) && off + ti.nbytes > (8u << 20) && cut % 4 != 0);
+			uint64_t cut = XFER_BLOCK - off;
+			CHECK(off < XFER_BLOCK && off + ti.nbytes > XFER_BLOCK && cut % 4 != 0);
 		}
 		off += ti.nbytes;
 	}
