@@ -218,7 +218,8 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-/* Turns O_DIRECT on for fd where the file system allows it (tmpfs refuses: buffered writes). */
+/* Turns O_DIRECT on for fd where the file system allows it (where it refuses, as tmpfs before
+ * Linux 6.6 does: buffered writes). */
 static bool try_direct(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
@@ -275,11 +276,13 @@ int xfer_export(int fd, int seekable, const uint8_t *hdr, size_t hlen, const uin
 		}
 	}
 	/* Thread 0 is the caller's (it draws the progress line); the others only read and write. */
-	for (unsigned t = 1; t < nw && !atomic_load(&j.failed); t++, started++)
-		if (pthread_create(&w[t].tid, NULL, worker, &w[t])) {
-			job_fail(&j, 1, "cannot start a thread: %s", strerror(errno));
+	for (unsigned t = 1; t < nw && !atomic_load(&j.failed); t++, started++) {
+		int e = pthread_create(&w[t].tid, NULL, worker, &w[t]);
+		if (e) {
+			job_fail(&j, 1, "cannot start a thread: %s", strerror(e));
 			break;
 		}
+	}
 	if (!atomic_load(&j.failed))
 		worker(&w[0]);
 	for (unsigned t = 1; t <= started; t++)
