@@ -1,7 +1,9 @@
 /* ckptctl export: write a checkpoint as a safetensors file, atomically (temporary file, fsync,
- * rename, directory fsync), or to standard output. */
+ * rename, directory fsync), or to standard output. The bytes are streamed in blocks by several
+ * threads (xfer.c); a multi-rank checkpoint is written consolidated: its global tensors whole. */
 #include "ckptctl.h"
 #include "safetensors.h"
+#include "xfer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 const char usage_export[] =
@@ -63,22 +64,6 @@ static void on_signal(int sig)
 	raise(sig);
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-	while (len) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static int fsync_dir_of(const char *path)
 {
 	char *copy = strdup(path);
@@ -93,29 +78,420 @@ static int fsync_dir_of(const char *path)
 	return r;
 }
 
-/* Writes header and every tensor into fd (already sized to size bytes) through a shared
- * mapping. Returns 0; -CKPT_E_UNSUPPORTED when the file cannot be mapped (nothing was written
- * then); 1 when unmapping failed (errno set); or the library's error (its message names the
- * store file: a pack that cannot be read is not the output's fault). */
-static int restore_mapped(ckpt_reader *rd, int fd, const uint8_t *hdr, size_t hlen,
-			  const struct st_out_tensor *ts, const size_t *ridx, size_t nt, uint64_t size,
-			  struct progress *bar)
+/* Metadata keys of the multi-rank layout (docs/format.md, version 2): they describe the shards,
+ * which a consolidated file no longer has. */
+#define DIST_META_PREFIX "ckpt.dist."
+
+/* One export. A multi-rank checkpoint is consolidated: its global tensors are
+ * written whole, each assembled from the shards that hold it (as DCP's dcp_to_torch_save). */
+struct export {
+	const char *cmd;
+	ckpt_store *store;
+	ckpt_reader *rd;
+	ckpt_dist_reader *dr;      /* consolidated export only */
+	ckpt_info info;
+	size_t nt, nm, nsel;
+	struct st_out_tensor *ts;
+	size_t *ridx;              /* per output tensor: its index in rd, or in dr when consolidated */
+	long *direct;              /* per output tensor: its index in rd, or -1: from shards */
+	char **sel_names;
+	const char **keys, **vals;
+};
+
+/* A reading context of one export thread: its own store handle (NULL for thread 0, which uses
+ * the caller's) and readers, since a store and its readers serve one thread at a time. */
+struct xctx {
+	ckpt_store *store;
+	ckpt_reader *rd;
+	ckpt_dist_reader *dr;
+	const struct export *e;
+};
+
+/* Restores elements [lo, hi) (row-major indices in the sub-array of dimensions d..nd-1, whose
+ * dimensions before d are fixed in off) of global tensor g into dst, as a few boxes: at most a
+ * partial row, a block of whole rows and a partial row per dimension. */
+static int read_elems(ckpt_dist_reader *dr, size_t g, const struct st_out_tensor *t,
+		      uint64_t *off, uint64_t *len, unsigned d, uint64_t lo, uint64_t hi,
+		      uint8_t *dst)
 {
-	uint8_t *map = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (map == MAP_FAILED)
-		return -CKPT_E_UNSUPPORTED;
-	memcpy(map, hdr, hlen);
-	uint64_t off = hlen;
-	int r = 0;
-	for (size_t k = 0; k < nt && r == 0; k++) {
-		if (ts[k].nbytes)
-			r = ckpt_reader_restore(rd, ridx[k], CKPT_MEM_HOST, map + off, ts[k].nbytes);
-		off += ts[k].nbytes;
-		progress_update(bar, off - hlen);
+	uint64_t es = ckpt_dtype_size(t->dtype), inner = 1;
+	unsigned nd = t->ndim;
+	if (lo >= hi)
+		return 0;
+	if (nd == 0)
+		return ckpt_dist_reader_restore_box(dr, g, off, len, dst, es);
+	for (unsigned i = d + 1; i < nd; i++)
+		inner *= t->shape[i];
+	if (d == nd - 1) {
+		off[d] = lo, len[d] = hi - lo;
+		return ckpt_dist_reader_restore_box(dr, g, off, len, dst, (hi - lo) * es);
 	}
-	if (munmap(map, (size_t)size) && r == 0)
-		r = 1;
+	uint64_t ia = lo / inner, ib = hi / inner;
+	off[d] = ia, len[d] = 1;
+	if (ia == ib)
+		return read_elems(dr, g, t, off, len, d + 1, lo - ia * inner, hi - ia * inner, dst);
+	int r = 0;
+	if (lo % inner) {
+		r = read_elems(dr, g, t, off, len, d + 1, lo % inner, inner, dst);
+		dst += (inner - lo % inner) * es;
+		ia++;
+	}
+	if (!r && ib > ia) {
+		off[d] = ia, len[d] = ib - ia;
+		for (unsigned i = d + 1; i < nd; i++)
+			off[i] = 0, len[i] = t->shape[i];
+		r = ckpt_dist_reader_restore_box(dr, g, off, len, dst, (ib - ia) * inner * es);
+		dst += (ib - ia) * inner * es;
+	}
+	if (!r && hi % inner) {
+		off[d] = ib, len[d] = 1;
+		r = read_elems(dr, g, t, off, len, d + 1, 0, hi % inner, dst);
+	}
 	return r;
+}
+
+/* Bytes [a, b) of global tensor g: a block boundary may cut an element, whose bytes then come
+ * through a one-element buffer. */
+static int read_global(ckpt_dist_reader *dr, size_t g, const struct st_out_tensor *t,
+		       uint64_t a, uint8_t *dst, uint64_t n)
+{
+	uint64_t es = ckpt_dtype_size(t->dtype), b = a + n, off[CKPT_MAX_DIMS], len[CKPT_MAX_DIMS];
+	uint8_t one[16];
+	int r;
+	if (a / es == (b - 1) / es && (a % es || b % es)) {
+		if ((r = read_elems(dr, g, t, off, len, 0, a / es, a / es + 1, one)))
+			return r;
+		memcpy(dst, one + a % es, (size_t)n);
+		return 0;
+	}
+	if (a % es) {
+		if ((r = read_elems(dr, g, t, off, len, 0, a / es, a / es + 1, one)))
+			return r;
+		memcpy(dst, one + a % es, (size_t)(es - a % es));
+		dst += es - a % es;
+	}
+	if ((r = read_elems(dr, g, t, off, len, 0, (a + es - 1) / es, b / es, dst)))
+		return r;
+	dst += (b / es - (a + es - 1) / es) * es;
+	if (b % es) {
+		if ((r = read_elems(dr, g, t, off, len, 0, b / es, b / es + 1, one)))
+			return r;
+		memcpy(dst, one, (size_t)(b % es));
+	}
+	return 0;
+}
+
+static int ctx_read(void *p, size_t k, uint64_t off, void *dst, uint64_t len)
+{
+	struct xctx *c = p;
+	const struct export *e = c->e;
+	if (e->direct[k] >= 0)
+		return ckpt_reader_restore_range(c->rd, (size_t)e->direct[k], off, dst, len);
+	return read_global(c->dr, e->ridx[k], &e->ts[k], off, dst, len);
+}
+
+static void ctx_close(struct xctx *c, unsigned n)
+{
+	for (unsigned t = 1; t < n; t++) {
+		ckpt_dist_reader_close(c[t].dr);
+		ckpt_reader_close(c[t].rd);
+		ckpt_store_close(c[t].store);
+	}
+	free(c);
+}
+
+/* Opens n reading contexts on the checkpoint already open in e (its resolved step: a checkpoint
+ * committed meanwhile does not change what is exported). Returns NULL, reported, on failure. */
+static struct xctx *ctx_open(const struct export *e, const char *path, unsigned n)
+{
+	struct xctx *c = calloc(n, sizeof *c);
+	ckpt_options *o = ckpt_options_create();
+	if (!c || !o) {
+		cli_err("%s: out of memory", e->cmd);
+		free(c);
+		ckpt_options_free(o);
+		return NULL;
+	}
+	ckpt_options_set(o, CKPT_OPT_READ_ONLY, 1);
+	c[0] = (struct xctx){NULL, e->rd, e->dr, e};
+	int r = 0;
+	unsigned t;
+	for (t = 1; t < n && r == 0; t++) {
+		c[t].e = e;
+		r = ckpt_store_open(path, o, &c[t].store);
+		if (r == 0)
+			r = ckpt_reader_open(c[t].store, e->info.step, &c[t].rd);
+		if (r == 0 && e->dr)
+			r = ckpt_dist_reader_open(c[t].store, e->info.step, &c[t].dr);
+	}
+	ckpt_options_free(o);
+	if (r) {
+		ck_fail(e->cmd, r, "opening the checkpoint for a reading thread");
+		ctx_close(c, t);
+		return NULL;
+	}
+	return c;
+}
+
+/* Fills e->ts (the output tensors, in the checkpoint's order), e->ridx and e->direct from the
+ * reader, or from the global tensors when consolidating. Returns 0 or an exit status, reported. */
+static int list_tensors(struct export *e)
+{
+	int r;
+	e->nt = e->dr ? ckpt_dist_reader_tensor_count(e->dr) : ckpt_reader_tensor_count(e->rd);
+	e->ts = calloc(e->nt ? e->nt : 1, sizeof *e->ts);
+	e->ridx = calloc(e->nt ? e->nt : 1, sizeof *e->ridx);
+	e->direct = calloc(e->nt ? e->nt : 1, sizeof *e->direct);
+	if (!e->ts || !e->ridx || !e->direct) {
+		cli_err("%s: out of memory", e->cmd);
+		return EXIT_FAIL;
+	}
+	for (size_t k = 0; k < e->nt; k++) {
+		ckpt_tensor_info ti;
+		r = e->dr ? ckpt_dist_reader_tensor(e->dr, k, &ti) : ckpt_reader_tensor(e->rd, k, &ti);
+		if (r < 0)
+			return ck_fail(e->cmd, r, "reading the tensor list");
+		if (!strcmp(ti.name, "__metadata__")) {
+			cli_err("%s: step %llu has a tensor named \"__metadata__\", which safetensors "
+				"reserves", e->cmd, (unsigned long long)e->info.step);
+			return EXIT_FAIL;
+		}
+		e->ts[k] = (struct st_out_tensor){ti.name, ti.dtype, ti.ndim, ti.shape, ti.nbytes};
+		e->ridx[k] = k;
+		/* A global tensor of one piece (replicated) is a tensor of the manifest under its
+		 * own name: read straight from it; a sharded one ("NAME@RANK" pieces) is not. */
+		e->direct[k] = (long)k;
+		if (e->dr) {
+			long i = ckpt_reader_find(e->rd, ti.name);
+			ckpt_tensor_info pi;
+			e->direct[k] = i >= 0 && !ckpt_reader_tensor(e->rd, (size_t)i, &pi) &&
+				       pi.nbytes == ti.nbytes ? i : -1;
+		}
+	}
+	return 0;
+}
+
+/* The metadata to write: the checkpoint's, without the binding's entry under --select and
+ * without the shard layout when consolidating. Returns 0 or an exit status, reported. */
+static int list_meta(struct export *e, bool select)
+{
+	size_t nm = ckpt_reader_meta_count(e->rd), n = 0;
+	e->keys = calloc(nm ? nm : 1, sizeof *e->keys);
+	e->vals = calloc(nm ? nm : 1, sizeof *e->vals);
+	if (!e->keys || !e->vals) {
+		cli_err("%s: out of memory", e->cmd);
+		return EXIT_FAIL;
+	}
+	for (size_t k = 0; k < nm; k++) {
+		int r = ckpt_reader_meta(e->rd, k, &e->keys[n], &e->vals[n]);
+		if (r < 0)
+			return ck_fail(e->cmd, r, "reading the metadata");
+		if (!e->dr || strncmp(e->keys[n], DIST_META_PREFIX, strlen(DIST_META_PREFIX)))
+			n++;
+	}
+	e->nm = select ? ck_drop_binding_meta(e->keys, e->vals, n) : n;
+	return 0;
+}
+
+/* Opens the checkpoint of step: consolidated when it was saved by ckpt_dist_save (its metadata
+ * has the world size). Returns 0 or an exit status, reported. */
+static int open_checkpoint(struct export *e, uint64_t step)
+{
+	int r = ckpt_reader_open(e->store, step, &e->rd);
+	if (r < 0) {
+		char what[64];
+		if (step == CKPT_STEP_LATEST)
+			snprintf(what, sizeof what, "no checkpoint");
+		else
+			snprintf(what, sizeof what, "step %llu", (unsigned long long)step);
+		return ck_fail(e->cmd, r, what);
+	}
+	ckpt_reader_info(e->rd, &e->info);
+	if (!ckpt_reader_get_meta(e->rd, DIST_META_PREFIX "world"))
+		return 0;
+	/* Also for a world of one rank: its sharded tensors are stored as NAME@0 too. */
+	r = ckpt_dist_reader_open(e->store, e->info.step, &e->dr);
+	return r < 0 ? ck_fail(e->cmd, r, "reading the shard table") : 0;
+}
+
+/* Makes the temporary file durable under its final name. Returns 0 or -1, reported. */
+static int commit_file(const char *cmd, int *fd, const char *tmp, const char *out)
+{
+	if (fsync(*fd)) {
+		cli_err("%s: fsync %s: %s", cmd, tmp, strerror(errno));
+		return -1;
+	}
+	int cr = close(*fd);
+	*fd = -1;
+	if (cr) {
+		cli_err("%s: close %s: %s", cmd, tmp, strerror(errno));
+		return -1;
+	}
+	if (rename(tmp, out)) {
+		cli_err("%s: rename %s to %s: %s", cmd, tmp, out, strerror(errno));
+		return -1;
+	}
+	tmp_path = NULL;
+	if (fsync_dir_of(out)) {
+		cli_err("%s: fsync the directory of %s: %s", cmd, out, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void print_result(const struct export *e, const char *out, const char *select, bool json,
+			 bool quiet, uint64_t total, uint64_t file_bytes)
+{
+	if (json) {
+		struct jw w;
+		jw_init(&w, stdout, true);
+		jw_obj_begin(&w);
+		jw_key(&w, "step"); jw_u64(&w, e->info.step);
+		jw_key(&w, "file"); jw_str(&w, out);
+		jw_key(&w, "select");
+		if (select)
+			jw_str(&w, select);
+		else
+			jw_null(&w);
+		jw_key(&w, "tensors"); jw_u64(&w, e->nt);
+		jw_key(&w, "tensor_bytes"); jw_u64(&w, total);
+		jw_key(&w, "file_bytes"); jw_u64(&w, file_bytes);
+		jw_obj_end(&w);
+		jw_finish(&w);
+	} else if (!quiet) {
+		char a[32];
+		printf("exported step %llu: %zu tensors, %s to %s\n",
+		       (unsigned long long)e->info.step, e->nt, cli_fmt_iec(total, a, sizeof a), out);
+	}
+}
+
+static void export_free(struct export *e)
+{
+	for (size_t k = 0; e->sel_names && k < e->nsel; k++)
+		free(e->sel_names[k]);
+	free(e->sel_names);
+	free(e->ridx);
+	free(e->direct);
+	free(e->ts);
+	free(e->keys);
+	free(e->vals);
+	ckpt_dist_reader_close(e->dr);
+	ckpt_reader_close(e->rd);
+	ckpt_store_close(e->store);
+}
+
+/* Creates the temporary file beside out (never following a symbolic link, never reusing a
+ * file). Returns the descriptor, or -1, reported. */
+static int create_tmp(const char *cmd, const char *out, char *tmp, size_t len)
+{
+	snprintf(tmp, len, "%s.tmp-%ld", out, (long)getpid());
+	tmp_path = tmp;
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGHUP, on_signal);
+	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	if (fd < 0) {
+		tmp_path = NULL;
+		cli_err("%s: cannot create %s: %s", cmd, tmp, strerror(errno));
+	}
+	return fd;
+}
+
+/* Streams header and tensors into fd (xfer.c) and reports a failure. Returns 0 or an exit
+ * status. */
+static int write_tensors(const struct export *e, const char *path, int fd, bool seekable,
+			 const uint8_t *hdr, size_t hlen, uint64_t total, const char *dest,
+			 struct progress *bar)
+{
+	uint64_t *nb = malloc((e->nt ? e->nt : 1) * sizeof *nb);
+	if (!nb) {
+		cli_err("%s: out of memory", e->cmd);
+		return EXIT_FAIL;
+	}
+	for (size_t k = 0; k < e->nt; k++)
+		nb[k] = e->ts[k].nbytes;
+	unsigned n = seekable ? xfer_threads(hlen + total) : 1;
+	struct xctx *c = ctx_open(e, path, n);
+	int rc = EXIT_FAIL;
+	if (c) {
+		void *ctx[XFER_MAX_THREADS];
+		for (unsigned t = 0; t < n; t++)
+			ctx[t] = &c[t];
+		struct xfer_src src = {ctx_read, ctx, n};
+		char err[4096];
+		int r = xfer_export(fd, seekable, hdr, hlen, nb, e->nt, &src, bar, err, sizeof err);
+		if (r < 0)
+			cli_err("%s: %s", e->cmd, err); /* the library's message names the store file */
+		else if (r > 0)
+			cli_err("%s: %s: %s", e->cmd, dest, err);
+		rc = r < 0 ? ck_exit_status(r) : r ? EXIT_FAIL : EXIT_OK;
+		ctx_close(c, n);
+	}
+	free(nb);
+	return rc;
+}
+
+/* The export proper, after the options were checked. */
+static int export_run(struct export *e, const char *path, uint64_t step, const char *out,
+		      const char *select, bool quiet, bool json, bool no_progress)
+{
+	bool to_stdout = !strcmp(out, "-");
+	int rc, fd = -1;
+	uint8_t *hdr = NULL;
+	char tmp[4200], label[64];
+	struct progress bar = {0};
+
+	if ((rc = ck_open_store(e->cmd, path, true, NULL, &e->store)))
+		return rc;
+	if ((rc = open_checkpoint(e, step)) || (rc = list_tensors(e)))
+		return rc;
+	if (select) {
+		e->nsel = e->nt;
+		if ((rc = ck_select(e->cmd, select, e->ts, e->ridx, &e->nt, &e->sel_names)))
+			return rc;
+		/* ck_select keeps the order (ridx[k] >= k): direct follows its tensor in place. */
+		for (size_t k = 0; k < e->nt; k++)
+			e->direct[k] = e->direct[e->ridx[k]];
+	}
+	if ((rc = list_meta(e, select != NULL)))
+		return rc;
+	uint64_t total = 0;
+	for (size_t k = 0; k < e->nt; k++)
+		total += e->ts[k].nbytes;
+	size_t hlen;
+	hdr = st_build_header(e->ts, e->nt, e->keys, e->vals, e->nm, &hlen);
+	if (!hdr) {
+		cli_err("%s: cannot build the safetensors header (out of memory or unknown dtype)",
+			e->cmd);
+		return EXIT_FAIL;
+	}
+	snprintf(label, sizeof label, "export step %llu", (unsigned long long)e->info.step);
+	progress_start(&bar, label, total, !quiet && !json && !no_progress);
+	rc = EXIT_FAIL;
+	if (to_stdout)
+		fd = STDOUT_FILENO;
+	else if ((fd = create_tmp(e->cmd, out, tmp, sizeof tmp)) < 0)
+		goto out;
+	rc = write_tensors(e, path, fd, !to_stdout, hdr, hlen, total,
+			   to_stdout ? "standard output" : tmp, &bar);
+	progress_end(&bar);
+	if (rc == EXIT_OK && !to_stdout) {
+		rc = EXIT_FAIL;
+		if (commit_file(e->cmd, &fd, tmp, out))
+			goto out;
+		print_result(e, out, select, json, quiet, total, hlen + total);
+		rc = EXIT_OK;
+	}
+out:
+	progress_end(&bar);
+	if (fd >= 0 && fd != STDOUT_FILENO)
+		close(fd);
+	if (tmp_path) {
+		unlink(tmp_path);
+		tmp_path = NULL;
+	}
+	free(hdr);
+	return rc;
 }
 
 int cmd_export(int argc, char **argv)
@@ -157,209 +533,8 @@ int cmd_export(int argc, char **argv)
 	if (to_stdout && isatty(STDOUT_FILENO))
 		return cli_usage_err(cmd, "refusing to write binary data to a terminal");
 
-	int rc, r, fd = -1;
-	ckpt_store *store = NULL;
-	ckpt_reader *rd = NULL;
-	struct st_out_tensor *ts = NULL;
-	size_t *ridx = NULL, nsel = 0;
-	char **sel_names = NULL;
-	const char **keys = NULL, **vals = NULL;
-	uint8_t *hdr = NULL, *buf = NULL;
-	char tmp[4200], label[64];
-	ckpt_info info;
-	struct progress bar = {0};
-
-	if ((rc = ck_open_store(cmd, argv[optind], true, NULL, &store)))
-		return rc;
-	rc = EXIT_FAIL;
-	r = ckpt_reader_open(store, step, &rd);
-	if (r < 0) {
-		char what[64];
-		if (step == CKPT_STEP_LATEST)
-			snprintf(what, sizeof what, "no checkpoint");
-		else
-			snprintf(what, sizeof what, "step %llu", (unsigned long long)step);
-		rc = ck_fail(cmd, r, what);
-		goto out;
-	}
-	ckpt_reader_info(rd, &info);
-	size_t nt = ckpt_reader_tensor_count(rd), nm = ckpt_reader_meta_count(rd);
-	ts = calloc(nt ? nt : 1, sizeof *ts);
-	ridx = calloc(nt ? nt : 1, sizeof *ridx);
-	keys = calloc(nm ? nm : 1, sizeof *keys);
-	vals = calloc(nm ? nm : 1, sizeof *vals);
-	if (!ts || !ridx || !keys || !vals) {
-		cli_err("%s: out of memory", cmd);
-		goto out;
-	}
-	uint64_t maxb = 0, total = 0;
-	for (size_t k = 0; k < nt; k++) {
-		ckpt_tensor_info ti;
-		if ((r = ckpt_reader_tensor(rd, k, &ti)) < 0) {
-			rc = ck_fail(cmd, r, "reading the tensor list");
-			goto out;
-		}
-		if (!strcmp(ti.name, "__metadata__")) {
-			cli_err("%s: step %llu has a tensor named \"__metadata__\", which safetensors "
-				"reserves", cmd, (unsigned long long)info.step);
-			goto out;
-		}
-		ts[k] = (struct st_out_tensor){ti.name, ti.dtype, ti.ndim, ti.shape, ti.nbytes};
-		ridx[k] = k;
-	}
-	if (select) {
-		nsel = nt;
-		if ((rc = ck_select(cmd, select, ts, ridx, &nt, &sel_names)))
-			goto out;
-		rc = EXIT_FAIL;
-	}
-	for (size_t k = 0; k < nt; k++) {
-		if (ts[k].nbytes > maxb)
-			maxb = ts[k].nbytes;
-		total += ts[k].nbytes;
-	}
-	for (size_t k = 0; k < nm; k++)
-		if ((r = ckpt_reader_meta(rd, k, &keys[k], &vals[k])) < 0) {
-			rc = ck_fail(cmd, r, "reading the metadata");
-			goto out;
-		}
-	if (select)
-		nm = ck_drop_binding_meta(keys, vals, nm);
-	size_t hlen;
-	hdr = st_build_header(ts, nt, keys, vals, nm, &hlen);
-	if (!hdr) {
-		cli_err("%s: cannot build the safetensors header (out of memory or unknown dtype)",
-			cmd);
-		goto out;
-	}
-	const char *dest = to_stdout ? "standard output" : tmp;
-	snprintf(label, sizeof label, "export step %llu", (unsigned long long)info.step);
-	progress_start(&bar, label, total, !quiet && !json && !no_progress);
-	if (to_stdout)
-		fd = STDOUT_FILENO;
-	else {
-		snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out, (long)getpid());
-		tmp_path = tmp;
-		signal(SIGINT, on_signal);
-		signal(SIGTERM, on_signal);
-		signal(SIGHUP, on_signal);
-		fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-		if (fd < 0) {
-			tmp_path = NULL;
-			cli_err("%s: cannot create %s: %s", cmd, tmp, strerror(errno));
-			goto out;
-		}
-	}
-	if (!to_stdout) {
-		/* A file: reserve its blocks, map it and restore every tensor in place, so that no
-		 * tensor is buffered in memory. Where the file system cannot reserve blocks, write
-		 * through a buffer as for standard output. */
-		int e = hlen + total > (uint64_t)SIZE_MAX ? EFBIG :
-			posix_fallocate(fd, 0, (off_t)(hlen + total));
-		if (e == 0) {
-			r = restore_mapped(rd, fd, hdr, hlen, ts, ridx, nt, hlen + total, &bar);
-			if (r == 0)
-				goto written;
-			if (r != -CKPT_E_UNSUPPORTED) {
-				rc = r == 1 ? (cli_err("%s: munmap %s: %s", cmd, tmp, strerror(errno)),
-					       EXIT_FAIL)
-					    : ck_fail(cmd, r, "reading a tensor");
-				goto out;
-			}
-		} else if (e != EOPNOTSUPP && e != EINVAL) {
-			cli_err("%s: cannot allocate %llu bytes for %s: %s", cmd,
-				(unsigned long long)(hlen + total), tmp, strerror(e));
-			goto out;
-		}
-	}
-	if (maxb > SIZE_MAX || (maxb && !(buf = malloc((size_t)maxb)))) {
-		cli_err("%s: out of memory for a tensor of %llu bytes", cmd, (unsigned long long)maxb);
-		goto out;
-	}
-	if (write_all(fd, hdr, hlen)) {
-		cli_err("%s: write %s: %s", cmd, dest, strerror(errno));
-		goto out;
-	}
-	uint64_t sent = 0;
-	for (size_t k = 0; k < nt; k++) {
-		if (!ts[k].nbytes)
-			continue;
-		progress_update(&bar, sent);
-		sent += ts[k].nbytes;
-		r = ckpt_reader_restore(rd, ridx[k], CKPT_MEM_HOST, buf, ts[k].nbytes);
-		if (r < 0) {
-			rc = ck_fail(cmd, r, "reading a tensor");
-			goto out;
-		}
-		if (write_all(fd, buf, (size_t)ts[k].nbytes)) {
-			cli_err("%s: write %s: %s", cmd, dest, strerror(errno));
-			goto out;
-		}
-	}
-written:
-	progress_end(&bar);
-	if (!to_stdout) {
-		if (fsync(fd)) {
-			cli_err("%s: fsync %s: %s", cmd, tmp, strerror(errno));
-			goto out;
-		}
-		int cr = close(fd);
-		fd = -1;
-		if (cr) {
-			cli_err("%s: close %s: %s", cmd, tmp, strerror(errno));
-			goto out;
-		}
-		if (rename(tmp, out)) {
-			cli_err("%s: rename %s to %s: %s", cmd, tmp, out, strerror(errno));
-			goto out;
-		}
-		tmp_path = NULL;
-		if (fsync_dir_of(out)) {
-			cli_err("%s: fsync the directory of %s: %s", cmd, out, strerror(errno));
-			goto out;
-		}
-		if (json) {
-			struct jw w;
-			jw_init(&w, stdout, true);
-			jw_obj_begin(&w);
-			jw_key(&w, "step"); jw_u64(&w, info.step);
-			jw_key(&w, "file"); jw_str(&w, out);
-			jw_key(&w, "select");
-			if (select)
-				jw_str(&w, select);
-			else
-				jw_null(&w);
-			jw_key(&w, "tensors"); jw_u64(&w, nt);
-			jw_key(&w, "tensor_bytes"); jw_u64(&w, total);
-			jw_key(&w, "file_bytes"); jw_u64(&w, hlen + total);
-			jw_obj_end(&w);
-			jw_finish(&w);
-		} else if (!quiet) {
-			char a[32];
-			printf("exported step %llu: %zu tensors, %s to %s\n",
-			       (unsigned long long)info.step, nt, cli_fmt_iec(total, a, sizeof a),
-			       out);
-		}
-	}
-	rc = EXIT_OK;
-out:
-	progress_end(&bar);
-	if (fd >= 0 && fd != STDOUT_FILENO)
-		close(fd);
-	if (tmp_path) {
-		unlink(tmp_path);
-		tmp_path = NULL;
-	}
-	free(buf);
-	free(hdr);
-	for (size_t k = 0; sel_names && k < nsel; k++)
-		free(sel_names[k]);
-	free(sel_names);
-	free(ridx);
-	free(ts);
-	free(keys);
-	free(vals);
-	ckpt_reader_close(rd);
-	ckpt_store_close(store);
+	struct export e = {.cmd = cmd};
+	int rc = export_run(&e, argv[optind], step, out, select, quiet, json, no_progress);
+	export_free(&e);
 	return rc;
 }
