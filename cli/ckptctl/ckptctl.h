@@ -9,31 +9,31 @@
 #include "ckpt.h"
 #include "cli.h"
 
-int cmd_import(int argc, char **argv);
-int cmd_export(int argc, char **argv);
-int cmd_list(int argc, char **argv);
-int cmd_verify(int argc, char **argv);
-int cmd_show(int argc, char **argv);
-int cmd_diff(int argc, char **argv);
-int cmd_du(int argc, char **argv);
-int cmd_prune(int argc, char **argv);
-int cmd_gc(int argc, char **argv);
-int cmd_delete(int argc, char **argv);
+/* The commands, each declared with its options in its own file. */
+extern const struct cli_cmd ck_cmd_import, ck_cmd_export, ck_cmd_list, ck_cmd_verify, ck_cmd_show,
+	ck_cmd_diff, ck_cmd_du, ck_cmd_prune, ck_cmd_delete, ck_cmd_gc;
 
-extern const char usage_import[], usage_export[], usage_list[], usage_verify[];
-extern const char usage_show[], usage_diff[], usage_du[], usage_prune[], usage_gc[];
-extern const char usage_delete[];
+/* The positional arguments of a command that works on a store: STORE first, then min-1 to
+ * max-1 more (max < 0: no limit); step_next when a STEP may follow STORE (see ck_default_store).
+ * missing[n] is the message for n (< min) arguments. */
+struct ck_pos {
+	int min, max;
+	bool step_next;
+	const char *missing[4];
+};
+
+/* Parses the options of cmd into args (cli_parse_opts), then the positional arguments by pos,
+ * STORE taken from CKPT_STORE when it is left out: on return they are (*argv)[1..*argc), STORE
+ * first. Reports a usage error. Returns -1 to go on, or the exit status to return. */
+int ck_parse(const struct cli_cmd *cmd, void *args, int *argc, char ***argv,
+	     const struct ck_pos *pos);
 
 /* Parses a STEP argument: a decimal number or "latest" (CKPT_STEP_LATEST). Returns 0, or prints a
  * usage error for cmd and returns EXIT_USAGE. */
 int ck_parse_step(const char *cmd, const char *s, uint64_t *out);
 
-/* Reports a getopt_long() failure (it returned c, with opterr 0 and ':' leading the short
- * options) as a usage error for cmd. Returns EXIT_USAGE. */
-int ck_bad_option(const char *cmd, int c, char **argv);
-
-/* CKPT_STORE: the store when a command's STORE argument is left out. Call after getopt_long(),
- * whose positional arguments are argv[optind..argc): when CKPT_STORE is set and there are fewer
+/* CKPT_STORE: the store when a command's STORE argument is left out. Call after the options are
+ * parsed, with the positional arguments in argv[optind..argc): when CKPT_STORE is set and there are fewer
  * than min of them (STORE included), or the first looks like a STEP (a number or "latest") that
  * is no directory and the command takes a STEP after STORE (step_next), *argv becomes a copy with
  * CKPT_STORE inserted at optind. Returns the new argc. */
@@ -84,9 +84,9 @@ struct ck_gc_opts {
 };
 /* Parses a fraction from 0 to 1. Returns 0 or -1. */
 int ck_parse_fraction(const char *s, double *out);
-/* Handles option c (CK_OPT_*) with its argument: returns 0, EXIT_USAGE (reported), or -1 when c is
- * not one of them. */
-int ck_gc_option(const char *cmd, int c, const char *arg, struct ck_gc_opts *o);
+/* The call of the --max-unused and --compact-below table entries (code CK_OPT_*, target a
+ * struct ck_gc_opts): returns 0 or EXIT_USAGE (reported). */
+int ck_gc_option(const char *cmd, int c, const char *arg, void *target);
 /* Fills in the defaults: max_unused CKPT_GC_MAX_UNUSED_DEFAULT, unless only --compact-below was
  * given (then no limit). */
 void ck_gc_finish(struct ck_gc_opts *o);

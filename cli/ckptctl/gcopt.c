@@ -35,8 +35,9 @@ static int parse_max_unused(const char *s, double *out)
 	return 0;
 }
 
-int ck_gc_option(const char *cmd, int c, const char *arg, struct ck_gc_opts *o)
+int ck_gc_option(const char *cmd, int c, const char *arg, void *target)
 {
+	struct ck_gc_opts *o = target;
 	switch (c) {
 	case CK_OPT_MAX_UNUSED:
 		if (parse_max_unused(arg, &o->pol.max_unused))
@@ -51,7 +52,7 @@ int ck_gc_option(const char *cmd, int c, const char *arg, struct ck_gc_opts *o)
 		o->have_compact_below = true;
 		return 0;
 	}
-	return -1;
+	return EXIT_USAGE;
 }
 
 void ck_gc_finish(struct ck_gc_opts *o)

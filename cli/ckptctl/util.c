@@ -2,7 +2,6 @@
  * to messages and exit statuses. */
 #include "ckptctl.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,15 +77,6 @@ const char *ck_invalid_reason(ckpt_store *store, const ckpt_info *info, char *bu
 	return buf;
 }
 
-int ck_bad_option(const char *cmd, int c, char **argv)
-{
-	if (c == ':')
-		return cli_usage_err(cmd, "option '%s' needs a value", argv[optind - 1]);
-	if (optopt && optopt < 256)
-		return cli_usage_err(cmd, "unknown option '-%c'", optopt);
-	return cli_usage_err(cmd, "unknown option '%s'", argv[optind - 1]);
-}
-
 /* True for what ck_parse_step() takes: "latest" or a decimal number. */
 static bool looks_like_step(const char *s)
 {
@@ -122,4 +112,19 @@ int ck_default_store(int argc, char ***argv, int optind_, int min, bool step_nex
 	v[argc + 1] = NULL;
 	*argv = v;
 	return argc + 1;
+}
+
+int ck_parse(const struct cli_cmd *cmd, void *args, int *argc, char ***argv,
+	     const struct ck_pos *pos)
+{
+	int rc = cli_parse_opts(cmd, args, argc, *argv);
+	if (rc >= 0)
+		return rc;
+	*argc = ck_default_store(*argc, argv, 1, pos->min, pos->step_next);
+	int npos = *argc - 1;
+	if (npos < pos->min)
+		return cli_usage_err(cmd->name, "%s", pos->missing[npos < 3 ? npos : 3]);
+	if (pos->max >= 0 && npos > pos->max)
+		return cli_usage_err(cmd->name, "too many arguments");
+	return -1;
 }
