@@ -24,6 +24,12 @@ $(HOOK_CKPTCTL): $(HOOK_CKPTCTL_OBJ) $(CLI_COMMON_OBJ) $(TLIB)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(HOOK_CKPTCTL_OBJ) $(CLI_COMMON_OBJ) $(TLIB) $(LDLIBS)
 TEST_EXTRA += $(HOOK_CKPTCTL)
 
+# The option tables of cli/common (parser, --help, __complete), linked with its objects only.
+$(B)/tests/bin/t-cli-opts: tests/cli/t-cli-opts.c $(CLI_COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Icli/common $< $(CLI_COMMON_OBJ) -o $@ $(ALL_LDFLAGS)
+TEST_EXTRA += $(B)/tests/bin/t-cli-opts
+
 tests: all $(TEST_BINS) $(TEST_EXTRA)
 
 check: test-deps
