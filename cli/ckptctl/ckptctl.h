@@ -33,11 +33,11 @@ int ck_parse(const struct cli_cmd *cmd, void *args, int *argc, char ***argv,
 int ck_parse_step(const char *cmd, const char *s, uint64_t *out);
 
 /* CKPT_STORE: the store when a command's STORE argument is left out. Call after the options are
- * parsed, with the positional arguments in argv[optind..argc): when CKPT_STORE is set and there are fewer
+ * parsed, with the positional arguments in argv[at..argc): when CKPT_STORE is set and there are fewer
  * than min of them (STORE included), or the first looks like a STEP (a number or "latest") that
  * is no directory and the command takes a STEP after STORE (step_next), *argv becomes a copy with
- * CKPT_STORE inserted at optind. Returns the new argc. */
-int ck_default_store(int argc, char ***argv, int optind, int min, bool step_next);
+ * CKPT_STORE inserted at at. Returns the new argc. */
+int ck_default_store(int argc, char ***argv, int at, int min, bool step_next);
 
 /* The exit status for a negative CKPT_E_* code: EXIT_NOTFOUND, EXIT_BUSY or EXIT_FAIL. */
 int ck_exit_status(int err);

@@ -90,15 +90,15 @@ static bool looks_like_step(const char *s)
 	return true;
 }
 
-int ck_default_store(int argc, char ***argv, int optind_, int min, bool step_next)
+int ck_default_store(int argc, char ***argv, int at, int min, bool step_next)
 {
 	const char *env = getenv("CKPT_STORE");
-	int npos = argc - optind_;
+	int npos = argc - at;
 	if (!env || !*env)
 		return argc;
 	if (npos >= min) {
 		struct stat st;
-		const char *first = (*argv)[optind_];
+		const char *first = (*argv)[at];
 		if (!step_next || !looks_like_step(first) || (!stat(first, &st) && S_ISDIR(st.st_mode)))
 			return argc;
 	}
@@ -106,9 +106,9 @@ int ck_default_store(int argc, char ***argv, int optind_, int min, bool step_nex
 	char **v = malloc(((size_t)argc + 2) * sizeof *v);
 	if (!v)
 		return argc;
-	memcpy(v, *argv, (size_t)optind_ * sizeof *v);
-	v[optind_] = (char *)env;
-	memcpy(v + optind_ + 1, *argv + optind_, (size_t)npos * sizeof *v);
+	memcpy(v, *argv, (size_t)at * sizeof *v);
+	v[at] = (char *)env;
+	memcpy(v + at + 1, *argv + at, (size_t)npos * sizeof *v);
 	v[argc + 1] = NULL;
 	*argv = v;
 	return argc + 1;

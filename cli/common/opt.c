@@ -88,8 +88,10 @@ static const struct cli_opt *find_long(const struct cli_opt *opts, const char *a
 	for (const struct cli_opt *o = opts; o->kind != CLI_END; o++) {
 		if (!is_option(o) || strncmp(o->name, a, len))
 			continue;
-		if (!o->name[len])
+		if (!o->name[len]) { /* exact: "--keep" is not a prefix of "--keep-last" then */
+			*ambiguous = false;
 			return o;
+		}
 		*ambiguous = hit != NULL;
 		hit = o;
 	}
