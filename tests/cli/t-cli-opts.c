@@ -43,6 +43,7 @@ static const struct cli_opt opts[] = {
 	 .min = 1, .max = 9, .bad = "bad level '%s': 1 to 9"},
 	{CLI_OPT(CLI_ENUM, "mode", 0, CLI_AT(struct args, mode), NULL, "how"), .values = modes},
 	{CLI_OPT(CLI_FLAG, "keep-all", 0, CLI_AT(struct args, keep_all), NULL, "all")},
+	{CLI_OPT(CLI_FLAG, "keep-old", 0, CLI_AT(struct args, keep_all), NULL, "old")},
 	{CLI_OPT(CLI_CALL, "keep", 'k', 0, "X", "repeatable"), .call = on_call, .code = 7},
 	CLI_OPT_END,
 };
@@ -169,8 +170,8 @@ static void test_errors(void)
 	CHECK(parse(&r, l13, false) == -1 && r.a.level == 2);
 	char l14[] = "--mo fast --a";
 	CHECK(parse(&r, l14, false) == -1 && r.a.all);
-	/* A name that is also the prefix of another (--keep, --keep-all) is itself; "--kee" is
-	 * ambiguous. */
+	/* A name that is also the prefix of others (--keep; --keep-all, --keep-old) is itself;
+	 * "--kee" is ambiguous. */
 	char l15[] = "--keep 5 --keep-a";
 	CHECK(parse(&r, l15, false) == -1 && r.a.calls == 1 && r.a.keep_all);
 	char l16[] = "--kee 5";
@@ -187,7 +188,7 @@ static void test_help(void)
 	char l2[] = "x -h";
 	CHECK(parse(&r, l2, true) == EXIT_OK);
 	CHECK(strstr(err, "Usage: ckpt tst [--json] [--quiet] [--all] --output FILE [--size SIZE]"));
-	CHECK(strstr(err, "[--mode fast|safe] [--keep-all] [--keep X] STORE...\nTests the tables.\n\nOutput:\n"));
+	CHECK(strstr(err, "[--mode fast|safe] [--keep-all] [--keep-old] [--keep X] STORE...\nTests the tables.\n\nOutput:\n"));
 	/* The text column: after the longest names ("    --mode fast|safe"), for every line. */
 	CHECK(strstr(err, "\nOutput:\n      --json             print JSON\n"));
 	CHECK(strstr(err, "\n  -o, --output FILE      where\n                         to write\n"));
@@ -212,7 +213,8 @@ static void test_complete(void)
 {
 	CHECK(caught(true, do_complete_cmd, NULL) == EXIT_OK);
 	CHECK(!strcmp(err, "--json\n--quiet\n-q\n--all\n-a\n--output=\n-o=\n--size=\n--level=\n"
-			   "-l=\n--mode=\n--keep-all\n--keep=\n-k=\n--help\n-h\n"));
+			   "-l=\n--mode=\n--keep-all\n--keep-old\n--keep=\n-k=\n"
+			   "--help\n-h\n"));
 	CHECK(caught(true, do_complete_values, "--mode") == EXIT_OK && !strcmp(err, "fast\nsafe\n"));
 	CHECK(caught(true, do_complete_values, "-o") == EXIT_OK && !strcmp(err, "@file\n"));
 	CHECK(caught(true, do_complete_values, "--nope") == EXIT_USAGE);
