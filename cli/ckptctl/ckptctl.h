@@ -27,6 +27,12 @@ struct ck_pos {
  * first. Reports a usage error. Returns -1 to go on, or the exit status to return. */
 int ck_parse(const struct cli_cmd *cmd, void *args, int *argc, char ***argv,
 	     const struct ck_pos *pos);
+/* The positional arguments of a command that takes STORE alone. */
+extern const struct ck_pos ck_pos_store;
+/* ck_parse() by ck_pos_store, then opens the store (read-only when ro) into *store. Returns -1
+ * when it is open, or the exit status to return (reported). */
+int ck_parse_open(const struct cli_cmd *cmd, void *args, int *argc, char ***argv, bool ro,
+		  ckpt_store **store);
 
 /* Parses a STEP argument: a decimal number or "latest" (CKPT_STEP_LATEST). Returns 0, or prints a
  * usage error for cmd and returns EXIT_USAGE. */
@@ -82,6 +88,28 @@ struct ck_gc_opts {
 	struct progress bar; /* of the compaction, started on its first report */
 	bool progress, bar_started;
 };
+/* Words the completion offers for --max-unused and --compact-below. */
+extern const char *const ck_max_unused_words[], *const ck_fraction_words[];
+/* The options prune and delete share, of their argument struct T (fields gc, g, dry; json):
+ * those before --force, whose text differs, and --json after it. */
+#define CK_REMOVAL_GC_OPTS(T) \
+	{CLI_OPT(CLI_FLAG, "gc", 0, CLI_AT(T, gc), NULL, \
+		 "then collect garbage and compact, as 'ckptctl gc'")}, \
+	{CLI_OPT(CLI_CALL, "max-unused", 0, CLI_AT(T, g), "LIMIT", \
+		 "with --gc: leave at most LIMIT of the pack bytes as garbage\n" \
+		 "(default 10%; see 'ckptctl gc --help')"), \
+	 .values = ck_max_unused_words, .call = ck_gc_option, .code = CK_OPT_MAX_UNUSED}, \
+	{CLI_OPT(CLI_CALL, "compact-below", 'c', CLI_AT(T, g), "F", \
+		 "with --gc: also compact packs whose live share is below F"), \
+	 .values = ck_fraction_words, .call = ck_gc_option, .code = CK_OPT_COMPACT_BELOW}, \
+	{CLI_OPT(CLI_FLAG, "dry-run", 0, CLI_AT(T, dry), NULL, \
+		 "print what would be removed, copied and freed; change nothing")}
+#define CK_REMOVAL_JSON_OPT(T) \
+	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(T, json), NULL, \
+		 "print a JSON object: dry_run, removed (steps), kept (steps),\n" \
+		 "with --gc also gc, compact_below and max_unused, then\n" \
+		 "packs_removed, packs_compacted, manifests_rewritten,\n" \
+		 "leftovers_removed, bytes_freed and bytes_copied (bytes)")}
 /* Parses a fraction from 0 to 1. Returns 0 or -1. */
 int ck_parse_fraction(const char *s, double *out);
 /* The call of the --max-unused and --compact-below table entries (code CK_OPT_*, target a

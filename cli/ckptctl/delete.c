@@ -15,29 +15,13 @@ struct delete_args {
 	size_t n;
 };
 
-static const char *const max_unused_words[] = {"5%", "10%", "20%", "unlimited", NULL};
-static const char *const fraction_words[] = {"0", "0.25", "0.5", "0.75", NULL};
 
 static const struct cli_opt delete_opts[] = {
-	{CLI_OPT(CLI_FLAG, "gc", 0, CLI_AT(struct delete_args, gc), NULL,
-	 "then collect garbage and compact, as 'ckptctl gc'")},
-	{CLI_OPT(CLI_CALL, "max-unused", 0, CLI_AT(struct delete_args, g), "LIMIT",
-	 "with --gc: leave at most LIMIT of the pack bytes as garbage\n"
-	 "(default 10%; see 'ckptctl gc --help')"),
-	 .values = max_unused_words, .call = ck_gc_option, .code = CK_OPT_MAX_UNUSED},
-	{CLI_OPT(CLI_CALL, "compact-below", 'c', CLI_AT(struct delete_args, g), "F",
-	 "with --gc: also compact packs whose live share is below F"),
-	 .values = fraction_words, .call = ck_gc_option, .code = CK_OPT_COMPACT_BELOW},
-	{CLI_OPT(CLI_FLAG, "dry-run", 0, CLI_AT(struct delete_args, dry), NULL,
-	 "print what would be removed, copied and freed; change nothing")},
+	CK_REMOVAL_GC_OPTS(struct delete_args),
 	{CLI_OPT(CLI_FLAG, "force", 0, CLI_AT(struct delete_args, force), NULL,
 	 "also remove the newest valid checkpoint, and proceed although\n"
 	 "manifests are damaged (a damaged one may be deleted by its step)")},
-	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct delete_args, json), NULL,
-	 "print a JSON object: dry_run, removed (steps), kept (steps),\n"
-	 "with --gc also gc, compact_below and max_unused, then\n"
-	 "packs_removed, packs_compacted, manifests_rewritten,\n"
-	 "leftovers_removed, bytes_freed and bytes_copied (bytes)")},
+	CK_REMOVAL_JSON_OPT(struct delete_args),
 	CLI_OPT_END,
 };
 

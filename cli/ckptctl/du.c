@@ -37,21 +37,16 @@ const struct cli_cmd ck_cmd_du = {
 		"  ckptctl du /mnt/nvme/ckpt\n",
 };
 
-static const struct ck_pos du_pos = {1, 1, false, {"expected STORE"}};
-
 static int cmd_du(int argc, char **argv)
 {
 	const char *cmd = "du";
 	struct du_args opt = {0};
-	int rc = ck_parse(&ck_cmd_du, &opt, &argc, &argv, &du_pos);
+	ckpt_store *store;
+	int rc = ck_parse_open(&ck_cmd_du, &opt, &argc, &argv, true, &store);
 	if (rc >= 0)
 		return rc;
 	bool json = opt.json;
-
-	ckpt_store *store;
-	rc = ck_open_store(cmd, argv[1], true, NULL, &store);
-	if (rc)
-		return rc;
+	rc = 0;
 	ckpt_du *du = NULL;
 	int r = ckpt_store_du(store, &du);
 	if (r < 0) {

@@ -12,20 +12,18 @@ struct gc_args {
 	bool json, dry, force, no_progress;
 };
 
-static const char *const max_unused_words[] = {"5%", "10%", "20%", "unlimited", NULL};
-static const char *const fraction_words[] = {"0", "0.25", "0.5", "0.75", NULL};
 
 static const struct cli_opt gc_opts[] = {
 	{CLI_OPT(CLI_CALL, "max-unused", 0, CLI_AT(struct gc_args, g), "LIMIT",
 	 "leave at most LIMIT of the pack bytes as garbage: a\n"
 	 "percentage such as 5% or 'unlimited' (default 10%, or\n"
 	 "unlimited when only --compact-below is given)"),
-	 .values = max_unused_words, .call = ck_gc_option, .code = CK_OPT_MAX_UNUSED},
+	 .values = ck_max_unused_words, .call = ck_gc_option, .code = CK_OPT_MAX_UNUSED},
 	{CLI_OPT(CLI_CALL, "compact-below", 'c', CLI_AT(struct gc_args, g), "FRACTION",
 	 "also compact every pack whose live share is below\n"
 	 "FRACTION, 0 to 1 (default 0; --compact-below 0 alone\n"
 	 "disables compaction)"),
-	 .values = fraction_words, .call = ck_gc_option, .code = CK_OPT_COMPACT_BELOW},
+	 .values = ck_fraction_words, .call = ck_gc_option, .code = CK_OPT_COMPACT_BELOW},
 	{CLI_OPT(CLI_FLAG, "dry-run", 0, CLI_AT(struct gc_args, dry), NULL,
 	 "print what would be done, copied and freed; change nothing")},
 	{CLI_OPT(CLI_FLAG, "force", 0, CLI_AT(struct gc_args, force), NULL,
@@ -62,13 +60,12 @@ const struct cli_cmd ck_cmd_gc = {
 		"  ckptctl gc /mnt/nvme/ckpt --max-unused 5% --dry-run\n",
 };
 
-static const struct ck_pos gc_pos = {1, 1, false, {"expected STORE"}};
-
 static int cmd_gc(int argc, char **argv)
 {
 	const char *cmd = "gc";
 	struct gc_args opt = {0};
-	int rc = ck_parse(&ck_cmd_gc, &opt, &argc, &argv, &gc_pos);
+	ckpt_store *store;
+	int rc = ck_parse_open(&ck_cmd_gc, &opt, &argc, &argv, false, &store);
 	if (rc >= 0)
 		return rc;
 	bool json = opt.json, dry = opt.dry, force = opt.force;
@@ -76,11 +73,6 @@ static int cmd_gc(int argc, char **argv)
 	const char *path = argv[1];
 	ck_gc_finish(&g);
 	ck_gc_progress(&g, !json && !opt.no_progress);
-
-	ckpt_store *store;
-	rc = ck_open_store(cmd, path, false, NULL, &store);
-	if (rc)
-		return rc;
 	ckpt_gc_report *rep = NULL;
 	if ((rc = ck_check_damaged(cmd, store, path, force)))
 		goto out;

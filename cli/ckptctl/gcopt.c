@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *const ck_max_unused_words[] = {"5%", "10%", "20%", "unlimited", NULL};
+const char *const ck_fraction_words[] = {"0", "0.25", "0.5", "0.75", NULL};
+
 int ck_parse_fraction(const char *s, double *out)
 {
 	char *end;

@@ -33,21 +33,16 @@ const struct cli_cmd ck_cmd_list = {
 		"  ckptctl list /mnt/nvme/ckpt\n",
 };
 
-static const struct ck_pos list_pos = {1, 1, false, {"expected STORE"}};
-
 static int cmd_list(int argc, char **argv)
 {
 	const char *cmd = "list";
 	struct list_args opt = {0};
-	int rc = ck_parse(&ck_cmd_list, &opt, &argc, &argv, &list_pos);
+	ckpt_store *store;
+	int rc = ck_parse_open(&ck_cmd_list, &opt, &argc, &argv, true, &store);
 	if (rc >= 0)
 		return rc;
 	bool json = opt.json;
-
-	ckpt_store *store;
-	rc = ck_open_store(cmd, argv[1], true, NULL, &store);
-	if (rc)
-		return rc;
+	rc = 0;
 	ckpt_info *list = NULL;
 	int n = ckpt_store_list(store, 1, &list);
 	if (n < 0) {

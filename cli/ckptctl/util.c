@@ -128,3 +128,14 @@ int ck_parse(const struct cli_cmd *cmd, void *args, int *argc, char ***argv,
 		return cli_usage_err(cmd->name, "too many arguments");
 	return -1;
 }
+
+const struct ck_pos ck_pos_store = {1, 1, false, {"expected STORE"}};
+
+int ck_parse_open(const struct cli_cmd *cmd, void *args, int *argc, char ***argv, bool ro,
+		  ckpt_store **store)
+{
+	int rc = ck_parse(cmd, args, argc, argv, &ck_pos_store);
+	if (rc < 0 && (rc = ck_open_store(cmd->name, (*argv)[1], ro, NULL, store)) == 0)
+		return -1;
+	return rc;
+}
