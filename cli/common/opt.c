@@ -98,6 +98,18 @@ static const struct cli_opt *find_long(const struct cli_opt *opts, const char *a
 	return *ambiguous ? NULL : hit;
 }
 
+/* "option '--keep-w' is ambiguous (--keep-within, --keep-weekly)": the names it begins. */
+static int ambiguous_option(const struct cli_cmd *cmd, const char *spell, const char *a,
+			    size_t len)
+{
+	char list[256] = "";
+	for (const struct cli_opt *o = cmd->opts; o->kind != CLI_END; o++)
+		if (is_option(o) && !strncmp(o->name, a, len))
+			snprintf(list + strlen(list), sizeof list - strlen(list), "%s--%s",
+				 list[0] ? ", " : "", o->name);
+	return cli_usage_err(cmd->name, "option '%s' is ambiguous (%s)", spell, list);
+}
+
 /* argv[*i] is "--name[=value]". Returns -1 or an exit status; *i moves past a separate value. */
 static int parse_long(const struct cli_cmd *cmd, void *args, int argc, char **argv, int *i)
 {
@@ -112,7 +124,7 @@ static int parse_long(const struct cli_cmd *cmd, void *args, int argc, char **ar
 	bool amb;
 	const struct cli_opt *o = find_long(cmd->opts, a, len, &amb);
 	if (amb)
-		return cli_usage_err(cmd->name, "option '%s' is ambiguous", spell);
+		return ambiguous_option(cmd, spell, a, len);
 	if (!o)
 		return unknown_option(cmd, argv[*i]);
 	snprintf(spell, sizeof spell, "--%s", o->name);
