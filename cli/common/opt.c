@@ -52,7 +52,7 @@ static int store_value(const char *cmd, const struct cli_opt *o, const char *spe
 	default:
 		break;
 	}
-	if (o->bad) {
+	if (o->bad) { /* a format from the table, not from the user */
 		char msg[512];
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"

@@ -4,9 +4,10 @@
 
 #include <string.h>
 
-/* Help text lines wider than this are wrapped in the synopsis. */
+/* The synopsis wraps before this column. */
 #define USAGE_WIDTH 96
-/* The option column of the help: the names, then the text from this column at the most. */
+/* The text of the options starts after the longest names up to this length; longer names have
+ * their text on the next line, so that one long name does not push every text to the right. */
 #define NAME_COLUMN 28
 
 static bool is_an_option(const struct cli_opt *o)
@@ -37,20 +38,22 @@ static const char *value_name(const struct cli_opt *o, char *buf, size_t len)
 static size_t option_names(const struct cli_opt *o, char *buf, size_t len)
 {
 	char v[128];
+	bool val = o->kind != CLI_FLAG;
 	int n = snprintf(buf, len, "%c%c%s--%s%s%s", o->short_name ? '-' : ' ',
 			 o->short_name ? o->short_name : ' ', o->short_name ? ", " : "  ", o->name,
-			 o->kind != CLI_FLAG ? " " : "", o->kind != CLI_FLAG ? value_name(o, v, sizeof v) : "");
+			 val ? " " : "", val ? value_name(o, v, sizeof v) : "");
 	return n < 0 ? 0 : (size_t)n;
 }
 
 static void synopsis(FILE *f, const struct cli_cmd *cmd, bool first)
 {
+	static const struct cli_opt none[] = {CLI_OPT_END};
 	char line[512], v[128];
 	int indent = snprintf(line, sizeof line, "%s %s %s ", first ? "Usage:" : "      ", cli_prog,
 			      cmd->name);
 	size_t used = (size_t)indent;
 	/* The options, then the positional arguments, wrapped as a whole word each. */
-	for (const struct cli_opt *o = cmd->opts; o; o++) {
+	for (const struct cli_opt *o = cmd->opts ? cmd->opts : none;; o++) {
 		char word[160];
 		if (o->kind == CLI_END && !(cmd->args && *cmd->args))
 			break;
