@@ -32,6 +32,12 @@ $(MKDIST): tests/cli/mkdist.c tests/unit/t-dist-tcomm.h $(B)/lib/libckpt.so
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(ALL_LDFLAGS) -L$(B)/lib -lckpt -Wl,-rpath,'$$ORIGIN/../../lib' -lpthread
 TEST_EXTRA += $(MKDIST)
 
+# The option tables of cli/common (parser, --help, __complete), linked with its objects only.
+$(B)/tests/bin/t-cli-opts: tests/cli/t-cli-opts.c $(CLI_COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Icli/common $< $(CLI_COMMON_OBJ) -o $@ $(ALL_LDFLAGS)
+TEST_EXTRA += $(B)/tests/bin/t-cli-opts
+
 tests: all $(TEST_BINS) $(TEST_EXTRA)
 
 check: test-deps

@@ -9,35 +9,41 @@
 #include "ckpt.h"
 #include "cli.h"
 
-int cmd_import(int argc, char **argv);
-int cmd_export(int argc, char **argv);
-int cmd_list(int argc, char **argv);
-int cmd_verify(int argc, char **argv);
-int cmd_show(int argc, char **argv);
-int cmd_diff(int argc, char **argv);
-int cmd_du(int argc, char **argv);
-int cmd_prune(int argc, char **argv);
-int cmd_gc(int argc, char **argv);
-int cmd_delete(int argc, char **argv);
+/* The commands, each declared with its options in its own file. */
+extern const struct cli_cmd ck_cmd_import, ck_cmd_export, ck_cmd_list, ck_cmd_verify, ck_cmd_show,
+	ck_cmd_diff, ck_cmd_du, ck_cmd_prune, ck_cmd_delete, ck_cmd_gc;
 
-extern const char usage_import[], usage_export[], usage_list[], usage_verify[];
-extern const char usage_show[], usage_diff[], usage_du[], usage_prune[], usage_gc[];
-extern const char usage_delete[];
+/* The positional arguments of a command that works on a store: STORE first, then min-1 to
+ * max-1 more (max < 0: no limit); step_next when a STEP may follow STORE (see ck_default_store).
+ * missing[n] is the message for n (< min) arguments. */
+struct ck_pos {
+	int min, max;
+	bool step_next;
+	const char *missing[4];
+};
+
+/* Parses the options of cmd into args (cli_parse_opts), then the positional arguments by pos,
+ * STORE taken from CKPT_STORE when it is left out: on return they are (*argv)[1..*argc), STORE
+ * first. Reports a usage error. Returns -1 to go on, or the exit status to return. */
+int ck_parse(const struct cli_cmd *cmd, void *args, int *argc, char ***argv,
+	     const struct ck_pos *pos);
+/* The positional arguments of a command that takes STORE alone. */
+extern const struct ck_pos ck_pos_store;
+/* ck_parse() by ck_pos_store, then opens the store (read-only when ro) into *store. Returns -1
+ * when it is open, or the exit status to return (reported). */
+int ck_parse_open(const struct cli_cmd *cmd, void *args, int *argc, char ***argv, bool ro,
+		  ckpt_store **store);
 
 /* Parses a STEP argument: a decimal number or "latest" (CKPT_STEP_LATEST). Returns 0, or prints a
  * usage error for cmd and returns EXIT_USAGE. */
 int ck_parse_step(const char *cmd, const char *s, uint64_t *out);
 
-/* Reports a getopt_long() failure (it returned c, with opterr 0 and ':' leading the short
- * options) as a usage error for cmd. Returns EXIT_USAGE. */
-int ck_bad_option(const char *cmd, int c, char **argv);
-
-/* CKPT_STORE: the store when a command's STORE argument is left out. Call after getopt_long(),
- * whose positional arguments are argv[optind..argc): when CKPT_STORE is set and there are fewer
+/* CKPT_STORE: the store when a command's STORE argument is left out. Call after the options are
+ * parsed, with the positional arguments in argv[at..argc): when CKPT_STORE is set and there are fewer
  * than min of them (STORE included), or the first looks like a STEP (a number or "latest") that
  * is no directory and the command takes a STEP after STORE (step_next), *argv becomes a copy with
- * CKPT_STORE inserted at optind. Returns the new argc. */
-int ck_default_store(int argc, char ***argv, int optind, int min, bool step_next);
+ * CKPT_STORE inserted at at. Returns the new argc. */
+int ck_default_store(int argc, char ***argv, int at, int min, bool step_next);
 
 /* The exit status for a negative CKPT_E_* code: EXIT_NOTFOUND, EXIT_BUSY or EXIT_FAIL. */
 int ck_exit_status(int err);
@@ -82,11 +88,33 @@ struct ck_gc_opts {
 	struct progress bar; /* of the compaction, started on its first report */
 	bool progress, bar_started;
 };
+/* Words the completion offers for --max-unused and --compact-below. */
+extern const char *const ck_max_unused_words[], *const ck_fraction_words[];
+/* The options prune and delete share, of their argument struct T (fields gc, g, dry; json):
+ * those before --force, whose text differs, and --json after it. */
+#define CK_REMOVAL_GC_OPTS(T) \
+	{CLI_OPT(CLI_FLAG, "gc", 0, CLI_AT(T, gc), NULL, \
+		 "then collect garbage and compact, as 'ckptctl gc'")}, \
+	{CLI_OPT(CLI_CALL, "max-unused", 0, CLI_AT(T, g), "LIMIT", \
+		 "with --gc: leave at most LIMIT of the pack bytes as garbage\n" \
+		 "(default 10%; see 'ckptctl gc --help')"), \
+	 .values = ck_max_unused_words, .call = ck_gc_option, .code = CK_OPT_MAX_UNUSED}, \
+	{CLI_OPT(CLI_CALL, "compact-below", 'c', CLI_AT(T, g), "F", \
+		 "with --gc: also compact packs whose live share is below F"), \
+	 .values = ck_fraction_words, .call = ck_gc_option, .code = CK_OPT_COMPACT_BELOW}, \
+	{CLI_OPT(CLI_FLAG, "dry-run", 0, CLI_AT(T, dry), NULL, \
+		 "print what would be removed, copied and freed; change nothing")}
+#define CK_REMOVAL_JSON_OPT(T) \
+	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(T, json), NULL, \
+		 "print a JSON object: dry_run, removed (steps), kept (steps),\n" \
+		 "with --gc also gc, compact_below and max_unused, then\n" \
+		 "packs_removed, packs_compacted, manifests_rewritten,\n" \
+		 "leftovers_removed, bytes_freed and bytes_copied (bytes)")}
 /* Parses a fraction from 0 to 1. Returns 0 or -1. */
 int ck_parse_fraction(const char *s, double *out);
-/* Handles option c (CK_OPT_*) with its argument: returns 0, EXIT_USAGE (reported), or -1 when c is
- * not one of them. */
-int ck_gc_option(const char *cmd, int c, const char *arg, struct ck_gc_opts *o);
+/* The call of the --max-unused and --compact-below table entries (code CK_OPT_*, target a
+ * struct ck_gc_opts): returns 0 or EXIT_USAGE (reported). */
+int ck_gc_option(const char *cmd, int c, const char *arg, void *target);
 /* Fills in the defaults: max_unused CKPT_GC_MAX_UNUSED_DEFAULT, unless only --compact-below was
  * given (then no limit). */
 void ck_gc_finish(struct ck_gc_opts *o);

@@ -3,55 +3,10 @@
  * lock. The newest valid checkpoint stays unless --force. */
 #include "ckptctl.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-const char usage_delete[] =
-	"Usage: ckptctl delete STORE STEP... [--gc [--max-unused LIMIT] [--compact-below F]]\n"
-	"                                    [--dry-run] [--force] [--json]\n"
-	"Remove the checkpoints of the STEPs given from STORE, then the pack files no remaining\n"
-	"checkpoint references. STEP may be 'latest'. Refuses, removing nothing, when a STEP has no\n"
-	"checkpoint (exit 4; the message lists the steps that exist) and when it would remove the\n"
-	"newest valid checkpoint, unless --force. Manifests are removed first (durably), packs\n"
-	"after: a kill at any point leaves every remaining checkpoint intact. With --gc, the\n"
-	"garbage is then collected as 'ckptctl gc' does, under the same lock. Takes the store's\n"
-	"writer lock: fails with exit status 3 while a save, prune or gc runs. Refuses (exit 1,\n"
-	"nothing removed) while a manifest is damaged, unless --force.\n"
-	"\n"
-	"Options:\n"
-	"      --gc                then collect garbage and compact, as 'ckptctl gc'\n"
-	"      --max-unused LIMIT  with --gc: leave at most LIMIT of the pack bytes as garbage\n"
-	"                          (default 10%; see 'ckptctl gc --help')\n"
-	"  -c, --compact-below F   with --gc: also compact packs whose live share is below F\n"
-	"      --dry-run           print what would be removed, copied and freed; change nothing\n"
-	"      --force             also remove the newest valid checkpoint, and proceed although\n"
-	"                          manifests are damaged (a damaged one may be deleted by its step)\n"
-	"      --json              print a JSON object: dry_run, removed (steps), kept (steps),\n"
-	"                          with --gc also gc, compact_below and max_unused, then\n"
-	"                          packs_removed, packs_compacted, manifests_rewritten,\n"
-	"                          leftovers_removed, bytes_freed and bytes_copied (bytes)\n"
-	"  -h, --help              show this help\n"
-	"\n"
-	"Exit status: 0 deleted; 1 failed or refused (the newest checkpoint, a damaged manifest);\n"
-	"2 usage error; 3 busy (another process holds the lock); 4 no such store or step.\n"
-	"\n"
-	"Example:\n"
-	"  ckptctl delete /mnt/nvme/ckpt 1500 2500 --dry-run\n";
-
-enum { OPT_JSON = 256, OPT_DRY_RUN, OPT_FORCE, OPT_GC };
-
-static const struct option delete_opts[] = {
-	{"gc", no_argument, NULL, OPT_GC},
-	{"max-unused", required_argument, NULL, CK_OPT_MAX_UNUSED},
-	{"compact-below", required_argument, NULL, CK_OPT_COMPACT_BELOW},
-	{"dry-run", no_argument, NULL, OPT_DRY_RUN},
-	{"force", no_argument, NULL, OPT_FORCE},
-	{"json", no_argument, NULL, OPT_JSON},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
-};
 
 struct delete_args {
 	struct ck_gc_opts g;
@@ -59,6 +14,40 @@ struct delete_args {
 	uint64_t *steps;
 	size_t n;
 };
+
+
+static const struct cli_opt delete_opts[] = {
+	CK_REMOVAL_GC_OPTS(struct delete_args),
+	{CLI_OPT(CLI_FLAG, "force", 0, CLI_AT(struct delete_args, force), NULL,
+	 "also remove the newest valid checkpoint, and proceed although\n"
+	 "manifests are damaged (a damaged one may be deleted by its step)")},
+	CK_REMOVAL_JSON_OPT(struct delete_args),
+	CLI_OPT_END,
+};
+
+static int cmd_delete(int argc, char **argv);
+
+const struct cli_cmd ck_cmd_delete = {
+	.name = "delete", .fn = cmd_delete, .help = "remove the checkpoints of given steps",
+	.args = "STORE STEP...", .opts = delete_opts,
+	.desc = "Remove the checkpoints of the STEPs given from STORE, then the pack files no remaining\n"
+		"checkpoint references. STEP may be 'latest'. Refuses, removing nothing, when a STEP has no\n"
+		"checkpoint (exit 4; the message lists the steps that exist) and when it would remove the\n"
+		"newest valid checkpoint, unless --force. Manifests are removed first (durably), packs\n"
+		"after: a kill at any point leaves every remaining checkpoint intact. With --gc, the\n"
+		"garbage is then collected as 'ckptctl gc' does, under the same lock. Takes the store's\n"
+		"writer lock: fails with exit status 3 while a save, prune or gc runs. Refuses (exit 1,\n"
+		"nothing removed) while a manifest is damaged, unless --force.\n",
+	.tail = "\n"
+		"Exit status: 0 deleted; 1 failed or refused (the newest checkpoint, a damaged manifest);\n"
+		"2 usage error; 3 busy (another process holds the lock); 4 no such store or step.\n"
+		"\n"
+		"Example:\n"
+		"  ckptctl delete /mnt/nvme/ckpt 1500 2500 --dry-run\n",
+};
+
+static const struct ck_pos delete_pos = {2, -1, true, {"expected STORE and STEP...",
+						       "expected at least one STEP"}};
 
 
 /* 'latest' becomes the newest valid step (list is ascending). Returns 0 or an exit status. */
@@ -129,44 +118,26 @@ out:
 	return rc;
 }
 
-int cmd_delete(int argc, char **argv)
+static int cmd_delete(int argc, char **argv)
 {
 	const char *cmd = "delete";
 	struct delete_args a = {0};
-	int c, rc = 0;
-
-	optind = 1;
-	opterr = 0;
-	while (!rc && (c = getopt_long(argc, argv, ":c:h", delete_opts, NULL)) != -1) {
-		switch (c) {
-		case OPT_GC: a.gc = true; break;
-		case OPT_DRY_RUN: a.dry = true; break;
-		case OPT_FORCE: a.force = true; break;
-		case OPT_JSON: a.json = true; break;
-		case 'h': fputs(usage_delete, stdout); return EXIT_OK;
-		case CK_OPT_MAX_UNUSED:
-		case CK_OPT_COMPACT_BELOW: rc = ck_gc_option(cmd, c, optarg, &a.g); break;
-		default: rc = ck_bad_option(cmd, c, argv);
-		}
-	}
-	if (rc)
+	int rc = ck_parse(&ck_cmd_delete, &a, &argc, &argv, &delete_pos);
+	if (rc >= 0)
 		return rc;
-	argc = ck_default_store(argc, &argv, optind, 2, true);
-	if (argc - optind < 2)
-		return cli_usage_err(cmd, argc - optind < 1 ? "expected STORE and STEP..." :
-				     "expected at least one STEP");
+	rc = 0;
 	if (!a.gc && (a.g.have_max_unused || a.g.have_compact_below))
 		return cli_usage_err(cmd, "--max-unused and --compact-below need --gc");
 	ck_gc_finish(&a.g);
-	a.n = (size_t)(argc - optind - 1);
+	a.n = (size_t)(argc - 2);
 	if (!(a.steps = calloc(a.n, sizeof *a.steps))) {
 		cli_err("%s: out of memory", cmd);
 		return EXIT_FAIL;
 	}
 	for (size_t q = 0; !rc && q < a.n; q++)
-		rc = ck_parse_step(cmd, argv[optind + 1 + q], &a.steps[q]);
+		rc = ck_parse_step(cmd, argv[2 + q], &a.steps[q]);
 	if (!rc)
-		rc = run_delete(cmd, argv[optind], &a);
+		rc = run_delete(cmd, argv[1], &a);
 	free(a.steps);
 	return rc;
 }

@@ -6,38 +6,41 @@
 #include "ckptctl.h"
 #include "safetensors.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-const char usage_diff[] =
-	"Usage: ckptctl diff STORE A B [--json]\n"
-	"Compare the checkpoints of steps A and B (numbers or 'latest'): the tensors B added and\n"
-	"removed, and those it changed with the bytes that changed (the raw bytes of the chunks\n"
-	"whose digests differ; all of a tensor whose dtype or shape changed), and the metadata\n"
-	"keys added, removed or changed. Sizes are in IEC units. The store is opened read-only.\n"
-	"\n"
-	"Options:\n"
-	"      --json   print a JSON object: from, to, added, removed and changed (arrays of\n"
-	"               tensors; changed ones with changed_bytes, changed_chunks and\n"
-	"               layout_changed), unchanged, added_bytes, removed_bytes, changed_bytes and\n"
-	"               metadata (added, removed, changed); sizes in bytes\n"
-	"  -h, --help   show this help\n"
-	"\n"
-	"Exit status: 0 compared (whether or not they differ); 1 failed (damaged data or\n"
-	"manifest); 2 usage error; 4 no such store or step.\n"
-	"\n"
-	"Example:\n"
-	"  ckptctl diff /mnt/nvme/ckpt 1000 latest\n";
-
-enum { OPT_JSON = 256 };
-
-static const struct option diff_opts[] = {
-	{"json", no_argument, NULL, OPT_JSON},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+struct diff_args {
+	bool json;
 };
+
+static const struct cli_opt diff_opts[] = {
+	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct diff_args, json), NULL,
+	 "print a JSON object: from, to, added, removed and changed (arrays of\n"
+	 "tensors; changed ones with changed_bytes, changed_chunks and\n"
+	 "layout_changed), unchanged, added_bytes, removed_bytes, changed_bytes and\n"
+	 "metadata (added, removed, changed); sizes in bytes")},
+	CLI_OPT_END,
+};
+
+static int cmd_diff(int argc, char **argv);
+
+const struct cli_cmd ck_cmd_diff = {
+	.name = "diff", .fn = cmd_diff, .help = "compare two checkpoints: tensors added, removed, changed",
+	.args = "STORE A B", .opts = diff_opts,
+	.desc = "Compare the checkpoints of steps A and B (numbers or 'latest'): the tensors B added and\n"
+		"removed, and those it changed with the bytes that changed (the raw bytes of the chunks\n"
+		"whose digests differ; all of a tensor whose dtype or shape changed), and the metadata\n"
+		"keys added, removed or changed. Sizes are in IEC units. The store is opened read-only.\n",
+	.tail = "\n"
+		"Exit status: 0 compared (whether or not they differ); 1 failed (damaged data or\n"
+		"manifest); 2 usage error; 4 no such store or step.\n"
+		"\n"
+		"Example:\n"
+		"  ckptctl diff /mnt/nvme/ckpt 1000 latest\n",
+};
+
+static const struct ck_pos diff_pos = {3, 3, true, {"expected STORE, A and B", "expected steps A and B", "expected step B"}};
 
 enum change { UNCHANGED, ADDED, REMOVED, CHANGED };
 
@@ -312,34 +315,20 @@ static void print_text(ckpt_reader *ra, ckpt_reader *rb, const ckpt_info *ia, co
 	       (unsigned long long)s->n_unchanged, nmeta, nmeta == 1 ? "" : "s");
 }
 
-int cmd_diff(int argc, char **argv)
+static int cmd_diff(int argc, char **argv)
 {
 	const char *cmd = "diff";
-	bool json = false;
-	int c;
-
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", diff_opts, NULL)) != -1) {
-		switch (c) {
-		case OPT_JSON: json = true; break;
-		case 'h': fputs(usage_diff, stdout); return EXIT_OK;
-		default: return ck_bad_option(cmd, c, argv);
-		}
-	}
-	argc = ck_default_store(argc, &argv, optind, 3, true);
-	int npos = argc - optind;
-	if (npos < 3)
-		return cli_usage_err(cmd, npos < 1 ? "expected STORE, A and B"
-					  : npos < 2 ? "expected steps A and B" : "expected step B");
-	if (npos > 3)
-		return cli_usage_err(cmd, "too many arguments");
+	struct diff_args opt = {0};
+	int rc = ck_parse(&ck_cmd_diff, &opt, &argc, &argv, &diff_pos);
+	if (rc >= 0)
+		return rc;
+	bool json = opt.json;
 	uint64_t sa, sb;
-	if (ck_parse_step(cmd, argv[optind + 1], &sa) || ck_parse_step(cmd, argv[optind + 2], &sb))
+	if (ck_parse_step(cmd, argv[2], &sa) || ck_parse_step(cmd, argv[3], &sb))
 		return EXIT_USAGE;
 
 	ckpt_store *store;
-	int rc = ck_open_store(cmd, argv[optind], true, NULL, &store);
+	rc = ck_open_store(cmd, argv[1], true, NULL, &store);
 	if (rc)
 		return rc;
 	ckpt_reader *ra = NULL, *rb = NULL;

@@ -2,63 +2,51 @@
  * garbage, from ckpt_store_du(). */
 #include "ckptctl.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
-const char usage_du[] =
-	"Usage: ckptctl du STORE [--json]\n"
-	"Show the disk space of STORE: for each checkpoint, the bytes of every chunk it references\n"
-	"(REFERENCED), of them those no other checkpoint references (EXCLUSIVE: what removing it\n"
-	"alone would free) and those shared with others (SHARED); then the pack files, their live\n"
-	"bytes and the reclaimable garbage (packs no checkpoint references, dead records inside\n"
-	"live packs, leftovers of interrupted saves) that 'ckptctl gc' removes. While a manifest is\n"
-	"damaged nothing in the packs counts as garbage. Sizes are in IEC units. The store is\n"
-	"opened read-only.\n"
-	"\n"
-	"Options:\n"
-	"      --json   print a JSON object: checkpoints (step, referenced_bytes, exclusive_bytes,\n"
-	"               shared_bytes), invalid_manifests, packs, pack_bytes, live_bytes,\n"
-	"               garbage_bytes, unreferenced_pack_bytes, dead_record_bytes, leftover_bytes\n"
-	"               and manifest_bytes; sizes in bytes\n"
-	"  -h, --help   show this help\n"
-	"\n"
-	"Exit status: 0 shown; 1 failed; 2 usage error; 4 no such store.\n"
-	"\n"
-	"Example:\n"
-	"  ckptctl du /mnt/nvme/ckpt\n";
-
-enum { OPT_JSON = 256 };
-
-static const struct option du_opts[] = {
-	{"json", no_argument, NULL, OPT_JSON},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+struct du_args {
+	bool json;
 };
 
-int cmd_du(int argc, char **argv)
+static const struct cli_opt du_opts[] = {
+	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct du_args, json), NULL,
+	 "print a JSON object: checkpoints (step, referenced_bytes, exclusive_bytes,\n"
+	 "shared_bytes), invalid_manifests, packs, pack_bytes, live_bytes,\n"
+	 "garbage_bytes, unreferenced_pack_bytes, dead_record_bytes, leftover_bytes\n"
+	 "and manifest_bytes; sizes in bytes")},
+	CLI_OPT_END,
+};
+
+static int cmd_du(int argc, char **argv);
+
+const struct cli_cmd ck_cmd_du = {
+	.name = "du", .fn = cmd_du, .help = "space per checkpoint, shared and exclusive, and garbage",
+	.args = "STORE", .opts = du_opts,
+	.desc = "Show the disk space of STORE: for each checkpoint, the bytes of every chunk it references\n"
+		"(REFERENCED), of them those no other checkpoint references (EXCLUSIVE: what removing it\n"
+		"alone would free) and those shared with others (SHARED); then the pack files, their live\n"
+		"bytes and the reclaimable garbage (packs no checkpoint references, dead records inside\n"
+		"live packs, leftovers of interrupted saves) that 'ckptctl gc' removes. While a manifest is\n"
+		"damaged nothing in the packs counts as garbage. Sizes are in IEC units. The store is\n"
+		"opened read-only.\n",
+	.tail = "\n"
+		"Exit status: 0 shown; 1 failed; 2 usage error; 4 no such store.\n"
+		"\n"
+		"Example:\n"
+		"  ckptctl du /mnt/nvme/ckpt\n",
+};
+
+static int cmd_du(int argc, char **argv)
 {
 	const char *cmd = "du";
-	bool json = false;
-	int c;
-
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", du_opts, NULL)) != -1) {
-		switch (c) {
-		case OPT_JSON: json = true; break;
-		case 'h': fputs(usage_du, stdout); return EXIT_OK;
-		default: return ck_bad_option(cmd, c, argv);
-		}
-	}
-	argc = ck_default_store(argc, &argv, optind, 1, false);
-	if (argc - optind != 1)
-		return cli_usage_err(cmd, argc - optind < 1 ? "expected STORE" : "too many arguments");
-
+	struct du_args opt = {0};
 	ckpt_store *store;
-	int rc = ck_open_store(cmd, argv[optind], true, NULL, &store);
-	if (rc)
+	int rc = ck_parse_open(&ck_cmd_du, &opt, &argc, &argv, true, &store);
+	if (rc >= 0)
 		return rc;
+	bool json = opt.json;
+	rc = 0;
 	ckpt_du *du = NULL;
 	int r = ckpt_store_du(store, &du);
 	if (r < 0) {

@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,43 +14,52 @@
 #include <string.h>
 #include <unistd.h>
 
-const char usage_export[] =
-	"Usage: ckptctl export STORE [STEP] -o FILE.safetensors [--select SUBTREE] [OPTIONS]\n"
-	"Write the checkpoint of STEP (a number or 'latest'; default latest) as a safetensors file:\n"
-	"the tensors in the checkpoint's order with contiguous data, the checkpoint's metadata in\n"
-	"\"__metadata__\". Every chunk is verified as it is read. FILE is written under a temporary\n"
-	"name, synced and renamed: it is never left half-written.\n"
-	"\n"
-	"Options:\n"
-	"  -o, --output FILE   the file to write (required); '-' writes to standard output\n"
-	"      --select SUBTREE  only the tensors under SUBTREE of a state dict saved from\n"
-	"                      Python (such as 'model'), named relative to it with the keys\n"
-	"                      unescaped ('conv1.weight'), without the binding's metadata\n"
-	"                      entry: what load_state_dict() and Hugging Face tools take\n"
-	"  -q, --quiet         print nothing on success\n"
-	"      --json          print step, file, tensors and bytes as a JSON object (needs a\n"
-	"                      FILE, not '-')\n"
-	"      --no-progress   no progress line (it is shown, tensor by tensor, only when\n"
-	"                      standard error is a terminal, and not with --quiet or --json)\n"
-	"  -h, --help          show this help\n"
-	"\n"
-	"Exit status: 0 written; 1 failed (damaged data, I/O error); 2 usage error; 4 no such\n"
-	"store or step.\n"
-	"\n"
-	"Example:\n"
-	"  ckptctl export /mnt/nvme/ckpt latest -o model.safetensors --select model\n";
-
-enum { OPT_SELECT = 256, OPT_JSON, OPT_NO_PROGRESS };
-
-static const struct option export_opts[] = {
-	{"output", required_argument, NULL, 'o'},
-	{"quiet", no_argument, NULL, 'q'},
-	{"select", required_argument, NULL, OPT_SELECT},
-	{"json", no_argument, NULL, OPT_JSON},
-	{"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+struct export_args {
+	const char *out, *select;
+	bool quiet, json, no_progress;
 };
+
+static const char *const select_words[] = {"model", "optim", NULL};
+
+static const struct cli_opt export_opts[] = {
+	{CLI_OPT(CLI_STRING, "output", 'o', CLI_AT(struct export_args, out), "FILE",
+	 "the file to write (required); '-' writes to standard output"),
+	 .flags = CLI_REQUIRED, .complete = "@file:safetensors"},
+	{CLI_OPT(CLI_STRING, "select", 0, CLI_AT(struct export_args, select), "SUBTREE",
+	 "only the tensors under SUBTREE of a state dict saved from\n"
+	 "Python (such as 'model'), named relative to it with the keys\n"
+	 "unescaped ('conv1.weight'), without the binding's metadata\n"
+	 "entry: what load_state_dict() and Hugging Face tools take"),
+	 .values = select_words},
+	{CLI_OPT(CLI_FLAG, "quiet", 'q', CLI_AT(struct export_args, quiet), NULL,
+	 "print nothing on success")},
+	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct export_args, json), NULL,
+	 "print step, file, tensors and bytes as a JSON object (needs a\n"
+	 "FILE, not '-')")},
+	{CLI_OPT(CLI_FLAG, "no-progress", 0, CLI_AT(struct export_args, no_progress), NULL,
+	 "no progress line (it is shown, tensor by tensor, only when\n"
+	 "standard error is a terminal, and not with --quiet or --json)")},
+	CLI_OPT_END,
+};
+
+static int cmd_export(int argc, char **argv);
+
+const struct cli_cmd ck_cmd_export = {
+	.name = "export", .fn = cmd_export, .help = "write a checkpoint as a safetensors file",
+	.args = "STORE [STEP]", .opts = export_opts,
+	.desc = "Write the checkpoint of STEP (a number or 'latest'; default latest) as a safetensors file:\n"
+		"the tensors in the checkpoint's order with contiguous data, the checkpoint's metadata in\n"
+		"\"__metadata__\". Every chunk is verified as it is read. FILE is written under a temporary\n"
+		"name, synced and renamed: it is never left half-written.\n",
+	.tail = "\n"
+		"Exit status: 0 written; 1 failed (damaged data, I/O error); 2 usage error; 4 no such\n"
+		"store or step.\n"
+		"\n"
+		"Example:\n"
+		"  ckptctl export /mnt/nvme/ckpt latest -o model.safetensors --select model\n",
+};
+
+static const struct ck_pos export_pos = {1, 2, true, {"expected STORE"}};
 
 /* The temporary file to remove if a signal ends the export. */
 static char *tmp_path;
@@ -494,36 +502,20 @@ out:
 	return rc;
 }
 
-int cmd_export(int argc, char **argv)
+static int cmd_export(int argc, char **argv)
 {
 	const char *cmd = "export";
-	const char *out = NULL, *select = NULL;
-	bool quiet = false, json = false, no_progress = false;
-	int c;
-
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":o:qh", export_opts, NULL)) != -1) {
-		switch (c) {
-		case 'o': out = optarg; break;
-		case 'q': quiet = true; break;
-		case OPT_SELECT: select = optarg; break;
-		case OPT_JSON: json = true; break;
-		case OPT_NO_PROGRESS: no_progress = true; break;
-		case 'h': fputs(usage_export, stdout); return EXIT_OK;
-		default: return ck_bad_option(cmd, c, argv);
-		}
-	}
-	argc = ck_default_store(argc, &argv, optind, 1, true);
-	int npos = argc - optind;
-	if (npos < 1)
-		return cli_usage_err(cmd, "expected STORE");
-	if (npos > 2)
-		return cli_usage_err(cmd, "too many arguments");
+	struct export_args opt = {0};
+	int c = ck_parse(&ck_cmd_export, &opt, &argc, &argv, &export_pos);
+	if (c >= 0)
+		return c;
+	const char *out = opt.out, *select = opt.select;
+	bool quiet = opt.quiet, json = opt.json, no_progress = opt.no_progress;
+	int npos = argc - 1;
 	if (!out || !*out)
 		return cli_usage_err(cmd, "-o FILE is required ('-' for standard output)");
 	uint64_t step = CKPT_STEP_LATEST;
-	if (npos == 2 && ck_parse_step(cmd, argv[optind + 1], &step))
+	if (npos == 2 && ck_parse_step(cmd, argv[2], &step))
 		return EXIT_USAGE;
 	bool to_stdout = !strcmp(out, "-");
 	if (to_stdout && json)
@@ -534,7 +526,7 @@ int cmd_export(int argc, char **argv)
 		return cli_usage_err(cmd, "refusing to write binary data to a terminal");
 
 	struct export e = {.cmd = cmd};
-	int rc = export_run(&e, argv[optind], step, out, select, quiet, json, no_progress);
+	int rc = export_run(&e, argv[1], step, out, select, quiet, json, no_progress);
 	export_free(&e);
 	return rc;
 }

@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *const ck_max_unused_words[] = {"5%", "10%", "20%", "unlimited", NULL};
+const char *const ck_fraction_words[] = {"0", "0.25", "0.5", "0.75", NULL};
+
 int ck_parse_fraction(const char *s, double *out)
 {
 	char *end;
@@ -35,8 +38,9 @@ static int parse_max_unused(const char *s, double *out)
 	return 0;
 }
 
-int ck_gc_option(const char *cmd, int c, const char *arg, struct ck_gc_opts *o)
+int ck_gc_option(const char *cmd, int c, const char *arg, void *target)
 {
+	struct ck_gc_opts *o = target;
 	switch (c) {
 	case CK_OPT_MAX_UNUSED:
 		if (parse_max_unused(arg, &o->pol.max_unused))
@@ -51,7 +55,7 @@ int ck_gc_option(const char *cmd, int c, const char *arg, struct ck_gc_opts *o)
 		o->have_compact_below = true;
 		return 0;
 	}
-	return -1;
+	return EXIT_USAGE;
 }
 
 void ck_gc_finish(struct ck_gc_opts *o)

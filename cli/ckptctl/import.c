@@ -4,7 +4,6 @@
 #include "safetensors.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,49 +70,65 @@ static bool input_changed(const struct st_file *sf, const struct stat *before)
 	       now.st_ctim.tv_nsec != before->st_ctim.tv_nsec;
 }
 
-const char usage_import[] =
-	"Usage: ckptctl import STORE --step N FILE.safetensors [OPTIONS]\n"
-	"Make the checkpoint of step N in STORE from a safetensors file; STORE is created if it\n"
-	"does not exist. The tensors keep the order of their data in the file; \"__metadata__\"\n"
-	"becomes the checkpoint's metadata. The file is validated completely before anything is\n"
-	"written.\n"
-	"\n"
-	"Options:\n"
-	"  -s, --step N           step of the new checkpoint (required)\n"
-	"      --chunk-size SIZE  chunk size of new chunks: a power of two from 64K to 64M\n"
-	"                         (default: the store's; 1M for a new store)\n"
-	"      --compress ALGO    compression of new chunks: none or zstd (default: the store's)\n"
-	"      --level N          zstd level, 1 to 19 (default 1)\n"
-	"      --overwrite        replace an existing checkpoint of step N\n"
-	"  -q, --quiet            print nothing on success\n"
-	"      --json             print the statistics of the save as JSON\n"
-	"      --no-progress      no progress line (it is shown only when standard error is a\n"
-	"                         terminal, and not with --quiet or --json)\n"
-	"  -h, --help             show this help\n"
-	"\n"
-	"Exit status: 0 imported; 1 failed (bad file, existing step, I/O error); 2 usage error;\n"
-	"3 the store is busy (another writer holds its lock).\n"
-	"\n"
-	"Example:\n"
-	"  ckptctl import /mnt/nvme/ckpt --step 1000 model.safetensors\n";
-
 /* Staging pool of an import (the library's default is sized for a training job). */
 #define IMPORT_POOL_SIZE (32 << 20)
 
-enum { OPT_CHUNK = 256, OPT_COMPRESS, OPT_LEVEL, OPT_OVERWRITE, OPT_JSON, OPT_NO_PROGRESS };
-
-static const struct option import_opts[] = {
-	{"step", required_argument, NULL, 's'},
-	{"chunk-size", required_argument, NULL, OPT_CHUNK},
-	{"compress", required_argument, NULL, OPT_COMPRESS},
-	{"level", required_argument, NULL, OPT_LEVEL},
-	{"overwrite", no_argument, NULL, OPT_OVERWRITE},
-	{"quiet", no_argument, NULL, 'q'},
-	{"json", no_argument, NULL, OPT_JSON},
-	{"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+struct import_args {
+	uint64_t step, chunk, level;
+	int compress;
+	bool overwrite, quiet, json, no_progress;
 };
+
+static const char *const compress_words[] = {"none", "zstd", NULL};
+static const char *const chunk_words[] = {"64K", "128K", "256K", "512K", "1M", "2M", "4M", "8M",
+					  "16M", "32M", "64M", NULL};
+
+static const struct cli_opt import_opts[] = {
+	{CLI_OPT(CLI_U64, "step", 's', CLI_AT(struct import_args, step), "N",
+	 "step of the new checkpoint (required)"), .max = CKPT_STEP_LATEST - 1,
+	 .bad = "invalid step '%s': expected a number", .flags = CLI_REQUIRED},
+	{CLI_OPT(CLI_SIZE, "chunk-size", 0, CLI_AT(struct import_args, chunk), "SIZE",
+	 "chunk size of new chunks: a power of two from 64K to 64M\n"
+	 "(default: the store's; 1M for a new store)"),
+	 .values = chunk_words, .min = 64u << 10, .max = 64u << 20, .flags = CLI_POW2,
+	 .bad = "invalid chunk size '%s': expected a power of two from 64K to 64M"},
+	{CLI_OPT(CLI_ENUM, "compress", 0, CLI_AT(struct import_args, compress), "ALGO",
+	 "compression of new chunks: none or zstd (default: the store's)"),
+	 .values = compress_words, .bad = "invalid compression '%s': expected none or zstd"},
+	{CLI_OPT(CLI_U64, "level", 0, CLI_AT(struct import_args, level), "N",
+	 "zstd level, 1 to 19 (default 1)"), .min = 1, .max = 19,
+	 .bad = "invalid zstd level '%s': expected 1 to 19"},
+	{CLI_OPT(CLI_FLAG, "overwrite", 0, CLI_AT(struct import_args, overwrite), NULL,
+	 "replace an existing checkpoint of step N")},
+	{CLI_OPT(CLI_FLAG, "quiet", 'q', CLI_AT(struct import_args, quiet), NULL,
+	 "print nothing on success")},
+	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct import_args, json), NULL,
+	 "print the statistics of the save as JSON")},
+	{CLI_OPT(CLI_FLAG, "no-progress", 0, CLI_AT(struct import_args, no_progress), NULL,
+	 "no progress line (it is shown only when standard error is a\n"
+	 "terminal, and not with --quiet or --json)")},
+	CLI_OPT_END,
+};
+
+static int cmd_import(int argc, char **argv);
+
+const struct cli_cmd ck_cmd_import = {
+	.name = "import", .fn = cmd_import, .help = "make a checkpoint from a safetensors file",
+	.args = "STORE FILE.safetensors", .opts = import_opts,
+	.desc = "Make the checkpoint of step N in STORE from a safetensors file; STORE is created if it\n"
+		"does not exist. The tensors keep the order of their data in the file; \"__metadata__\"\n"
+		"becomes the checkpoint's metadata. The file is validated completely before anything is\n"
+		"written.\n",
+	.tail = "\n"
+		"Exit status: 0 imported; 1 failed (bad file, existing step, I/O error); 2 usage error;\n"
+		"3 the store is busy (another writer holds its lock).\n"
+		"\n"
+		"Example:\n"
+		"  ckptctl import /mnt/nvme/ckpt --step 1000 model.safetensors\n",
+};
+
+static const struct ck_pos import_pos = {2, 2, false, {"expected STORE and FILE",
+						      "expected STORE and FILE"}};
 
 /* ckpt_save_commit() with a progress line (bytes hashed of the tensors' total) while the save
  * runs in the background; the plain commit when no line is shown. */
@@ -172,61 +187,21 @@ static void print_stats_json(const ckpt_stats *s, const char *file)
 	jw_finish(&w);
 }
 
-int cmd_import(int argc, char **argv)
+static int cmd_import(int argc, char **argv)
 {
 	const char *cmd = "import";
-	uint64_t step = 0, chunk = 0, level = 0;
-	bool have_step = false, have_chunk = false, have_level = false, overwrite = false;
-	bool quiet = false, json = false, no_progress = false;
-	int compress = -1, c;
-
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:qh", import_opts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			if (cli_parse_u64(optarg, &step) || step == CKPT_STEP_LATEST)
-				return cli_usage_err(cmd, "invalid step '%s': expected a number",
-						     optarg);
-			have_step = true;
-			break;
-		case OPT_CHUNK:
-			if (cli_parse_size(optarg, &chunk) || chunk < (64u << 10) ||
-			    chunk > (64u << 20) || (chunk & (chunk - 1)))
-				return cli_usage_err(cmd, "invalid chunk size '%s': expected a power "
-						     "of two from 64K to 64M", optarg);
-			have_chunk = true;
-			break;
-		case OPT_COMPRESS:
-			if (!strcmp(optarg, "none"))
-				compress = CKPT_COMPRESS_NONE;
-			else if (!strcmp(optarg, "zstd"))
-				compress = CKPT_COMPRESS_ZSTD;
-			else
-				return cli_usage_err(cmd, "invalid compression '%s': expected none "
-						     "or zstd", optarg);
-			break;
-		case OPT_LEVEL:
-			if (cli_parse_u64(optarg, &level) || level < 1 || level > 19)
-				return cli_usage_err(cmd, "invalid zstd level '%s': expected 1 to 19",
-						     optarg);
-			have_level = true;
-			break;
-		case OPT_OVERWRITE: overwrite = true; break;
-		case 'q': quiet = true; break;
-		case OPT_JSON: json = true; break;
-		case OPT_NO_PROGRESS: no_progress = true; break;
-		case 'h': fputs(usage_import, stdout); return EXIT_OK;
-		default: return ck_bad_option(cmd, c, argv);
-		}
-	}
-	argc = ck_default_store(argc, &argv, optind, 2, false);
-	if (argc - optind != 2)
-		return cli_usage_err(cmd, argc - optind < 2 ? "expected STORE and FILE" :
-				     "too many arguments");
-	if (!have_step)
+	/* Unset: step CKPT_STEP_LATEST (the table refuses it), chunk and level 0, compress -1. */
+	struct import_args opt = {.step = CKPT_STEP_LATEST, .compress = -1};
+	int c = ck_parse(&ck_cmd_import, &opt, &argc, &argv, &import_pos);
+	if (c >= 0)
+		return c;
+	if (opt.step == CKPT_STEP_LATEST)
 		return cli_usage_err(cmd, "--step N is required");
-	const char *store_path = argv[optind], *file = argv[optind + 1];
+	uint64_t step = opt.step, chunk = opt.chunk, level = opt.level;
+	bool have_chunk = chunk != 0, have_level = level != 0, overwrite = opt.overwrite;
+	bool quiet = opt.quiet, json = opt.json, no_progress = opt.no_progress;
+	int compress = opt.compress < 0 ? -1 : opt.compress ? CKPT_COMPRESS_ZSTD : CKPT_COMPRESS_NONE;
+	const char *store_path = argv[1], *file = argv[2];
 
 	/* Validate the whole file before the store is created or locked. */
 	struct st_file sf;

@@ -1,61 +1,49 @@
 /* ckptctl list: the checkpoints of a store, as a table or as JSON. */
 #include "ckptctl.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-const char usage_list[] =
-	"Usage: ckptctl list STORE [--json]\n"
-	"List the checkpoints of STORE in ascending step order: step, commit time (UTC), number of\n"
-	"tensors, logical size (sum of tensor sizes), the bytes each checkpoint added to the store\n"
-	"(NEW) and the on-disk bytes of every chunk it references, shared ones included (STORED).\n"
-	"Sizes are in IEC units (KiB, MiB, GiB). A damaged manifest is reported on standard error\n"
-	"and not listed. The store is opened read-only: listing works while a save runs.\n"
-	"\n"
-	"Options:\n"
-	"      --json   print a JSON array of objects with step, time (unix seconds), tensors,\n"
-	"               logical_bytes, new_bytes, stored_bytes, chunks and new_chunks\n"
-	"  -h, --help   show this help\n"
-	"\n"
-	"Exit status: 0 listed (even with damaged manifests); 1 failed; 2 usage error; 4 no such\n"
-	"store.\n"
-	"\n"
-	"Example:\n"
-	"  ckptctl list /mnt/nvme/ckpt\n";
-
-enum { OPT_JSON = 256 };
-
-static const struct option list_opts[] = {
-	{"json", no_argument, NULL, OPT_JSON},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+struct list_args {
+	bool json;
 };
 
-int cmd_list(int argc, char **argv)
+static const struct cli_opt list_opts[] = {
+	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct list_args, json), NULL,
+	 "print a JSON array of objects with step, time (unix seconds), tensors,\n"
+	 "logical_bytes, new_bytes, stored_bytes, chunks and new_chunks")},
+	CLI_OPT_END,
+};
+
+static int cmd_list(int argc, char **argv);
+
+const struct cli_cmd ck_cmd_list = {
+	.name = "list", .fn = cmd_list, .help = "list the checkpoints of a store",
+	.args = "STORE", .opts = list_opts,
+	.desc = "List the checkpoints of STORE in ascending step order: step, commit time (UTC), number of\n"
+		"tensors, logical size (sum of tensor sizes), the bytes each checkpoint added to the store\n"
+		"(NEW) and the on-disk bytes of every chunk it references, shared ones included (STORED).\n"
+		"Sizes are in IEC units (KiB, MiB, GiB). A damaged manifest is reported on standard error\n"
+		"and not listed. The store is opened read-only: listing works while a save runs.\n",
+	.tail = "\n"
+		"Exit status: 0 listed (even with damaged manifests); 1 failed; 2 usage error; 4 no such\n"
+		"store.\n"
+		"\n"
+		"Example:\n"
+		"  ckptctl list /mnt/nvme/ckpt\n",
+};
+
+static int cmd_list(int argc, char **argv)
 {
 	const char *cmd = "list";
-	bool json = false;
-	int c;
-
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", list_opts, NULL)) != -1) {
-		switch (c) {
-		case OPT_JSON: json = true; break;
-		case 'h': fputs(usage_list, stdout); return EXIT_OK;
-		default: return ck_bad_option(cmd, c, argv);
-		}
-	}
-	argc = ck_default_store(argc, &argv, optind, 1, false);
-	if (argc - optind != 1)
-		return cli_usage_err(cmd, argc - optind < 1 ? "expected STORE" : "too many arguments");
-
+	struct list_args opt = {0};
 	ckpt_store *store;
-	int rc = ck_open_store(cmd, argv[optind], true, NULL, &store);
-	if (rc)
+	int rc = ck_parse_open(&ck_cmd_list, &opt, &argc, &argv, true, &store);
+	if (rc >= 0)
 		return rc;
+	bool json = opt.json;
+	rc = 0;
 	ckpt_info *list = NULL;
 	int n = ckpt_store_list(store, 1, &list);
 	if (n < 0) {

@@ -3,80 +3,11 @@
  * references any more, through ckpt_store_prune() under the store's writer lock. */
 #include "ckptctl.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-const char usage_prune[] =
-	"Usage: ckptctl prune STORE POLICY... [--gc [--max-unused LIMIT] [--compact-below F]]\n"
-	"                           [--dry-run] [--force] [--json]\n"
-	"Remove the checkpoints of STORE that the retention policy does not keep, then the pack\n"
-	"files no remaining checkpoint references. The rules, as borg prune applies them (times are\n"
-	"the commit times the manifests record, periods in UTC): --keep-within keeps every\n"
-	"checkpoint of the last DURATION; --keep-last the newest N others; --keep-hourly,\n"
-	"--keep-daily and --keep-weekly the newest checkpoint of each of the last N hours, days and\n"
-	"ISO weeks that have one not already kept (the oldest checkpoint too when fewer exist).\n"
-	"Also kept: every checkpoint whose step is a multiple of K, each STEP given with --keep,\n"
-	"and always the newest valid checkpoint. Manifests are removed first (durably), packs\n"
-	"after: a kill at any point leaves every remaining checkpoint intact. With --gc, the\n"
-	"garbage is then collected as 'ckptctl gc' does, under the same lock. Prints each\n"
-	"checkpoint removed and the space freed. Takes the store's writer lock: fails with exit\n"
-	"status 3 while a save, prune or gc runs. Refuses (exit 1, nothing removed) while a\n"
-	"manifest is damaged, unless --force.\n"
-	"\n"
-	"Policy (at least one of the first five):\n"
-	"  -n, --keep-last N          keep the newest N valid checkpoints (N >= 1)\n"
-	"      --keep-within DURATION keep the checkpoints saved within DURATION of now: a number\n"
-	"                             and a unit, S M H d w m y (seconds, minutes, hours, days,\n"
-	"                             weeks, months of 31 days, years of 365 days), such as 2d\n"
-	"      --keep-hourly N        keep the newest checkpoint of each of the last N hours\n"
-	"      --keep-daily N         keep the newest checkpoint of each of the last N days\n"
-	"      --keep-weekly N        keep the newest checkpoint of each of the last N ISO weeks\n"
-	"  -k, --keep-every K         also keep every checkpoint whose step is a multiple of K\n"
-	"      --keep STEP            also keep the checkpoint of STEP (may be repeated)\n"
-	"\n"
-	"Options:\n"
-	"      --gc                   then collect garbage and compact, as 'ckptctl gc'\n"
-	"      --max-unused LIMIT     with --gc: leave at most LIMIT of the pack bytes as garbage\n"
-	"                             (default 10%; see 'ckptctl gc --help')\n"
-	"  -c, --compact-below F      with --gc: also compact packs whose live share is below F\n"
-	"      --dry-run              print what would be removed, copied and freed; change nothing\n"
-	"      --force                proceed although manifests are damaged (they stay; chunks only\n"
-	"                             they reference may be removed)\n"
-	"      --json                 print a JSON object: dry_run, removed (steps), kept (steps),\n"
-	"                             with --gc also gc, compact_below and max_unused, then\n"
-	"                             packs_removed, packs_compacted, manifests_rewritten,\n"
-	"                             leftovers_removed, bytes_freed and bytes_copied (bytes)\n"
-	"  -h, --help                 show this help\n"
-	"\n"
-	"Exit status: 0 pruned (or nothing to prune); 1 failed or refused (damaged manifest);\n"
-	"2 usage error; 3 busy (another process holds the lock); 4 no such store.\n"
-	"\n"
-	"Examples:\n"
-	"  ckptctl prune /mnt/nvme/ckpt --keep-last 3 --keep-every 10000 --dry-run\n"
-	"  ckptctl prune /mnt/nvme/ckpt --keep-within 1d --keep-daily 7 --keep-weekly 4 --gc\n";
-
-enum { OPT_JSON = 256, OPT_KEEP, OPT_DRY_RUN, OPT_FORCE, OPT_WITHIN, OPT_HOURLY, OPT_DAILY,
-       OPT_WEEKLY, OPT_GC };
-
-static const struct option prune_opts[] = {
-	{"keep-last", required_argument, NULL, 'n'},
-	{"keep-every", required_argument, NULL, 'k'},
-	{"keep", required_argument, NULL, OPT_KEEP},
-	{"keep-within", required_argument, NULL, OPT_WITHIN},
-	{"keep-hourly", required_argument, NULL, OPT_HOURLY},
-	{"keep-daily", required_argument, NULL, OPT_DAILY},
-	{"keep-weekly", required_argument, NULL, OPT_WEEKLY},
-	{"gc", no_argument, NULL, OPT_GC},
-	{"max-unused", required_argument, NULL, CK_OPT_MAX_UNUSED},
-	{"compact-below", required_argument, NULL, CK_OPT_COMPACT_BELOW},
-	{"dry-run", no_argument, NULL, OPT_DRY_RUN},
-	{"force", no_argument, NULL, OPT_FORCE},
-	{"json", no_argument, NULL, OPT_JSON},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
-};
+enum { OPT_KEEP = 256, OPT_WITHIN, OPT_HOURLY, OPT_DAILY, OPT_WEEKLY, OPT_LAST, OPT_EVERY };
 
 
 struct prune_args {
@@ -108,19 +39,20 @@ static int parse_duration(const char *s, int64_t *out)
 }
 
 /* One policy or gc option; returns 0, EXIT_USAGE (reported) or -1 when c is none of them. */
-static int prune_option(const char *cmd, int c, const char *arg, struct prune_args *a)
+static int prune_option(const char *cmd, int c, const char *arg, void *target)
 {
+	struct prune_args *a = target;
 	static const char *names[] = {"keep-hourly", "keep-daily", "keep-weekly"};
 	uint64_t v;
 	switch (c) {
-	case 'n':
+	case OPT_LAST:
 		if (cli_parse_u64(arg, &v) || v < 1)
 			return cli_usage_err(cmd, "invalid --keep-last '%s': expected a number >= 1 "
 					     "(the newest checkpoint is always kept)", arg);
 		a->r.keep.keep_last = v;
 		a->have_policy = true;
 		return 0;
-	case 'k':
+	case OPT_EVERY:
 		if (cli_parse_u64(arg, &v) || v < 1)
 			return cli_usage_err(cmd, "invalid --keep-every '%s': expected a number >= 1", arg);
 		a->r.keep.keep_every = v;
@@ -153,12 +85,69 @@ static int prune_option(const char *cmd, int c, const char *arg, struct prune_ar
 		a->keep[a->nkeep++] = v;
 		return 0;
 	}
-	case CK_OPT_MAX_UNUSED:
-	case CK_OPT_COMPACT_BELOW:
-		return ck_gc_option(cmd, c, arg, &a->g);
 	}
-	return -1;
+	return EXIT_USAGE;
 }
+
+static const char *const within_words[] = {"12H", "1d", "2d", "1w", "1m", NULL};
+
+/* A rule: prune_option() parses it into the whole struct prune_args. */
+#define PRUNE_RULE(lname, s, code_, val, text) \
+	{CLI_OPT(CLI_CALL, lname, s, 0, val, text), .call = prune_option, .code = code_}
+static const struct cli_opt prune_opts[] = {
+	{.kind = CLI_GROUP, .help = "Policy (at least one of the first five):"},
+	PRUNE_RULE("keep-last", 'n', OPT_LAST, "N", "keep the newest N valid checkpoints (N >= 1)"),
+	{CLI_OPT(CLI_CALL, "keep-within", 0, 0, "DURATION",
+	 "keep the checkpoints saved within DURATION of now: a number\n"
+	 "and a unit, S M H d w m y (seconds, minutes, hours, days,\n"
+	 "weeks, months of 31 days, years of 365 days), such as 2d"),
+	 .values = within_words, .call = prune_option, .code = OPT_WITHIN},
+	PRUNE_RULE("keep-hourly", 0, OPT_HOURLY, "N",
+		   "keep the newest checkpoint of each of the last N hours"),
+	PRUNE_RULE("keep-daily", 0, OPT_DAILY, "N",
+		   "keep the newest checkpoint of each of the last N days"),
+	PRUNE_RULE("keep-weekly", 0, OPT_WEEKLY, "N",
+		   "keep the newest checkpoint of each of the last N ISO weeks"),
+	PRUNE_RULE("keep-every", 'k', OPT_EVERY, "K",
+		   "also keep every checkpoint whose step is a multiple of K"),
+	PRUNE_RULE("keep", 0, OPT_KEEP, "STEP", "also keep the checkpoint of STEP (may be repeated)"),
+	{.kind = CLI_GROUP, .help = "Options:"},
+	CK_REMOVAL_GC_OPTS(struct prune_args),
+	{CLI_OPT(CLI_FLAG, "force", 0, CLI_AT(struct prune_args, force), NULL,
+	 "proceed although manifests are damaged (they stay; chunks only\n"
+	 "they reference may be removed)")},
+	CK_REMOVAL_JSON_OPT(struct prune_args),
+	CLI_OPT_END,
+};
+
+static int cmd_prune(int argc, char **argv);
+
+const struct cli_cmd ck_cmd_prune = {
+	.name = "prune", .fn = cmd_prune, .help = "remove checkpoints by a retention policy",
+	.args = "STORE", .opts = prune_opts,
+	.desc = "Remove the checkpoints of STORE that the retention policy does not keep, then the pack\n"
+		"files no remaining checkpoint references. The rules, as borg prune applies them (times are\n"
+		"the commit times the manifests record, periods in UTC): --keep-within keeps every\n"
+		"checkpoint of the last DURATION; --keep-last the newest N others; --keep-hourly,\n"
+		"--keep-daily and --keep-weekly the newest checkpoint of each of the last N hours, days and\n"
+		"ISO weeks that have one not already kept (the oldest checkpoint too when fewer exist).\n"
+		"Also kept: every checkpoint whose step is a multiple of K, each STEP given with --keep,\n"
+		"and always the newest valid checkpoint. Manifests are removed first (durably), packs\n"
+		"after: a kill at any point leaves every remaining checkpoint intact. With --gc, the\n"
+		"garbage is then collected as 'ckptctl gc' does, under the same lock. Prints each\n"
+		"checkpoint removed and the space freed. Takes the store's writer lock: fails with exit\n"
+		"status 3 while a save, prune or gc runs. Refuses (exit 1, nothing removed) while a\n"
+		"manifest is damaged, unless --force.\n",
+	.tail = "\n"
+		"Exit status: 0 pruned (or nothing to prune); 1 failed or refused (damaged manifest);\n"
+		"2 usage error; 3 busy (another process holds the lock); 4 no such store.\n"
+		"\n"
+		"Examples:\n"
+		"  ckptctl prune /mnt/nvme/ckpt --keep-last 3 --keep-every 10000 --dry-run\n"
+		"  ckptctl prune /mnt/nvme/ckpt --keep-within 1d --keep-daily 7 --keep-weekly 4 --gc\n",
+};
+
+static const struct ck_pos prune_pos = {1, 1, false, {"expected STORE"}};
 
 static void prune_json(const struct prune_args *a, const ckpt_gc_report *rep, const ckpt_info *list,
 		       int n)
@@ -222,32 +211,13 @@ out:
 	return rc;
 }
 
-int cmd_prune(int argc, char **argv)
+static int cmd_prune(int argc, char **argv)
 {
 	const char *cmd = "prune";
 	struct prune_args a = {0};
-	int c, rc = 0;
-
-	optind = 1;
-	opterr = 0;
-	while (!rc && (c = getopt_long(argc, argv, ":n:k:c:h", prune_opts, NULL)) != -1) {
-		switch (c) {
-		case OPT_GC: a.gc = true; break;
-		case OPT_DRY_RUN: a.dry = true; break;
-		case OPT_FORCE: a.force = true; break;
-		case OPT_JSON: a.json = true; break;
-		case 'h': fputs(usage_prune, stdout); free(a.keep); return EXIT_OK;
-		default:
-			if ((rc = prune_option(cmd, c, optarg, &a)) < 0)
-				rc = ck_bad_option(cmd, c, argv);
-		}
-	}
-	if (!rc)
-		argc = ck_default_store(argc, &argv, optind, 1, false);
-	if (rc)
-		;
-	else if (argc - optind != 1)
-		rc = cli_usage_err(cmd, argc - optind < 1 ? "expected STORE" : "too many arguments");
+	int rc = ck_parse(&ck_cmd_prune, &a, &argc, &argv, &prune_pos);
+	if (rc >= 0)
+		; /* a usage error, or --help */
 	else if (!a.have_policy)
 		rc = cli_usage_err(cmd, "a retention policy is required: --keep-last N, --keep-within "
 				   "DURATION, --keep-hourly, --keep-daily or --keep-weekly N");
@@ -257,7 +227,7 @@ int cmd_prune(int argc, char **argv)
 		ck_gc_finish(&a.g);
 		a.r.keep.keep_steps = a.keep;
 		a.r.keep.n_keep_steps = a.nkeep;
-		rc = run_prune(cmd, argv[optind], &a);
+		rc = run_prune(cmd, argv[1], &a);
 	}
 	free(a.keep);
 	return rc;

@@ -3,36 +3,39 @@
 #include "ckptctl.h"
 #include "safetensors.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
-const char usage_show[] =
-	"Usage: ckptctl show STORE STEP [--json]\n"
-	"Show the checkpoint of STEP (a number or 'latest'): commit time, sizes, metadata, and every\n"
-	"tensor with its dtype, shape, size, chunks, how many of them the checkpoint wrote (NEW)\n"
-	"and how many it shares with earlier ones (REUSED). Sizes are in IEC units. The store is\n"
-	"opened read-only: show works while a save runs.\n"
-	"\n"
-	"Options:\n"
-	"      --json   print a JSON object: step, time, tensors, logical_bytes, new_bytes,\n"
-	"               stored_bytes, chunks, new_chunks, metadata (an object) and tensor_info\n"
-	"               (an array of objects with name, dtype, shape, nbytes, chunks, chunks_new,\n"
-	"               chunks_reused and bytes_new); sizes in bytes\n"
-	"  -h, --help   show this help\n"
-	"\n"
-	"Exit status: 0 shown; 1 failed (damaged manifest); 2 usage error; 4 no such store or step.\n"
-	"\n"
-	"Example:\n"
-	"  ckptctl show /mnt/nvme/ckpt latest\n";
-
-enum { OPT_JSON = 256 };
-
-static const struct option show_opts[] = {
-	{"json", no_argument, NULL, OPT_JSON},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+struct show_args {
+	bool json;
 };
+
+static const struct cli_opt show_opts[] = {
+	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct show_args, json), NULL,
+	 "print a JSON object: step, time, tensors, logical_bytes, new_bytes,\n"
+	 "stored_bytes, chunks, new_chunks, metadata (an object) and tensor_info\n"
+	 "(an array of objects with name, dtype, shape, nbytes, chunks, chunks_new,\n"
+	 "chunks_reused and bytes_new); sizes in bytes")},
+	CLI_OPT_END,
+};
+
+static int cmd_show(int argc, char **argv);
+
+const struct cli_cmd ck_cmd_show = {
+	.name = "show", .fn = cmd_show, .help = "show one checkpoint's metadata and tensors",
+	.args = "STORE STEP", .opts = show_opts,
+	.desc = "Show the checkpoint of STEP (a number or 'latest'): commit time, sizes, metadata, and every\n"
+		"tensor with its dtype, shape, size, chunks, how many of them the checkpoint wrote (NEW)\n"
+		"and how many it shares with earlier ones (REUSED). Sizes are in IEC units. The store is\n"
+		"opened read-only: show works while a save runs.\n",
+	.tail = "\n"
+		"Exit status: 0 shown; 1 failed (damaged manifest); 2 usage error; 4 no such store or step.\n"
+		"\n"
+		"Example:\n"
+		"  ckptctl show /mnt/nvme/ckpt latest\n",
+};
+
+static const struct ck_pos show_pos = {2, 2, true, {"expected STORE and STEP", "expected STEP"}};
 
 static void show_json(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in)
 {
@@ -125,33 +128,20 @@ static void show_text(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in)
 	ck_dist_show_text(store, in->step);
 }
 
-int cmd_show(int argc, char **argv)
+static int cmd_show(int argc, char **argv)
 {
 	const char *cmd = "show";
-	bool json = false;
-	int c;
-
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", show_opts, NULL)) != -1) {
-		switch (c) {
-		case OPT_JSON: json = true; break;
-		case 'h': fputs(usage_show, stdout); return EXIT_OK;
-		default: return ck_bad_option(cmd, c, argv);
-		}
-	}
-	argc = ck_default_store(argc, &argv, optind, 2, true);
-	int npos = argc - optind;
-	if (npos < 2)
-		return cli_usage_err(cmd, npos < 1 ? "expected STORE and STEP" : "expected STEP");
-	if (npos > 2)
-		return cli_usage_err(cmd, "too many arguments");
+	struct show_args opt = {0};
+	int rc = ck_parse(&ck_cmd_show, &opt, &argc, &argv, &show_pos);
+	if (rc >= 0)
+		return rc;
+	bool json = opt.json;
 	uint64_t step;
-	if (ck_parse_step(cmd, argv[optind + 1], &step))
+	if (ck_parse_step(cmd, argv[2], &step))
 		return EXIT_USAGE;
 
 	ckpt_store *store;
-	int rc = ck_open_store(cmd, argv[optind], true, NULL, &store);
+	rc = ck_open_store(cmd, argv[1], true, NULL, &store);
 	if (rc)
 		return rc;
 	ckpt_reader *rd;

@@ -2,7 +2,6 @@
  * to messages and exit statuses. */
 #include "ckptctl.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,15 +77,6 @@ const char *ck_invalid_reason(ckpt_store *store, const ckpt_info *info, char *bu
 	return buf;
 }
 
-int ck_bad_option(const char *cmd, int c, char **argv)
-{
-	if (c == ':')
-		return cli_usage_err(cmd, "option '%s' needs a value", argv[optind - 1]);
-	if (optopt && optopt < 256)
-		return cli_usage_err(cmd, "unknown option '-%c'", optopt);
-	return cli_usage_err(cmd, "unknown option '%s'", argv[optind - 1]);
-}
-
 /* True for what ck_parse_step() takes: "latest" or a decimal number. */
 static bool looks_like_step(const char *s)
 {
@@ -100,15 +90,15 @@ static bool looks_like_step(const char *s)
 	return true;
 }
 
-int ck_default_store(int argc, char ***argv, int optind_, int min, bool step_next)
+int ck_default_store(int argc, char ***argv, int at, int min, bool step_next)
 {
 	const char *env = getenv("CKPT_STORE");
-	int npos = argc - optind_;
+	int npos = argc - at;
 	if (!env || !*env)
 		return argc;
 	if (npos >= min) {
 		struct stat st;
-		const char *first = (*argv)[optind_];
+		const char *first = (*argv)[at];
 		if (!step_next || !looks_like_step(first) || (!stat(first, &st) && S_ISDIR(st.st_mode)))
 			return argc;
 	}
@@ -116,10 +106,36 @@ int ck_default_store(int argc, char ***argv, int optind_, int min, bool step_nex
 	char **v = malloc(((size_t)argc + 2) * sizeof *v);
 	if (!v)
 		return argc;
-	memcpy(v, *argv, (size_t)optind_ * sizeof *v);
-	v[optind_] = (char *)env;
-	memcpy(v + optind_ + 1, *argv + optind_, (size_t)npos * sizeof *v);
+	memcpy(v, *argv, (size_t)at * sizeof *v);
+	v[at] = (char *)env;
+	memcpy(v + at + 1, *argv + at, (size_t)npos * sizeof *v);
 	v[argc + 1] = NULL;
 	*argv = v;
 	return argc + 1;
+}
+
+int ck_parse(const struct cli_cmd *cmd, void *args, int *argc, char ***argv,
+	     const struct ck_pos *pos)
+{
+	int rc = cli_parse_opts(cmd, args, argc, *argv);
+	if (rc >= 0)
+		return rc;
+	*argc = ck_default_store(*argc, argv, 1, pos->min, pos->step_next);
+	int npos = *argc - 1;
+	if (npos < pos->min)
+		return cli_usage_err(cmd->name, "%s", pos->missing[npos < 3 ? npos : 3]);
+	if (pos->max >= 0 && npos > pos->max)
+		return cli_usage_err(cmd->name, "too many arguments");
+	return -1;
+}
+
+const struct ck_pos ck_pos_store = {1, 1, false, {"expected STORE"}};
+
+int ck_parse_open(const struct cli_cmd *cmd, void *args, int *argc, char ***argv, bool ro,
+		  ckpt_store **store)
+{
+	int rc = ck_parse(cmd, args, argc, argv, &ck_pos_store);
+	if (rc < 0 && (rc = ck_open_store(cmd->name, (*argv)[1], ro, NULL, store)) == 0)
+		return -1;
+	return rc;
 }

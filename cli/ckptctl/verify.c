@@ -3,43 +3,46 @@
 #include "ckptctl.h"
 #include "safetensors.h"
 
-#include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-const char usage_verify[] =
-	"Usage: ckptctl verify STORE [STEP | --all] [OPTIONS]\n"
-	"Read every chunk of the checkpoint of STEP (a number or 'latest'; default latest), or of\n"
-	"every checkpoint with --all, and check its digest; a chunk several checkpoints share is\n"
-	"read once and its result reported for each. Each damaged chunk is reported with its\n"
-	"tensor, chunk index, offset and file; a damaged manifest counts as damage (when verifying\n"
-	"the latest checkpoint, so does a damaged manifest of a newer step). Exit status 0 when\n"
-	"everything verified is intact, 1 when damage was found (or reading failed), 2 for a\n"
-	"usage error, 4 when the store or step does not exist.\n"
-	"\n"
-	"Options:\n"
-	"  -a, --all           verify every checkpoint of the store, then print how many\n"
-	"                      distinct chunks and bytes were read\n"
-	"      --json          print the result as JSON (with records_read and bytes_read)\n"
-	"  -q, --quiet         print only damage\n"
-	"      --no-progress   no progress bar (it is shown only when standard error is a\n"
-	"                      terminal)\n"
-	"  -h, --help          show this help\n"
-	"\n"
-	"Example:\n"
-	"  ckptctl verify /mnt/nvme/ckpt --all\n";
-
-enum { OPT_JSON = 256, OPT_NO_PROGRESS };
-
-static const struct option verify_opts[] = {
-	{"all", no_argument, NULL, 'a'},
-	{"json", no_argument, NULL, OPT_JSON},
-	{"quiet", no_argument, NULL, 'q'},
-	{"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+struct verify_args {
+	bool all, json, quiet, no_progress;
 };
+
+static const struct cli_opt verify_opts[] = {
+	{CLI_OPT(CLI_FLAG, "all", 'a', CLI_AT(struct verify_args, all), NULL,
+	 "verify every checkpoint of the store, then print how many\n"
+	 "distinct chunks and bytes were read")},
+	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct verify_args, json), NULL,
+	 "print the result as JSON (with records_read and bytes_read)")},
+	{CLI_OPT(CLI_FLAG, "quiet", 'q', CLI_AT(struct verify_args, quiet), NULL, "print only damage")},
+	{CLI_OPT(CLI_FLAG, "no-progress", 0, CLI_AT(struct verify_args, no_progress), NULL,
+	 "no progress bar (it is shown only when standard error is a\n"
+	 "terminal)")},
+	CLI_OPT_END,
+};
+
+static int cmd_verify(int argc, char **argv);
+
+const struct cli_cmd ck_cmd_verify = {
+	.name = "verify", .fn = cmd_verify,
+	.help = "re-read and re-hash every chunk of checkpoints",
+	.args = "STORE [STEP]", .opts = verify_opts,
+	.desc = "Read every chunk of the checkpoint of STEP (a number or 'latest'; default latest), or of\n"
+		"every checkpoint with --all, and check its digest; a chunk several checkpoints share is\n"
+		"read once and its result reported for each. Each damaged chunk is reported with its\n"
+		"tensor, chunk index, offset and file; a damaged manifest counts as damage (when verifying\n"
+		"the latest checkpoint, so does a damaged manifest of a newer step). Exit status 0 when\n"
+		"everything verified is intact, 1 when damage was found (or reading failed), 2 for a\n"
+		"usage error, 4 when the store or step does not exist.\n",
+	.tail = "\n"
+		"Example:\n"
+		"  ckptctl verify /mnt/nvme/ckpt --all\n",
+};
+
+static const struct ck_pos verify_pos = {1, 2, true, {"expected STORE"}};
 
 /* The callbacks may come from the library's worker threads: one lock keeps their output whole. */
 struct vctx {
@@ -222,46 +225,32 @@ static void verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 	ckpt_reader_close(rd);
 }
 
-int cmd_verify(int argc, char **argv)
+static int cmd_verify(int argc, char **argv)
 {
 	const char *cmd = "verify";
-	bool all = false, no_progress = false;
-	struct vctx v;
-	int c;
-
-	memset(&v, 0, sizeof v);
-	pthread_mutex_init(&v.lock, NULL);
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":aqh", verify_opts, NULL)) != -1) {
-		switch (c) {
-		case 'a': all = true; break;
-		case OPT_JSON: v.json = true; break;
-		case 'q': v.quiet = true; break;
-		case OPT_NO_PROGRESS: no_progress = true; break;
-		case 'h': fputs(usage_verify, stdout); return EXIT_OK;
-		default: return ck_bad_option(cmd, c, argv);
-		}
-	}
-	argc = ck_default_store(argc, &argv, optind, 1, true);
-	int npos = argc - optind;
-	if (npos < 1)
-		return cli_usage_err(cmd, "expected STORE");
-	if (npos > 2)
-		return cli_usage_err(cmd, "too many arguments");
-	if (all && npos == 2)
+	struct verify_args opt = {0};
+	int rc = ck_parse(&ck_cmd_verify, &opt, &argc, &argv, &verify_pos);
+	if (rc >= 0)
+		return rc;
+	if (opt.all && argc == 3)
 		return cli_usage_err(cmd, "give either STEP or --all, not both");
 	uint64_t step = CKPT_STEP_LATEST;
-	if (npos == 2 && ck_parse_step(cmd, argv[optind + 1], &step))
+	if (argc == 3 && ck_parse_step(cmd, argv[2], &step))
 		return EXIT_USAGE;
-	v.progress = !no_progress && !v.json && !v.quiet;
+	bool all = opt.all;
+	struct vctx v;
+	memset(&v, 0, sizeof v);
+	pthread_mutex_init(&v.lock, NULL);
+	v.json = opt.json;
+	v.quiet = opt.quiet;
+	v.progress = !opt.no_progress && !v.json && !v.quiet;
 	if (!(v.cache = ckpt_verify_cache_create())) {
 		cli_err("%s: out of memory", cmd);
 		return EXIT_FAIL;
 	}
 
 	ckpt_store *store;
-	int rc = ck_open_store(cmd, argv[optind], true, NULL, &store);
+	rc = ck_open_store(cmd, argv[1], true, NULL, &store);
 	if (rc)
 		return rc;
 	ckpt_info *list = NULL;
@@ -286,7 +275,7 @@ int cmd_verify(int argc, char **argv)
 		for (int k = 0; k < n; k++)
 			any |= list[k].error && (!any_valid || list[k].step > target);
 		if (!any_valid && !any) {
-			cli_err("%s: no checkpoint in %s", cmd, argv[optind]);
+			cli_err("%s: no checkpoint in %s", cmd, argv[1]);
 			rc = EXIT_NOTFOUND;
 			goto out;
 		}
@@ -339,7 +328,7 @@ int cmd_verify(int argc, char **argv)
 		jw_obj_end(&v.w);
 		jw_finish(&v.w);
 	} else if (all && !v.checked && !v.quiet) {
-		printf("no checkpoints in %s\n", argv[optind]);
+		printf("no checkpoints in %s\n", argv[1]);
 	} else if (all && !v.quiet) {
 		char a[32];
 		uint64_t recs = ckpt_verify_cache_records(v.cache);

@@ -34,19 +34,19 @@ int cli_usage_err(const char *cmd, const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
-static void list_commands(FILE *f, const char *summary, const struct cli_cmd *cmds)
+static void list_commands(FILE *f, const char *summary, const struct cli_cmd *const *cmds)
 {
 	fprintf(f, "Usage: %s COMMAND [ARGS...]\n%s\n\nCommands:\n", cli_prog, summary);
-	for (const struct cli_cmd *c = cmds; c->name; c++)
-		fprintf(f, "  %-10s %s\n", c->name, c->help);
+	for (const struct cli_cmd *const *c = cmds; *c; c++)
+		fprintf(f, "  %-10s %s\n", (*c)->name, (*c)->help);
 	fprintf(f, "\nRun '%s COMMAND --help' for a command's options.\n", cli_prog);
 }
 
-static const struct cli_cmd *find_cmd(const struct cli_cmd *cmds, const char *name)
+static const struct cli_cmd *find_cmd(const struct cli_cmd *const *cmds, const char *name)
 {
-	for (const struct cli_cmd *c = cmds; c->name; c++)
-		if (!strcmp(c->name, name))
-			return c;
+	for (const struct cli_cmd *const *c = cmds; *c; c++)
+		if (!strcmp((*c)->name, name))
+			return *c;
 	return NULL;
 }
 
@@ -56,7 +56,7 @@ bool cli_want_help(const struct cli_cmd *cmd, int argc, char **argv)
 		if (!strcmp(argv[i], "--"))
 			break;
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			fputs(cmd->usage, stdout);
+			cli_print_usage(stdout, cmd);
 			return true;
 		}
 	}
@@ -89,29 +89,48 @@ static size_t edit_distance(const char *a, const char *b)
 	return d[la][lb];
 }
 
-/* "unknown command", with the closest commands as git suggests them: those at the smallest edit
- * distance, when it is at most 2 (1 for names of up to 3 letters), or that the name begins. */
-static int unknown_command(const struct cli_cmd *cmds, const char *name)
+/* How far name is from cand: a prefix of it counts as 1. */
+static size_t closeness(const char *name, const char *cand)
 {
-	size_t best = 99, len = strlen(name);
-	for (const struct cli_cmd *c = cmds; c->name; c++) {
-		size_t d = edit_distance(name, c->name);
-		if (len && !strncmp(c->name, name, len))
-			d = 1;
-		if (d < best)
-			best = d;
-	}
-	char list[256] = "";
-	if (best <= (len <= 3 ? 1u : 2u))
-		for (const struct cli_cmd *c = cmds; c->name; c++) {
-			size_t d = len && !strncmp(c->name, name, len) ? 1 : edit_distance(name, c->name);
-			if (d != best || strlen(list) + strlen(c->name) + 8 > sizeof list)
-				continue;
-			if (list[0])
-				strcat(list, "' or '");
-			strcat(list, c->name);
+	size_t len = strlen(name);
+	return len && !strncmp(cand, name, len) ? 1 : edit_distance(name, cand);
+}
+
+/* As git suggests commands: those at the smallest edit distance, when it is at most 2 (1 for
+ * names of up to 3 letters), or that the name begins. */
+bool cli_closest(const char *name, const char *const *names, size_t n, const char *pre,
+		 char *buf, size_t len)
+{
+	size_t best = 99, nlen = strlen(name), used = 0;
+	for (size_t k = 0; k < n; k++)
+		if (closeness(name, names[k]) < best)
+			best = closeness(name, names[k]);
+	buf[0] = 0;
+	if (best > (nlen <= 3 ? 1u : 2u))
+		return false;
+	for (size_t k = 0; k < n; k++) {
+		if (closeness(name, names[k]) != best)
+			continue;
+		int w = snprintf(buf + used, len - used, "%s%s%s", used ? "' or '" : "", pre, names[k]);
+		if (w < 0 || (size_t)w >= len - used) {
+			buf[used] = 0; /* the list is full: keep the names that fit */
+			break;
 		}
-	if (list[0])
+		used += (size_t)w;
+	}
+	return used > 0;
+}
+
+static int unknown_command(const struct cli_cmd *const *cmds, const char *name)
+{
+	const char *names[64];
+	size_t n = 0;
+	for (const struct cli_cmd *const *c = cmds; *c && n < 64; c++) {
+		const char *sp = strrchr((*c)->name, ' '); /* a subcommand by its own word */
+		names[n++] = sp ? sp + 1 : (*c)->name;
+	}
+	char list[256];
+	if (cli_closest(name, names, n, "", list, sizeof list))
 		cli_err("unknown command '%s'; did you mean '%s'? (run '%s --help' for the list)", name,
 			list, cli_prog);
 	else
@@ -119,7 +138,7 @@ static int unknown_command(const struct cli_cmd *cmds, const char *name)
 	return EXIT_USAGE;
 }
 
-int cli_dispatch(const char *summary, const struct cli_cmd *cmds, int argc, char **argv)
+int cli_dispatch(const char *summary, const struct cli_cmd *const *cmds, int argc, char **argv)
 {
 	if (argc < 2) {
 		list_commands(stderr, summary, cmds);
@@ -134,6 +153,8 @@ int cli_dispatch(const char *summary, const struct cli_cmd *cmds, int argc, char
 		printf("%s %s\n", cli_prog, CKPT_VERSION_STRING);
 		return EXIT_OK;
 	}
+	if (!strcmp(name, "__complete"))
+		return cli_complete(cmds, argc - 1, argv + 1);
 	if (!strcmp(name, "help")) {
 		if (argc < 3) {
 			list_commands(stdout, summary, cmds);
@@ -142,7 +163,7 @@ int cli_dispatch(const char *summary, const struct cli_cmd *cmds, int argc, char
 		const struct cli_cmd *c = find_cmd(cmds, argv[2]);
 		if (!c)
 			return unknown_command(cmds, argv[2]);
-		fputs(c->usage, stdout);
+		cli_print_usage(stdout, c);
 		return EXIT_OK;
 	}
 	const struct cli_cmd *c = find_cmd(cmds, name);
@@ -222,4 +243,27 @@ const char *cli_fmt_time(int64_t unix_s, char *buf, size_t len)
 	if (!gmtime_r(&t, &tm) || !strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm))
 		snprintf(buf, len, "%lld", (long long)unix_s);
 	return buf;
+}
+
+int cli_dispatch_sub(const struct cli_cmd *parent, int argc, char **argv)
+{
+	char names[256] = "", list[256] = ""; /* "a, b or c" and "a, b, c" */
+	int n = 0;
+	while (parent->subs[n])
+		n++;
+	for (int k = 0; k < n; k++) {
+		const char *sp = strrchr(parent->subs[k]->name, ' ');
+		const char *w = sp ? sp + 1 : parent->subs[k]->name;
+		if (argc >= 2 && !strcmp(argv[1], w)) {
+			if (cli_want_help(parent->subs[k], argc - 1, argv + 1))
+				return EXIT_OK;
+			return parent->subs[k]->fn(argc - 1, argv + 1);
+		}
+		snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+			 k == 0 ? "" : k == n - 1 ? " or " : ", ", w);
+		snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", w);
+	}
+	if (argc < 2)
+		return cli_usage_err(parent->name, "expected %s", names);
+	return cli_usage_err(parent->name, "unknown subcommand '%s' (%s)", argv[1], list);
 }

@@ -19,22 +19,105 @@ enum {
 	EXIT_NOTFOUND = 4, /* store, step or device does not exist */
 };
 
+/* A command-line option, declared once: the parser (cli_parse_opts), the command's --help
+ * (cli_print_usage) and the shell completion (`TOOL __complete`) all read the same table, as
+ * nvme-cli's argconfig and git's parse-options do. A table ends with an entry whose kind is
+ * CLI_END. The value lands at offset off of the argument struct the command passes. */
+enum cli_opt_kind {
+	CLI_END = 0,
+	CLI_FLAG,   /* no value; sets a bool */
+	CLI_STRING, /* const char *: the argument as given */
+	CLI_SIZE,   /* uint64_t: cli_parse_size() ("64K", "1M"), within min..max */
+	CLI_U64,    /* uint64_t: cli_parse_u64(), within min..max */
+	CLI_ENUM,   /* int: the index of the argument in values */
+	CLI_CALL,   /* call(cmd, code, arg, target) parses and stores it, and reports its errors */
+	CLI_GROUP,  /* not an option: help is the heading of the options that follow */
+};
+enum {
+	CLI_REQUIRED = 1 << 0, /* shown without brackets in the synopsis (the command checks it) */
+	CLI_POW2 = 1 << 1,     /* CLI_SIZE, CLI_U64: a power of two */
+};
+struct cli_opt {
+	enum cli_opt_kind kind;
+	const char *name;          /* long name, without the dashes */
+	char short_name;           /* 0: none */
+	size_t off;                /* of the target in the argument struct */
+	const char *value;         /* the value's name in the help ("N", "FILE"); NULL: from values */
+	const char *help;          /* lines separated by '\n' */
+	const char *const *values; /* CLI_ENUM: the words taken; others: words to complete */
+	uint64_t min, max;         /* CLI_SIZE, CLI_U64: the range (max 0: no upper bound) */
+	const char *bad;           /* invalid value: a format with one %s (the value) */
+	int (*call)(const char *cmd, int code, const char *arg, void *target);
+	int code;                  /* CLI_CALL: passed to call */
+	unsigned flags;            /* CLI_REQUIRED, CLI_POW2 */
+	const char *complete;      /* values to complete: "@dir", "@file", "@file:EXT" or NULL */
+};
+/* The first fields of a table entry: {CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct a, json), NULL,
+ * "help"), .values = ...}; CLI_AT(T, field) is the offset of the target in the struct T. */
+#define CLI_OPT(k, l, s, o, v, h) \
+	.kind = (k), .name = (l), .short_name = (s), .off = (o), .value = (v), .help = (h)
+#define CLI_AT(T, field) offsetof(T, field)
+#define CLI_OPT_END {.kind = CLI_END}
+
 struct cli_cmd {
-	const char *name;
+	const char *name;                 /* "list", or "raid create" for a subcommand */
 	int (*fn)(int argc, char **argv); /* argv[0] is the command name */
 	const char *help;                 /* one line for the command list */
-	const char *usage;                /* full text for `TOOL CMD --help` */
+	const char *usage;                /* full text for `TOOL CMD --help`, when opts is NULL */
+	const char *args;                 /* positional arguments of the synopsis ("STORE [STEP]") */
+	const char *desc;                 /* what the command does, after the synopsis */
+	const struct cli_opt *opts;       /* its options; NULL: usage is the whole help */
+	const char *tail;                 /* after the options: exit status, examples */
+	const struct cli_cmd *const *subs; /* subcommands ("raid create"), NULL-terminated */
 };
+
+/* Options that every command of the tool takes (nvmetune's roots), or NULL: listed in each
+ * command's --help and in the completion; the tool parses them itself. */
+extern const struct cli_opt *cli_global_opts;
+
+/* Parses the options of argv[1..*argc) by cmd->opts into the struct args, as getopt_long()
+ * would: --name=value, --name value, an unambiguous prefix of a long name, -x value, -xvalue,
+ * bundled short flags (-qa), "--" ending the options, "-" a positional argument, and -h/--help
+ * (prints the usage). The positional arguments are moved, in order, to argv[1..*argc). An
+ * unknown option (with the closest names), a missing or invalid value (naming the option) is
+ * reported as a usage error of cmd. Returns -1 to go on, or the exit status to return. */
+int cli_parse_opts(const struct cli_cmd *cmd, void *args, int *argc, char **argv);
+
+/* Takes the options of opts (long names, exactly) out of argv[1..*argc) wherever they stand
+ * before "--", into the struct args; the other words keep their order. For options that every
+ * command takes. Returns -1 to go on, or the exit status of a usage error (reported). */
+int cli_take_opts(const struct cli_opt *opts, void *args, int *argc, char **argv);
+
+/* Prints the options of opts under heading (the table's own first group heading instead, when it
+ * has one), then "-h, --help" when help. */
+void cli_print_options(FILE *f, const struct cli_opt *opts, const char *heading, bool help);
+
+/* Prints cmd's help: the synopsis and the options generated from its table, or its usage text. */
+void cli_print_usage(FILE *f, const struct cli_cmd *cmd);
+
+/* The closest of names[0..n) to name, git's way (see cli.c): writes "'a' or 'b'" (each quoted,
+ * prefixed by pre) into buf and returns true, or returns false when none is close. */
+bool cli_closest(const char *name, const char *const *names, size_t n, const char *pre,
+		 char *buf, size_t len);
+
+/* `TOOL __complete [CMD [SUB]] [OPTION]`, for the completion scripts: the commands; a command's
+ * subcommands and options, one a line, "=" after those that take a value; or the values of
+ * OPTION (words, or "@dir", "@file", "@file:EXT"). Returns the exit status. */
+int cli_complete(const struct cli_cmd *const *cmds, int argc, char **argv);
 
 /* Name of the running tool, used as the prefix of every message ("ckptctl: ..."). */
 extern const char *cli_prog;
 
-/* Runs the command named by argv[1] from a table ending with a {NULL} entry. Handles
- * `--help`, `-h`, `help [CMD]` and `--version`. Returns the exit status. */
-int cli_dispatch(const char *summary, const struct cli_cmd *cmds, int argc, char **argv);
+/* Runs the command named by argv[1] from a NULL-terminated table. Handles `--help`, `-h`,
+ * `help [CMD]`, `--version` and `__complete` (cli_complete). Returns the exit status. */
+int cli_dispatch(const char *summary, const struct cli_cmd *const *cmds, int argc, char **argv);
 
-/* If argv holds --help or -h, prints cmd's usage on stdout and returns true. */
+/* If argv holds --help or -h (before "--"), prints cmd's usage on stdout and returns true. */
 bool cli_want_help(const struct cli_cmd *cmd, int argc, char **argv);
+
+/* Runs the subcommand of parent named by argv[1] (parent->subs); handles --help the same way.
+ * Returns the exit status. */
+int cli_dispatch_sub(const struct cli_cmd *parent, int argc, char **argv);
 
 /* Prints "PROG: message" on stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -4,37 +4,9 @@
 #include "nvmetune.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-const char usage_plan[] =
-	"Usage: nvmetune plan [--profile P] [--json] [DEV ...]\n"
-	"Shows, for each knob of each device, the current value, the target of the profile and why.\n"
-	"Changes nothing. Without DEV: every NVMe namespace and md array.\n"
-	"  -p, --profile P   checkpoint (default), default (the kernel's defaults), or a profile file\n"
-	"      --json        JSON output\n";
-
-const char usage_apply[] =
-	"Usage: nvmetune apply [--profile P] [--dry-run] [--state FILE] [--json] [DEV ...]\n"
-	"Writes the profile's settings (global, then controllers, then members, then arrays; the\n"
-	"scheduler before nr_requests), reads each one back and reports any that did not take.\n"
-	"The previous values are saved in the state file (default /var/lib/nvmetune/state.json)\n"
-	"before anything is written; 'nvmetune rollback' restores them.\n"
-	"  -p, --profile P   checkpoint (default), default, or a profile file\n"
-	"  -n, --dry-run     print what would be written, write nothing\n"
-	"      --json        JSON output\n"
-	"Exit status: 0 all settings took, 3 another apply or rollback is running, 5 some failed or\n"
-	"did not take, 7 not root.\n";
-
-const char usage_rollback[] =
-	"Usage: nvmetune rollback [--dry-run] [--state FILE] [--json]\n"
-	"Restores the values saved by 'nvmetune apply', in write order, and reads each one back.\n"
-	"The state file is removed once everything is restored.\n"
-	"  -n, --dry-run     print what would be restored, write nothing\n"
-	"Exit status: 0 restored, 3 another apply or rollback is running, 4 no saved state, 5 some\n"
-	"values could not be restored.\n";
 
 static const char *st_word(enum item_state s)
 {
@@ -48,32 +20,62 @@ static const char *st_word(enum item_state s)
 	return "?";
 }
 
-/* Options shared by plan and apply. Returns -1 to continue, or an exit status. */
-static int parse_common(int argc, char **argv, const char **profile, bool *dry, bool dry_ok)
-{
-	static const struct option lo[] = {
-		{"profile", required_argument, NULL, 'p'},
-		{"dry-run", no_argument, NULL, 'n'},
-		{NULL, 0, NULL, 0},
-	};
-	optind = 1;
-	opterr = 0;
-	int c;
-	while ((c = getopt_long(argc, argv, "p:n", lo, NULL)) != -1) {
-		switch (c) {
-		case 'p': *profile = optarg; break;
-		case 'n':
-			if (!dry_ok)
-				return cli_usage_err(argv[0], "unknown option '--dry-run'");
-			*dry = true;
-			break;
-		default:
-			return cli_usage_err(argv[0], "unknown option or missing argument: '%s'",
-					     argv[optind - 1]);
-		}
-	}
-	return -1;
-}
+/* The options of plan, apply and rollback. */
+struct tune_args {
+	const char *profile;
+	bool dry;
+};
+
+static const char *const profile_words[] = {"checkpoint", "default", NULL};
+
+#define OPT_PROFILE(text) \
+	{CLI_OPT(CLI_STRING, "profile", 'p', CLI_AT(struct tune_args, profile), "P", text), \
+	 .values = profile_words, .complete = "@file"}
+#define OPT_DRY(text) {CLI_OPT(CLI_FLAG, "dry-run", 'n', CLI_AT(struct tune_args, dry), NULL, text)}
+
+static const struct cli_opt plan_opts[] = {
+	OPT_PROFILE("checkpoint (default), default (the kernel's defaults), or a profile file"),
+	CLI_OPT_END,
+};
+static const struct cli_opt apply_opts[] = {
+	OPT_PROFILE("checkpoint (default), default, or a profile file"),
+	OPT_DRY("print what would be written, write nothing"),
+	CLI_OPT_END,
+};
+static const struct cli_opt rollback_opts[] = {
+	OPT_DRY("print what would be restored, write nothing"),
+	CLI_OPT_END,
+};
+
+const struct cli_cmd nt_cmd_plan = {
+	.name = "plan", .fn = cmd_plan, .help = "show each knob: current -> target of a profile, and why",
+	.args = "[DEV ...]", .opts = plan_opts,
+	.desc = "Shows, for each knob of each device, the current value, the target of the profile and why.\n"
+		"Changes nothing. Without DEV: every NVMe namespace and md array.\n",
+};
+
+const struct cli_cmd nt_cmd_apply = {
+	.name = "apply", .fn = cmd_apply,
+	.help = "apply a profile, read every value back, save the previous values",
+	.args = "[DEV ...]", .opts = apply_opts,
+	.desc = "Writes the profile's settings (global, then controllers, then members, then arrays; the\n"
+		"scheduler before nr_requests), reads each one back and reports any that did not take.\n"
+		"The previous values are saved in the state file (default /var/lib/nvmetune/state.json)\n"
+		"before anything is written; 'nvmetune rollback' restores them.\n",
+	.tail = "\n"
+		"Exit status: 0 all settings took, 3 another apply or rollback is running, 5 some failed or\n"
+		"did not take, 7 not root.\n",
+};
+
+const struct cli_cmd nt_cmd_rollback = {
+	.name = "rollback", .fn = cmd_rollback, .help = "restore the values saved by apply",
+	.opts = rollback_opts,
+	.desc = "Restores the values saved by 'nvmetune apply', in write order, and reads each one back.\n"
+		"The state file is removed once everything is restored.\n",
+	.tail = "\n"
+		"Exit status: 0 restored, 3 another apply or rollback is running, 4 no saved state, 5 some\n"
+		"values could not be restored.\n",
+};
 
 static void print_plan_text(const struct profile *p, const struct plan *pl)
 {
@@ -108,16 +110,16 @@ static void json_item(struct jw *w, const struct item *it)
 
 int cmd_plan(int argc, char **argv)
 {
-	const char *prof = NULL;
-	bool dry = false;
-	int rc = parse_common(argc, argv, &prof, &dry, false);
+	struct tune_args opt = {0};
+	int rc = cli_parse_opts(&nt_cmd_plan, &opt, &argc, argv);
 	if (rc >= 0)
 		return rc;
+	const char *prof = opt.profile;
 	struct profile p;
 	if ((rc = profile_load(prof, &p)))
 		return rc;
 	struct plan pl;
-	if ((rc = plan_build(&p, argv + optind, argc - optind, &pl)))
+	if ((rc = plan_build(&p, argv + 1, argc - 1, &pl)))
 		return rc;
 	if (nt.json) {
 		struct jw w;
@@ -200,18 +202,19 @@ static void result_line(struct jw *w, const char *dev, enum knob_id k, const cha
 
 int cmd_apply(int argc, char **argv)
 {
-	const char *prof = NULL;
-	bool dry = false;
-	int rc = parse_common(argc, argv, &prof, &dry, true);
+	struct tune_args opt = {0};
+	int rc = cli_parse_opts(&nt_cmd_apply, &opt, &argc, argv);
 	if (rc >= 0)
 		return rc;
+	const char *prof = opt.profile;
+	bool dry = opt.dry;
 	if (!dry && ((rc = nt_need_root("apply")) || (rc = lock_state("apply"))))
 		return rc;
 	struct profile p;
 	if ((rc = profile_load(prof, &p)))
 		return rc;
 	struct plan pl;
-	if ((rc = plan_build(&p, argv + optind, argc - optind, &pl)))
+	if ((rc = plan_build(&p, argv + 1, argc - 1, &pl)))
 		return rc;
 
 	struct state st;
@@ -340,12 +343,13 @@ static int cmp_saved(const void *a, const void *b)
 
 int cmd_rollback(int argc, char **argv)
 {
-	const char *prof = NULL;
-	bool dry = false;
-	int rc = parse_common(argc, argv, &prof, &dry, true);
+	struct tune_args opt = {0};
+	int rc = cli_parse_opts(&nt_cmd_rollback, &opt, &argc, argv);
 	if (rc >= 0)
 		return rc;
-	if (prof || optind < argc)
+	const char *prof = opt.profile;
+	bool dry = opt.dry;
+	if (prof || argc > 1)
 		return cli_usage_err("rollback", "takes no profile or devices: it restores everything "
 				     "saved in %s", nt.state_file);
 	if (!dry && ((rc = nt_need_root("rollback")) || (rc = lock_state("rollback"))))

@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <liburing.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,20 +13,6 @@
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
-
-const char usage_bench[] =
-	"Usage: nvmetune bench [--size SIZE] [--config FILE] [--no-config] [--force] [--json] DEV|DIR\n"
-	"Sequential io_uring O_DIRECT writes (each pass ends with fdatasync) and reads over queue\n"
-	"depths 1 4 16 32 and I/O sizes 128K 512K 1M 4M; recommends the queue depth and I/O size\n"
-	"for libckpt and writes them as io_queue_depth and io_size_bytes to the config file.\n"
-	"On a DIR it writes a temporary file (removed at once, so nothing is left behind).\n"
-	"On a DEV it overwrites the first SIZE bytes: refused unless the device carries no\n"
-	"signature and is not mounted or held, or --force.\n"
-	"  --size SIZE     bytes per pass (default 64M: a few seconds in all)\n"
-	"  --config FILE   where libckpt reads its defaults (default /etc/libckpt.conf; libckpt\n"
-	"                  looks at $CKPT_CONFIG first)\n"
-	"  --no-config     only print the recommendation\n"
-	"  -f, --force     use a device the safety checks refuse (its data is lost)\n";
 
 static const unsigned depths[] = {1, 4, 16, 32};
 static const unsigned sizes[] = {128 << 10, 512 << 10, 1 << 20, 4 << 20};
@@ -141,36 +126,50 @@ static int write_config(const char *path, const char *target, unsigned qd, unsig
 	return rc;
 }
 
+struct bench_args {
+	uint64_t size;
+	const char *config;
+	bool noconf, force;
+};
+
+static const struct cli_opt bench_opts[] = {
+	{CLI_OPT(CLI_SIZE, "size", 0, CLI_AT(struct bench_args, size), "SIZE",
+		 "bytes per pass (default 64M: a few seconds in all)"),
+	 .min = 4 << 20, .bad = "bad size '%s': at least 4M"},
+	{CLI_OPT(CLI_STRING, "config", 0, CLI_AT(struct bench_args, config), "FILE",
+		 "where libckpt reads its defaults (default /etc/libckpt.conf; libckpt\n"
+		 "looks at $CKPT_CONFIG first)"), .complete = "@file"},
+	{CLI_OPT(CLI_FLAG, "no-config", 0, CLI_AT(struct bench_args, noconf), NULL,
+		 "only print the recommendation")},
+	{CLI_OPT(CLI_FLAG, "force", 'f', CLI_AT(struct bench_args, force), NULL,
+		 "use a device the safety checks refuse (its data is lost)")},
+	CLI_OPT_END,
+};
+
+const struct cli_cmd nt_cmd_bench = {
+	.name = "bench", .fn = cmd_bench,
+	.help = "io_uring write/read sweep; recommend queue depth and I/O size for libckpt",
+	.args = "DEV|DIR", .opts = bench_opts,
+	.desc = "Sequential io_uring O_DIRECT writes (each pass ends with fdatasync) and reads over queue\n"
+		"depths 1 4 16 32 and I/O sizes 128K 512K 1M 4M; recommends the queue depth and I/O size\n"
+		"for libckpt and writes them as io_queue_depth and io_size_bytes to the config file.\n"
+		"On a DIR it writes a temporary file (removed at once, so nothing is left behind).\n"
+		"On a DEV it overwrites the first SIZE bytes: refused unless the device carries no\n"
+		"signature and is not mounted or held, or --force.\n",
+};
+
 int cmd_bench(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{"size", required_argument, NULL, 's'},  {"config", required_argument, NULL, 'c'},
-		{"no-config", no_argument, NULL, 'N'},   {"force", no_argument, NULL, 'f'},
-		{NULL, 0, NULL, 0},
-	};
-	uint64_t size = 64ull << 20;
-	const char *config = "/etc/libckpt.conf";
-	bool noconf = false, force = false;
-	optind = 1;
-	opterr = 0;
-	int c;
-	while ((c = getopt_long(argc, argv, "f", lo, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			if (cli_parse_size(optarg, &size) || size < sizes[NS - 1])
-				return cli_usage_err("bench", "bad size '%s': at least 4M", optarg);
-			break;
-		case 'c': config = optarg; break;
-		case 'N': noconf = true; break;
-		case 'f': force = true; break;
-		default:
-			return cli_usage_err("bench", "unknown option or missing argument: '%s'",
-					     argv[optind - 1]);
-		}
-	}
-	if (argc - optind != 1)
+	struct bench_args opt = {.size = 64ull << 20, .config = "/etc/libckpt.conf"};
+	int c = cli_parse_opts(&nt_cmd_bench, &opt, &argc, argv);
+	if (c >= 0)
+		return c;
+	uint64_t size = opt.size;
+	const char *config = opt.config;
+	bool noconf = opt.noconf, force = opt.force;
+	if (argc != 2)
 		return cli_usage_err("bench", "name one device or directory");
-	const char *target = argv[optind];
+	const char *target = argv[1];
 	size -= size % sizes[NS - 1];
 
 	struct stat st;

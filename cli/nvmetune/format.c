@@ -6,24 +6,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <libnvme.h>
-
-const char usage_format[] =
-	"Usage: nvmetune format [--lbaf N] [--dry-run] [--force] DEV\n"
-	"Reformats the NVMe namespace DEV with LBA format N (default: the best supported for\n"
-	"checkpoints, 4 KiB without metadata when the drive has it; see 'nvmetune status').\n"
-	"THIS ERASES EVERY BYTE OF THE NAMESPACE: without --force it is refused, and a mounted\n"
-	"or held namespace is always refused.\n"
-	"  --lbaf N      the LBA format index\n"
-	"  -n, --dry-run  print what would be done\n"
-	"  -f, --force   erase and reformat\n"
-	"Exit status: 0 done (or already in that format), 1 failed, 2 usage, 4 no such namespace,\n"
-	"6 refused (no --force, or mounted/held), 7 permission denied.\n";
 
 static const char *fmt_lba(const struct nvme_lba *l, unsigned i, char *buf, size_t len)
 {
@@ -79,37 +66,48 @@ static int do_format(const char *ctrl, unsigned nsid, unsigned lbaf)
 	return EXIT_OK;
 }
 
+struct format_args {
+	uint64_t lbaf;
+	bool dry, force;
+};
+
+static const struct cli_opt format_opts[] = {
+	{CLI_OPT(CLI_U64, "lbaf", 0, CLI_AT(struct format_args, lbaf), "N", "the LBA format index"),
+	 .max = 63, .bad = "bad --lbaf '%s': expected 0 to 63"},
+	{CLI_OPT(CLI_FLAG, "dry-run", 'n', CLI_AT(struct format_args, dry), NULL,
+		 "print what would be done")},
+	{CLI_OPT(CLI_FLAG, "force", 'f', CLI_AT(struct format_args, force), NULL,
+		 "erase and reformat")},
+	CLI_OPT_END,
+};
+
+const struct cli_cmd nt_cmd_format = {
+	.name = "format", .fn = cmd_format,
+	.help = "reformat an NVMe namespace with a better LBA format (erases it; --force)",
+	.args = "DEV", .opts = format_opts,
+	.desc = "Reformats the NVMe namespace DEV with LBA format N (default: the best supported for\n"
+		"checkpoints, 4 KiB without metadata when the drive has it; see 'nvmetune status').\n"
+		"THIS ERASES EVERY BYTE OF THE NAMESPACE: without --force it is refused, and a mounted\n"
+		"or held namespace is always refused.\n",
+	.tail = "\n"
+		"Exit status: 0 done (or already in that format), 1 failed, 2 usage, 4 no such namespace,\n"
+		"6 refused (no --force, or mounted/held), 7 permission denied.\n",
+};
+
 int cmd_format(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{"lbaf", required_argument, NULL, 'l'}, {"dry-run", no_argument, NULL, 'n'},
-		{"force", no_argument, NULL, 'f'},       {NULL, 0, NULL, 0},
-	};
-	bool dry = false, force = false;
-	long want = -1;
-	optind = 1;
-	opterr = 0;
-	int c;
-	while ((c = getopt_long(argc, argv, "nf", lo, NULL)) != -1) {
-		char *end;
-		switch (c) {
-		case 'l':
-			want = strtol(optarg, &end, 10);
-			if (*end || !*optarg || want < 0 || want > 63)
-				return cli_usage_err("format", "bad --lbaf '%s': expected 0 to 63", optarg);
-			break;
-		case 'n': dry = true; break;
-		case 'f': force = true; break;
-		default:
-			return cli_usage_err("format", "unknown option or missing argument: '%s'",
-					     argv[optind - 1]);
-		}
-	}
-	if (argc - optind != 1)
+	/* lbaf stays UINT64_MAX (the table allows 0 to 63) unless --lbaf is given. */
+	struct format_args opt = {.lbaf = UINT64_MAX};
+	int c = cli_parse_opts(&nt_cmd_format, &opt, &argc, argv);
+	if (c >= 0)
+		return c;
+	bool dry = opt.dry, force = opt.force;
+	long want = opt.lbaf == UINT64_MAX ? -1 : (long)opt.lbaf;
+	if (argc != 2)
 		return cli_usage_err("format", "name one NVMe namespace");
 	char nm[64], ctrl[64], dp[PATH_MAX], a[32], b[32], where[PATH_MAX];
 	unsigned nsid;
-	int rc = ns_of("format", argv[optind], nm, sizeof(nm), ctrl, sizeof(ctrl), &nsid);
+	int rc = ns_of("format", argv[1], nm, sizeof(nm), ctrl, sizeof(ctrl), &nsid);
 	if (rc)
 		return rc;
 	struct nvme_lba l;

@@ -7,24 +7,35 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char usage_main_extra[] =
-	"\nOptions for every command:\n"
-	"  --json             JSON output\n"
-	"  --sysfs-root DIR   read and write sysfs under DIR instead of /sys (also NVMETUNE_SYSFS_ROOT)\n"
-	"  --dev-root DIR     device nodes under DIR instead of /dev (also NVMETUNE_DEV_ROOT)\n"
-	"  --proc-root DIR    /proc under DIR (mountinfo, cmdline) (also NVMETUNE_PROC_ROOT)\n"
-	"  --state FILE       state file for apply/rollback (default /var/lib/nvmetune/state.json)\n";
+static const char summary[] = "Provisions NVMe storage for checkpoints: status, tuning profiles "
+			      "with rollback, md RAID 0/10, udev persistence, benchmark.";
 
-static const struct cli_cmd cmds[] = {
-	{"status", cmd_status, "show NVMe controllers, md arrays, queue settings, ASPM, kernel parameters", usage_status},
-	{"plan", cmd_plan, "show each knob: current -> target of a profile, and why", usage_plan},
-	{"apply", cmd_apply, "apply a profile, read every value back, save the previous values", usage_apply},
-	{"rollback", cmd_rollback, "restore the values saved by apply", usage_rollback},
-	{"raid", cmd_raid, "create, show or stop md RAID 0/10 arrays (through mdadm)", usage_raid},
-	{"persist", cmd_persist, "write udev rules so settings survive reboot; print kernel parameters", usage_persist},
-	{"format", cmd_format, "reformat an NVMe namespace with a better LBA format (erases it; --force)", usage_format},
-	{"bench", cmd_bench, "io_uring write/read sweep; recommend queue depth and I/O size for libckpt", usage_bench},
-	{NULL, NULL, NULL, NULL},
+static const struct cli_cmd *const cmds[] = {
+	&nt_cmd_status, &nt_cmd_plan,    &nt_cmd_apply,  &nt_cmd_rollback,
+	&nt_cmd_raid,   &nt_cmd_persist, &nt_cmd_format, &nt_cmd_bench,
+	NULL,
+};
+
+struct global_args {
+	bool json;
+	const char *sys, *dev, *proc, *state;
+};
+
+static const struct cli_opt global_opts[] = {
+	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct global_args, json), NULL, "JSON output")},
+	{CLI_OPT(CLI_STRING, "sysfs-root", 0, CLI_AT(struct global_args, sys), "DIR",
+		 "read and write sysfs under DIR instead of /sys (also NVMETUNE_SYSFS_ROOT)"),
+	 .complete = "@dir"},
+	{CLI_OPT(CLI_STRING, "dev-root", 0, CLI_AT(struct global_args, dev), "DIR",
+		 "device nodes under DIR instead of /dev (also NVMETUNE_DEV_ROOT)"),
+	 .complete = "@dir"},
+	{CLI_OPT(CLI_STRING, "proc-root", 0, CLI_AT(struct global_args, proc), "DIR",
+		 "/proc under DIR (mountinfo, cmdline) (also NVMETUNE_PROC_ROOT)"),
+	 .complete = "@dir"},
+	{CLI_OPT(CLI_STRING, "state", 0, CLI_AT(struct global_args, state), "FILE",
+		 "state file for apply/rollback (default /var/lib/nvmetune/state.json)"),
+	 .complete = "@file"},
+	CLI_OPT_END,
 };
 
 static void set_root(char *dst, size_t len, const char *v, const char *def)
@@ -41,46 +52,19 @@ static void set_root(char *dst, size_t len, const char *v, const char *def)
  * "nvmetune --json status" and "nvmetune status --json" work. Returns -1 or an exit status. */
 static int take_globals(int *argc, char **argv)
 {
-	const char *sys = getenv("NVMETUNE_SYSFS_ROOT"), *dev = getenv("NVMETUNE_DEV_ROOT"),
-		   *proc = getenv("NVMETUNE_PROC_ROOT"), *state = NULL;
-	int out = 1;
-	bool dashdash = false;
-	for (int i = 1; i < *argc; i++) {
-		const char *a = argv[i];
-		const char **slot = NULL;
-		const char *names[] = {"--sysfs-root", "--dev-root", "--proc-root", "--state"};
-		const char **slots[] = {&sys, &dev, &proc, &state};
-		if (!dashdash && !strcmp(a, "--"))
-			dashdash = true;
-		if (!dashdash && !strcmp(a, "--json")) {
-			nt.json = true;
-			continue;
-		}
-		for (int k = 0; !dashdash && k < 4; k++) {
-			size_t l = strlen(names[k]);
-			if (!strncmp(a, names[k], l) && (a[l] == 0 || a[l] == '=')) {
-				slot = slots[k];
-				if (a[l] == '=') {
-					*slot = a + l + 1;
-				} else if (i + 1 < *argc) {
-					*slot = argv[++i];
-				} else {
-					cli_err("option %s needs an argument", names[k]);
-					return EXIT_USAGE;
-				}
-				break;
-			}
-		}
-		if (slot)
-			continue;
-		argv[out++] = argv[i];
-	}
-	argv[out] = NULL;
-	*argc = out;
-	set_root(nt.sys_root, sizeof(nt.sys_root), sys, "/sys");
-	set_root(nt.dev_root, sizeof(nt.dev_root), dev, "/dev");
-	set_root(nt.proc_root, sizeof(nt.proc_root), proc, "/proc");
-	set_root(nt.state_file, sizeof(nt.state_file), state, "/var/lib/nvmetune/state.json");
+	struct global_args g = {
+		.sys = getenv("NVMETUNE_SYSFS_ROOT"),
+		.dev = getenv("NVMETUNE_DEV_ROOT"),
+		.proc = getenv("NVMETUNE_PROC_ROOT"),
+	};
+	int rc = cli_take_opts(global_opts, &g, argc, argv);
+	if (rc >= 0)
+		return rc;
+	nt.json = g.json;
+	set_root(nt.sys_root, sizeof(nt.sys_root), g.sys, "/sys");
+	set_root(nt.dev_root, sizeof(nt.dev_root), g.dev, "/dev");
+	set_root(nt.proc_root, sizeof(nt.proc_root), g.proc, "/proc");
+	set_root(nt.state_file, sizeof(nt.state_file), g.state, "/var/lib/nvmetune/state.json");
 	nt.moved = strcmp(nt.sys_root, "/sys") || strcmp(nt.dev_root, "/dev") ||
 		   strcmp(nt.proc_root, "/proc");
 	if (access(nt.sys_root, F_OK)) {
@@ -93,19 +77,21 @@ static int take_globals(int *argc, char **argv)
 int main(int argc, char **argv)
 {
 	cli_prog = "nvmetune";
+	cli_global_opts = global_opts;
+	/* Completion asks for the options, whatever the roots. */
+	if (argc >= 2 && !strcmp(argv[1], "__complete"))
+		return cli_complete(cmds, argc - 1, argv + 1);
 	int rc = take_globals(&argc, argv);
 	if (rc >= 0)
 		return rc;
 	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		rc = cli_dispatch("Provisions NVMe storage for checkpoints: status, tuning profiles with "
-				  "rollback, md RAID 0/10, udev persistence, benchmark.", cmds, argc, argv);
-		fputs(usage_main_extra, stdout);
+		rc = cli_dispatch(summary, cmds, argc, argv);
+		cli_print_options(stdout, global_opts, "Options for every command:", false);
 		printf("\nExit status: 0 ok, 1 failed, 2 usage, 3 another apply/rollback is running, 4 device "
 		       "or state not found,\n5 some settings did not take, 6 device refused by the "
 		       "safety checks, 7 permission denied.\n"
 		       "See nvmetune(1).\n");
 		return rc;
 	}
-	return cli_dispatch("Provisions NVMe storage for checkpoints: status, tuning profiles with "
-			    "rollback, md RAID 0/10, udev persistence, benchmark.", cmds, argc, argv);
+	return cli_dispatch(summary, cmds, argc, argv);
 }

@@ -43,6 +43,12 @@ int nt_check_writable(const char *cmd, const char *path, const char *hint);
 int raid_add(int argc, char **argv);
 int raid_replace(int argc, char **argv);
 int raid_assemble(int argc, char **argv);
+/* Their options (--dry-run, -n; --force, -f), also those of raid stop, into struct nt_raid_flags. */
+struct nt_raid_flags {
+	bool dry, force;
+};
+extern const struct cli_opt nt_raid_flag_opts[];
+extern const struct cli_cmd nt_cmd_raid_add, nt_cmd_raid_replace, nt_cmd_raid_assemble;
 
 /* persist_md.c: when md arrays are active, writes their ARRAY lines into nvmetune's block of conf
  * (mdadm.conf) and, when initramfs, rebuilds the initramfs (update-initramfs -u, or dracut -f);
@@ -203,7 +209,6 @@ void plan_free(struct plan *pl);
 struct jw;
 void format_advice(struct jw *w, const struct plan *pl);
 int cmd_format(int argc, char **argv);
-extern const char usage_format[];
 /* Reads the current value behind a state key, normalized. Returns 0 or -errno. */
 int key_read(enum knob_id k, const char *key, char *out, size_t len, char *why, size_t wlen);
 /* Writes a value behind a state key. Returns 0 or -errno (why filled). */
@@ -238,8 +243,9 @@ int cmd_rollback(int argc, char **argv);
 int cmd_raid(int argc, char **argv);
 int cmd_persist(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
-extern const char usage_status[], usage_plan[], usage_apply[], usage_rollback[], usage_raid[],
-	usage_persist[], usage_bench[];
+/* The commands with their option tables (cli.h), each in its file. */
+extern const struct cli_cmd nt_cmd_status, nt_cmd_plan, nt_cmd_apply, nt_cmd_rollback, nt_cmd_raid,
+	nt_cmd_persist, nt_cmd_format, nt_cmd_bench;
 
 /* ---- md arrays (raid.c) ---- */
 /* Lists the active md arrays. Returns the count or -errno. */

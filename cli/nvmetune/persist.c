@@ -4,23 +4,8 @@
 #include "nvmetune.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
-
-const char usage_persist[] =
-	"Usage: nvmetune persist [--profile P] [--rules FILE] [--mdadm-conf FILE] [--no-initramfs]\n"
-	"                        [--dry-run] [--json] [DEV ...]\n"
-	"Writes udev rules that apply the profile's queue settings (and APST off) whenever a device\n"
-	"appears, so they survive reboot and hotplug, and prints the kernel parameters to add for\n"
-	"ASPM and APST. NVMe namespaces are matched by controller serial and namespace id.\n"
-	"  -p, --profile P   checkpoint (default), default, or a profile file\n"
-	"      --rules FILE  rules file (default /etc/udev/rules.d/60-nvmetune.rules)\n"
-	"      --mdadm-conf FILE  when md arrays are active, write their ARRAY lines here (default\n"
-	"                    /etc/mdadm/mdadm.conf; with moved roots only when given), then\n"
-	"                    rebuild the initramfs so that they assemble at boot\n"
-	"      --no-initramfs  do not rebuild the initramfs\n"
-	"  -n, --dry-run     print the rules, the ARRAY lines and the commands instead\n";
 
 static const char *attr_of(enum knob_id k)
 {
@@ -72,32 +57,49 @@ static void match_of(const char *dev, char *out, size_t len)
 		snprintf(out, len, "KERNEL==\"%s\"", dev);
 }
 
+struct persist_args {
+	const char *profile, *rules, *mdconf;
+	bool dry, no_initramfs;
+};
+
+static const char *const profile_words[] = {"checkpoint", "default", NULL};
+
+static const struct cli_opt persist_opts[] = {
+	{CLI_OPT(CLI_STRING, "profile", 'p', CLI_AT(struct persist_args, profile), "P",
+		 "checkpoint (default), default, or a profile file"),
+	 .values = profile_words, .complete = "@file"},
+	{CLI_OPT(CLI_STRING, "rules", 0, CLI_AT(struct persist_args, rules), "FILE",
+		 "rules file (default /etc/udev/rules.d/60-nvmetune.rules)"), .complete = "@file"},
+	{CLI_OPT(CLI_STRING, "mdadm-conf", 0, CLI_AT(struct persist_args, mdconf), "FILE",
+		 "when md arrays are active, write their ARRAY lines here (default\n"
+		 "/etc/mdadm/mdadm.conf; with moved roots only when given), then\n"
+		 "rebuild the initramfs so that they assemble at boot"), .complete = "@file"},
+	{CLI_OPT(CLI_FLAG, "no-initramfs", 0, CLI_AT(struct persist_args, no_initramfs), NULL,
+		 "do not rebuild the initramfs")},
+	{CLI_OPT(CLI_FLAG, "dry-run", 'n', CLI_AT(struct persist_args, dry), NULL,
+		 "print the rules, the ARRAY lines and the commands instead")},
+	CLI_OPT_END,
+};
+
+const struct cli_cmd nt_cmd_persist = {
+	.name = "persist", .fn = cmd_persist,
+	.help = "write udev rules so settings survive reboot; print kernel parameters",
+	.args = "[DEV ...]", .opts = persist_opts,
+	.desc = "Writes udev rules that apply the profile's queue settings (and APST off) whenever a device\n"
+		"appears, so they survive reboot and hotplug, and prints the kernel parameters to add for\n"
+		"ASPM and APST. NVMe namespaces are matched by controller serial and namespace id.\n",
+};
+
 int cmd_persist(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{"profile", required_argument, NULL, 'p'}, {"rules", required_argument, NULL, 'r'},
-		{"dry-run", no_argument, NULL, 'n'},       {"mdadm-conf", required_argument, NULL, 'm'},
-		{"no-initramfs", no_argument, NULL, 'I'},  {NULL, 0, NULL, 0},
-	};
-	const char *mdconf = NULL;
-	bool initramfs = true;
-	const char *prof = NULL, *rules = "/etc/udev/rules.d/60-nvmetune.rules";
-	bool dry = false;
-	optind = 1;
-	opterr = 0;
-	int c;
-	while ((c = getopt_long(argc, argv, "p:n", lo, NULL)) != -1) {
-		switch (c) {
-		case 'p': prof = optarg; break;
-		case 'r': rules = optarg; break;
-		case 'n': dry = true; break;
-		case 'm': mdconf = optarg; break;
-		case 'I': initramfs = false; break;
-		default:
-			return cli_usage_err("persist", "unknown option or missing argument: '%s'",
-					     argv[optind - 1]);
-		}
-	}
+	struct persist_args opt = {.rules = "/etc/udev/rules.d/60-nvmetune.rules"};
+	int c = cli_parse_opts(&nt_cmd_persist, &opt, &argc, argv);
+	if (c >= 0)
+		return c;
+	const char *mdconf = opt.mdconf;
+	bool initramfs = !opt.no_initramfs;
+	const char *prof = opt.profile, *rules = opt.rules;
+	bool dry = opt.dry;
 	int rc;
 	if (!dry && (rc = nt_need_root("persist")))
 		return rc;
@@ -105,7 +107,7 @@ int cmd_persist(int argc, char **argv)
 	if ((rc = profile_load(prof, &p)))
 		return rc;
 	struct plan pl;
-	if ((rc = plan_build(&p, argv + optind, argc - optind, &pl)))
+	if ((rc = plan_build(&p, argv + 1, argc - 1, &pl)))
 		return rc;
 
 	char *text = NULL;

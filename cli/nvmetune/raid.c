@@ -5,40 +5,9 @@
 #include "nvmetune.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-const char usage_raid[] =
-	"Usage: nvmetune raid create --level 0|10 [--layout n2|f2|o2] [--chunk SIZE] [--name NAME]\n"
-	"                            [--bitmap none|internal] [--assume-clean] [--md /dev/mdN]\n"
-	"                            [--dry-run] [--force] DEV ...\n"
-	"       nvmetune raid status [--json] [MD ...]\n"
-	"       nvmetune raid stop [--dry-run] [--force] MD ...\n"
-	"       nvmetune raid add [--dry-run] [--force] MD DEV ...\n"
-	"       nvmetune raid replace [--dry-run] [--force] MD OLD NEW\n"
-	"       nvmetune raid assemble [--dry-run] [MD DEV ...]\n"
-	"create builds an md array with mdadm (RAID 0 for throughput, RAID 10 to survive a drive).\n"
-	"A device that is mounted, held open, partitioned, or carries a filesystem, RAID or\n"
-	"partition-table signature is refused with the reason, unless --force.\n"
-	"add puts devices into an array (as spares, or to grow it with mdadm --grow); replace\n"
-	"rebuilds a member onto a new device while the member stays in service (mdadm --replace);\n"
-	"the new devices pass the same checks. assemble starts arrays after a reboot or a move:\n"
-	"every array mdadm finds (--scan), or MD from the members named.\n"
-	"  --level 0|10        RAID level\n"
-	"  --layout n2|f2|o2   RAID 10 copies: near (default), far (faster reads), offset\n"
-	"  --chunk SIZE        chunk size, a power of two >= 4K (default 512K)\n"
-	"  --name NAME         array name (/dev/md/NAME with udev)\n"
-	"  --bitmap none|internal  RAID 10 write-intent bitmap (default none: the bitmap costs write\n"
-	"                      throughput; internal shortens resync after a crash)\n"
-	"  --assume-clean      RAID 10: skip the initial resync; right for new or fully trimmed\n"
-	"                      drives, whose mirrors already match (all zeros)\n"
-	"  --md /dev/mdN       the array device (default: the first free /dev/mdN)\n"
-	"  -n, --dry-run       check the devices and print the exact mdadm command; run nothing\n"
-	"  -f, --force         use devices the safety checks refuse (their data is lost)\n"
-	"Exit status: 0 ok, 1 mdadm failed, 2 usage, 4 no such device, 6 refused, 7 permission\n"
-	"denied.\n";
 
 static const char *raid10_layout(uint64_t layout, char *buf, size_t len)
 {
@@ -148,10 +117,87 @@ void raid_report(struct jw *w, char **names, int n)
 		jw_arr_end(w);
 }
 
+struct create_args {
+	const char *level, *layout, *name, *bitmap, *md;
+	uint64_t chunk;
+	bool clean, dry, force;
+};
+
+static const char *const level_words[] = {"0", "10", NULL};
+static const char *const layout_words[] = {"n2", "f2", "o2", NULL};
+static const char *const bitmap_words[] = {"none", "internal", NULL};
+static const char *const chunk_words[] = {"64K", "128K", "256K", "512K", "1M", NULL};
+
+/* level, layout and bitmap are checked together after parsing, as they depend on each other. */
+static const struct cli_opt create_opts[] = {
+	{CLI_OPT(CLI_STRING, "level", 'l', CLI_AT(struct create_args, level), "0|10", "RAID level"),
+	 .values = level_words, .flags = CLI_REQUIRED},
+	{CLI_OPT(CLI_STRING, "layout", 0, CLI_AT(struct create_args, layout), "n2|f2|o2",
+		 "RAID 10 copies: near (default), far (faster reads), offset"),
+	 .values = layout_words},
+	{CLI_OPT(CLI_SIZE, "chunk", 'c', CLI_AT(struct create_args, chunk), "SIZE",
+		 "chunk size, a power of two >= 4K (default 512K)"),
+	 .values = chunk_words, .min = 4096, .flags = CLI_POW2,
+	 .bad = "bad chunk size '%s': a power of two of at least 4K"},
+	{CLI_OPT(CLI_STRING, "name", 0, CLI_AT(struct create_args, name), "NAME",
+		 "array name (/dev/md/NAME with udev)")},
+	{CLI_OPT(CLI_STRING, "bitmap", 0, CLI_AT(struct create_args, bitmap), "none|internal",
+		 "RAID 10 write-intent bitmap (default none: the bitmap costs write\n"
+		 "throughput; internal shortens resync after a crash)"),
+	 .values = bitmap_words},
+	{CLI_OPT(CLI_FLAG, "assume-clean", 0, CLI_AT(struct create_args, clean), NULL,
+		 "RAID 10: skip the initial resync; right for new or fully trimmed\n"
+		 "drives, whose mirrors already match (all zeros)")},
+	{CLI_OPT(CLI_STRING, "md", 0, CLI_AT(struct create_args, md), "/dev/mdN",
+		 "the array device (default: the first free /dev/mdN)")},
+	{CLI_OPT(CLI_FLAG, "dry-run", 'n', CLI_AT(struct create_args, dry), NULL,
+		 "check the devices and print the exact mdadm command; run nothing")},
+	{CLI_OPT(CLI_FLAG, "force", 'f', CLI_AT(struct create_args, force), NULL,
+		 "use devices the safety checks refuse (their data is lost)")},
+	CLI_OPT_END,
+};
+
+static int raid_create(int argc, char **argv);
+static int raid_status(int argc, char **argv);
+static int raid_stop(int argc, char **argv);
+
+static const struct cli_opt no_opts[] = {CLI_OPT_END};
+
+static const struct cli_cmd raid_create_cmd = {
+	.name = "raid create", .fn = raid_create, .args = "DEV ...", .opts = create_opts,
+};
+static const struct cli_cmd raid_status_cmd = {
+	.name = "raid status", .fn = raid_status, .args = "[MD ...]", .opts = no_opts,
+};
+static const struct cli_cmd raid_stop_cmd = {
+	.name = "raid stop", .fn = raid_stop, .args = "MD ...", .opts = nt_raid_flag_opts,
+};
+static const struct cli_cmd *const raid_subs[] = {
+	&raid_create_cmd, &raid_status_cmd, &raid_stop_cmd, &nt_cmd_raid_add, &nt_cmd_raid_replace,
+	&nt_cmd_raid_assemble, NULL,
+};
+
+const struct cli_cmd nt_cmd_raid = {
+	.name = "raid", .fn = cmd_raid, .help = "create, show or stop md RAID 0/10 arrays (through mdadm)",
+	.subs = raid_subs,
+	.desc = "create builds an md array with mdadm (RAID 0 for throughput, RAID 10 to survive a drive).\n"
+		"A device that is mounted, held open, partitioned, or carries a filesystem, RAID or\n"
+		"partition-table signature is refused with the reason, unless --force.\n"
+		"add puts devices into an array (as spares, or to grow it with mdadm --grow); replace\n"
+		"rebuilds a member onto a new device while the member stays in service (mdadm --replace);\n"
+		"the new devices pass the same checks. assemble starts arrays after a reboot or a move:\n"
+		"every array mdadm finds (--scan), or MD from the members named.\n",
+	.tail = "\n"
+		"Exit status: 0 ok, 1 mdadm failed, 2 usage, 4 no such device, 6 refused, 7 permission\n"
+		"denied.\n",
+};
+
 static int raid_status(int argc, char **argv)
 {
 	char **names;
-	int n;
+	int n = cli_parse_opts(&raid_status_cmd, NULL, &argc, argv);
+	if (n >= 0)
+		return n;
 	if (argc > 1) {
 		names = calloc((size_t)argc, sizeof(*names));
 		n = 0;
@@ -187,46 +233,16 @@ static int raid_status(int argc, char **argv)
 	return EXIT_OK;
 }
 
-static bool pow2(uint64_t v)
-{
-	return v && !(v & (v - 1));
-}
-
 static int raid_create(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{"level", required_argument, NULL, 'l'}, {"layout", required_argument, NULL, 'L'},
-		{"chunk", required_argument, NULL, 'c'}, {"name", required_argument, NULL, 'N'},
-		{"bitmap", required_argument, NULL, 'b'}, {"assume-clean", no_argument, NULL, 'a'},
-		{"md", required_argument, NULL, 'm'},    {"dry-run", no_argument, NULL, 'n'},
-		{"force", no_argument, NULL, 'f'},       {NULL, 0, NULL, 0},
-	};
-	const char *level = NULL, *layout = NULL, *name = NULL, *bitmap = NULL, *md = NULL;
-	uint64_t chunk = 512 * 1024;
-	bool clean = false, dry = false, force = false;
-	optind = 1;
-	opterr = 0;
-	int c;
-	while ((c = getopt_long(argc, argv, "l:c:nf", lo, NULL)) != -1) {
-		switch (c) {
-		case 'l': level = optarg; break;
-		case 'L': layout = optarg; break;
-		case 'c':
-			if (cli_parse_size(optarg, &chunk) || !pow2(chunk) || chunk < 4096)
-				return cli_usage_err("raid create", "bad chunk size '%s': a power of two of "
-						     "at least 4K", optarg);
-			break;
-		case 'N': name = optarg; break;
-		case 'b': bitmap = optarg; break;
-		case 'a': clean = true; break;
-		case 'm': md = optarg; break;
-		case 'n': dry = true; break;
-		case 'f': force = true; break;
-		default:
-			return cli_usage_err("raid create", "unknown option or missing argument: '%s'",
-					     argv[optind - 1]);
-		}
-	}
+	struct create_args opt = {.chunk = 512 * 1024};
+	int c = cli_parse_opts(&raid_create_cmd, &opt, &argc, argv);
+	if (c >= 0)
+		return c;
+	const char *level = opt.level, *layout = opt.layout, *name = opt.name, *bitmap = opt.bitmap;
+	const char *md = opt.md;
+	uint64_t chunk = opt.chunk;
+	bool clean = opt.clean, dry = opt.dry, force = opt.force;
 	if (!level || (strcmp(level, "0") && strcmp(level, "10")))
 		return cli_usage_err("raid create", "--level 0 or --level 10 is required");
 	bool r10 = !strcmp(level, "10");
@@ -242,7 +258,7 @@ static int raid_create(int argc, char **argv)
 		return cli_usage_err("raid create", "--assume-clean applies to RAID 10 only");
 	if (name && (!*name || strchr(name, '/') || strlen(name) > 32))
 		return cli_usage_err("raid create", "bad name '%s'", name);
-	int ndev = argc - optind;
+	int ndev = argc - 1;
 	if (ndev < 2)
 		return cli_usage_err("raid create", "at least 2 devices are needed");
 	if (ndev > 64)
@@ -252,13 +268,13 @@ static int raid_create(int argc, char **argv)
 
 	char names[64][64], mdname[64];
 	for (int i = 0; i < ndev; i++) {
-		if (blk_resolve(argv[optind + i], names[i], sizeof(names[i]))) {
-			cli_err("raid create: %s: no such block device", argv[optind + i]);
+		if (blk_resolve(argv[1 + i], names[i], sizeof(names[i]))) {
+			cli_err("raid create: %s: no such block device", argv[1 + i]);
 			return EXIT_NOTFOUND;
 		}
 		for (int j = 0; j < i; j++)
 			if (!strcmp(names[i], names[j]))
-				return cli_usage_err("raid create", "%s is named twice", argv[optind + i]);
+				return cli_usage_err("raid create", "%s is named twice", argv[1 + i]);
 	}
 	if (md) {
 		const char *b = strrchr(md, '/') ? strrchr(md, '/') + 1 : md;
@@ -376,27 +392,17 @@ static int raid_create(int argc, char **argv)
 
 static int raid_stop(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{"dry-run", no_argument, NULL, 'n'}, {"force", no_argument, NULL, 'f'}, {NULL, 0, NULL, 0},
-	};
-	bool dry = false, force = false;
-	optind = 1;
-	opterr = 0;
-	int c;
-	while ((c = getopt_long(argc, argv, "nf", lo, NULL)) != -1) {
-		switch (c) {
-		case 'n': dry = true; break;
-		case 'f': force = true; break;
-		default:
-			return cli_usage_err("raid stop", "unknown option: '%s'", argv[optind - 1]);
-		}
-	}
-	if (optind >= argc)
+	struct nt_raid_flags opt = {0};
+	int c = cli_parse_opts(&raid_stop_cmd, &opt, &argc, argv);
+	if (c >= 0)
+		return c;
+	bool dry = opt.dry, force = opt.force;
+	if (argc < 2)
 		return cli_usage_err("raid stop", "name the array(s) to stop");
 	if (!dry && (c = nt_need_root("raid stop")))
 		return c;
 	int ret = EXIT_OK;
-	for (int i = optind; i < argc; i++) {
+	for (int i = 1; i < argc; i++) {
 		char nm[64], rel[PATH_MAX], where[PATH_MAX], p[PATH_MAX];
 		if (blk_resolve(argv[i], nm, sizeof(nm)) ||
 		    (snprintf(rel, sizeof(rel), "block/%s/md", nm), !sys_is_dir(rel))) {
@@ -427,20 +433,5 @@ static int raid_stop(int argc, char **argv)
 
 int cmd_raid(int argc, char **argv)
 {
-	if (argc < 2)
-		return cli_usage_err("raid", "expected create, status, stop, add, replace or assemble");
-	if (!strcmp(argv[1], "create"))
-		return raid_create(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "status"))
-		return raid_status(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "stop"))
-		return raid_stop(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "add"))
-		return raid_add(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "replace"))
-		return raid_replace(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "assemble"))
-		return raid_assemble(argc - 1, argv + 1);
-	return cli_usage_err("raid", "unknown subcommand '%s' (create, status, stop, add, replace, "
-			     "assemble)", argv[1]);
+	return cli_dispatch_sub(&nt_cmd_raid, argc, argv);
 }

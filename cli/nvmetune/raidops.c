@@ -3,27 +3,36 @@
  * checks of safety.c unless --force, and permission problems are exit 7. */
 #include "nvmetune.h"
 
-#include <getopt.h>
 #include <string.h>
 
-/* Parses [--dry-run] [--force] for cmd; returns -1 when done (optind at the operands), else the
- * exit status of a usage error. */
-static int parse_flags(const char *cmd, int argc, char **argv, bool *dry, bool *force)
+const struct cli_opt nt_raid_flag_opts[] = {
+	{CLI_OPT(CLI_FLAG, "dry-run", 'n', CLI_AT(struct nt_raid_flags, dry), NULL,
+		 "check the devices and print the exact mdadm command; run nothing")},
+	{CLI_OPT(CLI_FLAG, "force", 'f', CLI_AT(struct nt_raid_flags, force), NULL,
+		 "use devices the safety checks refuse (their data is lost)")},
+	CLI_OPT_END,
+};
+
+const struct cli_cmd nt_cmd_raid_add = {
+	.name = "raid add", .fn = raid_add, .args = "MD DEV ...", .opts = nt_raid_flag_opts,
+};
+const struct cli_cmd nt_cmd_raid_replace = {
+	.name = "raid replace", .fn = raid_replace, .args = "MD OLD NEW", .opts = nt_raid_flag_opts,
+};
+const struct cli_cmd nt_cmd_raid_assemble = {
+	.name = "raid assemble", .fn = raid_assemble, .args = "[MD DEV ...]",
+	.opts = nt_raid_flag_opts,
+};
+
+/* Parses [--dry-run] [--force] of sub; returns -1 when done (the operands in argv[1..*argc)),
+ * else the exit status of a usage error. */
+static int parse_flags(const struct cli_cmd *sub, int *argc, char **argv, bool *dry, bool *force)
 {
-	static const struct option lo[] = {
-		{"dry-run", no_argument, NULL, 'n'}, {"force", no_argument, NULL, 'f'}, {NULL, 0, NULL, 0},
-	};
-	optind = 1;
-	opterr = 0;
-	int c;
-	while ((c = getopt_long(argc, argv, "nf", lo, NULL)) != -1) {
-		switch (c) {
-		case 'n': *dry = true; break;
-		case 'f': *force = true; break;
-		default: return cli_usage_err(cmd, "unknown option: '%s'", argv[optind - 1]);
-		}
-	}
-	return -1;
+	struct nt_raid_flags f = {0};
+	int rc = cli_parse_opts(sub, &f, argc, argv);
+	*dry = f.dry;
+	*force = f.force;
+	return rc;
 }
 
 /* The md array named by arg (mdN, /dev/mdN) into nm. Returns 0 or EXIT_NOTFOUND (reported). */
@@ -86,26 +95,26 @@ int raid_add(int argc, char **argv)
 {
 	const char *cmd = "raid add";
 	bool dry = false, force = false;
-	int rc = parse_flags(cmd, argc, argv, &dry, &force);
+	int rc = parse_flags(&nt_cmd_raid_add, &argc, argv, &dry, &force);
 	if (rc >= 0)
 		return rc;
-	if (argc - optind < 2)
+	if (argc - 1 < 2)
 		return cli_usage_err(cmd, "expected MD and the device(s) to add");
-	if (argc - optind > 33)
+	if (argc - 1 > 33)
 		return cli_usage_err(cmd, "too many devices");
 	char md[64], mdp[PATH_MAX], nm[32][64], p[32][PATH_MAX], done[PATH_MAX + 32];
-	if ((rc = resolve_md(cmd, argv[optind], md, sizeof(md))))
+	if ((rc = resolve_md(cmd, argv[1], md, sizeof(md))))
 		return rc;
 	if (!dry && (rc = nt_need_root(cmd)))
 		return rc;
 	char *av[40];
-	int k = 0, n = argc - optind - 1;
+	int k = 0, n = argc - 1 - 1;
 	dev_path(mdp, sizeof(mdp), md);
 	av[k++] = "mdadm";
 	av[k++] = mdp;
 	av[k++] = "--add";
 	for (int i = 0; i < n; i++) {
-		if ((rc = joining(cmd, argv[optind + 1 + i], force, nm[i], sizeof(nm[i]), p[i],
+		if ((rc = joining(cmd, argv[2 + i], force, nm[i], sizeof(nm[i]), p[i],
 				  sizeof(p[i]))))
 			return rc;
 		av[k++] = p[i];
@@ -119,23 +128,23 @@ int raid_replace(int argc, char **argv)
 {
 	const char *cmd = "raid replace";
 	bool dry = false, force = false;
-	int rc = parse_flags(cmd, argc, argv, &dry, &force);
+	int rc = parse_flags(&nt_cmd_raid_replace, &argc, argv, &dry, &force);
 	if (rc >= 0)
 		return rc;
-	if (argc - optind != 3)
+	if (argc - 1 != 3)
 		return cli_usage_err(cmd, "expected MD, the member to replace and the new device");
 	char md[64], mdp[PATH_MAX], old[64], oldp[PATH_MAX], nw[64], nwp[PATH_MAX], rel[PATH_MAX];
 	char done[4 * PATH_MAX];
-	if ((rc = resolve_md(cmd, argv[optind], md, sizeof(md))))
+	if ((rc = resolve_md(cmd, argv[1], md, sizeof(md))))
 		return rc;
-	if (blk_resolve(argv[optind + 1], old, sizeof(old)) ||
+	if (blk_resolve(argv[2], old, sizeof(old)) ||
 	    (snprintf(rel, sizeof(rel), "block/%s/slaves/%s", md, old), !sys_is_dir(rel))) {
-		cli_err("%s: %s is not a member of /dev/%s", cmd, argv[optind + 1], md);
+		cli_err("%s: %s is not a member of /dev/%s", cmd, argv[2], md);
 		return EXIT_NOTFOUND;
 	}
 	if (!dry && (rc = nt_need_root(cmd)))
 		return rc;
-	if ((rc = joining(cmd, argv[optind + 2], force, nw, sizeof(nw), nwp, sizeof(nwp))))
+	if ((rc = joining(cmd, argv[3], force, nw, sizeof(nw), nwp, sizeof(nwp))))
 		return rc;
 	dev_path(mdp, sizeof(mdp), md);
 	dev_path(oldp, sizeof(oldp), old);
@@ -151,10 +160,10 @@ int raid_assemble(int argc, char **argv)
 {
 	const char *cmd = "raid assemble";
 	bool dry = false, force = false;
-	int rc = parse_flags(cmd, argc, argv, &dry, &force);
+	int rc = parse_flags(&nt_cmd_raid_assemble, &argc, argv, &dry, &force);
 	if (rc >= 0)
 		return rc;
-	if (argc - optind == 1 || argc - optind > 65)
+	if (argc - 1 == 1 || argc - 1 > 65)
 		return cli_usage_err(cmd, "expected nothing (every array mdadm.conf or the members' "
 				     "superblocks describe), or MD and its members");
 	if (!dry && (rc = nt_need_root(cmd)))
@@ -164,15 +173,15 @@ int raid_assemble(int argc, char **argv)
 	int k = 0;
 	av[k++] = "mdadm";
 	av[k++] = "--assemble";
-	if (argc == optind) {
+	if (argc == 1) {
 		av[k++] = "--scan";
 		av[k] = NULL;
 		return run_or_print(cmd, av, dry, "assembled the arrays mdadm found");
 	}
-	const char *b = strrchr(argv[optind], '/') ? strrchr(argv[optind], '/') + 1 : argv[optind];
+	const char *b = strrchr(argv[1], '/') ? strrchr(argv[1], '/') + 1 : argv[1];
 	unsigned num;
 	if (sscanf(b, "md%u", &num) != 1)
-		return cli_usage_err(cmd, "bad array '%s': expected /dev/mdN", argv[optind]);
+		return cli_usage_err(cmd, "bad array '%s': expected /dev/mdN", argv[1]);
 	snprintf(md, sizeof(md), "md%u", num);
 	snprintf(rel, sizeof(rel), "block/%s/md/level", md);
 	if (!sys_read(rel, lv, sizeof(lv)) && lv[0]) {
@@ -182,15 +191,15 @@ int raid_assemble(int argc, char **argv)
 	dev_path(mdp, sizeof(mdp), md);
 	av[k++] = mdp;
 	av[k++] = "--run";
-	for (int i = optind + 1; i < argc; i++) {
+	for (int i = 2; i < argc; i++) {
 		if (blk_resolve(argv[i], nm, sizeof(nm))) {
 			cli_err("%s: %s: no such block device", cmd, argv[i]);
 			return EXIT_NOTFOUND;
 		}
-		dev_path(p[i - optind - 1], sizeof(p[0]), nm);
-		if ((rc = nt_check_readable(cmd, p[i - optind - 1])))
+		dev_path(p[i - 2], sizeof(p[0]), nm);
+		if ((rc = nt_check_readable(cmd, p[i - 2])))
 			return rc;
-		av[k++] = p[i - optind - 1];
+		av[k++] = p[i - 2];
 	}
 	av[k] = NULL;
 	char done[PATH_MAX + 16];

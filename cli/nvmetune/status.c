@@ -7,13 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char usage_status[] =
-	"Usage: nvmetune status [--json]\n"
-	"Shows NVMe controllers and namespaces (model, serial, firmware, capacity, PCIe link,\n"
-	"volatile write cache, APST, queues), md arrays and members, each device's scheduler,\n"
-	"nr_requests, read_ahead_kb, max_sectors_kb and write_cache, the PCIe ASPM policy and the\n"
-	"kernel parameters that matter. Values that cannot be read show as '?' (null in JSON).\n";
-
 static void rd(const char *fmt, const char *a, const char *b, char *out, size_t len)
 {
 	char rel[PATH_MAX];
@@ -342,8 +335,23 @@ static void kernel(struct jw *w)
 	free(cmd);
 }
 
+static const struct cli_opt status_opts[] = {CLI_OPT_END};
+
+const struct cli_cmd nt_cmd_status = {
+	.name = "status", .fn = cmd_status,
+	.help = "show NVMe controllers, md arrays, queue settings, ASPM, kernel parameters",
+	.opts = status_opts,
+	.desc = "Shows NVMe controllers and namespaces (model, serial, firmware, capacity, PCIe link,\n"
+		"volatile write cache, APST, queues), md arrays and members, each device's scheduler,\n"
+		"nr_requests, read_ahead_kb, max_sectors_kb and write_cache, the PCIe ASPM policy and the\n"
+		"kernel parameters that matter. Values that cannot be read show as '?' (null in JSON).\n",
+};
+
 int cmd_status(int argc, char **argv)
 {
+	int c = cli_parse_opts(&nt_cmd_status, NULL, &argc, argv);
+	if (c >= 0)
+		return c;
 	if (argc > 1)
 		return cli_usage_err("status", "unexpected argument '%s'", argv[1]);
 	char **devs;

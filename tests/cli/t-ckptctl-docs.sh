@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# ckptctl's man page renders without warnings and documents every command, every long option of
-# every command's --help and every exit status; the bash completion offers the commands and the
-# same options (run without the bash-completion package: the script must not need it).
+# ckptctl's man page renders without warnings and documents every command, every option of every
+# command's option table (as `ckptctl __complete CMD` lists it) and every exit status; --help and
+# the bash completion offer exactly the options of the table (run without the bash-completion
+# package: the script must not need it). An option added to a table and left out of the man page,
+# --help or the completion fails here.
 set -uo pipefail
 B=${B:-build}
 CK=$B/bin/ckptctl
@@ -18,7 +20,9 @@ for s in 0 1 2 3 4; do
 	grep -qx ".B $s" "$man" || bad "man page lacks exit status $s"
 done
 
-# Without bash-completion: only COMP_WORDS/COMP_CWORD, as bash sets them.
+# Without bash-completion: only COMP_WORDS/COMP_CWORD, as bash sets them. The completion asks the
+# ckptctl on PATH (words[0]): the one just built.
+PATH=$PWD/$B/bin:$PATH
 . tools/completion/ckptctl
 comp() {
 	COMP_WORDS=("$@")
@@ -34,16 +38,26 @@ for c in $cmds; do
 	grep -q "^\.B ckptctl $c\$" "$man" || bad "man page SYNOPSIS lacks '$c'"
 	grep -q "^\.B $c " "$man" || bad "man page COMMANDS lacks '$c'"
 	comp ckptctl "$c" | grep -qw -- "$c" || bad "completion does not offer '$c'"
+	# The table: long options ("=" marks a value), then the short ones.
+	table=$("$CK" __complete "$c" | grep -- '^--' | sed 's/=$//' | sort -u | tr '\n' ' ')
+	[ -n "$table" ] || bad "no options from 'ckptctl __complete $c'"
 	opts=$("$CK" "$c" --help | grep -o -- '--[a-z][a-z-]*' | sort -u)
-	for o in $opts; do
+	for o in $table; do
 		grep -qF -- "${o//-/\\-}" "$man" || bad "man page lacks '$c $o'"
+		grep -qE -- "^ +(-., )?$o( |$)" <("$CK" "$c" --help) || bad "--help of '$c' lacks '$o'"
+	done
+	for s in $("$CK" __complete "$c" | grep -- '^-[a-z]' | sed 's/=$//'); do
+		grep -qE -- "^ +$s, --" <("$CK" "$c" --help) || bad "--help of '$c' lacks '$s'"
 	done
 	want=$(echo $opts | tr ' ' '\n' | sort | tr '\n' ' ')
+	[ "$table" = "$want" ] || bad "options of '$c': table '$table', --help mentions '$want'"
 	got=$(comp ckptctl "$c" --)
-	[ "$got" = "$want" ] || bad "completion of '$c --': '$got', --help has '$want'"
+	[ "$got" = "$table" ] || bad "completion of '$c --': '$got', the table has '$table'"
 done
 [ "$(comp ckptctl import x --compress '')" = "none zstd " ] || bad "completion: --compress"
 [ "$(comp ckptctl verify x la)" = "latest " ] || bad "completion: verify STORE la"
+[ "$(comp ckptctl gc x --max-unused '')" = "10% 20% 5% unlimited " ] || bad "completion: --max-unused"
+[ "$(comp ckptctl import --level 3 x '')" != "" ] || bad "completion: a value skipped as an argument"
 
 # Steps and latest only where a STEP goes, from the store named (or CKPT_STORE); directories where
 # the STORE goes, even one whose name begins with l.

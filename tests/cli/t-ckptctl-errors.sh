@@ -21,6 +21,12 @@ check usage-unknown-command ckptctl lsit "$STORE"
 check usage-list-noargs ckptctl list
 check usage-list-extra ckptctl list "$STORE" extra
 check usage-list-option ckptctl list "$STORE" --bogus
+# A mistyped long option gets the closest ones; an ambiguous prefix, and a value given to a flag,
+# are refused naming the option.
+check usage-option-suggest ckptctl verify "$STORE" --no-progres --qiet
+check usage-option-suggest-two ckptctl gc "$STORE" --dryrun
+check usage-option-ambiguous ckptctl prune "$STORE" --keep-w 1
+check usage-option-flag-value ckptctl du "$STORE" --json=yes
 check usage-verify-step ckptctl verify "$STORE" 12abc
 check usage-verify-negative ckptctl verify "$STORE" -1
 check usage-verify-both ckptctl verify "$STORE" 5 --all

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The man page renders without warnings and documents every command, option and exit status the
-# tool has; the bash completion offers the commands and option values.
+# tool has; every option of every command's table (as `nvmetune __complete CMD` lists it) is in
+# the man page, in the command's --help and offered by the bash completion.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=${B:-build}
@@ -29,7 +30,24 @@ comp() { # WORDS... -> candidates for the last word
 	_nvmetune
 	echo "${COMPREPLY[*]}"
 }
+# The completion asks the nvmetune on PATH (COMP_WORDS[0]): the one just built.
+PATH=$PWD/$B/bin:$PATH
 . tools/completion/nvmetune
+NT=$B/bin/nvmetune
+for c in $("$NT" __complete | grep -v '^-') "raid create" "raid stop" "raid add" "raid replace" \
+	"raid assemble"; do
+	# A command with subcommands (raid): its options are those of each subcommand.
+	[ -n "$("$NT" __complete $c | grep -v '^-')" ] && continue
+	table=$("$NT" __complete $c | grep -- '^--' | sed 's/=$//' | sort -u)
+	[ -n "$table" ] || bad "no options from 'nvmetune __complete $c'"
+	help=$("$NT" $c --help)
+	got=" $(comp nvmetune $c --) "
+	for o in $table; do
+		grep -qF -- "${o//-/\\-}" "$man" || bad "man page lacks '$c $o'"
+		grep -qE -- "^ +(-., )?$o( |$)" <<<"$help" || bad "--help of '$c' lacks '$o'"
+		[[ $got == *" $o "* ]] || bad "completion of '$c --' lacks '$o': '$got'"
+	done
+done
 [ "$(comp nvmetune ra)" = "raid" ] || bad "completion: 'ra' -> '$(comp nvmetune ra)'"
 [ "$(comp nvmetune raid c)" = "create" ] || bad "completion: 'raid c' -> '$(comp nvmetune raid c)'"
 [ "$(comp nvmetune raid create --layout f)" = "f2" ] || bad "completion: --layout f"

@@ -333,7 +333,9 @@ printf 'scheduler = none\ninherit = default\n' > "$T/p4"
 chk e_inherit 2 "'inherit' must come first" N plan --profile "$T/p4"
 chk e_nofile 4 "nvmetune: profile @TMP@/none.profile: No such file or directory" N plan --profile "$T/none.profile"
 chk e_noname 2 "nvmetune: unknown profile 'turbo': expected checkpoint, default, or a profile file" N plan --profile turbo
-chk e_opt 2 "nvmetune: plan: unknown option or missing argument: '--bogus'" N plan --bogus
+chk e_opt 2 "nvmetune: plan: unknown option '--bogus'" N plan --bogus
+chk e_opt_near 2 "nvmetune: apply: unknown option '--dryrun'; did you mean '--dry-run'?" N apply --dryrun
+chk e_opt_value 2 "nvmetune: raid create: option '--chunk' needs a value" N raid create --level 0 nvme3n1 --chunk
 chk e_cmd 2 "nvmetune: unknown command 'tune'" N tune
 chk e_status_arg 2 "nvmetune: status: unexpected argument 'nvme0n1'" N status nvme0n1
 chk e_level 2 "--level 0 or --level 10 is required" N raid create nvme3n1 nvme4n1
