@@ -1,10 +1,12 @@
 /* The save pipeline (the interface, struct pipe_save and its ops, is in pipeline.h).
  *
- *   submit ─► dispatcher ─(slab granted in order)─► worker: COPY (snapshot) ─► worker: PROCESS
+ *   submit ─(slab granted in order)─► worker: COPY (snapshot) ─► worker: PROCESS
  *             hash, dedup, encode, compact records ─► engine: WRITE ─► last job ─► worker: COMMIT
  *
- * A slab job is one pool slab's worth of chunks laid out as records. Only the dispatcher blocks
- * on the pool, so workers always make progress; saves are processed (hashed against the dedup
+ * A slab job is one pool slab's worth of chunks laid out as records. Nobody blocks on the pool: a
+ * job waits in the grant queue until a slab is free, and whoever frees one (the write's
+ * completion) grants it to the next job in order, so workers always make progress; saves are
+ * processed (hashed against the dedup
  * index, written, committed) strictly in submission order, so a save only ever references chunks
  * that are committed or its own, and a failed save cannot leave a later one dangling. A slab goes
  * back to the pool only when its write completed (never reused while in flight). */
@@ -30,12 +32,10 @@ struct pipe {
 	struct io_engine **eng;
 	unsigned ndirs;
 	const struct ckpt_gpu_ops *gpu;  /* provider of the pool's memory */
-	pthread_t dispatcher;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct slabjob *dq_head, *dq_tail;
+	struct slabjob *dq_head, *dq_tail;  /* jobs waiting for a slab, in grant order */
+	double starved_since;               /* when dq_head found the pool empty (0: it did not) */
 	struct pipe_save *fifo_head, *fifo_tail;
-	int stop;
 	/* What the pipeline learned of each tensor (by name hash), to choose how to snapshot it:
 	 * 1 saved before and mostly unchanged, 2 saved before and mostly changed. Under hint_mu. */
 	pthread_mutex_t hint_mu;
@@ -177,10 +177,44 @@ static void become_head(struct pipe *p, struct pipe_save *ps)
 		queue_finalize(p, ps);
 }
 
-static void job_finished(struct pipe_save *ps)
+static void copy_task(struct task *t);
+
+/* Grants free slabs to the jobs waiting in the grant queue, in order, and queues their copies.
+ * With p->mu held, by whoever may have made a grant possible: the submit that queued jobs and
+ * every release of a slab. A dispatcher thread used to do this, blocked in the pool and woken for
+ * each released slab: two thread handoffs (release -> dispatcher -> worker) on the path of every
+ * slab once the pool is full, one voluntary context switch per slab (issue 13). */
+static void grant_slabs(struct pipe *p)
 {
+	unsigned slab;
+	while (p->dq_head && pool_try_acquire(&p->pool, &slab)) {
+		struct slabjob *j = p->dq_head;
+		p->dq_head = j->next;
+		if (!p->dq_head)
+			p->dq_tail = NULL;
+		j->slab = slab;
+		if (p->starved_since) {
+			/* Backpressure: the time this job waited at the head for a free slab. */
+			j->ps->st.wait_seconds += ckpt_now() - p->starved_since;
+			p->starved_since = 0;
+		}
+		j->task.fn = copy_task;
+		workers_submit_urgent(p->w, &j->task);
+	}
+	if (p->dq_head && !p->starved_since)
+		p->starved_since = ckpt_now();
+}
+
+/* A job is over (written, or abandoned): its slab goes back and may be granted to the next job
+ * at once; written bytes are counted in the same critical section. */
+static void job_finished(struct slabjob *j, uint64_t written)
+{
+	struct pipe_save *ps = j->ps;
 	struct pipe *p = ps->p;
+	pool_release(&p->pool, j->slab);
 	pthread_mutex_lock(&p->mu);
+	grant_slabs(p);
+	ps->st.bytes_written += written;
 	ps->jobs_done++;
 	if (ps->jobs_done == ps->njobs && ps->is_head && !ps->finalizing)
 		queue_finalize(p, ps);
@@ -441,6 +475,7 @@ static void write_done(struct io_req *r)
 	struct slabjob *j = r->arg;
 	struct pipe_save *ps = j->ps;
 	struct pipe *p = ps->p;
+	uint64_t written = 0;
 	if (r->res < 0 || (size_t)r->res != r->len) {
 		char path[4096];
 		pthread_mutex_lock(&ps->wmu);
@@ -452,16 +487,13 @@ static void write_done(struct io_req *r)
 					     (unsigned long long)r->off,
 					     r->res < 0 ? strerror(e) : "short write"));
 	} else {
-		pthread_mutex_lock(&p->mu);
-		ps->st.bytes_written += r->len;
-		pthread_mutex_unlock(&p->mu);
+		written = r->len;
 	}
 	free(j->dig);
 	free(j->skip);
 	j->dig = NULL;
 	j->skip = NULL;
-	pool_release(&p->pool, j->slab);
-	job_finished(ps);
+	job_finished(j, written);
 }
 
 struct newrec {
@@ -639,8 +671,7 @@ static void job_abandon(struct slabjob *j, int rc)
 	j->skip = NULL;
 	if (rc)
 		pipe_set_error(ps, rc);
-	pool_release(&ps->p->pool, j->slab);
-	job_finished(ps);
+	job_finished(j, 0);
 }
 
 /* PROCESS: hash (unless the copy did), dedup, encode and compact the records, then stage 4: pick
@@ -858,32 +889,6 @@ static void finalize_task(struct task *t)
 	pthread_mutex_unlock(&p->mu);
 }
 
-/* ---- dispatcher --------------------------------------------------------------------------- */
-static void *dispatcher(void *arg)
-{
-	struct pipe *p = arg;
-	pthread_mutex_lock(&p->mu);
-	for (;;) {
-		while (!p->dq_head && !p->stop)
-			pthread_cond_wait(&p->cv, &p->mu);
-		if (!p->dq_head)
-			break;
-		struct slabjob *j = p->dq_head;
-		p->dq_head = j->next;
-		if (!p->dq_head)
-			p->dq_tail = NULL;
-		pthread_mutex_unlock(&p->mu);
-		double waited;
-		j->slab = pool_acquire(&p->pool, pool_ticket(&p->pool), &waited);
-		pthread_mutex_lock(&p->mu);
-		j->ps->st.wait_seconds += waited;
-		j->task.fn = copy_task;
-		workers_submit_urgent(p->w, &j->task);
-	}
-	pthread_mutex_unlock(&p->mu);
-	return NULL;
-}
-
 /* ---- setup -------------------------------------------------------------------------------- */
 static unsigned online_cores(void)
 {
@@ -938,7 +943,6 @@ int pipe_create(struct ckpt_store *s, uint64_t pool_bytes, struct pipe **out)
 	}
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_mutex_init(&p->hint_mu, NULL);
-	pthread_cond_init(&p->cv, NULL);
 	unsigned threads = s->opt.threads ? s->opt.threads : online_cores();
 	p->w = workers_create(threads);
 	p->eng = calloc(s->ndirs, sizeof *p->eng);
@@ -953,10 +957,6 @@ int pipe_create(struct ckpt_store *s, uint64_t pool_bytes, struct pipe **out)
 			goto fail;
 		p->ndirs = d + 1;
 	}
-	if (pthread_create(&p->dispatcher, NULL, dispatcher, p)) {
-		rc = ckpt_fail(CKPT_E_NOMEM, "cannot start the dispatcher thread");
-		goto fail;
-	}
 	*out = p;
 	return 0;
 fail:
@@ -967,7 +967,6 @@ fail:
 	pool_fini(&p->pool);
 	pthread_mutex_destroy(&p->mu);
 	pthread_mutex_destroy(&p->hint_mu);
-	pthread_cond_destroy(&p->cv);
 	free(p);
 	return rc;
 }
@@ -976,11 +975,6 @@ void pipe_destroy(struct pipe *p)
 {
 	if (!p)
 		return;
-	pthread_mutex_lock(&p->mu);
-	p->stop = 1;
-	pthread_cond_broadcast(&p->cv);
-	pthread_mutex_unlock(&p->mu);
-	pthread_join(p->dispatcher, NULL);
 	workers_destroy(p->w);
 	for (unsigned d = 0; d < p->ndirs; d++)
 		io_engine_destroy(p->eng[d]);
@@ -992,7 +986,6 @@ void pipe_destroy(struct pipe *p)
 	pool_fini(&p->pool);
 	pthread_mutex_destroy(&p->mu);
 	pthread_mutex_destroy(&p->hint_mu);
-	pthread_cond_destroy(&p->cv);
 	free(p->hints);
 	free(p);
 }
@@ -1143,7 +1136,7 @@ static int make_streams(struct pipe *p, struct pipe_save *ps)
 	return pipe_uses_cuda(ps) ? pipe_cuda_ready(p, ps) : 0;
 }
 
-/* Queues a planned save: joins the FIFO, its jobs the dispatcher's queue. */
+/* Queues a planned save: joins the FIFO, its jobs the grant queue. */
 static void enqueue(struct pipe *p, struct pipe_save *ps)
 {
 	pthread_mutex_lock(&p->mu);
@@ -1166,7 +1159,7 @@ static void enqueue(struct pipe *p, struct pipe_save *ps)
 			p->dq_head = j;
 		p->dq_tail = j;
 	}
-	pthread_cond_broadcast(&p->cv);
+	grant_slabs(p);
 	if (p->fifo_head == ps)
 		become_head(p, ps);
 	pthread_mutex_unlock(&p->mu);
