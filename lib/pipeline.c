@@ -67,7 +67,8 @@ struct slabjob {
 
 /* Per-chunk flags of a slab job, set by the copy. */
 #define J_SKIP 1u   /* already committed in the store: not copied */
-#define J_HASHED 2u /* digest in j->dig (hashed at copy time) */
+#define J_HASHED 2u /* digest in j->dig (hashed at copy time, or by process_chunks) */
+#define J_NEW 4u    /* process_chunks: not in the store, laid out as a record */
 
 struct spack {
 	uint32_t id;
@@ -527,18 +528,17 @@ static int chunk_append(struct pipe_save *ps, const struct mf_chunk *c, uint32_t
 	return 0;
 }
 
-/* Stage 1, under the index lock: a chunk known to the index (same digest and length) is reused, else it
- * joins the chunk table as new with a pending index entry. Sets *is_new and the new slot. */
-static int dedup_chunk(struct pipe_save *ps, const struct proc *pr, uint64_t q, uint64_t g,
+/* Stage 1, under the index lock (idx): a chunk known to the index (same digest and length) is
+ * reused, else it joins the chunk table as new with a pending index entry. fl: its J_* flags.
+ * Sets *is_new and the new slot. */
+static int dedup_chunk(struct pipe_save *ps, struct ckpt_index *idx, uint8_t fl, uint64_t g,
 		       struct mf_chunk *c, bool *is_new, uint32_t *slot)
 {
-	struct ckpt_store *s = ps->p->s;
 	int rc = 0;
 	*is_new = false;
-	struct ckpt_index *idx = store_index_lock(s);
 	struct idx_entry *e = index_find(idx, &c->digest);
 	bool known = e && e->c.raw_len == c->raw_len;
-	if ((pr->j->skip[q] & J_SKIP) && !known) {
+	if ((fl & J_SKIP) && !known) {
 		/* Committed chunks only leave the index when the store is re-read, which never
 		 * happens while a save of this handle is live. */
 		rc = ckpt_fail(CKPT_E_CORRUPT, "dedup index lost a committed chunk");
@@ -565,7 +565,6 @@ static int dedup_chunk(struct pipe_save *ps, const struct proc *pr, uint64_t q, 
 		ps->refs[g] = *slot;
 		*is_new = true;
 	}
-	store_index_unlock(s);
 	return rc;
 }
 
@@ -595,34 +594,51 @@ static void lay_out_record(struct pipe_save *ps, struct proc *pr, size_t ti, uin
 	pr->stored += sl;
 }
 
-/* Stages 1 and 2 over every chunk of the job. */
+/* Stages 1 and 2 over every chunk of the job, in three passes: hash what the copy did not (no
+ * lock), look every chunk up in one index lock section, lay the new ones out in order (no lock).
+ * One lock section per job rather than one per chunk: with many workers the index lock was taken
+ * nchunks + 1 times per slab (issue 13). Hashing every chunk before the layout is safe: a record
+ * only ever moves down, over chunks already hashed. */
 static int process_chunks(struct pipe_save *ps, struct proc *pr)
 {
 	struct slabjob *j = pr->j;
-	uint64_t g = j->first_chunk, pos = 0;
+	struct ckpt_store *s = ps->p->s;
 	struct chunk_it it;
 	size_t ti, len;
-	uint64_t off;
+	uint64_t off, pos = 0, q;
 	chunk_it_init(&it, ps, j);
-	for (uint64_t q = 0; chunk_next(&it, &ti, &off, &len); q++, g++) {
-		uint8_t *rec = pr->slab + pos;
-		struct mf_chunk c = {.raw_len = (uint32_t)len, .flags = MF_CHUNK_NEW};
-		if (j->skip[q] & J_HASHED)
-			c.digest = j->dig[q];
-		else
-			ckpt_digest_of(rec + REC_HDR_LEN, len, &c.digest);
+	for (q = 0; chunk_next(&it, &ti, &off, &len); q++) {
+		if (!(j->skip[q] & J_HASHED)) {
+			ckpt_digest_of(pr->slab + pos + REC_HDR_LEN, len, &j->dig[q]);
+			j->skip[q] |= J_HASHED;
+		}
 		pr->hashed += len;
+		pos += rec_span((uint32_t)len);
+	}
+	int rc = 0;
+	size_t nnew = 0;
+	struct ckpt_index *idx = store_index_lock(s);
+	chunk_it_init(&it, ps, j);
+	for (q = 0; !rc && chunk_next(&it, &ti, &off, &len); q++) {
+		struct mf_chunk c = {.raw_len = (uint32_t)len, .flags = MF_CHUNK_NEW, .digest = j->dig[q]};
 		bool is_new;
 		uint32_t slot = 0;
-		int rc = dedup_chunk(ps, pr, q, g, &c, &is_new, &slot);
-		if (rc)
-			return rc;
-		if (is_new) {
-			pr->nr[pr->nnew].slot = slot;
-			lay_out_record(ps, pr, ti, rec, len);
-		} else {
-			pr->reused++;
+		rc = dedup_chunk(ps, idx, j->skip[q], j->first_chunk + q, &c, &is_new, &slot);
+		if (!rc && is_new) {
+			j->skip[q] |= J_NEW;
+			pr->nr[nnew++].slot = slot;
 		}
+	}
+	store_index_unlock(s);
+	if (rc)
+		return rc;
+	pos = 0;
+	chunk_it_init(&it, ps, j);
+	for (q = 0; chunk_next(&it, &ti, &off, &len); q++) {
+		if (j->skip[q] & J_NEW)
+			lay_out_record(ps, pr, ti, pr->slab + pos, len); /* takes pr->nr[pr->nnew] */
+		else
+			pr->reused++;
 		pos += rec_span((uint32_t)len);
 	}
 	return 0;

@@ -9,11 +9,19 @@
  * - the pipeline runs on its workers alone: the process has the caller and one worker thread;
  * - the save blocks about as often as a save of one chunk does (the caller's wait, the commit's
  *   fsyncs), not once per slab: counted with getrusage, not timed;
- * - backpressure is still reported (wait_seconds > 0) and the pool's peak stays within it. */
+ * - backpressure is still reported (wait_seconds > 0) and the pool's peak stays within it.
+ * Under ThreadSanitizer, whose runtime has a thread of its own that wakes up periodically, only
+ * the last checks run (the test is then there for the races of the grant path). */
 #include "t-pipe-util.h"
 
 #include <dirent.h>
 #include <sys/resource.h>
+
+#ifdef __SANITIZE_THREAD__
+#define TSAN 1
+#else
+#define TSAN 0
+#endif
 
 static int task_count(void)
 {
@@ -52,7 +60,7 @@ int main(void)
 	CHECK_OK(tp_save(s, 1, one, &st)); /* starts the pipeline */
 	int tasks = task_count();
 	printf("threads of the process with one worker and the discard engine: %d\n", tasks);
-	CHECK(tasks == 2);
+	CHECK(TSAN || tasks == 2);
 	long small = save_blocks(s, 2, one2, &st);
 	long many = save_blocks(s, 3, big, &st);
 	uint64_t jobs = st.chunks / 4;
@@ -60,7 +68,7 @@ int main(void)
 	       "pool peak %llu of %llu\n", small, many, (unsigned long long)jobs, st.wait_seconds,
 	       (unsigned long long)st.pool_peak, (unsigned long long)st.pool_bytes);
 	CHECK(jobs >= 100);
-	CHECK(many - small < (long)jobs / 4);
+	CHECK(TSAN || many - small < (long)jobs / 4);
 	CHECK(st.wait_seconds > 0);
 	CHECK(st.pool_peak > 0 && st.pool_peak <= st.pool_bytes);
 	CHECK(st.chunks_new == st.chunks && st.bytes_hashed == st.logical_bytes);
