@@ -35,6 +35,7 @@ struct pipe {
 	pthread_mutex_t mu;
 	struct slabjob *dq_head, *dq_tail;  /* jobs waiting for a slab, in grant order */
 	double starved_since;               /* when dq_head found the pool empty (0: it did not) */
+	unsigned granted_queued;            /* jobs granted a slab whose copy has not started */
 	struct pipe_save *fifo_head, *fifo_tail;
 	/* What the pipeline learned of each tensor (by name hash), to choose how to snapshot it:
 	 * 1 saved before and mostly unchanged, 2 saved before and mostly changed. Under hint_mu. */
@@ -181,14 +182,22 @@ static void become_head(struct pipe *p, struct pipe_save *ps)
 static void copy_task(struct task *t);
 
 /* Grants free slabs to the jobs waiting in the grant queue, in order, and queues their copies.
- * With p->mu held, by whoever may have made a grant possible: the submit that queued jobs and
- * every release of a slab. A dispatcher thread used to do this, blocked in the pool and woken for
- * each released slab: two thread handoffs (release -> dispatcher -> worker) on the path of every
- * slab once the pool is full, one voluntary context switch per slab (issue 13). */
+ * With p->mu held, by whoever may have made a grant possible: the submit that queued jobs, every
+ * release of a slab and every start of a copy. A dispatcher thread used to do this, blocked in the
+ * pool and woken for each released slab: two thread handoffs (release -> dispatcher -> worker) on
+ * the path of every slab once the pool is full, one voluntary context switch per slab (issue 13).
+ * At most one copy per worker waits granted: more would not copy sooner, and granting the whole
+ * pool ahead made the copies cycle through all of it, so that with a fast disk every copy wrote
+ * to memory out of the caches (the slab released last, the one the pool hands out, is warm). */
 static void grant_slabs(struct pipe *p)
 {
 	unsigned slab;
-	while (p->dq_head && pool_try_acquire(&p->pool, &slab)) {
+	while (p->dq_head && p->granted_queued < workers_count(p->w)) {
+		if (!pool_try_acquire(&p->pool, &slab)) {
+			if (!p->starved_since)
+				p->starved_since = ckpt_now();
+			return;
+		}
 		struct slabjob *j = p->dq_head;
 		p->dq_head = j->next;
 		if (!p->dq_head)
@@ -200,10 +209,9 @@ static void grant_slabs(struct pipe *p)
 			p->starved_since = 0;
 		}
 		j->task.fn = copy_task;
+		p->granted_queued++;
 		workers_submit_urgent(p->w, &j->task);
 	}
-	if (p->dq_head && !p->starved_since)
-		p->starved_since = ckpt_now();
 }
 
 /* A job is over (written, or abandoned): its slab goes back and may be granted to the next job
@@ -315,6 +323,10 @@ static void copy_task(struct task *t)
 	struct chunk_it it;
 	size_t ti, len;
 	uint64_t off;
+	pthread_mutex_lock(&p->mu);
+	p->granted_queued--;
+	grant_slabs(p);
+	pthread_mutex_unlock(&p->mu);
 	chunk_it_init(&it, ps, j);
 	j->dig = malloc(j->nchunks * sizeof *j->dig);
 	j->skip = calloc(j->nchunks, 1);
