@@ -6,11 +6,17 @@
  *            hence this program links the tests' archive), at 1, 2, ... threads.
  * A pipeline without serialization reaches threads x floor (up to the cores); the ratio
  * ceiling / (threads x floor) says how much is lost. Prints one JSON object.
- * Usage: pipe-sweep --dir DIR [--size BYTES] [--runs N] [--threads 1,2,16] */
+ * Each sweep entry also gives load-independent counts of the timed save (getrusage of the
+ * process; a loaded machine makes the wall-clock ratios noise): voluntary context switches per
+ * MiB (a thread blocked: a handoff or a lock wait), involuntary ones, minor faults, and CPU ns
+ * per byte in user space and the kernel, to compare with floor_cpu_ns_per_byte (the floor
+ * thread's own CPU time).
+ * Usage: pipe-sweep --dir DIR [--size BYTES] [--runs N] [--threads 1,2,16] [--pool BYTES] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,14 +45,31 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static double floor_gbps(uint8_t **t, size_t nt, int runs)
+/* What the timed save cost the process beyond wall time, load-independent evidence of
+ * serialization: voluntary context switches (a thread blocked), involuntary ones, minor faults
+ * and CPU seconds in user space and the kernel. */
+struct cost { double vcsw, ivcsw, minflt, user_s, sys_s; };
+
+static double tv_s(struct timeval tv) { return (double)tv.tv_sec + (double)tv.tv_usec * 1e-6; }
+
+static struct cost cost_between(const struct rusage *a, const struct rusage *b)
+{
+	return (struct cost){(double)(b->ru_nvcsw - a->ru_nvcsw),
+			     (double)(b->ru_nivcsw - a->ru_nivcsw),
+			     (double)(b->ru_minflt - a->ru_minflt),
+			     tv_s(b->ru_utime) - tv_s(a->ru_utime), tv_s(b->ru_stime) - tv_s(a->ru_stime)};
+}
+
+static double floor_gbps(uint8_t **t, size_t nt, int runs, double *cpu_ns_per_byte)
 {
 	uint8_t *stage = aligned_alloc(4096, 8u * CHUNK);
-	double s[16];
+	double s[16], cpu[16];
 	memset(stage, 0, 8u * CHUNK);
 	for (int r = 0; r < runs; r++) {
 		ckpt_digest d;
 		unsigned slot = 0;
+		struct rusage ru0, ru1;
+		getrusage(RUSAGE_THREAD, &ru0);
 		double t0 = now();
 		for (size_t i = 0; i < nt; i++)
 			for (size_t off = 0; off < TENSOR; off += CHUNK, slot = (slot + 1) % 8) {
@@ -54,13 +77,18 @@ static double floor_gbps(uint8_t **t, size_t nt, int runs)
 				ckpt_digest_of(stage + (size_t)slot * CHUNK, CHUNK, &d);
 			}
 		s[r] = (double)nt * TENSOR / (now() - t0) / 1e9;
+		getrusage(RUSAGE_THREAD, &ru1);
+		cpu[r] = (tv_s(ru1.ru_utime) + tv_s(ru1.ru_stime) - tv_s(ru0.ru_utime) -
+			  tv_s(ru0.ru_stime)) * 1e9 / ((double)nt * TENSOR);
 	}
 	free(stage);
+	*cpu_ns_per_byte = median(cpu, runs);
 	return median(s, runs);
 }
 
 /* One full save of the state into a fresh store under dir with `threads` workers; GB/s. */
-static double ceiling_once(const char *dir, uint8_t **t, size_t nt, int threads, uint64_t step)
+static double ceiling_once(const char *dir, uint8_t **t, size_t nt, int threads, uint64_t pool,
+			   struct cost *c)
 {
 	char path[4096];
 	snprintf(path, sizeof path, "rm -rf '%s/pipe-sweep-store'", dir);
@@ -70,7 +98,7 @@ static double ceiling_once(const char *dir, uint8_t **t, size_t nt, int threads,
 	ckpt_options *o = ckpt_options_create();
 	ckpt_options_set(o, CKPT_OPT_CREATE, 1);
 	ckpt_options_set(o, CKPT_OPT_THREADS, threads);
-	ckpt_options_set(o, CKPT_OPT_POOL_SIZE, 256 << 20);
+	ckpt_options_set(o, CKPT_OPT_POOL_SIZE, (int64_t)pool);
 	ckpt_store *s;
 	ckpt_save *sv;
 	int rc = ckpt_store_open(path, o, &s);
@@ -80,8 +108,10 @@ static double ceiling_once(const char *dir, uint8_t **t, size_t nt, int threads,
 		ckpt_save_add_tensor(sv, "warm", CKPT_DTYPE_U8, 1, &one, CKPT_MEM_HOST, t[0]);
 		rc = ckpt_save_commit(sv, NULL);
 	}
+	struct rusage ru0, ru1;
+	getrusage(RUSAGE_SELF, &ru0);
 	double t0 = now();
-	if (rc == 0 && (rc = ckpt_save_begin(s, step, &sv)) == 0) {
+	if (rc == 0 && (rc = ckpt_save_begin(s, 1, &sv)) == 0) {
 		for (size_t i = 0; i < nt && rc == 0; i++) {
 			char name[64];
 			snprintf(name, sizeof name, "layers.%zu.weight", i);
@@ -90,6 +120,8 @@ static double ceiling_once(const char *dir, uint8_t **t, size_t nt, int threads,
 		rc = rc ? rc : ckpt_save_commit(sv, NULL);
 	}
 	double el = now() - t0;
+	getrusage(RUSAGE_SELF, &ru1);
+	*c = cost_between(&ru0, &ru1);
 	if (rc)
 		fprintf(stderr, "pipe-sweep: save: %s\n", ckpt_errmsg());
 	ckpt_store_close(s);
@@ -99,16 +131,18 @@ static double ceiling_once(const char *dir, uint8_t **t, size_t nt, int threads,
 int main(int argc, char **argv)
 {
 	const char *dir = NULL, *tlist = NULL;
-	uint64_t size = 1ull << 30;
+	uint64_t size = 1ull << 30, pool = 256u << 20;
 	int runs = 3;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--dir")) dir = argv[i + 1];
 		else if (!strcmp(argv[i], "--size")) size = strtoull(argv[i + 1], NULL, 0);
 		else if (!strcmp(argv[i], "--runs")) runs = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--threads")) tlist = argv[i + 1];
+		else if (!strcmp(argv[i], "--pool")) pool = strtoull(argv[i + 1], NULL, 0);
 	}
-	if (!dir || runs < 1 || runs > 15 || size < TENSOR) {
-		fprintf(stderr, "usage: pipe-sweep --dir DIR [--size BYTES>=16M] [--runs 1-15] [--threads 1,2,N]\n");
+	if (!dir || runs < 1 || runs > 15 || size < TENSOR || pool < (1u << 20)) {
+		fprintf(stderr, "usage: pipe-sweep --dir DIR [--size BYTES>=16M] [--runs 1-15] [--threads 1,2,N] "
+			"[--pool BYTES>=1M]\n");
 		return 2;
 	}
 	setenv("CKPT_IO_ENGINE", "discard", 1);
@@ -126,21 +160,31 @@ int main(int argc, char **argv)
 			memcpy(t[i] + 8 * k, &x, 8);
 		}
 	}
-	double fl = floor_gbps(t, nt, runs);
+	double fl_cpu, fl = floor_gbps(t, nt, runs, &fl_cpu);
 	printf("{\"state_bytes\": %llu, \"runs\": %d, \"cores\": %ld, \"floor_copy_hash_gbps\": %.3f, "
-	       "\"ceiling_sweep\": [", (unsigned long long)nt * TENSOR, runs, cores, fl);
+	       "\"floor_cpu_ns_per_byte\": %.3f, \"ceiling_sweep\": [", (unsigned long long)nt * TENSOR,
+	       runs, cores, fl, fl_cpu);
 	double last = 0;
 	int last_t = 0;
 	char *list = strdup(tlist);
 	for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
 		int th = atoi(tok);
-		double s[16];
-		for (int r = 0; r < runs; r++)
-			if ((s[r] = ceiling_once(dir, t, nt, th, 1)) < 0)
+		double s[16], vc[16], ivc[16], flt[16], us[16], ss[16];
+		for (int r = 0; r < runs; r++) {
+			struct cost c;
+			if ((s[r] = ceiling_once(dir, t, nt, th, pool, &c)) < 0)
 				return 1;
+			vc[r] = c.vcsw, ivc[r] = c.ivcsw, flt[r] = c.minflt;
+			us[r] = c.user_s, ss[r] = c.sys_s;
+		}
 		last = median(s, runs), last_t = th;
-		printf("%s{\"threads\": %d, \"gbps\": %.3f, \"vs_threads_x_floor\": %.3f}",
-		       tok == list ? "" : ", ", th, last, last / (th * fl));
+		double mib = (double)nt * TENSOR / (1 << 20);
+		printf("%s{\"threads\": %d, \"gbps\": %.3f, \"vs_threads_x_floor\": %.3f, "
+		       "\"vcsw_per_mib\": %.3f, \"ivcsw_per_mib\": %.3f, \"minflt_per_mib\": %.2f, "
+		       "\"user_ns_per_byte\": %.3f, \"sys_ns_per_byte\": %.3f}",
+		       tok == list ? "" : ", ", th, last, last / (th * fl), median(vc, runs) / mib,
+		       median(ivc, runs) / mib, median(flt, runs) / mib,
+		       median(us, runs) * 1e9 / (mib * (1 << 20)), median(ss, runs) * 1e9 / (mib * (1 << 20)));
 	}
 	printf("], \"ceiling_save_gbps\": %.3f, \"threads\": %d}\n", last, last_t);
 	char cmd[4200];

@@ -1,10 +1,12 @@
 /* The save pipeline (the interface, struct pipe_save and its ops, is in pipeline.h).
  *
- *   submit ─► dispatcher ─(slab granted in order)─► worker: COPY (snapshot) ─► worker: PROCESS
+ *   submit ─(slab granted in order)─► worker: COPY (snapshot) ─► worker: PROCESS
  *             hash, dedup, encode, compact records ─► engine: WRITE ─► last job ─► worker: COMMIT
  *
- * A slab job is one pool slab's worth of chunks laid out as records. Only the dispatcher blocks
- * on the pool, so workers always make progress; saves are processed (hashed against the dedup
+ * A slab job is one pool slab's worth of chunks laid out as records. Nobody blocks on the pool: a
+ * job waits in the grant queue until a slab is free, and whoever frees one (the write's
+ * completion) grants it to the next job in order, so workers always make progress; saves are
+ * processed (hashed against the dedup
  * index, written, committed) strictly in submission order, so a save only ever references chunks
  * that are committed or its own, and a failed save cannot leave a later one dangling. A slab goes
  * back to the pool only when its write completed (never reused while in flight). */
@@ -30,12 +32,11 @@ struct pipe {
 	struct io_engine **eng;
 	unsigned ndirs;
 	const struct ckpt_gpu_ops *gpu;  /* provider of the pool's memory */
-	pthread_t dispatcher;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct slabjob *dq_head, *dq_tail;
+	struct slabjob *dq_head, *dq_tail;  /* jobs waiting for a slab, in grant order */
+	double starved_since;               /* when dq_head found the pool empty (0: it did not) */
+	unsigned granted_queued;            /* jobs granted a slab whose copy has not started */
 	struct pipe_save *fifo_head, *fifo_tail;
-	int stop;
 	/* What the pipeline learned of each tensor (by name hash), to choose how to snapshot it:
 	 * 1 saved before and mostly unchanged, 2 saved before and mostly changed. Under hint_mu. */
 	pthread_mutex_t hint_mu;
@@ -67,7 +68,8 @@ struct slabjob {
 
 /* Per-chunk flags of a slab job, set by the copy. */
 #define J_SKIP 1u   /* already committed in the store: not copied */
-#define J_HASHED 2u /* digest in j->dig (hashed at copy time) */
+#define J_HASHED 2u /* digest in j->dig (hashed at copy time, or by process_chunks) */
+#define J_NEW 4u    /* process_chunks: not in the store, laid out as a record */
 
 struct spack {
 	uint32_t id;
@@ -177,10 +179,51 @@ static void become_head(struct pipe *p, struct pipe_save *ps)
 		queue_finalize(p, ps);
 }
 
-static void job_finished(struct pipe_save *ps)
+static void copy_task(struct task *t);
+
+/* Grants free slabs to the jobs waiting in the grant queue, in order, and queues their copies.
+ * With p->mu held, by whoever may have made a grant possible: the submit that queued jobs, every
+ * release of a slab and every start of a copy. A dispatcher thread used to do this, blocked in the
+ * pool and woken for each released slab: two thread handoffs (release -> dispatcher -> worker) on
+ * the path of every slab once the pool is full, one voluntary context switch per slab (issue 13).
+ * At most one copy per worker waits granted: more would not copy sooner, and granting the whole
+ * pool ahead made the copies cycle through all of it, so that with a fast disk every copy wrote
+ * to memory out of the caches (the slab released last, the one the pool hands out, is warm). */
+static void grant_slabs(struct pipe *p)
 {
+	unsigned slab;
+	while (p->dq_head && p->granted_queued < workers_count(p->w)) {
+		if (!pool_try_acquire(&p->pool, &slab)) {
+			if (!p->starved_since)
+				p->starved_since = ckpt_now();
+			return;
+		}
+		struct slabjob *j = p->dq_head;
+		p->dq_head = j->next;
+		if (!p->dq_head)
+			p->dq_tail = NULL;
+		j->slab = slab;
+		if (p->starved_since) {
+			/* Backpressure: the time this job waited at the head for a free slab. */
+			j->ps->st.wait_seconds += ckpt_now() - p->starved_since;
+			p->starved_since = 0;
+		}
+		j->task.fn = copy_task;
+		p->granted_queued++;
+		workers_submit_urgent(p->w, &j->task);
+	}
+}
+
+/* A job is over (written, or abandoned): its slab goes back and may be granted to the next job
+ * at once; written bytes are counted in the same critical section. */
+static void job_finished(struct slabjob *j, uint64_t written)
+{
+	struct pipe_save *ps = j->ps;
 	struct pipe *p = ps->p;
+	pool_release(&p->pool, j->slab);
 	pthread_mutex_lock(&p->mu);
+	grant_slabs(p);
+	ps->st.bytes_written += written;
 	ps->jobs_done++;
 	if (ps->jobs_done == ps->njobs && ps->is_head && !ps->finalizing)
 		queue_finalize(p, ps);
@@ -280,6 +323,10 @@ static void copy_task(struct task *t)
 	struct chunk_it it;
 	size_t ti, len;
 	uint64_t off;
+	pthread_mutex_lock(&p->mu);
+	p->granted_queued--;
+	grant_slabs(p);
+	pthread_mutex_unlock(&p->mu);
 	chunk_it_init(&it, ps, j);
 	j->dig = malloc(j->nchunks * sizeof *j->dig);
 	j->skip = calloc(j->nchunks, 1);
@@ -441,6 +488,7 @@ static void write_done(struct io_req *r)
 	struct slabjob *j = r->arg;
 	struct pipe_save *ps = j->ps;
 	struct pipe *p = ps->p;
+	uint64_t written = 0;
 	if (r->res < 0 || (size_t)r->res != r->len) {
 		char path[4096];
 		pthread_mutex_lock(&ps->wmu);
@@ -452,16 +500,13 @@ static void write_done(struct io_req *r)
 					     (unsigned long long)r->off,
 					     r->res < 0 ? strerror(e) : "short write"));
 	} else {
-		pthread_mutex_lock(&p->mu);
-		ps->st.bytes_written += r->len;
-		pthread_mutex_unlock(&p->mu);
+		written = r->len;
 	}
 	free(j->dig);
 	free(j->skip);
 	j->dig = NULL;
 	j->skip = NULL;
-	pool_release(&p->pool, j->slab);
-	job_finished(ps);
+	job_finished(j, written);
 }
 
 struct newrec {
@@ -495,18 +540,17 @@ static int chunk_append(struct pipe_save *ps, const struct mf_chunk *c, uint32_t
 	return 0;
 }
 
-/* Stage 1, under the index lock: a chunk known to the index (same digest and length) is reused, else it
- * joins the chunk table as new with a pending index entry. Sets *is_new and the new slot. */
-static int dedup_chunk(struct pipe_save *ps, const struct proc *pr, uint64_t q, uint64_t g,
+/* Stage 1, under the index lock (idx): a chunk known to the index (same digest and length) is
+ * reused, else it joins the chunk table as new with a pending index entry. fl: its J_* flags.
+ * Sets *is_new and the new slot. */
+static int dedup_chunk(struct pipe_save *ps, struct ckpt_index *idx, uint8_t fl, uint64_t g,
 		       struct mf_chunk *c, bool *is_new, uint32_t *slot)
 {
-	struct ckpt_store *s = ps->p->s;
 	int rc = 0;
 	*is_new = false;
-	struct ckpt_index *idx = store_index_lock(s);
 	struct idx_entry *e = index_find(idx, &c->digest);
 	bool known = e && e->c.raw_len == c->raw_len;
-	if ((pr->j->skip[q] & J_SKIP) && !known) {
+	if ((fl & J_SKIP) && !known) {
 		/* Committed chunks only leave the index when the store is re-read, which never
 		 * happens while a save of this handle is live. */
 		rc = ckpt_fail(CKPT_E_CORRUPT, "dedup index lost a committed chunk");
@@ -533,7 +577,6 @@ static int dedup_chunk(struct pipe_save *ps, const struct proc *pr, uint64_t q, 
 		ps->refs[g] = *slot;
 		*is_new = true;
 	}
-	store_index_unlock(s);
 	return rc;
 }
 
@@ -563,34 +606,51 @@ static void lay_out_record(struct pipe_save *ps, struct proc *pr, size_t ti, uin
 	pr->stored += sl;
 }
 
-/* Stages 1 and 2 over every chunk of the job. */
+/* Stages 1 and 2 over every chunk of the job, in three passes: hash what the copy did not (no
+ * lock), look every chunk up in one index lock section, lay the new ones out in order (no lock).
+ * One lock section per job rather than one per chunk: with many workers the index lock was taken
+ * nchunks + 1 times per slab (issue 13). Hashing every chunk before the layout is safe: a record
+ * only ever moves down, over chunks already hashed. */
 static int process_chunks(struct pipe_save *ps, struct proc *pr)
 {
 	struct slabjob *j = pr->j;
-	uint64_t g = j->first_chunk, pos = 0;
+	struct ckpt_store *s = ps->p->s;
 	struct chunk_it it;
 	size_t ti, len;
-	uint64_t off;
+	uint64_t off, pos = 0, q;
 	chunk_it_init(&it, ps, j);
-	for (uint64_t q = 0; chunk_next(&it, &ti, &off, &len); q++, g++) {
-		uint8_t *rec = pr->slab + pos;
-		struct mf_chunk c = {.raw_len = (uint32_t)len, .flags = MF_CHUNK_NEW};
-		if (j->skip[q] & J_HASHED)
-			c.digest = j->dig[q];
-		else
-			ckpt_digest_of(rec + REC_HDR_LEN, len, &c.digest);
+	for (q = 0; chunk_next(&it, &ti, &off, &len); q++) {
+		if (!(j->skip[q] & J_HASHED)) {
+			ckpt_digest_of(pr->slab + pos + REC_HDR_LEN, len, &j->dig[q]);
+			j->skip[q] |= J_HASHED;
+		}
 		pr->hashed += len;
+		pos += rec_span((uint32_t)len);
+	}
+	int rc = 0;
+	size_t nnew = 0;
+	struct ckpt_index *idx = store_index_lock(s);
+	chunk_it_init(&it, ps, j);
+	for (q = 0; !rc && chunk_next(&it, &ti, &off, &len); q++) {
+		struct mf_chunk c = {.raw_len = (uint32_t)len, .flags = MF_CHUNK_NEW, .digest = j->dig[q]};
 		bool is_new;
 		uint32_t slot = 0;
-		int rc = dedup_chunk(ps, pr, q, g, &c, &is_new, &slot);
-		if (rc)
-			return rc;
-		if (is_new) {
-			pr->nr[pr->nnew].slot = slot;
-			lay_out_record(ps, pr, ti, rec, len);
-		} else {
-			pr->reused++;
+		rc = dedup_chunk(ps, idx, j->skip[q], j->first_chunk + q, &c, &is_new, &slot);
+		if (!rc && is_new) {
+			j->skip[q] |= J_NEW;
+			pr->nr[nnew++].slot = slot;
 		}
+	}
+	store_index_unlock(s);
+	if (rc)
+		return rc;
+	pos = 0;
+	chunk_it_init(&it, ps, j);
+	for (q = 0; chunk_next(&it, &ti, &off, &len); q++) {
+		if (j->skip[q] & J_NEW)
+			lay_out_record(ps, pr, ti, pr->slab + pos, len); /* takes pr->nr[pr->nnew] */
+		else
+			pr->reused++;
 		pos += rec_span((uint32_t)len);
 	}
 	return 0;
@@ -639,8 +699,7 @@ static void job_abandon(struct slabjob *j, int rc)
 	j->skip = NULL;
 	if (rc)
 		pipe_set_error(ps, rc);
-	pool_release(&ps->p->pool, j->slab);
-	job_finished(ps);
+	job_finished(j, 0);
 }
 
 /* PROCESS: hash (unless the copy did), dedup, encode and compact the records, then stage 4: pick
@@ -858,32 +917,6 @@ static void finalize_task(struct task *t)
 	pthread_mutex_unlock(&p->mu);
 }
 
-/* ---- dispatcher --------------------------------------------------------------------------- */
-static void *dispatcher(void *arg)
-{
-	struct pipe *p = arg;
-	pthread_mutex_lock(&p->mu);
-	for (;;) {
-		while (!p->dq_head && !p->stop)
-			pthread_cond_wait(&p->cv, &p->mu);
-		if (!p->dq_head)
-			break;
-		struct slabjob *j = p->dq_head;
-		p->dq_head = j->next;
-		if (!p->dq_head)
-			p->dq_tail = NULL;
-		pthread_mutex_unlock(&p->mu);
-		double waited;
-		j->slab = pool_acquire(&p->pool, pool_ticket(&p->pool), &waited);
-		pthread_mutex_lock(&p->mu);
-		j->ps->st.wait_seconds += waited;
-		j->task.fn = copy_task;
-		workers_submit_urgent(p->w, &j->task);
-	}
-	pthread_mutex_unlock(&p->mu);
-	return NULL;
-}
-
 /* ---- setup -------------------------------------------------------------------------------- */
 static unsigned online_cores(void)
 {
@@ -938,7 +971,6 @@ int pipe_create(struct ckpt_store *s, uint64_t pool_bytes, struct pipe **out)
 	}
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_mutex_init(&p->hint_mu, NULL);
-	pthread_cond_init(&p->cv, NULL);
 	unsigned threads = s->opt.threads ? s->opt.threads : online_cores();
 	p->w = workers_create(threads);
 	p->eng = calloc(s->ndirs, sizeof *p->eng);
@@ -953,10 +985,6 @@ int pipe_create(struct ckpt_store *s, uint64_t pool_bytes, struct pipe **out)
 			goto fail;
 		p->ndirs = d + 1;
 	}
-	if (pthread_create(&p->dispatcher, NULL, dispatcher, p)) {
-		rc = ckpt_fail(CKPT_E_NOMEM, "cannot start the dispatcher thread");
-		goto fail;
-	}
 	*out = p;
 	return 0;
 fail:
@@ -967,7 +995,6 @@ fail:
 	pool_fini(&p->pool);
 	pthread_mutex_destroy(&p->mu);
 	pthread_mutex_destroy(&p->hint_mu);
-	pthread_cond_destroy(&p->cv);
 	free(p);
 	return rc;
 }
@@ -976,11 +1003,6 @@ void pipe_destroy(struct pipe *p)
 {
 	if (!p)
 		return;
-	pthread_mutex_lock(&p->mu);
-	p->stop = 1;
-	pthread_cond_broadcast(&p->cv);
-	pthread_mutex_unlock(&p->mu);
-	pthread_join(p->dispatcher, NULL);
 	workers_destroy(p->w);
 	for (unsigned d = 0; d < p->ndirs; d++)
 		io_engine_destroy(p->eng[d]);
@@ -992,7 +1014,6 @@ void pipe_destroy(struct pipe *p)
 	pool_fini(&p->pool);
 	pthread_mutex_destroy(&p->mu);
 	pthread_mutex_destroy(&p->hint_mu);
-	pthread_cond_destroy(&p->cv);
 	free(p->hints);
 	free(p);
 }
@@ -1143,7 +1164,7 @@ static int make_streams(struct pipe *p, struct pipe_save *ps)
 	return pipe_uses_cuda(ps) ? pipe_cuda_ready(p, ps) : 0;
 }
 
-/* Queues a planned save: joins the FIFO, its jobs the dispatcher's queue. */
+/* Queues a planned save: joins the FIFO, its jobs the grant queue. */
 static void enqueue(struct pipe *p, struct pipe_save *ps)
 {
 	pthread_mutex_lock(&p->mu);
@@ -1166,7 +1187,7 @@ static void enqueue(struct pipe *p, struct pipe_save *ps)
 			p->dq_head = j;
 		p->dq_tail = j;
 	}
-	pthread_cond_broadcast(&p->cv);
+	grant_slabs(p);
 	if (p->fifo_head == ps)
 		become_head(p, ps);
 	pthread_mutex_unlock(&p->mu);

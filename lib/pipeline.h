@@ -1,4 +1,4 @@
-/* The save pipeline: an executor of saves. A dispatcher grants pool slabs in order, worker threads
+/* The save pipeline: an executor of saves. Pool slabs are granted to jobs in order, worker threads
  * copy (snapshot), hash, deduplicate, compress and lay out records, one I/O engine per data
  * directory writes them, and a commit step runs per save, in submission order.
  *

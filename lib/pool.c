@@ -29,7 +29,6 @@ int pool_init(struct ckpt_pool *p, const struct ckpt_gpu_ops *gpu, size_t slab_s
 		p->free_stack[i] = nslabs - 1 - i;
 	p->nfree = nslabs;
 	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->cv, NULL);
 	return 0;
 }
 
@@ -37,44 +36,25 @@ void pool_fini(struct ckpt_pool *p)
 {
 	if (p->base)
 		p->gpu->free_pinned(p->base, p->slab_size * p->nslabs);
-	if (p->slabs && p->nslabs) {
+	if (p->slabs && p->nslabs)
 		pthread_mutex_destroy(&p->mu);
-		pthread_cond_destroy(&p->cv);
-	}
 	free(p->slabs);
 	free(p->free_stack);
 	memset(p, 0, sizeof *p);
 }
 
-uint64_t pool_ticket(struct ckpt_pool *p)
+bool pool_try_acquire(struct ckpt_pool *p, unsigned *slab)
 {
 	pthread_mutex_lock(&p->mu);
-	uint64_t t = p->next_ticket++;
-	pthread_mutex_unlock(&p->mu);
-	return t;
-}
-
-unsigned pool_acquire(struct ckpt_pool *p, uint64_t ticket, double *waited)
-{
-	double t0 = 0;
-	pthread_mutex_lock(&p->mu);
-	if (p->serving != ticket || !p->nfree) {
-		t0 = ckpt_now();
-		while (p->serving != ticket || !p->nfree)
-			pthread_cond_wait(&p->cv, &p->mu);
-		*waited = ckpt_now() - t0;
-	} else {
-		*waited = 0;
+	bool ok = p->nfree > 0;
+	if (ok) {
+		*slab = p->free_stack[--p->nfree];
+		p->in_use += p->slab_size;
+		if (p->in_use > p->peak)
+			p->peak = p->in_use;
 	}
-	unsigned s = p->free_stack[--p->nfree];
-	p->serving++;
-	p->in_use += p->slab_size;
-	if (p->in_use > p->peak)
-		p->peak = p->in_use;
-	/* The next ticket's holder may be waiting for its turn. */
-	pthread_cond_broadcast(&p->cv);
 	pthread_mutex_unlock(&p->mu);
-	return s;
+	return ok;
 }
 
 void pool_release(struct ckpt_pool *p, unsigned slab)
@@ -82,7 +62,6 @@ void pool_release(struct ckpt_pool *p, unsigned slab)
 	pthread_mutex_lock(&p->mu);
 	p->free_stack[p->nfree++] = slab;
 	p->in_use -= p->slab_size;
-	pthread_cond_broadcast(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 }
 

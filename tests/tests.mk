@@ -55,11 +55,11 @@ sanitize: test-deps
 	B=build/asan SANITIZE="$(ASAN_FLAGS)" ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0 \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 tests/run.sh
 
-# ThreadSanitizer over the tests that drive the save pipeline's threads (workers, dispatcher, I/O
+# ThreadSanitizer over the tests that drive the save pipeline's threads (workers, slab grants, I/O
 # engines, parallel restore; t-pipe-engines runs both engines), in their own build tree. A data
 # race fails the test (TSan exits 66); logs in build/tsan/tests/logs. TSAN_TESTS and TSAN_OPTIONS
 # may be overridden. Not part of `make check`: with `make sanitize` it takes several minutes.
-TSAN_TESTS ?= t-pipeline t-uring-reuse t-async t-roundtrip t-incremental t-corrupt t-faults t-pipe-engines t-dist-storm
+TSAN_TESTS ?= t-pipeline t-uring-reuse t-async t-roundtrip t-incremental t-corrupt t-faults t-pipe-engines t-dist-storm t-pipe-grant
 TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
 tsan: test-deps
 	$(MAKE) B=build/tsan SANITIZE="$(TSAN_FLAGS)" $(TSAN_TESTS:%=build/tsan/tests/bin/%)
