@@ -29,7 +29,9 @@ const struct cli_cmd ck_cmd_du = {
 		"bytes and the reclaimable garbage (packs no checkpoint references, dead records inside\n"
 		"live packs, leftovers of interrupted saves) that 'ckptctl gc' removes. While a manifest is\n"
 		"damaged nothing in the packs counts as garbage. Sizes are in IEC units. The store is\n"
-		"opened read-only.\n",
+		"opened read-only.\n"
+		"The parts of multi-rank checkpoints (parts/STEP/RANK.part) are counted on a line of\n"
+		"their own.\n",
 	.tail = "\n"
 		"Exit status: 0 shown; 1 failed; 2 usage error; 4 no such store.\n"
 		"\n"

@@ -50,7 +50,9 @@ const struct cli_cmd ck_cmd_export = {
 	.desc = "Write the checkpoint of STEP (a number or 'latest'; default latest) as a safetensors file:\n"
 		"the tensors in the checkpoint's order with contiguous data, the checkpoint's metadata in\n"
 		"\"__metadata__\". Every chunk is verified as it is read. FILE is written under a temporary\n"
-		"name, synced and renamed: it is never left half-written.\n",
+		"name, synced and renamed: it is never left half-written.\n"
+		"A multi-rank checkpoint is exported consolidated: each global tensor whole, in its global\n"
+		"shape, assembled from the shards (as PyTorch DCP's dcp_to_torch_save does).\n",
 	.tail = "\n"
 		"Exit status: 0 written; 1 failed (damaged data, I/O error); 2 usage error; 4 no such\n"
 		"store or step.\n"

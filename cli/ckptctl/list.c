@@ -25,7 +25,8 @@ const struct cli_cmd ck_cmd_list = {
 		"tensors, logical size (sum of tensor sizes), the bytes each checkpoint added to the store\n"
 		"(NEW) and the on-disk bytes of every chunk it references, shared ones included (STORED).\n"
 		"Sizes are in IEC units (KiB, MiB, GiB). A damaged manifest is reported on standard error\n"
-		"and not listed. The store is opened read-only: listing works while a save runs.\n",
+		"and not listed. The store is opened read-only: listing works while a save runs.\n"
+		"When the store holds a multi-rank checkpoint, a RANKS column gives each one's world size.\n",
 	.tail = "\n"
 		"Exit status: 0 listed (even with damaged manifests); 1 failed; 2 usage error; 4 no such\n"
 		"store.\n"

@@ -27,7 +27,9 @@ const struct cli_cmd ck_cmd_show = {
 	.desc = "Show the checkpoint of STEP (a number or 'latest'): commit time, sizes, metadata, and every\n"
 		"tensor with its dtype, shape, size, chunks, how many of them the checkpoint wrote (NEW)\n"
 		"and how many it shares with earlier ones (REUSED). Sizes are in IEC units. The store is\n"
-		"opened read-only: show works while a save runs.\n",
+		"opened read-only: show works while a save runs.\n"
+		"A multi-rank checkpoint also shows its world size and a GLOBAL TENSORS table: each global\n"
+		"tensor's shape and its shards (rank, box offsets and lengths, part file) or 'replicated'.\n",
 	.tail = "\n"
 		"Exit status: 0 shown; 1 failed (damaged manifest); 2 usage error; 4 no such store or step.\n"
 		"\n"

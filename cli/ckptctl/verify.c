@@ -36,7 +36,9 @@ const struct cli_cmd ck_cmd_verify = {
 		"tensor, chunk index, offset and file; a damaged manifest counts as damage (when verifying\n"
 		"the latest checkpoint, so does a damaged manifest of a newer step). Exit status 0 when\n"
 		"everything verified is intact, 1 when damage was found (or reading failed), 2 for a\n"
-		"usage error, 4 when the store or step does not exist.\n",
+		"usage error, 4 when the store or step does not exist.\n"
+		"A multi-rank checkpoint's parts are checked too (size, checksum, chunks in the global\n"
+		"table); a damaged part or chunk is reported with the rank that wrote it.\n",
 	.tail = "\n"
 		"Example:\n"
 		"  ckptctl verify /mnt/nvme/ckpt --all\n",
