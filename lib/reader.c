@@ -550,9 +550,18 @@ static uint64_t cut_mid_end(const struct pack_fd *p, const struct mf_chunk *c)
 	return ALIGN_DOWN(REC_HDR_LEN + (uint64_t)c->raw_len, p->blk);
 }
 
-/* Plans the direct read of references [j0, j1) of t (one read group of pack p) into dst: fills
- * x->iov and returns the number of segments, or 0 when the group takes the buffer path (a
- * compressed chunk, a chunk too small to have a middle, a misaligned destination, no scratch). */
+/* Whether chunk c goes in place at d: raw, with a block-aligned middle, d aligned as it must. */
+static bool chunk_direct(const struct pack_fd *p, const struct mf_chunk *c, const uint8_t *d)
+{
+	return c->codec == CKPT_CODEC_RAW && c->stored_len == c->raw_len &&
+	       cut_mid_end(p, c) > cut_head(p) &&
+	       ((uintptr_t)d - (c->offset + REC_HDR_LEN)) % p->mem_align == 0;
+}
+
+/* Plans the read of references [j0, j1) of t (one read group of pack p) with the chunks that
+ * qualify in place at dst and the others (compressed, too small to have a middle, misaligned)
+ * whole into scratch: fills x->iov and returns the number of segments, or 0 when the group
+ * takes the buffer path (no chunk qualifies, too many segments, not enough scratch). */
 static int direct_plan(const struct ckpt_reader *r, struct rres *x, const struct pack_fd *p,
 		       const struct mf_tensor *t, uint64_t j0, uint64_t j1, uint8_t *dst)
 {
@@ -569,15 +578,21 @@ static int direct_plan(const struct ckpt_reader *r, struct rres *x, const struct
 		}
 	}
 	uint64_t used = 0, h = cut_head(p);
-	int n = 0;
+	int n = 0, direct = 0;
 	for (uint64_t q = j0; q < j1; q++) {
 		const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + q]];
 		uint64_t m = cut_mid_end(p, c), span = rec_span(c->stored_len);
 		uint8_t *d = dst + q * r->m.chunk_size;
-		if (c->codec != CKPT_CODEC_RAW || c->stored_len != c->raw_len || m <= h ||
-		    ((uintptr_t)d - (c->offset + REC_HDR_LEN)) % p->mem_align ||
-		    used + h + (span - m) > r->buf_cap)
+		if (!chunk_direct(p, c, d)) {
+			if (used + span > r->buf_cap)
+				return 0;
+			x->iov[n++] = (struct iovec){x->buf + used, span};
+			used += span;
+			continue;
+		}
+		if (used + h + (span - m) > r->buf_cap)
 			return 0;
+		direct++;
 		x->iov[n++] = (struct iovec){x->buf + used, h};
 		used += h;
 		x->iov[n++] = (struct iovec){d + (h - REC_HDR_LEN), m - h};
@@ -586,15 +601,16 @@ static int direct_plan(const struct ckpt_reader *r, struct rres *x, const struct
 			used += span - m;
 		}
 	}
-	return n;
+	return direct ? n : 0;
 }
 
-/* After the direct read of [j0, j1): checks each record's header, copies the scratch pieces of
- * its payload into place and checks its digest there. */
+/* After the read planned by direct_plan: checks each record's header; for a chunk read in place,
+ * copies the scratch pieces of its payload into place and checks its digest there; decodes the
+ * others from scratch. */
 static int direct_finish(struct ckpt_reader *r, struct rres *x, const struct pack_fd *p,
 			 const struct mf_tensor *t, uint64_t j0, uint64_t j1, uint8_t *dst)
 {
-	uint64_t used = 0, h = cut_head(p);
+	uint64_t used = 0, h = cut_head(p), direct = 0;
 	char path[4096];
 	store_pack_path(r->s, p->dir, p->id, path, sizeof path);
 	for (uint64_t q = j0; q < j1; q++) {
@@ -602,20 +618,25 @@ static int direct_finish(struct ckpt_reader *r, struct rres *x, const struct pac
 		uint64_t m = cut_mid_end(p, c), span = rec_span(c->stored_len);
 		uint8_t *d = dst + q * r->m.chunk_size;
 		const uint8_t *head = x->buf + used, *tail = head + h;
-		int rc = check_hdr(head, c, path);
-		if (!rc) {
+		int rc;
+		if (!chunk_direct(p, c, d)) {
+			rc = check_record(r, x->codec, head, c, d, path);
+			used += span;
+		} else if (!(rc = check_hdr(head, c, path))) {
 			memcpy(d, head + REC_HDR_LEN, h - REC_HDR_LEN);
 			memcpy(d + (m - REC_HDR_LEN), tail, REC_HDR_LEN + c->raw_len - m);
 			rc = check_digest(d, c, path);
+			used += h + (span - m);
+			direct++;
 		}
 		if (rc) {
 			tensor_error(r, t, q);
 			return rc;
 		}
-		used += h + (span - m);
 	}
 	pthread_mutex_lock(&r->mu);
-	r->direct_chunks += j1 - j0;
+	r->direct_chunks += direct;
+	r->buffered_chunks += (j1 - j0) - direct;
 	pthread_mutex_unlock(&r->mu);
 	return 0;
 }
