@@ -367,7 +367,6 @@ static int check_digest(const uint8_t *out, const struct mf_chunk *c, const char
 static int check_record(struct ckpt_reader *r, ckpt_codec_ctx *codec, const uint8_t *rec,
 			const struct mf_chunk *c, uint8_t *out, const char *path)
 {
-	(void)r;
 	int rc = check_hdr(rec, c, path);
 	if (rc)
 		return rc;
