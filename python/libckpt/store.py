@@ -762,15 +762,16 @@ def _direct_place(flat, addr, nbytes):
 
 
 def _alloc(kind, ti, device):
-    nb = ti["nbytes"]
+    # the size from the shape asked for: get_slice passes a part of the tensor's shape
     if kind == "torch":
         import torch
         dt = T.torch_dtype_of(ti["ckpt_dtype"])
         if dt is None:
             raise UnsupportedError(f"tensor {ti['name']!r}: this torch has no dtype for {ti['dtype']}")
         t = torch.empty(ti["shape"], dtype=dt, device=device or "cpu")
+        nb = t.numel() * t.element_size()
         if t.device.type != "cpu" or nb < _DIRECT_MIN or t.data_ptr() % _DIRECT_ALIGN == _DIRECT_OFF:
-            return t  # glibc's memalign usually gives torch's large tensors that place already
+            return t  # glibc's memalign often gives torch's large tensors that place already
         del t
         flat = torch.empty(nb + _DIRECT_ALIGN, dtype=torch.uint8)
         return _direct_place(flat, flat.data_ptr(), nb).view(dt).view(ti["shape"])
@@ -779,8 +780,11 @@ def _alloc(kind, ti, device):
     if dt is None:
         raise UnsupportedError(f"tensor {ti['name']!r}: numpy has no dtype for {ti['dtype']} "
                                f"(install ml_dtypes, or save it as a torch tensor)")
-    if nb < _DIRECT_MIN:
-        return np.empty(ti["shape"], dtype=dt)
+    a = np.empty(ti["shape"], dtype=dt)
+    if a.nbytes < _DIRECT_MIN or a.__array_interface__["data"][0] % _DIRECT_ALIGN == _DIRECT_OFF:
+        return a
+    nb = a.nbytes
+    del a
     flat = np.empty(nb + _DIRECT_ALIGN, dtype=np.uint8)
     return _direct_place(flat, flat.__array_interface__["data"][0], nb).view(dt).reshape(ti["shape"])
 

@@ -61,6 +61,10 @@ class LoadDirect(unittest.TestCase):
                 nb = o.nbytes
             if nb >= MiB:
                 self.assertEqual(ptr(o) % 4096, 64, f"{k} is not placed for the direct restore")
+        # get_slice allocates for part of a tensor's shape: sized from that part
+        part = self.store.get_slice("m")[1:3]
+        self.assertTrue(torch.equal(part, state["m"][1:3]))
+        self.assertEqual(ptr(part) % 4096, 64)
         # each its own memory: writing one leaves the others and a second load as they were
         out["w"].zero_()
         out["np"][:] = 0
