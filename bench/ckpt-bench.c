@@ -193,6 +193,7 @@ struct tensor {
 	uint64_t nbytes;
 	uint8_t *data;
 	uint8_t *restored;
+	uint8_t *restored_base; /* restored is restore_offset bytes into it (a 4 KiB-aligned block) */
 };
 
 struct state {
@@ -278,6 +279,7 @@ struct cfg {
 	int64_t io_size, chunk_size, pool_size;
 	double incr_fraction;
 	const char *before_run;
+	long restore_offset;
 };
 
 static int have_async(const struct cfg *c)
@@ -455,15 +457,20 @@ static void usage(FILE *f)
 	      "                         parts, with CKPT_BENCH_RUN=1..N in its environment (the\n"
 	      "                         driver runs fio there, so the device's limit is measured\n"
 	      "                         next to each save)\n"
+	      "      --restore-offset N restore buffers start N bytes past a 4 KiB boundary (default\n"
+	      "                         CKPT_RESTORE_DIRECT_OFFSET: raw chunks are read in place;\n"
+	      "                         0 measures the read buffer path where O_DIRECT wants 512)\n"
 	      "  -h, --help             show this help\n",
 	      f);
 }
 
-enum { OPT_THREADS = 256, OPT_QD, OPT_ENGINE, OPT_IOSIZE, OPT_CHUNK, OPT_POOL, OPT_INCR, OPT_SYNC, OPT_BEFORE };
+enum { OPT_THREADS = 256, OPT_QD, OPT_ENGINE, OPT_IOSIZE, OPT_CHUNK, OPT_POOL, OPT_INCR, OPT_SYNC, OPT_BEFORE,
+       OPT_RESTORE_OFFSET };
 
 int main(int argc, char **argv)
 {
-	struct cfg c = { .size = 2 * GiB, .runs = 3, .engine = -1, .incr_fraction = 0.05 };
+	struct cfg c = { .size = 2 * GiB, .runs = 3, .engine = -1, .incr_fraction = 0.05,
+			 .restore_offset = CKPT_RESTORE_DIRECT_OFFSET };
 	static const struct option lo[] = {
 		{"dir", required_argument, NULL, 'd'}, {"size", required_argument, NULL, 's'},
 		{"runs", required_argument, NULL, 'r'}, {"threads", required_argument, NULL, OPT_THREADS},
@@ -474,6 +481,7 @@ int main(int argc, char **argv)
 		{"pool-size", required_argument, NULL, OPT_POOL},
 		{"incr", required_argument, NULL, OPT_INCR}, {"sync", no_argument, NULL, OPT_SYNC},
 		{"before-run", required_argument, NULL, OPT_BEFORE},
+		{"restore-offset", required_argument, NULL, OPT_RESTORE_OFFSET},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
 	};
 	int o;
@@ -509,6 +517,7 @@ int main(int argc, char **argv)
 		case OPT_INCR: c.incr_fraction = atof(optarg); break;
 		case OPT_SYNC: c.sync = 1; break;
 		case OPT_BEFORE: c.before_run = optarg; break;
+		case OPT_RESTORE_OFFSET: c.restore_offset = strtol(optarg, NULL, 0) & 4095; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -537,7 +546,8 @@ int main(int argc, char **argv)
 	struct state S;
 	make_state(&S, c.size, 0x5eed0001);
 	for (size_t i = 0; i < S.n; i++) {
-		S.t[i].restored = alloc_aligned(S.t[i].nbytes);
+		S.t[i].restored_base = alloc_aligned(S.t[i].nbytes + 4096);
+		S.t[i].restored = S.t[i].restored_base + c.restore_offset;
 		memset(S.t[i].restored, 0, S.t[i].nbytes);
 	}
 	note("state: %zu tensors, %" PRIu64 " bytes, generated in %.1f s", S.n, S.bytes, now() - tg);
@@ -653,6 +663,7 @@ int main(int argc, char **argv)
 	printf("  \"restore_engine\": \"%s\",\n", last_restore.engine);
 	printf("  \"direct_io\": %s,\n", last_save.direct_io ? "true" : "false");
 	printf("  \"restore_direct_io\": %s,\n", last_restore.direct_io ? "true" : "false");
+	printf("  \"restore_offset\": %ld,\n", c.restore_offset);
 	printf("  \"threads\": %u,\n", last_save.threads);
 	printf("  \"pool_bytes\": %" PRIu64 ",\n", last_save.pool_bytes);
 	printf("  \"pool_size_requested\": %" PRId64 ",\n", c.pool_size);
@@ -687,7 +698,7 @@ int main(int argc, char **argv)
 
 	for (size_t i = 0; i < S.n; i++) {
 		free(S.t[i].data);
-		free(S.t[i].restored);
+		free(S.t[i].restored_base);
 	}
 	free(S.t);
 	if (locked)

@@ -396,6 +396,17 @@ CKPT_API const char *ckpt_reader_get_meta(const ckpt_reader *reader, const char 
 CKPT_API int ckpt_reader_restore(ckpt_reader *reader, size_t index, int mem, void *dst,
 				 uint64_t size);
 
+/* Host destinations placed so that raw (uncompressed) chunks are read straight into them, with no
+ * copy out of a read buffer (the digest is then checked in place): with O_DIRECT, chunk k of a
+ * tensor goes in place when (dst + k * chunk_size - payload offset in its pack file) is a multiple
+ * of the device's direct-I/O memory alignment (statx STATX_DIOALIGN: 4 on most NVMe drives, 512
+ * or 4096 on others). Payloads start CKPT_RESTORE_DIRECT_OFFSET bytes after a 4 KiB boundary of
+ * the file, so a destination at CKPT_RESTORE_DIRECT_OFFSET bytes past a 4 KiB boundary always
+ * qualifies. Others are restored too, through the read buffer; so are compressed chunks and CUDA
+ * destinations. Without O_DIRECT every host destination qualifies. */
+#define CKPT_RESTORE_DIRECT_ALIGN 4096
+#define CKPT_RESTORE_DIRECT_OFFSET 64
+
 /* Orders the copies of later restores into CUDA memory after the work queued on stream (a
  * cudaStream_t; NULL, the default: the legacy default stream) when each ckpt_reader_restore() or
  * ckpt_reader_restore_all() call starts, so that kernels still using a destination (a caching

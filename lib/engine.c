@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -17,7 +18,7 @@ static int discard_create(struct io_engine *e) { (void)e; return 0; }
 static void discard_submit(struct io_engine *e, struct io_req *r)
 {
 	(void)e;
-	r->res = r->op == IO_READ ? -EIO : r->op == IO_FSYNC ? 0 : (ssize_t)r->len;
+	r->res = r->op == IO_READ || r->op == IO_READV ? -EIO : r->op == IO_FSYNC ? 0 : (ssize_t)r->len;
 	r->done(r);
 }
 static void discard_destroy(struct io_engine *e) { (void)e; }
@@ -76,9 +77,14 @@ void io_engine_submit(struct io_engine *e, struct io_req *r)
 	r->done_bytes = 0;
 	r->first_max = 0;
 	r->next = NULL;
+	if (r->op == IO_READV) {
+		r->len = 0;
+		for (int i = 0; i < r->iovcnt; i++)
+			r->len += r->iov[i].iov_len;
+	}
 	/* Faults are injected here so that every engine sees the same failures. */
 	enum io_fault_op fop = r->op == IO_WRITE ? IO_FAULT_WRITE
-			       : r->op == IO_READ ? IO_FAULT_READ : IO_FAULT_SYNC;
+			       : r->op == IO_FSYNC ? IO_FAULT_SYNC : IO_FAULT_READ;
 	int err = 0;
 	int hit = ckpt_io_fault_check(fop, &err);
 	if (hit < 0) {
@@ -92,6 +98,24 @@ void io_engine_submit(struct io_engine *e, struct io_req *r)
 		r->first_max = half < r->len ? half : 4096;
 	}
 	e->ops->submit(e, r);
+}
+
+int io_req_window(struct io_req *r, size_t max)
+{
+	size_t skip = r->done_bytes, left = max ? max : SIZE_MAX;
+	int n = 0;
+	for (int i = 0; i < r->iovcnt && left; i++) {
+		size_t l = r->iov[i].iov_len;
+		if (skip >= l) {
+			skip -= l;
+			continue;
+		}
+		size_t take = MIN(l - skip, left);
+		r->iov_work[n++] = (struct iovec){(uint8_t *)r->iov[i].iov_base + skip, take};
+		left -= take;
+		skip = 0;
+	}
+	return n;
 }
 
 void io_engine_destroy(struct io_engine *e)
@@ -147,21 +171,23 @@ struct psync {
 
 static void run_one(struct io_req *r)
 {
-	uint8_t *p = r->buf;
-	size_t left = r->len;
-	uint64_t off = r->off;
 	if (r->op == IO_FSYNC) {
 		r->res = fdatasync(r->fd) ? -errno : 0;
 		return;
 	}
-	while (left) {
-		size_t want = left;
+	while (r->done_bytes < r->len) {
+		size_t want = r->len - r->done_bytes;
 		if (r->first_max && want > r->first_max) {
 			want = r->first_max;
 			r->first_max = 0;
 		}
-		ssize_t n = r->op == IO_WRITE ? pwrite(r->fd, p, want, (off_t)off)
-					      : pread(r->fd, p, want, (off_t)off);
+		uint8_t *p = r->buf ? (uint8_t *)r->buf + r->done_bytes : NULL; /* NULL: IO_READV */
+		off_t off = (off_t)(r->off + r->done_bytes);
+		ssize_t n;
+		if (r->op == IO_READV)
+			n = preadv(r->fd, r->iov_work, io_req_window(r, want), off);
+		else
+			n = r->op == IO_WRITE ? pwrite(r->fd, p, want, off) : pread(r->fd, p, want, off);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -170,11 +196,9 @@ static void run_one(struct io_req *r)
 		}
 		if (n == 0)
 			break; /* end of file on a read */
-		p += n;
-		left -= (size_t)n;
-		off += (uint64_t)n;
+		r->done_bytes += (size_t)n;
 	}
-	r->res = (ssize_t)(r->len - left);
+	r->res = (ssize_t)r->done_bytes;
 }
 
 static void *psync_thread(void *arg)

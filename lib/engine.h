@@ -7,8 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
-enum io_op { IO_READ, IO_WRITE, IO_FSYNC };
+/* IO_READV: a vectored read at off into iov[0..iovcnt) (at most IOV_MAX segments), so that one
+ * O_DIRECT read fills a caller's buffer and small scratch pieces at once (reader.c). */
+enum io_op { IO_READ, IO_WRITE, IO_FSYNC, IO_READV };
 
 struct io_req {
 	enum io_op op;
@@ -20,6 +23,10 @@ struct io_req {
 	ssize_t res;          /* bytes transferred, or -errno */
 	size_t done_bytes;    /* internal: progress across short transfers */
 	size_t first_max;     /* internal: fault injection caps the first transfer (0: no cap) */
+	const struct iovec *iov; /* IO_READV: the segments, unchanged by the engine */
+	int iovcnt;
+	struct iovec *iov_work;  /* IO_READV: iovcnt entries the engine may use while r is in flight
+				  * (the part of iov still to transfer after a short read) */
 	void (*done)(struct io_req *r);
 	void *arg;
 	struct io_req *next;  /* internal queue link */
@@ -50,7 +57,7 @@ struct io_engine {
  * -CKPT_E_*. */
 int io_engine_create(int kind, unsigned qd, void **bufs, size_t buf_len, unsigned nbufs,
 		     struct io_engine **out);
-/* Queues r; r->done is called exactly once, possibly before this returns. io_uring blocks while qd
+/* Queues r (for IO_READV, len is set here to the total of the segments); r->done is called exactly once, possibly before this returns. io_uring blocks while qd
  * requests are in flight; psync queues without limit (its callers bound what they submit). */
 void io_engine_submit(struct io_engine *e, struct io_req *r);
 /* Waits for in-flight requests, stops the threads, frees e; accepts NULL. */
@@ -59,6 +66,10 @@ const char *io_engine_name(const struct io_engine *e);
 
 /* Completes r synchronously: submits it and waits. Returns r->res. */
 ssize_t io_engine_run(struct io_engine *e, struct io_req *r);
+
+/* For engines, IO_READV: fills r->iov_work with the segments of r->iov after its first
+ * r->done_bytes bytes, at most max bytes of them (0: all). Returns the number of segments. */
+int io_req_window(struct io_req *r, size_t max);
 
 extern const struct io_engine_ops ckpt_engine_psync;
 extern const struct io_engine_ops ckpt_engine_uring;

@@ -43,7 +43,7 @@ static void prep(struct uring *u, struct io_req *r)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
 	/* The SQ has as many entries as qd, and inflight <= qd, so an SQE is always free. */
-	uint8_t *buf = (uint8_t *)r->buf + r->done_bytes;
+	uint8_t *buf = r->buf ? (uint8_t *)r->buf + r->done_bytes : NULL; /* NULL: IO_READV */
 	size_t len = r->len - r->done_bytes;
 	if (r->first_max && len > r->first_max) {
 		len = r->first_max;
@@ -62,6 +62,10 @@ static void prep(struct uring *u, struct io_req *r)
 			io_uring_prep_read_fixed(sqe, r->fd, buf, (unsigned)len, off, r->buf_index);
 		else
 			io_uring_prep_read(sqe, r->fd, buf, (unsigned)len, (uint64_t)off);
+		break;
+	case IO_READV:
+		io_uring_prep_readv(sqe, r->fd, r->iov_work, (unsigned)io_req_window(r, len),
+				    (uint64_t)off);
 		break;
 	case IO_FSYNC:
 		io_uring_prep_fsync(sqe, r->fd, IORING_FSYNC_DATASYNC);

@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <pthread.h>
@@ -14,6 +16,7 @@
 #include "engine.h"
 #include "gpu.h"
 #include "lease.h"
+#include "reader.h"
 #include "store.h"
 #include "vcache.h"
 #include "workers.h"
@@ -24,6 +27,9 @@ struct pack_fd {
 	int fd;     /* -1 after a failed open */
 	int err;    /* its error, reported again for every chunk of the pack */
 	char *msg;
+	/* Direct reads into the destination (direct_plan): file offsets and lengths in multiples of
+	 * blk, memory addresses in multiples of mem_align (1 and 1 without O_DIRECT). */
+	unsigned blk, mem_align;
 };
 
 struct rres;
@@ -48,6 +54,7 @@ struct ckpt_reader {
 	void *user_stream;
 	uint32_t gen;
 	struct rres *res;   /* ckpt_reader_restore's staging and streams, kept until close */
+	uint64_t direct_chunks, buffered_chunks; /* raw chunks read into place, chunks decoded (mu) */
 };
 
 static void reader_res_free(struct ckpt_reader *r);
@@ -75,6 +82,20 @@ static int index_names(struct ckpt_reader *r)
 		r->names[k] = i + 1;
 	}
 	return 0;
+}
+
+/* Read bytes restore_all keeps in flight at least: a disk's best sequential read wants deep
+ * queues of large blocks (the bench's fio sweep peaks at 4 MiB x 32 here). On the direct path a
+ * thread's read buffer holds only the scratch pieces, so its untouched pages cost no memory. */
+#define RESTORE_INFLIGHT_BYTES (128u << 20)
+
+/* Threads of restore_all, and reads in flight in the reader's engine: reads wait on the device,
+ * not the CPU, so more threads than cores keep the queue full. */
+static unsigned restore_threads(const struct ckpt_reader *r)
+{
+	unsigned n = r->s->opt.threads ? r->s->opt.threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+	n = MAX(n, r->s->opt.queue_depth);
+	return MAX(n, (unsigned)(RESTORE_INFLIGHT_BYTES / r->buf_cap));
 }
 
 CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
@@ -127,10 +148,8 @@ CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 		ckpt_reader_close(r);
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	}
-	/* Enough reads in flight for every restore thread (restore_all uses max(threads, qd)). */
-	unsigned qd = MAX(s->opt.queue_depth, s->opt.threads ? s->opt.threads
-						      : (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
-	if ((rc = io_engine_create(s->opt.engine, qd, NULL, 0, 0, &r->eng))) {
+	/* Enough reads in flight for every restore thread. */
+	if ((rc = io_engine_create(s->opt.engine, restore_threads(r), NULL, 0, 0, &r->eng))) {
 		ckpt_reader_close(r);
 		return rc;
 	}
@@ -240,6 +259,26 @@ CKPT_API void ckpt_reader_stats(const ckpt_reader *r, ckpt_stats *st)
 	*st = r->st;
 }
 
+/* The alignment direct reads of pack fd need: none without O_DIRECT; with it, what statx reports
+ * (STATX_DIOALIGN, Linux 6.1), else 4096 for both, which every device accepts. A unit above 4096
+ * (records are 4 KiB aligned) leaves the pack to the buffer path (blk 0). */
+static void pack_dio_align(struct pack_fd *p, int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	p->blk = p->mem_align = 1;
+	if (fl < 0 || !(fl & O_DIRECT))
+		return;
+	p->blk = p->mem_align = 4096;
+	struct statx sx;
+	if (!statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) && (sx.stx_mask & STATX_DIOALIGN) &&
+	    sx.stx_dio_offset_align && sx.stx_dio_mem_align) {
+		p->blk = MAX(sx.stx_dio_offset_align, sx.stx_dio_mem_align);
+		p->mem_align = sx.stx_dio_mem_align;
+	}
+	if (p->blk > 4096 || (p->blk & (p->blk - 1)) || (p->mem_align & (p->mem_align - 1)))
+		p->blk = 0;
+}
+
 /* Returns the open pack, opening and checking its header on first use. */
 static struct pack_fd *get_pack(struct ckpt_reader *r, uint32_t id)
 {
@@ -288,6 +327,7 @@ static struct pack_fd *get_pack(struct ckpt_reader *r, uint32_t id)
 		rc = ckpt_fail(e == ENOENT ? CKPT_E_CORRUPT : e == EACCES || e == EPERM ? CKPT_E_PERM :
 			       CKPT_E_IO, "pack %s: %s", path, e == ENOENT ? "missing" : strerror(e));
 	} else {
+		pack_dio_align(p, fd);
 		struct pack_hdr h;
 		rc = io_read_all(ckpt_io_default(), fd, r->buf, PACK_HDR_LEN, 0, path);
 		if (!rc)
@@ -309,10 +349,8 @@ static struct pack_fd *get_pack(struct ckpt_reader *r, uint32_t id)
 	return p;
 }
 
-/* Checks one record (header against the manifest, payload against the digest) and decodes it
- * into out (raw_len bytes). */
-static int check_record(struct ckpt_reader *r, ckpt_codec_ctx *codec, const uint8_t *rec,
-			const struct mf_chunk *c, uint8_t *out, const char *path)
+/* Checks a record's header (REC_HDR_LEN bytes at rec) against the manifest's chunk c. */
+static int check_hdr(const uint8_t *rec, const struct mf_chunk *c, const char *path)
 {
 	struct rec_hdr h;
 	int rc = rec_hdr_decode(rec, REC_HDR_LEN, &h, path);
@@ -322,17 +360,34 @@ static int check_record(struct ckpt_reader *r, ckpt_codec_ctx *codec, const uint
 	    h.stored_len != c->stored_len || h.codec != c->codec || h.pack_id != c->pack_id)
 		return ckpt_fail(CKPT_E_CORRUPT, "%s: record at offset %llu is not the chunk the manifest names",
 				 path, (unsigned long long)c->offset);
-	if ((rc = ckpt_codec_decode(codec, c->codec, rec + REC_HDR_LEN, c->stored_len, out,
-				    c->raw_len))) {
-		ckpt_fail_prefix("%s at offset %llu", path, (unsigned long long)c->offset);
-		return rc;
-	}
+	return 0;
+}
+
+/* Checks the restored bytes of chunk c (raw_len at out) against its digest. */
+static int check_digest(const uint8_t *out, const struct mf_chunk *c, const char *path)
+{
 	ckpt_digest d;
 	ckpt_digest_of(out, c->raw_len, &d);
 	if (!ckpt_digest_eq(&d, &c->digest))
 		return ckpt_fail(CKPT_E_CHECKSUM, "%s: digest mismatch for the chunk at offset %llu",
 				 path, (unsigned long long)c->offset);
 	return 0;
+}
+
+/* Checks one record (header against the manifest, payload against the digest) and decodes it
+ * into out (raw_len bytes). */
+static int check_record(struct ckpt_reader *r, ckpt_codec_ctx *codec, const uint8_t *rec,
+			const struct mf_chunk *c, uint8_t *out, const char *path)
+{
+	int rc = check_hdr(rec, c, path);
+	if (rc)
+		return rc;
+	if ((rc = ckpt_codec_decode(codec, c->codec, rec + REC_HDR_LEN, c->stored_len, out,
+				    c->raw_len))) {
+		ckpt_fail_prefix("%s at offset %llu", path, (unsigned long long)c->offset);
+		return rc;
+	}
+	return check_digest(out, c, path);
 }
 
 /* What one thread needs to restore: a read buffer, a codec context, and for CUDA destinations a
@@ -342,6 +397,7 @@ struct rres {
 	uint8_t *buf;           /* buf_cap bytes, 4 KiB aligned */
 	ckpt_codec_ctx *codec;
 	uint8_t *staging;       /* pinned, buf_cap bytes, for CUDA destinations */
+	struct iovec *iov, *iov_work; /* IOV_MAX each, for direct reads (allocated on first use) */
 	void *stream[16];
 	uint32_t ordered[16];   /* reader gen for which stream[d] waits on the caller's stream */
 };
@@ -354,6 +410,8 @@ static void rres_free(struct rres *x)
 	/* Only touch the CUDA provider when it was used (loading it sets messages). */
 	const struct ckpt_gpu_ops *g = cuda ? ckpt_gpu_cuda() : NULL;
 	free(x->buf);
+	free(x->iov);
+	free(x->iov_work);
 	ckpt_codec_ctx_free(x->codec);
 	if (x->staging && g)
 		g->free_pinned(x->staging, 0);
@@ -374,13 +432,16 @@ static void reader_res_free(struct ckpt_reader *r)
 	r->res = NULL;
 }
 
-static int read_group(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, uint64_t off,
-		      size_t len)
+/* Reads len bytes of pack p at off: into x->buf, or when iovcnt is not 0, into the segments
+ * x->iov[0..iovcnt) (which then total len). */
+static int read_at(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, uint64_t off,
+		   size_t len, int iovcnt)
 {
 	char path[4096];
 	store_pack_path(r->s, p->dir, p->id, path, sizeof path);
-	struct io_req q = {.op = IO_READ, .fd = p->fd, .buf = x->buf, .len = len, .off = off,
-			   .buf_index = -1};
+	struct io_req q = {.op = iovcnt ? IO_READV : IO_READ, .fd = p->fd, .buf = iovcnt ? NULL : x->buf,
+			   .len = len, .off = off, .buf_index = -1, .iov = x->iov, .iovcnt = iovcnt,
+			   .iov_work = x->iov_work};
 	ssize_t n = io_engine_run(r->eng, &q);
 	int rc = 0;
 	if (n < 0)
@@ -395,6 +456,12 @@ static int read_group(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, 
 		pthread_mutex_unlock(&r->mu);
 	}
 	return rc;
+}
+
+static int read_group(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, uint64_t off,
+		      size_t len)
+{
+	return read_at(r, x, p, off, len, 0);
 }
 
 static int tensor_error(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j)
@@ -473,6 +540,126 @@ static int group_pack(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t
 	return 0;
 }
 
+/* ---- direct reads: raw chunks straight into the destination ------------------------------ */
+/* A raw record at pack offset off has its payload at P = off + REC_HDR_LEN .. E = P + raw_len and
+ * ends at R = off + rec_span. One vectored read puts [off, H) in scratch (the header and the
+ * first payload bytes), [H, M) in place in the destination and [M, R) in scratch, H and M being P
+ * rounded up and E rounded down to the pack's blk; then the two scratch pieces are copied into
+ * place and the digest is checked on the destination. O_DIRECT wants every file offset and length
+ * a multiple of blk and every address a multiple of mem_align: scratch pieces are packed in
+ * multiples of blk from a 4 KiB-aligned buffer, and destinations qualify when
+ * (dst - P) % mem_align == 0 (the condition documented at ckpt_reader_restore). */
+#define ALIGN_DOWN(x, a) ((x) & ~((uint64_t)(a) - 1))
+
+static uint64_t cut_head(const struct pack_fd *p)
+{
+	return ALIGN_UP(REC_HDR_LEN, p->blk);
+}
+
+static uint64_t cut_mid_end(const struct pack_fd *p, const struct mf_chunk *c)
+{
+	return ALIGN_DOWN(REC_HDR_LEN + (uint64_t)c->raw_len, p->blk);
+}
+
+/* Whether chunk c goes in place at d: raw, with a block-aligned middle, d aligned as it must. */
+static bool chunk_direct(const struct pack_fd *p, const struct mf_chunk *c, const uint8_t *d)
+{
+	return c->codec == CKPT_CODEC_RAW && c->stored_len == c->raw_len &&
+	       cut_mid_end(p, c) > cut_head(p) &&
+	       ((uintptr_t)d - (c->offset + REC_HDR_LEN)) % p->mem_align == 0;
+}
+
+/* Plans the read of references [j0, j1) of t (one read group of pack p) with the chunks that
+ * qualify in place at dst and the others (compressed, too small to have a middle, misaligned)
+ * whole into scratch: fills x->iov and returns the number of segments, or 0 when the group
+ * takes the buffer path (no chunk qualifies, too many segments, not enough scratch). */
+static int direct_plan(const struct ckpt_reader *r, struct rres *x, const struct pack_fd *p,
+		       const struct mf_tensor *t, uint64_t j0, uint64_t j1, uint8_t *dst)
+{
+	if (!p->blk || (j1 - j0) * 3 > IOV_MAX)
+		return 0;
+	if (!x->iov) {
+		x->iov = malloc(IOV_MAX * sizeof *x->iov);
+		x->iov_work = malloc(IOV_MAX * sizeof *x->iov_work);
+		if (!x->iov || !x->iov_work) {
+			free(x->iov);
+			free(x->iov_work);
+			x->iov = x->iov_work = NULL;
+			return 0;
+		}
+	}
+	uint64_t used = 0, h = cut_head(p);
+	int n = 0, direct = 0;
+	for (uint64_t q = j0; q < j1; q++) {
+		const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + q]];
+		uint64_t m = cut_mid_end(p, c), span = rec_span(c->stored_len);
+		uint8_t *d = dst + q * r->m.chunk_size;
+		if (!chunk_direct(p, c, d)) {
+			if (used + span > r->buf_cap)
+				return 0;
+			x->iov[n++] = (struct iovec){x->buf + used, span};
+			used += span;
+			continue;
+		}
+		if (used + h + (span - m) > r->buf_cap)
+			return 0;
+		direct++;
+		x->iov[n++] = (struct iovec){x->buf + used, h};
+		used += h;
+		x->iov[n++] = (struct iovec){d + (h - REC_HDR_LEN), m - h};
+		if (span > m) {
+			x->iov[n++] = (struct iovec){x->buf + used, span - m};
+			used += span - m;
+		}
+	}
+	return direct ? n : 0;
+}
+
+/* After the read planned by direct_plan: checks each record's header; for a chunk read in place,
+ * copies the scratch pieces of its payload into place and checks its digest there; decodes the
+ * others from scratch. */
+static int direct_finish(struct ckpt_reader *r, struct rres *x, const struct pack_fd *p,
+			 const struct mf_tensor *t, uint64_t j0, uint64_t j1, uint8_t *dst)
+{
+	uint64_t used = 0, h = cut_head(p), direct = 0;
+	char path[4096];
+	store_pack_path(r->s, p->dir, p->id, path, sizeof path);
+	for (uint64_t q = j0; q < j1; q++) {
+		const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + q]];
+		uint64_t m = cut_mid_end(p, c), span = rec_span(c->stored_len);
+		uint8_t *d = dst + q * r->m.chunk_size;
+		const uint8_t *head = x->buf + used, *tail = head + h;
+		int rc;
+		if (!chunk_direct(p, c, d)) {
+			rc = check_record(r, x->codec, head, c, d, path);
+			used += span;
+		} else if (!(rc = check_hdr(head, c, path))) {
+			memcpy(d, head + REC_HDR_LEN, h - REC_HDR_LEN);
+			memcpy(d + (m - REC_HDR_LEN), tail, REC_HDR_LEN + c->raw_len - m);
+			rc = check_digest(d, c, path);
+			used += h + (span - m);
+			direct++;
+		}
+		if (rc) {
+			tensor_error(r, t, q);
+			return rc;
+		}
+	}
+	pthread_mutex_lock(&r->mu);
+	r->direct_chunks += direct;
+	r->buffered_chunks += (j1 - j0) - direct;
+	pthread_mutex_unlock(&r->mu);
+	return 0;
+}
+
+void reader_path_counts(const ckpt_reader *r, uint64_t *direct, uint64_t *buffered)
+{
+	pthread_mutex_lock((pthread_mutex_t *)&r->mu);
+	*direct = r->direct_chunks;
+	*buffered = r->buffered_chunks;
+	pthread_mutex_unlock((pthread_mutex_t *)&r->mu);
+}
+
 /* Restores references [j0, j1) of tensor t (one read group) into dst. */
 static int restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_tensor *t,
 			 uint64_t j0, uint64_t j1, uint64_t len, int mem, uint8_t *dst)
@@ -487,11 +674,18 @@ static int restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_
 	int rc = restore_prepare(r, x, g, mem);
 	if (rc)
 		return rc;
-	rc = read_group(r, x, p, c->offset, (size_t)len);
+	/* Host destinations of raw chunks: read in place (CUDA ones keep their staging path). */
+	int niov = g ? 0 : direct_plan(r, x, p, t, j0, j1, dst);
+	rc = read_at(r, x, p, c->offset, (size_t)len, niov);
 	if (rc) {
 		tensor_error(r, t, j0);
 		return rc;
 	}
+	if (niov)
+		return direct_finish(r, x, p, t, j0, j1, dst);
+	pthread_mutex_lock(&r->mu);
+	r->buffered_chunks += j1 - j0;
+	pthread_mutex_unlock(&r->mu);
 	/* Host: decode straight into place. CUDA: decode into pinned staging, then one copy. */
 	uint8_t *out = g ? x->staging : dst + j0 * cs;
 	uint64_t at = 0, raw = 0;
@@ -689,10 +883,7 @@ CKPT_API int ckpt_reader_restore_all(ckpt_reader *r, ckpt_dst_fn dst_for, void *
 		}
 	}
 	if (!rc && njobs) {
-		/* Reads wait on the device, not the CPU: more threads than cores keep the queue full. */
-		unsigned n = r->s->opt.threads ? r->s->opt.threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-		n = MAX(n, r->s->opt.queue_depth);
-		n = (unsigned)MIN((size_t)n, njobs);
+		unsigned n = (unsigned)MIN((size_t)restore_threads(r), njobs);
 		struct workers *w = workers_create(n ? n : 1);
 		if (w)
 			r->st.threads = MAX(r->st.threads, workers_count(w));
