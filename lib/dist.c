@@ -368,9 +368,23 @@ static bool in_list(uint64_t step, const uint64_t *v, size_t n)
 	return false;
 }
 
+/* Whether the checkpoint of step is a single-process one (its manifest decodes and is not a
+ * global manifest): then a parts/<step> directory is a failed multi-rank save's leftover that a
+ * single-process save of the same step followed. A manifest that does not decode keeps its
+ * parts: they may be what a repaired checkpoint needs. */
+static bool single_process_step(struct ckpt_store *s, uint64_t step)
+{
+	struct manifest m;
+	if (store_load_manifest(s, step, &m))
+		return false;
+	bool single = m.version < CKPT_MANIFEST_VERSION;
+	manifest_free(&m);
+	return single;
+}
+
 /* The parts/<step> directories whose checkpoint exists (live) or not (!live): a step has one when
- * its manifest file is there and it is not among gone (the steps a dry-run prune would remove).
- * Removes the ones it counts when remove. */
+ * its manifest file is there, is a global (multi-rank) manifest or does not decode, and it is not
+ * among gone (the steps a dry-run prune would remove). Removes the ones it counts when remove. */
 static uint64_t walk_parts(struct ckpt_store *s, bool live, bool remove, const uint64_t *gone,
 			   size_t ngone, uint64_t *count)
 {
@@ -388,7 +402,8 @@ static uint64_t walk_parts(struct ckpt_store *s, bool live, bool remove, const u
 			continue;
 		store_mf_name(step, name, sizeof name);
 		snprintf(mf, sizeof mf, "%s/%s", s->mf_dir, name);
-		bool exists = !in_list(step, gone, ngone) && (access(mf, F_OK) == 0 || errno != ENOENT);
+		bool exists = !in_list(step, gone, ngone) && (access(mf, F_OK) == 0 || errno != ENOENT) &&
+			      !single_process_step(s, step);
 		if (exists == live)
 			bytes += drop_part_dir(dirfd(d), e->d_name, remove, count);
 	}

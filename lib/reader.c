@@ -30,6 +30,11 @@ struct pack_fd {
 	/* Direct reads into the destination (direct_plan): file offsets and lengths in multiples of
 	 * blk, memory addresses in multiples of mem_align (1 and 1 without O_DIRECT). */
 	unsigned blk, mem_align;
+	/* Set once the kernel refused a vectored O_DIRECT read of this pack with EINVAL although
+	 * statx's alignment allowed it (a file system or stacked device that checks more than it
+	 * reports): its later groups take the buffer path. Atomic: the pack cache is shared by the
+	 * restore threads. */
+	int no_direct;
 };
 
 struct rres;
@@ -433,9 +438,10 @@ static void reader_res_free(struct ckpt_reader *r)
 }
 
 /* Reads len bytes of pack p at off: into x->buf, or when iovcnt is not 0, into the segments
- * x->iov[0..iovcnt) (which then total len). */
+ * x->iov[0..iovcnt) (which then total len). *sys_err (when not NULL) gets the errno of a failed
+ * read, 0 otherwise. */
 static int read_at(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, uint64_t off,
-		   size_t len, int iovcnt)
+		   size_t len, int iovcnt, int *sys_err)
 {
 	char path[4096];
 	store_pack_path(r->s, p->dir, p->id, path, sizeof path);
@@ -444,6 +450,8 @@ static int read_at(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, uin
 			   .iov_work = x->iov_work};
 	ssize_t n = io_engine_run(r->eng, &q);
 	int rc = 0;
+	if (sys_err)
+		*sys_err = n < 0 ? (int)-n : 0;
 	if (n < 0)
 		rc = ckpt_fail(CKPT_E_IO, "read %s at offset %llu: %s", path, (unsigned long long)off,
 			       strerror((int)-n));
@@ -461,7 +469,7 @@ static int read_at(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, uin
 static int read_group(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, uint64_t off,
 		      size_t len)
 {
-	return read_at(r, x, p, off, len, 0);
+	return read_at(r, x, p, off, len, 0, NULL);
 }
 
 static int tensor_error(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j)
@@ -576,7 +584,7 @@ static bool chunk_direct(const struct pack_fd *p, const struct mf_chunk *c, cons
 static int direct_plan(const struct ckpt_reader *r, struct rres *x, const struct pack_fd *p,
 		       const struct mf_tensor *t, uint64_t j0, uint64_t j1, uint8_t *dst)
 {
-	if (!p->blk || (j1 - j0) * 3 > IOV_MAX)
+	if (!p->blk || (j1 - j0) * 3 > IOV_MAX || __atomic_load_n(&p->no_direct, __ATOMIC_RELAXED))
 		return 0;
 	if (!x->iov) {
 		x->iov = malloc(IOV_MAX * sizeof *x->iov);
@@ -675,8 +683,15 @@ static int restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_
 	if (rc)
 		return rc;
 	/* Host destinations of raw chunks: read in place (CUDA ones keep their staging path). */
-	int niov = g ? 0 : direct_plan(r, x, p, t, j0, j1, dst);
-	rc = read_at(r, x, p, c->offset, (size_t)len, niov);
+	int niov = g ? 0 : direct_plan(r, x, p, t, j0, j1, dst), err;
+	rc = read_at(r, x, p, c->offset, (size_t)len, niov, &err);
+	if (rc && niov && err == EINVAL) {
+		/* The segments met statx's alignment and the kernel still refused them: never fail a
+		 * restore for it; this pack reads through the buffer from now on. */
+		__atomic_store_n(&p->no_direct, 1, __ATOMIC_RELAXED);
+		niov = 0;
+		rc = read_at(r, x, p, c->offset, (size_t)len, 0, NULL);
+	}
 	if (rc) {
 		tensor_error(r, t, j0);
 		return rc;
