@@ -5,7 +5,7 @@
   changes one row of one rank's shard and writes exactly that chunk (per-rank stats); a
   save_async step whose tensors change right after it returns keeps the values it was given.
 - One process (no torch.distributed) loads the consolidated global tensors (Store.load), and
-  `ckptctl export` of the multi-rank checkpoint when this ckptctl supports it.
+  `ckptctl export` of the multi-rank checkpoint (consolidated).
 - 2 ranks restore the 4-rank checkpoint by column shards (into non-contiguous views) and the
   replicated tensors, whole, on every rank.
 - A rank SIGKILLed in the middle of its save (after its part is durable, at libckpt's first
@@ -286,23 +286,18 @@ def check_load(store):
 
 
 def check_export(store, tmp):
-    """ckptctl export of a multi-rank checkpoint, when this ckptctl has consolidated export."""
+    """ckptctl export of a multi-rank checkpoint writes the consolidated global tensors."""
     import torch
     out = os.path.join(tmp, "step2.safetensors")
     p = subprocess.run([os.path.join(ROOT, os.environ.get("B", "build"), "bin", "ckptctl"),
                         "export", store, "2", "-o", out], capture_output=True, text=True)
-    if p.returncode != 0:
-        print(f"note: ckptctl export of a multi-rank checkpoint is not supported by this ckptctl "
-              f"(exit {p.returncode}: {p.stderr.strip()[:200]}); Store.load checked instead")
-        return
+    assert p.returncode == 0, f"ckptctl export failed (exit {p.returncode}): {p.stderr.strip()}"
     with open(out, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         hdr = json.loads(f.read(n))
         data = f.read()
-    if "w" not in hdr and "w@0" in hdr:
-        print("note: this ckptctl exports a multi-rank checkpoint's shards as they are (w@0, "
-              "w@1, ...), not consolidated; Store.load checked instead")
-        return
+    assert "w" in hdr and not any("@" in k for k in hdr), \
+        f"ckptctl export: not consolidated: {sorted(hdr)}"
     w = hdr["w"]
     assert w["dtype"] == "F32" and w["shape"] == [GROWS, GCOLS], w
     a, b = w["data_offsets"]
