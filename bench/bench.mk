@@ -33,6 +33,11 @@ bench: test-deps
 	B='$(B)' sh bench/run-bench.sh
 	B='$(B)' sh bench/import_bench.sh
 	B='$(B)' sh bench/dist_bench.sh
+	@# The Python figures (torch_save/load against the binding), merged into results.json; Debian's
+	@# python3-torch is in /usr/bin/python3, which a PATH's other python3 may not have.
+	if /usr/bin/python3 -c 'import torch' 2>/dev/null; then \
+		B='$(B)' BENCH_CUDA=0 /usr/bin/python3 bench/python/torch_vs_ckpt.py; \
+	else echo "bench: /usr/bin/python3 has no torch (python3-torch): Python figures skipped"; fi
 
 bench-dist: test-deps
 	$(MAKE) lib

@@ -224,14 +224,13 @@ int io_create_tmp(const char *dir, const char *name, char *tmp, size_t tmplen)
 	return ckpt_fail(CKPT_E_IO, "create a temporary file for %s/%s: every name taken", dir, name);
 }
 
-int io_write_atomic(const char *dir, const char *name, const void *data, size_t len, int *renamed)
+/* Writes data into a new temporary file next to dir/name (its path in tmp), synced and closed.
+ * Returns 0 or -CKPT_E_* (the temporary file is then already removed). */
+static int write_tmp_durable(const char *dir, const char *name, const void *data, size_t len,
+			     char *tmp, size_t tmp_len)
 {
-	if (renamed)
-		*renamed = 0;
-	char tmp[4096], dst[4096];
-	snprintf(dst, sizeof dst, "%s/%s", dir, name);
 	const struct ckpt_io_ops *io = ckpt_io_default();
-	int fd = io_create_tmp(dir, name, tmp, sizeof tmp);
+	int fd = io_create_tmp(dir, name, tmp, tmp_len);
 	if (fd < 0)
 		return fd;
 	int rc = io_write_all(io, fd, data, len, 0, tmp);
@@ -244,13 +243,24 @@ int io_write_atomic(const char *dir, const char *name, const void *data, size_t 
 		int e = errno;
 		rc = ckpt_fail(CKPT_E_IO, "close %s: %s", tmp, strerror(e));
 	}
-	if (!rc && rename(tmp, dst)) {
-		int e = errno;
-		rc = ckpt_fail(ckpt_errno_code(e), "rename %s to %s: %s", tmp, dst, strerror(e));
-	}
-	if (rc) {
+	if (rc)
 		unlink(tmp);
+	return rc;
+}
+
+int io_write_atomic(const char *dir, const char *name, const void *data, size_t len, int *renamed)
+{
+	if (renamed)
+		*renamed = 0;
+	char tmp[4096], dst[4096];
+	snprintf(dst, sizeof dst, "%s/%s", dir, name);
+	int rc = write_tmp_durable(dir, name, data, len, tmp, sizeof tmp);
+	if (rc)
 		return rc;
+	if (rename(tmp, dst)) {
+		int e = errno;
+		unlink(tmp);
+		return ckpt_fail(ckpt_errno_code(e), "rename %s to %s: %s", tmp, dst, strerror(e));
 	}
 	if (renamed)
 		*renamed = 1;
@@ -261,23 +271,12 @@ int io_write_new(const char *dir, const char *name, const void *data, size_t len
 {
 	char tmp[4096], dst[4096];
 	snprintf(dst, sizeof dst, "%s/%s", dir, name);
-	const struct ckpt_io_ops *io = ckpt_io_default();
-	int fd = io_create_tmp(dir, name, tmp, sizeof tmp);
-	if (fd < 0)
-		return fd;
-	int rc = io_write_all(io, fd, data, len, 0, tmp);
-	if (!rc && io->fdatasync(fd)) {
-		int e = errno;
-		rc = ckpt_fail(ckpt_errno_code(e) == CKPT_E_NOSPC ? CKPT_E_NOSPC : CKPT_E_IO,
-			       "fsync %s: %s", tmp, strerror(e));
-	}
-	if (close(fd) && !rc) {
-		int e = errno;
-		rc = ckpt_fail(CKPT_E_IO, "close %s: %s", tmp, strerror(e));
-	}
+	int rc = write_tmp_durable(dir, name, data, len, tmp, sizeof tmp);
+	if (rc)
+		return rc;
 	/* link() never replaces: of several creators racing, exactly one file wins. */
 	int exists = 0;
-	if (!rc && link(tmp, dst)) {
+	if (link(tmp, dst)) {
 		int e = errno;
 		if (e == EEXIST)
 			exists = 1;

@@ -267,6 +267,13 @@ def dtype_size(dt):
     return load().ckpt_dtype_size(dt)
 
 
+def tensor_dict(ti):
+    """A TensorInfo (of a reader or a multi-rank reader) as the dict the binding hands out."""
+    return {"name": ti.name.decode(), "dtype": dtype_name(ti.dtype), "ckpt_dtype": ti.dtype,
+            "shape": tuple(ti.shape[k] for k in range(ti.ndim)), "nbytes": ti.nbytes,
+            "chunks": ti.chunks, "chunks_new": ti.chunks_new, "bytes_new": ti.bytes_new}
+
+
 def stats_dict(st):
     out = {}
     for name, _ in Stats._fields_:

@@ -745,9 +745,7 @@ class _Reader:
     def tensor(self, i):
         ti = L.TensorInfo()
         L.check(L.load().ckpt_reader_tensor(self.ptr, i, ctypes.byref(ti)))
-        return {"name": ti.name.decode(), "dtype": L.dtype_name(ti.dtype), "ckpt_dtype": ti.dtype,
-                "shape": tuple(ti.shape[k] for k in range(ti.ndim)), "nbytes": ti.nbytes,
-                "chunks": ti.chunks, "chunks_new": ti.chunks_new, "bytes_new": ti.bytes_new}
+        return L.tensor_dict(ti)
 
     def names(self):
         """{name: index} of every tensor (one pass, instead of ckpt_reader_find's linear search
