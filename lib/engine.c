@@ -100,24 +100,6 @@ void io_engine_submit(struct io_engine *e, struct io_req *r)
 	e->ops->submit(e, r);
 }
 
-int io_req_window(struct io_req *r, size_t max)
-{
-	size_t skip = r->done_bytes, left = max ? max : SIZE_MAX;
-	int n = 0;
-	for (int i = 0; i < r->iovcnt && left; i++) {
-		size_t l = r->iov[i].iov_len;
-		if (skip >= l) {
-			skip -= l;
-			continue;
-		}
-		size_t take = MIN(l - skip, left);
-		r->iov_work[n++] = (struct iovec){(uint8_t *)r->iov[i].iov_base + skip, take};
-		left -= take;
-		skip = 0;
-	}
-	return n;
-}
-
 void io_engine_destroy(struct io_engine *e)
 {
 	if (!e)

@@ -68,8 +68,25 @@ const char *io_engine_name(const struct io_engine *e);
 ssize_t io_engine_run(struct io_engine *e, struct io_req *r);
 
 /* For engines, IO_READV: fills r->iov_work with the segments of r->iov after its first
- * r->done_bytes bytes, at most max bytes of them (0: all). Returns the number of segments. */
-int io_req_window(struct io_req *r, size_t max);
+ * r->done_bytes bytes, at most max bytes of them (0: all). Returns the number of segments.
+ * Inline: both engine files use it, and neither may depend on the other (t-modgraph). */
+static inline int io_req_window(struct io_req *r, size_t max)
+{
+	size_t skip = r->done_bytes, left = max ? max : SIZE_MAX;
+	int n = 0;
+	for (int i = 0; i < r->iovcnt && left; i++) {
+		size_t l = r->iov[i].iov_len;
+		if (skip >= l) {
+			skip -= l;
+			continue;
+		}
+		size_t take = l - skip < left ? l - skip : left;
+		r->iov_work[n++] = (struct iovec){(uint8_t *)r->iov[i].iov_base + skip, take};
+		left -= take;
+		skip = 0;
+	}
+	return n;
+}
 
 extern const struct io_engine_ops ckpt_engine_psync;
 extern const struct io_engine_ops ckpt_engine_uring;
