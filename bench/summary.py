@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""The table of `make bench`: every figure of build/bench/results.json that has a target
+(issue 13), with its reference, ratio, target and PASS/MISS, in one place. The C, import and
+Python benchmarks each print their own part as they run; this prints them together at the end,
+from the file, so a closing note can quote one table.
+
+Usage: summary.py [RESULTS]   (default $B/bench/results.json, B=build)
+       BENCH_STRICT=1 makes a MISS exit 1."""
+import json
+import os
+import sys
+
+# label, value key, unit, reference key (or None), ratio key, target text, test on the ratio
+ROWS = [
+    ("full save", "full_save_gbps", "GB/s", "fio_write_best_gbps", "save_vs_fio_best",
+     ">= 0.90 x best fio write", lambda r: r >= 0.9),
+    ("restore", "restore_gbps", "GB/s", "fio_read_best_gbps", "restore_vs_fio_best",
+     ">= 0.95 x best fio read", lambda r: r >= 0.95),
+    ("save vs fio 1M qd32", "full_save_gbps", "GB/s", "fio_write_gbps", "save_vs_fio",
+     ">= 0.90", lambda r: r >= 0.9),
+    ("restore vs fio 1M qd32", "restore_gbps", "GB/s", "fio_read_gbps", "restore_vs_fio",
+     ">= 0.90", lambda r: r >= 0.9),
+    ("incremental 5%", "incr5_save_seconds", "s", "full_save_seconds", "incr5_vs_full",
+     "<= 0.15 x full save", lambda r: r <= 0.15),
+    ("snapshot", "snapshot_seconds", "s", "memcpy_seconds", "snapshot_vs_memcpy",
+     "<= 1.20 x memcpy", lambda r: r <= 1.2),
+    ("pipe ceiling", "ceiling_save_gbps", "GB/s", "floor_copy_hash_gbps",
+     "ceiling_vs_threads_x_floor", ">= 0.80 x threads x floor", lambda r: r >= 0.8),
+    ("export", "export_seconds", "s", "cp_sync_seconds", "export_vs_cp_sync",
+     "< 1.0 x cp + sync", lambda r: r < 1.0),
+    ("Python ckpt save", "ckpt_save_seconds", "s", "torch_save_seconds", "py_ckpt_vs_torch",
+     "<= 0.20 x torch.save", lambda r: r <= 0.2),
+    ("Python ckpt blocking", "ckpt_blocking_seconds", "s", "memcpy_seconds_py",
+     "py_blocking_vs_memcpy", "<= 1.20 x memcpy", lambda r: r <= 1.2),
+    ("Python ckpt load", "ckpt_load_seconds", "s", "torch_load_seconds", "py_load_vs_torch",
+     "<= 1.00 x torch.load", lambda r: r <= 1.0),
+]
+
+# Figures without a target of their own, shown for context.
+INFO = [
+    ("fio write best (median)", "fio_write_best_gbps", "GB/s", "fio_write_best_at"),
+    ("fio read best (median)", "fio_read_best_gbps", "GB/s", "fio_read_best_at"),
+    ("fio write, best sample", "fio_write_best_sample_gbps", "GB/s", None),
+    ("fio read, best sample", "fio_read_best_sample_gbps", "GB/s", None),
+    ("fio write 1M qd32", "fio_write_gbps", "GB/s", None),
+    ("fio read 1M qd32", "fio_read_gbps", "GB/s", None),
+    ("memcpy (pinned)", "memcpy_gbps", "GB/s", None),
+    ("copy+hash floor", "floor_copy_hash_gbps", "GB/s", None),
+    ("cp + sync, cold source", "cp_sync_cold_seconds", "s", None),
+    ("import (step 1)", "import1g_seconds", "s", None),
+    ("re-import 5%", "reimport5_seconds", "s", None),
+    ("4 ranks, shards", "dist_shards_gbps", "GB/s", None),
+]
+
+
+def fmt(v):
+    return "%.3f" % v if isinstance(v, (int, float)) else "-"
+
+
+def main():
+    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.environ.get("B", "build"),
+                                                              "bench", "results.json")
+    try:
+        with open(path) as f:
+            res = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit("summary: cannot read %s: %s" % (path, e))
+    print("\nlibckpt bench summary (%s, %s; %s CPUs, load average %s at start, %s at end of the C part)"
+          % (path, res.get("bench_time", "?"), res.get("cpus", "?"), res.get("load_avg_start", "?"),
+             res.get("load_avg_end", "?")))
+    print("%-24s %9s %-5s %10s %8s  %-26s %s" % ("figure", "value", "", "reference", "ratio",
+                                                "target", "result"))
+    missed = 0
+    for label, key, unit, ref, rkey, target, test in ROWS:
+        if key not in res:
+            print("%-24s %9s %-5s %10s %8s  %-26s %s" % (label, "-", unit, "-", "-", target,
+                                                        "NOT RUN"))
+            continue
+        r = res.get(rkey)
+        if rkey == "ceiling_vs_threads_x_floor" and r is not None:
+            target = target.replace("threads", "%s thr" % res.get("ceiling_threads", "?"))
+        ok = r is not None and test(r)
+        missed += not ok
+        print("%-24s %9s %-5s %10s %8s  %-26s %s" % (label, fmt(res[key]), unit, fmt(res.get(ref)),
+                                                    fmt(r), target, "PASS" if ok else "MISS"))
+    print()
+    for label, key, unit, at in INFO:
+        if key in res:
+            print("%-24s %9s %-5s %s" % (label, fmt(res[key]), unit,
+                                         "(bs-qd-jobs %s)" % res[at] if at and at in res else ""))
+    if os.environ.get("BENCH_STRICT") == "1" and missed:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
