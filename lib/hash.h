@@ -22,9 +22,13 @@ void ckpt_digest_of(const void *data, size_t len, ckpt_digest *out);
  * before the return): a loss when dst is read again soon (compression), so use memcpy +
  * ckpt_digest_of there. */
 void ckpt_copy_digest(void *dst, const void *src, size_t len, ckpt_digest *out);
-/* The same with the AVX2 kernel allowed or not (it is used only where the CPU has it), so that
- * t-hash covers the SSE2 one on any x86_64 machine. */
+/* memcpy(dst, src, len) with the same non-temporal stores, for a destination read again only
+ * much later (the slab of a snapshot hashed after it). */
+void ckpt_copy_stream(void *dst, const void *src, size_t len);
+/* The same two with the AVX2 kernel allowed or not (it is used only where the CPU has it), so
+ * that t-hash covers the SSE2 one on any x86_64 machine. */
 void ckpt_copy_digest_isa(void *dst, const void *src, size_t len, ckpt_digest *out, bool avx2);
+void ckpt_copy_stream_isa(void *dst, const void *src, size_t len, bool avx2);
 uint64_t ckpt_checksum64(const void *data, size_t len);
 /* Writes 32 lowercase hex digits and a NUL into hex[33]. */
 void ckpt_digest_hex(const ckpt_digest *d, char hex[33]);

@@ -318,6 +318,10 @@ static void copy_host_chunk(struct pipe_save *ps, struct pipe_tensor *st, uint64
 		*fl = J_HASHED;
 		return;
 	}
+	if (!ps->compress) {
+		ckpt_copy_stream(dst, st->data + off, len); /* hashed later, from memory anyway */
+		return;
+	}
 	memcpy(dst, st->data + off, len);
 	if (ps->fuse_hash) {
 		ckpt_digest_of(dst, len, d);
