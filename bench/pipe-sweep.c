@@ -5,13 +5,21 @@
  *            with an I/O engine that discards writes (a disk of infinite speed; test builds only,
  *            hence this program links the tests' archive), at 1, 2, ... threads.
  * A pipeline without serialization reaches threads x floor (up to the cores); the ratio
- * ceiling / (threads x floor) says how much is lost. Prints one JSON object.
+ * ceiling / (threads x floor) says how much is lost. Two more floors on one thread say how much
+ * of that is the memory system: the same memcpy + XXH3 into a ring the size of the pool
+ * (floor_pool_copy_hash_gbps: a destination not in the cache, as the pipeline's slabs are), and
+ * the pipeline's own fused copy into that ring (floor_fused_gbps: ckpt_copy_digest, which
+ * streams into the slab), each with its ratio per sweep entry. Each entry also runs that fused
+ * copy on as many threads at once, with no pipeline (parallel_fused_floor_gbps): the memory
+ * system's limit for the pipeline's copy at that thread count. Prints one JSON object.
  * Each sweep entry also gives load-independent counts of the timed save (getrusage of the
  * process; a loaded machine makes the wall-clock ratios noise): voluntary context switches per
  * MiB (a thread blocked: a handoff or a lock wait), involuntary ones, minor faults, and CPU ns
  * per byte in user space and the kernel, to compare with floor_cpu_ns_per_byte (the floor
  * thread's own CPU time).
  * Usage: pipe-sweep --dir DIR [--size BYTES] [--runs N] [--threads 1,2,16] [--pool BYTES] */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,21 +68,31 @@ static struct cost cost_between(const struct rusage *a, const struct rusage *b)
 			     tv_s(b->ru_utime) - tv_s(a->ru_utime), tv_s(b->ru_stime) - tv_s(a->ru_stime)};
 }
 
-static double floor_gbps(uint8_t **t, size_t nt, int runs, double *cpu_ns_per_byte)
+/* One thread copying every chunk of the state in turn into a ring of `ring` bytes and hashing
+ * it: memcpy + XXH3-128 of the copy, or (fused) ckpt_copy_digest, the pipeline's copy. GB/s; the
+ * thread's CPU ns per byte in *cpu_ns_per_byte. */
+static double floor_gbps(uint8_t **t, size_t nt, int runs, size_t ring, bool fused,
+			 double *cpu_ns_per_byte)
 {
-	uint8_t *stage = aligned_alloc(4096, 8u * CHUNK);
+	size_t slots = ring / CHUNK;
+	uint8_t *stage = aligned_alloc(4096, slots * CHUNK);
 	double s[16], cpu[16];
-	memset(stage, 0, 8u * CHUNK);
+	memset(stage, 0, slots * CHUNK);
 	for (int r = 0; r < runs; r++) {
 		ckpt_digest d;
-		unsigned slot = 0;
+		size_t slot = 0;
 		struct rusage ru0, ru1;
 		getrusage(RUSAGE_THREAD, &ru0);
 		double t0 = now();
 		for (size_t i = 0; i < nt; i++)
-			for (size_t off = 0; off < TENSOR; off += CHUNK, slot = (slot + 1) % 8) {
-				memcpy(stage + (size_t)slot * CHUNK, t[i] + off, CHUNK);
-				ckpt_digest_of(stage + (size_t)slot * CHUNK, CHUNK, &d);
+			for (size_t off = 0; off < TENSOR; off += CHUNK, slot = (slot + 1) % slots) {
+				uint8_t *dst = stage + slot * CHUNK;
+				if (fused) {
+					ckpt_copy_digest(dst, t[i] + off, CHUNK, &d);
+					continue;
+				}
+				memcpy(dst, t[i] + off, CHUNK);
+				ckpt_digest_of(dst, CHUNK, &d);
 			}
 		s[r] = (double)nt * TENSOR / (now() - t0) / 1e9;
 		getrusage(RUSAGE_THREAD, &ru1);
@@ -83,6 +101,49 @@ static double floor_gbps(uint8_t **t, size_t nt, int runs, double *cpu_ns_per_by
 	}
 	free(stage);
 	*cpu_ns_per_byte = median(cpu, runs);
+	return median(s, runs);
+}
+
+/* The fused copy on `threads` threads at once, each over its share of the tensors into its own
+ * ring of pool / threads bytes (the pool the pipeline's copies share): what the memory system
+ * gives this copy at that many threads, with no pipeline around it. GB/s of all threads. */
+struct par { uint8_t **t; size_t nt, ring; int id, n; pthread_barrier_t *bar; };
+
+static void *par_run(void *arg)
+{
+	struct par *a = arg;
+	size_t slots = a->ring / CHUNK, slot = 0;
+	uint8_t *stage = aligned_alloc(4096, a->ring);
+	ckpt_digest d;
+	memset(stage, 0, a->ring);
+	pthread_barrier_wait(a->bar);
+	for (size_t i = (size_t)a->id; i < a->nt; i += (size_t)a->n)
+		for (size_t off = 0; off < TENSOR; off += CHUNK, slot = (slot + 1) % slots)
+			ckpt_copy_digest(stage + slot * CHUNK, a->t[i] + off, CHUNK, &d);
+	free(stage);
+	return NULL;
+}
+
+static double par_fused_gbps(uint8_t **t, size_t nt, int threads, uint64_t pool, int runs)
+{
+	double s[16];
+	size_t per = (size_t)(pool / (uint64_t)threads / CHUNK);
+	for (int r = 0; r < runs; r++) {
+		pthread_t th[256];
+		struct par a[256];
+		pthread_barrier_t bar;
+		pthread_barrier_init(&bar, NULL, (unsigned)threads + 1);
+		for (int k = 0; k < threads; k++) {
+			a[k] = (struct par){t, nt, (per < 8 ? 8 : per) * CHUNK, k, threads, &bar};
+			pthread_create(&th[k], NULL, par_run, &a[k]);
+		}
+		pthread_barrier_wait(&bar);
+		double t0 = now();
+		for (int k = 0; k < threads; k++)
+			pthread_join(th[k], NULL);
+		s[r] = (double)nt * TENSOR / (now() - t0) / 1e9;
+		pthread_barrier_destroy(&bar);
+	}
 	return median(s, runs);
 }
 
@@ -160,15 +221,29 @@ int main(int argc, char **argv)
 			memcpy(t[i] + 8 * k, &x, 8);
 		}
 	}
-	double fl_cpu, fl = floor_gbps(t, nt, runs, &fl_cpu);
+	/* floor_copy_hash_gbps is the issue's floor: an 8-chunk ring, a destination that stays in
+	 * the CPU's caches. The pipeline copies into its pool, which does not: the same copy into a
+	 * pool-sized ring, and the fused copy the pipeline uses, say what is the pipeline and what
+	 * the memory system. */
+	size_t pool_ring = (size_t)(pool / CHUNK < 8 ? 8 : pool / CHUNK) * CHUNK;
+	double fl_cpu, fl = floor_gbps(t, nt, runs, 8u * CHUNK, false, &fl_cpu);
+	double flp_cpu, flp = floor_gbps(t, nt, runs, pool_ring, false, &flp_cpu);
+	double flf_cpu, flf = floor_gbps(t, nt, runs, pool_ring, true, &flf_cpu);
 	printf("{\"state_bytes\": %llu, \"runs\": %d, \"cores\": %ld, \"floor_copy_hash_gbps\": %.3f, "
-	       "\"floor_cpu_ns_per_byte\": %.3f, \"ceiling_sweep\": [", (unsigned long long)nt * TENSOR,
-	       runs, cores, fl, fl_cpu);
+	       "\"floor_cpu_ns_per_byte\": %.3f, \"pool_bytes\": %zu, \"floor_pool_copy_hash_gbps\": %.3f, "
+	       "\"floor_pool_cpu_ns_per_byte\": %.3f, \"floor_fused_gbps\": %.3f, "
+	       "\"floor_fused_cpu_ns_per_byte\": %.3f, \"ceiling_sweep\": [",
+	       (unsigned long long)nt * TENSOR, runs, cores, fl, fl_cpu, pool_ring, flp, flp_cpu, flf,
+	       flf_cpu);
 	double last = 0;
 	int last_t = 0;
 	char *list = strdup(tlist);
 	for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
 		int th = atoi(tok);
+		if (th < 1 || th > 256) {
+			fprintf(stderr, "pipe-sweep: threads %s: not in 1-256\n", tok);
+			return 2;
+		}
 		double s[16], vc[16], ivc[16], flt[16], us[16], ss[16];
 		for (int r = 0; r < runs; r++) {
 			struct cost c;
@@ -178,11 +253,15 @@ int main(int argc, char **argv)
 			us[r] = c.user_s, ss[r] = c.sys_s;
 		}
 		last = median(s, runs), last_t = th;
+		double par = par_fused_gbps(t, nt, th, pool, runs);
 		double mib = (double)nt * TENSOR / (1 << 20);
 		printf("%s{\"threads\": %d, \"gbps\": %.3f, \"vs_threads_x_floor\": %.3f, "
+		       "\"vs_threads_x_pool_floor\": %.3f, \"vs_threads_x_fused_floor\": %.3f, "
+		       "\"parallel_fused_floor_gbps\": %.3f, \"vs_parallel_fused_floor\": %.3f, "
 		       "\"vcsw_per_mib\": %.3f, \"ivcsw_per_mib\": %.3f, \"minflt_per_mib\": %.2f, "
 		       "\"user_ns_per_byte\": %.3f, \"sys_ns_per_byte\": %.3f}",
-		       tok == list ? "" : ", ", th, last, last / (th * fl), median(vc, runs) / mib,
+		       tok == list ? "" : ", ", th, last, last / (th * fl), last / (th * flp),
+		       last / (th * flf), par, last / par, median(vc, runs) / mib,
 		       median(ivc, runs) / mib, median(flt, runs) / mib,
 		       median(us, runs) * 1e9 / (mib * (1 << 20)), median(ss, runs) * 1e9 / (mib * (1 << 20)));
 	}
