@@ -109,12 +109,17 @@ struct export {
 };
 
 /* A reading context of one export thread: its own store handle (NULL for thread 0, which uses
- * the caller's) and readers, since a store and its readers serve one thread at a time. */
+ * the caller's) and readers, since a store and its readers serve one thread at a time. The
+ * others are opened by their thread at its first read (ctx_read), in parallel, so that thread 0
+ * reads its first block while they open: each open reads the manifest (a few ms here), and 15
+ * of them in sequence delay the first read by as long as a fast array takes to move a GiB. */
 struct xctx {
 	ckpt_store *store;
 	ckpt_reader *rd;
 	ckpt_dist_reader *dr;
 	const struct export *e;
+	const char *path;          /* the store, for a context that opens at its first read */
+	int open_rc;               /* the failed open's code: its later reads fail the same way */
 };
 
 /* Restores elements [lo, hi) (row-major indices in the sub-array of dimensions d..nd-1, whose
@@ -191,10 +196,31 @@ static int read_global(ckpt_dist_reader *dr, size_t g, const struct st_out_tenso
 	return 0;
 }
 
+/* Opens the store and readers of context c on the checkpoint already open in e (its resolved
+ * step: a checkpoint committed meanwhile does not change what is exported). Returns 0 or a
+ * negative CKPT_E_* code with ckpt_errmsg() set on the calling thread. */
+static int ctx_open_one(struct xctx *c)
+{
+	ckpt_options *o = ckpt_options_create();
+	int r = o ? ckpt_options_set(o, CKPT_OPT_READ_ONLY, 1) : -CKPT_E_NOMEM;
+	if (r == 0)
+		r = ckpt_store_open(c->path, o, &c->store);
+	ckpt_options_free(o);
+	if (r == 0)
+		r = ckpt_reader_open(c->store, c->e->info.step, &c->rd);
+	if (r == 0 && c->e->dr)
+		r = ckpt_dist_reader_open(c->store, c->e->info.step, &c->dr);
+	return r;
+}
+
 static int ctx_read(void *p, size_t k, uint64_t off, void *dst, uint64_t len)
 {
 	struct xctx *c = p;
 	const struct export *e = c->e;
+	if (!c->rd && !c->open_rc)
+		c->open_rc = ctx_open_one(c);
+	if (c->open_rc)
+		return c->open_rc;
 	if (e->direct[k] >= 0)
 		return ckpt_reader_restore_range(c->rd, (size_t)e->direct[k], off, dst, len);
 	return read_global(c->dr, e->ridx[k], &e->ts[k], off, dst, len);
@@ -210,36 +236,18 @@ static void ctx_close(struct xctx *c, unsigned n)
 	free(c);
 }
 
-/* Opens n reading contexts on the checkpoint already open in e (its resolved step: a checkpoint
- * committed meanwhile does not change what is exported). Returns NULL, reported, on failure. */
+/* n reading contexts: thread 0's on the checkpoint open in e, the others opened by their own
+ * thread at its first read. Returns NULL, reported, when out of memory. */
 static struct xctx *ctx_open(const struct export *e, const char *path, unsigned n)
 {
 	struct xctx *c = calloc(n, sizeof *c);
-	ckpt_options *o = ckpt_options_create();
-	if (!c || !o) {
+	if (!c) {
 		cli_err("%s: out of memory", e->cmd);
-		free(c);
-		ckpt_options_free(o);
 		return NULL;
 	}
-	ckpt_options_set(o, CKPT_OPT_READ_ONLY, 1);
-	c[0] = (struct xctx){NULL, e->rd, e->dr, e};
-	int r = 0;
-	unsigned t;
-	for (t = 1; t < n && r == 0; t++) {
-		c[t].e = e;
-		r = ckpt_store_open(path, o, &c[t].store);
-		if (r == 0)
-			r = ckpt_reader_open(c[t].store, e->info.step, &c[t].rd);
-		if (r == 0 && e->dr)
-			r = ckpt_dist_reader_open(c[t].store, e->info.step, &c[t].dr);
-	}
-	ckpt_options_free(o);
-	if (r) {
-		ck_fail(e->cmd, r, "opening the checkpoint for a reading thread");
-		ctx_close(c, t);
-		return NULL;
-	}
+	c[0] = (struct xctx){NULL, e->rd, e->dr, e, path, 0};
+	for (unsigned t = 1; t < n; t++)
+		c[t] = (struct xctx){.e = e, .path = path};
 	return c;
 }
 
