@@ -415,6 +415,31 @@ static int create_tmp(const char *cmd, const char *out, char *tmp, size_t len)
 	return fd;
 }
 
+/* Test builds only ($B/tests/hooks/ckptctl): CKPTCTL_TEST_READ_STATS=FILE writes there the
+ * bytes the export read from pack files (every reading thread's), so that a test sees a chunk
+ * read twice. */
+#ifdef CKPT_TEST_HOOKS
+static void test_read_stats(const struct xctx *c, unsigned n)
+{
+	const char *path = getenv("CKPTCTL_TEST_READ_STATS");
+	FILE *f = path ? fopen(path, "w") : NULL;
+	uint64_t sum = 0;
+	for (unsigned t = 0; f && t < n; t++) {
+		ckpt_stats st;
+		if (c[t].rd) {
+			ckpt_reader_stats(c[t].rd, &st);
+			sum += st.bytes_read;
+		}
+	}
+	if (f) {
+		fprintf(f, "%llu\n", (unsigned long long)sum);
+		fclose(f);
+	}
+}
+#else
+static inline void test_read_stats(const struct xctx *c, unsigned n) { (void)c, (void)n; }
+#endif
+
 /* Streams header and tensors into fd (xfer.c) and reports a failure. Returns 0 or an exit
  * status. */
 static int write_tensors(const struct export *e, const char *path, int fd, bool seekable,
@@ -426,8 +451,20 @@ static int write_tensors(const struct export *e, const char *path, int fd, bool 
 		cli_err("%s: out of memory", e->cmd);
 		return EXIT_FAIL;
 	}
-	for (size_t k = 0; k < e->nt; k++)
+	uint64_t *grain = calloc(e->nt ? e->nt : 1, sizeof *grain);
+	if (!grain) {
+		free(nb);
+		cli_err("%s: out of memory", e->cmd);
+		return EXIT_FAIL;
+	}
+	for (size_t k = 0; k < e->nt; k++) {
 		nb[k] = e->ts[k].nbytes;
+		/* Blocks cut a tensor read from the manifest between its chunks (chunk 0 has the
+		 * tensor's chunk size, or the whole tensor): a cut chunk would be read twice. */
+		ckpt_chunk_info ci;
+		if (e->direct[k] >= 0 && !ckpt_reader_chunk(e->rd, (size_t)e->direct[k], 0, &ci))
+			grain[k] = ci.raw_bytes;
+	}
 	unsigned n = seekable ? xfer_threads(hlen + total) : 1;
 	struct xctx *c = ctx_open(e, path, n);
 	int rc = EXIT_FAIL;
@@ -435,7 +472,7 @@ static int write_tensors(const struct export *e, const char *path, int fd, bool 
 		void *ctx[XFER_MAX_THREADS];
 		for (unsigned t = 0; t < n; t++)
 			ctx[t] = &c[t];
-		struct xfer_src src = {ctx_read, ctx, n};
+		struct xfer_src src = {ctx_read, ctx, n, grain};
 		char err[4096];
 		int r = xfer_export(fd, seekable, hdr, hlen, nb, e->nt, &src, bar, err, sizeof err);
 		if (r < 0)
@@ -443,8 +480,10 @@ static int write_tensors(const struct export *e, const char *path, int fd, bool 
 		else if (r > 0)
 			cli_err("%s: %s: %s", e->cmd, dest, err);
 		rc = r < 0 ? ck_exit_status(r) : r ? EXIT_FAIL : EXIT_OK;
+		test_read_stats(c, n);
 		ctx_close(c, n);
 	}
+	free(grain);
 	free(nb);
 	return rc;
 }

@@ -11,9 +11,10 @@
 
 struct progress;
 
-/* Bytes of one block: a multiple of 4 KiB (O_DIRECT alignment). A chunk that a block boundary
- * cuts is read (and verified) by both blocks: with 1 MiB chunks that is 12% more reading at
- * 8 MiB blocks, 6% at 16 MiB (measured on bench/import_bench.sh's 2 GiB file). */
+/* Most bytes of one block: a multiple of 4 KiB (O_DIRECT alignment). Blocks end on a chunk
+ * boundary of the tensor they cut where its grain is known (xfer_src.grain), since a chunk that a
+ * block boundary cuts is read (and verified) by both blocks: 6.2% more reading at 16 MiB blocks
+ * and 1 MiB chunks on bench/import_bench.sh's 2 GiB file before they did. */
 #define XFER_BLOCK (16u << 20)
 /* Most threads an export uses (reads wait on the device: more threads than cores help; each
  * holds a block and its reader's buffer: about 24 MiB). */
@@ -27,6 +28,10 @@ struct xfer_src {
 	int (*read)(void *ctx, size_t k, uint64_t off, void *dst, uint64_t len);
 	void **ctx;
 	unsigned threads; /* contexts in ctx, at least 1 */
+	/* Per tensor (NULL: none): a block boundary inside tensor k falls on a multiple of
+	 * grain[k] bytes of it (its chunk size), unless that would make the block shorter than
+	 * half of XFER_BLOCK; 0: anywhere. */
+	const uint64_t *grain;
 };
 
 /* The number of reading threads an export of size bytes should use: enough to keep reads and
