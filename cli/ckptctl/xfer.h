@@ -1,8 +1,10 @@
 /* Streaming a safetensors file out of a checkpoint (export) in blocks: the file is a byte stream
- * (header, then every tensor's bytes back to back), cut into blocks of XFER_BLOCK bytes; several
- * threads each fill a block from an aligned buffer of their own by reading the byte ranges of the
- * tensors that overlap it, and write it at its offset (O_DIRECT where the file system takes it),
- * so that writes overlap the reads of later blocks and nothing goes through a file mapping. */
+ * (header, then every tensor's bytes back to back), cut into blocks of at most XFER_BLOCK bytes
+ * that end between chunks; several threads each fill a block from an aligned buffer of their own
+ * by reading the byte ranges of the tensors that overlap it, and write it at its offset (O_DIRECT
+ * where the file system takes it; the 4 KiB page around an unaligned cut is written whole by the
+ * second of its two blocks), so that writes overlap the reads of later blocks and nothing goes
+ * through a file mapping. */
 #ifndef CKPTCTL_XFER_H
 #define CKPTCTL_XFER_H
 
