@@ -1,8 +1,9 @@
 #!/bin/sh
 # A/B timing of `ckptctl export` and `ckptctl import` (issue 13): two ckptctl binaries (before and
-# after a change) on the same safetensors file and store, interleaved with cp + sync of the file,
-# RUNS rounds (this disk swings +-40% between minutes: only interleaved medians compare). Prints
-# every sample and the medians.
+# after a change) on the same safetensors file and store, interleaved with cp + sync of the file
+# (cp_sync: the source in the page cache; cp_sync_cold: its pages dropped first, so that cp reads
+# it from the device as export reads its packs), RUNS rounds (this disk swings +-40% between
+# minutes: only interleaved medians compare). Prints every sample and the medians.
 #
 #   sh bench/export_ab.sh OLD_CKPTCTL NEW_CKPTCTL FILE.safetensors [RUNS]
 #
@@ -24,7 +25,21 @@ def timed(argv):
 def rm(p):
     shutil.rmtree(p, ignore_errors=True) if os.path.isdir(p) else os.path.exists(p) and os.remove(p)
 
-S = {k: [] for k in ("export_old", "export_new", "cp_sync", "import_old", "import_new")}
+def drop_cache(p):
+    fd = os.open(p, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+
+def warm(p):
+    with open(p, "rb") as f:
+        while f.read(64 << 20):
+            pass
+
+S = {k: [] for k in ("export_old", "export_new", "cp_sync", "cp_sync_cold", "import_old",
+                     "import_new")}
+cp = ["sh", "-c", 'cp "$1" "$2" && sync "$2"', "cp", src, out]
+warm(src)
 rm(store)
 subprocess.run([new, "import", "-q", store, "--step", "1", src], check=True)
 try:
@@ -34,8 +49,12 @@ try:
         for tag, exe in order:
             S["export_" + tag].append(timed([exe, "export", "-q", store, "1", "-o", out]))
             rm(out)
-            S["cp_sync"].append(timed(["sh", "-c", 'cp "$1" "$2" && sync "$2"', "cp", src, out]))
+            S["cp_sync"].append(timed(cp))
             rm(out)
+            drop_cache(src)
+            S["cp_sync_cold"].append(timed(cp))
+            rm(out)
+            warm(src)
         for tag, exe in order:
             s2 = store + "-" + tag
             rm(s2)
@@ -52,4 +71,6 @@ for k, v in med.items():
 print("export_new / cp_sync %.3f, export_old / cp_sync %.3f, import_new / import_old %.3f"
       % (med["export_new"] / med["cp_sync"], med["export_old"] / med["cp_sync"],
          med["import_new"] / med["import_old"]))
+print("export_new / cp_sync_cold %.3f, export_old / cp_sync_cold %.3f"
+      % (med["export_new"] / med["cp_sync_cold"], med["export_old"] / med["cp_sync_cold"]))
 PY

@@ -12,9 +12,9 @@ $(B)/tests/bin/%: tests/unit/%.c $(TEST_HELPERS) $(wildcard tests/unit/*.h) $(wi
 # ckptctl with the test hooks (CKPT_GC_KILL_AT; CKPTCTL_TEST_TRUNCATE_INPUT) for the crash and
 # import-safety tests; not installed.
 # Its sources in HOOK_CLI_SRC are compiled again with CKPT_TEST_HOOKS (CKPTCTL_TEST_TRUNCATE_INPUT,
-# CKPTCTL_TEST_DIRECT).
+# CKPTCTL_TEST_DIRECT, CKPTCTL_TEST_READ_STATS).
 HOOK_CKPTCTL := $(B)/tests/hooks/ckptctl
-HOOK_CLI_SRC := cli/ckptctl/import.c cli/ckptctl/xfer.c
+HOOK_CLI_SRC := cli/ckptctl/export.c cli/ckptctl/import.c cli/ckptctl/xfer.c
 HOOK_CKPTCTL_OBJ := $(filter-out $(HOOK_CLI_SRC:%.c=$(B)/obj/%.o),$(CKPTCTL_OBJ)) \
 		    $(HOOK_CLI_SRC:%.c=$(B)/obj/hooks/%.o)
 $(B)/obj/hooks/cli/%.o: cli/%.c

@@ -109,12 +109,17 @@ struct export {
 };
 
 /* A reading context of one export thread: its own store handle (NULL for thread 0, which uses
- * the caller's) and readers, since a store and its readers serve one thread at a time. */
+ * the caller's) and readers, since a store and its readers serve one thread at a time. The
+ * others are opened by their thread at its first read (ctx_read), in parallel, so that thread 0
+ * reads its first block while they open: each open reads the manifest (a few ms here), and 15
+ * of them in sequence delay the first read by as long as a fast array takes to move a GiB. */
 struct xctx {
 	ckpt_store *store;
 	ckpt_reader *rd;
 	ckpt_dist_reader *dr;
 	const struct export *e;
+	const char *path;          /* the store, for a context that opens at its first read */
+	int open_rc;               /* the failed open's code: its later reads fail the same way */
 };
 
 /* Restores elements [lo, hi) (row-major indices in the sub-array of dimensions d..nd-1, whose
@@ -191,10 +196,31 @@ static int read_global(ckpt_dist_reader *dr, size_t g, const struct st_out_tenso
 	return 0;
 }
 
+/* Opens the store and readers of context c on the checkpoint already open in e (its resolved
+ * step: a checkpoint committed meanwhile does not change what is exported). Returns 0 or a
+ * negative CKPT_E_* code with ckpt_errmsg() set on the calling thread. */
+static int ctx_open_one(struct xctx *c)
+{
+	ckpt_options *o = ckpt_options_create();
+	int r = o ? ckpt_options_set(o, CKPT_OPT_READ_ONLY, 1) : -CKPT_E_NOMEM;
+	if (r == 0)
+		r = ckpt_store_open(c->path, o, &c->store);
+	ckpt_options_free(o);
+	if (r == 0)
+		r = ckpt_reader_open(c->store, c->e->info.step, &c->rd);
+	if (r == 0 && c->e->dr)
+		r = ckpt_dist_reader_open(c->store, c->e->info.step, &c->dr);
+	return r;
+}
+
 static int ctx_read(void *p, size_t k, uint64_t off, void *dst, uint64_t len)
 {
 	struct xctx *c = p;
 	const struct export *e = c->e;
+	if (!c->rd && !c->open_rc)
+		c->open_rc = ctx_open_one(c);
+	if (c->open_rc)
+		return c->open_rc;
 	if (e->direct[k] >= 0)
 		return ckpt_reader_restore_range(c->rd, (size_t)e->direct[k], off, dst, len);
 	return read_global(c->dr, e->ridx[k], &e->ts[k], off, dst, len);
@@ -210,36 +236,18 @@ static void ctx_close(struct xctx *c, unsigned n)
 	free(c);
 }
 
-/* Opens n reading contexts on the checkpoint already open in e (its resolved step: a checkpoint
- * committed meanwhile does not change what is exported). Returns NULL, reported, on failure. */
+/* n reading contexts: thread 0's on the checkpoint open in e, the others opened by their own
+ * thread at its first read. Returns NULL, reported, when out of memory. */
 static struct xctx *ctx_open(const struct export *e, const char *path, unsigned n)
 {
 	struct xctx *c = calloc(n, sizeof *c);
-	ckpt_options *o = ckpt_options_create();
-	if (!c || !o) {
+	if (!c) {
 		cli_err("%s: out of memory", e->cmd);
-		free(c);
-		ckpt_options_free(o);
 		return NULL;
 	}
-	ckpt_options_set(o, CKPT_OPT_READ_ONLY, 1);
-	c[0] = (struct xctx){NULL, e->rd, e->dr, e};
-	int r = 0;
-	unsigned t;
-	for (t = 1; t < n && r == 0; t++) {
-		c[t].e = e;
-		r = ckpt_store_open(path, o, &c[t].store);
-		if (r == 0)
-			r = ckpt_reader_open(c[t].store, e->info.step, &c[t].rd);
-		if (r == 0 && e->dr)
-			r = ckpt_dist_reader_open(c[t].store, e->info.step, &c[t].dr);
-	}
-	ckpt_options_free(o);
-	if (r) {
-		ck_fail(e->cmd, r, "opening the checkpoint for a reading thread");
-		ctx_close(c, t);
-		return NULL;
-	}
+	c[0] = (struct xctx){NULL, e->rd, e->dr, e, path, 0};
+	for (unsigned t = 1; t < n; t++)
+		c[t] = (struct xctx){.e = e, .path = path};
 	return c;
 }
 
@@ -407,6 +415,31 @@ static int create_tmp(const char *cmd, const char *out, char *tmp, size_t len)
 	return fd;
 }
 
+/* Test builds only ($B/tests/hooks/ckptctl): CKPTCTL_TEST_READ_STATS=FILE writes there the
+ * bytes the export read from pack files (every reading thread's), so that a test sees a chunk
+ * read twice. */
+#ifdef CKPT_TEST_HOOKS
+static void test_read_stats(const struct xctx *c, unsigned n)
+{
+	const char *path = getenv("CKPTCTL_TEST_READ_STATS");
+	FILE *f = path ? fopen(path, "w") : NULL;
+	uint64_t sum = 0;
+	for (unsigned t = 0; f && t < n; t++) {
+		ckpt_stats st;
+		if (c[t].rd) {
+			ckpt_reader_stats(c[t].rd, &st);
+			sum += st.bytes_read;
+		}
+	}
+	if (f) {
+		fprintf(f, "%llu\n", (unsigned long long)sum);
+		fclose(f);
+	}
+}
+#else
+static inline void test_read_stats(const struct xctx *c, unsigned n) { (void)c, (void)n; }
+#endif
+
 /* Streams header and tensors into fd (xfer.c) and reports a failure. Returns 0 or an exit
  * status. */
 static int write_tensors(const struct export *e, const char *path, int fd, bool seekable,
@@ -418,8 +451,20 @@ static int write_tensors(const struct export *e, const char *path, int fd, bool 
 		cli_err("%s: out of memory", e->cmd);
 		return EXIT_FAIL;
 	}
-	for (size_t k = 0; k < e->nt; k++)
+	uint64_t *grain = calloc(e->nt ? e->nt : 1, sizeof *grain);
+	if (!grain) {
+		free(nb);
+		cli_err("%s: out of memory", e->cmd);
+		return EXIT_FAIL;
+	}
+	for (size_t k = 0; k < e->nt; k++) {
 		nb[k] = e->ts[k].nbytes;
+		/* Blocks cut a tensor read from the manifest between its chunks (chunk 0 has the
+		 * tensor's chunk size, or the whole tensor): a cut chunk would be read twice. */
+		ckpt_chunk_info ci;
+		if (e->direct[k] >= 0 && !ckpt_reader_chunk(e->rd, (size_t)e->direct[k], 0, &ci))
+			grain[k] = ci.raw_bytes;
+	}
 	unsigned n = seekable ? xfer_threads(hlen + total) : 1;
 	struct xctx *c = ctx_open(e, path, n);
 	int rc = EXIT_FAIL;
@@ -427,7 +472,7 @@ static int write_tensors(const struct export *e, const char *path, int fd, bool 
 		void *ctx[XFER_MAX_THREADS];
 		for (unsigned t = 0; t < n; t++)
 			ctx[t] = &c[t];
-		struct xfer_src src = {ctx_read, ctx, n};
+		struct xfer_src src = {ctx_read, ctx, n, grain};
 		char err[4096];
 		int r = xfer_export(fd, seekable, hdr, hlen, nb, e->nt, &src, bar, err, sizeof err);
 		if (r < 0)
@@ -435,8 +480,10 @@ static int write_tensors(const struct export *e, const char *path, int fd, bool 
 		else if (r > 0)
 			cli_err("%s: %s: %s", e->cmd, dest, err);
 		rc = r < 0 ? ck_exit_status(r) : r ? EXIT_FAIL : EXIT_OK;
+		test_read_stats(c, n);
 		ctx_close(c, n);
 	}
+	free(grain);
 	free(nb);
 	return rc;
 }

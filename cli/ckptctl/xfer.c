@@ -33,6 +33,8 @@ struct xjob {
 	const uint64_t *nbytes;
 	size_t nt;
 	uint64_t size, nblocks;
+	uint64_t *cut;          /* block b is file bytes [cut[b], cut[b + 1]) */
+	struct edge *edge;      /* edge[b]: the 4 KiB page around cut[b] when it is not aligned */
 	const struct xfer_src *src;
 	atomic_uint_fast64_t next;   /* next block to take */
 	atomic_uint_fast64_t done;   /* tensor bytes written */
@@ -42,6 +44,13 @@ struct xjob {
 	char *err;
 	size_t errlen;
 	struct progress *bar;   /* updated by thread 0 only (the caller's) */
+};
+
+/* With O_DIRECT, the page that holds an unaligned cut belongs to two blocks: each copies its
+ * part into page (under job.mu) and the second to arrive writes it whole. */
+struct edge {
+	uint8_t *page;
+	unsigned parts;
 };
 
 struct xworker {
@@ -169,27 +178,80 @@ static void drop_direct(struct xjob *j)
 	}
 }
 
-/* Writes block [lo, hi) of buf. With O_DIRECT the length is rounded up to the alignment (the
- * tail is zeros; the file is cut to its size at the end). A file system that takes the O_DIRECT
- * flag but refuses a write with EINVAL gets buffered writes from then on. */
-static int write_block(struct xjob *j, uint8_t *buf, uint64_t lo, uint64_t hi)
+/* Writes n bytes at file offset off from buf (4 KiB-aligned, with room to round n up). With
+ * O_DIRECT the length is rounded up to the alignment (the tail is zeros; the file is cut to its
+ * size at the end). A file system that takes the O_DIRECT flag but refuses a write with EINVAL
+ * gets buffered writes from then on. */
+static int write_at(struct xjob *j, uint8_t *buf, size_t n, uint64_t off)
 {
-	size_t len = (size_t)(hi - lo);
-	if (!j->seekable)
-		return write_all(j->fd, buf, len);
 	if (atomic_load(&j->direct)) {
-		size_t al = (len + XFER_ALIGN - 1) / XFER_ALIGN * XFER_ALIGN;
-		memset(buf + len, 0, al - len);
+		size_t al = (n + XFER_ALIGN - 1) / XFER_ALIGN * XFER_ALIGN;
+		memset(buf + n, 0, al - n);
 		static atomic_bool refused;
 		if (test_direct("einval") && !atomic_exchange(&refused, true))
 			errno = EINVAL;
-		else if (pwrite_all(j->fd, buf, al, lo) == 0)
+		else if (pwrite_all(j->fd, buf, al, off) == 0)
 			return 0;
 		if (errno != EINVAL)
 			return -1;
 		drop_direct(j);
 	}
-	return pwrite_all(j->fd, buf, len, lo);
+	return pwrite_all(j->fd, buf, n, off);
+}
+
+#define ALIGN_DOWN(x) ((x) / XFER_ALIGN * XFER_ALIGN)
+
+/* Adds file bytes [a, b) (inside the page around cut[c]; from p) to that page; the second block
+ * to do so writes the page. Returns 0 or -1 with errno set. */
+static int edge_put(struct xjob *j, uint64_t c, const uint8_t *p, uint64_t a, uint64_t b)
+{
+	struct edge *e = &j->edge[c];
+	uint64_t page = ALIGN_DOWN(j->cut[c]);
+	uint8_t *full = NULL;
+	int rc = 0;
+	pthread_mutex_lock(&j->mu);
+	if (!e->page && posix_memalign((void **)&e->page, XFER_ALIGN, XFER_ALIGN)) {
+		e->page = NULL;
+		rc = -1;
+		errno = ENOMEM;
+	} else {
+		if (!e->parts)
+			memset(e->page, 0, XFER_ALIGN);
+		memcpy(e->page + (a - page), p, (size_t)(b - a));
+		if (++e->parts == 2)
+			full = e->page, e->page = NULL;
+	}
+	pthread_mutex_unlock(&j->mu);
+	if (full) {
+		uint64_t end = page + XFER_ALIGN < j->size ? page + XFER_ALIGN : j->size;
+		rc = write_at(j, full, (size_t)(end - page), page);
+		free(full);
+	}
+	return rc;
+}
+
+/* Writes block b: file bytes [lo, hi) at buf + (lo - ALIGN_DOWN(lo)). The pages that it shares
+ * with its neighbours (an unaligned cut) go through edge_put; the rest (with O_DIRECT, the last
+ * page rounded up) in one write. Returns 0 or -1 with errno set. */
+static int write_block(struct xjob *j, uint64_t b, uint8_t *buf)
+{
+	uint64_t lo = j->cut[b], hi = j->cut[b + 1], base = ALIGN_DOWN(lo);
+	if (!j->seekable)
+		return write_all(j->fd, buf + (lo - base), (size_t)(hi - lo));
+	/* Edges go through edge_put even when buffered: O_DIRECT may be dropped after a
+	 * neighbour put its part there. */
+	uint64_t a = lo, e = hi == j->size ? hi : ALIGN_DOWN(hi);
+	if (lo % XFER_ALIGN) {
+		a = base + XFER_ALIGN < hi ? base + XFER_ALIGN : hi;
+		if (edge_put(j, b, buf + (lo - base), lo, a))
+			return -1;
+	}
+	if (e > a && write_at(j, buf + (a - base), (size_t)(e - a), a))
+		return -1;
+	uint64_t t = e > lo ? e : lo;
+	if (hi != j->size && hi % XFER_ALIGN)
+		return edge_put(j, b + 1, buf + (t - base), t, hi);
+	return 0;
 }
 
 static void *worker(void *arg)
@@ -202,11 +264,11 @@ static void *worker(void *arg)
 		uint64_t b = atomic_fetch_add(&j->next, 1);
 		if (b >= j->nblocks)
 			break;
-		uint64_t lo = b * XFER_BLOCK, hi = lo + XFER_BLOCK < j->size ? lo + XFER_BLOCK : j->size;
-		int64_t got = fill_block(j, w->t, w->buf, lo, hi);
+		uint64_t lo = j->cut[b], hi = j->cut[b + 1];
+		int64_t got = fill_block(j, w->t, w->buf + (lo - ALIGN_DOWN(lo)), lo, hi);
 		if (got < 0)
 			break;
-		if (write_block(j, w->buf, lo, hi)) {
+		if (write_block(j, b, w->buf)) {
 			job_fail(j, 1, "write at offset %llu: %s", (unsigned long long)lo,
 				 strerror(errno));
 			break;
@@ -216,6 +278,39 @@ static void *worker(void *arg)
 			progress_update(j->bar, d);
 	}
 	return NULL;
+}
+
+/* The end of the block that starts at pos: XFER_BLOCK bytes on, moved back to a multiple of
+ * the grain of the tensor there (a cut chunk would be read twice), unless that leaves less
+ * than half a block. */
+static uint64_t block_end(const struct xjob *j, uint64_t pos)
+{
+	uint64_t want = pos + XFER_BLOCK;
+	if (want >= j->size)
+		return j->size;
+	size_t k = first_after(j, want);
+	const uint64_t *g = j->src->grain;
+	if (want < j->hlen || k >= j->nt || j->start[k] > want || !g || !g[k])
+		return want;
+	uint64_t c = j->start[k] + (want - j->start[k]) / g[k] * g[k];
+	return c >= pos + XFER_BLOCK / 2 ? c : want;
+}
+
+/* Fills j->cut (nblocks + 1 entries) and j->edge. Returns 0 or -1 when out of memory. */
+static int plan_blocks(struct xjob *j)
+{
+	uint64_t n = 0, cap = j->size / (XFER_BLOCK / 2) + 2;
+	j->cut = malloc(cap * sizeof *j->cut);
+	j->edge = calloc(cap, sizeof *j->edge);
+	if (!j->cut || !j->edge)
+		return -1;
+	j->cut[0] = 0;
+	while (j->cut[n] < j->size) {
+		j->cut[n + 1] = block_end(j, j->cut[n]);
+		n++;
+	}
+	j->nblocks = n;
+	return 0;
 }
 
 /* Turns O_DIRECT on for fd where the file system allows it (where it refuses, as tmpfs before
@@ -248,7 +343,14 @@ int xfer_export(int fd, int seekable, const uint8_t *hdr, size_t hlen, const uin
 	}
 	j.start = start;
 	j.size = off;
-	j.nblocks = (off + XFER_BLOCK - 1) / XFER_BLOCK;
+	if (plan_blocks(&j)) {
+		free(j.cut);
+		free(j.edge);
+		free(start);
+		free(w);
+		snprintf(err, errlen, "out of memory");
+		return -CKPT_E_NOMEM;
+	}
 	/* Blocks reserved ahead make the parallel O_DIRECT writes overwrites inside the file's size,
 	 * which ext4 and XFS run concurrently (extending or hole-filling ones are serialized), and a
 	 * full disk fails here, before anything is read. A file system without fallocate (EOPNOTSUPP)
@@ -256,6 +358,8 @@ int xfer_export(int fd, int seekable, const uint8_t *hdr, size_t hlen, const uin
 	if (seekable && fallocate(fd, 0, 0, (off_t)off) && errno != EOPNOTSUPP && errno != ENOSYS) {
 		snprintf(err, errlen, "cannot allocate %llu bytes: %s", (unsigned long long)off,
 			 strerror(errno));
+		free(j.cut);
+		free(j.edge);
 		free(start);
 		free(w);
 		return 1;
@@ -268,7 +372,8 @@ int xfer_export(int fd, int seekable, const uint8_t *hdr, size_t hlen, const uin
 	unsigned started = 0;
 	for (unsigned t = 0; t < nw; t++) {
 		w[t] = (struct xworker){.job = &j, .t = t};
-		if (posix_memalign((void **)&w[t].buf, XFER_ALIGN, XFER_BLOCK)) {
+		/* A block starts up to a page after its buffer's and its end is rounded up. */
+		if (posix_memalign((void **)&w[t].buf, XFER_ALIGN, XFER_BLOCK + 2 * XFER_ALIGN)) {
 			w[t].buf = NULL;
 			job_fail(&j, -CKPT_E_NOMEM, "out of memory for %u buffers of %u bytes", nw,
 				 XFER_BLOCK);
@@ -293,6 +398,10 @@ int xfer_export(int fd, int seekable, const uint8_t *hdr, size_t hlen, const uin
 			 strerror(errno));
 	for (unsigned t = 0; t < nw; t++)
 		free(w[t].buf);
+	for (uint64_t b = 0; b <= j.nblocks; b++)
+		free(j.edge[b].page); /* only after a failure: the second part frees a page */
+	free(j.cut);
+	free(j.edge);
 	free(w);
 	free(start);
 	pthread_mutex_destroy(&j.mu);

@@ -1,8 +1,10 @@
 /* Streaming a safetensors file out of a checkpoint (export) in blocks: the file is a byte stream
- * (header, then every tensor's bytes back to back), cut into blocks of XFER_BLOCK bytes; several
- * threads each fill a block from an aligned buffer of their own by reading the byte ranges of the
- * tensors that overlap it, and write it at its offset (O_DIRECT where the file system takes it),
- * so that writes overlap the reads of later blocks and nothing goes through a file mapping. */
+ * (header, then every tensor's bytes back to back), cut into blocks of at most XFER_BLOCK bytes
+ * that end between chunks; several threads each fill a block from an aligned buffer of their own
+ * by reading the byte ranges of the tensors that overlap it, and write it at its offset (O_DIRECT
+ * where the file system takes it; the 4 KiB page around an unaligned cut is written whole by the
+ * second of its two blocks), so that writes overlap the reads of later blocks and nothing goes
+ * through a file mapping. */
 #ifndef CKPTCTL_XFER_H
 #define CKPTCTL_XFER_H
 
@@ -11,9 +13,10 @@
 
 struct progress;
 
-/* Bytes of one block: a multiple of 4 KiB (O_DIRECT alignment). A chunk that a block boundary
- * cuts is read (and verified) by both blocks: with 1 MiB chunks that is 12% more reading at
- * 8 MiB blocks, 6% at 16 MiB (measured on bench/import_bench.sh's 2 GiB file). */
+/* Most bytes of one block: a multiple of 4 KiB (O_DIRECT alignment). Blocks end on a chunk
+ * boundary of the tensor they cut where its grain is known (xfer_src.grain), since a chunk that a
+ * block boundary cuts is read (and verified) by both blocks: 6.2% more reading at 16 MiB blocks
+ * and 1 MiB chunks on bench/import_bench.sh's 2 GiB file before they did. */
 #define XFER_BLOCK (16u << 20)
 /* Most threads an export uses (reads wait on the device: more threads than cores help; each
  * holds a block and its reader's buffer: about 24 MiB). */
@@ -27,6 +30,10 @@ struct xfer_src {
 	int (*read)(void *ctx, size_t k, uint64_t off, void *dst, uint64_t len);
 	void **ctx;
 	unsigned threads; /* contexts in ctx, at least 1 */
+	/* Per tensor (NULL: none): a block boundary inside tensor k falls on a multiple of
+	 * grain[k] bytes of it (its chunk size), unless that would make the block shorter than
+	 * half of XFER_BLOCK; 0: anywhere. */
+	const uint64_t *grain;
 };
 
 /* The number of reading threads an export of size bytes should use: enough to keep reads and

@@ -103,4 +103,18 @@ check export-select-clash ckptctl export "$T/pystore" 8 -o "$T/x.safetensors" --
 expect "failed exports leave no file" test ! -e "$T/x.safetensors"
 check usage-export-json-stdout ckptctl export "$T/pystore" 7 -o - --json
 check usage-export-select-empty ckptctl export "$T/pystore" 7 -o "$T/x.safetensors" --select ''
+# An output path that is a symbolic link: the link itself is replaced by the new file (rename
+# does not follow it); its target, existing or not, is never written.
+cp "$T/model.safetensors" "$T/target.safetensors"
+ln -s "$T/target.safetensors" "$T/link.safetensors"
+ln -s "$T/nowhere.safetensors" "$T/dangling.safetensors"
+expect "export to a symlink path succeeds" ckptctl export -q "$STORE" 2 -o "$T/link.safetensors"
+expect "a symlink output becomes a regular file with the export" \
+	test ! -L "$T/link.safetensors" -a -f "$T/link.safetensors"
+expect "holding the export" cmp "$T/dtypes.safetensors" "$T/link.safetensors"
+expect "and its target is left as it was" cmp "$T/model.safetensors" "$T/target.safetensors"
+expect "export to a dangling symlink succeeds" ckptctl export -q "$STORE" 2 -o "$T/dangling.safetensors"
+expect "a dangling symlink output is replaced, its target not created" \
+	test ! -L "$T/dangling.safetensors" -a ! -e "$T/nowhere.safetensors"
+expect "no temporary file is left" test -z "$(ls "$T" | grep tmp-)"
 finish
