@@ -102,11 +102,12 @@ static int index_names(struct ckpt_reader *r)
  * scratch pieces, so its untouched pages cost no memory. */
 #define RESTORE_INFLIGHT_BYTES (128u << 20)
 
-/* Group reads in flight in a restore, and in the reader's engine: at least the queue depth. */
+/* Group reads in flight in a restore, and in the reader's engine: at least the queue depth; at
+ * most 256 (the largest queue depth), which small read buffers would exceed. */
 static unsigned restore_slots(const struct ckpt_reader *r)
 {
 	unsigned n = MAX(r->s->opt.queue_depth, (unsigned)(RESTORE_INFLIGHT_BYTES / r->buf_cap));
-	return MAX(n, 2u);
+	return MIN(MAX(n, 2u), 256u);
 }
 
 /* Threads of restore_all: one per core (or CKPT_OPT_THREADS), each keeping at least two of the
@@ -850,7 +851,6 @@ struct rpipe {
 	struct rslot *slot;
 	unsigned n, head, busy;
 	struct rres *sync_x;   /* CUDA groups: restored one at a time through its staging */
-	bool count_tensors;    /* restore_all: a tensor counts when its last group is checked */
 };
 
 static void rpipe_free(struct rpipe *pp)
@@ -932,10 +932,7 @@ static int rpipe_start(struct rpipe *pp, const struct rjob *j)
 	struct ckpt_reader *r = pp->r;
 	const struct mf_tensor *t = &r->m.tensors[j->ti];
 	if (j->mem != CKPT_MEM_HOST) {
-		int rc = restore_group(r, pp->sync_x, t, j->j0, j->j1, j->len, j->mem, j->dst);
-		if (!rc && j->last && pp->count_tensors)
-			count_restored(r, t);
-		return rc;
+		return restore_group(r, pp->sync_x, t, j->j0, j->j1, j->len, j->mem, j->dst);
 	}
 	struct rslot *sl = &pp->slot[(pp->head + pp->busy) % pp->n];
 	const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + j->j0]];
@@ -965,12 +962,9 @@ static int rpipe_finish_oldest(struct rpipe *pp, bool check)
 	pthread_mutex_unlock(&pp->mu);
 	int rc = 0;
 	const struct mf_tensor *t = &r->m.tensors[sl->j.ti];
-	if (check) {
+	if (check)
 		rc = group_finish(r, &sl->x, sl->p, t, sl->j.j0, sl->j.j1, sl->j.len, sl->j.dst,
 				  sl->niov, sl->q.res);
-		if (!rc && sl->j.last && pp->count_tensors)
-			count_restored(r, t);
-	}
 	inflight_add(r, -1, -(int64_t)sl->j.len);
 	pp->head = (pp->head + 1) % pp->n;
 	pp->busy--;
@@ -1098,7 +1092,6 @@ static void rthread_run(struct task *tk)
 		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	} else {
 		pp->sync_x = &x;
-		pp->count_tensors = true;
 		rc = rpipe_run(pp, rall_next, a);
 	}
 	rpipe_free(pp);
@@ -1178,6 +1171,10 @@ CKPT_API int ckpt_reader_restore_all(ckpt_reader *r, ckpt_dst_fn dst_for, void *
 			if (a.err)
 				rc = ckpt_fail(-a.err, "%s", a.msg);
 		}
+		/* The tensors count once all their groups are checked: none when the call fails. */
+		for (size_t k = 0; !rc && k < a.njobs; k++)
+			if (a.jobs[k].last)
+				count_restored(r, &r->m.tensors[a.jobs[k].ti]);
 		free(tasks);
 	}
 	free(a.jobs);
