@@ -96,10 +96,11 @@ static int index_names(struct ckpt_reader *r)
 }
 
 /* Read bytes a restore keeps in flight at least (restore_all over all its threads, or one
- * ckpt_reader_restore): a disk's best sequential read wants deep queues of large blocks (the
- * bench's fio sweep peaks at 16 MiB x 32 x 2 jobs here, at 1.0 GB/s against 0.7 for 4 MiB x 32).
- * Each group read has its own buffer_cap read buffer; on the direct path it holds only the
- * scratch pieces, so its untouched pages cost no memory. */
+ * ckpt_reader_restore): a disk's best sequential read wants deep queues of large blocks (the fio
+ * sweep's best points here were 16 MiB x 32 x 2 jobs and 1 MiB x 32; 224 MiB in flight, queue
+ * depth 32, measured no faster than 128 MiB on this disk). Each group read has its own buf_cap
+ * read buffer; on the direct path it holds only the scratch pieces, so its untouched pages cost
+ * no memory. */
 #define RESTORE_INFLIGHT_BYTES (128u << 20)
 
 /* Group reads in flight in a restore, and in the reader's engine: at least the queue depth; at
@@ -483,22 +484,12 @@ static struct io_req read_req(struct rres *x, const struct pack_fd *p, uint64_t 
 			       .iov = x->iov, .iovcnt = iovcnt, .iov_work = x->iov_work};
 }
 
-/* Reads len bytes of pack p at off, as read_req says, and waits. *sys_err (when not NULL) gets
- * the errno of a failed read, 0 otherwise. */
-static int read_at(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, uint64_t off,
-		   size_t len, int iovcnt, int *sys_err)
-{
-	struct io_req q = read_req(x, p, off, len, iovcnt);
-	ssize_t n = io_engine_run(r->eng, &q);
-	if (sys_err)
-		*sys_err = n < 0 ? (int)-n : 0;
-	return read_result(r, p, off, len, n);
-}
-
+/* Reads len bytes of pack p at off into x->buf and waits. */
 static int read_group(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, uint64_t off,
 		      size_t len)
 {
-	return read_at(r, x, p, off, len, 0, NULL);
+	struct io_req q = read_req(x, p, off, len, 0);
+	return read_result(r, p, off, len, io_engine_run(r->eng, &q));
 }
 
 static int tensor_error(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j)
@@ -734,7 +725,7 @@ static int group_finish(struct ckpt_reader *r, struct rres *x, struct pack_fd *p
 	if (niov && n == -EINVAL) {
 		__atomic_store_n(&p->no_direct, 1, __ATOMIC_RELAXED);
 		niov = 0;
-		rc = read_at(r, x, p, c->offset, (size_t)len, 0, NULL);
+		rc = read_group(r, x, p, c->offset, (size_t)len);
 	} else {
 		rc = read_result(r, p, c->offset, (size_t)len, n);
 	}
@@ -767,7 +758,7 @@ static int restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_
 	/* CUDA: decode into pinned staging, then one copy. */
 	if ((rc = restore_prepare(r, x, g, mem)))
 		return rc;
-	if ((rc = read_at(r, x, p, c->offset, (size_t)len, 0, NULL))) {
+	if ((rc = read_group(r, x, p, c->offset, (size_t)len))) {
 		tensor_error(r, t, j0);
 		return rc;
 	}
