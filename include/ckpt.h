@@ -152,7 +152,8 @@ typedef enum ckpt_option {
 	 * state is larger than the pool, saves stream through it: the snapshot then lasts until all
 	 * but the last pool's worth is written. */
 	CKPT_OPT_POOL_SIZE = 11,
-	/* Writes in flight per data directory (default 8, 1 to 256). */
+	/* Writes in flight per data directory (default 8, 1 to 256). A restore keeps at least this
+	 * many reads in flight, and at least 128 MiB of them. */
 	CKPT_OPT_QUEUE_DEPTH = 12,
 	/* I/O engine: CKPT_ENGINE_AUTO (io_uring when the kernel allows it, else psync),
 	 * CKPT_ENGINE_IO_URING (fail if unavailable) or CKPT_ENGINE_PSYNC (a thread pool). With

@@ -60,9 +60,15 @@ struct ckpt_reader {
 	uint32_t gen;
 	struct rres *res;   /* ckpt_reader_restore's staging and streams, kept until close */
 	uint64_t direct_chunks, buffered_chunks; /* raw chunks read into place, chunks decoded (mu) */
+	struct rpipe *pipe; /* ckpt_reader_restore's reads in flight (host destinations) */
+	/* Group reads submitted and not yet checked, now and at most (atomics): what the pipes keep
+	 * in flight at the device (reader_inflight_max). */
+	uint64_t inflight, inflight_max, inflight_bytes, inflight_bytes_max;
 };
 
 static void reader_res_free(struct ckpt_reader *r);
+struct rpipe;
+static void rpipe_free(struct rpipe *pp);
 
 static size_t name_hash(const char *n, size_t len)
 {
@@ -89,18 +95,29 @@ static int index_names(struct ckpt_reader *r)
 	return 0;
 }
 
-/* Read bytes restore_all keeps in flight at least: a disk's best sequential read wants deep
- * queues of large blocks (the bench's fio sweep peaks at 4 MiB x 32 here). On the direct path a
- * thread's read buffer holds only the scratch pieces, so its untouched pages cost no memory. */
+/* Read bytes a restore keeps in flight at least (restore_all over all its threads, or one
+ * ckpt_reader_restore): a disk's best sequential read wants deep queues of large blocks (the fio
+ * sweep's best points here were 16 MiB x 32 x 2 jobs and 1 MiB x 32; 224 MiB in flight, queue
+ * depth 32, measured no faster than 128 MiB on this disk). Each group read has its own buf_cap
+ * read buffer; on the direct path it holds only the scratch pieces, so its untouched pages cost
+ * no memory. */
 #define RESTORE_INFLIGHT_BYTES (128u << 20)
 
-/* Threads of restore_all, and reads in flight in the reader's engine: reads wait on the device,
- * not the CPU, so more threads than cores keep the queue full. */
+/* Group reads in flight in a restore, and in the reader's engine: at least the queue depth; at
+ * most 256 (the largest queue depth), which small read buffers would exceed. */
+static unsigned restore_slots(const struct ckpt_reader *r)
+{
+	unsigned n = MAX(r->s->opt.queue_depth, (unsigned)(RESTORE_INFLIGHT_BYTES / r->buf_cap));
+	return MIN(MAX(n, 2u), 256u);
+}
+
+/* Threads of restore_all: one per core (or CKPT_OPT_THREADS), each keeping at least two of the
+ * restore_slots reads in flight so that its next read is at the device while it hashes. Reads
+ * wait on the device, not the CPU: the slots, not the threads, keep the queue full. */
 static unsigned restore_threads(const struct ckpt_reader *r)
 {
 	unsigned n = r->s->opt.threads ? r->s->opt.threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-	n = MAX(n, r->s->opt.queue_depth);
-	return MAX(n, (unsigned)(RESTORE_INFLIGHT_BYTES / r->buf_cap));
+	return MAX(MIN(n, restore_slots(r) / 2), 1u);
 }
 
 CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
@@ -153,8 +170,8 @@ CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 		ckpt_reader_close(r);
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	}
-	/* Enough reads in flight for every restore thread. */
-	if ((rc = io_engine_create(s->opt.engine, restore_threads(r), NULL, 0, 0, &r->eng))) {
+	/* Room in the engine for every read a restore keeps in flight. */
+	if ((rc = io_engine_create(s->opt.engine, restore_slots(r), NULL, 0, 0, &r->eng))) {
 		ckpt_reader_close(r);
 		return rc;
 	}
@@ -177,6 +194,7 @@ CKPT_API void ckpt_reader_close(ckpt_reader *r)
 	}
 	free(r->fds);
 	manifest_free(&r->m);
+	rpipe_free(r->pipe);
 	reader_res_free(r);
 	free(r->buf);
 	free(r->scratch);
@@ -437,39 +455,41 @@ static void reader_res_free(struct ckpt_reader *r)
 	r->res = NULL;
 }
 
-/* Reads len bytes of pack p at off: into x->buf, or when iovcnt is not 0, into the segments
- * x->iov[0..iovcnt) (which then total len). *sys_err (when not NULL) gets the errno of a failed
- * read, 0 otherwise. */
-static int read_at(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, uint64_t off,
-		   size_t len, int iovcnt, int *sys_err)
+/* The outcome of a read of len bytes of pack p at off that returned n (bytes, or -errno): 0, or
+ * -CKPT_E_IO / -CKPT_E_CORRUPT (short: the pack ends before) naming the pack. Counts the bytes. */
+static int read_result(struct ckpt_reader *r, const struct pack_fd *p, uint64_t off, size_t len,
+		       ssize_t n)
 {
 	char path[4096];
 	store_pack_path(r->s, p->dir, p->id, path, sizeof path);
-	struct io_req q = {.op = iovcnt ? IO_READV : IO_READ, .fd = p->fd, .buf = iovcnt ? NULL : x->buf,
-			   .len = len, .off = off, .buf_index = -1, .iov = x->iov, .iovcnt = iovcnt,
-			   .iov_work = x->iov_work};
-	ssize_t n = io_engine_run(r->eng, &q);
-	int rc = 0;
-	if (sys_err)
-		*sys_err = n < 0 ? (int)-n : 0;
 	if (n < 0)
-		rc = ckpt_fail(CKPT_E_IO, "read %s at offset %llu: %s", path, (unsigned long long)off,
-			       strerror((int)-n));
-	else if ((size_t)n < len)
-		rc = ckpt_fail(CKPT_E_CORRUPT, "%s: truncated (ends before offset %llu)", path,
-			       (unsigned long long)(off + len));
-	if (!rc) {
-		pthread_mutex_lock(&r->mu);
-		r->st.bytes_read += len;
-		pthread_mutex_unlock(&r->mu);
-	}
-	return rc;
+		return ckpt_fail(CKPT_E_IO, "read %s at offset %llu: %s", path, (unsigned long long)off,
+				 strerror((int)-n));
+	if ((size_t)n < len)
+		return ckpt_fail(CKPT_E_CORRUPT, "%s: truncated (ends before offset %llu)", path,
+				 (unsigned long long)(off + len));
+	pthread_mutex_lock(&r->mu);
+	r->st.bytes_read += len;
+	pthread_mutex_unlock(&r->mu);
+	return 0;
 }
 
+/* The request reading len bytes of pack p at off: into x->buf, or when iovcnt is not 0, into the
+ * segments x->iov[0..iovcnt) (which then total len). */
+static struct io_req read_req(struct rres *x, const struct pack_fd *p, uint64_t off, size_t len,
+			      int iovcnt)
+{
+	return (struct io_req){.op = iovcnt ? IO_READV : IO_READ, .fd = p->fd,
+			       .buf = iovcnt ? NULL : x->buf, .len = len, .off = off, .buf_index = -1,
+			       .iov = x->iov, .iovcnt = iovcnt, .iov_work = x->iov_work};
+}
+
+/* Reads len bytes of pack p at off into x->buf and waits. */
 static int read_group(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, uint64_t off,
 		      size_t len)
 {
-	return read_at(r, x, p, off, len, 0, NULL);
+	struct io_req q = read_req(x, p, off, len, 0);
+	return read_result(r, p, off, len, io_engine_run(r->eng, &q));
 }
 
 static int tensor_error(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j)
@@ -668,29 +688,46 @@ void reader_path_counts(const ckpt_reader *r, uint64_t *direct, uint64_t *buffer
 	pthread_mutex_unlock((pthread_mutex_t *)&r->mu);
 }
 
-/* Restores references [j0, j1) of tensor t (one read group) into dst. */
-static int restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_tensor *t,
-			 uint64_t j0, uint64_t j1, uint64_t len, int mem, uint8_t *dst)
+/* After the buffer read of references [j0, j1) of t from pack p into x->buf: checks and decodes
+ * each record into out (raw bytes back to back). */
+static int group_decode(struct ckpt_reader *r, struct rres *x, const struct pack_fd *p,
+			const struct mf_tensor *t, uint64_t j0, uint64_t j1, uint8_t *out)
 {
-	const uint32_t cs = r->m.chunk_size;
+	pthread_mutex_lock(&r->mu);
+	r->buffered_chunks += j1 - j0;
+	pthread_mutex_unlock(&r->mu);
+	uint64_t at = 0, raw = 0;
+	char path[4096];
+	store_pack_path(r->s, p->dir, p->id, path, sizeof path);
+	for (uint64_t q = j0; q < j1; q++) {
+		const struct mf_chunk *cq = &r->m.chunks[r->m.refs[t->first_ref + q]];
+		int rc = check_record(r, x->codec, x->buf + at, cq, out + raw, path);
+		if (rc) {
+			tensor_error(r, t, q);
+			return rc;
+		}
+		at += rec_span(cq->stored_len);
+		raw += cq->raw_len;
+	}
+	return 0;
+}
+
+/* Finishes the read of a host group that returned n (planned with niov direct segments, 0: the
+ * buffer) as restore_group does: a vectored read refused with EINVAL (the segments met statx's
+ * alignment and the kernel still refused them) is read again through the buffer and the pack
+ * keeps the buffer path from now on: never fail a restore for it. */
+static int group_finish(struct ckpt_reader *r, struct rres *x, struct pack_fd *p,
+			const struct mf_tensor *t, uint64_t j0, uint64_t j1, uint64_t len,
+			uint8_t *dst, int niov, ssize_t n)
+{
 	const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + j0]];
-	struct pack_fd *p;
-	int prc = group_pack(r, t, j0, c, &p);
-	if (prc)
-		return prc;
-	const struct ckpt_gpu_ops *g = mem == CKPT_MEM_HOST ? NULL : ckpt_gpu_cuda();
-	int rc = restore_prepare(r, x, g, mem);
-	if (rc)
-		return rc;
-	/* Host destinations of raw chunks: read in place (CUDA ones keep their staging path). */
-	int niov = g ? 0 : direct_plan(r, x, p, t, j0, j1, dst), err;
-	rc = read_at(r, x, p, c->offset, (size_t)len, niov, &err);
-	if (rc && niov && err == EINVAL) {
-		/* The segments met statx's alignment and the kernel still refused them: never fail a
-		 * restore for it; this pack reads through the buffer from now on. */
+	int rc;
+	if (niov && n == -EINVAL) {
 		__atomic_store_n(&p->no_direct, 1, __ATOMIC_RELAXED);
 		niov = 0;
-		rc = read_at(r, x, p, c->offset, (size_t)len, 0, NULL);
+		rc = read_group(r, x, p, c->offset, (size_t)len);
+	} else {
+		rc = read_result(r, p, c->offset, (size_t)len, n);
 	}
 	if (rc) {
 		tensor_error(r, t, j0);
@@ -698,28 +735,41 @@ static int restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_
 	}
 	if (niov)
 		return direct_finish(r, x, p, t, j0, j1, dst);
-	pthread_mutex_lock(&r->mu);
-	r->buffered_chunks += j1 - j0;
-	pthread_mutex_unlock(&r->mu);
-	/* Host: decode straight into place. CUDA: decode into pinned staging, then one copy. */
-	uint8_t *out = g ? x->staging : dst + j0 * cs;
-	uint64_t at = 0, raw = 0;
-	for (uint64_t q = j0; q < j1; q++) {
-		const struct mf_chunk *cq = &r->m.chunks[r->m.refs[t->first_ref + q]];
-		char path[4096];
-		store_pack_path(r->s, p->dir, cq->pack_id, path, sizeof path);
-		if ((rc = check_record(r, x->codec, x->buf + at, cq, out + raw, path))) {
-			tensor_error(r, t, q);
-			return rc;
-		}
-		at += rec_span(cq->stored_len);
-		raw += cq->raw_len;
+	return group_decode(r, x, p, t, j0, j1, dst + j0 * r->m.chunk_size);
+}
+
+/* Restores references [j0, j1) of tensor t (one read group) into dst, waiting for its read. */
+static int restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_tensor *t,
+			 uint64_t j0, uint64_t j1, uint64_t len, int mem, uint8_t *dst)
+{
+	const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + j0]];
+	struct pack_fd *p;
+	int rc = group_pack(r, t, j0, c, &p);
+	if (rc)
+		return rc;
+	const struct ckpt_gpu_ops *g = mem == CKPT_MEM_HOST ? NULL : ckpt_gpu_cuda();
+	if (!g) {
+		/* Host destinations of raw chunks: read in place. */
+		int niov = direct_plan(r, x, p, t, j0, j1, dst);
+		struct io_req q = read_req(x, p, c->offset, (size_t)len, niov);
+		ssize_t n = io_engine_run(r->eng, &q);
+		return group_finish(r, x, p, t, j0, j1, len, dst, niov, n);
 	}
-	if (g) {
-		if ((rc = g->copy_h2d(dst + j0 * cs, x->staging, raw, x->stream[mem])) ||
-		    (rc = g->stream_sync(x->stream[mem])))
-			return rc;
+	/* CUDA: decode into pinned staging, then one copy. */
+	if ((rc = restore_prepare(r, x, g, mem)))
+		return rc;
+	if ((rc = read_group(r, x, p, c->offset, (size_t)len))) {
+		tensor_error(r, t, j0);
+		return rc;
 	}
+	if ((rc = group_decode(r, x, p, t, j0, j1, x->staging)))
+		return rc;
+	uint64_t raw = 0;
+	for (uint64_t q = j0; q < j1; q++)
+		raw += r->m.chunks[r->m.refs[t->first_ref + q]].raw_len;
+	if ((rc = g->copy_h2d(dst + j0 * r->m.chunk_size, x->staging, raw, x->stream[mem])) ||
+	    (rc = g->stream_sync(x->stream[mem])))
+		return rc;
 	return 0;
 }
 
@@ -761,6 +811,231 @@ CKPT_API int ckpt_reader_after_stream(ckpt_reader *r, void *stream)
 	return 0;
 }
 
+/* ---- reads in flight across groups and tensors -------------------------------------------- */
+/* One read group to restore: references [j0, j1) of tensor ti (len bytes on disk) into dst. */
+struct rjob {
+	size_t ti;
+	uint64_t j0, j1, len;
+	int mem;
+	uint8_t *dst;
+	bool last;             /* the tensor's last group: counts the tensor */
+};
+
+/* A group read in flight: its job, its own read buffer and segments, its request. */
+struct rslot {
+	struct rjob j;
+	struct rres x;         /* buf and iov are the slot's; codec is the pipe's */
+	struct pack_fd *p;
+	int niov;
+	bool busy;             /* its read is in flight or not yet checked */
+	uint64_t seq;          /* the job's number in the order next() handed it out */
+	struct rslot *next_done; /* the pipe's completed reads (pipe mu) */
+	struct io_req q;
+	struct rpipe *pp;
+};
+
+/* The reads one thread keeps in flight: n slots, filled in job order, each checked as soon as
+ * its read completes (in any order: a slow read does not hold back the slots behind it). The
+ * next groups' reads are at the device while one is hashed; memory is n read buffers whatever
+ * the tensor's size. */
+struct rpipe {
+	struct ckpt_reader *r;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct rslot *slot;
+	unsigned n, busy;
+	struct rslot *done_head, *done_tail; /* completed, not yet checked (mu) */
+	uint64_t seq;          /* jobs handed out so far */
+	struct rres *sync_x;   /* CUDA groups: restored one at a time through its staging */
+	char msg[1024];        /* the message of the first error in job order */
+};
+
+static void rpipe_free(struct rpipe *pp)
+{
+	if (!pp)
+		return;
+	for (unsigned k = 0; k < pp->n; k++) {
+		pp->slot[k].x.codec = NULL;
+		rres_free(&pp->slot[k].x);
+	}
+	free(pp->slot);
+	pthread_mutex_destroy(&pp->mu);
+	pthread_cond_destroy(&pp->cv);
+	free(pp);
+}
+
+/* A pipe of n slots sharing codec (used by one thread). Returns NULL when out of memory. */
+static struct rpipe *rpipe_create(struct ckpt_reader *r, unsigned n, ckpt_codec_ctx *codec)
+{
+	struct rpipe *pp = calloc(1, sizeof *pp);
+	if (!pp)
+		return NULL;
+	pp->r = r;
+	pthread_mutex_init(&pp->mu, NULL);
+	pthread_cond_init(&pp->cv, NULL);
+	pp->slot = calloc(n, sizeof *pp->slot);
+	if (!pp->slot) {
+		rpipe_free(pp);
+		return NULL;
+	}
+	pp->n = n;
+	for (unsigned k = 0; k < n; k++) {
+		pp->slot[k].pp = pp;
+		pp->slot[k].x.codec = codec;
+		if (!(pp->slot[k].x.buf = ckpt_aligned_alloc(r->buf_cap))) {
+			rpipe_free(pp);
+			return NULL;
+		}
+	}
+	return pp;
+}
+
+/* Engine thread: the slot's read completed. */
+static void rslot_done(struct io_req *q)
+{
+	struct rslot *sl = q->arg;
+	struct rpipe *pp = sl->pp;
+	pthread_mutex_lock(&pp->mu);
+	sl->next_done = NULL;
+	if (pp->done_tail)
+		pp->done_tail->next_done = sl;
+	else
+		pp->done_head = sl;
+	pp->done_tail = sl;
+	pthread_cond_signal(&pp->cv);
+	pthread_mutex_unlock(&pp->mu);
+}
+
+static void inflight_add(struct ckpt_reader *r, int64_t reads, int64_t bytes)
+{
+	uint64_t n = __atomic_add_fetch(&r->inflight, (uint64_t)reads, __ATOMIC_RELAXED);
+	uint64_t b = __atomic_add_fetch(&r->inflight_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
+	if (reads <= 0)
+		return;
+	uint64_t m = __atomic_load_n(&r->inflight_max, __ATOMIC_RELAXED);
+	while (n > m && !__atomic_compare_exchange_n(&r->inflight_max, &m, n, true,
+						     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	m = __atomic_load_n(&r->inflight_bytes_max, __ATOMIC_RELAXED);
+	while (b > m && !__atomic_compare_exchange_n(&r->inflight_bytes_max, &m, b, true,
+						     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+void reader_inflight_max(const ckpt_reader *r, uint64_t *reads, uint64_t *bytes)
+{
+	*reads = __atomic_load_n(&r->inflight_max, __ATOMIC_RELAXED);
+	*bytes = __atomic_load_n(&r->inflight_bytes_max, __ATOMIC_RELAXED);
+}
+
+/* Starts job j (number seq): a host group's read is submitted into a free slot (one must
+ * exist); a CUDA group is restored at once. Returns 0 or the error (the pack's, or the CUDA
+ * group's). */
+static int rpipe_start(struct rpipe *pp, const struct rjob *j, uint64_t seq)
+{
+	struct ckpt_reader *r = pp->r;
+	const struct mf_tensor *t = &r->m.tensors[j->ti];
+	if (j->mem != CKPT_MEM_HOST) {
+		return restore_group(r, pp->sync_x, t, j->j0, j->j1, j->len, j->mem, j->dst);
+	}
+	struct rslot *sl = pp->slot;
+	while (sl->busy)
+		sl++;
+	const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + j->j0]];
+	int rc = group_pack(r, t, j->j0, c, &sl->p);
+	if (rc)
+		return rc;
+	sl->j = *j;
+	sl->niov = direct_plan(r, &sl->x, sl->p, t, j->j0, j->j1, j->dst);
+	sl->q = read_req(&sl->x, sl->p, c->offset, (size_t)j->len, sl->niov);
+	sl->q.done = rslot_done;
+	sl->q.arg = sl;
+	sl->seq = seq;
+	sl->busy = true;
+	pp->busy++;
+	inflight_add(r, 1, (int64_t)j->len);
+	io_engine_submit(r->eng, &sl->q); /* may complete before it returns */
+	return 0;
+}
+
+/* Waits for a read to complete, checks and places its group, frees its slot. Returns 0 or the
+ * group's error; *seq gets its job number. */
+static int rpipe_finish_next(struct rpipe *pp, uint64_t *seq)
+{
+	struct ckpt_reader *r = pp->r;
+	pthread_mutex_lock(&pp->mu);
+	while (!pp->done_head)
+		pthread_cond_wait(&pp->cv, &pp->mu);
+	struct rslot *sl = pp->done_head;
+	if (!(pp->done_head = sl->next_done))
+		pp->done_tail = NULL;
+	pthread_mutex_unlock(&pp->mu);
+	const struct mf_tensor *t = &r->m.tensors[sl->j.ti];
+	int rc = group_finish(r, &sl->x, sl->p, t, sl->j.j0, sl->j.j1, sl->j.len, sl->j.dst,
+			      sl->niov, sl->q.res);
+	inflight_add(r, -1, -(int64_t)sl->j.len);
+	*seq = sl->seq;
+	sl->busy = false;
+	pp->busy--;
+	return rc;
+}
+
+/* Keeps the error of the earliest job: failures are seen in completion order. */
+static void rpipe_error(struct rpipe *pp, int rc, uint64_t seq, int *err, uint64_t *err_seq)
+{
+	if (!rc || seq >= *err_seq)
+		return;
+	*err = rc;
+	*err_seq = seq;
+	snprintf(pp->msg, sizeof pp->msg, "%s", ckpt_errmsg());
+}
+
+/* Restores the jobs next() hands out (false: none left) with up to pp->n reads in flight.
+ * Returns 0 once every group is checked, or the error of the first failed group in job order:
+ * after a failure no job starts, and the reads in flight are still checked (an earlier job's
+ * may fail too; and their buffers are the pipe's). */
+static int rpipe_run(struct rpipe *pp, bool (*next)(void *arg, struct rjob *j), void *arg)
+{
+	int err = 0;
+	uint64_t err_seq = UINT64_MAX, seq;
+	bool more = true;
+	for (;;) {
+		while (!err && more && pp->busy < pp->n) {
+			struct rjob j;
+			if ((more = next(arg, &j))) {
+				seq = pp->seq++;
+				rpipe_error(pp, rpipe_start(pp, &j, seq), seq, &err, &err_seq);
+			}
+		}
+		if (!pp->busy)
+			break;
+		int rc = rpipe_finish_next(pp, &seq);
+		rpipe_error(pp, rc, seq, &err, &err_seq);
+	}
+	return err ? ckpt_fail(-err, "%s", pp->msg) : 0;
+}
+
+/* ckpt_reader_restore's jobs: the read groups of one tensor in order. */
+struct tensor_jobs {
+	struct ckpt_reader *r;
+	size_t ti;
+	uint64_t j;
+	uint8_t *dst;
+};
+
+static bool tensor_next(void *arg, struct rjob *out)
+{
+	struct tensor_jobs *tj = arg;
+	const struct mf_tensor *t = &tj->r->m.tensors[tj->ti];
+	if (tj->j >= t->nrefs)
+		return false;
+	uint64_t len, k = group_end(tj->r, t, tj->j, &len);
+	*out = (struct rjob){.ti = tj->ti, .j0 = tj->j, .j1 = k, .len = len, .mem = CKPT_MEM_HOST,
+			     .dst = tj->dst, .last = k == t->nrefs};
+	tj->j = k;
+	return true;
+}
+
 CKPT_API int ckpt_reader_restore(ckpt_reader *r, size_t i, int mem, void *dst, uint64_t size)
 {
 	if (!r || i >= r->m.n_tensors)
@@ -770,17 +1045,25 @@ CKPT_API int ckpt_reader_restore(ckpt_reader *r, size_t i, int mem, void *dst, u
 		return rc;
 	const struct mf_tensor *t = &r->m.tensors[i];
 	double t0 = ckpt_now();
-	/* The staging buffer and streams live as long as the reader: no pinned allocation or stream
-	 * creation per call. */
+	/* The staging buffer, streams and read slots live as long as the reader: no pinned
+	 * allocation, stream creation or buffer allocation per call. */
 	if (!r->res && !(r->res = calloc(1, sizeof *r->res)))
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	r->res->buf = r->buf;
 	r->res->codec = r->codec;
 	r->gen++;
-	for (uint64_t j = 0; j < t->nrefs && !rc;) {
-		uint64_t len, k = group_end(r, t, j, &len);
-		rc = restore_group(r, r->res, t, j, k, len, mem, dst);
-		j = k;
+	if (mem == CKPT_MEM_HOST && t->nrefs > 1) {
+		/* Host: the tensor's next groups are read while one is hashed. */
+		if (!r->pipe && !(r->pipe = rpipe_create(r, restore_slots(r), r->codec)))
+			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		struct tensor_jobs tj = {.r = r, .ti = i, .dst = dst};
+		rc = rpipe_run(r->pipe, tensor_next, &tj);
+	} else {
+		for (uint64_t j = 0; j < t->nrefs && !rc;) {
+			uint64_t len, k = group_end(r, t, j, &len);
+			rc = restore_group(r, r->res, t, j, k, len, mem, dst);
+			j = k;
+		}
 	}
 	if (rc)
 		return rc;
@@ -792,68 +1075,97 @@ CKPT_API int ckpt_reader_restore(ckpt_reader *r, size_t i, int mem, void *dst, u
 }
 
 /* ---- parallel restore --------------------------------------------------------------------- */
-struct rjob {
-	struct task task;
-	struct rall *all;
-	size_t ti;
-	uint64_t j0, j1, len;
-	int mem;
-	uint8_t *dst;
-	bool last;             /* the tensor's last group: counts the tensor */
-};
-
 struct rall {
 	struct ckpt_reader *r;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	size_t left;
-	int err;
+	struct rjob *jobs;
+	size_t njobs, next;    /* jobs handed out (mu) */
+	unsigned slots;        /* per thread */
+	int err;               /* the first error (mu), which stops handing out jobs */
 	char msg[1024];
-	pthread_key_t key;
 };
 
-static void rres_key_free(void *v)
+static bool rall_next(void *arg, struct rjob *out)
 {
-	rres_free(v);
-	free(v);
+	struct rall *a = arg;
+	pthread_mutex_lock(&a->mu);
+	bool more = !a->err && a->next < a->njobs;
+	if (more)
+		*out = a->jobs[a->next++];
+	pthread_mutex_unlock(&a->mu);
+	return more;
 }
 
-static void rjob_run(struct task *tk)
+struct rtask {
+	struct task task;
+	struct rall *all;
+};
+
+/* One restore_all thread: its own pipe and staging, fed from the shared job list. */
+static void rthread_run(struct task *tk)
 {
-	struct rjob *j = (struct rjob *)tk;
-	struct rall *a = j->all;
+	struct rall *a = ((struct rtask *)tk)->all;
 	struct ckpt_reader *r = a->r;
-	int rc = 0;
-	pthread_mutex_lock(&a->mu);
-	int failed = a->err;
-	pthread_mutex_unlock(&a->mu);
-	if (!failed) {
-		struct rres *x = pthread_getspecific(a->key);
-		if (!x && (x = calloc(1, sizeof *x))) {
-			x->buf = ckpt_aligned_alloc(r->buf_cap);
-			x->codec = ckpt_codec_ctx_create(r->m.chunk_size);
-			pthread_setspecific(a->key, x);
-		}
-		if (!x || !x->buf || !x->codec)
-			rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
-		else
-			rc = restore_group(r, x, &r->m.tensors[j->ti], j->j0, j->j1, j->len, j->mem,
-					   j->dst);
-		if (!rc && j->last)
-			count_restored(r, &r->m.tensors[j->ti]);
+	struct rres x = {0};
+	x.codec = ckpt_codec_ctx_create(r->m.chunk_size);
+	x.buf = ckpt_aligned_alloc(r->buf_cap);
+	struct rpipe *pp = x.codec && x.buf ? rpipe_create(r, a->slots, x.codec) : NULL;
+	int rc;
+	if (!pp) {
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	} else {
+		pp->sync_x = &x;
+		rc = rpipe_run(pp, rall_next, a);
 	}
+	rpipe_free(pp);
+	rres_free(&x);
 	pthread_mutex_lock(&a->mu);
 	if (rc && !a->err) {
 		a->err = rc;
 		snprintf(a->msg, sizeof a->msg, "%s", ckpt_errmsg());
 	}
-	if (--a->left == 0)
-		pthread_cond_broadcast(&a->cv);
 	pthread_mutex_unlock(&a->mu);
 }
 
-/* Frees the worker threads' resources: a task per thread would need a barrier, so each worker
- * frees its own set when the pool is destroyed (the key's destructor runs at thread exit). */
+/* Plans restore_all: one job per read group, destinations asked for in tensor order. Returns 0
+ * or the first error (of dst_for's destinations, or out of memory). */
+static int rall_plan(struct rall *a, ckpt_dst_fn dst_for, void *arg)
+{
+	struct ckpt_reader *r = a->r;
+	size_t cap = 64;
+	if (!(a->jobs = malloc(cap * sizeof *a->jobs)))
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	for (size_t i = 0; i < r->m.n_tensors; i++) {
+		ckpt_tensor_info info;
+		ckpt_reader_tensor(r, i, &info);
+		int mem = CKPT_MEM_HOST, rc;
+		void *dst = dst_for(i, &info, &mem, arg);
+		if (!dst && info.nbytes)
+			continue;
+		if ((rc = check_dst(r, i, mem, dst, info.nbytes)))
+			return rc;
+		const struct mf_tensor *t = &r->m.tensors[i];
+		if (!t->nrefs)
+			count_restored(r, t);
+		for (uint64_t j = 0; j < t->nrefs;) {
+			uint64_t len, k = group_end(r, t, j, &len);
+			if (a->njobs == cap) {
+				struct rjob *n = realloc(a->jobs, (cap *= 2) * sizeof *n);
+				if (!n)
+					return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+				a->jobs = n;
+			}
+			a->jobs[a->njobs++] = (struct rjob){.ti = i, .j0 = j, .j1 = k, .len = len,
+							    .mem = mem, .dst = dst,
+							    .last = k == t->nrefs};
+			j = k;
+		}
+	}
+	return 0;
+}
+
+/* The read groups of every tensor go to restore_threads threads, each keeping its share of
+ * restore_slots reads in flight (rpipe_run), so reads stay queued across groups and tensors. */
 CKPT_API int ckpt_reader_restore_all(ckpt_reader *r, ckpt_dst_fn dst_for, void *arg)
 {
 	if (!r || !dst_for)
@@ -864,65 +1176,32 @@ CKPT_API int ckpt_reader_restore_all(ckpt_reader *r, ckpt_dst_fn dst_for, void *
 	pthread_mutex_unlock(&r->mu);
 	struct rall a = {.r = r};
 	pthread_mutex_init(&a.mu, NULL);
-	pthread_cond_init(&a.cv, NULL);
-	pthread_key_create(&a.key, rres_key_free);
-	/* Plan: one job per read group; destinations asked for in tensor order first. */
-	size_t njobs = 0, cap = 64;
-	struct rjob *jobs = malloc(cap * sizeof *jobs);
-	int rc = jobs ? 0 : ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	for (size_t i = 0; !rc && i < r->m.n_tensors; i++) {
-		ckpt_tensor_info info;
-		ckpt_reader_tensor(r, i, &info);
-		int mem = CKPT_MEM_HOST;
-		void *dst = dst_for(i, &info, &mem, arg);
-		if (!dst && info.nbytes)
-			continue;
-		if ((rc = check_dst(r, i, mem, dst, info.nbytes)))
-			break;
-		const struct mf_tensor *t = &r->m.tensors[i];
-		if (!t->nrefs)
-			count_restored(r, t);
-		for (uint64_t j = 0; j < t->nrefs;) {
-			uint64_t len, k = group_end(r, t, j, &len);
-			if (njobs == cap) {
-				struct rjob *n = realloc(jobs, (cap *= 2) * sizeof *n);
-				if (!n) {
-					rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
-					break;
-				}
-				jobs = n;
-			}
-			jobs[njobs++] = (struct rjob){.all = &a, .ti = i, .j0 = j, .j1 = k, .len = len,
-						      .mem = mem, .dst = dst, .last = k == t->nrefs};
-			j = k;
-		}
-	}
-	if (!rc && njobs) {
-		unsigned n = (unsigned)MIN((size_t)restore_threads(r), njobs);
-		struct workers *w = workers_create(n ? n : 1);
-		if (w)
-			r->st.threads = MAX(r->st.threads, workers_count(w));
+	int rc = rall_plan(&a, dst_for, arg);
+	if (!rc && a.njobs) {
+		unsigned n = (unsigned)MIN((size_t)restore_threads(r), a.njobs);
+		a.slots = MAX(restore_slots(r) / n, 2u);
+		struct rtask *tasks = calloc(n, sizeof *tasks);
+		struct workers *w = tasks ? workers_create(n) : NULL;
 		if (!w) {
 			rc = ckpt_fail(CKPT_E_NOMEM, "cannot start restore threads");
 		} else {
-			a.left = njobs;
-			for (size_t k = 0; k < njobs; k++) {
-				jobs[k].task.fn = rjob_run;
-				workers_submit(w, &jobs[k].task);
+			r->st.threads = MAX(r->st.threads, workers_count(w));
+			for (unsigned k = 0; k < n; k++) {
+				tasks[k] = (struct rtask){.task.fn = rthread_run, .all = &a};
+				workers_submit(w, &tasks[k].task);
 			}
-			pthread_mutex_lock(&a.mu);
-			while (a.left)
-				pthread_cond_wait(&a.cv, &a.mu);
-			pthread_mutex_unlock(&a.mu);
-			workers_destroy(w);
+			workers_destroy(w); /* runs the tasks to completion */
 			if (a.err)
 				rc = ckpt_fail(-a.err, "%s", a.msg);
 		}
+		/* The tensors count once all their groups are checked: none when the call fails. */
+		for (size_t k = 0; !rc && k < a.njobs; k++)
+			if (a.jobs[k].last)
+				count_restored(r, &r->m.tensors[a.jobs[k].ti]);
+		free(tasks);
 	}
-	free(jobs);
-	pthread_key_delete(a.key);
+	free(a.jobs);
 	pthread_mutex_destroy(&a.mu);
-	pthread_cond_destroy(&a.cv);
 	r->st.seconds += ckpt_now() - t0;
 	return rc;
 }

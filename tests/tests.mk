@@ -59,7 +59,7 @@ sanitize: test-deps
 # engines, parallel restore; t-pipe-engines runs both engines), in their own build tree. A data
 # race fails the test (TSan exits 66); logs in build/tsan/tests/logs. TSAN_TESTS and TSAN_OPTIONS
 # may be overridden. Not part of `make check`: with `make sanitize` it takes several minutes.
-TSAN_TESTS ?= t-pipeline t-uring-reuse t-async t-roundtrip t-incremental t-corrupt t-faults t-pipe-engines t-dist-storm t-pipe-grant
+TSAN_TESTS ?= t-pipeline t-uring-reuse t-async t-roundtrip t-incremental t-corrupt t-faults t-pipe-engines t-dist-storm t-pipe-grant t-restore-inflight
 TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
 tsan: test-deps
 	$(MAKE) B=build/tsan SANITIZE="$(TSAN_FLAGS)" $(TSAN_TESTS:%=build/tsan/tests/bin/%)

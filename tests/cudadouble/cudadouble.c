@@ -567,6 +567,10 @@ API cudaError_t cudaFreeHost(void *p)
 	if (!p)
 		return cudaSuccess;
 	pthread_mutex_lock(&mu);
+	/* cudaFreeHost waits for work that may still use it. First: sync_all waits on cv, which
+	 * lets other threads free their own pinned memory and relink the list (a pointer into it
+	 * taken before would dangle; two restore threads freeing their staging at once did that). */
+	sync_all(-1);
 	struct pinned **pp = &pins;
 	while (*pp && ((*pp)->p != p || !(*pp)->owned))
 		pp = &(*pp)->next;
@@ -575,7 +579,6 @@ API cudaError_t cudaFreeHost(void *p)
 		pthread_mutex_unlock(&mu);
 		return ret(cudaErrorInvalidValue);
 	}
-	sync_all(-1); /* cudaFreeHost waits for work that may still use it */
 	*pp = q->next;
 	pthread_mutex_unlock(&mu);
 	munmap(q->p, q->size + 4096);
@@ -611,14 +614,13 @@ API cudaError_t cudaHostUnregister(void *p)
 {
 	ENTER();
 	pthread_mutex_lock(&mu);
+	sync_all(-1); /* before the search: it waits on cv (see cudaFreeHost) */
 	struct pinned **pp = &pins;
 	while (*pp && ((*pp)->p != p || (*pp)->owned))
 		pp = &(*pp)->next;
 	struct pinned *q = *pp;
-	if (q) {
-		sync_all(-1);
+	if (q)
 		*pp = q->next;
-	}
 	pthread_mutex_unlock(&mu);
 	if (!q)
 		return ret(cudaErrorHostMemoryNotRegistered);
