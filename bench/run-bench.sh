@@ -35,7 +35,7 @@ if [ "${1:-}" = --fio-sweep ]; then
 			fio_point "$rw" "$bs" "$qd" "$nj" "$TMP/sweep-$rw-$bs-$qd-$nj.json"
 		done
 	done; done; done
-	python3 - "$TMP" "${BENCH_FIO_BEST_N:-2}" <<'EOF'
+	python3 - "$TMP" "${BENCH_FIO_BEST_N:-4}" <<'EOF'
 import json, os, sys
 tmp, n = sys.argv[1], int(sys.argv[2])
 for rw in ("write", "read"):
@@ -172,20 +172,22 @@ def fio_best(rw):
     """The sweep's best configurations, each the median of its runs (interleaved with
     libckpt's); also the best single sample of the sweep and of those runs, the figure this
     bench reported before (a maximum of noisy samples, biased upward against medians)."""
-    runs_of, sample = {}, None
+    runs_of, sample, sweep = {}, None, {}
     for name in sorted(os.listdir(tmp)):
         for pre in ("sweep-%s-" % rw, "best-%s-" % rw):
             if name.startswith(pre):
                 bw = fio_json_bw(name, rw)
                 sample = bw if sample is None else max(sample, bw)
+                if pre.startswith("sweep"):
+                    sweep[name[len(pre):-len(".json")]] = round(bw, 4)
                 if pre.startswith("best"):
                     at = name[len(pre):-len(".json")].rsplit("-", 1)[0]
                     runs_of.setdefault(at, []).append(bw)
     if not runs_of:
-        return None, None, sample, {}
+        return None, None, sample, {}, sweep
     med = {at: statistics.median(v) for at, v in runs_of.items()}
     at = max(med, key=med.get)
-    return med[at], at, sample, {k: [round(x, 4) for x in v] for k, v in runs_of.items()}
+    return med[at], at, sample, {k: [round(x, 4) for x in v] for k, v in runs_of.items()}, sweep
 new = dict(ck)
 new["fio_write_gbps"] = round(statistics.median(fw), 4)
 new["fio_read_gbps"] = round(statistics.median(fr), 4)
@@ -193,7 +195,8 @@ new.setdefault("ckpt_bench_samples", {})["fio_write_gbps"] = [round(x, 4) for x 
 new["ckpt_bench_samples"]["fio_read_gbps"] = [round(x, 4) for x in fr]
 new["fio_engine"] = "io_uring"
 for rw in ("write", "read"):
-    best, at, sample, per = fio_best(rw)
+    best, at, sample, per, sweep = fio_best(rw)
+    new["ckpt_bench_samples"]["fio_%s_sweep" % rw] = sweep  # the sweep's single samples
     base = statistics.median(fw if rw == "write" else fr)
     if best is not None:
         # never below the per-run figure (1M-32-1, also a point of the sweep), both medians
