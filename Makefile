@@ -34,12 +34,14 @@ WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wmi
 CFLAGS  ?= $(OPT) -g
 ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(WARN) $(CFLAGS) $(SANITIZE) \
               -Iinclude -DCKPT_VERSION_STRING='"$(VERSION)"' $(PKG_CFLAGS)
-LIB_CFLAGS = $(ALL_CFLAGS) -fPIC -fvisibility=hidden -DCKPT_BUILDING_LIB
+LIB_CFLAGS = $(ALL_CFLAGS) -Ilib -fPIC -fvisibility=hidden -DCKPT_BUILDING_LIB
 LDLIBS  = $(PKG_LIBS) -lpthread -ldl
 LDFLAGS ?=
 ALL_LDFLAGS := $(LDFLAGS) $(SANITIZE)
 
-LIB_SRC := $(sort $(wildcard lib/*.c))
+# lib/ is one folder per layer (docs/architecture.md, section 1); the CUDA provider in lib/gpu/cuda is
+# a module of its own (lib/gpu/cuda/cuda.mk), not part of libckpt.so.
+LIB_SRC := $(sort $(wildcard lib/*/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o)
 SONAME  := libckpt.so.$(VERSION_MAJOR)
 SOLIB   := $(B)/lib/libckpt.so.$(VERSION)
@@ -57,7 +59,7 @@ BINS := $(B)/bin/ckptctl
 # The included fragments define rules of their own: `make` alone must still mean `make all`.
 .DEFAULT_GOAL := all
 # Other parts of the tree (nvmetune, tests, bench, demo) bring their own rules and may add to BINS.
--include lib/cuda/cuda.mk
+-include lib/gpu/cuda/cuda.mk
 -include cli/nvmetune/nvmetune.mk
 -include tests/tests.mk
 -include bench/bench.mk
@@ -97,7 +99,8 @@ $(ALIB): $(LIB_OBJ)
 	rm -f $@ && $(AR) rcs $@ $(B)/obj/ar/libckpt.o
 # Test builds: the sources in HOOK_SRC are compiled a second time with CKPT_TEST_HOOKS (crash
 # points the tests trigger from the environment) into the tests' archive only.
-HOOK_SRC := lib/gc.c lib/engine.c lib/save.c lib/dist.c lib/index_sync.c lib/dist_merge.c
+HOOK_SRC := lib/gc/gc.c lib/io/engine.c lib/save/save.c lib/dist/dist.c lib/store/index_sync.c \
+	    lib/dist/dist_merge.c
 HOOK_OBJ := $(HOOK_SRC:%.c=$(B)/obj/hooks/%.o)
 TLIB_OBJ := $(filter-out $(HOOK_SRC:%.c=$(B)/obj/%.o),$(LIB_OBJ)) $(HOOK_OBJ)
 $(B)/obj/hooks/lib/%.o: lib/%.c

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
-#include "hash.h"
+#include "common/hash.h"
 
 #define CHUNK (1u << 20)
 #define TENSOR (16u << 20)

@@ -7,7 +7,7 @@ CUDADOUBLE_DIR := $(B)/tests/lib
 CUDADOUBLE := $(CUDADOUBLE_DIR)/libcuda.so.1 $(CUDADOUBLE_DIR)/libcudart.so.13 \
 	      $(CUDADOUBLE_DIR)/libcudart.so.12
 TEST_EXTRA += $(CUDADOUBLE)
-CUDADOUBLE_CFLAGS := $(filter-out -Wmissing-prototypes,$(ALL_CFLAGS)) -fPIC -fvisibility=hidden \
+CUDADOUBLE_CFLAGS = $(filter-out -Wmissing-prototypes,$(ALL_CFLAGS)) -fPIC -fvisibility=hidden \
 		     $(CUDA_CFLAGS)
 
 $(CUDADOUBLE_DIR)/libcuda.so.1: tests/cudadouble/cudadouble.c tests/cudadouble/cudadouble.h

@@ -1,4 +1,4 @@
-/* libFuzzer target: ckpt_codec_decode (lib/codec.c) on hostile payloads.
+/* libFuzzer target: ckpt_codec_decode (lib/format/codec.c) on hostile payloads.
  *
  * Input: byte 0 = codec (any value, unknown ones included), bytes 1..4 = raw_len (little-endian,
  * reduced modulo 256 KiB + 1), the rest = the stored payload. Decoding must return 0 or
@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
-#include "common.h"
+#include "format/codec.h"
+#include "common/common.h"
 
 #ifndef FUZZ_ENTRY
 #define FUZZ_ENTRY LLVMFuzzerTestOneInput

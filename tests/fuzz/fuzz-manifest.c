@@ -1,4 +1,4 @@
-/* libFuzzer target: manifest_decode (lib/format.c).
+/* libFuzzer target: manifest_decode (lib/format/format.c).
  *
  * Every input is decoded twice: as it is (almost always stopped by the length field or the
  * XXH3-128 trailer), and with the length field and trailer recomputed, so that the fuzzer reaches
@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
-#include "common.h"
-#include "format.h"
-#include "hash.h"
+#include "format/codec.h"
+#include "common/common.h"
+#include "format/format.h"
+#include "common/hash.h"
 
 #ifndef FUZZ_ENTRY
 #define FUZZ_ENTRY LLVMFuzzerTestOneInput

@@ -1,4 +1,4 @@
-/* libFuzzer target: store_hdr_decode, pack_hdr_decode and rec_hdr_decode (lib/format.c).
+/* libFuzzer target: store_hdr_decode, pack_hdr_decode and rec_hdr_decode (lib/format/format.c).
  *
  * Every input goes through all three decoders twice: as it is, and with the header's XXH3-64
  * checksum (bytes 56..63, over bytes 0..55) recomputed so that the field checks behind it run.
@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
-#include "common.h"
-#include "format.h"
-#include "hash.h"
+#include "format/codec.h"
+#include "common/common.h"
+#include "format/format.h"
+#include "common/hash.h"
 
 #ifndef FUZZ_ENTRY
 #define FUZZ_ENTRY LLVMFuzzerTestOneInput

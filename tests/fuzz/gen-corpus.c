@@ -16,10 +16,10 @@
 #include <unistd.h>
 
 #include "ckpt.h"
-#include "codec.h"
-#include "common.h"
-#include "format.h"
-#include "hash.h"
+#include "format/codec.h"
+#include "common/common.h"
+#include "format/format.h"
+#include "common/hash.h"
 
 static const char *root = "tests/fuzz/corpus";
 

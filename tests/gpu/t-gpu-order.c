@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "cudart.h"
-#include "gpu.h"
+#include "gpu/gpu.h"
 #include "helpers.h"
 
 #define CUDA_OK(x)                                                                                \

@@ -1,9 +1,9 @@
-/* Checkpoints of CUDA tensors through the CUDA provider (lib/cuda): save from device memory (sizes
+/* Checkpoints of CUDA tensors through the CUDA provider (lib/gpu/cuda): save from device memory (sizes
  * from 0 bytes to several pools, odd sizes), the fence on a user stream (work queued after it must
  * not reach the checkpoint), ckpt_save_after_stream (work queued before must), the legacy default
  * stream, restore into device and host memory, incremental saves from the GPU, host and device
  * tensors mixed in one save. Exits 77 (skip) when the CUDA provider is not available: no module,
- * no driver or no device. Built by lib/cuda/cuda.mk (it uses the CUDA runtime directly). */
+ * no driver or no device. Built by lib/gpu/cuda/cuda.mk (it uses the CUDA runtime directly). */
 #include <cuda_runtime_api.h>
 
 #include <pthread.h>
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "cudart.h"
-#include "gpu.h"
+#include "gpu/gpu.h"
 #include "helpers.h"
 
 #define CUDA_OK(x)                                                                                \

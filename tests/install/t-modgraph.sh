@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# lib/'s modules depend on each other one way (issue 10, item 1; docs/architecture.md section 1):
-# the graph computed from the object files build/obj/lib/*.o (a file that uses a symbol another
-# defines depends on it) has no cycle. On a cycle it prints each strongly connected component with
-# the symbols of its edges, and fails. When the graph is acyclic it prints it by level (level 0
-# uses no other lib/ file; every module sits one level above the highest one it uses).
+# No file of the tree depends on another in a circle (issue 10, item 1; issue 22): the graphs are
+# computed from the object files (a file that uses a symbol another defines depends on it) and from
+# the Python imports (tools/pyimports.py), and each must be acyclic:
+#   - lib/, its files (build/obj/lib/FOLDER/FILE.o), and its folders (docs/architecture.md, section 1:
+#     a folder depends on another when one of its files does);
+#   - each CLI with the objects of cli/common it links (ckptctl, nvmetune);
+#   - the Python modules of every folder that has some (python/libckpt, tests/python, bench, ...).
+# On a cycle it prints each strongly connected component with the symbols of its edges, and fails.
+# When a graph is acyclic it prints it by level (level 0 uses no other file of the graph; every
+# file sits one level above the highest one it uses).
 # The detector is first checked on a graph with a known cycle, so that this test can fail.
 set -u
 cd "$(dirname "$0")/../.."
@@ -12,16 +17,18 @@ export LC_ALL=C
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# Edges "from to symbol" of the object files in $1.
+# Edges "from to symbol" among the object files named on standard input (paths under $B/obj/; a
+# module is its path there without .o, e.g. lib/save/pipeline).
 edges() {
 	local o
-	for o in "$1"/*.o; do
-		nm --defined-only -g "$o" | awk -v m="$(basename "${o%.o}")" 'NF == 3 {print $3, m}'
-	done | sort > "$tmp/defs"
-	for o in "$1"/*.o; do
-		nm -u "$o" | awk '{print $2}' | sort -u | join - "$tmp/defs" |
-			awk -v m="$(basename "${o%.o}")" '$2 != m {print m, $2, $1}'
-	done | sort -u
+	sed "s|^$B/obj/||; s|\.o\$||" > "$tmp/mods"
+	while read -r m; do
+		nm --defined-only -g "$B/obj/$m.o" | awk -v m="$m" 'NF == 3 {print $3, m}'
+	done < "$tmp/mods" | sort > "$tmp/defs"
+	while read -r m; do
+		nm -u "$B/obj/$m.o" | awk '{print $2}' | sort -u | join - "$tmp/defs" |
+			awk -v m="$m" '$2 != m {print m, $2, $1}'
+	done < "$tmp/mods" | sort -u
 }
 
 # Reads "from to symbol" lines; prints the SCCs of more than one module (with their edges) and
@@ -65,13 +72,44 @@ grep -q 'cycle: {' "$tmp/out" && grep -q 'c -> a: h' "$tmp/out" ||
 	{ echo "FAIL: the cycle check did not name the cycle:"; cat "$tmp/out"; exit 1; }
 printf 'a b f\nb c g\n' | check > /dev/null || { echo "FAIL: the cycle check refused a chain"; exit 1; }
 
-objs=$B/obj/lib
-ls "$objs"/*.o > /dev/null 2>&1 || { echo "SKIP: no object files in $objs (run make)"; exit 77; }
-edges "$objs" > "$tmp/edges"
-[ -s "$tmp/edges" ] || { echo "FAIL: no dependency found among $objs/*.o"; exit 1; }
-echo "$(awk '{print $1, $2}' "$tmp/edges" | sort -u | wc -l) edges among $(ls "$objs"/*.o | wc -l) objects"
-if ! check < "$tmp/edges"; then
-	echo "FAIL: lib/'s modules depend on each other in a cycle (docs/architecture.md, section 1)"
-	exit 1
-fi
-echo "no cycle"
+# graph NAME < EDGES: prints its size and levels, or its cycles and fails the test.
+fail=0
+graph() {
+	sort -u > "$tmp/g"
+	[ -s "$tmp/g" ] || { echo "FAIL: $1: no dependency found"; fail=1; return; }
+	echo "== $1: $(awk '{print $1, $2}' "$tmp/g" | sort -u | wc -l) edges among" \
+		"$(awk '{print $1; print $2}' "$tmp/g" | sort -u | wc -l) files"
+	if check < "$tmp/g"; then echo "no cycle"; else
+		echo "FAIL: $1 depends on itself in a cycle (docs/architecture.md, section 1)"; fail=1
+	fi
+}
+
+ls "$B"/obj/lib/*/*.o > /dev/null 2>&1 || { echo "SKIP: no object files in $B/obj/lib (run make)"; exit 77; }
+for d in cli/ckptctl cli/nvmetune cli/common; do
+	ls "$B/obj/$d"/*.o > /dev/null 2>&1 || { echo "FAIL: no object files in $B/obj/$d (run make)"; exit 1; }
+done
+[ -z "$(ls "$B"/obj/lib/*.o 2>/dev/null)" ] ||
+	{ echo "FAIL: object files directly under $B/obj/lib: lib/ keeps its sources in folders"; exit 1; }
+
+ls "$B"/obj/lib/*/*.o | edges > "$tmp/lib"
+graph "lib/ files" < "$tmp/lib"
+# A folder uses another when one of its files does; the folders are the layers.
+awk '{split($1, a, "/"); split($2, b, "/"); if (a[2] != b[2]) print "lib/" a[2], "lib/" b[2], $3}' \
+	"$tmp/lib" | graph "lib/ folders"
+ls "$B"/obj/cli/ckptctl/*.o "$B"/obj/cli/common/*.o | edges | graph "ckptctl"
+ls "$B"/obj/cli/nvmetune/*.o "$B"/obj/cli/common/*.o | edges | graph "nvmetune"
+
+# Python: every folder of the tree that holds modules.
+pydirs=$(git ls-files '*.py' 2>/dev/null | xargs -r -n1 dirname | sort -u)
+[ -n "$pydirs" ] || pydirs=$(find python tests bench tools examples -name '*.py' | xargs -n1 dirname | sort -u)
+python3 tools/pyimports.py $pydirs > "$tmp/py" || { echo "FAIL: tools/pyimports.py"; exit 1; }
+graph "Python modules" < "$tmp/py"
+
+# The Python side can fail too: a known circle among two modules of a scratch package.
+mkdir -p "$tmp/pkg"
+printf 'from . import b\n' > "$tmp/pkg/a.py"; printf 'def f():\n    from .a import g\n' > "$tmp/pkg/b.py"
+: > "$tmp/pkg/__init__.py"
+python3 tools/pyimports.py "$tmp/pkg" | check > /dev/null &&
+	{ echo "FAIL: tools/pyimports.py missed a.py <-> b.py (a deferred import)"; fail=1; }
+[ $fail = 0 ] || exit 1
+echo "no cycle in any graph"

@@ -18,7 +18,7 @@
 #include <pthread.h>
 #include <sys/syscall.h>
 
-#include "io.h"
+#include "io/io.h"
 
 #define CS (64u << 10)
 

@@ -1,12 +1,12 @@
-/* Chunk codecs (lib/codec.c): raw, zstd, and zstd after byte grouping of 2- and 4-byte
+/* Chunk codecs (lib/format/codec.c): raw, zstd, and zstd after byte grouping of 2- and 4-byte
  * elements. Round trips over random, smooth (bf16/fp32-like), zero, tiny and odd-length inputs;
  * incompressible or barely compressible data stays raw; decode rejects corrupt payloads, unknown
  * codecs and wrong lengths with -CKPT_E_CORRUPT and never writes past the raw_len bytes it was
  * given (the output buffers are exact-size heap blocks: the sanitizer build sees any overrun). */
 #include "helpers.h"
 
-#include "codec.h"
-#include "common.h"
+#include "format/codec.h"
+#include "common/common.h"
 
 enum { MAXC = 1 << 20 };
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
-#include "store.h"
+#include "store/store.h"
 
 #define NPROC 8
 #define ROUNDS 6

@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "dist.h"
-#include "format.h"
+#include "dist/dist.h"
+#include "format/format.h"
 #include "helpers.h"
-#include "io.h"
+#include "io/io.h"
 #include "t-dist-scen.h"
 #include "t-dist-tcomm.h"
 

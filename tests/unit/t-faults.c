@@ -1,4 +1,4 @@
-/* I/O faults (lib/io.c's fault engine) at every write, sync and read of a save or restore.
+/* I/O faults (lib/io/io.c's fault engine) at every write, sync and read of a save or restore.
  *
  * Writes and syncs: for N = 1, 2, ... until the save no longer reaches an Nth operation, the Nth
  * pwrite (or fdatasync, or directory fsync) of a save fails with EIO or ENOSPC, or transfers only
@@ -18,7 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "io.h"
+#include "io/io.h"
 
 /* Directory fsyncs (io_fsync_dir) do not go through the fault engine. This definition of fsync()
  * takes precedence over libc's for the statically linked library, so that they can fail too:

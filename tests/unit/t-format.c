@@ -1,4 +1,4 @@
-/* On-disk structures (lib/format.c): round trips of the store header, pack header, record header
+/* On-disk structures (lib/format/format.c): round trips of the store header, pack header, record header
  * and manifests, and rejection of everything else: every truncation, every single-byte change,
  * bad magic, future versions, wrong length fields, out-of-range counts, lengths, shapes, offsets
  * and references (with the manifest trailer recomputed so that the structural checks run), and a
@@ -10,10 +10,10 @@
 
 #include <sys/resource.h>
 
-#include "codec.h"
-#include "common.h"
-#include "format.h"
-#include "hash.h"
+#include "format/codec.h"
+#include "common/common.h"
+#include "format/format.h"
+#include "common/hash.h"
 
 /* Sanitizers that reserve large address ranges cannot run under an address-space limit. */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

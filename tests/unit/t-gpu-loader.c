@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "gpu.h"
+#include "gpu/gpu.h"
 #include "helpers.h"
 
 static char module_path[4096];

@@ -1,4 +1,4 @@
-/* Chunk digests (lib/hash.c): ckpt_copy_digest, the pipeline's fused copy + hash with
+/* Chunk digests (lib/common/hash.c): ckpt_copy_digest, the pipeline's fused copy + hash with
  * non-temporal stores, must store exactly the source bytes (no byte outside dst touched) and give
  * the digest ckpt_digest_of gives for them, for every length class (empty, under one vector, the
  * 16/32/64-byte loop edges, XXH3's 240-byte and 1 KiB stripe edges, the 8 KiB block edge, 64 KiB
@@ -6,7 +6,7 @@
  * The same for ckpt_copy_stream, the plain copy with those stores. */
 #include "helpers.h"
 
-#include "hash.h"
+#include "common/hash.h"
 
 enum { GUARD = 64, MAXLEN = (1 << 20) + 64 };
 

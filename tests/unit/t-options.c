@@ -3,7 +3,7 @@
 
 #include <unistd.h>
 
-#include "store.h"
+#include "store/store.h"
 
 int main(void)
 {

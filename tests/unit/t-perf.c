@@ -5,8 +5,8 @@
  * stops hashing in the caller's memory after a few misses (the snapshot stays a copy). */
 #include "helpers.h"
 
-#include "save.h"
-#include "store.h"
+#include "save/save.h"
+#include "store/store.h"
 
 enum { NT = 4, TB = 3 << 20 };
 

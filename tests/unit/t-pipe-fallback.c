@@ -12,7 +12,7 @@
 #include <fcntl.h>
 #include <sys/mount.h>
 
-#include "io.h"
+#include "io/io.h"
 
 #define CS (64u << 10)
 

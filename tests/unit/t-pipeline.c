@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <pthread.h>
 
-#include "io.h"
+#include "io/io.h"
 
 #define CS (64u << 10)
 

@@ -11,11 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "format.h"
+#include "common/common.h"
+#include "format/format.h"
 #include "helpers.h"
-#include "io.h"
-#include "reader.h"
+#include "io/io.h"
+#include "read/reader.h"
 
 #define CS (64u << 10)
 #define NB (5 * CS + 1234) /* six chunks, the last one short */

@@ -9,11 +9,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "format.h"
+#include "common/common.h"
+#include "format/format.h"
 #include "helpers.h"
-#include "io.h"
-#include "reader.h"
+#include "io/io.h"
+#include "read/reader.h"
 
 #define CS (64u << 10)
 #define NCH 40                    /* chunks of "big" */

@@ -13,7 +13,7 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "io/engine.h"
 #include "helpers.h"
 
 enum { ROUNDS = 20, LEN = 4096 };

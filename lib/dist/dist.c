@@ -1,0 +1,427 @@
+/* Multi-rank saves: a layer over the single-process save. Each rank saves an ordinary manifest
+ * (its "part") into STORE/parts/<step>/<rank>.part with packs in its own id range, under the
+ * store's lock taken shared; rank 0 merges the parts into one global manifest (format version 2)
+ * after an allgather says every part is durable, and that one rename is the commit.
+ *
+ * The global manifest is an ordinary manifest of the union of the parts' chunks, so the dedup
+ * index, gc liveness, verify and du work on it unchanged: replicated tensors become ordinary
+ * tensors (their pieces are whole chunks, concatenated in replica order); each shard of a sharded
+ * tensor is a tensor "NAME@RANK" and the shard table lives in reserved metadata (docs/format.md,
+ * "Format version 2"). The box reader is dist_read.c. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "dist/dist.h"
+#include "io/io.h"
+#include "save/save.h"
+#include "store/store.h"
+
+/* Crash testing, in test builds only: CKPT_DIST_KILL_AT="RANK:N" kills rank RANK at the Nth
+ * point of its multi-rank save (tests/unit/t-dist kills at every point in turn). */
+#ifdef CKPT_TEST_HOOKS
+static void kill_point(int rank)
+{
+	static long n;
+	const char *e = getenv("CKPT_DIST_KILL_AT");
+	char *end;
+	if (e && strtol(e, &end, 10) == rank && *end == ':' && ++n == atol(end + 1))
+		raise(SIGKILL);
+}
+#else
+static inline void kill_point(int rank) { (void)rank; }
+#endif
+
+struct ckpt_dist_save {
+	ckpt_store *s;
+	ckpt_comm comm;
+	uint64_t step;
+	ckpt_save *part;
+	int lock_fd;             /* shared flock held from begin to the global commit */
+	char **keys;             /* reserved metadata of the part, added at commit */
+	size_t nkeys;
+};
+
+/* What each rank tells the others at commit: its part's outcome. */
+struct part_msg {
+	int32_t rc;
+	uint32_t pad;
+	uint64_t size;
+	uint8_t digest[16];
+	char msg[224];
+};
+
+static void dist_free(ckpt_dist_save *d)
+{
+	for (size_t i = 0; i < d->nkeys; i++)
+		free(d->keys[i]);
+	free(d->keys);
+	if (d->lock_fd >= 0)
+		close(d->lock_fd);
+	pthread_mutex_lock(&d->s->mu);
+	d->s->part_mode = false;
+	pthread_mutex_unlock(&d->s->mu);
+	free(d);
+}
+
+CKPT_API int ckpt_dist_save_begin(ckpt_store *s, const ckpt_comm *comm, uint64_t step,
+				  ckpt_dist_save **out)
+{
+	*out = NULL;
+	if (!s || !comm || !comm->allgather || !comm->broadcast)
+		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL store or communicator");
+	if (comm->size < 1 || comm->size > (int)DIST_MAX_RANKS || comm->rank < 0 ||
+	    comm->rank >= comm->size)
+		return ckpt_fail(CKPT_E_INVAL, "distributed save: rank %d of %d (1 to %u ranks)",
+				 comm->rank, comm->size, DIST_MAX_RANKS);
+	ckpt_dist_save *d = calloc(1, sizeof *d);
+	if (!d)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	/* One multi-rank save per handle at a time, and none beside a single-process one: the
+	 * handle's mode decides which lock and which pack ids its saves take. */
+	pthread_mutex_lock(&s->mu);
+	bool busy = s->lock_users > 0 || s->part_mode;
+	if (!busy) {
+		s->part_mode = true;
+		s->part_rank = (uint32_t)comm->rank;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (busy) {
+		free(d);
+		return ckpt_fail(CKPT_E_BUSY, "store %s: another save of this handle is in flight",
+				 s->path);
+	}
+	d->s = s;
+	d->comm = *comm;
+	d->step = step;
+	d->lock_fd = -1;
+	int rc = ckpt_save_begin(s, step, &d->part);
+	if (rc) {
+		dist_free(d);
+		return rc;
+	}
+	/* Our own shared hold on LOCK: the part save releases the store's when its part is
+	 * durable, but gc must stay out until the global manifest names the part's packs. */
+	d->lock_fd = dup(s->lock_fd);
+	if (d->lock_fd < 0) {
+		int e = errno;
+		ckpt_save_abort(d->part);
+		dist_free(d);
+		return ckpt_fail(ckpt_errno_code(e), "dup lock of %s: %s", s->path, strerror(e));
+	}
+	*out = d;
+	return 0;
+}
+
+static int add_key(ckpt_dist_save *d, const char *name, const char *value)
+{
+	char **k = realloc(d->keys, (d->nkeys + 2) * sizeof *k);
+	if (!k)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	d->keys = k;
+	size_t n = strlen(DIST_KEY) + strlen(name) + 1;
+	if (!(k[d->nkeys] = malloc(n)) || !(k[d->nkeys + 1] = strdup(value))) {
+		free(k[d->nkeys]);
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	}
+	snprintf(k[d->nkeys], n, "%s%s", DIST_KEY, name);
+	d->nkeys += 2;
+	return 0;
+}
+
+/* Appends " v0 v1 ..." to buf (of size DIST_VAL_MAX). */
+static void put_dims(char *buf, unsigned n, const uint64_t *v)
+{
+	size_t l = strlen(buf);
+	for (unsigned i = 0; i < n && l < DIST_VAL_MAX; i++)
+		l += (size_t)snprintf(buf + l, DIST_VAL_MAX - l, " %" PRIu64, v[i]);
+}
+
+CKPT_API int ckpt_dist_save_add_shard(ckpt_dist_save *d, const char *name, ckpt_dtype dtype,
+				      unsigned ndim, const uint64_t *gshape, const uint64_t *off,
+				      const uint64_t *lshape, int mem, const void *data)
+{
+	if (!d || !name || ndim > 32 || (ndim && (!gshape || !off || !lshape)))
+		return ckpt_fail(CKPT_E_INVAL, "distributed save: bad shard arguments");
+	for (unsigned i = 0; i < ndim; i++)
+		if (off[i] > gshape[i] || lshape[i] > gshape[i] - off[i])
+			return ckpt_fail(CKPT_E_INVAL, "shard of %s: dimension %u, box at %" PRIu64
+					 " of %" PRIu64 " outside the global extent %" PRIu64,
+					 name, i, off[i], lshape[i], gshape[i]);
+	char v[DIST_VAL_MAX];
+	snprintf(v, sizeof v, "S %u", ndim);
+	put_dims(v, ndim, gshape);
+	put_dims(v, ndim, off);
+	int rc = ckpt_save_add_tensor(d->part, name, dtype, ndim, lshape, mem, data);
+	return rc ? rc : add_key(d, name, v);
+}
+
+CKPT_API int ckpt_dist_save_add_replicated(ckpt_dist_save *d, const char *name, ckpt_dtype dtype,
+					   unsigned ndim, const uint64_t *shape, unsigned replica,
+					   unsigned nrep, int mem, const void *data)
+{
+	size_t es = ckpt_dtype_size(dtype);
+	if (!d || !name || ndim > 32 || (ndim && !shape) || !es || replica >= nrep)
+		return ckpt_fail(CKPT_E_INVAL, "distributed save: bad replicated tensor arguments "
+				 "(replica %u of %u)", replica, nrep);
+	uint64_t nbytes = es;
+	for (unsigned i = 0; i < ndim; i++)
+		if (__builtin_mul_overflow(nbytes, shape[i], &nbytes))
+			return ckpt_fail(CKPT_E_INVAL, "replicated tensor %s is too large", name);
+	/* Replica i saves chunks [nc*i/R, nc*(i+1)/R): whole chunks, so that the pieces'
+	 * references concatenate into the tensor's (the chunk size divides by every dtype size). */
+	uint64_t cs = d->part->chunk_size, nc = (nbytes + cs - 1) / cs;
+	uint64_t c0 = nc * replica / nrep, c1 = nc * (replica + 1) / nrep;
+	uint64_t b0 = c0 * cs, b1 = MIN(c1 * cs, nbytes);
+	if (b1 <= b0 && !(replica == 0 && nbytes == 0))
+		return 0; /* more replicas than chunks: nothing for this one */
+	char v[DIST_VAL_MAX];
+	snprintf(v, sizeof v, "R %u", ndim);
+	put_dims(v, ndim, shape);
+	put_dims(v, 1, &b0);
+	uint64_t n = (b1 - b0) / es;
+	int rc = ckpt_save_add_tensor(d->part, name, dtype, 1, &n, mem,
+				      (const uint8_t *)data + b0);
+	return rc ? rc : add_key(d, name, v);
+}
+
+CKPT_API int ckpt_dist_save_set_meta(ckpt_dist_save *d, const char *key, const char *value)
+{
+	if (!d || !key)
+		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL metadata key");
+	if (!strncmp(key, DIST_KEY, strlen(DIST_KEY)))
+		return ckpt_fail(CKPT_E_INVAL, "metadata key %s: keys starting %s are reserved", key,
+				 DIST_KEY);
+	return ckpt_save_set_meta(d->part, key, value);
+}
+
+/* Commits this rank's part and describes it in *m (rc, size, trailer checksum). */
+static void commit_part(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *m)
+{
+	int rc = 0;
+	for (size_t i = 0; i < d->nkeys && !rc; i += 2)
+		rc = ckpt_save_set_meta(d->part, d->keys[i], d->keys[i + 1]);
+	kill_point(d->comm.rank);
+	if (rc)
+		ckpt_save_abort(d->part);
+	else
+		rc = ckpt_save_commit(d->part, st);
+	d->part = NULL;
+	kill_point(d->comm.rank);
+	char p[4096];
+	dist_part_path(d->s, d->step, d->comm.rank, p, sizeof p);
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	if (!rc)
+		rc = io_slurp(p, MF_MAX_LEN, &buf, &len);
+	if (!rc && len < 16)
+		rc = ckpt_fail(CKPT_E_CORRUPT, "part %s is truncated", p);
+	m->rc = rc;
+	if (rc)
+		snprintf(m->msg, sizeof m->msg, "%s", ckpt_errmsg());
+	else {
+		m->size = len;
+		memcpy(m->digest, buf + len - 16, 16);
+	}
+	free(buf);
+}
+
+/* After the allgather: the first failed rank's error, or 0. */
+static int gathered_error(const ckpt_dist_save *d, const struct part_msg *all)
+{
+	for (int r = 0; r < d->comm.size; r++)
+		if (all[r].rc)
+			return ckpt_fail(-all[r].rc, "checkpoint %" PRIu64 ": rank %d failed: %.*s",
+					 d->step, r, (int)sizeof all[r].msg, all[r].msg);
+	return 0;
+}
+
+static int comm_error(const ckpt_dist_save *d, int rc, const char *what)
+{
+	const char *m = d->comm.errmsg ? d->comm.errmsg(d->comm.ctx) : NULL;
+	return ckpt_fail(rc < 0 ? -rc : CKPT_E_IO, "checkpoint %" PRIu64 ", rank %d: %s failed: %s",
+			 d->step, d->comm.rank, what, m ? m : ckpt_strerror(rc));
+}
+
+static int commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine)
+{
+	size_t n = (size_t)d->comm.size;
+	struct part_msg *all = calloc(n, sizeof *all);
+	if (!all)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	int rc = d->comm.allgather(d->comm.ctx, mine, sizeof *mine, all);
+	if (rc) {
+		rc = comm_error(d, rc, "gathering the parts' outcome");
+		free(all);
+		return rc;
+	}
+	kill_point(d->comm.rank);
+	struct part_msg out = {0};
+	if (d->comm.rank == 0) {
+		rc = gathered_error(d, all);
+		if (!rc) {
+			struct dist_part_sum *sums = calloc(n, sizeof *sums);
+			if (!sums)
+				rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+			for (size_t r = 0; r < n && sums; r++) {
+				sums[r].size = all[r].size;
+				memcpy(sums[r].digest, all[r].digest, 16);
+			}
+			if (sums)
+				rc = dist_write_global(d->s, d->step, (unsigned)n, sums,
+						       d->comm.rank, kill_point);
+			free(sums);
+		}
+		out.rc = rc;
+		if (rc)
+			snprintf(out.msg, sizeof out.msg, "%s", ckpt_errmsg());
+	}
+	free(all);
+	int brc = d->comm.broadcast(d->comm.ctx, &out, sizeof out, 0);
+	if (brc)
+		return comm_error(d, brc, "receiving the commit's outcome from rank 0");
+	if (d->comm.rank != 0 && out.rc)
+		return ckpt_fail(-out.rc, "checkpoint %" PRIu64 ": rank 0 could not commit: %.*s",
+				 d->step, (int)sizeof out.msg, out.msg);
+	(void)st;
+	return out.rc;
+}
+
+/* After a multi-rank save that made no checkpoint: the chunks this rank's part wrote are in the
+ * handle's dedup index (its part committed) but no manifest names them, so gc may remove them;
+ * the next save must not reuse them. The index is rebuilt from the manifests at its next use
+ * (rare: only after a failure). */
+static void forget_part(struct ckpt_store *s)
+{
+	pthread_mutex_lock(&s->idx_mu);
+	s->idx_valid = false;
+	pthread_mutex_unlock(&s->idx_mu);
+}
+
+CKPT_API int ckpt_dist_save_commit(ckpt_dist_save *d, ckpt_stats *st)
+{
+	if (!d)
+		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
+	struct part_msg mine = {0};
+	commit_part(d, st, &mine);
+	int rc = commit_all(d, st, &mine);
+	if (rc)
+		forget_part(d->s);
+	dist_free(d);
+	return rc;
+}
+
+CKPT_API void ckpt_dist_save_abort(ckpt_dist_save *d)
+{
+	if (!d)
+		return;
+	ckpt_save_abort(d->part);
+	d->part = NULL;
+	struct part_msg mine = {.rc = -CKPT_E_STATE};
+	snprintf(mine.msg, sizeof mine.msg, "the save was aborted on this rank");
+	commit_all(d, NULL, &mine);
+	forget_part(d->s);
+	dist_free(d);
+}
+
+/* Removes (or counts) the files of one parts/<step> directory, then the directory. */
+static uint64_t drop_part_dir(int top, const char *name, bool remove, uint64_t *count)
+{
+	int fd = openat(top, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	uint64_t bytes = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		struct stat st;
+		if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
+			continue;
+		bytes += (uint64_t)st.st_size;
+		(*count)++;
+		if (remove)
+			unlinkat(dirfd(d), e->d_name, 0);
+	}
+	closedir(d);
+	if (remove)
+		unlinkat(top, name, AT_REMOVEDIR);
+	return bytes;
+}
+
+static bool in_list(uint64_t step, const uint64_t *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == step)
+			return true;
+	return false;
+}
+
+/* Whether the checkpoint of step is a single-process one (its manifest decodes and is not a
+ * global manifest): then a parts/<step> directory is a failed multi-rank save's leftover that a
+ * single-process save of the same step followed. A manifest that does not decode keeps its
+ * parts: they may be what a repaired checkpoint needs. */
+static bool single_process_step(struct ckpt_store *s, uint64_t step)
+{
+	struct manifest m;
+	if (store_load_manifest(s, step, &m))
+		return false;
+	bool single = m.version < CKPT_MANIFEST_VERSION;
+	manifest_free(&m);
+	return single;
+}
+
+/* The parts/<step> directories whose checkpoint exists (live) or not (!live): a step has one when
+ * its manifest file is there, is a global (multi-rank) manifest or does not decode, and it is not
+ * among gone (the steps a dry-run prune would remove). Removes the ones it counts when remove. */
+static uint64_t walk_parts(struct ckpt_store *s, bool live, bool remove, const uint64_t *gone,
+			   size_t ngone, uint64_t *count)
+{
+	char top[4096];
+	snprintf(top, sizeof top, "%s/%s", s->path, PART_DIR);
+	DIR *d = opendir(top);
+	if (!d)
+		return 0;
+	uint64_t bytes = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char *end, mf[4096], name[64];
+		unsigned long long step = strtoull(e->d_name, &end, 10);
+		if (strlen(e->d_name) != 20 || *end)
+			continue;
+		store_mf_name(step, name, sizeof name);
+		snprintf(mf, sizeof mf, "%s/%s", s->mf_dir, name);
+		bool exists = !in_list(step, gone, ngone) && (access(mf, F_OK) == 0 || errno != ENOENT) &&
+			      !single_process_step(s, step);
+		if (exists == live)
+			bytes += drop_part_dir(dirfd(d), e->d_name, remove, count);
+	}
+	closedir(d);
+	if (remove)
+		io_fsync_dir(top);
+	return bytes;
+}
+
+uint64_t dist_part_leftovers(struct ckpt_store *s, bool remove, const uint64_t *gone, size_t ngone,
+			     uint64_t *count)
+{
+	/* Parts of a checkpoint that was never committed (or was pruned). prune and gc hold the
+	 * lock exclusively, so no save is between its parts and its commit. */
+	return walk_parts(s, false, remove, gone, ngone, count);
+}
+
+uint64_t dist_part_live(struct ckpt_store *s, uint64_t *count)
+{
+	return walk_parts(s, true, false, NULL, 0, count);
+}

@@ -1,0 +1,48 @@
+/* Multi-rank checkpoints (dist.c: the save, dist_merge.c: rank 0's global manifest,
+ * dist_read.c: restoring boxes). Internal to lib/. */
+#ifndef CKPT_DIST_H
+#define CKPT_DIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/store.h"
+
+/* Reserved metadata keys. In a part: DIST_KEY NAME = "S ndim gshape... offsets..." for a shard,
+ * "R ndim shape... byte_offset" for a replica's piece. In a global manifest: DIST_WORLD,
+ * DIST_PART N = "size digest-hex" and DIST_SHARDS NAME = "dtype ndim gshape... nshards
+ * (tensor-index offsets...)..." (docs/format.md, "Format version 2"). */
+#define DIST_KEY "ckpt.dist."
+#define DIST_WORLD "ckpt.dist.world"
+#define DIST_PART "ckpt.dist.part."
+#define DIST_SHARDS "ckpt.dist.shards."
+#define DIST_VAL_MAX 1024
+
+struct dist_part_sum {
+	uint64_t size;
+	uint8_t digest[16]; /* the part file's trailer */
+};
+
+/* Rank 0: reads the n parts of step, checks them against sums, merges them and commits the
+ * global manifest. kill is the crash-test hook (called with rank at each point). */
+int dist_write_global(struct ckpt_store *s, uint64_t step, unsigned n,
+		      const struct dist_part_sum *sums, int rank, void (*kill)(int rank));
+
+/* gc and du: the parts of steps that have no manifest file (saves that never committed, or
+ * pruned checkpoints; also the steps of gone, which a dry-run prune would remove): their bytes,
+ * counting the files in *count; removed when remove. Call with the store's lock held
+ * exclusively to remove. */
+uint64_t dist_part_leftovers(struct ckpt_store *s, bool remove, const uint64_t *gone, size_t ngone,
+			     uint64_t *count);
+
+/* du: the bytes of the parts of existing checkpoints, counting the files in *count. */
+uint64_t dist_part_live(struct ckpt_store *s, uint64_t *count);
+
+/* Checks the world part files of checkpoint step (open as r) against the records of its global
+ * manifest; each damaged or missing part is reported to on_damage (tensor NULL, file the part,
+ * error a positive CKPT_E_* code, the message naming the rank). Returns how many. */
+long dist_verify_parts(struct ckpt_store *s, uint64_t step, unsigned world, ckpt_reader *r,
+		       ckpt_damage_fn on_damage, void *arg);
+
+#endif

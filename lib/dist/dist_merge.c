@@ -1,0 +1,479 @@
+/* Rank 0's half of a multi-rank commit: read every part, check it is the one its rank reported
+ * durable, merge the parts into one global manifest (format version 2) and commit it with one
+ * atomic rename. See dist.c for the representation. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "dist/dist.h"
+#include "format/format.h"
+#include "io/io.h"
+#include "store/store.h"
+
+/* One global tensor being assembled from the parts. */
+struct gt {
+	const char *name;       /* points into a part */
+	char kind;              /* 'S' sharded, 'R' replicated */
+	uint8_t dtype, ndim;
+	uint64_t gshape[32];
+	size_t npieces, cap;
+	struct piece {
+		unsigned rank;
+		const struct mf_tensor *t;
+		uint64_t off[32];   /* shard box offsets; [0] is the byte offset of a replica piece */
+		uint32_t out;       /* S: index of the shard's tensor in the global manifest */
+	} *p;
+};
+
+struct merge {
+	struct ckpt_store *s;
+	uint64_t step;
+	unsigned n;
+	struct manifest *parts;
+	uint64_t **refbase;     /* per part, per tensor: first reference */
+	struct gt *g;
+	size_t ng, capg;
+	/* Output. */
+	struct mf_chunk *chunks;
+	uint32_t nchunks;
+	uint32_t **remap;       /* per part: chunk index -> global chunk index */
+	struct mf_tensor *t;
+	size_t nt, capt;
+	uint32_t *refs;
+	uint64_t nrefs;
+	size_t capr;
+	const struct dist_part_sum *sums;
+	struct mf_meta *meta;
+	size_t nmeta;
+	char **owned;           /* strings the output owns */
+	size_t nowned;
+};
+
+static int bad(const struct merge *m, unsigned r, const char *what)
+{
+	return ckpt_fail(CKPT_E_CORRUPT, "checkpoint %" PRIu64 ": part of rank %u: %s", m->step, r,
+			 what);
+}
+
+#ifdef CKPT_TEST_HOOKS
+/* Test builds: part files read by commits (tests/unit/t-dist-storm: rank 0's only). */
+unsigned long ckpt_test_part_reads;
+#endif
+
+static int load_parts(struct merge *m, const struct dist_part_sum *sums)
+{
+	for (unsigned r = 0; r < m->n; r++) {
+		char p[4096];
+#ifdef CKPT_TEST_HOOKS
+		__atomic_add_fetch(&ckpt_test_part_reads, 1, __ATOMIC_RELAXED);
+#endif
+		dist_part_path(m->s, m->step, (int)r, p, sizeof p);
+		uint8_t *buf;
+		size_t len;
+		int rc = io_slurp(p, MF_MAX_LEN, &buf, &len);
+		if (rc)
+			return rc;
+		if (len != sums[r].size || len < 16 || memcmp(buf + len - 16, sums[r].digest, 16)) {
+			free(buf);
+			return ckpt_fail(CKPT_E_CORRUPT, "part %s is not the one rank %u made durable "
+					 "(size or checksum differ)", p, r);
+		}
+		if ((rc = manifest_decode(buf, len, &m->parts[r], p)))
+			return rc;
+		const struct manifest *pm = &m->parts[r];
+		if (memcmp(pm->uuid, m->s->hdr.uuid, 16) || pm->step != m->step ||
+		    pm->chunk_size != m->parts[0].chunk_size)
+			return bad(m, r, "store, step or chunk size differ from rank 0's");
+		if (!(m->refbase[r] = calloc(pm->n_tensors + 1, sizeof **m->refbase)))
+			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		uint64_t acc = 0;
+		for (uint32_t i = 0; i < pm->n_tensors; i++) {
+			m->refbase[r][i] = acc;
+			acc += (pm->tensors[i].nbytes + pm->chunk_size - 1) / pm->chunk_size;
+		}
+	}
+	return 0;
+}
+
+struct dref { ckpt_digest d; uint32_t part, idx; };
+
+static int cmp_dref(const void *a, const void *b)
+{
+	return memcmp(&((const struct dref *)a)->d, &((const struct dref *)b)->d, 16);
+}
+
+/* The union of the parts' chunk tables, each digest once (ranks may write the same chunk). */
+static int merge_chunks(struct merge *m)
+{
+	uint64_t total = 0;
+	for (unsigned r = 0; r < m->n; r++)
+		total += m->parts[r].n_chunks;
+	if (total >= UINT32_MAX)
+		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": too many chunks", m->step);
+	struct dref *v = malloc((total ? total : 1) * sizeof *v);
+	m->chunks = malloc((total ? total : 1) * sizeof *m->chunks);
+	if (!v || !m->chunks) {
+		free(v);
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	}
+	size_t k = 0;
+	for (unsigned r = 0; r < m->n; r++) {
+		if (!(m->remap[r] = malloc((m->parts[r].n_chunks + 1) * sizeof **m->remap))) {
+			free(v);
+			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		}
+		for (uint32_t c = 0; c < m->parts[r].n_chunks; c++)
+			v[k++] = (struct dref){m->parts[r].chunks[c].digest, r, c};
+	}
+	qsort(v, k, sizeof *v, cmp_dref);
+	for (size_t i = 0; i < k; i++) {
+		if (!i || cmp_dref(&v[i - 1], &v[i]))
+			m->chunks[m->nchunks++] = m->parts[v[i].part].chunks[v[i].idx];
+		m->remap[v[i].part][v[i].idx] = m->nchunks - 1;
+	}
+	free(v);
+	return 0;
+}
+
+static struct gt *find_gt(struct merge *m, const char *name)
+{
+	for (size_t i = 0; i < m->ng; i++)
+		if (!strcmp(m->g[i].name, name))
+			return &m->g[i];
+	if (m->ng == m->capg) {
+		size_t c = m->capg ? m->capg * 2 : 16;
+		struct gt *g = realloc(m->g, c * sizeof *g);
+		if (!g)
+			return NULL;
+		m->g = g;
+		m->capg = c;
+	}
+	struct gt *g = &m->g[m->ng++];
+	memset(g, 0, sizeof *g);
+	g->name = name;
+	return g;
+}
+
+/* Parses a part's description of one of its tensors into its global tensor. */
+static int classify(struct merge *m, unsigned r, const struct mf_tensor *t)
+{
+	const char *v = NULL;
+	size_t kl = strlen(DIST_KEY);
+	for (uint32_t i = 0; i < m->parts[r].n_meta && !v; i++) {
+		const struct mf_meta *e = &m->parts[r].meta[i];
+		if (!strncmp(e->key, DIST_KEY, kl) && !strcmp(e->key + kl, t->name))
+			v = e->value;
+	}
+	char kind, *end;
+	unsigned nd;
+	int used;
+	if (!v || sscanf(v, "%c %u%n", &kind, &nd, &used) != 2 || (kind != 'S' && kind != 'R') ||
+	    nd > 32)
+		return bad(m, r, "a tensor without its shard description");
+	struct gt *g = find_gt(m, t->name);
+	if (!g)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	uint64_t gs[32], off[32] = {0};
+	const char *p = v + used;
+	for (unsigned i = 0; i < nd; i++, p = end)
+		gs[i] = strtoull(p, &end, 10);
+	for (unsigned i = 0; i < (kind == 'S' ? nd : 1); i++, p = end)
+		off[i] = strtoull(p, &end, 10);
+	if (g->npieces == 0) {
+		g->kind = kind;
+		g->dtype = t->dtype;
+		g->ndim = (uint8_t)nd;
+		memcpy(g->gshape, gs, nd * sizeof *gs);
+	} else if (g->kind != kind || g->dtype != t->dtype || g->ndim != nd ||
+		   memcmp(g->gshape, gs, nd * sizeof *gs)) {
+		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": tensor %s: rank %u's kind, "
+				 "dtype or global shape differ from another rank's", m->step, t->name, r);
+	}
+	if (g->npieces == g->cap) {
+		size_t c = g->cap ? g->cap * 2 : 4;
+		struct piece *np = realloc(g->p, c * sizeof *np);
+		if (!np)
+			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		g->p = np;
+		g->cap = c;
+	}
+	struct piece *pc = &g->p[g->npieces++];
+	pc->rank = r;
+	pc->t = t;
+	memcpy(pc->off, off, sizeof off);
+	return 0;
+}
+
+
+static char *own(struct merge *m, char *str)
+{
+	char **o = str ? realloc(m->owned, (m->nowned + 1) * sizeof *o) : NULL;
+	if (!o) {
+		free(str);
+		return NULL;
+	}
+	m->owned = o;
+	o[m->nowned++] = str;
+	return str;
+}
+
+/* Appends a tensor of the global manifest; its references are those of the pieces, in order. */
+static int out_tensor(struct merge *m, const char *name, uint8_t dtype, uint8_t ndim,
+		      uint64_t *shape, uint64_t nbytes, const struct piece *pcs, size_t np)
+{
+	int rc = ckpt_grow((void **)&m->t, &m->capt, m->nt + 1, sizeof *m->t);
+	for (size_t i = 0; i < np && !rc; i++) {
+		const struct manifest *pm = &m->parts[pcs[i].rank];
+		const struct mf_tensor *t = pcs[i].t;
+		uint64_t base = m->refbase[pcs[i].rank][t - pm->tensors];
+		uint64_t nr = (t->nbytes + pm->chunk_size - 1) / pm->chunk_size;
+		if ((rc = ckpt_grow((void **)&m->refs, &m->capr, m->nrefs + nr + 1, sizeof *m->refs)))
+			break;
+		for (uint64_t j = 0; j < nr; j++)
+			m->refs[m->nrefs++] = m->remap[pcs[i].rank][pm->refs[base + j]];
+	}
+	if (rc)
+		return rc;
+	m->t[m->nt++] = (struct mf_tensor){.name = name, .name_len = (uint32_t)strlen(name),
+					   .dtype = dtype, .ndim = ndim, .shape = shape,
+					   .nbytes = nbytes};
+	return 0;
+}
+
+static int cmp_piece_off(const void *a, const void *b)
+{
+	uint64_t x = ((const struct piece *)a)->off[0], y = ((const struct piece *)b)->off[0];
+	return x < y ? -1 : x > y;
+}
+
+static uint64_t volume(unsigned nd, const uint64_t *shape)
+{
+	uint64_t v = 1;
+	for (unsigned i = 0; i < nd; i++)
+		v *= shape[i];
+	return v;
+}
+
+/* The pieces of a replicated tensor must cover it exactly, in order. */
+static int out_replicated(struct merge *m, struct gt *g)
+{
+	uint64_t nbytes = ckpt_dtype_size((ckpt_dtype)g->dtype) * volume(g->ndim, g->gshape), at = 0;
+	qsort(g->p, g->npieces, sizeof *g->p, cmp_piece_off);
+	for (size_t i = 0; i < g->npieces; i++) {
+		if (g->p[i].off[0] != at)
+			break;
+		at += g->p[i].t->nbytes;
+	}
+	if (at != nbytes)
+		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": replicated tensor %s: the "
+				 "replicas' pieces do not cover it (a replica missing, or replica "
+				 "counts that differ)", m->step, g->name);
+	return out_tensor(m, g->name, g->dtype, g->ndim, g->gshape, nbytes, g->p, g->npieces);
+}
+
+static bool overlap(unsigned nd, const struct piece *a, const struct piece *b)
+{
+	for (unsigned d = 0; d < nd; d++)
+		if (a->off[d] >= b->off[d] + b->t->shape[d] || b->off[d] >= a->off[d] + a->t->shape[d])
+			return false;
+	return true; /* also two scalars */
+}
+
+/* The shards must tile the global tensor: no overlap, and their volumes add up to it. Each
+ * becomes a tensor NAME@RANK; the shard table goes into the metadata. */
+static int out_sharded(struct merge *m, struct gt *g)
+{
+	uint64_t vol = 0;
+	for (size_t i = 0; i < g->npieces; i++) {
+		vol += volume(g->ndim, g->p[i].t->shape);
+		for (size_t j = 0; j < i; j++)
+			if (overlap(g->ndim, &g->p[i], &g->p[j]))
+				return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": tensor %s: the "
+						 "shards of ranks %u and %u overlap", m->step, g->name,
+						 g->p[j].rank, g->p[i].rank);
+	}
+	if (vol != volume(g->ndim, g->gshape))
+		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": tensor %s: the shards do not "
+				 "cover the global shape", m->step, g->name);
+	size_t cap = 64 + (size_t)(g->npieces + 1) * (g->ndim + 1) * 21, l = 0;
+	char *v = own(m, malloc(cap));
+	if (!v)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	l += (size_t)snprintf(v + l, cap - l, "%u %u", g->dtype, g->ndim);
+	for (unsigned d = 0; d < g->ndim; d++)
+		l += (size_t)snprintf(v + l, cap - l, " %" PRIu64, g->gshape[d]);
+	l += (size_t)snprintf(v + l, cap - l, " %zu", g->npieces);
+	for (size_t i = 0; i < g->npieces; i++) {
+		const struct piece *pc = &g->p[i];
+		size_t nl = strlen(g->name) + 16;
+		char *name = own(m, malloc(nl));
+		if (!name)
+			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		snprintf(name, nl, "%s@%u", g->name, pc->rank);
+		l += (size_t)snprintf(v + l, cap - l, " %zu", m->nt);
+		for (unsigned d = 0; d < g->ndim; d++)
+			l += (size_t)snprintf(v + l, cap - l, " %" PRIu64, pc->off[d]);
+		int rc = out_tensor(m, name, pc->t->dtype, pc->t->ndim, pc->t->shape, pc->t->nbytes,
+				    pc, 1);
+		if (rc)
+			return rc;
+	}
+	size_t kl = strlen(DIST_SHARDS) + strlen(g->name) + 1;
+	char *k = own(m, malloc(kl));
+	if (!k)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	snprintf(k, kl, "%s%s", DIST_SHARDS, g->name);
+	m->meta[m->nmeta++] = (struct mf_meta){k, v, (uint32_t)strlen(k), (uint32_t)strlen(v)};
+	return 0;
+}
+
+static int add_meta(struct merge *m, char *k, char *v)
+{
+	if (!own(m, k) || !own(m, v))
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	m->meta[m->nmeta++] = (struct mf_meta){k, v, (uint32_t)strlen(k), (uint32_t)strlen(v)};
+	return 0;
+}
+
+/* Rank 0's user metadata, the world size and each part's size and checksum. */
+static int merge_meta(struct merge *m)
+{
+	const struct manifest *p0 = &m->parts[0];
+	if (!(m->meta = calloc(p0->n_meta + m->n + 1 + m->ng, sizeof *m->meta)))
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	for (uint32_t i = 0; i < p0->n_meta; i++)
+		if (strncmp(p0->meta[i].key, DIST_KEY, strlen(DIST_KEY)))
+			m->meta[m->nmeta++] = p0->meta[i];
+	char *k = malloc(32), *v = malloc(32);
+	if (k && v) {
+		snprintf(k, 32, "%s", DIST_WORLD);
+		snprintf(v, 32, "%u", m->n);
+	}
+	int rc = add_meta(m, k, v);
+	for (unsigned r = 0; r < m->n && !rc; r++) {
+		k = malloc(48);
+		v = malloc(64);
+		if (k && v) {
+			snprintf(k, 48, "%s%u", DIST_PART, r);
+			int l = snprintf(v, 64, "%" PRIu64 " ", m->sums[r].size);
+			for (int b = 0; b < 16; b++)
+				l += snprintf(v + l, (size_t)(64 - l), "%02x", m->sums[r].digest[b]);
+		}
+		rc = add_meta(m, k, v);
+	}
+	return rc;
+}
+
+static void merge_free(struct merge *m)
+{
+	for (unsigned r = 0; r < m->n; r++) {
+		manifest_free(&m->parts[r]);
+		free(m->refbase[r]);
+		free(m->remap[r]);
+	}
+	for (size_t i = 0; i < m->ng; i++)
+		free(m->g[i].p);
+	for (size_t i = 0; i < m->nowned; i++)
+		free(m->owned[i]);
+	free(m->owned);
+	free(m->parts);
+	free(m->refbase);
+	free(m->remap);
+	free(m->g);
+	free(m->chunks);
+	free(m->t);
+	free(m->refs);
+	free(m->meta);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(((const struct mf_tensor *)a)->name, ((const struct mf_tensor *)b)->name);
+}
+
+static int build(struct merge *m)
+{
+	int rc = merge_chunks(m);
+	for (unsigned r = 0; r < m->n && !rc; r++)
+		for (uint32_t i = 0; i < m->parts[r].n_tensors && !rc; i++)
+			rc = classify(m, r, &m->parts[r].tensors[i]);
+	if (!rc)
+		rc = merge_meta(m);
+	for (size_t i = 0; i < m->ng && !rc; i++)
+		rc = m->g[i].kind == 'R' ? out_replicated(m, &m->g[i]) : out_sharded(m, &m->g[i]);
+	if (rc || m->nt < 2)
+		return rc;
+	/* A shard's NAME@RANK must not meet another tensor's name. */
+	struct mf_tensor *v = malloc(m->nt * sizeof *v);
+	if (!v)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	memcpy(v, m->t, m->nt * sizeof *v);
+	qsort(v, m->nt, sizeof *v, cmp_str);
+	for (size_t i = 1; i < m->nt && !rc; i++)
+		if (!strcmp(v[i - 1].name, v[i].name))
+			rc = ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": tensor name %s is used "
+				       "twice (a shard is stored as NAME@RANK)", m->step, v[i].name);
+	free(v);
+	return rc;
+}
+
+static int commit(struct merge *m, int rank, void (*kill)(int))
+{
+	struct manifest g = {.version = CKPT_MANIFEST_VERSION, .step = m->step,
+			     .time_ns = ckpt_wall_ns(), .chunk_size = m->parts[0].chunk_size,
+			     .n_meta = (uint32_t)m->nmeta, .n_tensors = (uint32_t)m->nt,
+			     .n_chunks = m->nchunks, .n_refs = m->nrefs, .meta = m->meta,
+			     .chunks = m->chunks, .tensors = m->t, .refs = m->refs};
+	memcpy(g.uuid, m->s->hdr.uuid, 16);
+	for (unsigned r = 0; r < m->n; r++)
+		g.new_bytes += m->parts[r].new_bytes;
+	uint64_t len = manifest_encoded_len(&g);
+	if (!len)
+		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": manifest would exceed 4 GiB",
+				 m->step);
+	uint8_t *buf = malloc(len);
+	if (!buf)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	manifest_encode(&g, buf);
+	char name[64];
+	store_mf_name(m->step, name, sizeof name);
+	kill(rank);
+	int renamed;
+	int rc = io_write_atomic(m->s->mf_dir, name, buf, len, &renamed);
+	free(buf);
+	if (rc && renamed) {
+		/* Visible but maybe not durable: the commit failed, so take it back. */
+		char p[4096];
+		snprintf(p, sizeof p, "%s/%s", m->s->mf_dir, name);
+		unlink(p);
+		io_fsync_dir(m->s->mf_dir);
+	}
+	kill(rank);
+	return rc;
+}
+
+int dist_write_global(struct ckpt_store *s, uint64_t step, unsigned n,
+		      const struct dist_part_sum *sums, int rank, void (*kill)(int rank))
+{
+	struct merge m = {.s = s, .step = step, .n = n, .sums = sums};
+	m.parts = calloc(n, sizeof *m.parts);
+	m.refbase = calloc(n, sizeof *m.refbase);
+	m.remap = calloc(n, sizeof *m.remap);
+	int rc = m.parts && m.refbase && m.remap ? 0 : ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	if (!rc)
+		rc = load_parts(&m, sums);
+	if (!rc)
+		rc = build(&m);
+	if (!rc)
+		rc = commit(&m, rank, kill);
+	if (m.parts)
+		merge_free(&m);
+	else {
+		free(m.refbase);
+		free(m.remap);
+	}
+	return rc;
+}

@@ -1,0 +1,129 @@
+/* Verifying the part manifests of a multi-rank checkpoint against its global manifest. The chunks
+ * themselves are verified through the global manifest (its chunk table is the union of the
+ * parts'); what only this check sees is a part file that is missing, damaged, or not the one its
+ * rank made durable (docs/format.md, "Format version 2"). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/common.h"
+#include "dist/dist.h"
+#include "format/format.h"
+#include "io/io.h"
+#include "store/store.h"
+
+/* Parses "size hex32" (DIST_PART). Returns 0 or -1. */
+static int parse_sum(const char *v, struct dist_part_sum *out)
+{
+	char *end;
+	errno = 0;
+	out->size = strtoull(v, &end, 10);
+	if (errno || *end != ' ' || strlen(end + 1) != 32)
+		return -1;
+	for (int b = 0; b < 16; b++) {
+		unsigned x;
+		if (sscanf(end + 1 + 2 * b, "%2x", &x) != 1)
+			return -1;
+		out->digest[b] = (uint8_t)x;
+	}
+	return 0;
+}
+
+static int cmp_digest(const void *a, const void *b)
+{
+	return memcmp(a, b, sizeof(ckpt_digest));
+}
+
+/* The global manifest's chunk digests, sorted, into *out (*n of them). Returns 0 or -CKPT_E_*. */
+static int global_digests(struct ckpt_store *s, uint64_t step, ckpt_digest **out, size_t *n)
+{
+	struct manifest g;
+	int rc = store_load_manifest(s, step, &g);
+	if (rc)
+		return rc;
+	ckpt_digest *v = malloc(((size_t)g.n_chunks + 1) * sizeof *v);
+	for (uint32_t i = 0; v && i < g.n_chunks; i++)
+		v[i] = g.chunks[i].digest;
+	*n = g.n_chunks;
+	manifest_free(&g);
+	if (!v)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	qsort(v, *n, sizeof *v, cmp_digest);
+	*out = v;
+	return 0;
+}
+
+/* Checks part rank of step against what the global manifest records (rec, or NULL when it has no
+ * entry) and that the global chunk table (gd, ng sorted) holds every chunk of the part, so that
+ * verifying the global manifest's chunks verifies the part's. Returns 0 when intact, else a
+ * CKPT_E_* code with the reason in msg. */
+static int check_part(struct ckpt_store *s, uint64_t step, unsigned rank, const char *rec,
+		      const char *path, const ckpt_digest *gd, size_t ng, char *msg, size_t mlen)
+{
+	struct dist_part_sum want;
+	if (!rec || parse_sum(rec, &want)) {
+		snprintf(msg, mlen, "rank %u: the global manifest has no valid record of this part "
+			 "(%s%u)", rank, DIST_PART, rank);
+		return CKPT_E_CORRUPT;
+	}
+	uint8_t *buf;
+	size_t len;
+	int rc = io_slurp(path, MF_MAX_LEN, &buf, &len);
+	if (rc) {
+		snprintf(msg, mlen, "rank %u: %s", rank, ckpt_errmsg());
+		return -rc;
+	}
+	if (len != want.size || len < 16 || memcmp(buf + len - 16, want.digest, 16)) {
+		free(buf);
+		snprintf(msg, mlen, "rank %u: part %s is not the one the global manifest records "
+			 "(%zu bytes, expected %" PRIu64 "; or its checksum differs)", rank, path,
+			 len, want.size);
+		return CKPT_E_CHECKSUM;
+	}
+	struct manifest m;
+	if ((rc = manifest_decode(buf, len, &m, path))) {
+		snprintf(msg, mlen, "rank %u: %s", rank, ckpt_errmsg());
+		return -rc;
+	}
+	if (m.step != step || memcmp(m.uuid, s->hdr.uuid, 16)) {
+		snprintf(msg, mlen, "rank %u: part %s belongs to another step or store", rank, path);
+		rc = -CKPT_E_CORRUPT;
+	}
+	for (uint32_t c = 0; !rc && c < m.n_chunks; c++)
+		if (!bsearch(&m.chunks[c].digest, gd, ng, sizeof *gd, cmp_digest)) {
+			snprintf(msg, mlen, "rank %u: chunk %u of part %s is missing from the global "
+				 "manifest's chunk table", rank, c, path);
+			rc = -CKPT_E_CORRUPT;
+		}
+	manifest_free(&m);
+	return -rc;
+}
+
+long dist_verify_parts(struct ckpt_store *s, uint64_t step, unsigned world, ckpt_reader *r,
+		       ckpt_damage_fn on_damage, void *arg)
+{
+	size_t ng = 0;
+	ckpt_digest *gd = NULL;
+	int rc = global_digests(s, step, &gd, &ng);
+	if (rc)
+		return rc;
+	long bad = 0;
+	for (unsigned rank = 0; rank < world; rank++) {
+		char key[64], path[4096], msg[4096 + 256];
+		snprintf(key, sizeof key, "%s%u", DIST_PART, rank);
+		dist_part_path(s, step, (int)rank, path, sizeof path);
+		int err = check_part(s, step, rank, ckpt_reader_get_meta(r, key), path, gd, ng, msg,
+				     sizeof msg);
+		if (!err)
+			continue;
+		bad++;
+		if (on_damage) {
+			ckpt_damage dm = {.step = step, .file = path, .error = err, .message = msg};
+			on_damage(&dm, arg);
+		}
+	}
+	free(gd);
+	return bad;
+}

@@ -1,0 +1,696 @@
+/* Store directory: create/open, the writer lock, manifest files, listing, the dedup index. */
+#include "store/store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "common/common.h"
+
+void store_pack_path(const struct ckpt_store *s, unsigned dir, uint32_t pack_id, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%08u.pack", s->pack_dirs[dir < s->ndirs ? dir : 0], pack_id);
+}
+
+void store_mf_name(uint64_t step, char *buf, size_t len)
+{
+	snprintf(buf, len, "%020llu.ckpt", (unsigned long long)step);
+}
+
+void dist_part_path(const struct ckpt_store *s, uint64_t step, int rank, char *buf, size_t len)
+{
+	if (rank < 0)
+		snprintf(buf, len, "%s/%s/%020" PRIu64, s->path, PART_DIR, step);
+	else
+		snprintf(buf, len, "%s/%s/%020" PRIu64 "/%d.part", s->path, PART_DIR, step, rank);
+}
+
+static char *join(const char *a, const char *b)
+{
+	size_t n = strlen(a) + strlen(b) + 2;
+	char *p = malloc(n);
+	if (p)
+		snprintf(p, n, "%s/%s", a, b);
+	return p;
+}
+
+/* make_dir, and when it created the directory, an fsync of its parent: a new directory's entry
+ * is durable only then (the store's header or a pack may be durable in a directory that a
+ * power cut makes disappear). */
+static int make_dir_durable(const char *p)
+{
+	if (mkdir(p, 0755)) {
+		if (errno == EEXIST)
+			return 0;
+		int e = errno;
+		return ckpt_fail(ckpt_errno_code(e), "create directory %s: %s", p, strerror(e));
+	}
+	char *parent = strdup(p);
+	if (!parent)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	char *slash = strrchr(parent, '/');
+	while (slash && slash > parent && slash[1] == 0) { /* "a/b/" */
+		*slash = 0;
+		slash = strrchr(parent, '/');
+	}
+	int rc = io_fsync_dir(!slash ? "." : slash == parent ? "/" : (*slash = 0, parent));
+	free(parent);
+	return rc;
+}
+
+int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t len, int *renamed)
+{
+	char dir[4096], top[4096], name[32];
+	snprintf(top, sizeof top, "%s/%s", s->path, PART_DIR);
+	dist_part_path(s, step, -1, dir, sizeof dir);
+	snprintf(name, sizeof name, "%u.part", s->part_rank);
+	*renamed = 0;
+	int rc = make_dir_durable(top);
+	if (!rc)
+		rc = make_dir_durable(dir);
+	if (!rc)
+		rc = io_write_atomic(dir, name, buf, len, renamed);
+	return rc;
+}
+
+static void random_uuid(uint8_t out[16])
+{
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, out, 16) != 16) {
+		uint64_t t = (uint64_t)ckpt_wall_ns() ^ ((uint64_t)getpid() << 32);
+		put_le64(out, t);
+		put_le64(out + 8, t * 0x9e3779b97f4a7c15ull);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Creates the layout in an existing, empty (or new) directory. The header is written last and
+ * atomically, so a half-created store is recognised as "not a store" and can be created again. */
+static int create_layout(struct ckpt_store *s)
+{
+	int rc;
+	if ((rc = make_dir_durable(s->path)) || (rc = make_dir_durable(s->pack_dir)) ||
+	    (rc = make_dir_durable(s->mf_dir)))
+		return rc;
+	struct store_hdr h = {
+		.version = CKPT_FORMAT_VERSION,
+		.chunk_size = s->opt.chunk_size ? (uint32_t)s->opt.chunk_size : (1u << 20),
+		.codec = s->opt.compress > 0 ? CKPT_COMPRESS_ZSTD : CKPT_COMPRESS_NONE,
+		.zstd_level = (uint8_t)(s->opt.zstd_level ? s->opt.zstd_level : 1),
+		.created = ckpt_wall_ns() / 1000000000,
+	};
+	random_uuid(h.uuid);
+	uint8_t buf[STORE_HDR_LEN];
+	store_hdr_encode(&h, buf);
+	if ((rc = io_fsync_dir(s->pack_dir)) || (rc = io_fsync_dir(s->mf_dir)))
+		return rc;
+	/* Ranks may create the same store at once: the first header wins, the others read it. */
+	rc = io_write_new(s->path, STORE_FILE, buf, sizeof buf);
+	return rc > 0 ? 0 : rc;
+}
+
+static int dir_is_empty(const char *p)
+{
+	DIR *d = opendir(p);
+	if (!d)
+		return 0;
+	struct dirent *e;
+	int empty = 1;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+		    strcmp(e->d_name, PACK_DIR) && strcmp(e->d_name, MF_DIR) &&
+		    strncmp(e->d_name, "." STORE_FILE ".tmp", 10))
+			empty = 0;
+	closedir(d);
+	return empty;
+}
+
+#define DATADIRS_FILE "datadirs"
+
+/* packs/ and manifests/ must be the store's own directories: through a symbolic link, gc would
+ * act on another store's files and saves would write where the operator does not look. */
+static int refuse_symlink(const char *dir)
+{
+	struct stat st;
+	if (lstat(dir, &st)) {
+		int e = errno;
+		if (e == ENOENT)
+			return 0; /* the caller reports a missing directory in its own words */
+		return ckpt_fail(ckpt_errno_code(e), "%s: %s", dir, strerror(e));
+	}
+	if (S_ISLNK(st.st_mode))
+		return ckpt_fail(CKPT_E_PERM, "%s is a symbolic link; refusing it (a store's packs/ "
+				 "and manifests/ must be its own directories)", dir);
+	if (!S_ISDIR(st.st_mode))
+		return ckpt_fail(CKPT_E_CORRUPT, "%s is not a directory", dir);
+	return 0;
+}
+
+static int add_pack_dir(struct ckpt_store *s, const char *data_dir)
+{
+	/* Recorded paths must mean the same from any working directory. */
+	char abs[8192];
+	if (data_dir[0] != '/') {
+		char cwd[4096];
+		if (!getcwd(cwd, sizeof cwd))
+			return ckpt_fail(CKPT_E_IO, "data directory %s: cannot resolve: %s", data_dir,
+					 strerror(errno));
+		snprintf(abs, sizeof abs, "%s/%s", cwd, data_dir);
+		data_dir = abs;
+	}
+	for (unsigned i = 1; i < s->ndirs; i++)
+		if (!strcmp(s->pack_dirs[i], data_dir))
+			return 0;
+	char *p = malloc(strlen(data_dir) + sizeof "/" PACK_DIR);
+	if (!p)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	sprintf(p, "%s/%s", data_dir, PACK_DIR);
+	for (unsigned i = 0; i < s->ndirs; i++)
+		if (!strcmp(s->pack_dirs[i], p)) {
+			free(p);
+			return 0;
+		}
+	s->pack_dirs[s->ndirs++] = p;
+	return 1;
+}
+
+/* Pack directories: the store's own, those recorded in STORE/datadirs, and those the options name
+ * (recorded on the way, so that readers find packs without being told). */
+static int setup_dirs(struct ckpt_store *s, const ckpt_options *opts)
+{
+	s->pack_dirs = calloc(MAX_DATA_DIRS + 1, sizeof *s->pack_dirs);
+	if (!s->pack_dirs || !(s->pack_dirs[0] = strdup(s->pack_dir)))
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	s->ndirs = 1;
+	char fp[4096];
+	snprintf(fp, sizeof fp, "%s/%s", s->path, DATADIRS_FILE);
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int rc = io_slurp(fp, 1 << 20, &buf, &len);
+	if (rc && rc != -CKPT_E_NOTFOUND)
+		return rc;
+	unsigned recorded = 0;
+	if (!rc) {
+		char *save = NULL;
+		char *text = (char *)buf;
+		text[len ? len - 1 : 0] = text[len ? len - 1 : 0] == '\n' ? 0 : text[len ? len - 1 : 0];
+		char *copy = strndup(text, len);
+		free(buf);
+		if (!copy)
+			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+			if (s->ndirs > MAX_DATA_DIRS) {
+				free(copy);
+				return ckpt_fail(CKPT_E_CORRUPT, "%s: more than %d data directories", fp,
+						 MAX_DATA_DIRS);
+			}
+			if ((rc = add_pack_dir(s, line)) < 0) {
+				free(copy);
+				return rc;
+			}
+		}
+		free(copy);
+		recorded = s->ndirs;
+	}
+	bool changed = false;
+	for (unsigned i = 0; opts && i < opts->ndata_dirs; i++) {
+		if (s->ndirs > MAX_DATA_DIRS)
+			return ckpt_fail(CKPT_E_INVAL, "more than %d data directories", MAX_DATA_DIRS);
+		if ((rc = add_pack_dir(s, opts->data_dirs[i])) < 0)
+			return rc;
+		changed |= rc == 1;
+	}
+	if (!changed || s->opt.read_only)
+		return 0;
+	for (unsigned i = recorded ? recorded : 1; i < s->ndirs; i++) {
+		char *d = strdup(s->pack_dirs[i]);
+		if (!d)
+			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		char *slash = strrchr(d, '/');
+		*slash = 0;
+		rc = make_dir_durable(d);
+		free(d);
+		if (rc || (rc = make_dir_durable(s->pack_dirs[i])))
+			return rc;
+	}
+	size_t cap = 1;
+	for (unsigned i = 1; i < s->ndirs; i++)
+		cap += strlen(s->pack_dirs[i]) + 1;
+	char *out = malloc(cap), *o = out;
+	if (!out)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	for (unsigned i = 1; i < s->ndirs; i++) {
+		size_t n = strlen(s->pack_dirs[i]) - strlen("/" PACK_DIR);
+		memcpy(o, s->pack_dirs[i], n);
+		o += n;
+		*o++ = '\n';
+	}
+	rc = io_write_atomic(s->path, DATADIRS_FILE, out, (size_t)(o - out), NULL);
+	free(out);
+	return rc;
+}
+
+int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts)
+{
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->idx_mu, NULL);
+	s->lock_fd = -1;
+	s->io = ckpt_io_default();
+	index_init(&s->idx);
+	if (!path || !*path)
+		return ckpt_fail(CKPT_E_INVAL, "store path is empty");
+	ckpt_options *defaults = NULL;
+	if (!opts)
+		opts = defaults = ckpt_options_create();
+	if (!opts)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	s->opt = *opts;
+	/* The options' strings stay the caller's; the store keeps its own copies (setup_dirs). */
+	s->opt.ndata_dirs = 0;
+	memset(s->opt.data_dirs, 0, sizeof s->opt.data_dirs);
+	int rc = 0;
+	s->path = strdup(path);
+	char *hp = NULL;
+	if (!s->path || !(s->pack_dir = join(path, PACK_DIR)) || !(s->mf_dir = join(path, MF_DIR)) ||
+	    !(hp = join(path, STORE_FILE))) {
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		goto out;
+	}
+
+	struct stat st;
+	if (stat(hp, &st)) {
+		int e = errno;
+		if (e != ENOENT) {
+			rc = ckpt_fail(ckpt_errno_code(e), "%s: %s", hp, strerror(e));
+			goto out;
+		}
+		if (!s->opt.create || s->opt.read_only) {
+			if (stat(path, &st))
+				rc = ckpt_fail(CKPT_E_NOTFOUND, "store %s does not exist", path);
+			else
+				rc = ckpt_fail(CKPT_E_NOTFOUND, "%s is not a libckpt store (no %s file)",
+					       path, STORE_FILE);
+			goto out;
+		}
+		/* Not empty because another opener has just created the store there: open it. */
+		if (!stat(path, &st) && !dir_is_empty(path) && stat(hp, &st)) {
+			rc = ckpt_fail(CKPT_E_INVAL,
+				       "%s is not empty and not a libckpt store; refusing to create one there",
+				       path);
+			goto out;
+		}
+		if ((rc = create_layout(s)))
+			goto out;
+	}
+	if ((rc = refuse_symlink(s->pack_dir)) || (rc = refuse_symlink(s->mf_dir)))
+		goto out;
+	uint8_t *buf;
+	size_t len;
+	if ((rc = io_slurp(hp, 4096, &buf, &len)))
+		goto out;
+	rc = store_hdr_decode(buf, len, &s->hdr, hp);
+	free(buf);
+	if (rc || (rc = setup_dirs(s, opts)))
+		goto out;
+	for (unsigned i = 1; i < s->ndirs; i++)
+		if ((rc = refuse_symlink(s->pack_dirs[i])))
+			goto out;
+out:
+	free(hp);
+	ckpt_options_free(defaults);
+	return rc;
+}
+
+void store_fini(struct ckpt_store *s)
+{
+	store_unlock(s);
+	for (unsigned i = 0; s->pack_dirs && i < s->ndirs; i++)
+		free(s->pack_dirs[i]);
+	free(s->pack_dirs);
+	pthread_mutex_destroy(&s->mu);
+	pthread_mutex_destroy(&s->idx_mu);
+	index_free(&s->idx);
+	free(s->idx_seen);
+	free(s->path);
+	free(s->pack_dir);
+	free(s->mf_dir);
+}
+
+CKPT_API const char *ckpt_store_path(const ckpt_store *s)
+{
+	return s ? s->path : NULL;
+}
+
+/* The pid holding a flock on fd's file, from /proc/locks ("1: FLOCK ADVISORY WRITE PID
+ * MAJ:MIN:INODE ..."), or -1. The pid written in the file would name the last libckpt writer,
+ * which may be long gone while something else (flock(1), say) holds the lock. */
+static long flock_holder(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st))
+		return -1;
+	FILE *f = fopen("/proc/locks", "re");
+	if (!f)
+		return -1;
+	char line[256];
+	long found = -1;
+	while (found < 0 && fgets(line, sizeof line, f)) {
+		char kind[16], mode[16];
+		long pid;
+		unsigned maj, min;
+		unsigned long long ino;
+		if (sscanf(line, "%*d: %15s %*s %15s %ld %x:%x:%llu", kind, mode, &pid, &maj, &min, &ino) == 6 &&
+		    !strcmp(kind, "FLOCK") && ino == (unsigned long long)st.st_ino &&
+		    maj == major(st.st_dev) && min == minor(st.st_dev))
+			found = pid;
+	}
+	fclose(f);
+	return found;
+}
+
+/* Opens STORE/LOCK, which the lock holder truncates and writes its pid into: never through a
+ * symbolic link, and only a plain file with one link (a hard link to another file would be
+ * overwritten just the same). Returns the fd or -CKPT_E_*. */
+static int open_lock_file(const char *p)
+{
+	int fd = open(p, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+	if (fd < 0 && errno == ELOOP)
+		return ckpt_fail(CKPT_E_PERM, "lock file %s is a symbolic link; refusing to write "
+				 "through it (remove it: a real one is created)", p);
+	if (fd < 0) {
+		int e = errno;
+		return ckpt_fail(ckpt_errno_code(e), "open lock file %s: %s", p, strerror(e));
+	}
+	struct stat st;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+		close(fd);
+		return ckpt_fail(CKPT_E_PERM, "lock file %s is not a plain file with one link; "
+				 "refusing to write to it (remove it: a real one is created)", p);
+	}
+	return fd;
+}
+
+int store_lock(struct ckpt_store *s)
+{
+	if (s->opt.read_only)
+		return ckpt_fail(CKPT_E_PERM, "store %s was opened read-only", s->path);
+	if (s->lock_fd >= 0)
+		return 0;
+	char p[4096];
+	snprintf(p, sizeof p, "%s/%s", s->path, LOCK_FILE);
+	int fd = open_lock_file(p);
+	if (fd < 0)
+		return fd;
+	/* Ranks writing parts share the lock (they never collide); prune and gc take it
+	 * exclusively, so they exclude every writer. */
+	if (flock(fd, (s->part_mode ? LOCK_SH : LOCK_EX) | LOCK_NB)) {
+		int e = errno;
+		long holder = e == EWOULDBLOCK ? flock_holder(fd) : -1;
+		close(fd);
+		if (e == EWOULDBLOCK && holder == (long)getpid())
+			return ckpt_fail(CKPT_E_BUSY,
+					 "store %s is busy: another handle of this process is writing to it "
+					 "(lock %s)", s->path, p);
+		if (e == EWOULDBLOCK && holder > 0)
+			return ckpt_fail(CKPT_E_BUSY,
+					 "store %s is busy: process %ld is writing to it (lock %s)",
+					 s->path, holder, p);
+		if (e == EWOULDBLOCK)
+			return ckpt_fail(CKPT_E_BUSY,
+					 "store %s is busy: another process is writing to it (lock %s)",
+					 s->path, p);
+		return ckpt_fail(CKPT_E_IO, "lock %s: %s", p, strerror(e));
+	}
+	/* The pid is only for the busy message; the flock itself is the lock. */
+	char pid[32];
+	int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) < 0) {
+		/* a lock file we cannot write to still locks */
+	}
+	s->lock_fd = fd;
+	return 0;
+}
+
+void store_unlock(struct ckpt_store *s)
+{
+	if (s->lock_fd >= 0) {
+		close(s->lock_fd);
+		s->lock_fd = -1;
+	}
+}
+
+/* "checkpoint 25 not found in store S (steps: 10, 20)": the steps there are, the first and last
+ * few of them, so that a mistyped step is easy to correct. */
+static int missing_step(struct ckpt_store *s, uint64_t step)
+{
+	uint64_t *v = NULL;
+	long n = store_steps(s, &v);
+	char have[200] = "";
+	for (long k = 0; k < n; k++) {
+		char one[32];
+		if (n > 10 && k == 5) {
+			strncat(have, ", ...", sizeof have - strlen(have) - 1);
+			k = n - 5;
+		}
+		snprintf(one, sizeof one, "%s%llu", k ? ", " : "", (unsigned long long)v[k]);
+		strncat(have, one, sizeof have - strlen(have) - 1);
+	}
+	free(v);
+	if (n < 0)
+		return ckpt_fail(CKPT_E_NOTFOUND, "checkpoint %llu not found in store %s",
+				 (unsigned long long)step, s->path);
+	return ckpt_fail(CKPT_E_NOTFOUND, "checkpoint %llu not found in store %s (%s%s)",
+			 (unsigned long long)step, s->path, n > 0 ? "steps: " : "it has none",
+			 have);
+}
+
+int store_load_manifest(struct ckpt_store *s, uint64_t step, struct manifest *m)
+{
+	char name[64], p[4096];
+	store_mf_name(step, name, sizeof name);
+	snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
+	uint8_t *buf;
+	size_t len;
+	int rc = io_slurp(p, MF_MAX_LEN, &buf, &len);
+	if (rc == -CKPT_E_NOTFOUND)
+		return missing_step(s, step);
+	if (rc)
+		return rc;
+	rc = manifest_decode(buf, len, m, p);
+	if (rc)
+		return rc;
+	if (m->step != step) {
+		manifest_free(m);
+		return ckpt_fail(CKPT_E_CORRUPT, "%s: holds step %llu, not %llu", p,
+				 (unsigned long long)m->step, (unsigned long long)step);
+	}
+	if (memcmp(m->uuid, s->hdr.uuid, 16)) {
+		manifest_free(m);
+		return ckpt_fail(CKPT_E_CORRUPT, "%s: belongs to another store (uuid mismatch)", p);
+	}
+	return 0;
+}
+
+/* Parses "<20 digits>.ckpt"; temporary files start with '.' and never match. */
+static int parse_mf_name(const char *n, uint64_t *step)
+{
+	if (strlen(n) != 25 || strcmp(n + 20, ".ckpt"))
+		return -1;
+	uint64_t v = 0;
+	for (int i = 0; i < 20; i++) {
+		if (n[i] < '0' || n[i] > '9')
+			return -1;
+		if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, (uint64_t)(n[i] - '0'), &v))
+			return -1;
+	}
+	*step = v;
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+long store_steps(struct ckpt_store *s, uint64_t **steps)
+{
+	DIR *d = opendir(s->mf_dir);
+	if (!d) {
+		int e = errno;
+		return ckpt_fail(ckpt_errno_code(e), "open %s: %s", s->mf_dir, strerror(e));
+	}
+	size_t n = 0, cap = 64;
+	uint64_t *v = malloc(cap * sizeof *v);
+	struct dirent *e;
+	while (v && (e = readdir(d))) {
+		uint64_t st;
+		if (parse_mf_name(e->d_name, &st))
+			continue;
+		if (n == cap) {
+			uint64_t *nv = realloc(v, (cap *= 2) * sizeof *v);
+			if (!nv) {
+				free(v);
+				v = NULL;
+				break;
+			}
+			v = nv;
+		}
+		v[n++] = st;
+	}
+	closedir(d);
+	if (!v)
+		return ckpt_fail(CKPT_E_NOMEM, "listing %s: out of memory", s->mf_dir);
+	qsort(v, n, sizeof *v, cmp_u64);
+	*steps = v;
+	return (long)n;
+}
+
+void store_info_of(const struct manifest *m, ckpt_info *info)
+{
+	memset(info, 0, sizeof *info);
+	info->step = m->step;
+	info->time = m->time_ns / 1000000000;
+	info->tensors = m->n_tensors;
+	for (uint32_t i = 0; i < m->n_tensors; i++)
+		info->logical_bytes += m->tensors[i].nbytes;
+	info->new_bytes = m->new_bytes;
+	info->chunks = m->n_chunks;
+	for (uint32_t i = 0; i < m->n_chunks; i++) {
+		info->stored_bytes += rec_span(m->chunks[i].stored_len);
+		if (m->chunks[i].flags & MF_CHUNK_NEW)
+			info->new_chunks++;
+	}
+}
+
+CKPT_API int ckpt_store_list(ckpt_store *s, int include_invalid, ckpt_info **out)
+{
+	*out = NULL;
+	uint64_t *steps;
+	long n = store_steps(s, &steps);
+	if (n < 0)
+		return (int)n;
+	ckpt_info *v = calloc((size_t)n + 1, sizeof *v);
+	if (!v) {
+		free(steps);
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	}
+	long k = 0;
+	for (long i = 0; i < n; i++) {
+		struct manifest m;
+		int rc = store_load_manifest(s, steps[i], &m);
+		if (rc == -CKPT_E_NOMEM) {
+			free(steps);
+			free(v);
+			return rc;
+		}
+		if (rc) {
+			if (include_invalid) {
+				v[k].step = steps[i];
+				v[k++].error = -rc;
+			}
+			continue;
+		}
+		store_info_of(&m, &v[k++]);
+		manifest_free(&m);
+	}
+	free(steps);
+	*out = v;
+	return (int)k;
+}
+
+CKPT_API void ckpt_info_free(ckpt_info *list)
+{
+	free(list);
+}
+
+CKPT_API int ckpt_store_resolve(ckpt_store *s, uint64_t step, uint64_t *out)
+{
+	if (step != CKPT_STEP_LATEST) {
+		struct manifest m;
+		int rc = store_load_manifest(s, step, &m);
+		if (rc)
+			return rc;
+		manifest_free(&m);
+		*out = step;
+		return 0;
+	}
+	uint64_t *steps;
+	long n = store_steps(s, &steps);
+	if (n < 0)
+		return (int)n;
+	/* "latest" is the newest checkpoint that verifies, computed, never a pointer file. */
+	for (long i = n - 1; i >= 0; i--) {
+		struct manifest m;
+		if (store_load_manifest(s, steps[i], &m) == 0) {
+			manifest_free(&m);
+			*out = steps[i];
+			free(steps);
+			return 0;
+		}
+	}
+	free(steps);
+	return ckpt_fail(CKPT_E_NOTFOUND, "store %s has no valid checkpoint", s->path);
+}
+
+struct ckpt_index *store_index_lock(struct ckpt_store *s)
+{
+	pthread_mutex_lock(&s->idx_mu);
+	return &s->idx;
+}
+
+void store_index_unlock(struct ckpt_store *s)
+{
+	pthread_mutex_unlock(&s->idx_mu);
+}
+
+uint32_t store_new_pack_id(struct ckpt_store *s)
+{
+	return __atomic_add_fetch(&s->next_pack_id, 1, __ATOMIC_SEQ_CST);
+}
+
+bool store_direct_io(const struct ckpt_store *s)
+{
+	return s->opt.direct_io && !__atomic_load_n(&s->direct_refused, __ATOMIC_RELAXED);
+}
+
+void store_refuse_direct(struct ckpt_store *s)
+{
+	__atomic_store_n(&s->direct_refused, true, __ATOMIC_RELAXED);
+}
+
+int store_max_pack_id(struct ckpt_store *s, uint32_t *out)
+{
+	/* Each writer allocates in its own id range (store.h, DIST_PACK_LO). */
+	uint64_t lo = s->part_mode ? DIST_PACK_LO(s->part_rank) : 0;
+	uint64_t hi = s->part_mode ? DIST_PACK_LO(s->part_rank + 1) : DIST_PACK_LO(0);
+	uint32_t mx = lo ? (uint32_t)lo : 0;
+	for (unsigned i = 0; i < s->ndirs; i++) {
+		DIR *d = opendir(s->pack_dirs[i]);
+		if (!d) {
+			int e = errno;
+			return ckpt_fail(ckpt_errno_code(e), "open %s: %s", s->pack_dirs[i], strerror(e));
+		}
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			char *end;
+			unsigned long v = strtoul(e->d_name, &end, 10);
+			if (end != e->d_name && !strcmp(end, ".pack") && v > mx && v <= UINT32_MAX &&
+			    v >= lo && v < hi)
+				mx = (uint32_t)v;
+		}
+		closedir(d);
+	}
+	*out = mx;
+	return 0;
+}
+
+/* store_refresh_index() and store_index_resync(): index_sync.c. */

@@ -1,0 +1,135 @@
+/* The store: directory layout, writer lock, manifests on disk, dedup index. Internal to lib/. */
+#ifndef CKPT_STORE_H
+#define CKPT_STORE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ckpt.h"
+#include "format/format.h"
+#include "store/index.h"
+#include "io/io.h"
+
+#define STORE_FILE "store"
+#define LOCK_FILE "LOCK"
+#define PACK_DIR "packs"
+#define MF_DIR "manifests"
+
+#define MAX_DATA_DIRS 64
+
+struct ckpt_options {
+	int create;
+	int read_only;
+	int direct_io;
+	int overwrite;
+	int64_t chunk_size; /* 0: the store's */
+	int compress;       /* -1: the store's */
+	int zstd_level;     /* 0: the store's */
+	uint64_t io_size;
+	uint64_t pack_size;
+	unsigned threads;   /* 0: online cores */
+	uint64_t pool_size;
+	unsigned queue_depth;
+	int engine;
+	unsigned ndata_dirs;
+	char *data_dirs[MAX_DATA_DIRS];
+};
+
+/* The store of one handle. It knows nothing of saves: the public handle (handle.c) wraps it with
+ * the save layer's state (save.h, struct save_store). */
+struct ckpt_store {
+	char *path;
+	char *pack_dir, *mf_dir;
+	/* Pack directories: pack_dirs[0] is pack_dir, then one per data directory. */
+	char **pack_dirs;
+	unsigned ndirs;
+	pthread_mutex_t mu;        /* the lock count, part_mode */
+	pthread_mutex_t idx_mu;    /* the dedup index while saves are processed */
+	unsigned lock_users;
+	uint32_t next_pack_id;     /* last pack id used (store_new_pack_id; atomic) */
+	bool direct_refused;       /* the file system refused O_DIRECT (atomic) */
+	struct store_hdr hdr;
+	struct ckpt_options opt;
+	const struct ckpt_io_ops *io;
+	int lock_fd;
+	/* Dedup index and the manifest files it was built from (index_sync.c). */
+	struct ckpt_index idx;
+	struct mf_seen *idx_seen;
+	size_t idx_nseen;
+	bool idx_valid;
+	uint32_t gen;
+	/* Multi-rank saves (dist.c): this handle writes rank part_rank's part of a checkpoint:
+	 * shared lock, packs in the rank's id range, manifest into parts/. */
+	bool part_mode;
+	uint32_t part_rank;
+};
+
+/* Pack ids of multi-rank saves: rank r allocates in [DIST_PACK_LO(r), DIST_PACK_LO(r+1)),
+ * single-process saves and gc below DIST_PACK_LO(0), so writers of one save never collide. */
+#define DIST_PACK_SPAN (1u << 22)
+#define DIST_PACK_LO(r) (((uint32_t)(r) + 1) * DIST_PACK_SPAN)
+#define DIST_MAX_RANKS 1022u
+#define PART_DIR "parts"
+/* The part files are store layout (store.c), used by the save (a part-mode save writes its
+ * manifest there), dist_merge.c (reads them) and gc (counts leftovers). */
+/* STORE/parts/<step> (rank < 0) or STORE/parts/<step>/<rank>.part. */
+void dist_part_path(const struct ckpt_store *s, uint64_t step, int rank, char *buf, size_t len);
+/* Writes this handle's rank's part manifest STORE/parts/<step>/<rank>.part atomically (the
+ * directories made durable first); *renamed as for io_write_atomic. Returns 0 or -CKPT_E_*. */
+int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t len, int *renamed);
+
+/* Opens the store at path into *s (zeroed memory the caller owns: the public handle). On failure
+ * s is left for store_fini. Returns 0 or -CKPT_E_*. */
+int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts);
+/* Releases what store_init set up (the writer lock included); s itself stays the caller's. */
+void store_fini(struct ckpt_store *s);
+
+/* Paths of a store's files: a pack in pack directory dir. */
+void store_pack_path(const struct ckpt_store *s, unsigned dir, uint32_t pack_id, char *buf, size_t len);
+void store_mf_name(uint64_t step, char *buf, size_t len);
+
+/* Takes the writer lock (flock on STORE/LOCK) or fails with -CKPT_E_BUSY; unlock releases it. */
+int store_lock(struct ckpt_store *s);
+void store_unlock(struct ckpt_store *s);
+
+/* Reads and decodes the manifest of step. Returns 0 or -CKPT_E_* (the message names the file). */
+int store_load_manifest(struct ckpt_store *s, uint64_t step, struct manifest *m);
+
+/* Lists the steps that have a manifest file, ascending. Returns the count or -CKPT_E_*. */
+long store_steps(struct ckpt_store *s, uint64_t **steps);
+
+/* Brings the dedup index up to date with the manifests on disk (call under the lock): reads only
+ * the manifests added since it was built, or all of them when one it was built from changed
+ * (index_sync.c). */
+int store_refresh_index(struct ckpt_store *s);
+
+/* After this process committed a manifest under the lock: the index is current, record the
+ * directory's files so the next save does not read its own manifest again. */
+int store_index_resync(struct ckpt_store *s);
+
+/* The first write of the handle since the lock was free (s->mu held, lock_users == 0): takes
+ * the writer lock and looks at packs and manifests anew, since another process may have saved,
+ * pruned or collected meanwhile (pack ids, the io ops, the dedup index). On failure the lock
+ * is not held (index_sync.c). Returns 0 or -CKPT_E_*. */
+int store_begin_write(struct ckpt_store *s);
+
+/* The dedup index: store_index_lock takes the index lock and returns the index, valid until
+ * store_index_unlock. */
+struct ckpt_index *store_index_lock(struct ckpt_store *s);
+void store_index_unlock(struct ckpt_store *s);
+
+/* A pack id no other pack of this writer has (thread-safe; under the writer lock). */
+uint32_t store_new_pack_id(struct ckpt_store *s);
+/* Whether new packs are opened with O_DIRECT: the option, unless the file system refused it
+ * (store_refuse_direct, after which this handle writes buffered). Thread-safe. */
+bool store_direct_io(const struct ckpt_store *s);
+void store_refuse_direct(struct ckpt_store *s);
+
+/* Highest pack id present in any pack directory (0 if none). */
+int store_max_pack_id(struct ckpt_store *s, uint32_t *out);
+
+/* Fills a ckpt_info from a decoded manifest. */
+void store_info_of(const struct manifest *m, ckpt_info *info);
+
+#endif
