@@ -9,6 +9,8 @@ from . import _restore as R
 from . import _select as S
 from . import _tree as T
 from . import dist as D
+from ._common import _step_arg
+from ._target import _alloc, _check_target
 from .errors import CkptError, CkptIOError, MismatchError, NotFoundError, error_class
 
 
@@ -105,7 +107,6 @@ def _ckpt_dtype(t):
 
 def _job(v, name, obj, step):
     """(index, tensor to fill, offsets) for a restore target, checked against the checkpoint."""
-    from .store import _check_target
     idx = v.find(name)
     ti = v.tensor(idx)
     if isinstance(obj, D.Shard) or D.is_dtensor(obj):
@@ -141,7 +142,6 @@ class _Restore:
 
     def check(self):
         """Plans and checks; returns the saved entries this state has no place for."""
-        from .store import _alloc
         v = self.v
         plan = self.plan = R.Plan(v, lambda kind, ti: _alloc(kind, ti, None), self.strict)
         R.merge(self.state, R.NOTREE if self.tree is None else self.tree, [], plan, apply=False)
@@ -192,7 +192,6 @@ def restore(store, state, step, strict, dg):
     'latest'); every rank's targets are checked before any rank writes; an entry counts as left
     out (strict) only when no rank restores it; a failure on any rank raises on every rank,
     naming it.  The same collectives run on every rank whatever fails."""
-    from .store import _step_arg
     _step_arg(step)  # a bad argument raises alike on every rank, before any collective
     store._dist_wait()
     s = None
@@ -240,7 +239,6 @@ def load(store, step, device, keys, map_location):
     """Store.load of a multi-rank checkpoint: the saved structure with every Shard leaf as its
     global tensor, assembled from all ranks' pieces."""
     pres = S.prefixes(keys) if keys is not None else None
-    from .store import _alloc
     with store._open_reader(step) as r:
         tree, step = r.tree(), r.step
     with _View(store, step) as v:

@@ -9,6 +9,7 @@ import threading
 from . import _lib as L
 from . import _tree as T
 from . import dist as D
+from ._common import _stats
 from .errors import CkptError, CkptIOError, InvalidArgumentError, MismatchError, error_class
 
 _MISSING = object()
@@ -241,7 +242,6 @@ class DistSaveHandle:
         self.snapshot_time = 0.0
 
     def _run(self):
-        from .store import _stats
         try:
             for ev in self._events:
                 ev.synchronize()  # the clones are complete

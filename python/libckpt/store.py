@@ -1,7 +1,6 @@
-"""Store, SaveHandle and SaveStats: the Python face of a libckpt store."""
+"""Store, SaveHandle and SaveStats (defined in _common.py): the Python face of a libckpt store."""
 
 import ctypes
-import dataclasses
 import re
 import threading
 import time
@@ -9,46 +8,15 @@ import warnings
 import weakref
 
 from . import _dread
+from . import _dsave
 from . import _lib as L
 from . import _restore as R
 from . import _select as S
 from . import _tree as T
 from . import dist as _dist
-from .errors import (CkptError, InvalidArgumentError, MismatchError, NotFoundError,
-                     UnsupportedError)
-
-
-@dataclasses.dataclass
-class SaveStats:
-    """Statistics of one save (libckpt's ckpt_stats)."""
-    step: int
-    tensors: int
-    logical_bytes: int
-    chunks: int
-    chunks_new: int
-    chunks_reused: int
-    bytes_hashed: int
-    bytes_stored: int
-    bytes_written: int
-    bytes_read: int
-    seconds: float
-    snapshot_seconds: float
-    persist_seconds: float
-    wait_seconds: float
-    pool_bytes: int
-    pool_peak: int
-    threads: int
-    data_dirs: int
-    direct_io: bool
-    engine: str
-    gpu: str
-
-    def as_dict(self):
-        return dataclasses.asdict(self)
-
-
-def _stats(st):
-    return SaveStats(**L.stats_dict(st))
+from ._common import SaveStats, _stats, _step_arg  # noqa: F401  SaveStats: public here
+from ._target import _alloc, _check_target, _data_ptr
+from .errors import CkptError, NotFoundError, UnsupportedError
 
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.I)
@@ -81,22 +49,6 @@ def _meta_dict(metadata):
             raise ValueError(f"metadata {k!r}: keys and values cannot contain NUL characters")
         meta[k] = v
     return meta
-
-
-def _step_arg(step, allow_latest=True):
-    if step is None or step == "latest":
-        if not allow_latest:
-            raise ValueError("a save needs an explicit step")
-        return L.STEP_LATEST
-    if isinstance(step, bool) or not isinstance(step, int):
-        try:
-            import operator
-            step = operator.index(step)  # numpy ints, 0-d integer tensors
-        except TypeError:
-            raise TypeError(f"step must be an int or 'latest', got {step!r}") from None
-    if step < 0 or step >= L.STEP_LATEST:
-        raise ValueError(f"step {step} is out of range (0 to 2**64-2)")
-    return step
 
 
 class SaveHandle:
@@ -346,7 +298,6 @@ class Store:
         step = _step_arg(step, allow_latest=False)
         dg = _dist.resolve_group(group)
         if dg is not None:
-            from . import _dsave
             return _dsave.save_async(self, state, step, _meta_dict(metadata), dg)
         self._dist_wait()
         tree, leaves = T.flatten(state)
@@ -404,7 +355,6 @@ class Store:
         global checkpoint is durable, or raises on every rank)."""
         dg = _dist.resolve_group(group)
         if dg is not None:
-            from . import _dsave
             step = _step_arg(step, allow_latest=False)
             return _dsave.save_async(self, state, step, _meta_dict(metadata), dg,
                                      background=False).wait()
@@ -773,78 +723,6 @@ class _Reader:
     def tree(self):
         v = L.load().ckpt_reader_get_meta(self.ptr, T.META_KEY.encode())
         return T.loads(v.decode()) if v is not None else None
-
-
-def _desc(obj):
-    if T.is_torch_tensor(obj):
-        return f"{obj.dtype} {list(obj.shape)}"
-    return f"numpy {obj.dtype} {list(obj.shape)}"
-
-
-def _check_target(name, ti, obj, step):
-    """Raises MismatchError unless obj can receive the saved tensor as it is."""
-    saved = f"{ti['dtype']} {list(ti['shape'])}"
-    if T.is_torch_tensor(obj):
-        dt = T.torch_dtypes().get(obj.dtype)
-        if obj.device.type not in ("cpu", "cuda"):
-            raise MismatchError(f"tensor {name!r}: device {obj.device} is not supported")
-    elif T.is_np_array(obj):
-        dt = T.np_dtypes().get(obj.dtype.name) if obj.dtype.isnative or obj.dtype.itemsize == 1 else None
-        if not obj.flags.writeable:
-            raise MismatchError(f"tensor {name!r}: the target array is read-only")
-    else:
-        raise MismatchError(f"tensor {name!r}: target is a {type(obj).__name__}, not a tensor")
-    if dt != ti["ckpt_dtype"]:
-        raise MismatchError(f"tensor {name!r}: dtype mismatch: checkpoint {step} has {saved}, "
-                            f"the target is {_desc(obj)} (no conversion is made)")
-    if tuple(obj.shape) != tuple(ti["shape"]):
-        raise MismatchError(f"tensor {name!r}: shape mismatch: checkpoint {step} has {saved}, "
-                            f"the target is {_desc(obj)}")
-
-
-# Host tensors of at least _DIRECT_MIN bytes are placed CKPT_RESTORE_DIRECT_OFFSET bytes past a
-# 4 KiB boundary (ckpt.h), where libckpt reads raw chunks straight into them with O_DIRECT, with
-# no copy out of its read buffer; the price is up to 4 KiB more storage per tensor.
-_DIRECT_OFF, _DIRECT_ALIGN, _DIRECT_MIN = 64, 4096, 1 << 20
-
-
-def _direct_place(flat, addr, nbytes):
-    """The nbytes-long slice of the 1-D byte buffer `flat` (at address addr) that starts
-    _DIRECT_OFF bytes past a 4 KiB boundary."""
-    off = (_DIRECT_OFF - addr) % _DIRECT_ALIGN
-    return flat[off:off + nbytes]
-
-
-def _alloc(kind, ti, device):
-    # the size from the shape asked for: get_slice passes a part of the tensor's shape
-    if kind == "torch":
-        import torch
-        dt = T.torch_dtype_of(ti["ckpt_dtype"])
-        if dt is None:
-            raise UnsupportedError(f"tensor {ti['name']!r}: this torch has no dtype for {ti['dtype']}")
-        t = torch.empty(ti["shape"], dtype=dt, device=device or "cpu")
-        nb = t.numel() * t.element_size()
-        if t.device.type != "cpu" or nb < _DIRECT_MIN or t.data_ptr() % _DIRECT_ALIGN == _DIRECT_OFF:
-            return t  # glibc's memalign often gives torch's large tensors that place already
-        del t
-        flat = torch.empty(nb + _DIRECT_ALIGN, dtype=torch.uint8)
-        return _direct_place(flat, flat.data_ptr(), nb).view(dt).view(ti["shape"])
-    import numpy as np
-    dt = T.np_dtype_of(ti["ckpt_dtype"])
-    if dt is None:
-        raise UnsupportedError(f"tensor {ti['name']!r}: numpy has no dtype for {ti['dtype']} "
-                               f"(install ml_dtypes, or save it as a torch tensor)")
-    a = np.empty(ti["shape"], dtype=dt)
-    if a.nbytes < _DIRECT_MIN or a.__array_interface__["data"][0] % _DIRECT_ALIGN == _DIRECT_OFF:
-        return a
-    nb = a.nbytes
-    del a
-    flat = np.empty(nb + _DIRECT_ALIGN, dtype=np.uint8)
-    return _direct_place(flat, flat.__array_interface__["data"][0], nb).view(dt).reshape(ti["shape"])
-
-
-def _data_ptr(obj):
-    return obj.data_ptr() if T.is_torch_tensor(obj) else obj.__array_interface__["data"][0]
 
 
 def _restore_into(r, targets):
