@@ -99,7 +99,8 @@ $(ALIB): $(LIB_OBJ)
 	rm -f $@ && $(AR) rcs $@ $(B)/obj/ar/libckpt.o
 # Test builds: the sources in HOOK_SRC are compiled a second time with CKPT_TEST_HOOKS (crash
 # points the tests trigger from the environment) into the tests' archive only.
-HOOK_SRC := lib/gc/gc.c lib/io/engine.c lib/save/save.c lib/dist/dist.c lib/store/index_sync.c \
+HOOK_SRC := lib/gc/gc.c lib/gc/gc_compact.c lib/gc/gc_prune.c lib/gc/gc_scan.c \
+	    lib/io/engine.c lib/save/save.c lib/dist/dist.c lib/store/index_sync.c \
 	    lib/dist/dist_merge.c
 HOOK_OBJ := $(HOOK_SRC:%.c=$(B)/obj/hooks/%.o)
 TLIB_OBJ := $(filter-out $(HOOK_SRC:%.c=$(B)/obj/%.o),$(LIB_OBJ)) $(HOOK_OBJ)

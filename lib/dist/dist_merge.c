@@ -138,19 +138,14 @@ static int merge_chunks(struct merge *m)
 	return 0;
 }
 
+/* The global tensor name, added when new; NULL when out of memory (the error is set). */
 static struct gt *find_gt(struct merge *m, const char *name)
 {
 	for (size_t i = 0; i < m->ng; i++)
 		if (!strcmp(m->g[i].name, name))
 			return &m->g[i];
-	if (m->ng == m->capg) {
-		size_t c = m->capg ? m->capg * 2 : 16;
-		struct gt *g = realloc(m->g, c * sizeof *g);
-		if (!g)
-			return NULL;
-		m->g = g;
-		m->capg = c;
-	}
+	if (ckpt_grow((void **)&m->g, &m->capg, m->ng + 1, sizeof *m->g))
+		return NULL;
 	struct gt *g = &m->g[m->ng++];
 	memset(g, 0, sizeof *g);
 	g->name = name;
@@ -175,7 +170,7 @@ static int classify(struct merge *m, unsigned r, const struct mf_tensor *t)
 		return bad(m, r, "a tensor without its shard description");
 	struct gt *g = find_gt(m, t->name);
 	if (!g)
-		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		return -CKPT_E_NOMEM;
 	uint64_t gs[32], off[32] = {0};
 	const char *p = v + used;
 	for (unsigned i = 0; i < nd; i++, p = end)
@@ -192,14 +187,9 @@ static int classify(struct merge *m, unsigned r, const struct mf_tensor *t)
 		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": tensor %s: rank %u's kind, "
 				 "dtype or global shape differ from another rank's", m->step, t->name, r);
 	}
-	if (g->npieces == g->cap) {
-		size_t c = g->cap ? g->cap * 2 : 4;
-		struct piece *np = realloc(g->p, c * sizeof *np);
-		if (!np)
-			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-		g->p = np;
-		g->cap = c;
-	}
+	int rc = ckpt_grow((void **)&g->p, &g->cap, g->npieces + 1, sizeof *g->p);
+	if (rc)
+		return rc;
 	struct piece *pc = &g->p[g->npieces++];
 	pc->rank = r;
 	pc->t = t;

@@ -1,0 +1,203 @@
+/* Retention (ckpt_store_prune, ckpt_store_prune_gc) and the removal of chosen manifests that it
+ * shares with delete: gc_prune_run() removes them durably, then collects through gc.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "gc/gc_int.h"
+#include "store/store.h"
+
+
+/* Removes the manifests choose picks (durably, first), then collects under g. Damaged manifests
+ * refuse everything unless CKPT_GC_FORCE. */
+int gc_prune_run(struct ckpt_store *s, gc_choose_fn choose, const void *ctx,
+		 const ckpt_gc_policy *g, int flags, ckpt_gc_report **report)
+{
+	int rc = gc_maint_lock(s);
+	if (rc)
+		return rc;
+	bool dry = flags & CKPT_GC_DRY_RUN;
+	ckpt_gc_report *rep = gc_new_report();
+	struct mfset ms;
+	bool *drop = NULL;
+	if (!rep) {
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		goto out_unlock;
+	}
+	if ((rc = gc_mfset_load(s, &ms)))
+		goto out_unlock;
+	/* With a damaged manifest nothing is removed unless forced: the operator looks first. */
+	if ((rc = gc_refuse_invalid(s, &ms, flags)))
+		goto out;
+	drop = calloc(ms.n + 1, sizeof *drop);
+	rep->steps_removed = calloc(ms.n + 1, sizeof *rep->steps_removed);
+	if (!drop || !rep->steps_removed) {
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		goto out;
+	}
+	if ((rc = choose(s, &ms, ctx, flags, drop)))
+		goto out;
+	for (size_t k = 0; k < ms.n; k++)
+		if (drop[k]) {
+			rep->steps_removed[rep->n_steps_removed++] = ms.steps[k];
+			rep->bytes_freed += ms.size[k];
+		}
+	/* Every pack directory must be there before anything goes: without one, the packs it
+	 * holds are unknown and the collection below would fail after the manifests were removed. */
+	if ((rc = gc_pack_dirs_present(s)))
+		goto out;
+	/* Manifests first, durably: after this no remaining checkpoint needs what goes next. */
+	for (size_t k = 0; !dry && k < ms.n; k++) {
+		if (!drop[k])
+			continue;
+		char name[64], p[4096];
+		store_mf_name(ms.steps[k], name, sizeof name);
+		snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
+		if (unlink(p) && errno != ENOENT) {
+			int e = errno;
+			rc = ckpt_fail(ckpt_errno_code(e), "remove %s: %s", p, strerror(e));
+			goto out;
+		}
+		gc_kill_point();
+	}
+	if (!dry && rep->n_steps_removed && (rc = io_fsync_dir(s->mf_dir)))
+		goto out;
+	rc = gc_collect(s, &ms, drop, g, dry, rep);
+out:
+	gc_mfset_free(&ms);
+out_unlock:
+	free(drop);
+	gc_maint_unlock(s);
+	if (rc || !report)
+		ckpt_gc_report_free(rep);
+	else
+		*report = rep;
+	return rc;
+}
+
+struct by_time {
+	const struct mfset *ms;
+	size_t *idx; /* valid manifests, newest commit time first (then highest step) */
+	size_t n;
+};
+
+static int cmp_newest(const void *a, const void *b, void *arg)
+{
+	const struct mfset *ms = arg;
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	if (ms->m[x].time_ns != ms->m[y].time_ns)
+		return ms->m[x].time_ns > ms->m[y].time_ns ? -1 : 1;
+	return ms->steps[x] > ms->steps[y] ? -1 : ms->steps[x] < ms->steps[y];
+}
+
+/* The period of a commit time for a rule: hour, day or ISO week, in UTC. */
+static void period_of(int64_t time_ns, char rule, char *buf, size_t len)
+{
+	time_t t = (time_t)(time_ns / 1000000000);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(buf, len, rule == 'H' ? "%Y-%m-%d %H" : rule == 'd' ? "%Y-%m-%d" : "%G-%V", &tm);
+}
+
+/* borg's prune_split: the newest checkpoint of each of the newest n periods, skipping periods whose
+ * newest is kept already; the oldest checkpoint too when fewer than n periods were found. */
+static void keep_split(const struct by_time *bt, char rule, uint64_t n, bool *keep)
+{
+	char last[32] = "", cur[32];
+	uint64_t kept = 0;
+	if (!n || !bt->n)
+		return;
+	for (size_t i = 0; i < bt->n && kept < n; i++) {
+		size_t k = bt->idx[i];
+		period_of(bt->ms->m[k].time_ns, rule, cur, sizeof cur);
+		if (!strcmp(cur, last))
+			continue;
+		strcpy(last, cur);
+		if (!keep[k]) {
+			keep[k] = true;
+			kept++;
+		}
+	}
+	size_t oldest = bt->idx[bt->n - 1];
+	if (kept < n && !keep[oldest])
+		keep[oldest] = true;
+}
+
+/* Retention (ckpt_retention), in borg's order: within, last, hourly, daily, weekly; then the
+ * multiples of keep_every, the listed steps and the newest valid checkpoint. */
+static int choose_retention(struct ckpt_store *s, const struct mfset *ms, const void *ctx,
+			    int flags, bool *drop)
+{
+	(void)s;
+	(void)flags;
+	const ckpt_retention *r = ctx;
+	struct by_time bt = {ms, calloc(ms->n + 1, sizeof(size_t)), 0};
+	bool *keep = calloc(ms->n + 1, sizeof *keep);
+	if (!bt.idx || !keep) {
+		free(bt.idx);
+		free(keep);
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	}
+	for (size_t k = 0; k < ms->n; k++)
+		if (!ms->err[k])
+			bt.idx[bt.n++] = k;
+	qsort_r(bt.idx, bt.n, sizeof *bt.idx, cmp_newest, (void *)ms);
+	int64_t now = r->now ? r->now : ckpt_wall_ns() / 1000000000;
+	for (size_t i = 0; r->keep_within > 0 && i < bt.n; i++)
+		if (ms->m[bt.idx[i]].time_ns / 1000000000 > now - r->keep_within)
+			keep[bt.idx[i]] = true;
+	/* keep_last counts by step, as ckpt_store_prune() always has. */
+	uint64_t kept = 0;
+	for (size_t k = ms->n; k-- > 0 && kept < r->keep.keep_last;)
+		if (!ms->err[k] && !keep[k]) {
+			keep[k] = true;
+			kept++;
+		}
+	keep_split(&bt, 'H', r->keep_hourly, keep);
+	keep_split(&bt, 'd', r->keep_daily, keep);
+	keep_split(&bt, 'w', r->keep_weekly, keep);
+	bool newest = false;
+	for (size_t k = ms->n; k-- > 0;) {
+		if (ms->err[k])
+			continue; /* never removed here: verify shows them, an operator decides */
+		if (!newest)
+			keep[k] = newest = true;
+		if (r->keep.keep_every && ms->steps[k] % r->keep.keep_every == 0)
+			keep[k] = true;
+		for (size_t q = 0; q < r->keep.n_keep_steps; q++)
+			keep[k] |= r->keep.keep_steps[q] == ms->steps[k];
+		drop[k] = !keep[k];
+	}
+	free(bt.idx);
+	free(keep);
+	return 0;
+}
+
+CKPT_API int ckpt_store_prune_gc(ckpt_store *s, const ckpt_retention *r, const ckpt_gc_policy *g,
+				 int flags, ckpt_gc_report **report)
+{
+	if (report)
+		*report = NULL;
+	if (!s || !r)
+		return ckpt_fail(CKPT_E_INVAL, "prune: NULL store or policy");
+	if (r->keep_within < 0)
+		return ckpt_fail(CKPT_E_INVAL, "prune: keep_within must not be negative");
+	if (g && (!(g->compact_below >= 0 && g->compact_below <= 1) ||
+		  !(g->max_unused >= 0 && g->max_unused <= 1)))
+		return ckpt_fail(CKPT_E_INVAL, "prune: compact_below and max_unused must be 0 to 1");
+	return gc_prune_run(s, choose_retention, r, g, flags, report);
+}
+
+CKPT_API int ckpt_store_prune(ckpt_store *s, const ckpt_prune_policy *pol, int flags,
+			      ckpt_gc_report **report)
+{
+	if (report)
+		*report = NULL;
+	if (!s || !pol)
+		return ckpt_fail(CKPT_E_INVAL, "prune: NULL store or policy");
+	ckpt_retention r = {.keep = *pol};
+	return ckpt_store_prune_gc(s, &r, NULL, flags, report);
+}
