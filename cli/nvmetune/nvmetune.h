@@ -55,6 +55,23 @@ extern const struct cli_cmd nt_cmd_raid_add, nt_cmd_raid_replace, nt_cmd_raid_as
  * a dry run prints each change (verbose: print what is done). Returns an exit status. */
 int persist_md(const char *conf, bool dry, bool initramfs, bool verbose);
 
+/* ---- output (out.c): text, or with --json one JSON document on stdout ----------------------- */
+struct jw;
+/* With --json: starts the document (an object) in w and returns w; else returns NULL (text). */
+struct jw *out_begin(struct jw *w);
+/* Ends the document out_begin started (nothing when w is NULL). */
+void out_end(struct jw *w);
+/* Writes key, and null when the value is missing: returns have (true: write the value now). */
+bool out_key(struct jw *w, const char *key, bool have);
+/* Writes key and the string s, or null when s is NULL. */
+void out_str(struct jw *w, const char *key, const char *s);
+/* Writes the n keys of f with their unsigned values, in order. */
+struct out_u64 {
+	const char *key;
+	uint64_t v;
+};
+void out_u64s(struct jw *w, const struct out_u64 *f, size_t n);
+
 /* ---- sysfs layer with a movable root (sysfs.c) ------------------------------------------------
  * Every access to /sys, /dev and /proc goes through here so that tests can point the tool at a
  * fake tree. Paths given to these functions are relative to the root ("block/nvme0n1/queue/..."). */
@@ -206,7 +223,6 @@ int plan_build(const struct profile *p, char **devs, int ndev, struct plan *pl);
 void plan_free(struct plan *pl);
 /* format.c: the format steps plan shows (an NVMe namespace whose best LBA format is not the one
  * in use), as text lines or a JSON "format_steps" array. */
-struct jw;
 void format_advice(struct jw *w, const struct plan *pl);
 int cmd_format(int argc, char **argv);
 /* Reads the current value behind a state key, normalized. Returns 0 or -errno. */
