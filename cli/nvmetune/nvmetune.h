@@ -49,6 +49,16 @@ struct nt_raid_flags {
 };
 extern const struct cli_opt nt_raid_flag_opts[];
 extern const struct cli_cmd nt_cmd_raid_add, nt_cmd_raid_replace, nt_cmd_raid_assemble;
+/* The md array named by arg (mdN, /dev/mdN) into nm. Returns 0 or EXIT_NOTFOUND (reported as
+ * "CMD: ARG: no such md array"). */
+int nt_md_resolve(const char *cmd, const char *arg, char *nm, size_t len);
+/* Whether md (a kernel name) is an active array; its level (empty when inactive) into level. */
+bool nt_md_active(const char *md, char *level, size_t len);
+/* The array arg names (/dev/mdN, mdN) into md, for a new array: 0, a usage error ("bad WHAT")
+ * or EXIT_FAIL when it is already active (reported). */
+int nt_md_new(const char *cmd, const char *arg, const char *what, char *md, size_t len);
+/* Runs an mdadm argv. Returns EXIT_OK, or EXIT_FAIL after saying that mdadm is missing or failed. */
+int nt_mdadm_run(const char *cmd, char **av);
 
 /* persist_md.c: when md arrays are active, writes their ARRAY lines into nvmetune's block of conf
  * (mdadm.conf) and, when initramfs, rebuilds the initramfs (update-initramfs -u, or dracut -f);
