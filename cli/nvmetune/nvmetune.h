@@ -293,6 +293,9 @@ int mkdir_p(const char *dir);
 int lock_state(const char *cmd);
 /* Writes data to path atomically (temporary file + rename), creating the parent directory. */
 int write_file_atomic(const char *path, const char *data, size_t len, int mode);
+/* Room for one more of n elements of size bytes in arr (capacity *cap, first when empty, doubled
+ * when full): returns the array, maybe moved. Out of memory: says so and exits (EXIT_FAIL). */
+void *array_room(void *arr, int n, int *cap, int first, size_t size);
 /* Reads a whole file (NUL-terminated). Returns 0 or -errno. */
 int read_file(const char *path, char **data, size_t *len);
 /* Runs argv (execvp, stdin /dev/null). Returns the exit status, or -errno when it cannot start. */
