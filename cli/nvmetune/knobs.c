@@ -427,3 +427,9 @@ int plan_build(const struct profile *p, char **devs, int ndev, struct plan *pl)
 		qsort(pl->it, (size_t)pl->n, sizeof(*pl->it), cmp_item);
 	return EXIT_OK;
 }
+
+int plan_load(const char *prof, char **devs, int ndev, struct profile *p, struct plan *pl)
+{
+	int rc = profile_load(prof, p);
+	return rc ? rc : plan_build(p, devs, ndev, pl);
+}

@@ -231,6 +231,9 @@ struct plan {
  * printing why. */
 int plan_build(const struct profile *p, char **devs, int ndev, struct plan *pl);
 void plan_free(struct plan *pl);
+/* profile_load (prof: NULL for checkpoint) into p, then plan_build into pl: 0 or the exit status
+ * of the first that fails (reported). */
+int plan_load(const char *prof, char **devs, int ndev, struct profile *p, struct plan *pl);
 /* format.c: the format steps plan shows (an NVMe namespace whose best LBA format is not the one
  * in use), as text lines or a JSON "format_steps" array. */
 void format_advice(struct jw *w, const struct plan *pl);
