@@ -368,6 +368,39 @@ static int cmp_saved(const void *a, const void *b)
 	return (x->order > y->order) - (x->order < y->order);
 }
 
+/* One saved value: restored and read back (dry: only compared), reported, counted in t (a device
+ * gone since apply is skipped, not a failure). */
+static void restore_item(struct jw *wp, const struct saved *s, bool dry, struct tally *t)
+{
+	char cur[96] = "?", back[96] = "", why[256] = "";
+	const char *result;
+	if (!strncmp(s->key, "sys:", 4) && !sys_exists(s->key + 4)) {
+		snprintf(why, sizeof(why), "%s no longer exists", s->dev);
+		result_line(wp, s->dev, s->knob, "-", s->prev, "skipped", "", why);
+		return;
+	}
+	if (key_read(s->knob, s->key, cur, sizeof(cur), why, sizeof(why))) {
+		t->bad++;
+		result_line(wp, s->dev, s->knob, "?", s->prev, "failed", "", why);
+		return;
+	}
+	why[0] = 0;
+	if (!strcmp(cur, s->prev)) {
+		t->ok++;
+		result_line(wp, s->dev, s->knob, cur, s->prev, "unchanged", cur, "");
+		return;
+	}
+	if (dry) {
+		result_line(wp, s->dev, s->knob, cur, s->prev, "dry-run", "", "");
+		return;
+	}
+	if (write_verify(s->knob, s->key, s->prev, back, sizeof(back), &result, why, sizeof(why)))
+		t->bad++;
+	else
+		t->ok++;
+	result_line(wp, s->dev, s->knob, cur, s->prev, result, back, why);
+}
+
 int cmd_rollback(int argc, char **argv)
 {
 	struct tune_args opt = {0};
@@ -404,45 +437,17 @@ int cmd_rollback(int argc, char **argv)
 		printf("restoring %d value%s saved at %s by profile %s%s\n", st.n, st.n == 1 ? "" : "s",
 		       st.created, st.profile, dry ? " (dry run: nothing is written)" : "");
 	}
-	int nbad = 0, nok = 0;
-	for (int i = 0; i < st.n; i++) {
-		struct saved *s = &st.s[i];
-		char cur[96] = "?", back[96] = "", why[256] = "";
-		const char *result;
-		if (!strncmp(s->key, "sys:", 4) && !sys_exists(s->key + 4)) {
-			snprintf(why, sizeof(why), "%s no longer exists", s->dev);
-			result_line(wp, s->dev, s->knob, "-", s->prev, "skipped", "", why);
-			continue;
-		}
-		if (key_read(s->knob, s->key, cur, sizeof(cur), why, sizeof(why))) {
-			nbad++;
-			result_line(wp, s->dev, s->knob, "?", s->prev, "failed", "", why);
-			continue;
-		}
-		why[0] = 0;
-		if (!strcmp(cur, s->prev)) {
-			nok++;
-			result_line(wp, s->dev, s->knob, cur, s->prev, "unchanged", cur, "");
-			continue;
-		}
-		if (dry) {
-			result_line(wp, s->dev, s->knob, cur, s->prev, "dry-run", "", "");
-			continue;
-		}
-		if (write_verify(s->knob, s->key, s->prev, back, sizeof(back), &result, why, sizeof(why)))
-			nbad++;
-		else
-			nok++;
-		result_line(wp, s->dev, s->knob, cur, s->prev, result, back, why);
-	}
-	if (!dry && !nbad && unlink(nt.state_file) && errno != ENOENT)
+	struct tally t = {0};
+	for (int i = 0; i < st.n; i++)
+		restore_item(wp, &st.s[i], dry, &t);
+	if (!dry && !t.bad && unlink(nt.state_file) && errno != ENOENT)
 		cli_err("rollback: cannot remove %s: %s", nt.state_file, strerror(errno));
 	if (wp) {
-		results_close(wp, nbad);
+		results_close(wp, t.bad);
 	} else if (!dry) {
-		printf("%d restored, %d failed%s\n", nok, nbad,
-		       nbad ? "; the state file is kept, run rollback again after fixing the cause" : "");
+		printf("%d restored, %d failed%s\n", t.ok, t.bad,
+		       t.bad ? "; the state file is kept, run rollback again after fixing the cause" : "");
 	}
 	state_free(&st);
-	return nbad ? EXIT_PARTIAL : EXIT_OK;
+	return t.bad ? EXIT_PARTIAL : EXIT_OK;
 }
