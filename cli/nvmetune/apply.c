@@ -26,11 +26,9 @@ struct tune_args {
 	bool dry;
 };
 
-static const char *const profile_words[] = {"checkpoint", "default", NULL};
-
 #define OPT_PROFILE(text) \
 	{CLI_OPT(CLI_STRING, "profile", 'p', CLI_AT(struct tune_args, profile), "P", text), \
-	 .values = profile_words, .complete = "@file"}
+	 .values = nt_profile_words, .complete = "@file"}
 #define OPT_DRY(text) {CLI_OPT(CLI_FLAG, "dry-run", 'n', CLI_AT(struct tune_args, dry), NULL, text)}
 
 static const struct cli_opt plan_opts[] = {
@@ -94,18 +92,11 @@ static void print_plan_text(const struct profile *p, const struct plan *pl)
 
 static void json_item(struct jw *w, const struct item *it)
 {
-	jw_key(w, "device");
-	jw_str(w, it->dev);
-	jw_key(w, "knob");
-	jw_str(w, knob_name(it->knob));
-	jw_key(w, "current");
-	jw_str(w, it->cur);
-	jw_key(w, "target");
-	jw_str(w, it->tgt);
-	jw_key(w, "action");
-	jw_str(w, st_word(it->st));
-	jw_key(w, "why");
-	jw_str(w, it->why);
+	const struct out_kv f[] = {
+		{"device", it->dev}, {"knob", knob_name(it->knob)}, {"current", it->cur},
+		{"target", it->tgt}, {"action", st_word(it->st)}, {"why", it->why},
+	};
+	out_strs(w, f, sizeof(f) / sizeof(f[0]));
 }
 
 int cmd_plan(int argc, char **argv)
@@ -169,21 +160,12 @@ static void result_line(struct jw *w, const char *dev, enum knob_id k, const cha
 			const char *to, const char *result, const char *back, const char *why)
 {
 	if (w) {
+		const struct out_kv f[] = {
+			{"device", dev}, {"knob", knob_name(k)}, {"previous", from}, {"target", to},
+			{"result", result}, {"readback", back}, {"why", why},
+		};
 		jw_obj_begin(w);
-		jw_key(w, "device");
-		jw_str(w, dev);
-		jw_key(w, "knob");
-		jw_str(w, knob_name(k));
-		jw_key(w, "previous");
-		jw_str(w, from);
-		jw_key(w, "target");
-		jw_str(w, to);
-		jw_key(w, "result");
-		jw_str(w, result);
-		jw_key(w, "readback");
-		jw_str(w, back);
-		jw_key(w, "why");
-		jw_str(w, why);
+		out_strs(w, f, sizeof(f) / sizeof(f[0]));
 		jw_obj_end(w);
 		return;
 	}

@@ -75,6 +75,11 @@ void out_end(struct jw *w);
 bool out_key(struct jw *w, const char *key, bool have);
 /* Writes key and the string s, or null when s is NULL. */
 void out_str(struct jw *w, const char *key, const char *s);
+/* Writes the n keys of f with their strings (null for NULL), in order. */
+struct out_kv {
+	const char *key, *v;
+};
+void out_strs(struct jw *w, const struct out_kv *f, size_t n);
 /* Writes the n keys of f with their unsigned values, in order. */
 struct out_u64 {
 	const char *key;
@@ -104,6 +109,8 @@ int sys_write(const char *rel, const char *value);
  * names_free) or -errno. */
 int sys_list(const char *rel, const char *prefix, char ***out);
 void names_free(char **names, int n);
+/* sys_list, keeping only the names keep accepts. */
+int sys_list_keep(const char *rel, const char *prefix, bool (*keep)(const char *name), char ***out);
 /* Natural-order comparison for qsort of char* arrays. */
 int natcmp(const void *a, const void *b);
 /* Extracts the selected word of "[none] mq-deadline" style attributes; copies as-is otherwise. */
@@ -129,6 +136,8 @@ struct blockdev {
 int blk_resolve(const char *arg, char *name, size_t len);
 /* Fills d for a kernel name. Returns 0 or -ENOENT. */
 int blk_info(const char *name, struct blockdev *d);
+/* Whether a kernel name is an md array (block/NAME/md exists). */
+bool blk_is_md(const char *name);
 /* Lists the NVMe namespaces and md arrays (the tool's default device set). */
 int blk_default_set(char ***out);
 /* NVMe controller of a namespace ("nvme0n1" -> "nvme0"), or "" when not NVMe. */
@@ -204,6 +213,8 @@ struct profile {
 /* Loads "checkpoint", "default" or a profile file. Returns 0, or prints why and returns
  * EXIT_USAGE (bad name/file contents) or EXIT_NOTFOUND (file missing). */
 int profile_load(const char *spec, struct profile *p);
+/* The built-in profile names, NULL-terminated (the values --profile completes). */
+extern const char *const nt_profile_words[];
 
 enum item_state {
 	IS_SAME,        /* already at target */

@@ -35,6 +35,12 @@ void out_str(struct jw *w, const char *key, const char *s)
 		jw_str(w, s);
 }
 
+void out_strs(struct jw *w, const struct out_kv *f, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		out_str(w, f[i].key, f[i].v);
+}
+
 void out_u64s(struct jw *w, const struct out_u64 *f, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {

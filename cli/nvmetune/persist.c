@@ -62,12 +62,10 @@ struct persist_args {
 	bool dry, no_initramfs;
 };
 
-static const char *const profile_words[] = {"checkpoint", "default", NULL};
-
 static const struct cli_opt persist_opts[] = {
 	{CLI_OPT(CLI_STRING, "profile", 'p', CLI_AT(struct persist_args, profile), "P",
 		 "checkpoint (default), default, or a profile file"),
-	 .values = profile_words, .complete = "@file"},
+	 .values = nt_profile_words, .complete = "@file"},
 	{CLI_OPT(CLI_STRING, "rules", 0, CLI_AT(struct persist_args, rules), "FILE",
 		 "rules file (default /etc/udev/rules.d/60-nvmetune.rules)"), .complete = "@file"},
 	{CLI_OPT(CLI_STRING, "mdadm-conf", 0, CLI_AT(struct persist_args, mdconf), "FILE",

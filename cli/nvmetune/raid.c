@@ -84,20 +84,7 @@ static void report_array(struct jw *w, const char *md)
 
 int raid_list(char ***out)
 {
-	char **all;
-	int n = sys_list("block", "md", &all), k = 0;
-	if (n < 0)
-		return n;
-	for (int i = 0; i < n; i++) {
-		char rel[PATH_MAX];
-		snprintf(rel, sizeof(rel), "block/%s/md", all[i]);
-		if (sys_is_dir(rel))
-			all[k++] = all[i];
-		else
-			free(all[i]);
-	}
-	*out = all;
-	return k;
+	return sys_list_keep("block", "md", blk_is_md, out);
 }
 
 void raid_report(struct jw *w, char **names, int n)
