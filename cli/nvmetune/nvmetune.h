@@ -1,6 +1,7 @@
 /* nvmetune internals: one header shared by the files of the tool, each of which owns one concern
- * (sysfs layer, knobs and profiles, plan/apply/rollback, state file, NVMe via libnvme, RAID via
- * mdadm, safety checks via libblkid, persist, bench, status). Nothing here is a public API. */
+ * (sysfs layer, text/JSON output, knobs and profiles, plan/apply/rollback, state file, NVMe via
+ * libnvme, RAID via mdadm, safety checks via libblkid, persist, bench, status). Nothing here is a
+ * public API. */
 #ifndef NVMETUNE_H
 #define NVMETUNE_H
 
