@@ -26,11 +26,9 @@ struct tune_args {
 	bool dry;
 };
 
-static const char *const profile_words[] = {"checkpoint", "default", NULL};
-
 #define OPT_PROFILE(text) \
 	{CLI_OPT(CLI_STRING, "profile", 'p', CLI_AT(struct tune_args, profile), "P", text), \
-	 .values = profile_words, .complete = "@file"}
+	 .values = nt_profile_words, .complete = "@file"}
 #define OPT_DRY(text) {CLI_OPT(CLI_FLAG, "dry-run", 'n', CLI_AT(struct tune_args, dry), NULL, text)}
 
 static const struct cli_opt plan_opts[] = {
@@ -94,18 +92,11 @@ static void print_plan_text(const struct profile *p, const struct plan *pl)
 
 static void json_item(struct jw *w, const struct item *it)
 {
-	jw_key(w, "device");
-	jw_str(w, it->dev);
-	jw_key(w, "knob");
-	jw_str(w, knob_name(it->knob));
-	jw_key(w, "current");
-	jw_str(w, it->cur);
-	jw_key(w, "target");
-	jw_str(w, it->tgt);
-	jw_key(w, "action");
-	jw_str(w, st_word(it->st));
-	jw_key(w, "why");
-	jw_str(w, it->why);
+	const struct out_kv f[] = {
+		{"device", it->dev}, {"knob", knob_name(it->knob)}, {"current", it->cur},
+		{"target", it->tgt}, {"action", st_word(it->st)}, {"why", it->why},
+	};
+	out_strs(w, f, sizeof(f) / sizeof(f[0]));
 }
 
 int cmd_plan(int argc, char **argv)
@@ -114,30 +105,24 @@ int cmd_plan(int argc, char **argv)
 	int rc = cli_parse_opts(&nt_cmd_plan, &opt, &argc, argv);
 	if (rc >= 0)
 		return rc;
-	const char *prof = opt.profile;
 	struct profile p;
-	if ((rc = profile_load(prof, &p)))
-		return rc;
 	struct plan pl;
-	if ((rc = plan_build(&p, argv + 1, argc - 1, &pl)))
+	if ((rc = plan_load(opt.profile, argv + 1, argc - 1, &p, &pl)))
 		return rc;
-	if (nt.json) {
-		struct jw w;
-		jw_init(&w, stdout, true);
-		jw_obj_begin(&w);
-		jw_key(&w, "profile");
-		jw_str(&w, p.name);
-		jw_key(&w, "knobs");
-		jw_arr_begin(&w);
+	struct jw jwv, *w = out_begin(&jwv);
+	if (w) {
+		jw_key(w, "profile");
+		jw_str(w, p.name);
+		jw_key(w, "knobs");
+		jw_arr_begin(w);
 		for (int i = 0; i < pl.n; i++) {
-			jw_obj_begin(&w);
-			json_item(&w, &pl.it[i]);
-			jw_obj_end(&w);
+			jw_obj_begin(w);
+			json_item(w, &pl.it[i]);
+			jw_obj_end(w);
 		}
-		jw_arr_end(&w);
-		format_advice(&w, &pl);
-		jw_obj_end(&w);
-		jw_finish(&w);
+		jw_arr_end(w);
+		format_advice(w, &pl);
+		out_end(w);
 	} else {
 		print_plan_text(&p, &pl);
 		format_advice(NULL, &pl);
@@ -175,21 +160,12 @@ static void result_line(struct jw *w, const char *dev, enum knob_id k, const cha
 			const char *to, const char *result, const char *back, const char *why)
 {
 	if (w) {
+		const struct out_kv f[] = {
+			{"device", dev}, {"knob", knob_name(k)}, {"previous", from}, {"target", to},
+			{"result", result}, {"readback", back}, {"why", why},
+		};
 		jw_obj_begin(w);
-		jw_key(w, "device");
-		jw_str(w, dev);
-		jw_key(w, "knob");
-		jw_str(w, knob_name(k));
-		jw_key(w, "previous");
-		jw_str(w, from);
-		jw_key(w, "target");
-		jw_str(w, to);
-		jw_key(w, "result");
-		jw_str(w, result);
-		jw_key(w, "readback");
-		jw_str(w, back);
-		jw_key(w, "why");
-		jw_str(w, why);
+		out_strs(w, f, sizeof(f) / sizeof(f[0]));
 		jw_obj_end(w);
 		return;
 	}
@@ -200,145 +176,211 @@ static void result_line(struct jw *w, const char *dev, enum knob_id k, const cha
 	       *why ? ": " : "", why);
 }
 
+/* Why a state file cannot be used (state_load's error). */
+static const char *state_error(int rc)
+{
+	return rc == -EINVAL ? "not a valid nvmetune state file" : strerror(-rc);
+}
+
+/* apply and rollback change the system: unless dry, they need root and the state lock. Returns 0
+ * or the exit status (reported). */
+static int may_change(const char *cmd, bool dry)
+{
+	int rc = 0;
+	if (!dry && ((rc = nt_need_root(cmd)) || (rc = lock_state(cmd))))
+		return rc;
+	return 0;
+}
+
+/* JSON: the "results" array, after the command's own keys; then "ok" and the document's end. */
+static void results_open(struct jw *w)
+{
+	jw_key(w, "results");
+	jw_arr_begin(w);
+}
+
+static void results_close(struct jw *w, int nbad)
+{
+	jw_arr_end(w);
+	jw_key(w, "ok");
+	jw_bool(w, nbad == 0);
+	out_end(w);
+}
+
+/* Adds the values the plan changes to st; a scheduler change brings nr_requests along. */
+static void state_add_changes(struct state *st, const struct plan *pl)
+{
+	for (int i = 0; i < pl->n; i++) {
+		const struct item *it = &pl->it[i];
+		if (it->st != IS_CHANGE)
+			continue;
+		state_add(st, it);
+		if (it->knob == K_SCHEDULER) {
+			/* the kernel resets nr_requests on a scheduler change: save it too */
+			struct item nr = *it;
+			nr.knob = K_NR_REQUESTS;
+			nr.order = it->order - K_SCHEDULER + K_NR_REQUESTS;
+			snprintf(nr.key, sizeof(nr.key), "sys:block/%s/queue/nr_requests", it->dev);
+			char why[64];
+			if (!key_read(K_NR_REQUESTS, nr.key, nr.cur, sizeof(nr.cur), why, sizeof(why)))
+				state_add(st, &nr);
+		}
+	}
+}
+
+/* Saves what the plan replaces, before anything is written, added to an earlier apply's state.
+ * *saved: a state file holds them. Returns EXIT_OK or EXIT_FAIL (reported; nothing changed). */
+static int save_previous(const struct profile *p, const struct plan *pl, bool *saved)
+{
+	struct state st;
+	int rc = state_load(nt.state_file, &st);
+	if (rc == -ENOENT) {
+		memset(&st, 0, sizeof(st));
+		now_iso(st.created, sizeof(st.created));
+	} else if (rc) {
+		cli_err("%s: %s; fix or remove it (it holds the values rollback restores)",
+			nt.state_file, state_error(rc));
+		return EXIT_FAIL;
+	}
+	if (!st.profile[0]) /* a second apply adds to the first: keep its name */
+		snprintf(st.profile, sizeof(st.profile), "%s", p->name);
+	state_add_changes(&st, pl);
+	/* nothing to change and nothing saved before: leave no state file behind, so that a later
+	 * rollback does not claim to restore an apply that changed nothing */
+	if (st.n && (rc = state_save(nt.state_file, &st))) {
+		cli_err("%s: cannot save the previous values: %s; nothing changed", nt.state_file,
+			strerror(-rc));
+		state_free(&st);
+		return EXIT_FAIL;
+	}
+	*saved = st.n > 0;
+	state_free(&st);
+	return EXIT_OK;
+}
+
+struct tally {
+	int ok, same, bad;
+};
+
+/* One item of the plan: written and read back (dry: what would be written), reported, counted. */
+static void apply_item(struct jw *wp, const struct item *it, bool dry, struct tally *t)
+{
+	char back[96] = "", why[PATH_MAX + 256] = "";
+	const char *result;
+	switch (it->st) {
+	case IS_SAME:
+		t->same++;
+		result_line(wp, it->dev, it->knob, it->cur, it->tgt, "unchanged", it->cur, "");
+		return;
+	case IS_NA:
+		return;
+	case IS_UNSUPPORTED:
+	case IS_ERROR:
+		t->bad++;
+		result_line(wp, it->dev, it->knob, it->cur, it->tgt,
+			    it->st == IS_ERROR ? "failed" : "unsupported", "", it->why);
+		return;
+	case IS_CHANGE:
+		break;
+	}
+	if (dry) {
+		if (!strncmp(it->key, "sys:", 4)) {
+			char path[PATH_MAX];
+			sys_path(path, sizeof(path), it->key + 4);
+			snprintf(why, sizeof(why), "would write '%s' to %s", it->tgt, path);
+		} else {
+			snprintf(why, sizeof(why), "would set NVMe feature 0x06 (volatile write cache)");
+		}
+		result_line(wp, it->dev, it->knob, it->cur, it->tgt, "dry-run", "", why);
+		return;
+	}
+	if (write_verify(it->knob, it->key, it->tgt, back, sizeof(back), &result, why, sizeof(why)))
+		t->bad++;
+	else
+		t->ok++;
+	result_line(wp, it->dev, it->knob, it->cur, it->tgt, result, back, why);
+}
+
 int cmd_apply(int argc, char **argv)
 {
 	struct tune_args opt = {0};
 	int rc = cli_parse_opts(&nt_cmd_apply, &opt, &argc, argv);
 	if (rc >= 0)
 		return rc;
-	const char *prof = opt.profile;
-	bool dry = opt.dry;
-	if (!dry && ((rc = nt_need_root("apply")) || (rc = lock_state("apply"))))
+	bool dry = opt.dry, saved = false;
+	if ((rc = may_change("apply", dry)))
 		return rc;
 	struct profile p;
-	if ((rc = profile_load(prof, &p)))
-		return rc;
 	struct plan pl;
-	if ((rc = plan_build(&p, argv + 1, argc - 1, &pl)))
+	if ((rc = plan_load(opt.profile, argv + 1, argc - 1, &p, &pl)))
 		return rc;
-
-	struct state st;
-	bool saved = false;
-	if (!dry) {
-		rc = state_load(nt.state_file, &st);
-		if (rc == -ENOENT) {
-			memset(&st, 0, sizeof(st));
-			now_iso(st.created, sizeof(st.created));
-		} else if (rc) {
-			cli_err("%s: %s; fix or remove it (it holds the values rollback restores)",
-				nt.state_file, rc == -EINVAL ? "not a valid nvmetune state file" : strerror(-rc));
-			plan_free(&pl);
-			return EXIT_FAIL;
-		}
-		if (!st.profile[0]) /* a second apply adds to the first: keep its name */
-			snprintf(st.profile, sizeof(st.profile), "%s", p.name);
-		for (int i = 0; i < pl.n; i++) {
-			struct item *it = &pl.it[i];
-			if (it->st != IS_CHANGE)
-				continue;
-			state_add(&st, it);
-			if (it->knob == K_SCHEDULER) {
-				/* the kernel resets nr_requests on a scheduler change: save it too */
-				struct item nr = *it;
-				nr.knob = K_NR_REQUESTS;
-				nr.order = it->order - K_SCHEDULER + K_NR_REQUESTS;
-				snprintf(nr.key, sizeof(nr.key), "sys:block/%s/queue/nr_requests", it->dev);
-				char why[64];
-				if (!key_read(K_NR_REQUESTS, nr.key, nr.cur, sizeof(nr.cur), why, sizeof(why)))
-					state_add(&st, &nr);
-			}
-		}
-		/* nothing to change and nothing saved before: leave no state file behind, so that a
-		 * later rollback does not claim to restore an apply that changed nothing */
-		if (st.n == 0) {
-			state_free(&st);
-			goto write;
-		}
-		if ((rc = state_save(nt.state_file, &st))) {
-			cli_err("%s: cannot save the previous values: %s; nothing changed", nt.state_file,
-				strerror(-rc));
-			state_free(&st);
-			plan_free(&pl);
-			return EXIT_FAIL;
-		}
-		saved = true;
-		state_free(&st);
+	if (!dry && (rc = save_previous(&p, &pl, &saved))) {
+		plan_free(&pl);
+		return rc;
 	}
-write:;
-	struct jw w, *wp = NULL;
-	if (nt.json) {
-		jw_init(&w, stdout, true);
-		wp = &w;
-		jw_obj_begin(wp);
+	struct jw jwv, *wp = out_begin(&jwv);
+	if (wp) {
 		jw_key(wp, "profile");
 		jw_str(wp, p.name);
 		jw_key(wp, "dry_run");
 		jw_bool(wp, dry);
 		jw_key(wp, "state_file");
 		jw_str(wp, saved ? nt.state_file : "");
-		jw_key(wp, "results");
-		jw_arr_begin(wp);
+		results_open(wp);
 	} else {
 		printf("profile %s%s%s\n", p.name,
 		       dry ? " (dry run: nothing is written)"
 			   : saved ? "; previous values saved in " : "; nothing to change",
 		       saved ? nt.state_file : "");
 	}
-	int napplied = 0, nsame = 0, nbad = 0;
-	for (int i = 0; i < pl.n; i++) {
-		struct item *it = &pl.it[i];
-		char back[96] = "", why[PATH_MAX + 256] = "";
-		const char *result;
-		switch (it->st) {
-		case IS_SAME:
-			nsame++;
-			result_line(wp, it->dev, it->knob, it->cur, it->tgt, "unchanged", it->cur, "");
-			continue;
-		case IS_NA:
-			continue;
-		case IS_UNSUPPORTED:
-		case IS_ERROR:
-			nbad++;
-			result_line(wp, it->dev, it->knob, it->cur, it->tgt,
-				    it->st == IS_ERROR ? "failed" : "unsupported", "", it->why);
-			continue;
-		case IS_CHANGE:
-			break;
-		}
-		if (dry) {
-			if (!strncmp(it->key, "sys:", 4)) {
-				char path[PATH_MAX];
-				sys_path(path, sizeof(path), it->key + 4);
-				snprintf(why, sizeof(why), "would write '%s' to %s", it->tgt, path);
-			} else {
-				snprintf(why, sizeof(why), "would set NVMe feature 0x06 (volatile write cache)");
-			}
-			result_line(wp, it->dev, it->knob, it->cur, it->tgt, "dry-run", "", why);
-			continue;
-		}
-		if (write_verify(it->knob, it->key, it->tgt, back, sizeof(back), &result, why, sizeof(why)))
-			nbad++;
-		else
-			napplied++;
-		result_line(wp, it->dev, it->knob, it->cur, it->tgt, result, back, why);
-	}
-	if (wp) {
-		jw_arr_end(wp);
-		jw_key(wp, "ok");
-		jw_bool(wp, nbad == 0);
-		jw_obj_end(wp);
-		jw_finish(wp);
-	} else if (!dry) {
-		printf("%d applied, %d already set, %d failed or not taken\n", napplied, nsame, nbad);
-	}
+	struct tally t = {0};
+	for (int i = 0; i < pl.n; i++)
+		apply_item(wp, &pl.it[i], dry, &t);
+	if (wp)
+		results_close(wp, t.bad);
+	else if (!dry)
+		printf("%d applied, %d already set, %d failed or not taken\n", t.ok, t.same, t.bad);
 	plan_free(&pl);
-	return nbad ? EXIT_PARTIAL : EXIT_OK;
+	return t.bad ? EXIT_PARTIAL : EXIT_OK;
 }
 
 static int cmp_saved(const void *a, const void *b)
 {
 	const struct saved *x = a, *y = b;
 	return (x->order > y->order) - (x->order < y->order);
+}
+
+/* One saved value: restored and read back (dry: only compared), reported, counted in t (a device
+ * gone since apply is skipped, not a failure). */
+static void restore_item(struct jw *wp, const struct saved *s, bool dry, struct tally *t)
+{
+	char cur[96] = "?", back[96] = "", why[256] = "";
+	const char *result;
+	if (!strncmp(s->key, "sys:", 4) && !sys_exists(s->key + 4)) {
+		snprintf(why, sizeof(why), "%s no longer exists", s->dev);
+		result_line(wp, s->dev, s->knob, "-", s->prev, "skipped", "", why);
+		return;
+	}
+	if (key_read(s->knob, s->key, cur, sizeof(cur), why, sizeof(why))) {
+		t->bad++;
+		result_line(wp, s->dev, s->knob, "?", s->prev, "failed", "", why);
+		return;
+	}
+	why[0] = 0;
+	if (!strcmp(cur, s->prev)) {
+		t->ok++;
+		result_line(wp, s->dev, s->knob, cur, s->prev, "unchanged", cur, "");
+		return;
+	}
+	if (dry) {
+		result_line(wp, s->dev, s->knob, cur, s->prev, "dry-run", "", "");
+		return;
+	}
+	if (write_verify(s->knob, s->key, s->prev, back, sizeof(back), &result, why, sizeof(why)))
+		t->bad++;
+	else
+		t->ok++;
+	result_line(wp, s->dev, s->knob, cur, s->prev, result, back, why);
 }
 
 int cmd_rollback(int argc, char **argv)
@@ -352,7 +394,7 @@ int cmd_rollback(int argc, char **argv)
 	if (prof || argc > 1)
 		return cli_usage_err("rollback", "takes no profile or devices: it restores everything "
 				     "saved in %s", nt.state_file);
-	if (!dry && ((rc = nt_need_root("rollback")) || (rc = lock_state("rollback"))))
+	if ((rc = may_change("rollback", dry)))
 		return rc;
 	struct state st;
 	rc = state_load(nt.state_file, &st);
@@ -362,69 +404,32 @@ int cmd_rollback(int argc, char **argv)
 		return EXIT_NOTFOUND;
 	}
 	if (rc) {
-		cli_err("rollback: %s: %s", nt.state_file,
-			rc == -EINVAL ? "not a valid nvmetune state file" : strerror(-rc));
+		cli_err("rollback: %s: %s", nt.state_file, state_error(rc));
 		return EXIT_FAIL;
 	}
 	qsort(st.s, (size_t)st.n, sizeof(*st.s), cmp_saved);
-	struct jw w, *wp = NULL;
-	if (nt.json) {
-		jw_init(&w, stdout, true);
-		wp = &w;
-		jw_obj_begin(wp);
+	struct jw jwv, *wp = out_begin(&jwv);
+	if (wp) {
 		jw_key(wp, "state_file");
 		jw_str(wp, nt.state_file);
 		jw_key(wp, "dry_run");
 		jw_bool(wp, dry);
-		jw_key(wp, "results");
-		jw_arr_begin(wp);
+		results_open(wp);
 	} else {
 		printf("restoring %d value%s saved at %s by profile %s%s\n", st.n, st.n == 1 ? "" : "s",
 		       st.created, st.profile, dry ? " (dry run: nothing is written)" : "");
 	}
-	int nbad = 0, nok = 0;
-	for (int i = 0; i < st.n; i++) {
-		struct saved *s = &st.s[i];
-		char cur[96] = "?", back[96] = "", why[256] = "";
-		const char *result;
-		if (!strncmp(s->key, "sys:", 4) && !sys_exists(s->key + 4)) {
-			snprintf(why, sizeof(why), "%s no longer exists", s->dev);
-			result_line(wp, s->dev, s->knob, "-", s->prev, "skipped", "", why);
-			continue;
-		}
-		if (key_read(s->knob, s->key, cur, sizeof(cur), why, sizeof(why))) {
-			nbad++;
-			result_line(wp, s->dev, s->knob, "?", s->prev, "failed", "", why);
-			continue;
-		}
-		why[0] = 0;
-		if (!strcmp(cur, s->prev)) {
-			nok++;
-			result_line(wp, s->dev, s->knob, cur, s->prev, "unchanged", cur, "");
-			continue;
-		}
-		if (dry) {
-			result_line(wp, s->dev, s->knob, cur, s->prev, "dry-run", "", "");
-			continue;
-		}
-		if (write_verify(s->knob, s->key, s->prev, back, sizeof(back), &result, why, sizeof(why)))
-			nbad++;
-		else
-			nok++;
-		result_line(wp, s->dev, s->knob, cur, s->prev, result, back, why);
-	}
-	if (!dry && !nbad && unlink(nt.state_file) && errno != ENOENT)
+	struct tally t = {0};
+	for (int i = 0; i < st.n; i++)
+		restore_item(wp, &st.s[i], dry, &t);
+	if (!dry && !t.bad && unlink(nt.state_file) && errno != ENOENT)
 		cli_err("rollback: cannot remove %s: %s", nt.state_file, strerror(errno));
 	if (wp) {
-		jw_arr_end(wp);
-		jw_key(wp, "ok");
-		jw_bool(wp, nbad == 0);
-		jw_obj_end(wp);
-		jw_finish(wp);
+		results_close(wp, t.bad);
 	} else if (!dry) {
-		printf("%d restored, %d failed%s\n", nok, nbad,
-		       nbad ? "; the state file is kept, run rollback again after fixing the cause" : "");
+		printf("%d restored, %d failed%s\n", t.ok, t.bad,
+		       t.bad ? "; the state file is kept, run rollback again after fixing the cause" : "");
 	}
 	state_free(&st);
-	return nbad ? EXIT_PARTIAL : EXIT_OK;
+	return t.bad ? EXIT_PARTIAL : EXIT_OK;
 }

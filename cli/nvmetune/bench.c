@@ -158,174 +158,226 @@ const struct cli_cmd nt_cmd_bench = {
 		"signature and is not mounted or held, or --force.\n",
 };
 
+/* What the sweep measured and recommends. */
+struct sweep {
+	uint64_t size; /* bytes per pass */
+	bool direct;   /* O_DIRECT (false: buffered, where the filesystem refuses it) */
+	double wr[ND][NS], rd[ND][NS], best;
+	unsigned qd, bs; /* the recommendation */
+	double mibs;
+};
+
+/* A DIR target: a temporary file of sw->size bytes, unlinked at once. Returns the exit status,
+ * the descriptor in *fd. */
+static int open_dir_target(const char *target, struct sweep *sw, int *fd)
+{
+	struct statvfs vfs;
+	char path[PATH_MAX];
+	if (!statvfs(target, &vfs) && (uint64_t)vfs.f_bavail * vfs.f_frsize < sw->size + (16 << 20)) {
+		cli_err("bench: %s: not enough free space for a %llu-byte test file", target,
+			(unsigned long long)sw->size);
+		return EXIT_FAIL;
+	}
+	snprintf(path, sizeof(path), "%s/.nvmetune-bench.XXXXXX", target);
+	*fd = mkostemp(path, O_CLOEXEC);
+	if (*fd < 0) {
+		cli_err("bench: %s: cannot create a test file: %s", target, strerror(errno));
+		return EXIT_FAIL;
+	}
+	unlink(path); /* nothing is left behind, even if the run is killed */
+	if (fcntl(*fd, F_SETFL, O_DIRECT)) {
+		sw->direct = false; /* tmpfs and some others: measure buffered I/O, and say so */
+	}
+	if (posix_fallocate(*fd, 0, (off_t)sw->size) && ftruncate(*fd, (off_t)sw->size)) {
+		cli_err("bench: %s: cannot size the test file: %s", target, strerror(errno));
+		close(*fd);
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
+/* A DEV target: root, readable, and refused when it holds data (unless force); sw->size shrinks
+ * to the device. Returns the exit status, the descriptor in *fd. */
+static int open_dev_target(const char *target, bool force, struct sweep *sw, int *fd)
+{
+	char nm[64], path[PATH_MAX], why[1024];
+	int c;
+	if (blk_resolve(target, nm, sizeof(nm))) {
+		cli_err("bench: %s: no such block device or directory", target);
+		return EXIT_NOTFOUND;
+	}
+	if ((c = nt_need_root("bench")))
+		return c;
+	dev_path(path, sizeof(path), nm);
+	if ((c = nt_check_readable("bench", path)))
+		return c;
+	if (safety_refuse(nm, why, sizeof(why))) {
+		if (!force) {
+			cli_err("bench: %s: refused: %s (bench overwrites it; --force to allow)", path, why);
+			return EXIT_REFUSED;
+		}
+		cli_err("bench: %s: %s; overriding (--force)", path, why);
+	}
+	struct blockdev d;
+	if (!blk_info(nm, &d) && d.size && d.size < sw->size)
+		sw->size = d.size - d.size % sizes[NS - 1];
+	*fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
+	if (*fd < 0) {
+		cli_err("bench: %s: %s", path, strerror(errno));
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
+/* A buffer of the largest I/O size, not zeros: some drives compress or skip them, and the numbers
+ * would lie. NULL when out of memory. */
+static void *pattern_buf(void)
+{
+	void *buf;
+	if (posix_memalign(&buf, 4096, sizes[NS - 1]))
+		return NULL;
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	for (size_t i = 0; i < sizes[NS - 1] / 8; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		((uint64_t *)buf)[i] = x;
+	}
+	return buf;
+}
+
+/* Every depth x size, a write pass then a read pass. Returns the exit status (an I/O error stops
+ * the sweep). */
+static int run_sweep(int fd, void *buf, const char *target, struct sweep *sw)
+{
+	sw->best = 0;
+	for (size_t i = 0; i < ND; i++)
+		for (size_t j = 0; j < NS; j++) {
+			double *w = &sw->wr[i][j], *r = &sw->rd[i][j];
+			*w = pass(fd, true, depths[i], sizes[j], sw->size, buf);
+			if (!sw->direct)
+				posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+			*r = *w < 0 ? *w : pass(fd, false, depths[i], sizes[j], sw->size, buf);
+			if (*w < 0 || *r < 0) {
+				int e = (int)-(*w < 0 ? *w : *r);
+				cli_err("bench: %s: I/O failed at depth %u size %u: %s", target, depths[i],
+					sizes[j], strerror(e));
+				return EXIT_FAIL;
+			}
+			if (*w > sw->best)
+				sw->best = *w;
+		}
+	return EXIT_OK;
+}
+
+/* The smallest depth x size (the least memory in flight) within 5% of the best write speed. */
+static void recommend(struct sweep *sw)
+{
+	uint64_t mem = UINT64_MAX;
+	sw->qd = sw->bs = 0;
+	sw->mibs = 0;
+	for (size_t i = 0; i < ND; i++)
+		for (size_t j = 0; j < NS; j++)
+			if (sw->wr[i][j] >= 0.95 * sw->best && (uint64_t)depths[i] * sizes[j] < mem) {
+				mem = (uint64_t)depths[i] * sizes[j];
+				sw->qd = depths[i];
+				sw->bs = sizes[j];
+				sw->mibs = sw->wr[i][j];
+			}
+}
+
+static void report_json(struct jw *w, const char *target, const struct sweep *sw,
+			const char *config)
+{
+	jw_key(w, "target");
+	jw_str(w, target);
+	jw_key(w, "bytes_per_pass");
+	jw_u64(w, sw->size);
+	jw_key(w, "o_direct");
+	jw_bool(w, sw->direct);
+	jw_key(w, "results");
+	jw_arr_begin(w);
+	for (size_t i = 0; i < ND; i++)
+		for (size_t j = 0; j < NS; j++) {
+			const struct out_u64 f[] = {{"queue_depth", depths[i]}, {"io_size_bytes", sizes[j]}};
+			jw_obj_begin(w);
+			out_u64s(w, f, 2);
+			jw_key(w, "write_mib_s");
+			jw_dbl(w, sw->wr[i][j]);
+			jw_key(w, "read_mib_s");
+			jw_dbl(w, sw->rd[i][j]);
+			jw_obj_end(w);
+		}
+	jw_arr_end(w);
+	const struct out_u64 rec[] = {{"io_queue_depth", sw->qd}, {"io_size_bytes", sw->bs}};
+	out_u64s(w, rec, 2);
+	out_str(w, "config", config);
+}
+
+static void report_text(const char *target, const struct sweep *sw)
+{
+	printf("%s: %llu MiB per pass%s\n%-6s %-9s %12s %12s\n", target,
+	       (unsigned long long)(sw->size >> 20),
+	       sw->direct ? ", O_DIRECT" : ", buffered (no O_DIRECT here)", "DEPTH", "IO_SIZE",
+	       "WRITE MiB/s", "READ MiB/s");
+	for (size_t i = 0; i < ND; i++)
+		for (size_t j = 0; j < NS; j++)
+			printf("%-6u %-9u %12.0f %12.0f\n", depths[i], sizes[j], sw->wr[i][j], sw->rd[i][j]);
+	printf("recommended: io_queue_depth = %u, io_size_bytes = %u (%.0f MiB/s write, within 5%% "
+	       "of the best with the least memory in flight)\n", sw->qd, sw->bs, sw->mibs);
+}
+
+/* Opens the target, sweeps and recommends. Returns the exit status. */
+static int measure(const char *target, bool force, struct sweep *sw)
+{
+	struct stat st;
+	int fd, rc;
+	if (stat(target, &st) == 0 && S_ISDIR(st.st_mode))
+		rc = open_dir_target(target, sw, &fd);
+	else
+		rc = open_dev_target(target, force, sw, &fd);
+	if (rc)
+		return rc;
+	void *buf = pattern_buf();
+	if (!buf) {
+		close(fd);
+		cli_err("bench: out of memory");
+		return EXIT_FAIL;
+	}
+	rc = run_sweep(fd, buf, target, sw);
+	close(fd);
+	free(buf);
+	if (!rc)
+		recommend(sw);
+	return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
 	struct bench_args opt = {.size = 64ull << 20, .config = "/etc/libckpt.conf"};
 	int c = cli_parse_opts(&nt_cmd_bench, &opt, &argc, argv);
 	if (c >= 0)
 		return c;
-	uint64_t size = opt.size;
-	const char *config = opt.config;
-	bool noconf = opt.noconf, force = opt.force;
 	if (argc != 2)
 		return cli_usage_err("bench", "name one device or directory");
-	const char *target = argv[1];
-	size -= size % sizes[NS - 1];
-
-	struct stat st;
-	char nm[64], path[PATH_MAX];
-	int fd;
-	bool direct = true;
+	const char *target = argv[1], *config = opt.noconf ? NULL : opt.config;
+	struct sweep sw = {.size = opt.size - opt.size % sizes[NS - 1], .direct = true};
 	/* Before the sweep, not after it: a config it cannot write is said at once. */
-	if (!noconf && (c = nt_check_writable("bench", config, "--config FILE, or --no-config")))
+	if (config && (c = nt_check_writable("bench", config, "--config FILE, or --no-config")))
 		return c;
-	if (stat(target, &st) == 0 && S_ISDIR(st.st_mode)) {
-		struct statvfs vfs;
-		if (!statvfs(target, &vfs) && (uint64_t)vfs.f_bavail * vfs.f_frsize < size + (16 << 20)) {
-			cli_err("bench: %s: not enough free space for a %llu-byte test file", target,
-				(unsigned long long)size);
-			return EXIT_FAIL;
-		}
-		snprintf(path, sizeof(path), "%s/.nvmetune-bench.XXXXXX", target);
-		fd = mkostemp(path, O_CLOEXEC);
-		if (fd < 0) {
-			cli_err("bench: %s: cannot create a test file: %s", target, strerror(errno));
-			return EXIT_FAIL;
-		}
-		unlink(path); /* nothing is left behind, even if the run is killed */
-		if (fcntl(fd, F_SETFL, O_DIRECT)) {
-			direct = false; /* tmpfs and some others: measure buffered I/O, and say so */
-		}
-		if (posix_fallocate(fd, 0, (off_t)size) && ftruncate(fd, (off_t)size)) {
-			cli_err("bench: %s: cannot size the test file: %s", target, strerror(errno));
-			close(fd);
-			return EXIT_FAIL;
-		}
-	} else {
-		if (blk_resolve(target, nm, sizeof(nm))) {
-			cli_err("bench: %s: no such block device or directory", target);
-			return EXIT_NOTFOUND;
-		}
-		if ((c = nt_need_root("bench")))
-			return c;
-		char why[1024];
-		dev_path(path, sizeof(path), nm);
-		if ((c = nt_check_readable("bench", path)))
-			return c;
-		if (safety_refuse(nm, why, sizeof(why))) {
-			if (!force) {
-				cli_err("bench: %s: refused: %s (bench overwrites it; --force to allow)", path, why);
-				return EXIT_REFUSED;
-			}
-			cli_err("bench: %s: %s; overriding (--force)", path, why);
-		}
-		struct blockdev d;
-		if (!blk_info(nm, &d) && d.size && d.size < size)
-			size = d.size - d.size % sizes[NS - 1];
-		fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
-		if (fd < 0) {
-			cli_err("bench: %s: %s", path, strerror(errno));
-			return EXIT_FAIL;
-		}
-	}
-	void *buf;
-	if (posix_memalign(&buf, 4096, sizes[NS - 1])) {
-		close(fd);
-		cli_err("bench: out of memory");
-		return EXIT_FAIL;
-	}
-	/* not zeros: some drives compress or skip them, and the numbers would lie */
-	uint64_t x = 0x9e3779b97f4a7c15ull;
-	for (size_t i = 0; i < sizes[NS - 1] / 8; i++) {
-		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-		((uint64_t *)buf)[i] = x;
-	}
-	double wr[ND][NS], rd[ND][NS], best = 0;
-	int ret = EXIT_OK;
-	for (size_t i = 0; i < ND && ret == EXIT_OK; i++)
-		for (size_t j = 0; j < NS && ret == EXIT_OK; j++) {
-			wr[i][j] = pass(fd, true, depths[i], sizes[j], size, buf);
-			if (!direct)
-				posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-			rd[i][j] = wr[i][j] < 0 ? wr[i][j] : pass(fd, false, depths[i], sizes[j], size, buf);
-			if (wr[i][j] < 0 || rd[i][j] < 0) {
-				int e = (int)-(wr[i][j] < 0 ? wr[i][j] : rd[i][j]);
-				cli_err("bench: %s: I/O failed at depth %u size %u: %s", target, depths[i],
-					sizes[j], strerror(e));
-				ret = EXIT_FAIL;
-			} else if (wr[i][j] > best) {
-				best = wr[i][j];
-			}
-		}
-	close(fd);
-	free(buf);
-	if (ret)
-		return ret;
-	unsigned rqd = 0, rbs = 0;
-	double rmibs = 0;
-	uint64_t mem = UINT64_MAX;
-	for (size_t i = 0; i < ND; i++)
-		for (size_t j = 0; j < NS; j++)
-			if (wr[i][j] >= 0.95 * best && (uint64_t)depths[i] * sizes[j] < mem) {
-				mem = (uint64_t)depths[i] * sizes[j];
-				rqd = depths[i];
-				rbs = sizes[j];
-				rmibs = wr[i][j];
-			}
-	if (nt.json) {
-		struct jw w;
-		jw_init(&w, stdout, true);
-		jw_obj_begin(&w);
-		jw_key(&w, "target");
-		jw_str(&w, target);
-		jw_key(&w, "bytes_per_pass");
-		jw_u64(&w, size);
-		jw_key(&w, "o_direct");
-		jw_bool(&w, direct);
-		jw_key(&w, "results");
-		jw_arr_begin(&w);
-		for (size_t i = 0; i < ND; i++)
-			for (size_t j = 0; j < NS; j++) {
-				jw_obj_begin(&w);
-				jw_key(&w, "queue_depth");
-				jw_u64(&w, depths[i]);
-				jw_key(&w, "io_size_bytes");
-				jw_u64(&w, sizes[j]);
-				jw_key(&w, "write_mib_s");
-				jw_dbl(&w, wr[i][j]);
-				jw_key(&w, "read_mib_s");
-				jw_dbl(&w, rd[i][j]);
-				jw_obj_end(&w);
-			}
-		jw_arr_end(&w);
-		jw_key(&w, "io_queue_depth");
-		jw_u64(&w, rqd);
-		jw_key(&w, "io_size_bytes");
-		jw_u64(&w, rbs);
-		jw_key(&w, "config");
-		if (noconf)
-			jw_null(&w);
-		else
-			jw_str(&w, config);
-		jw_obj_end(&w);
-		jw_finish(&w);
-	} else {
-		printf("%s: %llu MiB per pass%s\n%-6s %-9s %12s %12s\n", target,
-		       (unsigned long long)(size >> 20), direct ? ", O_DIRECT" : ", buffered (no O_DIRECT here)",
-		       "DEPTH", "IO_SIZE", "WRITE MiB/s", "READ MiB/s");
-		for (size_t i = 0; i < ND; i++)
-			for (size_t j = 0; j < NS; j++)
-				printf("%-6u %-9u %12.0f %12.0f\n", depths[i], sizes[j], wr[i][j], rd[i][j]);
-		printf("recommended: io_queue_depth = %u, io_size_bytes = %u (%.0f MiB/s write, within 5%% "
-		       "of the best with the least memory in flight)\n", rqd, rbs, rmibs);
-	}
-	if (!noconf) {
-		int rc = write_config(config, target, rqd, rbs, rmibs);
+	if ((c = measure(target, opt.force, &sw)))
+		return c;
+	struct jw jwv, *w = out_begin(&jwv);
+	if (w)
+		report_json(w, target, &sw, config);
+	else
+		report_text(target, &sw);
+	out_end(w);
+	if (config) {
+		int rc = write_config(config, target, sw.qd, sw.bs, sw.mibs);
 		if (rc) {
 			cli_err("bench: %s: %s", config, strerror(-rc));
 			return EXIT_FAIL;
 		}
-		if (!nt.json)
+		if (!w)
 			printf("wrote %s\n", config);
 	}
 	return EXIT_OK;

@@ -141,25 +141,22 @@ int blk_info(const char *name, struct blockdev *d)
 	return 0;
 }
 
+bool blk_is_md(const char *name)
+{
+	char rel[PATH_MAX];
+	snprintf(rel, sizeof(rel), "block/%s/md", name);
+	return !strncmp(name, "md", 2) && sys_is_dir(rel);
+}
+
+/* An NVMe namespace (not a multipath path nvmeXcYnZ, not a partition) or an md array. */
+static bool default_dev(const char *name)
+{
+	unsigned a, b;
+	return (sscanf(name, "nvme%un%u", &a, &b) == 2 && !strchr(name, 'c') &&
+		!strchr(name + 4, 'p')) || blk_is_md(name);
+}
+
 int blk_default_set(char ***out)
 {
-	char **all;
-	int n = sys_list("block", NULL, &all);
-	if (n < 0)
-		return n;
-	int k = 0;
-	for (int i = 0; i < n; i++) {
-		unsigned a, b;
-		char rel[PATH_MAX];
-		snprintf(rel, sizeof(rel), "block/%s/md", all[i]);
-		bool keep = (sscanf(all[i], "nvme%un%u", &a, &b) == 2 && !strchr(all[i], 'c') &&
-			     !strchr(all[i] + 4, 'p')) ||
-			    (!strncmp(all[i], "md", 2) && sys_is_dir(rel));
-		if (keep)
-			all[k++] = all[i];
-		else
-			free(all[i]);
-	}
-	*out = all;
-	return k;
+	return sys_list_keep("block", NULL, default_dev, out);
 }

@@ -13,16 +13,7 @@ enum { G_GLOBAL, G_CTRL, G_MEMBER, G_ARRAY };
 
 static struct item *add(struct plan *pl, enum knob_id k, const char *dev, int group, int devidx)
 {
-	if (pl->n == pl->cap) {
-		int cap = pl->cap ? pl->cap * 2 : 32;
-		struct item *n = realloc(pl->it, (size_t)cap * sizeof(*n));
-		if (!n) {
-			cli_err("out of memory");
-			exit(EXIT_FAIL);
-		}
-		pl->it = n;
-		pl->cap = cap;
-	}
+	pl->it = array_room(pl->it, pl->n, &pl->cap, 32, sizeof(*pl->it));
 	struct item *it = &pl->it[pl->n++];
 	memset(it, 0, sizeof(*it));
 	it->knob = k;
@@ -37,14 +28,20 @@ void plan_free(struct plan *pl)
 	memset(pl, 0, sizeof(*pl));
 }
 
+/* The controller of an "nvme:CTRL:FEATURE" key. */
+static void key_ctrl(const char *key, char *ctrl, size_t len)
+{
+	snprintf(ctrl, len, "%s", key + 5);
+	char *c = strchr(ctrl, ':');
+	if (c)
+		*c = 0;
+}
+
 int key_read(enum knob_id k, const char *key, char *out, size_t len, char *why, size_t wlen)
 {
 	if (!strncmp(key, "nvme:", 5)) {
 		char ctrl[64];
-		snprintf(ctrl, sizeof(ctrl), "%s", key + 5);
-		char *c = strchr(ctrl, ':');
-		if (c)
-			*c = 0;
+		key_ctrl(key, ctrl, sizeof(ctrl));
 		int v = nvme_vwc_get(ctrl, why, wlen);
 		if (v < 0 || v > 1)
 			return v < 0 ? v : -EIO;
@@ -70,10 +67,7 @@ int key_write(enum knob_id k, const char *key, const char *val, char *why, size_
 {
 	if (!strncmp(key, "nvme:", 5)) {
 		char ctrl[64];
-		snprintf(ctrl, sizeof(ctrl), "%s", key + 5);
-		char *c = strchr(ctrl, ':');
-		if (c)
-			*c = 0;
+		key_ctrl(key, ctrl, sizeof(ctrl));
 		return nvme_vwc_set(ctrl, !strcmp(val, "on"), why, wlen);
 	}
 	int rc = sys_write(key + 4, val);
@@ -114,28 +108,36 @@ static bool load_current(struct item *it, const struct target *tg, const char *k
 	return true;
 }
 
-static void set_target(struct item *it, const char *tgt, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_target(struct item *it, const char *tgt, const char *fmt, ...)
+/* The target and why of an item, in state st. */
+static void vset(struct item *it, enum item_state st, const char *tgt, const char *fmt, va_list ap)
 {
-	va_list ap;
 	snprintf(it->tgt, sizeof(it->tgt), "%s", tgt);
-	va_start(ap, fmt);
 	vsnprintf(it->why, sizeof(it->why), fmt, ap);
-	va_end(ap);
-	it->st = strcmp(it->cur, it->tgt) ? IS_CHANGE : IS_SAME;
+	it->st = st;
 }
 
+/* A target the rule or the profile sets: a change unless the current value is it already. */
+static void set_target(struct item *it, const char *tgt, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void set_target(struct item *it, const char *tgt, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vset(it, IS_CHANGE, tgt, fmt, ap);
+	va_end(ap);
+	if (!strcmp(it->cur, it->tgt))
+		it->st = IS_SAME;
+}
+
+/* No target for this device: unsupported when the profile named a value, else not applicable. */
 static void unsupported(struct item *it, const char *tgt, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static void unsupported(struct item *it, const char *tgt, const char *fmt, ...)
 {
 	va_list ap;
-	snprintf(it->tgt, sizeof(it->tgt), "%s", tgt);
 	va_start(ap, fmt);
-	vsnprintf(it->why, sizeof(it->why), fmt, ap);
+	vset(it, it->explicit_tgt ? IS_UNSUPPORTED : IS_NA, tgt, fmt, ap);
 	va_end(ap);
-	it->st = it->explicit_tgt ? IS_UNSUPPORTED : IS_NA;
 }
 
 static void plan_aspm(const struct profile *p, struct plan *pl)
@@ -207,146 +209,167 @@ static int hw_queues(const char *dev)
 	return n;
 }
 
+/* What the block rules know of a device beyond struct blockdev. */
+struct blk_ctx {
+	const struct blockdev *d;
+	uint64_t maxhw; /* queue/max_hw_sectors_kb, 0 when unknown */
+	uint64_t big;   /* the largest useful request in KiB: maxhw, at most MAX_IO_KB */
+	uint64_t rot;   /* queue/rotational */
+};
+
+/* A block knob's rule: the target of it (its current value read) under tg for the device. */
+typedef void block_rule(struct item *it, const struct target *tg, const struct blk_ctx *c);
+
+static void rule_scheduler(struct item *it, const struct target *tg, const struct blk_ctx *c)
+{
+	const struct blockdev *d = c->d;
+	char raw[512];
+	sys_read(it->key + 4, raw, sizeof(raw));
+	if (tg->kind == TG_VALUE) {
+		if (!bracket_has(raw, tg->value))
+			unsupported(it, tg->value, "scheduler '%s' not available on %s (available: %s)",
+				    tg->value, d->name, raw);
+		else
+			set_target(it, tg->value, "set by the profile");
+	} else if (d->kind == DK_MD) {
+		set_target(it, "none", "an md array passes I/O to its members unscheduled");
+	} else if (tg->kind == TG_AUTO && c->rot) {
+		unsupported(it, "-", "rotational device: a scheduler orders its seeks");
+	} else if (tg->kind == TG_AUTO) {
+		set_target(it, "none", "SSDs queue in hardware; a scheduler only adds CPU time per I/O");
+	} else {
+		bool multi = hw_queues(d->name) != 1 || !bracket_has(raw, "mq-deadline");
+		set_target(it, multi ? "none" : "mq-deadline", "the kernel's choice for a %s device",
+			   multi ? "multi-queue" : "single-queue");
+	}
+}
+
+static void rule_nr_requests(struct item *it, const struct target *tg, const struct blk_ctx *c)
+{
+	if (c->d->kind == DK_MD)
+		unsupported(it, tg->kind == TG_VALUE ? tg->value : "-",
+			    "%s is an md array: no request queue of its own", c->d->name);
+	else if (tg->kind == TG_VALUE)
+		set_target(it, tg->value, "set by the profile");
+	else
+		unsupported(it, "-", "set by the scheduler (no rule)");
+}
+
+static void rule_read_ahead(struct item *it, const struct target *tg, const struct blk_ctx *c)
+{
+	const struct blockdev *d = c->d;
+	char v[32];
+	if (tg->kind == TG_VALUE) {
+		set_target(it, tg->value, "set by the profile");
+	} else if (tg->kind == TG_DEFAULT) {
+		uint64_t ra = d->io_opt * 2 / 1024;
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)(ra > 128 ? ra : 128));
+		set_target(it, v, "the kernel's default: max(128, 2 x optimal_io_size)");
+	} else if (d->kind == DK_MD && d->chunk && d->data_disks > 0) {
+		uint64_t stripe = d->chunk / 1024 * (uint64_t)d->data_disks;
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)(stripe * 4));
+		set_target(it, v, "4 stripes of %llu KiB (chunk %llu KiB x %d data disks): restores keep "
+			   "every member busy", (unsigned long long)stripe,
+			   (unsigned long long)(d->chunk / 1024), d->data_disks);
+	} else if (d->array[0]) {
+		unsupported(it, "-", "member of %s: read through the array, whose read-ahead counts",
+			    d->array);
+	} else {
+		uint64_t base = c->big ? c->big : 512;
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)(base * 4 > 128 ? base * 4 : 128));
+		set_target(it, v, "no stripe: 4 maximum-size requests (%llu KiB)",
+			   (unsigned long long)base);
+	}
+}
+
+static void rule_max_sectors(struct item *it, const struct target *tg, const struct blk_ctx *c)
+{
+	uint64_t maxhw = c->maxhw, big = c->big;
+	char v[32];
+	if (!maxhw) {
+		unsupported(it, tg->kind == TG_VALUE ? tg->value : "-", "max_hw_sectors_kb unknown on %s",
+			    c->d->name);
+	} else if (tg->kind == TG_VALUE) {
+		uint64_t want = 0;
+		cli_parse_u64(tg->value, &want);
+		if (want > maxhw)
+			unsupported(it, tg->value, "exceeds max_hw_sectors_kb %llu of %s",
+				    (unsigned long long)maxhw, c->d->name);
+		else
+			set_target(it, tg->value, "set by the profile");
+	} else if (tg->kind == TG_AUTO) {
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)big);
+		if (big < maxhw)
+			set_target(it, v, "4 MiB (max_hw_sectors_kb %llu): larger requests gain nothing",
+				   (unsigned long long)maxhw);
+		else
+			set_target(it, v, "up to max_hw_sectors_kb: fewer, larger requests");
+	} else {
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)(maxhw < 1280 ? maxhw : 1280));
+		set_target(it, v, "the kernel's default: min(max_hw_sectors_kb, 1280)");
+	}
+}
+
+static void rule_write_cache(struct item *it, const struct target *tg, const struct blk_ctx *c)
+{
+	const struct blockdev *d = c->d;
+	int vwc = -1;
+	if (d->kind == DK_NVME && d->ctrl[0]) {
+		struct nvme_info ni;
+		nvme_query(d->ctrl, &ni);
+		vwc = ni.vwc_present;
+	}
+	if (tg->kind == TG_VALUE) {
+		if (vwc == 0 && !strcmp(tg->value, "write back"))
+			unsupported(it, tg->value, "%s has no volatile write cache", d->name);
+		else
+			set_target(it, tg->value, "set by the profile");
+	} else if (d->kind == DK_MD) {
+		unsupported(it, "-", "an array's cache mode follows its members");
+	} else if (vwc == 0) {
+		set_target(it, "write through", "the device has no volatile write cache");
+	} else if (tg->kind == TG_AUTO) {
+		set_target(it, "write back", "write cache on; the kernel flushes on fsync");
+	} else if (vwc == 1 || !strcmp(it->cur, "write back")) {
+		set_target(it, "write back", "the kernel's default for a device with a cache");
+	} else {
+		unsupported(it, "-", "cannot tell whether %s has a volatile cache", d->name);
+	}
+}
+
+/* The block knobs in write order (the scheduler before nr_requests): attribute and rule. */
+static const struct {
+	const char *attr;
+	block_rule *rule;
+} block_knobs[K_COUNT] = {
+	[K_SCHEDULER] = {"scheduler", rule_scheduler},
+	[K_NR_REQUESTS] = {"nr_requests", rule_nr_requests},
+	[K_READ_AHEAD] = {"read_ahead_kb", rule_read_ahead},
+	[K_MAX_SECTORS] = {"max_sectors_kb", rule_max_sectors},
+	[K_WRITE_CACHE] = {"write_cache", rule_write_cache},
+};
+
 static void plan_block(const struct profile *p, const struct blockdev *d, int idx, struct plan *pl)
 {
 	int group = d->kind == DK_MD ? G_ARRAY : G_MEMBER;
-	char key[192], raw[512];
-	uint64_t maxhw = 0;
-	char rel[PATH_MAX];
+	struct blk_ctx c = {.d = d};
+	char key[192], rel[PATH_MAX];
 	snprintf(rel, sizeof(rel), "block/%s/queue/max_hw_sectors_kb", d->name);
-	sys_read_u64(rel, &maxhw);
+	sys_read_u64(rel, &c.maxhw);
 	/* Requests beyond 4 MiB gain nothing on NVMe and hold queue slots longer; virtual disks
 	 * report max_hw_sectors_kb in the gigabytes. */
-	uint64_t big = maxhw < MAX_IO_KB ? maxhw : MAX_IO_KB;
-	uint64_t rot = 0;
+	c.big = c.maxhw < MAX_IO_KB ? c.maxhw : MAX_IO_KB;
 	snprintf(rel, sizeof(rel), "block/%s/queue/rotational", d->name);
-	sys_read_u64(rel, &rot);
+	sys_read_u64(rel, &c.rot);
 
 	for (int k = K_SCHEDULER; k <= K_WRITE_CACHE; k++) {
 		const struct target *tg = &p->t[k];
 		if (tg->kind == TG_KEEP)
 			continue;
 		struct item *it = add(pl, (enum knob_id)k, d->name, group, idx);
-		static const char *const attr[K_COUNT] = {
-			[K_SCHEDULER] = "scheduler", [K_NR_REQUESTS] = "nr_requests",
-			[K_READ_AHEAD] = "read_ahead_kb", [K_MAX_SECTORS] = "max_sectors_kb",
-			[K_WRITE_CACHE] = "write_cache",
-		};
-		snprintf(key, sizeof(key), "sys:block/%s/queue/%s", d->name, attr[k]);
-		if (!load_current(it, tg, key))
-			continue;
-		switch (k) {
-		case K_SCHEDULER:
-			sys_read(key + 4, raw, sizeof(raw));
-			if (tg->kind == TG_VALUE) {
-				if (!bracket_has(raw, tg->value))
-					unsupported(it, tg->value, "scheduler '%s' not available on %s "
-						    "(available: %s)", tg->value, d->name, raw);
-				else
-					set_target(it, tg->value, "set by the profile");
-			} else if (d->kind == DK_MD) {
-				set_target(it, "none", "an md array passes I/O to its members unscheduled");
-			} else if (tg->kind == TG_AUTO && rot) {
-				unsupported(it, "-", "rotational device: a scheduler orders its seeks");
-			} else if (tg->kind == TG_AUTO) {
-				set_target(it, "none", "SSDs queue in hardware; a scheduler only adds "
-					   "CPU time per I/O");
-			} else {
-				bool multi = hw_queues(d->name) != 1 ||
-					     !bracket_has(raw, "mq-deadline");
-				set_target(it, multi ? "none" : "mq-deadline",
-					   "the kernel's choice for a %s device",
-					   multi ? "multi-queue" : "single-queue");
-			}
-			break;
-		case K_NR_REQUESTS:
-			if (d->kind == DK_MD)
-				unsupported(it, tg->kind == TG_VALUE ? tg->value : "-",
-					    "%s is an md array: no request queue of its own", d->name);
-			else if (tg->kind == TG_VALUE)
-				set_target(it, tg->value, "set by the profile");
-			else
-				unsupported(it, "-", "set by the scheduler (no rule)");
-			break;
-		case K_READ_AHEAD: {
-			char v[32];
-			if (tg->kind == TG_VALUE) {
-				set_target(it, tg->value, "set by the profile");
-			} else if (tg->kind == TG_DEFAULT) {
-				uint64_t ra = d->io_opt * 2 / 1024;
-				snprintf(v, sizeof(v), "%llu", (unsigned long long)(ra > 128 ? ra : 128));
-				set_target(it, v, "the kernel's default: max(128, 2 x optimal_io_size)");
-			} else if (d->kind == DK_MD && d->chunk && d->data_disks > 0) {
-				uint64_t stripe = d->chunk / 1024 * (uint64_t)d->data_disks;
-				snprintf(v, sizeof(v), "%llu", (unsigned long long)(stripe * 4));
-				set_target(it, v, "4 stripes of %llu KiB (chunk %llu KiB x %d data disks): "
-					   "restores keep every member busy",
-					   (unsigned long long)stripe,
-					   (unsigned long long)(d->chunk / 1024), d->data_disks);
-			} else if (d->array[0]) {
-				unsupported(it, "-", "member of %s: read through the array, whose "
-					    "read-ahead counts", d->array);
-			} else {
-				uint64_t base = big ? big : 512;
-				snprintf(v, sizeof(v), "%llu",
-					 (unsigned long long)(base * 4 > 128 ? base * 4 : 128));
-				set_target(it, v, "no stripe: 4 maximum-size requests (%llu KiB)",
-					   (unsigned long long)base);
-			}
-			break;
-		}
-		case K_MAX_SECTORS: {
-			char v[32];
-			if (!maxhw) {
-				unsupported(it, tg->kind == TG_VALUE ? tg->value : "-",
-					    "max_hw_sectors_kb unknown on %s", d->name);
-			} else if (tg->kind == TG_VALUE) {
-				uint64_t want = 0;
-				cli_parse_u64(tg->value, &want);
-				if (want > maxhw)
-					unsupported(it, tg->value, "exceeds max_hw_sectors_kb %llu of %s",
-						    (unsigned long long)maxhw, d->name);
-				else
-					set_target(it, tg->value, "set by the profile");
-			} else if (tg->kind == TG_AUTO) {
-				snprintf(v, sizeof(v), "%llu", (unsigned long long)big);
-				if (big < maxhw)
-					set_target(it, v, "4 MiB (max_hw_sectors_kb %llu): larger requests gain "
-						   "nothing", (unsigned long long)maxhw);
-				else
-					set_target(it, v, "up to max_hw_sectors_kb: fewer, larger requests");
-			} else {
-				snprintf(v, sizeof(v), "%llu", (unsigned long long)(maxhw < 1280 ? maxhw : 1280));
-				set_target(it, v, "the kernel's default: min(max_hw_sectors_kb, 1280)");
-			}
-			break;
-		}
-		case K_WRITE_CACHE: {
-			int vwc = -1;
-			if (d->kind == DK_NVME && d->ctrl[0]) {
-				struct nvme_info ni;
-				nvme_query(d->ctrl, &ni);
-				vwc = ni.vwc_present;
-			}
-			if (tg->kind == TG_VALUE) {
-				if (vwc == 0 && !strcmp(tg->value, "write back"))
-					unsupported(it, tg->value, "%s has no volatile write cache", d->name);
-				else
-					set_target(it, tg->value, "set by the profile");
-			} else if (d->kind == DK_MD) {
-				unsupported(it, "-", "an array's cache mode follows its members");
-			} else if (vwc == 0) {
-				set_target(it, "write through", "the device has no volatile write cache");
-			} else if (tg->kind == TG_AUTO) {
-				set_target(it, "write back", "write cache on; the kernel flushes on fsync");
-			} else if (vwc == 1 || !strcmp(it->cur, "write back")) {
-				set_target(it, "write back", "the kernel's default for a device with a cache");
-			} else {
-				unsupported(it, "-", "cannot tell whether %s has a volatile cache", d->name);
-			}
-			break;
-		}
-		}
+		snprintf(key, sizeof(key), "sys:block/%s/queue/%s", d->name, block_knobs[k].attr);
+		if (load_current(it, tg, key))
+			block_knobs[k].rule(it, tg, &c);
 	}
 }
 
@@ -403,4 +426,10 @@ int plan_build(const struct profile *p, char **devs, int ndev, struct plan *pl)
 	if (pl->n)
 		qsort(pl->it, (size_t)pl->n, sizeof(*pl->it), cmp_item);
 	return EXIT_OK;
+}
+
+int plan_load(const char *prof, char **devs, int ndev, struct profile *p, struct plan *pl)
+{
+	int rc = profile_load(prof, p);
+	return rc ? rc : plan_build(p, devs, ndev, pl);
 }

@@ -1,6 +1,7 @@
 /* nvmetune internals: one header shared by the files of the tool, each of which owns one concern
- * (sysfs layer, knobs and profiles, plan/apply/rollback, state file, NVMe via libnvme, RAID via
- * mdadm, safety checks via libblkid, persist, bench, status). Nothing here is a public API. */
+ * (sysfs layer, text/JSON output, knobs and profiles, plan/apply/rollback, state file, NVMe via
+ * libnvme, RAID via mdadm, safety checks via libblkid, persist, bench, status). Nothing here is a
+ * public API. */
 #ifndef NVMETUNE_H
 #define NVMETUNE_H
 
@@ -49,11 +50,43 @@ struct nt_raid_flags {
 };
 extern const struct cli_opt nt_raid_flag_opts[];
 extern const struct cli_cmd nt_cmd_raid_add, nt_cmd_raid_replace, nt_cmd_raid_assemble;
+/* The md array named by arg (mdN, /dev/mdN) into nm. Returns 0 or EXIT_NOTFOUND (reported as
+ * "CMD: ARG: no such md array"). */
+int nt_md_resolve(const char *cmd, const char *arg, char *nm, size_t len);
+/* Whether md (a kernel name) is an active array; its level (empty when inactive) into level. */
+bool nt_md_active(const char *md, char *level, size_t len);
+/* The array arg names (/dev/mdN, mdN) into md, for a new array: 0, a usage error ("bad WHAT")
+ * or EXIT_FAIL when it is already active (reported). */
+int nt_md_new(const char *cmd, const char *arg, const char *what, char *md, size_t len);
+/* Runs an mdadm argv. Returns EXIT_OK, or EXIT_FAIL after saying that mdadm is missing or failed. */
+int nt_mdadm_run(const char *cmd, char **av);
 
 /* persist_md.c: when md arrays are active, writes their ARRAY lines into nvmetune's block of conf
  * (mdadm.conf) and, when initramfs, rebuilds the initramfs (update-initramfs -u, or dracut -f);
  * a dry run prints each change (verbose: print what is done). Returns an exit status. */
 int persist_md(const char *conf, bool dry, bool initramfs, bool verbose);
+
+/* ---- output (out.c): text, or with --json one JSON document on stdout ----------------------- */
+struct jw;
+/* With --json: starts the document (an object) in w and returns w; else returns NULL (text). */
+struct jw *out_begin(struct jw *w);
+/* Ends the document out_begin started (nothing when w is NULL). */
+void out_end(struct jw *w);
+/* Writes key, and null when the value is missing: returns have (true: write the value now). */
+bool out_key(struct jw *w, const char *key, bool have);
+/* Writes key and the string s, or null when s is NULL. */
+void out_str(struct jw *w, const char *key, const char *s);
+/* Writes the n keys of f with their strings (null for NULL), in order. */
+struct out_kv {
+	const char *key, *v;
+};
+void out_strs(struct jw *w, const struct out_kv *f, size_t n);
+/* Writes the n keys of f with their unsigned values, in order. */
+struct out_u64 {
+	const char *key;
+	uint64_t v;
+};
+void out_u64s(struct jw *w, const struct out_u64 *f, size_t n);
 
 /* ---- sysfs layer with a movable root (sysfs.c) ------------------------------------------------
  * Every access to /sys, /dev and /proc goes through here so that tests can point the tool at a
@@ -77,6 +110,8 @@ int sys_write(const char *rel, const char *value);
  * names_free) or -errno. */
 int sys_list(const char *rel, const char *prefix, char ***out);
 void names_free(char **names, int n);
+/* sys_list, keeping only the names keep accepts. */
+int sys_list_keep(const char *rel, const char *prefix, bool (*keep)(const char *name), char ***out);
 /* Natural-order comparison for qsort of char* arrays. */
 int natcmp(const void *a, const void *b);
 /* Extracts the selected word of "[none] mq-deadline" style attributes; copies as-is otherwise. */
@@ -102,6 +137,8 @@ struct blockdev {
 int blk_resolve(const char *arg, char *name, size_t len);
 /* Fills d for a kernel name. Returns 0 or -ENOENT. */
 int blk_info(const char *name, struct blockdev *d);
+/* Whether a kernel name is an md array (block/NAME/md exists). */
+bool blk_is_md(const char *name);
 /* Lists the NVMe namespaces and md arrays (the tool's default device set). */
 int blk_default_set(char ***out);
 /* NVMe controller of a namespace ("nvme0n1" -> "nvme0"), or "" when not NVMe. */
@@ -177,6 +214,8 @@ struct profile {
 /* Loads "checkpoint", "default" or a profile file. Returns 0, or prints why and returns
  * EXIT_USAGE (bad name/file contents) or EXIT_NOTFOUND (file missing). */
 int profile_load(const char *spec, struct profile *p);
+/* The built-in profile names, NULL-terminated (the values --profile completes). */
+extern const char *const nt_profile_words[];
 
 enum item_state {
 	IS_SAME,        /* already at target */
@@ -204,9 +243,11 @@ struct plan {
  * printing why. */
 int plan_build(const struct profile *p, char **devs, int ndev, struct plan *pl);
 void plan_free(struct plan *pl);
+/* profile_load (prof: NULL for checkpoint) into p, then plan_build into pl: 0 or the exit status
+ * of the first that fails (reported). */
+int plan_load(const char *prof, char **devs, int ndev, struct profile *p, struct plan *pl);
 /* format.c: the format steps plan shows (an NVMe namespace whose best LBA format is not the one
  * in use), as text lines or a JSON "format_steps" array. */
-struct jw;
 void format_advice(struct jw *w, const struct plan *pl);
 int cmd_format(int argc, char **argv);
 /* Reads the current value behind a state key, normalized. Returns 0 or -errno. */
@@ -267,6 +308,9 @@ int mkdir_p(const char *dir);
 int lock_state(const char *cmd);
 /* Writes data to path atomically (temporary file + rename), creating the parent directory. */
 int write_file_atomic(const char *path, const char *data, size_t len, int mode);
+/* Room for one more of n elements of size bytes in arr (capacity *cap, first when empty, doubled
+ * when full): returns the array, maybe moved. Out of memory: says so and exits (EXIT_FAIL). */
+void *array_room(void *arr, int n, int *cap, int first, size_t size);
 /* Reads a whole file (NUL-terminated). Returns 0 or -errno. */
 int read_file(const char *path, char **data, size_t *len);
 /* Runs argv (execvp, stdin /dev/null). Returns the exit status, or -errno when it cannot start. */

@@ -62,12 +62,10 @@ struct persist_args {
 	bool dry, no_initramfs;
 };
 
-static const char *const profile_words[] = {"checkpoint", "default", NULL};
-
 static const struct cli_opt persist_opts[] = {
 	{CLI_OPT(CLI_STRING, "profile", 'p', CLI_AT(struct persist_args, profile), "P",
 		 "checkpoint (default), default, or a profile file"),
-	 .values = profile_words, .complete = "@file"},
+	 .values = nt_profile_words, .complete = "@file"},
 	{CLI_OPT(CLI_STRING, "rules", 0, CLI_AT(struct persist_args, rules), "FILE",
 		 "rules file (default /etc/udev/rules.d/60-nvmetune.rules)"), .complete = "@file"},
 	{CLI_OPT(CLI_STRING, "mdadm-conf", 0, CLI_AT(struct persist_args, mdconf), "FILE",
@@ -90,132 +88,157 @@ const struct cli_cmd nt_cmd_persist = {
 		"ASPM and APST. NVMe namespaces are matched by controller serial and namespace id.\n",
 };
 
+/* The rules file being written, and what its items said about the rest. */
+struct rules {
+	FILE *f;
+	int n;                /* rules written */
+	bool apst_off, vwc_on;
+	const char *aspm;     /* the ASPM target, or NULL */
+};
+
+static bool is_ctrl_knob(enum knob_id k)
+{
+	return k == K_APST || k == K_VWC;
+}
+
+/* One rule: the items from i on of one device and kind (controller or block device). Returns the
+ * index after them. */
+static int write_rule(struct rules *r, const struct plan *pl, int i)
+{
+	const struct item *it = &pl->it[i];
+	char line[2048] = "", match[256];
+	bool ctrl_rule = is_ctrl_knob(it->knob), block = false;
+	int j = i;
+	for (; j < pl->n && !strcmp(pl->it[j].dev, it->dev) && is_ctrl_knob(pl->it[j].knob) == ctrl_rule;
+	     j++) {
+		const struct item *x = &pl->it[j];
+		if (x->st != IS_SAME && x->st != IS_CHANGE)
+			continue;
+		if (x->knob == K_ASPM) {
+			r->aspm = x->tgt;
+			continue;
+		}
+		if (x->knob == K_APST && !strcmp(x->tgt, "0"))
+			r->apst_off = true;
+		if (x->knob == K_VWC) {
+			r->vwc_on = !strcmp(x->tgt, "on");
+			continue;
+		}
+		const char *a = attr_of(x->knob);
+		if (!a || strchr(x->tgt, '"'))
+			continue;
+		snprintf(line + strlen(line), sizeof(line) - strlen(line), ", ATTR{%s}=\"%s\"", a, x->tgt);
+		block = true;
+	}
+	if (block) {
+		if (ctrl_rule) {
+			fprintf(r->f, "ACTION==\"add\", SUBSYSTEM==\"nvme\", KERNEL==\"%s\"%s\n", it->dev, line);
+		} else {
+			match_of(it->dev, match, sizeof(match));
+			fprintf(r->f, "ACTION==\"add|change\", SUBSYSTEM==\"block\", %s%s\n", match, line);
+		}
+		r->n++;
+	}
+	return j > i ? j : i + 1;
+}
+
+/* The rules file's text for the plan, in *text (malloc'd, tlen bytes). */
+static void rules_text(const struct profile *p, const struct plan *pl, struct rules *r, char **text,
+		       size_t *tlen)
+{
+	char when[32];
+	r->f = open_memstream(text, tlen);
+	now_iso(when, sizeof(when));
+	fprintf(r->f, "# Written by nvmetune persist (profile %s) at %s.\n", p->name, when);
+	fprintf(r->f, "# Applies the settings on every add/change event: boot, hotplug, array assembly.\n");
+	fprintf(r->f, "# Assignments run in order: the scheduler before nr_requests (a scheduler change\n"
+		      "# resets nr_requests), and members appear before their arrays.\n");
+	for (int i = 0; i < pl->n;)
+		i = write_rule(r, pl, i);
+	if (r->vwc_on)
+		fprintf(r->f, "# vwc: the NVMe volatile write cache is a drive feature, not a sysfs attribute;\n"
+			      "# drives keep it on by default. To force it: nvme set-feature DEV -f 6 -v 1 -s\n");
+	fclose(r->f);
+}
+
+/* The kernel parameters for what userspace cannot set: APST off, the ASPM policy. */
+static void kernel_params(const struct profile *p, const struct rules *r, char *params, size_t len)
+{
+	const char *aspm = r->aspm;
+	params[0] = 0;
+	if (r->apst_off || (p->t[K_APST].kind == TG_AUTO))
+		snprintf(params, len, "nvme_core.default_ps_max_latency_us=0");
+	if (!aspm && p->t[K_ASPM].kind == TG_AUTO)
+		aspm = "performance"; /* no runtime policy file: the parameter still applies at boot */
+	if (aspm && !strcmp(aspm, "performance"))
+		snprintf(params + strlen(params), len - strlen(params), "%spcie_aspm=off",
+			 params[0] ? " " : "");
+	else if (aspm && strcmp(aspm, "default"))
+		snprintf(params + strlen(params), len - strlen(params), "%spcie_aspm.policy=%s",
+			 params[0] ? " " : "", aspm);
+}
+
+static void report(const char *rules, bool dry, int nrules, const char *text, const char *params)
+{
+	struct jw jwv, *w = out_begin(&jwv);
+	if (w) {
+		jw_key(w, "rules_file");
+		jw_str(w, rules);
+		jw_key(w, "dry_run");
+		jw_bool(w, dry);
+		jw_key(w, "rules");
+		jw_u64(w, (uint64_t)nrules);
+		jw_key(w, "text");
+		jw_str(w, text);
+		jw_key(w, "kernel_parameters");
+		jw_str(w, params);
+		out_end(w);
+		return;
+	}
+	if (dry)
+		fputs(text, stdout);
+	else
+		printf("wrote %d rule%s to %s; apply now with: udevadm control --reload && "
+		       "udevadm trigger --subsystem-match=block --subsystem-match=nvme\n",
+		       nrules, nrules == 1 ? "" : "s", rules);
+	if (params[0])
+		printf("kernel parameters to add (e.g. GRUB_CMDLINE_LINUX in /etc/default/grub, then "
+		       "update-grub): %s\n", params);
+	else
+		printf("kernel parameters to add: none\n");
+}
+
 int cmd_persist(int argc, char **argv)
 {
 	struct persist_args opt = {.rules = "/etc/udev/rules.d/60-nvmetune.rules"};
-	int c = cli_parse_opts(&nt_cmd_persist, &opt, &argc, argv);
-	if (c >= 0)
-		return c;
-	const char *mdconf = opt.mdconf;
-	bool initramfs = !opt.no_initramfs;
-	const char *prof = opt.profile, *rules = opt.rules;
+	int rc = cli_parse_opts(&nt_cmd_persist, &opt, &argc, argv);
+	if (rc >= 0)
+		return rc;
+	const char *mdconf = opt.mdconf, *rules = opt.rules;
 	bool dry = opt.dry;
-	int rc;
 	if (!dry && (rc = nt_need_root("persist")))
 		return rc;
 	struct profile p;
-	if ((rc = profile_load(prof, &p)))
-		return rc;
 	struct plan pl;
-	if ((rc = plan_build(&p, argv + 1, argc - 1, &pl)))
+	if ((rc = plan_load(opt.profile, argv + 1, argc - 1, &p, &pl)))
 		return rc;
-
-	char *text = NULL;
+	struct rules r = {0};
+	char *text = NULL, params[256];
 	size_t tlen = 0;
-	FILE *f = open_memstream(&text, &tlen);
-	char when[32];
-	now_iso(when, sizeof(when));
-	fprintf(f, "# Written by nvmetune persist (profile %s) at %s.\n", p.name, when);
-	fprintf(f, "# Applies the settings on every add/change event: boot, hotplug, array assembly.\n");
-	fprintf(f, "# Assignments run in order: the scheduler before nr_requests (a scheduler change\n"
-		   "# resets nr_requests), and members appear before their arrays.\n");
-	bool apst_off = false, vwc_on = false;
-	const char *aspm = NULL;
-	int nrules = 0;
-	for (int i = 0; i < pl.n;) {
-		const struct item *it = &pl.it[i];
-		int j = i;
-		char line[2048] = "", match[256];
-		bool ctrl_rule = it->knob == K_APST || it->knob == K_VWC, block = false;
-		for (; j < pl.n && !strcmp(pl.it[j].dev, it->dev) &&
-		       (pl.it[j].knob == K_APST || pl.it[j].knob == K_VWC) == ctrl_rule; j++) {
-			const struct item *x = &pl.it[j];
-			if (x->st != IS_SAME && x->st != IS_CHANGE)
-				continue;
-			if (x->knob == K_ASPM) {
-				aspm = x->tgt;
-				continue;
-			}
-			if (x->knob == K_APST && !strcmp(x->tgt, "0"))
-				apst_off = true;
-			if (x->knob == K_VWC) {
-				vwc_on = !strcmp(x->tgt, "on");
-				continue;
-			}
-			const char *a = attr_of(x->knob);
-			if (!a || strchr(x->tgt, '"'))
-				continue;
-			snprintf(line + strlen(line), sizeof(line) - strlen(line), ", ATTR{%s}=\"%s\"", a, x->tgt);
-			block = true;
-		}
-		if (block) {
-			if (ctrl_rule) {
-				fprintf(f, "ACTION==\"add\", SUBSYSTEM==\"nvme\", KERNEL==\"%s\"%s\n", it->dev, line);
-			} else {
-				match_of(it->dev, match, sizeof(match));
-				fprintf(f, "ACTION==\"add|change\", SUBSYSTEM==\"block\", %s%s\n", match, line);
-			}
-			nrules++;
-		}
-		i = j > i ? j : i + 1;
-	}
-	if (vwc_on)
-		fprintf(f, "# vwc: the NVMe volatile write cache is a drive feature, not a sysfs attribute;\n"
-			   "# drives keep it on by default. To force it: nvme set-feature DEV -f 6 -v 1 -s\n");
-	fclose(f);
-
-	char params[256] = "";
-	if (apst_off || (p.t[K_APST].kind == TG_AUTO))
-		strcat(params, "nvme_core.default_ps_max_latency_us=0");
-	if (!aspm && p.t[K_ASPM].kind == TG_AUTO)
-		aspm = "performance"; /* no runtime policy file: the parameter still applies at boot */
-	if (aspm && !strcmp(aspm, "performance"))
-		snprintf(params + strlen(params), sizeof(params) - strlen(params), "%spcie_aspm=off",
-			 params[0] ? " " : "");
-	else if (aspm && strcmp(aspm, "default"))
-		snprintf(params + strlen(params), sizeof(params) - strlen(params),
-			 "%spcie_aspm.policy=%s", params[0] ? " " : "", aspm);
-
+	rules_text(&p, &pl, &r, &text, &tlen);
+	kernel_params(&p, &r, params, sizeof(params));
 	if (!dry && (rc = write_file_atomic(rules, text, tlen, 0644))) {
 		cli_err("persist: %s: %s", rules, strerror(-rc));
 		free(text);
 		plan_free(&pl);
 		return EXIT_FAIL;
 	}
-	if (nt.json) {
-		struct jw w;
-		jw_init(&w, stdout, true);
-		jw_obj_begin(&w);
-		jw_key(&w, "rules_file");
-		jw_str(&w, rules);
-		jw_key(&w, "dry_run");
-		jw_bool(&w, dry);
-		jw_key(&w, "rules");
-		jw_u64(&w, (uint64_t)nrules);
-		jw_key(&w, "text");
-		jw_str(&w, text);
-		jw_key(&w, "kernel_parameters");
-		jw_str(&w, params);
-		jw_obj_end(&w);
-		jw_finish(&w);
-	} else {
-		if (dry)
-			fputs(text, stdout);
-		else
-			printf("wrote %d rule%s to %s; apply now with: udevadm control --reload && "
-			       "udevadm trigger --subsystem-match=block --subsystem-match=nvme\n",
-			       nrules, nrules == 1 ? "" : "s", rules);
-		if (params[0])
-			printf("kernel parameters to add (e.g. GRUB_CMDLINE_LINUX in /etc/default/grub, then "
-			       "update-grub): %s\n", params);
-		else
-			printf("kernel parameters to add: none\n");
-	}
+	report(rules, dry, r.n, text, params);
 	free(text);
 	plan_free(&pl);
 	/* With moved roots (a test tree), the real /etc and initramfs are never touched. */
 	if (nt.moved && !mdconf)
 		return EXIT_OK;
-	return persist_md(mdconf ? mdconf : "/etc/mdadm/mdadm.conf", dry, initramfs && !nt.moved,
-			  !nt.json);
+	return persist_md(mdconf ? mdconf : "/etc/mdadm/mdadm.conf", dry,
+			  !opt.no_initramfs && !nt.moved, !nt.json);
 }

@@ -161,6 +161,8 @@ static int parse_file(const char *path, struct profile *p)
 	return ret;
 }
 
+const char *const nt_profile_words[] = {"checkpoint", "default", NULL};
+
 int profile_load(const char *spec, struct profile *p)
 {
 	if (!spec || !strcmp(spec, "checkpoint") || !strcmp(spec, "default")) {

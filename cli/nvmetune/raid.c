@@ -4,7 +4,6 @@
  * members with old signatures and aborts on EOF, and the tool has already asked that question. */
 #include "nvmetune.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -51,11 +50,7 @@ static void report_array(struct jw *w, const char *md)
 		jw_str(w, level);
 		jw_key(w, "chunk_bytes");
 		jw_u64(w, chunk);
-		jw_key(w, "layout");
-		if (lay[0])
-			jw_str(w, lay);
-		else
-			jw_null(w);
+		out_str(w, "layout", lay[0] ? lay : NULL);
 		jw_key(w, "raid_disks");
 		jw_u64(w, disks);
 		jw_key(w, "degraded");
@@ -89,20 +84,7 @@ static void report_array(struct jw *w, const char *md)
 
 int raid_list(char ***out)
 {
-	char **all;
-	int n = sys_list("block", "md", &all), k = 0;
-	if (n < 0)
-		return n;
-	for (int i = 0; i < n; i++) {
-		char rel[PATH_MAX];
-		snprintf(rel, sizeof(rel), "block/%s/md", all[i]);
-		if (sys_is_dir(rel))
-			all[k++] = all[i];
-		else
-			free(all[i]);
-	}
-	*out = all;
-	return k;
+	return sys_list_keep("block", "md", blk_is_md, out);
 }
 
 void raid_report(struct jw *w, char **names, int n)
@@ -202,10 +184,8 @@ static int raid_status(int argc, char **argv)
 		names = calloc((size_t)argc, sizeof(*names));
 		n = 0;
 		for (int i = 1; i < argc; i++) {
-			char nm[64], rel[PATH_MAX];
-			if (blk_resolve(argv[i], nm, sizeof(nm)) ||
-			    (snprintf(rel, sizeof(rel), "block/%s/md", nm), !sys_is_dir(rel))) {
-				cli_err("raid status: %s: no such md array", argv[i]);
+			char nm[64];
+			if (nt_md_resolve("raid status", argv[i], nm, sizeof(nm))) {
 				names_free(names, n);
 				return EXIT_NOTFOUND;
 			}
@@ -218,94 +198,82 @@ static int raid_status(int argc, char **argv)
 			return EXIT_FAIL;
 		}
 	}
-	if (nt.json) {
-		struct jw w;
-		jw_init(&w, stdout, true);
-		jw_obj_begin(&w);
-		jw_key(&w, "arrays");
-		raid_report(&w, names, n);
-		jw_obj_end(&w);
-		jw_finish(&w);
-	} else {
-		raid_report(NULL, names, n);
-	}
+	struct jw jwv, *w = out_begin(&jwv);
+	if (w)
+		jw_key(w, "arrays");
+	raid_report(w, names, n);
+	out_end(w);
 	names_free(names, n);
 	return EXIT_OK;
 }
 
-static int raid_create(int argc, char **argv)
+#define CMD_CREATE "raid create"
+
+/* The checks of options that depend on each other and of the device count. Returns -1 when they
+ * pass, else the exit status of the usage error (reported). */
+static int check_create_opts(const struct create_args *o, int ndev)
 {
-	struct create_args opt = {.chunk = 512 * 1024};
-	int c = cli_parse_opts(&raid_create_cmd, &opt, &argc, argv);
-	if (c >= 0)
-		return c;
-	const char *level = opt.level, *layout = opt.layout, *name = opt.name, *bitmap = opt.bitmap;
-	const char *md = opt.md;
-	uint64_t chunk = opt.chunk;
-	bool clean = opt.clean, dry = opt.dry, force = opt.force;
+	const char *level = o->level, *layout = o->layout, *bitmap = o->bitmap, *name = o->name;
 	if (!level || (strcmp(level, "0") && strcmp(level, "10")))
-		return cli_usage_err("raid create", "--level 0 or --level 10 is required");
+		return cli_usage_err(CMD_CREATE, "--level 0 or --level 10 is required");
 	bool r10 = !strcmp(level, "10");
 	if (layout && !r10)
-		return cli_usage_err("raid create", "--layout applies to RAID 10 only");
+		return cli_usage_err(CMD_CREATE, "--layout applies to RAID 10 only");
 	if (layout && strcmp(layout, "n2") && strcmp(layout, "f2") && strcmp(layout, "o2"))
-		return cli_usage_err("raid create", "bad layout '%s': n2, f2 or o2", layout);
+		return cli_usage_err(CMD_CREATE, "bad layout '%s': n2, f2 or o2", layout);
 	if (bitmap && strcmp(bitmap, "none") && strcmp(bitmap, "internal"))
-		return cli_usage_err("raid create", "bad bitmap '%s': none or internal", bitmap);
+		return cli_usage_err(CMD_CREATE, "bad bitmap '%s': none or internal", bitmap);
 	if (bitmap && !strcmp(bitmap, "internal") && !r10)
-		return cli_usage_err("raid create", "RAID 0 has no redundancy, so no write-intent bitmap");
-	if (clean && !r10)
-		return cli_usage_err("raid create", "--assume-clean applies to RAID 10 only");
+		return cli_usage_err(CMD_CREATE, "RAID 0 has no redundancy, so no write-intent bitmap");
+	if (o->clean && !r10)
+		return cli_usage_err(CMD_CREATE, "--assume-clean applies to RAID 10 only");
 	if (name && (!*name || strchr(name, '/') || strlen(name) > 32))
-		return cli_usage_err("raid create", "bad name '%s'", name);
-	int ndev = argc - 1;
+		return cli_usage_err(CMD_CREATE, "bad name '%s'", name);
 	if (ndev < 2)
-		return cli_usage_err("raid create", "at least 2 devices are needed");
+		return cli_usage_err(CMD_CREATE, "at least 2 devices are needed");
 	if (ndev > 64)
-		return cli_usage_err("raid create", "too many devices");
-	if (!dry && (c = nt_need_root("raid create")))
-		return c;
+		return cli_usage_err(CMD_CREATE, "too many devices");
+	return -1;
+}
 
-	char names[64][64], mdname[64];
+/* The members' kernel names, each once. Returns -1, or the exit status (reported). */
+static int resolve_members(char **args, int ndev, char names[][64])
+{
 	for (int i = 0; i < ndev; i++) {
-		if (blk_resolve(argv[1 + i], names[i], sizeof(names[i]))) {
-			cli_err("raid create: %s: no such block device", argv[1 + i]);
+		if (blk_resolve(args[i], names[i], sizeof(names[i]))) {
+			cli_err(CMD_CREATE ": %s: no such block device", args[i]);
 			return EXIT_NOTFOUND;
 		}
 		for (int j = 0; j < i; j++)
 			if (!strcmp(names[i], names[j]))
-				return cli_usage_err("raid create", "%s is named twice", argv[1 + i]);
+				return cli_usage_err(CMD_CREATE, "%s is named twice", args[i]);
 	}
-	if (md) {
-		const char *b = strrchr(md, '/') ? strrchr(md, '/') + 1 : md;
-		unsigned num;
-		if (sscanf(b, "md%u", &num) != 1)
-			return cli_usage_err("raid create", "bad --md '%s': expected /dev/mdN", md);
-		snprintf(mdname, sizeof(mdname), "md%u", num);
-		char rel[PATH_MAX];
-		snprintf(rel, sizeof(rel), "block/%s/md/level", mdname);
-		char lv[32] = "";
-		if (!sys_read(rel, lv, sizeof(lv)) && lv[0]) {
-			cli_err("raid create: /dev/%s is already an active array (%s)", mdname, lv);
-			return EXIT_FAIL;
-		}
-	} else {
-		for (unsigned num = 0;; num++) {
-			char rel[PATH_MAX];
-			/* a stopped array can linger in sysfs, inactive, with an empty level */
-			char lv[32] = "";
-			snprintf(rel, sizeof(rel), "block/md%u/md/level", num);
-			if (sys_read(rel, lv, sizeof(lv)) || !lv[0]) {
-				snprintf(mdname, sizeof(mdname), "md%u", num);
-				break;
-			}
-		}
-	}
+	return -1;
+}
 
+/* The new array: --md when given (not an active one), else the first free mdN. Returns 0 or the
+ * exit status (reported). */
+static int pick_md(const char *md, char *mdname, size_t len)
+{
+	if (md)
+		return nt_md_new(CMD_CREATE, md, "--md", mdname, len);
+	for (unsigned num = 0;; num++) {
+		char lv[32] = "";
+		snprintf(mdname, len, "md%u", num);
+		if (!nt_md_active(mdname, lv, sizeof(lv)))
+			return 0;
+	}
+}
+
+/* Every member can be read (permission problems first: exit 7), then the safety checks: all
+ * refusals are listed before giving up, unless force. Returns 0 or the exit status. */
+static int check_members(char names[][64], int ndev, bool force)
+{
+	int c;
 	for (int i = 0; i < ndev; i++) {
 		char p[PATH_MAX];
 		dev_path(p, sizeof(p), names[i]);
-		if ((c = nt_check_readable("raid create", p)))
+		if ((c = nt_check_readable(CMD_CREATE, p)))
 			return c;
 	}
 	int refused = 0;
@@ -316,78 +284,107 @@ static int raid_create(int argc, char **argv)
 		char p[PATH_MAX];
 		dev_path(p, sizeof(p), names[i]);
 		if (force) {
-			cli_err("raid create: %s: %s; overriding (--force)", p, why);
+			cli_err(CMD_CREATE ": %s: %s; overriding (--force)", p, why);
 		} else {
-			cli_err("raid create: %s: refused: %s", p, why);
+			cli_err(CMD_CREATE ": %s: refused: %s", p, why);
 			refused++;
 		}
 	}
 	if (refused) {
-		cli_err("raid create: %d device%s refused; nothing was done (--force overrides, and "
+		cli_err(CMD_CREATE ": %d device%s refused; nothing was done (--force overrides, and "
 			"destroys what is on them)", refused, refused > 1 ? "s" : "");
 		return EXIT_REFUSED;
 	}
+	return 0;
+}
 
-	char a_md[PATH_MAX], a_level[16], a_layout[16], a_chunk[32], a_bitmap[24], a_name[48], a_n[24];
+/* The mdadm --create command line and the strings it points into. */
+struct create_argv {
+	char md[PATH_MAX], level[16], layout[16], chunk[32], bitmap[24], name[48], n[32];
 	char paths[64][PATH_MAX];
 	char *av[96];
+};
+
+static void build_create_argv(struct create_argv *a, const struct create_args *o,
+			      const char *mdname, char names[][64], int ndev)
+{
+	bool r10 = !strcmp(o->level, "10");
 	int k = 0;
-	dev_path(a_md, sizeof(a_md), mdname);
-	av[k++] = "mdadm";
-	av[k++] = "--create";
-	av[k++] = a_md;
-	av[k++] = "--run";
-	av[k++] = "--metadata=1.2";
-	snprintf(a_level, sizeof(a_level), "--level=%s", level);
-	av[k++] = a_level;
+	dev_path(a->md, sizeof(a->md), mdname);
+	a->av[k++] = "mdadm";
+	a->av[k++] = "--create";
+	a->av[k++] = a->md;
+	a->av[k++] = "--run";
+	a->av[k++] = "--metadata=1.2";
+	snprintf(a->level, sizeof(a->level), "--level=%s", o->level);
+	a->av[k++] = a->level;
 	if (r10) {
-		snprintf(a_layout, sizeof(a_layout), "--layout=%s", layout ? layout : "n2");
-		av[k++] = a_layout;
+		snprintf(a->layout, sizeof(a->layout), "--layout=%s", o->layout ? o->layout : "n2");
+		a->av[k++] = a->layout;
 	}
-	snprintf(a_chunk, sizeof(a_chunk), "--chunk=%lluK", (unsigned long long)(chunk / 1024));
-	av[k++] = a_chunk;
+	snprintf(a->chunk, sizeof(a->chunk), "--chunk=%lluK", (unsigned long long)(o->chunk / 1024));
+	a->av[k++] = a->chunk;
 	if (r10) {
 		/* mdadm adds an internal bitmap to big arrays by default; say what we want */
-		snprintf(a_bitmap, sizeof(a_bitmap), "--bitmap=%s", bitmap ? bitmap : "none");
-		av[k++] = a_bitmap;
+		snprintf(a->bitmap, sizeof(a->bitmap), "--bitmap=%s", o->bitmap ? o->bitmap : "none");
+		a->av[k++] = a->bitmap;
 	}
-	if (clean)
-		av[k++] = "--assume-clean";
-	if (name) {
-		snprintf(a_name, sizeof(a_name), "--name=%s", name);
-		av[k++] = a_name;
+	if (o->clean)
+		a->av[k++] = "--assume-clean";
+	if (o->name) {
+		snprintf(a->name, sizeof(a->name), "--name=%s", o->name);
+		a->av[k++] = a->name;
 	}
-	snprintf(a_n, sizeof(a_n), "--raid-devices=%d", ndev);
-	av[k++] = a_n;
+	snprintf(a->n, sizeof(a->n), "--raid-devices=%d", ndev);
+	a->av[k++] = a->n;
 	for (int i = 0; i < ndev; i++) {
-		dev_path(paths[i], sizeof(paths[i]), names[i]);
-		av[k++] = paths[i];
+		dev_path(a->paths[i], sizeof(a->paths[i]), names[i]);
+		a->av[k++] = a->paths[i];
 	}
-	av[k] = NULL;
+	a->av[k] = NULL;
+}
 
-	if (dry) {
-		print_argv(stdout, av);
-		return EXIT_OK;
-	}
-	int rc = run_argv(av);
-	if (rc == -ENOENT) {
-		cli_err("raid create: mdadm not found (install the mdadm package)");
-		return EXIT_FAIL;
-	}
-	if (rc) {
-		cli_err("raid create: mdadm failed (exit %d); command: see --dry-run", rc);
-		return EXIT_FAIL;
-	}
+/* Runs mdadm, then checks that the array is there at the level asked for and shows it. */
+static int run_create(const struct create_argv *a, char *mdname, bool r10)
+{
+	int rc = nt_mdadm_run(CMD_CREATE, (char **)a->av);
+	if (rc)
+		return rc;
 	char rel[PATH_MAX], lv[32] = "";
 	snprintf(rel, sizeof(rel), "block/%s/md/level", mdname);
 	if (sys_read(rel, lv, sizeof(lv)) || strcmp(lv, r10 ? "raid10" : "raid0")) {
-		cli_err("raid create: mdadm succeeded but %s reports level '%s'", mdname, lv);
+		cli_err(CMD_CREATE ": mdadm succeeded but %s reports level '%s'", mdname, lv);
 		return EXIT_FAIL;
 	}
 	char *one[1] = {mdname};
-	printf("created %s\n", a_md);
+	printf("created %s\n", a->md);
 	raid_report(NULL, one, 1);
 	return EXIT_OK;
+}
+
+static int raid_create(int argc, char **argv)
+{
+	struct create_args opt = {.chunk = 512 * 1024};
+	int c = cli_parse_opts(&raid_create_cmd, &opt, &argc, argv);
+	if (c >= 0)
+		return c;
+	int ndev = argc - 1;
+	if ((c = check_create_opts(&opt, ndev)) >= 0)
+		return c;
+	if (!opt.dry && (c = nt_need_root(CMD_CREATE)))
+		return c;
+	char names[64][64], mdname[64];
+	if ((c = resolve_members(argv + 1, ndev, names)) >= 0)
+		return c;
+	if ((c = pick_md(opt.md, mdname, sizeof(mdname))) || (c = check_members(names, ndev, opt.force)))
+		return c;
+	struct create_argv a;
+	build_create_argv(&a, &opt, mdname, names, ndev);
+	if (opt.dry) {
+		print_argv(stdout, a.av);
+		return EXIT_OK;
+	}
+	return run_create(&a, mdname, !strcmp(opt.level, "10"));
 }
 
 static int raid_stop(int argc, char **argv)
@@ -403,12 +400,9 @@ static int raid_stop(int argc, char **argv)
 		return c;
 	int ret = EXIT_OK;
 	for (int i = 1; i < argc; i++) {
-		char nm[64], rel[PATH_MAX], where[PATH_MAX], p[PATH_MAX];
-		if (blk_resolve(argv[i], nm, sizeof(nm)) ||
-		    (snprintf(rel, sizeof(rel), "block/%s/md", nm), !sys_is_dir(rel))) {
-			cli_err("raid stop: %s: no such md array", argv[i]);
+		char nm[64], where[PATH_MAX], p[PATH_MAX];
+		if (nt_md_resolve("raid stop", argv[i], nm, sizeof(nm)))
 			return EXIT_NOTFOUND;
-		}
 		if (dev_mounted(nm, where, sizeof(where)) && !force) {
 			cli_err("raid stop: /dev/%s: refused: mounted on %s (unmount it first)", nm, where);
 			ret = EXIT_REFUSED;

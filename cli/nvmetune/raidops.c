@@ -35,14 +35,36 @@ static int parse_flags(const struct cli_cmd *sub, int *argc, char **argv, bool *
 	return rc;
 }
 
-/* The md array named by arg (mdN, /dev/mdN) into nm. Returns 0 or EXIT_NOTFOUND (reported). */
-static int resolve_md(const char *cmd, const char *arg, char *nm, size_t len)
+int nt_md_resolve(const char *cmd, const char *arg, char *nm, size_t len)
 {
 	char rel[PATH_MAX];
 	if (blk_resolve(arg, nm, len) || (snprintf(rel, sizeof(rel), "block/%s/md", nm),
 					  !sys_is_dir(rel))) {
 		cli_err("%s: %s: no such md array", cmd, arg);
 		return EXIT_NOTFOUND;
+	}
+	return 0;
+}
+
+bool nt_md_active(const char *md, char *level, size_t len)
+{
+	char rel[PATH_MAX];
+	snprintf(rel, sizeof(rel), "block/%s/md/level", md);
+	/* a stopped array can linger in sysfs, inactive, with an empty level */
+	return !sys_read(rel, level, len) && level[0];
+}
+
+int nt_md_new(const char *cmd, const char *arg, const char *what, char *md, size_t len)
+{
+	const char *b = strrchr(arg, '/') ? strrchr(arg, '/') + 1 : arg;
+	unsigned num;
+	char lv[32] = "";
+	if (sscanf(b, "md%u", &num) != 1)
+		return cli_usage_err(cmd, "bad %s '%s': expected /dev/mdN", what, arg);
+	snprintf(md, len, "md%u", num);
+	if (nt_md_active(md, lv, sizeof(lv))) {
+		cli_err("%s: /dev/%s is already an active array (%s)", cmd, md, lv);
+		return EXIT_FAIL;
 	}
 	return 0;
 }
@@ -72,12 +94,8 @@ static int joining(const char *cmd, const char *arg, bool force, char *nm, size_
 	return EXIT_REFUSED;
 }
 
-static int run_or_print(const char *cmd, char **av, bool dry, const char *done)
+int nt_mdadm_run(const char *cmd, char **av)
 {
-	if (dry) {
-		print_argv(stdout, av);
-		return EXIT_OK;
-	}
 	int rc = run_argv(av);
 	if (rc == -2 /* -ENOENT */) {
 		cli_err("%s: mdadm not found (install the mdadm package)", cmd);
@@ -87,6 +105,18 @@ static int run_or_print(const char *cmd, char **av, bool dry, const char *done)
 		cli_err("%s: mdadm failed (exit %d); command: see --dry-run", cmd, rc);
 		return EXIT_FAIL;
 	}
+	return EXIT_OK;
+}
+
+static int run_or_print(const char *cmd, char **av, bool dry, const char *done)
+{
+	if (dry) {
+		print_argv(stdout, av);
+		return EXIT_OK;
+	}
+	int rc = nt_mdadm_run(cmd, av);
+	if (rc)
+		return rc;
 	printf("%s\n", done);
 	return EXIT_OK;
 }
@@ -103,7 +133,7 @@ int raid_add(int argc, char **argv)
 	if (argc - 1 > 33)
 		return cli_usage_err(cmd, "too many devices");
 	char md[64], mdp[PATH_MAX], nm[32][64], p[32][PATH_MAX], done[PATH_MAX + 32];
-	if ((rc = resolve_md(cmd, argv[1], md, sizeof(md))))
+	if ((rc = nt_md_resolve(cmd, argv[1], md, sizeof(md))))
 		return rc;
 	if (!dry && (rc = nt_need_root(cmd)))
 		return rc;
@@ -135,7 +165,7 @@ int raid_replace(int argc, char **argv)
 		return cli_usage_err(cmd, "expected MD, the member to replace and the new device");
 	char md[64], mdp[PATH_MAX], old[64], oldp[PATH_MAX], nw[64], nwp[PATH_MAX], rel[PATH_MAX];
 	char done[4 * PATH_MAX];
-	if ((rc = resolve_md(cmd, argv[1], md, sizeof(md))))
+	if ((rc = nt_md_resolve(cmd, argv[1], md, sizeof(md))))
 		return rc;
 	if (blk_resolve(argv[2], old, sizeof(old)) ||
 	    (snprintf(rel, sizeof(rel), "block/%s/slaves/%s", md, old), !sys_is_dir(rel))) {
@@ -168,7 +198,7 @@ int raid_assemble(int argc, char **argv)
 				     "superblocks describe), or MD and its members");
 	if (!dry && (rc = nt_need_root(cmd)))
 		return rc;
-	char md[64], mdp[PATH_MAX], nm[64], p[64][PATH_MAX], rel[PATH_MAX], lv[32] = "";
+	char md[64], mdp[PATH_MAX], nm[64], p[64][PATH_MAX];
 	char *av[72];
 	int k = 0;
 	av[k++] = "mdadm";
@@ -178,16 +208,8 @@ int raid_assemble(int argc, char **argv)
 		av[k] = NULL;
 		return run_or_print(cmd, av, dry, "assembled the arrays mdadm found");
 	}
-	const char *b = strrchr(argv[1], '/') ? strrchr(argv[1], '/') + 1 : argv[1];
-	unsigned num;
-	if (sscanf(b, "md%u", &num) != 1)
-		return cli_usage_err(cmd, "bad array '%s': expected /dev/mdN", argv[1]);
-	snprintf(md, sizeof(md), "md%u", num);
-	snprintf(rel, sizeof(rel), "block/%s/md/level", md);
-	if (!sys_read(rel, lv, sizeof(lv)) && lv[0]) {
-		cli_err("%s: /dev/%s is already an active array (%s)", cmd, md, lv);
-		return EXIT_FAIL;
-	}
+	if ((rc = nt_md_new(cmd, argv[1], "array", md, sizeof(md))))
+		return rc;
 	dev_path(mdp, sizeof(mdp), md);
 	av[k++] = mdp;
 	av[k++] = "--run";

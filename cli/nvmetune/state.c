@@ -207,16 +207,7 @@ void state_free(struct state *st)
 
 static struct saved *state_push(struct state *st)
 {
-	if (st->n == st->cap) {
-		int cap = st->cap ? st->cap * 2 : 16;
-		struct saved *n = realloc(st->s, (size_t)cap * sizeof(*n));
-		if (!n) {
-			cli_err("out of memory");
-			exit(EXIT_FAIL);
-		}
-		st->s = n;
-		st->cap = cap;
-	}
+	st->s = array_room(st->s, st->n, &st->cap, 16, sizeof(*st->s));
 	struct saved *s = &st->s[st->n++];
 	memset(s, 0, sizeof(*s));
 	return s;

@@ -7,30 +7,40 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void rd(const char *fmt, const char *a, const char *b, char *out, size_t len)
+/* A sysfs attribute of a status block: its JSON key, its path below the object's directory, and
+ * the size it is read into (a longer value is cut there). Unreadable: "?". */
+struct attr {
+	const char *key, *rel;
+	size_t len;
+};
+#define ATTR_MAX 128
+
+static void read_attrs(const char *dir, const struct attr *a, size_t n, char (*v)[ATTR_MAX])
 {
-	char rel[PATH_MAX];
-	snprintf(rel, sizeof(rel), fmt, a, b);
-	if (sys_read(rel, out, len))
-		snprintf(out, len, "?");
+	for (size_t i = 0; i < n; i++) {
+		char rel[PATH_MAX + 64]; /* dir is below PATH_MAX, a[i].rel a short name */
+		snprintf(rel, sizeof(rel), "%s/%s", dir, a[i].rel);
+		if (sys_read(rel, v[i], a[i].len))
+			snprintf(v[i], a[i].len, "?");
+	}
 }
 
 /* JSON: a string, or null for an unreadable "?" */
 static void js(struct jw *w, const char *key, const char *v)
 {
-	jw_key(w, key);
-	if (!strcmp(v, "?"))
-		jw_null(w);
-	else
-		jw_str(w, v);
+	out_str(w, key, strcmp(v, "?") ? v : NULL);
 }
 
+static void json_attrs(struct jw *w, const struct attr *a, size_t n, char (*v)[ATTR_MAX])
+{
+	for (size_t i = 0; i < n; i++)
+		js(w, a[i].key, v[i]);
+}
+
+/* JSON: a boolean, or null for unknown (-1) */
 static void jtri(struct jw *w, const char *key, int v)
 {
-	jw_key(w, key);
-	if (v < 0)
-		jw_null(w);
-	else
+	if (out_key(w, key, v >= 0))
 		jw_bool(w, v);
 }
 
@@ -41,18 +51,17 @@ static void health(struct jw *w, const char *ctrl, bool have_id)
 	struct nvme_health h;
 	nvme_health_query(ctrl, &h);
 	if (w) {
-		jw_key(w, "health");
-		if (!h.have) {
-			jw_null(w);
+		if (!out_key(w, "health", h.have))
 			return;
-		}
+		const struct out_u64 f[] = {
+			{"critical_warning", h.crit_warning}, {"percent_used", h.percent_used},
+			{"available_spare", h.avail_spare}, {"spare_threshold", h.spare_thresh},
+			{"media_errors", h.media_errors},
+		};
 		jw_obj_begin(w);
-		jw_key(w, "critical_warning"); jw_u64(w, h.crit_warning);
-		jw_key(w, "percent_used"); jw_u64(w, h.percent_used);
-		jw_key(w, "available_spare"); jw_u64(w, h.avail_spare);
-		jw_key(w, "spare_threshold"); jw_u64(w, h.spare_thresh);
-		jw_key(w, "media_errors"); jw_u64(w, h.media_errors);
-		jw_key(w, "temperature_c"); jw_i64(w, h.temp_c);
+		out_u64s(w, f, sizeof(f) / sizeof(f[0]));
+		jw_key(w, "temperature_c");
+		jw_i64(w, h.temp_c);
 		jw_obj_end(w);
 		return;
 	}
@@ -81,6 +90,47 @@ static const char *lba_str(uint32_t bytes, unsigned ms, char *buf, size_t len)
 	return buf;
 }
 
+static void lba_json(struct jw *w, const struct nvme_lba *l)
+{
+	if (!out_key(w, "lba_formats", l->have))
+		return;
+	const struct out_u64 top[] = {{"current", l->cur}, {"best", l->best}};
+	jw_obj_begin(w);
+	out_u64s(w, top, 2);
+	jw_key(w, "formats");
+	jw_arr_begin(w);
+	for (unsigned i = 0; i < l->n; i++) {
+		const struct out_u64 f[] = {
+			{"data_bytes", l->f[i].bytes}, {"metadata_bytes", l->f[i].ms},
+			{"relative_performance", l->f[i].rp},
+		};
+		jw_obj_begin(w);
+		out_u64s(w, f, 3);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_obj_end(w);
+}
+
+static void lba_text(const struct nvme_lba *l)
+{
+	if (!l->have)
+		return;
+	char a[32], b[32];
+	printf("      LBA format: %s (#%u)", lba_str(l->f[l->cur].bytes, l->f[l->cur].ms, a, sizeof(a)),
+	       l->cur);
+	if (l->best != l->cur)
+		printf("; best supported %s (#%u): reformatting erases the namespace",
+		       lba_str(l->f[l->best].bytes, l->f[l->best].ms, b, sizeof(b)), l->best);
+	else
+		printf(", the best supported");
+	printf("\n      supported:");
+	for (unsigned i = 0; i < l->n; i++)
+		printf(" #%u %s%s", i, lba_str(l->f[i].bytes, l->f[i].ms, a, sizeof(a)),
+		       i + 1 < l->n ? "," : "");
+	printf("\n");
+}
+
 /* The LBA formats of a namespace: the one in use, the best for checkpoints, all supported. */
 static void lba(struct jw *w, const char *ctrl, const char *dev)
 {
@@ -89,48 +139,103 @@ static void lba(struct jw *w, const char *ctrl, const char *dev)
 	unsigned nsid = sys_read(rel, v, sizeof(v)) || !atoi(v) ? 1 : (unsigned)atoi(v);
 	struct nvme_lba l;
 	nvme_lba_query(ctrl, nsid, &l);
-	if (w) {
-		jw_key(w, "lba_formats");
-		if (!l.have) {
-			jw_null(w);
-			return;
-		}
-		jw_obj_begin(w);
-		jw_key(w, "current"); jw_u64(w, l.cur);
-		jw_key(w, "best"); jw_u64(w, l.best);
-		jw_key(w, "formats");
-		jw_arr_begin(w);
-		for (unsigned i = 0; i < l.n; i++) {
-			jw_obj_begin(w);
-			jw_key(w, "data_bytes"); jw_u64(w, l.f[i].bytes);
-			jw_key(w, "metadata_bytes"); jw_u64(w, l.f[i].ms);
-			jw_key(w, "relative_performance"); jw_u64(w, l.f[i].rp);
-			jw_obj_end(w);
-		}
-		jw_arr_end(w);
-		jw_obj_end(w);
-		return;
-	}
-	if (!l.have)
-		return;
-	char a[32], b[32];
-	printf("      LBA format: %s (#%u)", lba_str(l.f[l.cur].bytes, l.f[l.cur].ms, a, sizeof(a)),
-	       l.cur);
-	if (l.best != l.cur)
-		printf("; best supported %s (#%u): reformatting erases the namespace",
-		       lba_str(l.f[l.best].bytes, l.f[l.best].ms, b, sizeof(b)), l.best);
+	if (w)
+		lba_json(w, &l);
 	else
-		printf(", the best supported");
-	printf("\n      supported:");
-	for (unsigned i = 0; i < l.n; i++)
-		printf(" #%u %s%s", i, lba_str(l.f[i].bytes, l.f[i].ms, a, sizeof(a)),
-		       i + 1 < l.n ? "," : "");
-	printf("\n");
+		lba_text(&l);
 }
 
 static const char *tri(int v, const char *yes, const char *no)
 {
 	return v < 0 ? "unknown" : v ? yes : no;
+}
+
+/* The sysfs attributes of a controller (class/nvme/NAME/...), in the order of its JSON object. */
+enum { C_MODEL, C_SERIAL, C_FW, C_TRANSPORT, C_STATE, C_QUEUES, C_SPEED, C_WIDTH, C_MAXSPEED,
+       C_MAXWIDTH, C_PMQOS, C_N };
+static const struct attr ctrl_attrs[C_N] = {
+	[C_MODEL] = {"model", "model", 96},
+	[C_SERIAL] = {"serial", "serial", 64},
+	[C_FW] = {"firmware", "firmware_rev", 32},
+	[C_TRANSPORT] = {"transport", "transport", 32},
+	[C_STATE] = {"state", "state", 32},
+	[C_QUEUES] = {"queue_count", "queue_count", 16},
+	[C_SPEED] = {"link_speed", "device/current_link_speed", 48},
+	[C_WIDTH] = {"link_width", "device/current_link_width", 16},
+	[C_MAXSPEED] = {"max_link_speed", "device/max_link_speed", 48},
+	[C_MAXWIDTH] = {"max_link_width", "device/max_link_width", 16},
+	[C_PMQOS] = {"pm_qos_latency_tolerance_us", "power/pm_qos_latency_tolerance_us", 32},
+};
+
+/* Opens the controller's JSON object; its "namespaces" array stays open for the namespaces. */
+static void ctrl_json(struct jw *w, const char *n, char (*v)[ATTR_MAX], const struct nvme_info *ni)
+{
+	jw_obj_begin(w);
+	jw_key(w, "name");
+	jw_str(w, n);
+	json_attrs(w, ctrl_attrs, C_N, v);
+	jtri(w, "vwc_present", ni->vwc_present);
+	jtri(w, "vwc_enabled", ni->vwc_enabled);
+	jtri(w, "apst_supported", ni->apst_supported);
+	jtri(w, "apst_enabled", ni->apst_enabled);
+	if (out_key(w, "io_queues_allocated", ni->nsqa >= 0))
+		jw_i64(w, ni->nsqa);
+	if (out_key(w, "mdts", ni->have_id))
+		jw_u64(w, ni->mdts);
+	js(w, "libnvme", ni->have_id ? "ok" : ni->why);
+	health(w, n, ni->have_id);
+	jw_key(w, "namespaces");
+	jw_arr_begin(w);
+}
+
+static void ctrl_text(const char *n, char (*v)[ATTR_MAX], const struct nvme_info *ni)
+{
+	printf("  %s  %s  serial %s  firmware %s  %s %s\n", n, v[C_MODEL], v[C_SERIAL], v[C_FW],
+	       v[C_TRANSPORT], v[C_STATE]);
+	printf("    PCIe link %s x%s (max %s x%s)  queues in use %s (admin included)\n", v[C_SPEED],
+	       v[C_WIDTH], v[C_MAXSPEED], v[C_MAXWIDTH], v[C_QUEUES]);
+	printf("    volatile write cache: %s", tri(ni->vwc_present, "present", "absent"));
+	if (ni->vwc_present == 1)
+		printf(", %s", tri(ni->vwc_enabled, "enabled", "disabled"));
+	printf("  APST: %s", tri(ni->apst_supported, "supported", "not supported"));
+	if (ni->apst_supported == 1)
+		printf(", %s", tri(ni->apst_enabled, "enabled", "disabled"));
+	printf("  pm_qos_latency_tolerance_us: %s", strcmp(v[C_PMQOS], "?") ? v[C_PMQOS] : "absent");
+	if (ni->nsqa >= 0)
+		printf("  I/O queues allocated %d", ni->nsqa);
+	printf("\n");
+	if (!ni->have_id)
+		printf("    (libnvme: %s)\n", ni->why);
+	health(NULL, n, ni->have_id);
+}
+
+/* The namespaces of controller ctrl among devs. */
+static void namespaces(struct jw *w, const char *ctrl, char **devs, int ndev)
+{
+	for (int j = 0; j < ndev; j++) {
+		char c[64];
+		nvme_ctrl_of(devs[j], c, sizeof(c));
+		if (strcmp(c, ctrl))
+			continue;
+		struct blockdev d;
+		if (blk_info(devs[j], &d))
+			continue;
+		char sz[32];
+		if (w) {
+			jw_obj_begin(w);
+			jw_key(w, "name");
+			jw_str(w, devs[j]);
+			jw_key(w, "size_bytes");
+			jw_u64(w, d.size);
+			out_str(w, "array", d.array[0] ? d.array : NULL);
+			lba(w, ctrl, devs[j]);
+			jw_obj_end(w);
+		} else {
+			printf("    namespace %s  %s%s%s\n", devs[j], cli_fmt_iec(d.size, sz, sizeof(sz)),
+			       d.array[0] ? "  member of " : "", d.array);
+			lba(NULL, ctrl, devs[j]);
+		}
+	}
 }
 
 static void controllers(struct jw *w, char **devs, int ndev)
@@ -146,101 +251,16 @@ static void controllers(struct jw *w, char **devs, int ndev)
 			printf("  (none)\n");
 	}
 	for (int i = 0; i < nc; i++) {
-		const char *n = c[i];
-		char model[96], serial[64], fw[32], tr[32], state[32], qc[16], spd[48], wid[16], mspd[48],
-			mwid[16], pmq[32];
-		rd("class/nvme/%s/model%s", n, "", model, sizeof(model));
-		rd("class/nvme/%s/serial%s", n, "", serial, sizeof(serial));
-		rd("class/nvme/%s/firmware_rev%s", n, "", fw, sizeof(fw));
-		rd("class/nvme/%s/transport%s", n, "", tr, sizeof(tr));
-		rd("class/nvme/%s/state%s", n, "", state, sizeof(state));
-		rd("class/nvme/%s/queue_count%s", n, "", qc, sizeof(qc));
-		rd("class/nvme/%s/device/current_link_speed%s", n, "", spd, sizeof(spd));
-		rd("class/nvme/%s/device/current_link_width%s", n, "", wid, sizeof(wid));
-		rd("class/nvme/%s/device/max_link_speed%s", n, "", mspd, sizeof(mspd));
-		rd("class/nvme/%s/device/max_link_width%s", n, "", mwid, sizeof(mwid));
-		rd("class/nvme/%s/power/pm_qos_latency_tolerance_us%s", n, "", pmq, sizeof(pmq));
+		char dir[PATH_MAX], v[C_N][ATTR_MAX];
+		snprintf(dir, sizeof(dir), "class/nvme/%s", c[i]);
+		read_attrs(dir, ctrl_attrs, C_N, v);
 		struct nvme_info ni;
-		nvme_query(n, &ni);
-		if (w) {
-			jw_obj_begin(w);
-			jw_key(w, "name");
-			jw_str(w, n);
-			js(w, "model", model);
-			js(w, "serial", serial);
-			js(w, "firmware", fw);
-			js(w, "transport", tr);
-			js(w, "state", state);
-			js(w, "queue_count", qc);
-			js(w, "link_speed", spd);
-			js(w, "link_width", wid);
-			js(w, "max_link_speed", mspd);
-			js(w, "max_link_width", mwid);
-			js(w, "pm_qos_latency_tolerance_us", pmq);
-			jtri(w, "vwc_present", ni.vwc_present);
-			jtri(w, "vwc_enabled", ni.vwc_enabled);
-			jtri(w, "apst_supported", ni.apst_supported);
-			jtri(w, "apst_enabled", ni.apst_enabled);
-			jw_key(w, "io_queues_allocated");
-			if (ni.nsqa < 0)
-				jw_null(w);
-			else
-				jw_i64(w, ni.nsqa);
-			jw_key(w, "mdts");
-			if (ni.have_id)
-				jw_u64(w, ni.mdts);
-			else
-				jw_null(w);
-			js(w, "libnvme", ni.have_id ? "ok" : ni.why);
-			health(w, n, ni.have_id);
-			jw_key(w, "namespaces");
-			jw_arr_begin(w);
-		} else {
-			printf("  %s  %s  serial %s  firmware %s  %s %s\n", n, model, serial, fw, tr, state);
-			printf("    PCIe link %s x%s (max %s x%s)  queues in use %s (admin included)\n", spd,
-			       wid, mspd, mwid, qc);
-			printf("    volatile write cache: %s", tri(ni.vwc_present, "present", "absent"));
-			if (ni.vwc_present == 1)
-				printf(", %s", tri(ni.vwc_enabled, "enabled", "disabled"));
-			printf("  APST: %s", tri(ni.apst_supported, "supported", "not supported"));
-			if (ni.apst_supported == 1)
-				printf(", %s", tri(ni.apst_enabled, "enabled", "disabled"));
-			printf("  pm_qos_latency_tolerance_us: %s", strcmp(pmq, "?") ? pmq : "absent");
-			if (ni.nsqa >= 0)
-				printf("  I/O queues allocated %d", ni.nsqa);
-			printf("\n");
-			if (!ni.have_id)
-				printf("    (libnvme: %s)\n", ni.why);
-			health(NULL, n, ni.have_id);
-		}
-		for (int j = 0; j < ndev; j++) {
-			char ctrl[64];
-			nvme_ctrl_of(devs[j], ctrl, sizeof(ctrl));
-			if (strcmp(ctrl, n))
-				continue;
-			struct blockdev d;
-			if (blk_info(devs[j], &d))
-				continue;
-			char sz[32];
-			if (w) {
-				jw_obj_begin(w);
-				jw_key(w, "name");
-				jw_str(w, devs[j]);
-				jw_key(w, "size_bytes");
-				jw_u64(w, d.size);
-				jw_key(w, "array");
-				if (d.array[0])
-					jw_str(w, d.array);
-				else
-					jw_null(w);
-				lba(w, n, devs[j]);
-				jw_obj_end(w);
-			} else {
-				printf("    namespace %s  %s%s%s\n", devs[j], cli_fmt_iec(d.size, sz, sizeof(sz)),
-				       d.array[0] ? "  member of " : "", d.array);
-				lba(NULL, n, devs[j]);
-			}
-		}
+		nvme_query(c[i], &ni);
+		if (w)
+			ctrl_json(w, c[i], v, &ni);
+		else
+			ctrl_text(c[i], v, &ni);
+		namespaces(w, c[i], devs, ndev);
 		if (w) {
 			jw_arr_end(w);
 			jw_obj_end(w);
@@ -252,87 +272,114 @@ static void controllers(struct jw *w, char **devs, int ndev)
 		names_free(c, nc);
 }
 
+static void md_arrays(struct jw *w, char **md, int nmd)
+{
+	if (w) {
+		jw_key(w, "md_arrays");
+		raid_report(w, md, nmd);
+		return;
+	}
+	printf("\nmd arrays:\n");
+	for (int i = 0; i < nmd; i++)
+		printf("  "), raid_report(NULL, md + i, 1);
+	if (!nmd)
+		printf("  (none)\n");
+}
+
+/* The queue attributes of a block device (block/NAME/queue/...): the first six are the text
+ * columns after the name; in JSON all follow "scheduler" (the word in use). */
+enum { Q_SCHED, Q_NR, Q_RA, Q_MAXS, Q_MAXHW, Q_WC, Q_OPT, Q_N };
+static const struct attr queue_attrs[Q_N] = {
+	[Q_SCHED] = {"schedulers_available", "scheduler", 128},
+	[Q_NR] = {"nr_requests", "nr_requests", 16},
+	[Q_RA] = {"read_ahead_kb", "read_ahead_kb", 16},
+	[Q_MAXS] = {"max_sectors_kb", "max_sectors_kb", 16},
+	[Q_MAXHW] = {"max_hw_sectors_kb", "max_hw_sectors_kb", 16},
+	[Q_WC] = {"write_cache", "write_cache", 32},
+	[Q_OPT] = {"optimal_io_size", "optimal_io_size", 24},
+};
+#define QUEUE_ROW "  %-9s %-24s %-11s %-13s %-14s %-17s %s\n"
+
 static void queues(struct jw *w, char **devs, int ndev)
 {
 	if (w) {
 		jw_key(w, "block_devices");
 		jw_arr_begin(w);
 	} else {
-		printf("\nBlock devices:\n  %-9s %-24s %-11s %-13s %-14s %-17s %s\n", "DEVICE", "SCHEDULER",
-		       "NR_REQUESTS", "READ_AHEAD_KB", "MAX_SECTORS_KB", "MAX_HW_SECTORS_KB", "WRITE_CACHE");
+		printf("\nBlock devices:\n" QUEUE_ROW, "DEVICE", "SCHEDULER", "NR_REQUESTS",
+		       "READ_AHEAD_KB", "MAX_SECTORS_KB", "MAX_HW_SECTORS_KB", "WRITE_CACHE");
 	}
 	for (int i = 0; i < ndev; i++) {
-		const char *d = devs[i];
-		char sch[128], nr[16], ra[16], ms[16], mh[16], wc[32], opt[24];
-		rd("block/%s/queue/scheduler%s", d, "", sch, sizeof(sch));
-		rd("block/%s/queue/nr_requests%s", d, "", nr, sizeof(nr));
-		rd("block/%s/queue/read_ahead_kb%s", d, "", ra, sizeof(ra));
-		rd("block/%s/queue/max_sectors_kb%s", d, "", ms, sizeof(ms));
-		rd("block/%s/queue/max_hw_sectors_kb%s", d, "", mh, sizeof(mh));
-		rd("block/%s/queue/write_cache%s", d, "", wc, sizeof(wc));
-		rd("block/%s/queue/optimal_io_size%s", d, "", opt, sizeof(opt));
-		if (w) {
-			char cur[64];
-			bracket_value(sch, cur, sizeof(cur));
-			jw_obj_begin(w);
-			jw_key(w, "name");
-			jw_str(w, d);
-			js(w, "scheduler", strcmp(sch, "?") ? cur : "?");
-			js(w, "schedulers_available", sch);
-			js(w, "nr_requests", nr);
-			js(w, "read_ahead_kb", ra);
-			js(w, "max_sectors_kb", ms);
-			js(w, "max_hw_sectors_kb", mh);
-			js(w, "write_cache", wc);
-			js(w, "optimal_io_size", opt);
-			jw_obj_end(w);
-		} else {
-			printf("  %-9s %-24s %-11s %-13s %-14s %-17s %s\n", d, sch, nr, ra, ms, mh, wc);
+		char dir[PATH_MAX], v[Q_N][ATTR_MAX];
+		snprintf(dir, sizeof(dir), "block/%s/queue", devs[i]);
+		read_attrs(dir, queue_attrs, Q_N, v);
+		if (!w) {
+			printf(QUEUE_ROW, devs[i], v[Q_SCHED], v[Q_NR], v[Q_RA], v[Q_MAXS], v[Q_MAXHW],
+			       v[Q_WC]);
+			continue;
 		}
+		char cur[64];
+		bracket_value(v[Q_SCHED], cur, sizeof(cur));
+		jw_obj_begin(w);
+		jw_key(w, "name");
+		jw_str(w, devs[i]);
+		js(w, "scheduler", strcmp(v[Q_SCHED], "?") ? cur : "?");
+		json_attrs(w, queue_attrs, Q_N, v);
+		jw_obj_end(w);
 	}
 	if (w)
 		jw_arr_end(w);
 }
 
-static void kernel(struct jw *w)
+/* The kernel's word on ASPM and APST (module/...): the policy, then the "kernel" object's keys. */
+enum { KA_POLICY, KA_PSMAX, KA_MPATH, KA_N };
+static const struct attr kernel_attrs[KA_N] = {
+	[KA_POLICY] = {"aspm_policy", "pcie_aspm/parameters/policy", 128},
+	[KA_PSMAX] = {"nvme_core.default_ps_max_latency_us",
+		     "nvme_core/parameters/default_ps_max_latency_us", 32},
+	[KA_MPATH] = {"nvme_core.multipath", "nvme_core/parameters/multipath", 16},
+};
+
+/* The parameters of the kernel command line that decide ASPM and APST before nvmetune runs, into
+ * out ("?" when /proc/cmdline cannot be read). */
+static void cmdline_relevant(char *out, size_t len)
 {
-	char aspm[128], ps[32], mp[16], p[PATH_MAX];
-	rd("module/pcie_aspm/parameters/policy%s%s", "", "", aspm, sizeof(aspm));
-	rd("module/nvme_core/parameters/default_ps_max_latency_us%s%s", "", "", ps, sizeof(ps));
-	rd("module/nvme_core/parameters/multipath%s%s", "", "", mp, sizeof(mp));
-	char *cmd = NULL;
+	char p[PATH_MAX], *cmd = NULL;
 	proc_path(p, sizeof(p), "cmdline");
 	if (read_file(p, &cmd, NULL))
 		cmd = strdup("?");
 	char *nl = cmd ? strchr(cmd, '\n') : NULL;
 	if (nl)
 		*nl = 0;
-	/* the parameters that decide ASPM and APST before nvmetune runs */
-	char rel[1024] = "";
+	out[0] = 0;
 	for (char *save = NULL, *t = strtok_r(cmd, " ", &save); t; t = strtok_r(NULL, " ", &save))
 		if (!strncmp(t, "pcie_aspm", 9) || !strncmp(t, "nvme_core.", 10) || !strncmp(t, "nvme.", 5))
-			snprintf(rel + strlen(rel), sizeof(rel) - strlen(rel), "%s%s", rel[0] ? " " : "", t);
+			snprintf(out + strlen(out), len - strlen(out), "%s%s", out[0] ? " " : "", t);
+	free(cmd);
+}
+
+static void kernel(struct jw *w)
+{
+	char v[KA_N][ATTR_MAX], rel[1024];
+	read_attrs("module", kernel_attrs, KA_N, v);
+	cmdline_relevant(rel, sizeof(rel));
+	const char *aspm = v[KA_POLICY];
 	if (w) {
 		char cur[64];
 		bracket_value(aspm, cur, sizeof(cur));
-		jw_key(w, "aspm_policy");
-		if (strcmp(aspm, "?"))
-			jw_str(w, cur);
-		else
-			jw_null(w);
+		out_str(w, "aspm_policy", strcmp(aspm, "?") ? cur : NULL);
 		jw_key(w, "kernel");
 		jw_obj_begin(w);
-		js(w, "nvme_core.default_ps_max_latency_us", ps);
-		js(w, "nvme_core.multipath", mp);
+		json_attrs(w, kernel_attrs + KA_PSMAX, KA_N - KA_PSMAX, v + KA_PSMAX);
 		jw_key(w, "cmdline_relevant");
 		jw_str(w, rel);
 		jw_obj_end(w);
 	} else {
 		printf("\nPCIe ASPM policy: %s\n", strcmp(aspm, "?") ? aspm : "unknown (no pcie_aspm module parameters)");
-		printf("Kernel: nvme_core.default_ps_max_latency_us=%s  nvme_core.multipath=%s\n", ps, mp);
+		printf("Kernel: nvme_core.default_ps_max_latency_us=%s  nvme_core.multipath=%s\n",
+		       v[KA_PSMAX], v[KA_MPATH]);
 		printf("  command line (storage-related): %s\n", rel[0] ? rel : "(none)");
 	}
-	free(cmd);
 }
 
 static const struct cli_opt status_opts[] = {CLI_OPT_END};
@@ -364,31 +411,12 @@ int cmd_status(int argc, char **argv)
 	int nmd = raid_list(&md);
 	if (nmd < 0)
 		nmd = 0;
-	struct jw jwv, *w = NULL;
-	if (nt.json) {
-		w = &jwv;
-		jw_init(w, stdout, true);
-		jw_obj_begin(w);
-	}
+	struct jw jwv, *w = out_begin(&jwv);
 	controllers(w, devs, n);
-	if (w) {
-		jw_key(w, "md_arrays");
-	} else {
-		printf("\nmd arrays:\n");
-	}
-	if (!w)
-		for (int i = 0; i < nmd; i++)
-			printf("  "), raid_report(NULL, md + i, 1);
-	else
-		raid_report(w, md, nmd);
-	if (!w && !nmd)
-		printf("  (none)\n");
+	md_arrays(w, md, nmd);
 	queues(w, devs, n);
 	kernel(w);
-	if (w) {
-		jw_obj_end(w);
-		jw_finish(w);
-	}
+	out_end(w);
 	names_free(devs, n);
 	names_free(md, nmd);
 	return EXIT_OK;

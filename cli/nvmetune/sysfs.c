@@ -204,6 +204,22 @@ int sys_list(const char *rel, const char *prefix, char ***out)
 	return n;
 }
 
+int sys_list_keep(const char *rel, const char *prefix, bool (*keep)(const char *name), char ***out)
+{
+	char **all;
+	int n = sys_list(rel, prefix, &all), k = 0;
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		if (keep(all[i]))
+			all[k++] = all[i];
+		else
+			free(all[i]);
+	}
+	*out = all;
+	return k;
+}
+
 void names_free(char **names, int n)
 {
 	for (int i = 0; i < n; i++)

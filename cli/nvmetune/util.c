@@ -235,3 +235,17 @@ int lock_state(const char *cmd)
 	}
 	return EXIT_OK; /* fd stays open on purpose */
 }
+
+void *array_room(void *arr, int n, int *cap, int first, size_t size)
+{
+	if (n < *cap)
+		return arr;
+	int c = *cap ? *cap * 2 : first;
+	void *p = realloc(arr, (size_t)c * size);
+	if (!p) {
+		cli_err("out of memory");
+		exit(EXIT_FAIL);
+	}
+	*cap = c;
+	return p;
+}
