@@ -41,7 +41,9 @@ ALL_LDFLAGS := $(LDFLAGS) $(SANITIZE)
 
 # lib/ is one folder per layer (docs/architecture.md, section 1); the CUDA provider in lib/gpu/cuda is
 # a module of its own (lib/gpu/cuda/cuda.mk), not part of libckpt.so.
-LIB_SRC := $(sort $(wildcard lib/*/*.c))
+# Sources of the tests' archive only (TLIB), never in libckpt.so or libckpt.a: the I/O fault injector.
+TEST_ONLY_SRC := lib/io/fault.c
+LIB_SRC := $(filter-out $(TEST_ONLY_SRC),$(sort $(wildcard lib/*/*.c)))
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o)
 SONAME  := libckpt.so.$(VERSION_MAJOR)
 SOLIB   := $(B)/lib/libckpt.so.$(VERSION)
@@ -102,8 +104,11 @@ $(ALIB): $(LIB_OBJ)
 HOOK_SRC := lib/gc/gc.c lib/gc/gc_compact.c lib/gc/gc_prune.c lib/gc/gc_scan.c \
 	    lib/io/engine.c lib/save/save.c lib/dist/dist.c lib/store/index_sync.c \
 	    lib/dist/dist_merge.c
+# io.c chooses the fault engine while one is armed; TEST_ONLY_SRC is compiled as the hooks are.
+HOOK_SRC += lib/io/io.c
 HOOK_OBJ := $(HOOK_SRC:%.c=$(B)/obj/hooks/%.o)
 TLIB_OBJ := $(filter-out $(HOOK_SRC:%.c=$(B)/obj/%.o),$(LIB_OBJ)) $(HOOK_OBJ)
+TLIB_OBJ += $(TEST_ONLY_SRC:%.c=$(B)/obj/hooks/%.o)
 $(B)/obj/hooks/lib/%.o: lib/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) -DCKPT_TEST_HOOKS $(DEPFLAGS) -c $< -o $@

@@ -1,5 +1,6 @@
-/* Engine selection, fault injection at submission, and the psync engine (a pool of threads each
- * doing one blocking pread/pwrite/fdatasync at a time: the fallback when io_uring is missing). */
+/* Engine selection, fault injection at submission (test builds only: io/fault.c), and the psync
+ * engine (a pool of threads each doing one blocking pread/pwrite/fdatasync at a time: the fallback
+ * when io_uring is missing). */
 #include "io/engine.h"
 
 #include <errno.h>
@@ -9,9 +10,10 @@
 #include <unistd.h>
 
 #include "common/common.h"
-#include "io/io.h"
 
 #ifdef CKPT_TEST_HOOKS
+#include "io/fault.h"
+
 /* Test builds only: an engine that discards writes (and syncs) and completes them at once, the
  * pipeline's ceiling with an infinitely fast disk (bench/pipe-sweep). CKPT_IO_ENGINE=discard. */
 static int discard_create(struct io_engine *e) { (void)e; return 0; }
@@ -82,21 +84,11 @@ void io_engine_submit(struct io_engine *e, struct io_req *r)
 		for (int i = 0; i < r->iovcnt; i++)
 			r->len += r->iov[i].iov_len;
 	}
-	/* Faults are injected here so that every engine sees the same failures. */
-	enum io_fault_op fop = r->op == IO_WRITE ? IO_FAULT_WRITE
-			       : r->op == IO_FSYNC ? IO_FAULT_SYNC : IO_FAULT_READ;
-	int err = 0;
-	int hit = ckpt_io_fault_check(fop, &err);
-	if (hit < 0) {
-		r->res = -err;
-		r->done(r);
+#ifdef CKPT_TEST_HOOKS
+	/* Faults are injected here (test builds only) so that every engine sees the same failures. */
+	if (ckpt_io_fault_submit(r))
 		return;
-	}
-	if (hit > 0 && r->op != IO_FSYNC && r->len > 4096) {
-		/* A short first transfer, as the kernel may do: the engine must finish the rest. */
-		size_t half = ALIGN_UP(r->len / 2, 4096);
-		r->first_max = half < r->len ? half : 4096;
-	}
+#endif
 	e->ops->submit(e, r);
 }
 

@@ -1,6 +1,7 @@
 /* Asynchronous I/O engines behind one ops table: io_uring (one ring, registered buffers, its own
  * completion thread) and psync (a thread pool doing pread/pwrite), chosen by probing. Requests
- * complete through a callback on an engine thread. Fault injection (io.h) applies to both. */
+ * complete through a callback on an engine thread. Fault injection (io.h; test builds only) applies
+ * to both. */
 #ifndef CKPT_ENGINE_H
 #define CKPT_ENGINE_H
 
@@ -22,7 +23,7 @@ struct io_req {
 	int buf_index;        /* registered buffer holding buf, or -1 */
 	ssize_t res;          /* bytes transferred, or -errno */
 	size_t done_bytes;    /* internal: progress across short transfers */
-	size_t first_max;     /* internal: fault injection caps the first transfer (0: no cap) */
+	size_t first_max;     /* internal: test builds' fault injection caps the first transfer (0: none) */
 	const struct iovec *iov; /* IO_READV: the segments, unchanged by the engine */
 	int iovcnt;
 	struct iovec *iov_work;  /* IO_READV: iovcnt entries the engine may use while r is in flight

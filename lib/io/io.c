@@ -1,4 +1,5 @@
-/* psync engine, fault injection, and the small whole-file helpers the store uses. */
+/* psync engine, the choice of the engine the library uses (ckpt_io_default), and the small
+ * whole-file helpers the store uses. */
 #include "io/io.h"
 
 #include <errno.h>
@@ -10,6 +11,9 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#ifdef CKPT_TEST_HOOKS
+#include "io/fault.h"
+#endif
 
 static ssize_t ps_pwrite(int fd, const void *buf, size_t n, off_t off) { return pwrite(fd, buf, n, off); }
 static ssize_t ps_pread(int fd, void *buf, size_t n, off_t off) { return pread(fd, buf, n, off); }
@@ -17,86 +21,16 @@ static int ps_fdatasync(int fd) { return fdatasync(fd); }
 
 const struct ckpt_io_ops ckpt_io_psync = {"psync", ps_pwrite, ps_pread, ps_fdatasync};
 
-/* Fault state is process-wide: tests arm it, run one operation, and check the outcome. */
-static struct {
-	int armed;
-	enum io_fault_op op;
-	unsigned long nth, count, fired;
-	int err;
-} fault;
-
-void ckpt_io_fault_arm(enum io_fault_op op, unsigned long nth, int err)
-{
-	__atomic_store_n(&fault.armed, 0, __ATOMIC_SEQ_CST);
-	fault.op = op;
-	fault.nth = nth;
-	fault.count = 0;
-	fault.fired = 0;
-	fault.err = err;
-	__atomic_store_n(&fault.armed, 1, __ATOMIC_SEQ_CST);
-}
-
-void ckpt_io_fault_disarm(void) { __atomic_store_n(&fault.armed, 0, __ATOMIC_SEQ_CST); }
-unsigned long ckpt_io_fault_fired(void) { return __atomic_load_n(&fault.fired, __ATOMIC_SEQ_CST); }
-
-/* Returns -1 (fail with fault.err), 1 (go short), 0 (pass through). */
-static int fault_hit(enum io_fault_op op)
-{
-	if (!__atomic_load_n(&fault.armed, __ATOMIC_SEQ_CST) || fault.op != op)
-		return 0;
-	if (__atomic_add_fetch(&fault.count, 1, __ATOMIC_SEQ_CST) != fault.nth)
-		return 0;
-	__atomic_add_fetch(&fault.fired, 1, __ATOMIC_SEQ_CST);
-	return fault.err ? -1 : 1;
-}
-
-int ckpt_io_fault_check(enum io_fault_op op, int *err)
-{
-	int h = fault_hit(op);
-	*err = fault.err ? fault.err : EIO;
-	return h;
-}
-
-static ssize_t f_pwrite(int fd, const void *buf, size_t n, off_t off)
-{
-	int h = fault_hit(IO_FAULT_WRITE);
-	if (h < 0) {
-		errno = fault.err;
-		return -1;
-	}
-	/* A short write must stay 4 KiB aligned for O_DIRECT files. */
-	if (h > 0 && n > 4096)
-		n = ALIGN_UP(n / 2, 4096) < n ? ALIGN_UP(n / 2, 4096) : 4096;
-	return pwrite(fd, buf, n, off);
-}
-
-static ssize_t f_pread(int fd, void *buf, size_t n, off_t off)
-{
-	int h = fault_hit(IO_FAULT_READ);
-	if (h < 0) {
-		errno = fault.err;
-		return -1;
-	}
-	if (h > 0 && n > 4096)
-		n = 4096;
-	return pread(fd, buf, n, off);
-}
-
-static int f_fdatasync(int fd)
-{
-	if (fault_hit(IO_FAULT_SYNC)) {
-		errno = fault.err ? fault.err : EIO;
-		return -1;
-	}
-	return fdatasync(fd);
-}
-
-const struct ckpt_io_ops ckpt_io_fault = {"fault", f_pwrite, f_pread, f_fdatasync};
-
+/* The test build chooses the fault engine (io/fault.c) while a fault is armed; the release build
+ * has no injector, so its I/O never checks for one. */
+#ifdef CKPT_TEST_HOOKS
 const struct ckpt_io_ops *ckpt_io_default(void)
 {
-	return __atomic_load_n(&fault.armed, __ATOMIC_SEQ_CST) ? &ckpt_io_fault : &ckpt_io_psync;
+	return ckpt_io_fault_armed() ? &ckpt_io_fault : &ckpt_io_psync;
 }
+#else
+const struct ckpt_io_ops *ckpt_io_default(void) { return &ckpt_io_psync; }
+#endif
 
 int io_write_all(const struct ckpt_io_ops *io, int fd, const void *buf, size_t n, uint64_t off,
 		 const char *path)

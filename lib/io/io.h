@@ -1,5 +1,6 @@
-/* I/O engines behind one ops table. The psync engine is always there; a fault-injecting engine
- * wraps it for tests (fail the Nth write, read or sync with an errno, or make it short). */
+/* I/O engines behind one ops table. The psync engine is always there; in the test build a
+ * fault-injecting engine (io/fault.c) wraps it (fail the Nth write, read or sync with an errno, or
+ * make it short). */
 #ifndef CKPT_IO_H
 #define CKPT_IO_H
 
@@ -16,19 +17,18 @@ struct ckpt_io_ops {
 };
 
 extern const struct ckpt_io_ops ckpt_io_psync;
-extern const struct ckpt_io_ops ckpt_io_fault;
 
-/* Returns the engine the library uses: psync, or the fault engine while a fault is armed. */
+/* Returns the engine the library uses: psync, or in the test build the fault engine while a fault
+ * is armed. */
 const struct ckpt_io_ops *ckpt_io_default(void);
 
-/* Fault injection, for tests (not exported from the shared library). After `nth` more calls of op
- * (counting from 1), that call fails with errno err, or when err is 0 transfers only half. */
+/* Fault injection, for tests: defined only in the tests' archive (io/fault.c), not in libckpt.so
+ * or libckpt.a. After `nth` more calls of op (counting from 1), that call fails with errno err, or
+ * when err is 0 transfers only half. It applies to ckpt_io_default()'s engine and to the requests
+ * of every asynchronous engine (engine.h). */
 enum io_fault_op { IO_FAULT_WRITE, IO_FAULT_READ, IO_FAULT_SYNC };
 void ckpt_io_fault_arm(enum io_fault_op op, unsigned long nth, int err);
 void ckpt_io_fault_disarm(void);
-/* For engines: counts one operation of op; returns 0 (pass), -1 (fail with *err) or 1 (make it
- * short). */
-int ckpt_io_fault_check(enum io_fault_op op, int *err);
 /* Number of faults injected since the last arm. */
 unsigned long ckpt_io_fault_fired(void);
 

@@ -4,7 +4,7 @@
 # global symbols of libckpt.a are one set. And a program that defines functions named like the
 # library's internals (pool_init, index_put, manifest_decode, ckpt_fail) links statically against
 # libckpt.a and runs a save: nothing internal leaks to collide with a user's names. The release
-# libraries carry no test hook.
+# libraries carry no test hook and no I/O fault injector.
 set -u
 cd "$(dirname "$0")/../.."
 B=${B:-build}
@@ -34,6 +34,17 @@ echo "exports: $(wc -l < "$tmp/header") functions in the header, the map, libckp
 for l in "$B/lib/libckpt.so" "$B/lib/libckpt.a" "$B/bin/ckptctl"; do
 	if strings "$l" | grep -q 'KILL_AT\|_TEST_'; then
 		echo "FAIL: $l contains a test hook (a *_KILL_AT or *_TEST_* variable)"
+		fail=1
+	fi
+done
+
+# No I/O fault injector in the release libraries (lib/io/fault.c is the tests' archive's only): no
+# symbol of it, defined or referenced, local or global (nm -a reads the full symbol table; the
+# names containing "default", ckpt_io_default among them, are not the injector's).
+for l in "$B/lib/libckpt.so" "$B/lib/libckpt.a"; do
+	if nm -a "$l" 2>/dev/null | awk 'NF >= 2 {print $NF}' | grep -v default | grep -q 'fault'; then
+		echo "FAIL: $l contains the I/O fault injector:"
+		nm -a "$l" | awk 'NF >= 2 {print $NF}' | grep -v default | grep 'fault' | head -5
 		fail=1
 	fi
 done
