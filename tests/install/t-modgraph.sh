@@ -2,8 +2,9 @@
 # No file of the tree depends on another in a circle (issue 10, item 1; issue 22): the graphs are
 # computed from the object files (a file that uses a symbol another defines depends on it) and from
 # the Python imports (tools/pyimports.py), and each must be acyclic:
-#   - lib/, its files (build/obj/lib/FOLDER/FILE.o), and its folders (docs/architecture.md, section 1:
-#     a folder depends on another when one of its files does);
+#   - lib/, its files (build/obj/lib/FOLDER/FILE.o), the same in the tests' build (build/obj/hooks),
+#     and its folders (docs/architecture.md, section 1: a folder depends on another when one of its
+#     files does);
 #   - each CLI with the objects of cli/common it links (ckptctl, nvmetune);
 #   - the Python modules of every folder that has some (python/libckpt, tests/python, bench, ...).
 # On a cycle it prints each strongly connected component with the symbols of its edges, and fails.
@@ -93,11 +94,25 @@ done
 
 ls "$B"/obj/lib/*/*.o | edges > "$tmp/lib"
 graph "lib/ files" < "$tmp/lib"
+# The tests' archive: the same files, those with test hooks (HOOK_SRC) compiled again, plus the
+# test-only ones (the I/O fault injector, lib/io/fault.c).
+for o in "$B"/obj/lib/*/*.o; do
+	h=$B/obj/hooks/${o#"$B"/obj/}
+	[ -e "$h" ] || echo "$o"
+done > "$tmp/tlib.list"
+ls "$B"/obj/hooks/lib/*/*.o >> "$tmp/tlib.list" 2>/dev/null ||
+	{ echo "FAIL: no object files in $B/obj/hooks/lib (run make tests)"; exit 1; }
+edges < "$tmp/tlib.list" | sed 's|hooks/lib/|lib/|g' > "$tmp/tlib"
+graph "lib/ files, test build" < "$tmp/tlib"
 # A folder uses another when one of its files does; the folders are the layers.
 awk '{split($1, a, "/"); split($2, b, "/"); if (a[2] != b[2]) print "lib/" a[2], "lib/" b[2], $3}' \
-	"$tmp/lib" | graph "lib/ folders"
-ls "$B"/obj/cli/ckptctl/*.o "$B"/obj/cli/common/*.o | edges | graph "ckptctl"
-ls "$B"/obj/cli/nvmetune/*.o "$B"/obj/cli/common/*.o | edges | graph "nvmetune"
+	"$tmp/lib" > "$tmp/folders"
+graph "lib/ folders" < "$tmp/folders"
+# (graph runs in this shell, not at the end of a pipe, so that its verdict reaches $fail.)
+ls "$B"/obj/cli/ckptctl/*.o "$B"/obj/cli/common/*.o | edges > "$tmp/ckptctl"
+graph "ckptctl" < "$tmp/ckptctl"
+ls "$B"/obj/cli/nvmetune/*.o "$B"/obj/cli/common/*.o | edges > "$tmp/nvmetune"
+graph "nvmetune" < "$tmp/nvmetune"
 
 # Python: every folder of the tree that holds modules.
 pydirs=$(git ls-files '*.py' 2>/dev/null | xargs -r -n1 dirname | sort -u)
