@@ -90,26 +90,6 @@ struct ck_gc_opts {
 };
 /* Words the completion offers for --max-unused and --compact-below. */
 extern const char *const ck_max_unused_words[], *const ck_fraction_words[];
-/* The options prune and delete share, of their argument struct T (fields gc, g, dry; json):
- * those before --force, whose text differs, and --json after it. */
-#define CK_REMOVAL_GC_OPTS(T) \
-	{CLI_OPT(CLI_FLAG, "gc", 0, CLI_AT(T, gc), NULL, \
-		 "then collect garbage and compact, as 'ckptctl gc'")}, \
-	{CLI_OPT(CLI_CALL, "max-unused", 0, CLI_AT(T, g), "LIMIT", \
-		 "with --gc: leave at most LIMIT of the pack bytes as garbage\n" \
-		 "(default 10%; see 'ckptctl gc --help')"), \
-	 .values = ck_max_unused_words, .call = ck_gc_option, .code = CK_OPT_MAX_UNUSED}, \
-	{CLI_OPT(CLI_CALL, "compact-below", 'c', CLI_AT(T, g), "F", \
-		 "with --gc: also compact packs whose live share is below F"), \
-	 .values = ck_fraction_words, .call = ck_gc_option, .code = CK_OPT_COMPACT_BELOW}, \
-	{CLI_OPT(CLI_FLAG, "dry-run", 0, CLI_AT(T, dry), NULL, \
-		 "print what would be removed, copied and freed; change nothing")}
-#define CK_REMOVAL_JSON_OPT(T) \
-	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(T, json), NULL, \
-		 "print a JSON object: dry_run, removed (steps), kept (steps),\n" \
-		 "with --gc also gc, compact_below and max_unused, then\n" \
-		 "packs_removed, packs_compacted, manifests_rewritten,\n" \
-		 "leftovers_removed, bytes_freed and bytes_copied (bytes)")}
 /* Parses a fraction from 0 to 1. Returns 0 or -1. */
 int ck_parse_fraction(const char *s, double *out);
 /* The call of the --max-unused and --compact-below table entries (code CK_OPT_*, target a
@@ -123,6 +103,55 @@ void ck_gc_progress(struct ck_gc_opts *o, bool enable);
 void ck_gc_progress_end(struct ck_gc_opts *o);
 /* The policy as JSON fields compact_below and max_unused. */
 void ck_gc_json(struct jw *w, const struct ck_gc_opts *o);
+
+/* removal.c: what delete and prune share. Their argument structs hold a struct ck_removal
+ * named rm, which the options of CK_REMOVAL_OPTS fill. */
+struct ck_removal {
+	struct ck_gc_opts g;
+	bool gc, json, dry, force;
+};
+/* The last options of prune and delete, of their argument struct T: --gc, --max-unused,
+ * --compact-below, --dry-run, then --force (its text force_help differs) and --json. */
+#define CK_REMOVAL_OPTS(T, force_help) \
+	{CLI_OPT(CLI_FLAG, "gc", 0, CLI_AT(T, rm.gc), NULL, \
+		 "then collect garbage and compact, as 'ckptctl gc'")}, \
+	{CLI_OPT(CLI_CALL, "max-unused", 0, CLI_AT(T, rm.g), "LIMIT", \
+		 "with --gc: leave at most LIMIT of the pack bytes as garbage\n" \
+		 "(default 10%; see 'ckptctl gc --help')"), \
+	 .values = ck_max_unused_words, .call = ck_gc_option, .code = CK_OPT_MAX_UNUSED}, \
+	{CLI_OPT(CLI_CALL, "compact-below", 'c', CLI_AT(T, rm.g), "F", \
+		 "with --gc: also compact packs whose live share is below F"), \
+	 .values = ck_fraction_words, .call = ck_gc_option, .code = CK_OPT_COMPACT_BELOW}, \
+	{CLI_OPT(CLI_FLAG, "dry-run", 0, CLI_AT(T, rm.dry), NULL, \
+		 "print what would be removed, copied and freed; change nothing")}, \
+	{CLI_OPT(CLI_FLAG, "force", 0, CLI_AT(T, rm.force), NULL, force_help)}, \
+	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(T, rm.json), NULL, \
+		 "print a JSON object: dry_run, removed (steps), kept (steps),\n" \
+		 "with --gc also gc, compact_below and max_unused, then\n" \
+		 "packs_removed, packs_compacted, manifests_rewritten,\n" \
+		 "leftovers_removed, bytes_freed and bytes_copied (bytes)")}
+/* Checks that --max-unused and --compact-below come with --gc, then fills in their defaults
+ * (ck_gc_finish). Returns -1 to go on, or EXIT_USAGE (reported). */
+int ck_removal_check(const char *cmd, struct ck_removal *rm);
+/* What differs between delete and prune; arg is the command's argument struct. */
+struct ck_removal_ops {
+	/* Before the check of damaged manifests, with the store's checkpoints (list[0..n),
+	 * ascending): resolves what the command names. NULL: nothing to resolve. Returns 0 or an
+	 * exit status (reported). */
+	int (*prepare)(const char *cmd, const char *path, const ckpt_info *list, int n, void *arg);
+	/* The removal: pol is the compaction policy with --gc (else NULL), flags CKPT_GC_DRY_RUN
+	 * and CKPT_GC_FORCE from rm. Returns 0 with *rep, or an exit status (reported). */
+	int (*remove)(const char *cmd, ckpt_store *store, const ckpt_gc_policy *pol, int flags,
+		      void *arg, ckpt_gc_report **rep);
+	/* The answer in text (the JSON one is ck_removal_json()). */
+	void (*print_text)(bool dry, const ckpt_gc_report *rep, const ckpt_info *list, int n,
+			   void *arg);
+};
+/* Runs delete or prune on the store at path: opens it for writing, lists it, ops->prepare,
+ * refuses damaged manifests unless rm->force (ck_check_damaged), ops->remove, then prints the
+ * answer. Returns the exit status. */
+int ck_removal_run(const char *cmd, const char *path, const struct ck_removal *rm,
+		   const struct ck_removal_ops *ops, void *arg);
 /* Whether the report lists step among the removed checkpoints. */
 bool ck_step_removed(const ckpt_gc_report *r, uint64_t step);
 /* The JSON answer of prune and delete on stdout: dry_run, the steps removed and kept (of list, n

@@ -9,19 +9,16 @@
 
 
 struct delete_args {
-	struct ck_gc_opts g;
-	bool gc, json, dry, force;
+	struct ck_removal rm;
 	uint64_t *steps;
 	size_t n;
 };
 
 
 static const struct cli_opt delete_opts[] = {
-	CK_REMOVAL_GC_OPTS(struct delete_args),
-	{CLI_OPT(CLI_FLAG, "force", 0, CLI_AT(struct delete_args, force), NULL,
-	 "also remove the newest valid checkpoint, and proceed although\n"
-	 "manifests are damaged (a damaged one may be deleted by its step)")},
-	CK_REMOVAL_JSON_OPT(struct delete_args),
+	CK_REMOVAL_OPTS(struct delete_args,
+			"also remove the newest valid checkpoint, and proceed although\n"
+			"manifests are damaged (a damaged one may be deleted by its step)"),
 	CLI_OPT_END,
 };
 
@@ -52,8 +49,9 @@ static const struct ck_pos delete_pos = {2, -1, true, {"expected STORE and STEP.
 
 /* 'latest' becomes the newest valid step (list is ascending). Returns 0 or an exit status. */
 static int resolve_latest(const char *cmd, const char *path, const ckpt_info *list, int n,
-			  struct delete_args *a)
+			  void *arg)
 {
+	struct delete_args *a = arg;
 	for (size_t q = 0; q < a->n; q++) {
 		if (a->steps[q] != CKPT_STEP_LATEST)
 			continue;
@@ -66,69 +64,42 @@ static int resolve_latest(const char *cmd, const char *path, const ckpt_info *li
 	return 0;
 }
 
-static void delete_report(const struct delete_args *a, const ckpt_gc_report *rep,
-			  const ckpt_info *list, int n)
+static int delete_steps(const char *cmd, ckpt_store *store, const ckpt_gc_policy *pol, int flags,
+			void *arg, ckpt_gc_report **rep)
 {
-	if (a->json) {
-		ck_removal_json(a->dry, a->gc ? &a->g : NULL, rep, list, n);
-		return;
-	}
-	for (size_t k = 0; k < rep->n_steps_removed; k++)
-		printf("%s step %llu\n", a->dry ? "would remove" : "removed",
-		       (unsigned long long)rep->steps_removed[k]);
-	ck_report_text(rep, a->dry);
-}
-
-static int run_delete(const char *cmd, const char *path, struct delete_args *a)
-{
-	ckpt_store *store;
-	int rc = ck_open_store(cmd, path, false, NULL, &store);
-	if (rc)
-		return rc;
-	ckpt_info *list = NULL;
-	ckpt_gc_report *rep = NULL;
-	int n = ckpt_store_list(store, 0, &list);
-	if (n < 0) {
-		rc = ck_fail(cmd, n, "cannot list the store");
-		goto out;
-	}
-	if ((rc = resolve_latest(cmd, path, list, n, a)) ||
-	    (rc = ck_check_damaged(cmd, store, path, a->force)))
-		goto out;
-	int r = ckpt_store_delete(store, a->steps, a->n, a->gc ? &a->g.pol : NULL,
-				  (a->dry ? CKPT_GC_DRY_RUN : 0) |
-					  (a->force ? CKPT_GC_FORCE | CKPT_GC_NEWEST : 0),
-				  &rep);
+	const struct delete_args *a = arg;
+	/* --force lets the newest valid checkpoint go too. */
+	int r = ckpt_store_delete(store, a->steps, a->n, pol,
+				  flags | (a->rm.force ? CKPT_GC_NEWEST : 0), rep);
 	if (r == -CKPT_E_INVAL) {
 		/* The newest valid checkpoint: say how to override it. */
 		cli_err("%s: %s; nothing was removed (--force deletes it)", cmd, ckpt_errmsg());
-		rc = EXIT_FAIL;
-		goto out;
+		return EXIT_FAIL;
 	}
-	if (r < 0) {
-		rc = ck_fail(cmd, r, "delete failed");
-		goto out;
-	}
-	delete_report(a, rep, list, n);
-	rc = ck_stdout_done(cmd);
-out:
-	ckpt_gc_report_free(rep);
-	ckpt_info_free(list);
-	ckpt_store_close(store);
-	return rc;
+	return r < 0 ? ck_fail(cmd, r, "delete failed") : 0;
 }
+
+static void delete_text(bool dry, const ckpt_gc_report *rep, const ckpt_info *list, int n,
+			void *arg)
+{
+	for (size_t k = 0; k < rep->n_steps_removed; k++)
+		printf("%s step %llu\n", dry ? "would remove" : "removed",
+		       (unsigned long long)rep->steps_removed[k]);
+	ck_report_text(rep, dry);
+}
+
+static const struct ck_removal_ops delete_ops = {
+	.prepare = resolve_latest, .remove = delete_steps, .print_text = delete_text,
+};
 
 static int cmd_delete(int argc, char **argv)
 {
 	const char *cmd = "delete";
 	struct delete_args a = {0};
 	int rc = ck_parse(&ck_cmd_delete, &a, &argc, &argv, &delete_pos);
-	if (rc >= 0)
+	if (rc >= 0 || (rc = ck_removal_check(cmd, &a.rm)) >= 0)
 		return rc;
 	rc = 0;
-	if (!a.gc && (a.g.have_max_unused || a.g.have_compact_below))
-		return cli_usage_err(cmd, "--max-unused and --compact-below need --gc");
-	ck_gc_finish(&a.g);
 	a.n = (size_t)(argc - 2);
 	if (!(a.steps = calloc(a.n, sizeof *a.steps))) {
 		cli_err("%s: out of memory", cmd);
@@ -137,7 +108,7 @@ static int cmd_delete(int argc, char **argv)
 	for (size_t q = 0; !rc && q < a.n; q++)
 		rc = ck_parse_step(cmd, argv[2 + q], &a.steps[q]);
 	if (!rc)
-		rc = run_delete(cmd, argv[1], &a);
+		rc = ck_removal_run(cmd, argv[1], &a.rm, &delete_ops, &a);
 	free(a.steps);
 	return rc;
 }

@@ -97,38 +97,3 @@ void ck_gc_json(struct jw *w, const struct ck_gc_opts *o)
 	jw_key(w, "max_unused");
 	jw_dbl(w, o->pol.max_unused);
 }
-
-bool ck_step_removed(const ckpt_gc_report *r, uint64_t step)
-{
-	for (size_t k = 0; k < r->n_steps_removed; k++)
-		if (r->steps_removed[k] == step)
-			return true;
-	return false;
-}
-
-void ck_removal_json(bool dry, const struct ck_gc_opts *gc, const ckpt_gc_report *rep,
-		     const ckpt_info *list, int n)
-{
-	struct jw w;
-	jw_init(&w, stdout, true);
-	jw_obj_begin(&w);
-	jw_key(&w, "dry_run"); jw_bool(&w, dry);
-	jw_key(&w, "removed");
-	jw_arr_begin(&w);
-	for (size_t k = 0; k < rep->n_steps_removed; k++)
-		jw_u64(&w, rep->steps_removed[k]);
-	jw_arr_end(&w);
-	jw_key(&w, "kept");
-	jw_arr_begin(&w);
-	for (int k = 0; k < n; k++)
-		if (!ck_step_removed(rep, list[k].step))
-			jw_u64(&w, list[k].step);
-	jw_arr_end(&w);
-	if (gc) {
-		jw_key(&w, "gc"); jw_bool(&w, true);
-		ck_gc_json(&w, gc);
-	}
-	ck_report_json(&w, rep);
-	jw_obj_end(&w);
-	jw_finish(&w);
-}

@@ -187,134 +187,162 @@ static void print_stats_json(const ckpt_stats *s, const char *file)
 	jw_finish(&w);
 }
 
-static int cmd_import(int argc, char **argv)
+/* Opens FILE and validates it completely, before the store is created or locked, and notes its
+ * state to tell later whether it changed. Returns 0, or the exit status (reported). */
+static int open_input(const char *cmd, const char *file, struct st_file *sf, struct stat *before)
 {
-	const char *cmd = "import";
-	/* Unset: step CKPT_STEP_LATEST (the table refuses it), chunk and level 0, compress -1. */
-	struct import_args opt = {.step = CKPT_STEP_LATEST, .compress = -1};
-	int c = ck_parse(&ck_cmd_import, &opt, &argc, &argv, &import_pos);
-	if (c >= 0)
-		return c;
-	if (opt.step == CKPT_STEP_LATEST)
-		return cli_usage_err(cmd, "--step N is required");
-	uint64_t step = opt.step, chunk = opt.chunk, level = opt.level;
-	bool have_chunk = chunk != 0, have_level = level != 0, overwrite = opt.overwrite;
-	bool quiet = opt.quiet, json = opt.json, no_progress = opt.no_progress;
-	int compress = opt.compress < 0 ? -1 : opt.compress ? CKPT_COMPRESS_ZSTD : CKPT_COMPRESS_NONE;
-	const char *store_path = argv[1], *file = argv[2];
-
-	/* Validate the whole file before the store is created or locked. */
-	struct st_file sf;
 	char err[6144];
-	if (st_open(file, &sf, err, sizeof err)) {
+	if (st_open(file, sf, err, sizeof err)) {
 		cli_err("%s: %s", cmd, err);
 		return EXIT_FAIL;
 	}
-	for (size_t k = 0; k < sf.h.ntensors; k++) {
-		size_t l = strlen(sf.h.tensors[k].name);
+	for (size_t k = 0; k < sf->h.ntensors; k++) {
+		size_t l = strlen(sf->h.tensors[k].name);
 		if (l == 0 || l > 65535) {
 			char q[160];
 			cli_err("%s: %s: tensor name %s: libckpt takes names of 1 to 65535 bytes",
-				cmd, file, st_quote(sf.h.tensors[k].name, q, sizeof q, 100));
-			st_close(&sf);
+				cmd, file, st_quote(sf->h.tensors[k].name, q, sizeof q, 100));
+			st_close(sf);
 			return EXIT_FAIL;
 		}
 	}
-
-	struct stat before;
-	if (fstat(sf.fd, &before)) {
+	if (fstat(sf->fd, before)) {
 		cli_err("%s: %s: %s", cmd, file, strerror(errno));
-		st_close(&sf);
+		st_close(sf);
 		return EXIT_FAIL;
 	}
-	watch_mapping(cmd, file, &sf);
+	watch_mapping(cmd, file, sf);
+	return 0;
+}
 
-	int rc = EXIT_FAIL, r;
-	ckpt_store *store = NULL;
-	ckpt_save *save = NULL;
-	ckpt_options *opts = ckpt_options_create();
+/* The store options of the import: *out (freed by the caller, even on error) creates the store
+ * when it is missing and takes the options given. Returns 0, or the exit status (reported). */
+static int import_options(const char *cmd, const struct import_args *opt, ckpt_options **out)
+{
+	int compress = opt->compress < 0 ? -1 : opt->compress ? CKPT_COMPRESS_ZSTD
+							      : CKPT_COMPRESS_NONE;
+	ckpt_options *opts = *out = ckpt_options_create();
 	if (!opts) {
 		cli_err("%s: out of memory", cmd);
-		goto out;
+		return EXIT_FAIL;
 	}
 	ckpt_options_set(opts, CKPT_OPT_CREATE, 1);
 	/* The tensors are already in (mapped) memory that stays unchanged: a small staging pool that
 	 * the save streams through keeps the import from copying the file into anonymous memory. */
 	ckpt_options_set(opts, CKPT_OPT_POOL_SIZE, IMPORT_POOL_SIZE);
-	if ((have_chunk && ckpt_options_set(opts, CKPT_OPT_CHUNK_SIZE, (int64_t)chunk) < 0) ||
+	if ((opt->chunk && ckpt_options_set(opts, CKPT_OPT_CHUNK_SIZE, (int64_t)opt->chunk) < 0) ||
 	    (compress >= 0 && ckpt_options_set(opts, CKPT_OPT_COMPRESS, compress) < 0) ||
-	    (have_level && ckpt_options_set(opts, CKPT_OPT_ZSTD_LEVEL, (int64_t)level) < 0) ||
-	    (overwrite && ckpt_options_set(opts, CKPT_OPT_OVERWRITE, 1) < 0)) {
-		rc = cli_usage_err(cmd, "option rejected by libckpt: %s", ckpt_errmsg());
-		goto out;
-	}
-	if ((rc = ck_open_store(cmd, store_path, false, opts, &store)))
-		goto out;
-	rc = EXIT_FAIL;
-	r = ckpt_save_begin(store, step, &save);
-	if (r < 0) {
-		if (r == -CKPT_E_EXISTS && ckpt_errmsg()[0])
-			cli_err("%s: %s; use --overwrite to replace it", cmd, ckpt_errmsg());
-		else if (r == -CKPT_E_EXISTS)
-			cli_err("%s: step %llu already exists in %s; use --overwrite to replace it",
-				cmd, (unsigned long long)step, store_path);
-		else if (r == -CKPT_E_BUSY && !ckpt_errmsg()[0])
-			cli_err("%s: store %s is busy: another process is writing to it", cmd,
-				store_path);
-		else
-			ck_fail(cmd, r, "cannot begin the checkpoint");
-		rc = ck_exit_status(r);
-		goto out;
-	}
+	    (opt->level && ckpt_options_set(opts, CKPT_OPT_ZSTD_LEVEL, (int64_t)opt->level) < 0) ||
+	    (opt->overwrite && ckpt_options_set(opts, CKPT_OPT_OVERWRITE, 1) < 0))
+		return cli_usage_err(cmd, "option rejected by libckpt: %s", ckpt_errmsg());
+	return 0;
+}
+
+/* ckpt_save_begin(), with the messages of an existing step and of a busy store. Returns 0, or
+ * the exit status (reported). */
+static int begin_save(const char *cmd, ckpt_store *store, uint64_t step, const char *store_path,
+		      ckpt_save **save)
+{
+	int r = ckpt_save_begin(store, step, save);
+	if (r >= 0)
+		return 0;
+	if (r == -CKPT_E_EXISTS && ckpt_errmsg()[0])
+		cli_err("%s: %s; use --overwrite to replace it", cmd, ckpt_errmsg());
+	else if (r == -CKPT_E_EXISTS)
+		cli_err("%s: step %llu already exists in %s; use --overwrite to replace it", cmd,
+			(unsigned long long)step, store_path);
+	else if (r == -CKPT_E_BUSY && !ckpt_errmsg()[0])
+		cli_err("%s: store %s is busy: another process is writing to it", cmd, store_path);
+	else
+		ck_fail(cmd, r, "cannot begin the checkpoint");
+	return ck_exit_status(r);
+}
+
+/* Hands the file's tensors (in place, in the mapping) and metadata to the save. Returns 0, or
+ * the exit status (reported). */
+static int add_contents(const char *cmd, ckpt_save *save, const struct st_file *sf)
+{
 	static const char empty[1];
-	for (size_t k = 0; k < sf.h.ntensors; k++) {
-		const struct st_tensor *t = &sf.h.tensors[k];
+	int r;
+	for (size_t k = 0; k < sf->h.ntensors; k++) {
+		const struct st_tensor *t = &sf->h.tensors[k];
 		/* An empty tensor may sit at the very end of the mapping: give it a valid pointer. */
-		const void *data = t->end > t->begin ? (const void *)(sf.data + t->begin) : empty;
+		const void *data = t->end > t->begin ? (const void *)(sf->data + t->begin) : empty;
 		r = ckpt_save_add_tensor(save, t->name, t->dtype, t->ndim, t->shape, CKPT_MEM_HOST,
 					 data);
-		if (r < 0) {
-			ck_fail(cmd, r, "cannot add a tensor");
-			rc = ck_exit_status(r);
-			goto out;
-		}
+		if (r < 0)
+			return ck_fail(cmd, r, "cannot add a tensor");
 	}
-	for (size_t k = 0; k < sf.h.nmeta; k++) {
-		r = ckpt_save_set_meta(save, sf.h.meta[k].key, sf.h.meta[k].value);
-		if (r < 0) {
-			ck_fail(cmd, r, "cannot set metadata");
-			rc = ck_exit_status(r);
-			goto out;
-		}
+	for (size_t k = 0; k < sf->h.nmeta; k++) {
+		r = ckpt_save_set_meta(save, sf->h.meta[k].key, sf->h.meta[k].value);
+		if (r < 0)
+			return ck_fail(cmd, r, "cannot set metadata");
 	}
-	ckpt_stats st;
-	memset(&st, 0, sizeof st);
+	return 0;
+}
+
+/* The bytes of all the tensors: the total of the progress line. */
+static uint64_t tensor_bytes(const struct st_file *sf)
+{
 	uint64_t total = 0;
-	for (size_t k = 0; k < sf.h.ntensors; k++)
-		total += sf.h.tensors[k].end - sf.h.tensors[k].begin;
-	r = commit_progress(save, total, step, !quiet && !json && !no_progress, &st);
-	save = NULL; /* freed by commit in every case */
-	if (r < 0) {
-		ck_fail(cmd, r, "cannot commit the checkpoint");
-		rc = ck_exit_status(r);
-		goto out;
-	}
-	if (input_changed(&sf, &before)) {
-		cli_err("%s: %s changed while it was being imported: step %llu in %s may hold a mix "
-			"of old and new bytes; import it again with --overwrite", cmd, file,
-			(unsigned long long)step, store_path);
-		goto out;
-	}
-	if (json)
-		print_stats_json(&st, file);
-	else if (!quiet) {
+	for (size_t k = 0; k < sf->h.ntensors; k++)
+		total += sf->h.tensors[k].end - sf->h.tensors[k].begin;
+	return total;
+}
+
+static void print_result(const ckpt_stats *st, const char *file, const struct import_args *opt)
+{
+	if (opt->json) {
+		print_stats_json(st, file);
+	} else if (!opt->quiet) {
 		char a[32], b[32];
 		printf("imported step %llu: %llu tensors, %s logical, %s new, %.3f s\n",
-		       (unsigned long long)st.step, (unsigned long long)st.tensors,
-		       cli_fmt_iec(st.logical_bytes, a, sizeof a),
-		       cli_fmt_iec(st.bytes_written, b, sizeof b), st.seconds);
+		       (unsigned long long)st->step, (unsigned long long)st->tensors,
+		       cli_fmt_iec(st->logical_bytes, a, sizeof a),
+		       cli_fmt_iec(st->bytes_written, b, sizeof b), st->seconds);
 	}
-	rc = EXIT_OK;
+}
+
+static int cmd_import(int argc, char **argv)
+{
+	const char *cmd = "import";
+	/* Unset: step CKPT_STEP_LATEST (the table refuses it), chunk and level 0, compress -1. */
+	struct import_args opt = {.step = CKPT_STEP_LATEST, .compress = -1};
+	int rc = ck_parse(&ck_cmd_import, &opt, &argc, &argv, &import_pos);
+	if (rc >= 0)
+		return rc;
+	if (opt.step == CKPT_STEP_LATEST)
+		return cli_usage_err(cmd, "--step N is required");
+	const char *store_path = argv[1], *file = argv[2];
+	struct st_file sf;
+	struct stat before;
+	if ((rc = open_input(cmd, file, &sf, &before)))
+		return rc;
+
+	ckpt_store *store = NULL;
+	ckpt_save *save = NULL;
+	ckpt_options *opts = NULL;
+	ckpt_stats st;
+	memset(&st, 0, sizeof st);
+	if ((rc = import_options(cmd, &opt, &opts)) ||
+	    (rc = ck_open_store(cmd, store_path, false, opts, &store)) ||
+	    (rc = begin_save(cmd, store, opt.step, store_path, &save)) ||
+	    (rc = add_contents(cmd, save, &sf)))
+		goto out;
+	int r = commit_progress(save, tensor_bytes(&sf), opt.step,
+				!opt.quiet && !opt.json && !opt.no_progress, &st);
+	save = NULL; /* freed by commit in every case */
+	if (r < 0) {
+		rc = ck_fail(cmd, r, "cannot commit the checkpoint");
+	} else if (input_changed(&sf, &before)) {
+		cli_err("%s: %s changed while it was being imported: step %llu in %s may hold a mix "
+			"of old and new bytes; import it again with --overwrite", cmd, file,
+			(unsigned long long)opt.step, store_path);
+		rc = EXIT_FAIL;
+	} else {
+		print_result(&st, file, &opt);
+		rc = EXIT_OK;
+	}
 out:
 	ckpt_save_abort(save);
 	ckpt_store_close(store);

@@ -12,8 +12,8 @@ enum { OPT_KEEP = 256, OPT_WITHIN, OPT_HOURLY, OPT_DAILY, OPT_WEEKLY, OPT_LAST, 
 
 struct prune_args {
 	ckpt_retention r;
-	struct ck_gc_opts g;
-	bool gc, json, dry, force, have_policy;
+	struct ck_removal rm;
+	bool have_policy;
 	uint64_t *keep;
 	size_t nkeep;
 };
@@ -112,11 +112,9 @@ static const struct cli_opt prune_opts[] = {
 		   "also keep every checkpoint whose step is a multiple of K"),
 	PRUNE_RULE("keep", 0, OPT_KEEP, "STEP", "also keep the checkpoint of STEP (may be repeated)"),
 	{.kind = CLI_GROUP, .help = "Options:"},
-	CK_REMOVAL_GC_OPTS(struct prune_args),
-	{CLI_OPT(CLI_FLAG, "force", 0, CLI_AT(struct prune_args, force), NULL,
-	 "proceed although manifests are damaged (they stay; chunks only\n"
-	 "they reference may be removed)")},
-	CK_REMOVAL_JSON_OPT(struct prune_args),
+	CK_REMOVAL_OPTS(struct prune_args,
+			"proceed although manifests are damaged (they stay; chunks only\n"
+			"they reference may be removed)"),
 	CLI_OPT_END,
 };
 
@@ -149,13 +147,8 @@ const struct cli_cmd ck_cmd_prune = {
 
 static const struct ck_pos prune_pos = {1, 1, false, {"expected STORE"}};
 
-static void prune_json(const struct prune_args *a, const ckpt_gc_report *rep, const ckpt_info *list,
-		       int n)
-{
-	ck_removal_json(a->dry, a->gc ? &a->g : NULL, rep, list, n);
-}
-
-static void prune_text(bool dry, const ckpt_gc_report *rep, const ckpt_info *list, int n)
+static void prune_text(bool dry, const ckpt_gc_report *rep, const ckpt_info *list, int n,
+		       void *arg)
 {
 	size_t kept = 0;
 	for (int k = 0; k < n; k++) {
@@ -177,39 +170,15 @@ static void prune_text(bool dry, const ckpt_gc_report *rep, const ckpt_info *lis
 	ck_report_text(rep, dry);
 }
 
-static int run_prune(const char *cmd, const char *path, struct prune_args *a)
+static int prune_steps(const char *cmd, ckpt_store *store, const ckpt_gc_policy *pol, int flags,
+		       void *arg, ckpt_gc_report **rep)
 {
-	ckpt_store *store;
-	int rc = ck_open_store(cmd, path, false, NULL, &store);
-	if (rc)
-		return rc;
-	ckpt_info *list = NULL;
-	ckpt_gc_report *rep = NULL;
-	int n = ckpt_store_list(store, 0, &list);
-	if (n < 0) {
-		rc = ck_fail(cmd, n, "cannot list the store");
-		goto out;
-	}
-	if ((rc = ck_check_damaged(cmd, store, path, a->force)))
-		goto out;
-	int r = ckpt_store_prune_gc(store, &a->r, a->gc ? &a->g.pol : NULL,
-				    (a->dry ? CKPT_GC_DRY_RUN : 0) | (a->force ? CKPT_GC_FORCE : 0),
-				    &rep);
-	if (r < 0) {
-		rc = ck_fail(cmd, r, "prune failed");
-		goto out;
-	}
-	if (a->json)
-		prune_json(a, rep, list, n);
-	else
-		prune_text(a->dry, rep, list, n);
-	rc = ck_stdout_done(cmd);
-out:
-	ckpt_gc_report_free(rep);
-	ckpt_info_free(list);
-	ckpt_store_close(store);
-	return rc;
+	const struct prune_args *a = arg;
+	int r = ckpt_store_prune_gc(store, &a->r, pol, flags, rep);
+	return r < 0 ? ck_fail(cmd, r, "prune failed") : 0;
 }
+
+static const struct ck_removal_ops prune_ops = {.remove = prune_steps, .print_text = prune_text};
 
 static int cmd_prune(int argc, char **argv)
 {
@@ -221,13 +190,10 @@ static int cmd_prune(int argc, char **argv)
 	else if (!a.have_policy)
 		rc = cli_usage_err(cmd, "a retention policy is required: --keep-last N, --keep-within "
 				   "DURATION, --keep-hourly, --keep-daily or --keep-weekly N");
-	else if (!a.gc && (a.g.have_max_unused || a.g.have_compact_below))
-		rc = cli_usage_err(cmd, "--max-unused and --compact-below need --gc");
-	else {
-		ck_gc_finish(&a.g);
+	else if ((rc = ck_removal_check(cmd, &a.rm)) < 0) {
 		a.r.keep.keep_steps = a.keep;
 		a.r.keep.n_keep_steps = a.nkeep;
-		rc = run_prune(cmd, argv[1], &a);
+		rc = ck_removal_run(cmd, argv[1], &a.rm, &prune_ops, &a);
 	}
 	free(a.keep);
 	return rc;

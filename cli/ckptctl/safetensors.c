@@ -149,6 +149,64 @@ static int hex4(struct parser *p, uint32_t *out)
 	return 0;
 }
 
+/* After "\u": the code point of the escape, a surrogate pair ("\uD83D\uDE00") joined into one.
+ * Returns 0, or -1 (reported). */
+static int unicode_escape(struct parser *p, uint32_t *out)
+{
+	uint32_t cp, lo;
+	if (hex4(p, &cp))
+		return -1;
+	if (cp >= 0xdc00 && cp <= 0xdfff)
+		return perr(p, "bad JSON in header at byte %zu: unpaired surrogate \\u%04X", p->i,
+			    cp);
+	if (cp >= 0xd800 && cp <= 0xdbff) {
+		if (p->i + 2 > p->n || p->s[p->i] != '\\' || p->s[p->i + 1] != 'u')
+			return perr(p, "bad JSON in header at byte %zu: unpaired surrogate \\u%04X",
+				    p->i, cp);
+		p->i += 2;
+		if (hex4(p, &lo))
+			return -1;
+		if (lo < 0xdc00 || lo > 0xdfff)
+			return perr(p, "bad JSON in header at byte %zu: unpaired surrogate \\u%04X",
+				    p->i, cp);
+		cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+	}
+	*out = cp;
+	return 0;
+}
+
+/* At the character after a backslash: writes what the escape stands for at o. what and at (the
+ * byte of the opening quote) name the string in errors. Returns the bytes written, or -1
+ * (reported). An escape is 2 bytes (6 for \uXXXX, 12 for a pair), its UTF-8 at most 4: the
+ * decoded string never outgrows the encoded one. */
+static int string_escape(struct parser *p, char *o, const char *what, size_t at)
+{
+	if (p->i >= p->n)
+		return psyn(p, "an escape character");
+	char e = p->s[p->i++];
+	switch (e) {
+	case '"': *o = '"'; return 1;
+	case '\\': *o = '\\'; return 1;
+	case '/': *o = '/'; return 1;
+	case 'b': *o = '\b'; return 1;
+	case 'f': *o = '\f'; return 1;
+	case 'n': *o = '\n'; return 1;
+	case 'r': *o = '\r'; return 1;
+	case 't': *o = '\t'; return 1;
+	case 'u':
+		break;
+	default:
+		p->i--;
+		return psyn(p, "a valid escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
+	}
+	uint32_t cp = 0; /* set on success: gcc cannot tell */
+	if (unicode_escape(p, &cp))
+		return -1;
+	if (cp == 0)
+		return perr(p, "%s at byte %zu contains U+0000, which is not supported", what, at);
+	return (int)put_utf8(o, cp);
+}
+
 /* Parses a JSON string into a malloc'd NUL-terminated UTF-8 string. what names it in errors.
  * A string holding U+0000 is rejected: names and metadata are C strings. */
 static int parse_string(struct parser *p, char **out, const char *what)
@@ -168,92 +226,42 @@ static int parse_string(struct parser *p, char **out, const char *what)
 	size_t k = 0;
 	for (;;) {
 		if (p->i >= p->n) {
-			free(o);
-			return perr(p, "bad JSON in header: unterminated string starting at byte %zu",
-				    start - 1);
+			perr(p, "bad JSON in header: unterminated string starting at byte %zu",
+			     start - 1);
+			goto fail;
 		}
 		unsigned char c = (unsigned char)p->s[p->i];
-		if (c == '"') {
-			p->i++;
+		if (c == '"')
 			break;
-		}
 		if (c < 0x20) {
-			free(o);
-			return perr(p, "bad JSON in header at byte %zu: control character 0x%02x in a "
-				    "string (must be escaped)", p->i, c);
+			perr(p, "bad JSON in header at byte %zu: control character 0x%02x in a "
+			     "string (must be escaped)", p->i, c);
+			goto fail;
 		}
-		if (c != '\\') {
-			size_t l = utf8_len((const unsigned char *)p->s + p->i, p->n - p->i);
-			if (!l) {
-				free(o);
-				return perr(p, "bad JSON in header at byte %zu: invalid UTF-8", p->i);
-			}
-			memcpy(o + k, p->s + p->i, l);
-			k += l;
-			p->i += l;
+		if (c == '\\') {
+			p->i++;
+			int l = string_escape(p, o + k, what, start - 1);
+			if (l < 0)
+				goto fail;
+			k += (size_t)l;
 			continue;
 		}
-		p->i++;
-		if (p->i >= p->n) {
-			free(o);
-			return psyn(p, "an escape character");
+		size_t l = utf8_len((const unsigned char *)p->s + p->i, p->n - p->i);
+		if (!l) {
+			perr(p, "bad JSON in header at byte %zu: invalid UTF-8", p->i);
+			goto fail;
 		}
-		char e = p->s[p->i++];
-		uint32_t cp;
-		switch (e) {
-		case '"': o[k++] = '"'; continue;
-		case '\\': o[k++] = '\\'; continue;
-		case '/': o[k++] = '/'; continue;
-		case 'b': o[k++] = '\b'; continue;
-		case 'f': o[k++] = '\f'; continue;
-		case 'n': o[k++] = '\n'; continue;
-		case 'r': o[k++] = '\r'; continue;
-		case 't': o[k++] = '\t'; continue;
-		case 'u':
-			break;
-		default:
-			p->i--;
-			free(o);
-			return psyn(p, "a valid escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
-		}
-		if (hex4(p, &cp)) {
-			free(o);
-			return -1;
-		}
-		if (cp >= 0xd800 && cp <= 0xdbff) {
-			uint32_t lo;
-			if (p->i + 2 > p->n || p->s[p->i] != '\\' || p->s[p->i + 1] != 'u') {
-				free(o);
-				return perr(p, "bad JSON in header at byte %zu: unpaired surrogate "
-					    "\\u%04X", p->i, cp);
-			}
-			p->i += 2;
-			if (hex4(p, &lo)) {
-				free(o);
-				return -1;
-			}
-			if (lo < 0xdc00 || lo > 0xdfff) {
-				free(o);
-				return perr(p, "bad JSON in header at byte %zu: unpaired surrogate "
-					    "\\u%04X", p->i, cp);
-			}
-			cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-		} else if (cp >= 0xdc00 && cp <= 0xdfff) {
-			free(o);
-			return perr(p, "bad JSON in header at byte %zu: unpaired surrogate \\u%04X",
-				    p->i, cp);
-		}
-		if (cp == 0) {
-			free(o);
-			return perr(p, "%s at byte %zu contains U+0000, which is not supported",
-				    what, start - 1);
-		}
-		/* An escape is 6 bytes (12 for a pair), its UTF-8 at most 4: it fits. */
-		k += put_utf8(o + k, cp);
+		memcpy(o + k, p->s + p->i, l);
+		k += l;
+		p->i += l;
 	}
+	p->i++; /* the closing quote */
 	o[k] = 0;
 	*out = o;
 	return 0;
+fail:
+	free(o);
+	return -1;
 }
 
 /* Parses a JSON number that must be a non-negative integer fitting in uint64_t. */

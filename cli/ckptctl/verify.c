@@ -227,6 +227,105 @@ static void verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 	ckpt_reader_close(rd);
 }
 
+/* The steps to verify: with --all or for the latest, *list (n entries, freed by the caller) lists
+ * the store; *target is the latest valid step (CKPT_STEP_LATEST: none, only damaged manifests),
+ * or step itself when it was given, which must then exist. Returns -1 to go on, or the exit
+ * status (reported). */
+static int choose_steps(const char *cmd, ckpt_store *store, const char *store_path,
+			uint64_t step, bool all, ckpt_info **list, int *n, uint64_t *target)
+{
+	*target = step;
+	if (all || step == CKPT_STEP_LATEST) {
+		*n = ckpt_store_list(store, 1, list);
+		if (*n < 0)
+			return ck_fail(cmd, *n, "cannot list the store");
+	}
+	if (!all && step == CKPT_STEP_LATEST) {
+		/* The latest valid checkpoint, and every damaged manifest above it. */
+		bool any_valid = false;
+		for (int k = 0; k < *n; k++)
+			if (!(*list)[k].error) {
+				*target = (*list)[k].step;
+				any_valid = true;
+			}
+		bool any = false;
+		for (int k = 0; k < *n; k++)
+			any |= (*list)[k].error && (!any_valid || (*list)[k].step > *target);
+		if (!any_valid && !any) {
+			cli_err("%s: no checkpoint in %s", cmd, store_path);
+			return EXIT_NOTFOUND;
+		}
+	}
+	if (!all && step != CKPT_STEP_LATEST) {
+		/* A step that does not exist is an error, not a result: say so before any output. */
+		ckpt_reader *rd = NULL;
+		int r = ckpt_reader_open(store, step, &rd);
+		ckpt_reader_close(rd);
+		if (r == -CKPT_E_NOTFOUND)
+			return ck_fail(cmd, r, "no such checkpoint");
+	}
+	return -1;
+}
+
+/* Verifies what choose_steps() chose: every listed step with --all; the latest valid one and the
+ * damaged manifests above it; or the step given. */
+static void verify_steps(struct vctx *v, ckpt_store *store, const ckpt_info *list, int n,
+			 bool all, uint64_t step, uint64_t target)
+{
+	char why[1024];
+	if (all) {
+		for (int k = 0; k < n; k++) {
+			if (list[k].error)
+				bad_manifest(v, list[k].step, list[k].error,
+					     ck_invalid_reason(store, &list[k], why, sizeof why));
+			else
+				verify_one(v, store, list[k].step);
+		}
+	} else if (step == CKPT_STEP_LATEST) {
+		if (target != CKPT_STEP_LATEST)
+			verify_one(v, store, target);
+		for (int k = 0; k < n; k++)
+			if (list[k].error && (target == CKPT_STEP_LATEST || list[k].step > target))
+				bad_manifest(v, list[k].step, list[k].error,
+					     ck_invalid_reason(store, &list[k], why, sizeof why));
+	} else {
+		verify_one(v, store, step);
+	}
+}
+
+/* The end of the report: the totals of the JSON document, or the line of --all, then the
+ * damage and the unreadable chunks on stderr. */
+static void print_summary(struct vctx *v, bool all, const char *store_path)
+{
+	if (v->json) {
+		jw_arr_end(&v->w);
+		jw_key(&v->w, "checked"); jw_u64(&v->w, (uint64_t)v->checked);
+		jw_key(&v->w, "damaged"); jw_u64(&v->w, (uint64_t)v->damaged_ckpts);
+		jw_key(&v->w, "damaged_chunks"); jw_u64(&v->w, (uint64_t)v->damaged_chunks);
+		jw_key(&v->w, "records_read"); jw_u64(&v->w, ckpt_verify_cache_records(v->cache));
+		jw_key(&v->w, "bytes_read"); jw_u64(&v->w, ckpt_verify_cache_bytes_read(v->cache));
+		jw_key(&v->w, "intact"); jw_bool(&v->w, !v->damaged_ckpts && !v->failed);
+		jw_obj_end(&v->w);
+		jw_finish(&v->w);
+	} else if (all && !v->checked && !v->quiet) {
+		printf("no checkpoints in %s\n", store_path);
+	} else if (all && !v->quiet) {
+		char a[32];
+		uint64_t recs = ckpt_verify_cache_records(v->cache);
+		printf("%d checkpoint%s verified: %llu distinct chunk%s read once each, %s\n",
+		       v->checked, v->checked == 1 ? "" : "s", (unsigned long long)recs,
+		       recs == 1 ? "" : "s",
+		       cli_fmt_iec(ckpt_verify_cache_bytes_read(v->cache), a, sizeof a));
+	}
+	if (v->damaged_ckpts)
+		cli_err("verify: damage found in %d of %d checkpoint%s verified", v->damaged_ckpts,
+			v->checked, v->checked == 1 ? "" : "s");
+	if (v->unreadable_chunks)
+		cli_err("verify: %ld chunk%s could not be read (permission denied): not verified, "
+			"not known to be damaged", v->unreadable_chunks,
+			v->unreadable_chunks == 1 ? "" : "s");
+}
+
 static int cmd_verify(int argc, char **argv)
 {
 	const char *cmd = "verify";
@@ -236,10 +335,9 @@ static int cmd_verify(int argc, char **argv)
 		return rc;
 	if (opt.all && argc == 3)
 		return cli_usage_err(cmd, "give either STEP or --all, not both");
-	uint64_t step = CKPT_STEP_LATEST;
+	uint64_t step = CKPT_STEP_LATEST, target;
 	if (argc == 3 && ck_parse_step(cmd, argv[2], &step))
 		return EXIT_USAGE;
-	bool all = opt.all;
 	struct vctx v;
 	memset(&v, 0, sizeof v);
 	pthread_mutex_init(&v.lock, NULL);
@@ -257,95 +355,17 @@ static int cmd_verify(int argc, char **argv)
 		return rc;
 	ckpt_info *list = NULL;
 	int n = 0;
-	if (all || step == CKPT_STEP_LATEST) {
-		n = ckpt_store_list(store, 1, &list);
-		if (n < 0) {
-			rc = ck_fail(cmd, n, "cannot list the store");
-			goto out;
-		}
-	}
-	uint64_t target = step;
-	if (!all && step == CKPT_STEP_LATEST) {
-		/* The latest valid checkpoint, and every damaged manifest above it. */
-		bool any_valid = false;
-		for (int k = 0; k < n; k++)
-			if (!list[k].error) {
-				target = list[k].step;
-				any_valid = true;
-			}
-		bool any = false;
-		for (int k = 0; k < n; k++)
-			any |= list[k].error && (!any_valid || list[k].step > target);
-		if (!any_valid && !any) {
-			cli_err("%s: no checkpoint in %s", cmd, argv[1]);
-			rc = EXIT_NOTFOUND;
-			goto out;
-		}
-	}
-	if (!all && step != CKPT_STEP_LATEST) {
-		/* A step that does not exist is an error, not a result: say so before any output. */
-		ckpt_reader *rd = NULL;
-		int r = ckpt_reader_open(store, step, &rd);
-		ckpt_reader_close(rd);
-		if (r == -CKPT_E_NOTFOUND) {
-			rc = ck_fail(cmd, r, "no such checkpoint");
-			goto out;
-		}
-	}
+	rc = choose_steps(cmd, store, argv[1], step, opt.all, &list, &n, &target);
+	if (rc >= 0)
+		goto out;
 	if (v.json) {
 		jw_init(&v.w, stdout, true);
 		jw_obj_begin(&v.w);
 		jw_key(&v.w, "checkpoints");
 		jw_arr_begin(&v.w);
 	}
-	if (all) {
-		for (int k = 0; k < n; k++) {
-			char why[1024];
-			if (list[k].error)
-				bad_manifest(&v, list[k].step, list[k].error,
-					     ck_invalid_reason(store, &list[k], why, sizeof why));
-			else
-				verify_one(&v, store, list[k].step);
-		}
-	} else if (step == CKPT_STEP_LATEST) {
-		if (target != CKPT_STEP_LATEST)
-			verify_one(&v, store, target);
-		for (int k = 0; k < n; k++) {
-			char why[1024];
-			if (list[k].error && (target == CKPT_STEP_LATEST || list[k].step > target))
-				bad_manifest(&v, list[k].step, list[k].error,
-					     ck_invalid_reason(store, &list[k], why, sizeof why));
-		}
-	} else {
-		verify_one(&v, store, step);
-	}
-	if (v.json) {
-		jw_arr_end(&v.w);
-		jw_key(&v.w, "checked"); jw_u64(&v.w, (uint64_t)v.checked);
-		jw_key(&v.w, "damaged"); jw_u64(&v.w, (uint64_t)v.damaged_ckpts);
-		jw_key(&v.w, "damaged_chunks"); jw_u64(&v.w, (uint64_t)v.damaged_chunks);
-		jw_key(&v.w, "records_read"); jw_u64(&v.w, ckpt_verify_cache_records(v.cache));
-		jw_key(&v.w, "bytes_read"); jw_u64(&v.w, ckpt_verify_cache_bytes_read(v.cache));
-		jw_key(&v.w, "intact"); jw_bool(&v.w, !v.damaged_ckpts && !v.failed);
-		jw_obj_end(&v.w);
-		jw_finish(&v.w);
-	} else if (all && !v.checked && !v.quiet) {
-		printf("no checkpoints in %s\n", argv[1]);
-	} else if (all && !v.quiet) {
-		char a[32];
-		uint64_t recs = ckpt_verify_cache_records(v.cache);
-		printf("%d checkpoint%s verified: %llu distinct chunk%s read once each, %s\n",
-		       v.checked, v.checked == 1 ? "" : "s", (unsigned long long)recs,
-		       recs == 1 ? "" : "s",
-		       cli_fmt_iec(ckpt_verify_cache_bytes_read(v.cache), a, sizeof a));
-	}
-	if (v.damaged_ckpts)
-		cli_err("%s: damage found in %d of %d checkpoint%s verified", cmd, v.damaged_ckpts,
-			v.checked, v.checked == 1 ? "" : "s");
-	if (v.unreadable_chunks)
-		cli_err("%s: %ld chunk%s could not be read (permission denied): not verified, not "
-			"known to be damaged", cmd, v.unreadable_chunks,
-			v.unreadable_chunks == 1 ? "" : "s");
+	verify_steps(&v, store, list, n, opt.all, step, target);
+	print_summary(&v, opt.all, argv[1]);
 	rc = v.damaged_ckpts || v.failed ? EXIT_FAIL : EXIT_OK;
 out:
 	ckpt_info_free(list);

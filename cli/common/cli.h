@@ -1,6 +1,8 @@
 /* Shared layer of the libckpt command-line tools (ckptctl, nvmetune): the command table, error
  * reporting, size parsing and printing, a JSON writer and a progress bar. Tools reach the library
- * only through include/ckpt.h; nothing here depends on libckpt. */
+ * only through include/ckpt.h; nothing here depends on libckpt. The files, each using only those
+ * before it: units.c (sizes, numbers, times), json.c, progress.c, msg.c (cli_prog, errors,
+ * suggestions), usage.c (--help, completion), opt.c (the option parser), cli.c (dispatch). */
 #ifndef CKPT_CLI_H
 #define CKPT_CLI_H
 
@@ -95,7 +97,7 @@ void cli_print_options(FILE *f, const struct cli_opt *opts, const char *heading,
 /* Prints cmd's help: the synopsis and the options generated from its table, or its usage text. */
 void cli_print_usage(FILE *f, const struct cli_cmd *cmd);
 
-/* The closest of names[0..n) to name, git's way (see cli.c): writes "'a' or 'b'" (each quoted,
+/* The closest of names[0..n) to name, git's way (see msg.c): writes "'a' or 'b'" (each quoted,
  * prefixed by pre) into buf and returns true, or returns false when none is close. */
 bool cli_closest(const char *name, const char *const *names, size_t n, const char *pre,
 		 char *buf, size_t len);

@@ -4,8 +4,6 @@
 
 #include <string.h>
 
-const struct cli_opt *cli_global_opts;
-
 static bool takes_value(const struct cli_opt *o)
 {
 	return o->kind != CLI_FLAG;

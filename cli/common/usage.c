@@ -10,6 +10,9 @@
  * their text on the next line, so that one long name does not push every text to the right. */
 #define NAME_COLUMN 28
 
+/* Set by the tool; here, not in opt.c, because only the help and the completion read it. */
+const struct cli_opt *cli_global_opts;
+
 static bool is_an_option(const struct cli_opt *o)
 {
 	return o->kind != CLI_END && o->kind != CLI_GROUP;
