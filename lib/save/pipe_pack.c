@@ -48,14 +48,9 @@ static int write_pack_hdr(struct ckpt_store *s, struct spack *pk, const char *pa
 static int open_pack(struct pipe_save *ps, unsigned dir, int *out)
 {
 	struct ckpt_store *s = ps->p->s;
-	if (ps->npacks == ps->cappacks) {
-		size_t n = ps->cappacks ? ps->cappacks * 2 : 8;
-		struct spack *np = realloc(ps->packs, n * sizeof *np);
-		if (!np)
-			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-		ps->packs = np;
-		ps->cappacks = n;
-	}
+	int rc = ckpt_grow((void **)&ps->packs, &ps->cappacks, ps->npacks + 1, sizeof *ps->packs);
+	if (rc)
+		return rc;
 	uint32_t id = store_new_pack_id(s);
 	char path[4096];
 	store_pack_path(s, dir, id, path, sizeof path);
@@ -76,7 +71,7 @@ static int open_pack(struct pipe_save *ps, unsigned dir, int *out)
 	struct spack *pk = &ps->packs[ps->npacks];
 	*pk = (struct spack){.id = id, .dir = dir, .fd = fd, .direct = direct, .end = PACK_HDR_LEN};
 	ps->npacks++;
-	int rc = write_pack_hdr(s, pk, path);
+	rc = write_pack_hdr(s, pk, path);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&ps->p->mu);
