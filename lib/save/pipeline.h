@@ -65,7 +65,7 @@ struct pipe_save {
 	/* The pipeline's from here on; counters and lists under the pipe's lock. */
 	struct pipe *p;
 	bool submitted;           /* pipe_submit succeeded: wait for it, then pipe_save_release */
-	bool fuse_hash;           /* copy_task hashes each chunk right after copying it */
+	bool fuse_hash;           /* pipe_copy_task hashes each chunk right after copying it */
 	uint32_t hf_hit, hf_miss; /* hash-first lookups of the whole save so far (atomics) */
 	double t_submit, t_snapshot;
 	uint64_t nchunks_total;   /* chunk references in the save */
