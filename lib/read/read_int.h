@@ -1,0 +1,148 @@
+/* What the pieces of the reader share (lib/read only): the reader handle, its pack cache, the
+ * per-thread restore resources and the read-group job, and the functions each piece offers the
+ * ones above it. The pieces depend on each other one way, lowest first:
+ *   pack.c     the pack cache, record checks, one group read (rd_pack, rd_read_group, ...)
+ *   group.c    finishing a host group's read: in place (direct) or decoded from the buffer
+ *   stage.c    one group restored and waited for (host, or CUDA through pinned staging)
+ *   rpipe.c    a thread's reads in flight across groups and tensors (rpipe_run)
+ *   reader.c   the handle: open, close, tensor and metadata lookups
+ *   restore.c  ckpt_reader_restore and ckpt_reader_restore_range
+ *   restore_all.c  ckpt_reader_restore_all over worker threads
+ *   verify.c   ckpt_reader_verify(_cached), on pack.c only
+ * Functions return 0 or a negative CKPT_E_* code with ckpt_errmsg() set, unless said. */
+#ifndef CKPT_READ_INT_H
+#define CKPT_READ_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ckpt.h"
+#include "format/codec.h"
+#include "format/format.h"
+#include "io/engine.h"
+
+struct rpipe;
+
+struct pack_fd {
+	uint32_t id;
+	unsigned dir;
+	int fd;     /* -1 after a failed open */
+	int err;    /* its error, reported again for every chunk of the pack */
+	char *msg;
+	/* Direct reads into the destination (rd_direct_plan): file offsets and lengths in multiples
+	 * of blk, memory addresses in multiples of mem_align (1 and 1 without O_DIRECT). */
+	unsigned blk, mem_align;
+	/* Set once the kernel refused a vectored O_DIRECT read of this pack with EINVAL although
+	 * statx's alignment allowed it (a file system or stacked device that checks more than it
+	 * reports): its later groups take the buffer path. Atomic: the pack cache is shared by the
+	 * restore threads. */
+	int no_direct;
+};
+
+struct ckpt_reader {
+	struct ckpt_store *s;
+	struct manifest m;
+	char mf_path[4096];
+	struct pack_fd **fds;
+	size_t nfds;
+	ckpt_codec_ctx *codec;
+	uint8_t *buf, *scratch;
+	size_t buf_cap;
+	ckpt_stats st;
+	pthread_mutex_t mu; /* pack cache and statistics during restore_all */
+	struct io_engine *eng; /* reads go through the same kind of engine as the writes */
+	uint32_t *names;    /* open addressing: tensor index + 1 by name hash */
+	size_t names_cap;
+	struct lease *lease; /* tells gc and prune which packs this reader needs (lease.c) */
+	/* CUDA restores: copies are ordered after the work queued on user_stream (NULL: the legacy
+	 * default stream) when each restore call starts; gen numbers the calls. */
+	void *user_stream;
+	uint32_t gen;
+	struct rres *res;   /* ckpt_reader_restore's staging and streams, kept until close */
+	uint64_t direct_chunks, buffered_chunks; /* raw chunks read into place, chunks decoded (mu) */
+	struct rpipe *pipe; /* ckpt_reader_restore's reads in flight (host destinations) */
+	/* Group reads submitted and not yet checked, now and at most (atomics): what the pipes keep
+	 * in flight at the device (reader_inflight_max). */
+	uint64_t inflight, inflight_max, inflight_bytes, inflight_bytes_max;
+};
+
+/* What one thread needs to restore: a read buffer, a codec context, and for CUDA destinations a
+ * pinned staging buffer and a stream. The reader owns one set for ckpt_reader_restore(); each
+ * restore_all worker thread has its own. */
+struct rres {
+	uint8_t *buf;           /* buf_cap bytes, 4 KiB aligned */
+	ckpt_codec_ctx *codec;
+	uint8_t *staging;       /* pinned, buf_cap bytes, for CUDA destinations */
+	struct iovec *iov, *iov_work; /* IOV_MAX each, for direct reads (allocated on first use) */
+	void *stream[16];
+	uint32_t ordered[16];   /* reader gen for which stream[d] waits on the caller's stream */
+};
+
+/* One read group to restore: references [j0, j1) of tensor ti (len bytes on disk) into dst. */
+struct rjob {
+	size_t ti;
+	uint64_t j0, j1, len;
+	int mem;
+	uint8_t *dst;
+	bool last;             /* the tensor's last group: counts the tensor */
+};
+
+/* ---- pack.c ------------------------------------------------------------------------------- */
+/* The open pack id (opened and its header checked on first use; a failed open is kept in its
+ * err/msg), or NULL when out of memory. Restore threads call it under r->mu. */
+struct pack_fd *rd_pack(struct ckpt_reader *r, uint32_t id);
+/* Closes and frees the pack cache (ckpt_reader_close). */
+void rd_packs_close(struct ckpt_reader *r);
+int rd_check_hdr(const uint8_t *rec, const struct mf_chunk *c, const char *path);
+int rd_check_digest(const uint8_t *out, const struct mf_chunk *c, const char *path);
+int rd_check_record(struct ckpt_reader *r, ckpt_codec_ctx *codec, const uint8_t *rec,
+		    const struct mf_chunk *c, uint8_t *out, const char *path);
+int rd_read_result(struct ckpt_reader *r, const struct pack_fd *p, uint64_t off, size_t len,
+		   ssize_t n);
+struct io_req rd_read_req(struct rres *x, const struct pack_fd *p, uint64_t off, size_t len,
+			  int iovcnt);
+int rd_read_group(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, uint64_t off,
+		  size_t len);
+/* Prefixes the message with the checkpoint, tensor t and chunk j; returns -1. */
+int rd_tensor_error(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j);
+uint64_t rd_group_end(const struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j,
+		      uint64_t *len);
+int rd_group_pack(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j0,
+		  const struct mf_chunk *c, struct pack_fd **out);
+
+/* ---- group.c ------------------------------------------------------------------------------ */
+int rd_direct_plan(const struct ckpt_reader *r, struct rres *x, const struct pack_fd *p,
+		   const struct mf_tensor *t, uint64_t j0, uint64_t j1, uint8_t *dst);
+int rd_group_decode(struct ckpt_reader *r, struct rres *x, const struct pack_fd *p,
+		    const struct mf_tensor *t, uint64_t j0, uint64_t j1, uint8_t *out);
+int rd_group_finish(struct ckpt_reader *r, struct rres *x, struct pack_fd *p,
+		    const struct mf_tensor *t, uint64_t j0, uint64_t j1, uint64_t len,
+		    uint8_t *dst, int niov, ssize_t n);
+
+/* ---- stage.c ------------------------------------------------------------------------------ */
+/* Frees what x holds (buf and codec too: clear them first when x does not own them). */
+void rres_free(struct rres *x);
+/* Frees ckpt_reader_restore's resources (r->res), not the reader's own buf and codec. */
+void reader_res_free(struct ckpt_reader *r);
+int rd_restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_tensor *t,
+		     uint64_t j0, uint64_t j1, uint64_t len, int mem, uint8_t *dst);
+
+/* ---- rpipe.c ------------------------------------------------------------------------------ */
+/* A pipe of n slots sharing codec, used by one thread; its CUDA jobs are restored one at a time
+ * through sync_x (NULL: the pipe gets host jobs only). Returns NULL when out of memory. */
+struct rpipe *rpipe_create(struct ckpt_reader *r, unsigned n, ckpt_codec_ctx *codec,
+			   struct rres *sync_x);
+void rpipe_free(struct rpipe *pp);
+int rpipe_run(struct rpipe *pp, bool (*next)(void *arg, struct rjob *j), void *arg);
+
+/* ---- reader.c ----------------------------------------------------------------------------- */
+unsigned rd_restore_slots(const struct ckpt_reader *r);
+
+/* ---- restore.c ---------------------------------------------------------------------------- */
+int rd_check_dst(const ckpt_reader *r, size_t i, int mem, const void *dst, uint64_t size);
+/* Counts tensor t as restored in the reader's statistics. */
+void rd_count_restored(struct ckpt_reader *r, const struct mf_tensor *t);
+
+#endif

@@ -1,0 +1,113 @@
+/* One read group restored and waited for (ckpt_reader_restore of a one-group tensor or a CUDA
+ * destination, and the CUDA groups of restore_all): host groups in place or through the read
+ * buffer (group.c), CUDA groups decoded into a pinned staging buffer and copied on the device's
+ * stream, ordered after the caller's stream (ckpt_reader_after_stream). Owns the lifetime of a
+ * struct rres (its staging and streams). Uses group.c and pack.c. */
+#include <stdlib.h>
+
+#include <pthread.h>
+
+#include "format/codec.h"
+#include "common/common.h"
+#include "gpu/gpu.h"
+#include "read/read_int.h"
+
+void rres_free(struct rres *x)
+{
+	bool cuda = x->staging != NULL;
+	for (int d = 0; d < 16; d++)
+		cuda |= x->stream[d] != NULL;
+	/* Only touch the CUDA provider when it was used (loading it sets messages). */
+	const struct ckpt_gpu_ops *g = cuda ? ckpt_gpu_cuda() : NULL;
+	free(x->buf);
+	free(x->iov);
+	free(x->iov_work);
+	ckpt_codec_ctx_free(x->codec);
+	if (x->staging && g)
+		g->free_pinned(x->staging, 0);
+	for (int d = 0; d < 16; d++)
+		if (x->stream[d] && g)
+			g->stream_destroy(x->stream[d]);
+	memset(x, 0, sizeof *x);
+}
+
+void reader_res_free(struct ckpt_reader *r)
+{
+	if (!r->res)
+		return;
+	r->res->buf = NULL; /* the reader's own, freed by ckpt_reader_close() */
+	r->res->codec = NULL;
+	rres_free(r->res);
+	free(r->res);
+	r->res = NULL;
+}
+
+/* CUDA destinations: the stream of device mem, created before the staging buffer so that the
+ * pinned allocation runs on that device's context, never on device 0 of a process that does not
+ * use it (defect 4); and ordered once per restore call after the caller's stream (defect 6). */
+static int restore_prepare(struct ckpt_reader *r, struct rres *x, const struct ckpt_gpu_ops *g,
+			   int mem)
+{
+	if (!g)
+		return 0;
+	int rc;
+	if (!x->stream[mem] && (rc = g->stream_create(mem, &x->stream[mem])))
+		return rc;
+	if (!x->staging && (rc = g->alloc_pinned(r->buf_cap, (void **)&x->staging)))
+		return rc;
+	pthread_mutex_lock(&r->mu);
+	uint32_t gen = r->gen;
+	void *user = r->user_stream;
+	pthread_mutex_unlock(&r->mu);
+	if (x->ordered[mem] != gen) {
+		if ((rc = g->stream_after(x->stream[mem], user)))
+			return rc;
+		x->ordered[mem] = gen;
+	}
+	return 0;
+}
+
+/* Restores references [j0, j1) of tensor t (one read group) into dst, waiting for its read. */
+int rd_restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_tensor *t,
+		     uint64_t j0, uint64_t j1, uint64_t len, int mem, uint8_t *dst)
+{
+	const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + j0]];
+	struct pack_fd *p;
+	int rc = rd_group_pack(r, t, j0, c, &p);
+	if (rc)
+		return rc;
+	const struct ckpt_gpu_ops *g = mem == CKPT_MEM_HOST ? NULL : ckpt_gpu_cuda();
+	if (!g) {
+		/* Host destinations of raw chunks: read in place. */
+		int niov = rd_direct_plan(r, x, p, t, j0, j1, dst);
+		struct io_req q = rd_read_req(x, p, c->offset, (size_t)len, niov);
+		ssize_t n = io_engine_run(r->eng, &q);
+		return rd_group_finish(r, x, p, t, j0, j1, len, dst, niov, n);
+	}
+	/* CUDA: decode into pinned staging, then one copy. */
+	if ((rc = restore_prepare(r, x, g, mem)))
+		return rc;
+	if ((rc = rd_read_group(r, x, p, c->offset, (size_t)len))) {
+		rd_tensor_error(r, t, j0);
+		return rc;
+	}
+	if ((rc = rd_group_decode(r, x, p, t, j0, j1, x->staging)))
+		return rc;
+	uint64_t raw = 0;
+	for (uint64_t q = j0; q < j1; q++)
+		raw += r->m.chunks[r->m.refs[t->first_ref + q]].raw_len;
+	if ((rc = g->copy_h2d(dst + j0 * r->m.chunk_size, x->staging, raw, x->stream[mem])) ||
+	    (rc = g->stream_sync(x->stream[mem])))
+		return rc;
+	return 0;
+}
+
+CKPT_API int ckpt_reader_after_stream(ckpt_reader *r, void *stream)
+{
+	if (!r)
+		return ckpt_fail(CKPT_E_INVAL, "restore: NULL reader");
+	pthread_mutex_lock(&r->mu);
+	r->user_stream = stream;
+	pthread_mutex_unlock(&r->mu);
+	return 0;
+}
