@@ -21,6 +21,7 @@
 #include "io/io.h"
 #include "t-dist-scen.h"
 #include "t-dist-tcomm.h"
+#include "t-mf-rewrite.h"
 
 #define NR 4
 #define STEPS 8
@@ -79,28 +80,6 @@ static void check_all(ckpt_store *s, const uint64_t *steps, int n)
 	}
 }
 
-/* Re-encodes manifest file path after edit(m) (the checksum follows); returns its new size and
- * writes its trailer (the last 16 bytes) into trailer. */
-static size_t rewrite(const char *path, void (*edit)(struct manifest *, void *), void *arg,
-		      uint8_t trailer[16])
-{
-	uint8_t *buf;
-	size_t len;
-	struct manifest m;
-	REQUIRE(io_slurp(path, MF_MAX_LEN, &buf, &len) == 0 && manifest_decode(buf, len, &m, path) == 0);
-	edit(&m, arg);
-	uint64_t n = manifest_encoded_len(&m);
-	uint8_t *out = malloc(n);
-	REQUIRE(out);
-	manifest_encode(&m, out);
-	FILE *f = fopen(path, "wb");
-	REQUIRE(f && fwrite(out, 1, n, f) == n && fclose(f) == 0);
-	memcpy(trailer, out + n - 16, 16);
-	free(out);
-	manifest_free(&m);
-	return (size_t)n;
-}
-
 static void flip_digest(struct manifest *m, void *arg)
 {
 	(void)arg;
@@ -123,13 +102,13 @@ static void test_forged_part(ckpt_store *s, uint64_t step)
 	char part[4096], mf[4096], name[64], rec[64];
 	uint8_t t[16], unused[16];
 	dist_part_path(s, step, 1, part, sizeof part);
-	size_t n = rewrite(part, flip_digest, NULL, t);
+	size_t n = t_mf_rewrite(part, flip_digest, NULL, t);
 	int l = snprintf(rec, sizeof rec, "%zu ", n);
 	for (int b = 0; b < 16; b++)
 		l += snprintf(rec + l, sizeof rec - (size_t)l, "%02x", t[b]);
 	store_mf_name(step, name, sizeof name);
 	snprintf(mf, sizeof mf, "%s/%s", s->mf_dir, name);
-	rewrite(mf, set_part_record, rec, unused);
+	t_mf_rewrite(mf, set_part_record, rec, unused);
 	ckpt_dist_reader *d;
 	CHECK_OK(ckpt_dist_reader_open(s, step, &d));
 	CHECK(d && ckpt_dist_reader_verify_parts(d, NULL, NULL) == 1);

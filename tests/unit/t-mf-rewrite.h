@@ -1,0 +1,38 @@
+/* Forging manifest files for tests that damage checkpoints consistently: a manifest is decoded,
+ * edited in memory and re-encoded through lib/format, so that its checksum follows and only the
+ * edit is wrong. Used by tests/unit/t-dist-storm.c and tests/unit/t-dist-bounds.c. */
+#ifndef T_MF_REWRITE_H
+#define T_MF_REWRITE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/format.h"
+#include "helpers.h"
+#include "io/io.h"
+
+/* Re-encodes manifest file path after edit(m) (the checksum follows); returns its new size and
+ * writes its trailer (the last 16 bytes) into trailer (may be NULL). */
+static size_t t_mf_rewrite(const char *path, void (*edit)(struct manifest *, void *), void *arg,
+			   uint8_t *trailer)
+{
+	uint8_t *buf;
+	size_t len;
+	struct manifest m;
+	REQUIRE(io_slurp(path, MF_MAX_LEN, &buf, &len) == 0 && manifest_decode(buf, len, &m, path) == 0);
+	edit(&m, arg);
+	uint64_t n = manifest_encoded_len(&m);
+	uint8_t *out = malloc(n);
+	REQUIRE(out);
+	manifest_encode(&m, out);
+	FILE *f = fopen(path, "wb");
+	REQUIRE(f && fwrite(out, 1, n, f) == n && fclose(f) == 0);
+	if (trailer)
+		memcpy(trailer, out + n - 16, 16);
+	free(out);
+	manifest_free(&m);
+	return (size_t)n;
+}
+
+#endif
