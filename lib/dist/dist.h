@@ -10,7 +10,8 @@
 #include "store/store.h"
 
 /* Reserved metadata keys. In a part: DIST_KEY NAME = "S ndim gshape... offsets..." for a shard,
- * "R ndim shape... byte_offset" for a replica's piece. In a global manifest: DIST_WORLD,
+ * "R ndim shape... byte_offset" for a replica's piece. In a global manifest: DIST_WORLD (1 to
+ * DIST_MAX_RANKS, the most ranks a save accepts, and one DIST_PART record per rank),
  * DIST_PART N = "size digest-hex" and DIST_SHARDS NAME = "dtype ndim gshape... nshards
  * (tensor-index offsets...)..." (docs/format.md, "Format version 2"). */
 #define DIST_KEY "ckpt.dist."
@@ -18,6 +19,12 @@
 #define DIST_PART "ckpt.dist.part."
 #define DIST_SHARDS "ckpt.dist.shards."
 #define DIST_VAL_MAX 1024
+
+/* Parses the decimal number at *p strictly, for numbers read back from a manifest: digits only (no
+ * sign, blank or 0x), at most max, followed by the end of the string or by one blank and more
+ * text (the blank is skipped: *p then points at the next field). Returns 0 and moves *p, or -1.
+ * A crafted value fails here instead of wrapping (a world of "-1" was 4 billion ranks). */
+int dist_parse_u64(const char **p, uint64_t max, uint64_t *out);
 
 struct dist_part_sum {
 	uint64_t size;

@@ -36,59 +36,90 @@ struct ckpt_dist_reader {
 	size_t ng;
 };
 
+/* The rank R of shard tensor NAME@R: -1 for a name without '@', -2 when R is not a rank of this
+ * world. */
+static int shard_rank(const ckpt_dist_reader *d, const char *name)
+{
+	const char *at = strrchr(name, '@');
+	uint64_t r;
+	if (!at)
+		return -1;
+	at++;
+	return dist_parse_u64(&at, d->world - 1, &r) || *at ? -2 : (int)r;
+}
+
 /* Parses "dtype ndim gshape... nshards (tensor offsets...)..." (DIST_SHARDS). */
 static int parse_shards(ckpt_dist_reader *d, const char *key, const char *v, struct dglobal *g,
 			bool *used, size_t nt)
 {
-	char *end;
 	const char *p = v;
-	unsigned long long x[3];
+	uint64_t dt, nd, nsh;
 	g->name = key + strlen(DIST_SHARDS);
-	x[0] = strtoull(p, &end, 10), p = end;
-	x[1] = strtoull(p, &end, 10), p = end;
-	if (x[1] > 32 || !ckpt_dtype_size((ckpt_dtype)x[0]))
+	if (dist_parse_u64(&p, UINT8_MAX, &dt) || dist_parse_u64(&p, 32, &nd) ||
+	    !ckpt_dtype_size((ckpt_dtype)dt))
 		goto bad;
-	g->dtype = (ckpt_dtype)x[0];
-	g->ndim = (unsigned)x[1];
+	g->dtype = (ckpt_dtype)dt;
+	g->ndim = (unsigned)nd;
 	g->nbytes = ckpt_dtype_size(g->dtype);
-	for (unsigned i = 0; i < g->ndim; i++, p = end)
-		g->nbytes *= (g->shape[i] = strtoull(p, &end, 10));
-	x[2] = strtoull(p, &end, 10), p = end;
-	if (x[2] == 0 || x[2] > nt || !(g->sh = calloc(x[2], sizeof *g->sh)))
-		goto bad;
-	for (size_t s = 0; s < x[2]; s++) {
-		struct dshard *sh = &g->sh[g->nsh++];
-		sh->tensor = strtoull(p, &end, 10), p = end;
-		ckpt_tensor_info ti;
-		if (sh->tensor >= nt || ckpt_reader_tensor(d->r, sh->tensor, &ti) || ti.ndim != g->ndim)
+	for (unsigned i = 0; i < g->ndim; i++)
+		if (dist_parse_u64(&p, UINT64_MAX, &g->shape[i]) ||
+		    __builtin_mul_overflow(g->nbytes, g->shape[i], &g->nbytes))
 			goto bad;
-		used[sh->tensor] = true;
-		const char *at = strrchr(ti.name, '@');
-		sh->rank = at ? atoi(at + 1) : -1;
-		for (unsigned i = 0; i < g->ndim; i++, p = end) {
-			sh->off[i] = strtoull(p, &end, 10);
-			if (sh->off[i] > g->shape[i] || ti.shape[i] > g->shape[i] - sh->off[i])
+	if (dist_parse_u64(&p, nt, &nsh) || nsh == 0 || !(g->sh = calloc(nsh, sizeof *g->sh)))
+		goto bad;
+	for (size_t s = 0; s < nsh; s++) {
+		struct dshard *sh = &g->sh[g->nsh++];
+		uint64_t t;
+		ckpt_tensor_info ti;
+		if (dist_parse_u64(&p, nt - 1, &t) || ckpt_reader_tensor(d->r, t, &ti) ||
+		    ti.ndim != g->ndim || (sh->rank = shard_rank(d, ti.name)) == -2)
+			goto bad;
+		sh->tensor = t;
+		used[t] = true;
+		for (unsigned i = 0; i < g->ndim; i++)
+			if (dist_parse_u64(&p, g->shape[i], &sh->off[i]) ||
+			    ti.shape[i] > g->shape[i] - sh->off[i])
 				goto bad;
-		}
 	}
-	return 0;
+	if (!*p)
+		return 0;
 bad:
-	return ckpt_fail(CKPT_E_CORRUPT, "checkpoint: shard table of tensor %s is invalid",
-			 key + strlen(DIST_SHARDS));
+	return ckpt_fail(CKPT_E_CORRUPT, "checkpoint: shard table of tensor %s is invalid "
+			 "(%s = \"%.200s\")", g->name, key, v);
+}
+
+/* DIST_WORLD = w: the number of ranks, within what a save accepts and one per part record. */
+static int parse_world(ckpt_dist_reader *d, const char *w, size_t nparts)
+{
+	const char *p = w;
+	uint64_t n;
+	if (dist_parse_u64(&p, DIST_MAX_RANKS, &n) || *p || n == 0)
+		return ckpt_fail(CKPT_E_CORRUPT, "checkpoint: %s = \"%.64s\" is not a number of "
+				 "ranks (1 to %u)", DIST_WORLD, w, DIST_MAX_RANKS);
+	if (n != nparts)
+		return ckpt_fail(CKPT_E_CORRUPT, "checkpoint: %s = \"%s\" but the manifest records "
+				 "%zu parts (%sN)", DIST_WORLD, w, nparts, DIST_PART);
+	d->world = (unsigned)n;
+	return 0;
 }
 
 static int load(ckpt_dist_reader *d)
 {
-	size_t nt = ckpt_reader_tensor_count(d->r), nm = ckpt_reader_meta_count(d->r);
+	size_t nt = ckpt_reader_tensor_count(d->r), nm = ckpt_reader_meta_count(d->r), nparts = 0;
 	bool *used = calloc(nt + 1, 1);
 	if (!used || !(d->g = calloc(nt + nm + 1, sizeof *d->g))) {
 		free(used);
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	}
 	const char *w = ckpt_reader_get_meta(d->r, DIST_WORLD);
-	d->world = w ? (unsigned)strtoul(w, NULL, 10) : 1;
+	for (size_t i = 0; i < nm; i++) {
+		const char *k, *v;
+		nparts += ckpt_reader_meta(d->r, i, &k, &v) == 0 &&
+			  !strncmp(k, DIST_PART, strlen(DIST_PART));
+	}
+	d->world = 1;
 	d->v2 = w != NULL;
-	int rc = 0;
+	int rc = w ? parse_world(d, w, nparts) : 0;
 	for (size_t i = 0; i < nm && !rc; i++) {
 		const char *k, *v;
 		if (ckpt_reader_meta(d->r, i, &k, &v) == 0 &&
@@ -260,6 +291,30 @@ static int copy_overlap(ckpt_dist_reader *d, const struct dglobal *g, const stru
 	return rc;
 }
 
+/* The bytes a strided box of g spans in its destination (the end of its last element) into
+ * *want. Every product and sum is checked: a stride near 2^64 used to wrap the extent into a
+ * small number that passed the size check, and the copy then wrote at the wrapped offsets. */
+static int box_extent(const struct dglobal *g, const uint64_t *len, const uint64_t *strides,
+		      uint64_t *want)
+{
+	uint64_t lastel = 0, span;
+	for (unsigned i = 0; i < g->ndim; i++) {
+		if (__builtin_mul_overflow(len[i] - 1, strides[i], &span))
+			return ckpt_fail(CKPT_E_INVAL, "restore box of %s: strides[%u] = %" PRIu64
+					 " times lengths[%u] - 1 = %" PRIu64 " overflows 64 bits",
+					 g->name, i, strides[i], i, len[i] - 1);
+		if (__builtin_add_overflow(lastel, span, &lastel))
+			return ckpt_fail(CKPT_E_INVAL, "restore box of %s: the destination's extent "
+					 "overflows 64 bits (strides[0..%u])", g->name, i);
+	}
+	if (__builtin_add_overflow(lastel, 1, want) ||
+	    __builtin_mul_overflow(*want, ckpt_dtype_size(g->dtype), want))
+		return ckpt_fail(CKPT_E_INVAL, "restore box of %s: the destination's extent "
+				 "overflows 64 bits (its last element is element %" PRIu64 ")",
+				 g->name, lastel);
+	return 0;
+}
+
 CKPT_API int ckpt_dist_reader_restore_box_strided(ckpt_dist_reader *d, size_t index,
 						  const uint64_t *off, const uint64_t *len,
 						  void *dst, const uint64_t *strides, uint64_t size)
@@ -267,7 +322,7 @@ CKPT_API int ckpt_dist_reader_restore_box_strided(ckpt_dist_reader *d, size_t in
 	if (!d || index >= d->ng || !dst)
 		return ckpt_fail(CKPT_E_INVAL, "restore box: no global tensor %zu, or NULL dst", index);
 	const struct dglobal *g = &d->g[index];
-	uint64_t es = ckpt_dtype_size(g->dtype), lastel = 0, want = es;
+	uint64_t want = 0;
 	bool empty = false;
 	for (unsigned i = 0; i < g->ndim; i++) {
 		if (off[i] > g->shape[i] || len[i] > g->shape[i] - off[i])
@@ -275,20 +330,19 @@ CKPT_API int ckpt_dist_reader_restore_box_strided(ckpt_dist_reader *d, size_t in
 					 " at %" PRIu64 " is outside its extent %" PRIu64, g->name,
 					 i, len[i], off[i], g->shape[i]);
 		empty |= len[i] == 0;
-		if (len[i] && __builtin_add_overflow(lastel, (len[i] - 1) * strides[i], &lastel))
-			return ckpt_fail(CKPT_E_INVAL, "restore box of %s: strides overflow", g->name);
 	}
-	if (!empty)
-		want = (lastel + 1) * es;
-	if (!empty && size < want)
-		return ckpt_fail(CKPT_E_INVAL, "restore box of %s: buffer of %" PRIu64 " bytes, the "
-				 "box's last element ends at %" PRIu64, g->name, size, want);
 	if (empty)
 		return 0;
+	int rc = box_extent(g, len, strides, &want);
+	if (rc)
+		return rc;
+	if (size < want)
+		return ckpt_fail(CKPT_E_INVAL, "restore box of %s: buffer of %" PRIu64 " bytes, the "
+				 "box's last element ends at %" PRIu64, g->name, size, want);
 	for (size_t s = 0; s < g->nsh; s++) {
 		const struct dshard *sh = &g->sh[s];
 		ckpt_tensor_info ti;
-		int rc = ckpt_reader_tensor(d->r, sh->tensor, &ti);
+		rc = ckpt_reader_tensor(d->r, sh->tensor, &ti);
 		uint64_t lo[32], hi[32];
 		bool none = false;
 		for (unsigned i = 0; i < g->ndim && !rc; i++) {

@@ -1,8 +1,8 @@
 /* Verifying the part manifests of a multi-rank checkpoint against its global manifest. The chunks
  * themselves are verified through the global manifest (its chunk table is the union of the
  * parts'); what only this check sees is a part file that is missing, damaged, or not the one its
- * rank made durable (docs/format.md, "Format version 2"). */
-#include <errno.h>
+ * rank made durable (docs/format.md, "Format version 2"). Also the strict parser of the numbers
+ * of the reserved metadata, shared with dist_read.c (which calls in here already). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,17 +14,34 @@
 #include "io/io.h"
 #include "store/store.h"
 
+/* Digits by hand: strtoull takes blanks, signs ("-1" is 2^64 - 1) and wraps nothing into
+ * errors without an end check at every call. */
+int dist_parse_u64(const char **p, uint64_t max, uint64_t *out)
+{
+	const char *q = *p;
+	uint64_t v = 0;
+	if (*q < '0' || *q > '9')
+		return -1;
+	for (; *q >= '0' && *q <= '9'; q++)
+		if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, *q - '0', &v))
+			return -1;
+	if (v > max || (*q && (*q != ' ' || !q[1] || q[1] == ' ')))
+		return -1;
+	*p = *q ? q + 1 : q;
+	*out = v;
+	return 0;
+}
+
 /* Parses "size hex32" (DIST_PART). Returns 0 or -1. */
 static int parse_sum(const char *v, struct dist_part_sum *out)
 {
-	char *end;
-	errno = 0;
-	out->size = strtoull(v, &end, 10);
-	if (errno || *end != ' ' || strlen(end + 1) != 32)
+	const char *p = v;
+	if (dist_parse_u64(&p, UINT64_MAX, &out->size) || strlen(p) != 32 ||
+	    strspn(p, "0123456789abcdefABCDEF") != 32)
 		return -1;
 	for (int b = 0; b < 16; b++) {
 		unsigned x;
-		if (sscanf(end + 1 + 2 * b, "%2x", &x) != 1)
+		if (sscanf(p + 2 * b, "%2x", &x) != 1)
 			return -1;
 		out->digest[b] = (uint8_t)x;
 	}
