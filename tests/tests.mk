@@ -32,6 +32,13 @@ $(MKDIST): tests/cli/mkdist.c tests/unit/t-dist-tcomm.h $(B)/lib/libckpt.so
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(ALL_LDFLAGS) -L$(B)/lib -lckpt -Wl,-rpath,'$$ORIGIN/../../lib' -lpthread
 TEST_EXTRA += $(MKDIST)
 
+# Sets one metadata value of a manifest file (its checksum follows), to forge damaged metadata.
+MFSET := $(B)/tests/bin/mfset
+$(MFSET): tests/cli/mfset.c $(TEST_HELPERS) tests/unit/t-mf-rewrite.h $(TLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Ilib -Itests/unit $< $(TEST_HELPERS) -o $@ $(ALL_LDFLAGS) $(TLIB) $(LDLIBS)
+TEST_EXTRA += $(MFSET)
+
 # The option tables of cli/common (parser, --help, __complete), linked with its objects only.
 $(B)/tests/bin/t-cli-opts: tests/cli/t-cli-opts.c $(CLI_COMMON_OBJ)
 	@mkdir -p $(dir $@)

@@ -171,7 +171,8 @@ int ck_select(const char *cmd, const char *subtree, struct st_out_tensor *ts, si
 size_t ck_drop_binding_meta(const char **keys, const char **vals, size_t nm);
 
 /* dist.c: multi-rank checkpoints in list, show, verify and du (nothing for single-process ones). */
-/* The world size of checkpoint step, or 0 when it is a single-process checkpoint (or unreadable). */
+/* The world size of checkpoint step, or 0 when it is a single-process checkpoint (or unreadable,
+ * or its world size is invalid). */
 unsigned ck_dist_world(ckpt_store *store, uint64_t step);
 /* list: the world size of each of list[0..n) (0: single-process), or NULL when none is
  * multi-rank (then the table has no RANKS column); free it. */
@@ -185,8 +186,9 @@ void ck_dist_list_json(struct jw *w, const unsigned *worlds, int k);
 void ck_dist_show_text(ckpt_store *store, uint64_t step);
 void ck_dist_show_json(struct jw *w, ckpt_store *store, uint64_t step);
 /* verify: checks the parts of step, printing each damaged one naming its rank (as text, or as
- * objects of the JSON array open in w). Returns how many are damaged, or a negative CKPT_E_*
- * code (reported). */
+ * objects of the JSON array open in w). A layout the library refuses as corrupt (world size,
+ * part records, shard tables) is one damage. Returns how many are damaged, or a negative
+ * CKPT_E_* code (reported). */
 long ck_dist_verify_parts(ckpt_store *store, uint64_t step, struct jw *w);
 /* The rank whose pack file holds a chunk (from the pack id's range), or -1 (single-process). */
 int ck_dist_pack_rank(const char *file);

@@ -13,14 +13,43 @@
 /* Pack ids of rank R lie in [(R + 1) << 22, (R + 2) << 22); lower ones are single-process. */
 #define RANK_SHIFT 22
 
-unsigned ck_dist_world(ckpt_store *store, uint64_t step)
+/* The most ranks a save accepts (DIST_MAX_RANKS, docs/format.md): a larger world is invalid. */
+#define MAX_RANKS 1022
+
+/* The world size w says, parsed as strictly as the library does (decimal digits only, 1 to
+ * MAX_RANKS), so that list never shows a number the library would refuse; 0 when invalid. */
+static unsigned parse_world(const char *w)
+{
+	unsigned n = 0;
+	for (const char *p = w; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return 0;
+		n = n * 10 + (unsigned)(*p - '0');
+		if (n > MAX_RANKS)
+			return 0;
+	}
+	return n;
+}
+
+/* Whether step's manifest has WORLD_KEY (then it is a multi-rank checkpoint, whatever the
+ * value); *world is its valid value or 0. An unreadable manifest has none. */
+static bool world_meta(ckpt_store *store, uint64_t step, unsigned *world)
 {
 	ckpt_reader *rd;
+	*world = 0;
 	if (ckpt_reader_open(store, step, &rd))
-		return 0;
+		return false;
 	const char *w = ckpt_reader_get_meta(rd, WORLD_KEY);
-	unsigned n = w ? (unsigned)strtoul(w, NULL, 10) : 0;
+	if (w)
+		*world = parse_world(w);
 	ckpt_reader_close(rd);
+	return w != NULL;
+}
+
+unsigned ck_dist_world(ckpt_store *store, uint64_t step)
+{
+	unsigned n;
+	world_meta(store, step, &n);
 	return n;
 }
 
@@ -73,17 +102,32 @@ static const char *part_name(uint64_t step, int rank, char *buf, size_t len)
 	return buf;
 }
 
+/* Opens the global view of step into *d when it is a multi-rank checkpoint (*d NULL otherwise);
+ * returns 0, or the library's CKPT_E_* code when its layout cannot be read. */
+static int try_open_dist(ckpt_store *store, uint64_t step, ckpt_dist_reader **d)
+{
+	unsigned world;
+	*d = NULL;
+	if (!world_meta(store, step, &world))
+		return 0;
+	int rc = ckpt_dist_reader_open(store, step, d);
+	if (rc)
+		*d = NULL;
+	return rc;
+}
+
+static void warn_layout(uint64_t step)
+{
+	cli_err("warning: step %llu: cannot read its shard layout: %s", (unsigned long long)step,
+		ckpt_errmsg());
+}
+
 /* Opens the global view of step when it is a multi-rank checkpoint; NULL otherwise. */
 static ckpt_dist_reader *open_dist(ckpt_store *store, uint64_t step)
 {
-	if (!ck_dist_world(store, step))
-		return NULL;
 	ckpt_dist_reader *d;
-	if (ckpt_dist_reader_open(store, step, &d)) {
-		cli_err("warning: step %llu: cannot read its shard layout: %s",
-			(unsigned long long)step, ckpt_errmsg());
-		return NULL;
-	}
+	if (try_open_dist(store, step, &d))
+		warn_layout(step);
 	return d;
 }
 
@@ -225,9 +269,36 @@ static void on_part(const ckpt_damage *dm, void *arg)
 	       part_rank(dm->file), msg);
 }
 
+/* A multi-rank checkpoint whose layout (world size, part records, shard tables) the library
+ * refuses as corrupt: one damage entry for the whole checkpoint, in on_part's form. */
+static void on_layout(uint64_t step, int rc, struct jw *w)
+{
+	const char *msg = ckpt_errmsg();
+	if (!msg || !*msg)
+		msg = ckpt_strerror(rc);
+	if (!w) {
+		printf("step %llu: DAMAGED multi-rank layout: %s\n", (unsigned long long)step, msg);
+		return;
+	}
+	jw_obj_begin(w);
+	jw_key(w, "part"); jw_str(w, "");
+	jw_key(w, "rank"); jw_i64(w, -1);
+	jw_key(w, "file"); jw_str(w, "");
+	jw_key(w, "error"); jw_str(w, ckpt_strerror(rc));
+	jw_key(w, "message"); jw_str(w, msg);
+	jw_obj_end(w);
+}
+
 long ck_dist_verify_parts(ckpt_store *store, uint64_t step, struct jw *w)
 {
-	ckpt_dist_reader *d = open_dist(store, step);
+	ckpt_dist_reader *d;
+	int rc = try_open_dist(store, step, &d);
+	if (rc == -CKPT_E_CORRUPT || rc == -CKPT_E_VERSION) {
+		on_layout(step, rc, w);
+		return 1;
+	}
+	if (rc)
+		warn_layout(step);
 	if (!d)
 		return 0;
 	struct part_ctx c = {.w = w};

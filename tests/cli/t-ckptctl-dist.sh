@@ -53,6 +53,27 @@ for x in w["shards"]:
 ' <(ckptctl show "$STORE" 2 --json) "$STORE"
 check dist-verify ckptctl verify "$STORE" --all
 
+# A forged ckpt.dist.world (out of range, or not one per part record): the library refuses the
+# layout, so verify reports the checkpoint damaged, naming the key, and exits 1.
+MFSET=$ROOT/$B/tests/bin/mfset
+for world in -1 0 3; do
+	rm -rf "$T/s-world" && cp -a "$STORE" "$T/s-world"
+	"$MFSET" "$T/s-world/manifests/00000000000000000002.ckpt" ckpt.dist.world "$world" || exit 1
+	expect "verify: world $world is a DAMAGED multi-rank layout naming ckpt.dist.world, exit 1" \
+		bash -c "out=\$(timeout 20 '$CK' verify '$T/s-world' 2); rc=\$?; test \$rc -eq 1 &&
+			grep -q '^step 2: DAMAGED multi-rank layout: .*ckpt\.dist\.world = \"$world\"' <<<\"\$out\""
+	expect "verify --json: world $world is a damage entry of step 2" python3 -c '
+import json, sys
+v = json.load(open(sys.argv[1]))
+assert not v["intact"] and v["damaged"] == 1, v
+(c,) = v["checkpoints"]
+assert c["step"] == 2 and c["status"] == "damaged", c
+(d,) = c["damage"]
+assert d["part"] == "" and d["rank"] == -1 and d["file"] == "" and d["error"], d
+assert "ckpt.dist.world" in d["message"], d
+' <(timeout 20 "$CK" verify "$T/s-world" 2 --json)
+done
+
 # du: the committed checkpoints' parts (4 + 4 + 2 files), in none of the other counters.
 check dist-du ckptctl du "$STORE"
 expect "du --json counts every part file of the committed checkpoints" python3 -c '

@@ -54,35 +54,10 @@ static void save_world(const char *dir)
 	}
 }
 
-struct meta_edit {
-	const char *key, *value;
-};
-
-/* Sets metadata key to value (the key must be there). */
-static void edit_meta(struct manifest *m, void *arg)
-{
-	const struct meta_edit *e = arg;
-	int found = 0;
-	for (uint32_t i = 0; i < m->n_meta; i++)
-		if (!strcmp(m->meta[i].key, e->key)) {
-			m->meta[i].value = e->value;
-			m->meta[i].vlen = (uint32_t)strlen(e->value);
-			found = 1;
-		}
-	REQUIRE(found);
-}
-
-static void set_meta(const char *path, const char *key, const char *value)
-{
-	struct meta_edit e = {key, value};
-	t_mf_rewrite(path, edit_meta, &e, NULL);
-}
-
-/* The manifest with key = value must not open; the error names key and value. */
 static void refused(ckpt_store *s, const char *path, const char *key, const char *value,
 		    const char *orig)
 {
-	set_meta(path, key, value);
+	t_mf_set_meta(path, key, value);
 	ckpt_dist_reader *d = NULL;
 	int rc = ckpt_dist_reader_open(s, STEP, &d);
 	if (rc != -CKPT_E_CORRUPT || !strstr(ckpt_errmsg(), key) || !strstr(ckpt_errmsg(), value))
@@ -92,7 +67,7 @@ static void refused(ckpt_store *s, const char *path, const char *key, const char
 	CHECK(strstr(ckpt_errmsg(), key) && strstr(ckpt_errmsg(), value));
 	/* Never verify the parts of what did open: a world of 4 billion would take forever. */
 	ckpt_dist_reader_close(d);
-	set_meta(path, key, orig);
+	t_mf_set_meta(path, key, orig);
 }
 
 static void test_world(ckpt_store *s, const char *path)

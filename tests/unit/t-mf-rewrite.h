@@ -1,6 +1,7 @@
 /* Forging manifest files for tests that damage checkpoints consistently: a manifest is decoded,
  * edited in memory and re-encoded through lib/format, so that its checksum follows and only the
- * edit is wrong. Used by tests/unit/t-dist-storm.c and tests/unit/t-dist-bounds.c. */
+ * edit is wrong. Used by tests/unit/t-dist-storm.c, tests/unit/t-dist-bounds.c and
+ * tests/cli/mfset.c. */
 #ifndef T_MF_REWRITE_H
 #define T_MF_REWRITE_H
 
@@ -33,6 +34,31 @@ static size_t t_mf_rewrite(const char *path, void (*edit)(struct manifest *, voi
 	free(out);
 	manifest_free(&m);
 	return (size_t)n;
+}
+
+struct t_mf_meta_edit {
+	const char *key, *value;
+};
+
+static void t_mf_edit_meta(struct manifest *m, void *arg)
+{
+	const struct t_mf_meta_edit *e = arg;
+	int found = 0;
+	for (uint32_t i = 0; i < m->n_meta; i++)
+		if (!strcmp(m->meta[i].key, e->key)) {
+			m->meta[i].value = e->value;
+			m->meta[i].vlen = (uint32_t)strlen(e->value);
+			found = 1;
+		}
+	REQUIRE(found);
+}
+
+/* Sets metadata key of manifest file path to value (the key must be there). Inline: not every
+ * includer uses it. */
+static inline void t_mf_set_meta(const char *path, const char *key, const char *value)
+{
+	struct t_mf_meta_edit e = {key, value};
+	t_mf_rewrite(path, t_mf_edit_meta, &e, NULL);
 }
 
 #endif
