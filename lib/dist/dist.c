@@ -390,9 +390,15 @@ static uint64_t walk_parts(struct ckpt_store *s, bool live, bool remove, const u
 {
 	char top[4096];
 	snprintf(top, sizeof top, "%s/%s", s->path, PART_DIR);
-	DIR *d = opendir(top);
-	if (!d)
+	/* A symlinked parts/ is not followed (gc would remove files outside the store through it);
+	 * drop_part_dir does not follow a symlinked parts/<step> either. */
+	int fd = open(top, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
 		return 0;
+	}
 	uint64_t bytes = 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
@@ -407,9 +413,9 @@ static uint64_t walk_parts(struct ckpt_store *s, bool live, bool remove, const u
 		if (exists == live)
 			bytes += drop_part_dir(dirfd(d), e->d_name, remove, count);
 	}
-	closedir(d);
 	if (remove)
-		io_fsync_dir(top);
+		fsync(dirfd(d));
+	closedir(d);
 	return bytes;
 }
 

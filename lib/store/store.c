@@ -65,6 +65,31 @@ static int make_dir_durable(const char *p)
 	return rc;
 }
 
+/* packs/, manifests/ and parts/ must be the store's own directories: through a symbolic link, gc
+ * would act on another store's files and saves would write where the operator does not look.
+ * what names them in the message. */
+static int refuse_symlink_of(const char *dir, const char *what)
+{
+	struct stat st;
+	if (lstat(dir, &st)) {
+		int e = errno;
+		if (e == ENOENT)
+			return 0; /* the caller reports a missing directory in its own words */
+		return ckpt_fail(ckpt_errno_code(e), "%s: %s", dir, strerror(e));
+	}
+	if (S_ISLNK(st.st_mode))
+		return ckpt_fail(CKPT_E_PERM, "%s is a symbolic link; refusing it (a store's %s must be "
+				 "its own directories)", dir, what);
+	if (!S_ISDIR(st.st_mode))
+		return ckpt_fail(CKPT_E_CORRUPT, "%s is not a directory", dir);
+	return 0;
+}
+
+static int refuse_symlink(const char *dir)
+{
+	return refuse_symlink_of(dir, "packs/ and manifests/");
+}
+
 int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t len, int *renamed)
 {
 	char dir[4096], top[4096], name[32];
@@ -72,9 +97,16 @@ int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t
 	dist_part_path(s, step, -1, dir, sizeof dir);
 	snprintf(name, sizeof name, "%u.part", s->part_rank);
 	*renamed = 0;
+	/* Each is checked before anything is created or written under it: a symlinked parts/ or
+	 * parts/<step> would put the part (and a new step directory) outside the store. */
+	const char *what = "parts/ and parts/<step>";
 	int rc = make_dir_durable(top);
 	if (!rc)
+		rc = refuse_symlink_of(top, what);
+	if (!rc)
 		rc = make_dir_durable(dir);
+	if (!rc)
+		rc = refuse_symlink_of(dir, what);
 	if (!rc)
 		rc = io_write_atomic(dir, name, buf, len, renamed);
 	return rc;
@@ -134,25 +166,6 @@ static int dir_is_empty(const char *p)
 }
 
 #define DATADIRS_FILE "datadirs"
-
-/* packs/ and manifests/ must be the store's own directories: through a symbolic link, gc would
- * act on another store's files and saves would write where the operator does not look. */
-static int refuse_symlink(const char *dir)
-{
-	struct stat st;
-	if (lstat(dir, &st)) {
-		int e = errno;
-		if (e == ENOENT)
-			return 0; /* the caller reports a missing directory in its own words */
-		return ckpt_fail(ckpt_errno_code(e), "%s: %s", dir, strerror(e));
-	}
-	if (S_ISLNK(st.st_mode))
-		return ckpt_fail(CKPT_E_PERM, "%s is a symbolic link; refusing it (a store's packs/ "
-				 "and manifests/ must be its own directories)", dir);
-	if (!S_ISDIR(st.st_mode))
-		return ckpt_fail(CKPT_E_CORRUPT, "%s is not a directory", dir);
-	return 0;
-}
 
 static int add_pack_dir(struct ckpt_store *s, const char *data_dir)
 {
