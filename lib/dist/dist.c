@@ -45,8 +45,18 @@ struct ckpt_dist_save {
 	uint64_t step;
 	ckpt_save *part;
 	int lock_fd;             /* shared flock held from begin to the global commit */
+	int claim_fd;            /* rank 0: the step's claim (dist_parts.c), or -1 */
 	char **keys;             /* reserved metadata of the part, added at commit */
 	size_t nkeys;
+};
+
+/* What each rank tells the others at begin: whether its part could begin, and what it saves. */
+struct begin_msg {
+	int32_t rc;
+	uint32_t world;
+	uint64_t step;
+	uint64_t chunk_size;
+	char msg[232];
 };
 
 /* What each rank tells the others at commit: its part's outcome. */
@@ -58,11 +68,12 @@ struct part_msg {
 	char msg[224];
 };
 
-static void dist_free(ckpt_dist_save *d)
+static void dist_free(ckpt_dist_save *d, bool committed)
 {
 	for (size_t i = 0; i < d->nkeys; i++)
 		free(d->keys[i]);
 	free(d->keys);
+	dist_claim_release(d->s, d->step, d->claim_fd, committed);
 	if (d->lock_fd >= 0)
 		close(d->lock_fd);
 	pthread_mutex_lock(&d->s->mu);
@@ -71,16 +82,10 @@ static void dist_free(ckpt_dist_save *d)
 	free(d);
 }
 
-CKPT_API int ckpt_dist_save_begin(ckpt_store *s, const ckpt_comm *comm, uint64_t step,
-				  ckpt_dist_save **out)
+/* This rank's half of begin: its part save (the shared lock) and, on rank 0, the step's claim.
+ * Returns 0 and sets *out, or an error (*out NULL). */
+static int begin_local(ckpt_store *s, const ckpt_comm *comm, uint64_t step, ckpt_dist_save **out)
 {
-	*out = NULL;
-	if (!s || !comm || !comm->allgather || !comm->broadcast)
-		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL store or communicator");
-	if (comm->size < 1 || comm->size > (int)DIST_MAX_RANKS || comm->rank < 0 ||
-	    comm->rank >= comm->size)
-		return ckpt_fail(CKPT_E_INVAL, "distributed save: rank %d of %d (1 to %u ranks)",
-				 comm->rank, comm->size, DIST_MAX_RANKS);
 	ckpt_dist_save *d = calloc(1, sizeof *d);
 	if (!d)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
@@ -98,26 +103,83 @@ CKPT_API int ckpt_dist_save_begin(ckpt_store *s, const ckpt_comm *comm, uint64_t
 		return ckpt_fail(CKPT_E_BUSY, "store %s: another save of this handle is in flight",
 				 s->path);
 	}
-	d->s = s;
-	d->comm = *comm;
-	d->step = step;
-	d->lock_fd = -1;
+	*d = (ckpt_dist_save){.s = s, .comm = *comm, .step = step, .lock_fd = -1, .claim_fd = -1};
 	int rc = ckpt_save_begin(s, step, &d->part);
-	if (rc) {
-		dist_free(d);
-		return rc;
-	}
 	/* Our own shared hold on LOCK: the part save releases the store's when its part is
 	 * durable, but gc must stay out until the global manifest names the part's packs. */
-	d->lock_fd = dup(s->lock_fd);
-	if (d->lock_fd < 0) {
-		int e = errno;
+	if (!rc && (d->lock_fd = dup(s->lock_fd)) < 0)
+		rc = ckpt_fail(ckpt_errno_code(errno), "dup lock of %s: %s", s->path, strerror(errno));
+	if (!rc && comm->rank == 0)
+		rc = dist_claim_step(s, step, (unsigned)comm->size, &d->claim_fd);
+	if (rc) {
 		ckpt_save_abort(d->part);
-		dist_free(d);
-		return ckpt_fail(ckpt_errno_code(e), "dup lock of %s: %s", s->path, strerror(e));
+		dist_free(d, false);
+		return rc;
 	}
 	*out = d;
 	return 0;
+}
+
+static int comm_error(const ckpt_comm *c, uint64_t step, int rc, const char *what)
+{
+	const char *m = c->errmsg ? c->errmsg(c->ctx) : NULL;
+	return ckpt_fail(rc < 0 ? -rc : CKPT_E_IO, "checkpoint %" PRIu64 ", rank %d: %s failed: %s",
+			 step, c->rank, what, m ? m : ckpt_strerror(rc));
+}
+
+/* Every rank's begin, gathered: the first failure is every rank's, and the ranks must agree on
+ * the step, the world and the chunk size before any of them writes data. */
+static int begin_agree(const ckpt_comm *c, uint64_t step, const ckpt_dist_save *d, int rc)
+{
+	struct begin_msg mine = {.rc = rc, .world = (uint32_t)c->size, .step = step,
+				 .chunk_size = d ? d->part->chunk_size : 0};
+	if (rc)
+		snprintf(mine.msg, sizeof mine.msg, "%s", ckpt_errmsg());
+	struct begin_msg *all = calloc((size_t)c->size, sizeof *all);
+	if (!all)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	int grc = c->allgather(c->ctx, &mine, sizeof mine, all);
+	if (grc)
+		rc = comm_error(c, step, grc, "gathering every rank's begin");
+	for (int r = 0; r < c->size && !grc && !rc; r++)
+		if (all[r].rc)
+			rc = ckpt_fail(-all[r].rc, "checkpoint %" PRIu64 ": rank %d could not begin: "
+				       "%.*s", step, r, (int)sizeof all[r].msg, all[r].msg);
+	for (int r = 1; r < c->size && !grc && !rc; r++)
+		if (all[r].step != all[0].step || all[r].world != all[0].world)
+			rc = ckpt_fail(CKPT_E_INVAL, "distributed save: rank %d begins step %" PRIu64
+				       " of %u ranks, rank 0 step %" PRIu64 " of %u", r, all[r].step,
+				       all[r].world, all[0].step, all[0].world);
+		else if (all[r].chunk_size != all[0].chunk_size)
+			rc = ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": rank %d's store handle "
+				       "has chunk size %" PRIu64 ", rank 0's %" PRIu64 " (open the "
+				       "store with the same options on every rank)", step, r,
+				       all[r].chunk_size, all[0].chunk_size);
+	free(all);
+	return rc;
+}
+
+CKPT_API int ckpt_dist_save_begin(ckpt_store *s, const ckpt_comm *comm, uint64_t step,
+				  ckpt_dist_save **out)
+{
+	*out = NULL;
+	if (!s || !comm || !comm->allgather || !comm->broadcast)
+		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL store or communicator");
+	if (comm->size < 1 || comm->size > (int)DIST_MAX_RANKS || comm->rank < 0 ||
+	    comm->rank >= comm->size)
+		return ckpt_fail(CKPT_E_INVAL, "distributed save: rank %d of %d (1 to %u ranks)",
+				 comm->rank, comm->size, DIST_MAX_RANKS);
+	ckpt_dist_save *d = NULL;
+	int rc = begin_local(s, comm, step, &d);
+	/* Collective even when this rank failed: the others must not wait for it at commit. */
+	rc = begin_agree(comm, step, d, rc);
+	if (rc && d) {
+		ckpt_save_abort(d->part);
+		dist_free(d, false);
+	}
+	if (!rc)
+		*out = d;
+	return rc;
 }
 
 static int add_key(ckpt_dist_save *d, const char *name, const char *value)
@@ -243,13 +305,6 @@ static int gathered_error(const ckpt_dist_save *d, const struct part_msg *all)
 	return 0;
 }
 
-static int comm_error(const ckpt_dist_save *d, int rc, const char *what)
-{
-	const char *m = d->comm.errmsg ? d->comm.errmsg(d->comm.ctx) : NULL;
-	return ckpt_fail(rc < 0 ? -rc : CKPT_E_IO, "checkpoint %" PRIu64 ", rank %d: %s failed: %s",
-			 d->step, d->comm.rank, what, m ? m : ckpt_strerror(rc));
-}
-
 static int commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine)
 {
 	size_t n = (size_t)d->comm.size;
@@ -258,7 +313,7 @@ static int commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	int rc = d->comm.allgather(d->comm.ctx, mine, sizeof *mine, all);
 	if (rc) {
-		rc = comm_error(d, rc, "gathering the parts' outcome");
+		rc = comm_error(&d->comm, d->step, rc, "gathering the parts' outcome");
 		free(all);
 		return rc;
 	}
@@ -286,7 +341,7 @@ static int commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine)
 	free(all);
 	int brc = d->comm.broadcast(d->comm.ctx, &out, sizeof out, 0);
 	if (brc)
-		return comm_error(d, brc, "receiving the commit's outcome from rank 0");
+		return comm_error(&d->comm, d->step, brc, "receiving the commit's outcome from rank 0");
 	if (d->comm.rank != 0 && out.rc)
 		return ckpt_fail(-out.rc, "checkpoint %" PRIu64 ": rank 0 could not commit: %.*s",
 				 d->step, (int)sizeof out.msg, out.msg);
@@ -314,7 +369,7 @@ CKPT_API int ckpt_dist_save_commit(ckpt_dist_save *d, ckpt_stats *st)
 	int rc = commit_all(d, st, &mine);
 	if (rc)
 		forget_part(d->s);
-	dist_free(d);
+	dist_free(d, !rc);
 	return rc;
 }
 
@@ -328,106 +383,5 @@ CKPT_API void ckpt_dist_save_abort(ckpt_dist_save *d)
 	snprintf(mine.msg, sizeof mine.msg, "the save was aborted on this rank");
 	commit_all(d, NULL, &mine);
 	forget_part(d->s);
-	dist_free(d);
-}
-
-/* Removes (or counts) the files of one parts/<step> directory, then the directory. */
-static uint64_t drop_part_dir(int top, const char *name, bool remove, uint64_t *count)
-{
-	int fd = openat(top, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return 0;
-	}
-	uint64_t bytes = 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		struct stat st;
-		if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
-			continue;
-		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
-			continue;
-		bytes += (uint64_t)st.st_size;
-		(*count)++;
-		if (remove)
-			unlinkat(dirfd(d), e->d_name, 0);
-	}
-	closedir(d);
-	if (remove)
-		unlinkat(top, name, AT_REMOVEDIR);
-	return bytes;
-}
-
-static bool in_list(uint64_t step, const uint64_t *v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (v[i] == step)
-			return true;
-	return false;
-}
-
-/* Whether the checkpoint of step is a single-process one (its manifest decodes and is not a
- * global manifest): then a parts/<step> directory is a failed multi-rank save's leftover that a
- * single-process save of the same step followed. A manifest that does not decode keeps its
- * parts: they may be what a repaired checkpoint needs. */
-static bool single_process_step(struct ckpt_store *s, uint64_t step)
-{
-	struct manifest m;
-	if (store_load_manifest(s, step, &m))
-		return false;
-	bool single = m.version < CKPT_MANIFEST_VERSION;
-	manifest_free(&m);
-	return single;
-}
-
-/* The parts/<step> directories whose checkpoint exists (live) or not (!live): a step has one when
- * its manifest file is there, is a global (multi-rank) manifest or does not decode, and it is not
- * among gone (the steps a dry-run prune would remove). Removes the ones it counts when remove. */
-static uint64_t walk_parts(struct ckpt_store *s, bool live, bool remove, const uint64_t *gone,
-			   size_t ngone, uint64_t *count)
-{
-	char top[4096];
-	snprintf(top, sizeof top, "%s/%s", s->path, PART_DIR);
-	/* A symlinked parts/ is not followed (gc would remove files outside the store through it);
-	 * drop_part_dir does not follow a symlinked parts/<step> either. */
-	int fd = open(top, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return 0;
-	}
-	uint64_t bytes = 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		char *end, mf[4096], name[64];
-		unsigned long long step = strtoull(e->d_name, &end, 10);
-		if (strlen(e->d_name) != 20 || *end)
-			continue;
-		store_mf_name(step, name, sizeof name);
-		snprintf(mf, sizeof mf, "%s/%s", s->mf_dir, name);
-		bool exists = !in_list(step, gone, ngone) && (access(mf, F_OK) == 0 || errno != ENOENT) &&
-			      !single_process_step(s, step);
-		if (exists == live)
-			bytes += drop_part_dir(dirfd(d), e->d_name, remove, count);
-	}
-	if (remove)
-		fsync(dirfd(d));
-	closedir(d);
-	return bytes;
-}
-
-uint64_t dist_part_leftovers(struct ckpt_store *s, bool remove, const uint64_t *gone, size_t ngone,
-			     uint64_t *count)
-{
-	/* Parts of a checkpoint that was never committed (or was pruned). prune and gc hold the
-	 * lock exclusively, so no save is between its parts and its commit. */
-	return walk_parts(s, false, remove, gone, ngone, count);
-}
-
-uint64_t dist_part_live(struct ckpt_store *s, uint64_t *count)
-{
-	return walk_parts(s, true, false, NULL, 0, count);
+	dist_free(d, false);
 }

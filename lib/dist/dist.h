@@ -1,5 +1,5 @@
 /* Multi-rank checkpoints (dist.c: the save, dist_merge.c: rank 0's global manifest,
- * dist_read.c: restoring boxes). Internal to lib/. */
+ * dist_parts.c: the step claim and gc of parts/, dist_read.c: restoring boxes). Internal to lib/. */
 #ifndef CKPT_DIST_H
 #define CKPT_DIST_H
 
@@ -36,10 +36,22 @@ struct dist_part_sum {
 int dist_write_global(struct ckpt_store *s, uint64_t step, unsigned n,
 		      const struct dist_part_sum *sums, int rank, void (*kill)(int rank));
 
+/* Rank 0 at a multi-rank save's begin (dist_parts.c): claims step for this job, holding an
+ * exclusive flock on STORE/parts/<step>/CLAIM (fd in *out), then checks that the checkpoint does
+ * not exist and removes what an earlier, dead save of the step left in parts/<step>. Returns 0,
+ * -CKPT_E_BUSY (another job holds the claim: the message says who), -CKPT_E_EXISTS (committed
+ * meanwhile) or an I/O error. */
+int dist_claim_step(struct ckpt_store *s, uint64_t step, unsigned world, int *out);
+
+/* Ends the claim (fd from dist_claim_step; -1 is ignored); committed: the checkpoint is visible,
+ * so the claim file goes too. */
+void dist_claim_release(struct ckpt_store *s, uint64_t step, int fd, bool committed);
+
 /* gc and du: the parts of steps that have no manifest file (saves that never committed, or
- * pruned checkpoints; also the steps of gone, which a dry-run prune would remove): their bytes,
- * counting the files in *count; removed when remove. Call with the store's lock held
- * exclusively to remove. */
+ * pruned checkpoints; also the steps of gone, which a dry-run prune would remove), and the files
+ * of a committed step that are not its world's parts (a dead save of more ranks left them):
+ * their bytes, counting the files in *count; removed when remove. Call with the store's lock
+ * held exclusively to remove. */
 uint64_t dist_part_leftovers(struct ckpt_store *s, bool remove, const uint64_t *gone, size_t ngone,
 			     uint64_t *count);
 

@@ -431,10 +431,16 @@ static int commit(struct merge *m, int rank, void (*kill)(int))
 	char name[64];
 	store_mf_name(m->step, name, sizeof name);
 	kill(rank);
-	int renamed;
-	int rc = io_write_atomic(m->s->mf_dir, name, buf, len, &renamed);
+	/* Never over an existing manifest: the step's claim keeps a second job out, and should it
+	 * fail (a lock that is local to a node on a shared mount) exactly one commit wins. */
+	int linked;
+	int rc = io_write_new(m->s->mf_dir, name, buf, len, &linked);
 	free(buf);
-	if (rc && renamed) {
+	if (rc == 1)
+		return ckpt_fail(CKPT_E_EXISTS, "checkpoint %" PRIu64 " already exists in store %s "
+				 "(another job committed it meanwhile); this save made no checkpoint",
+				 m->step, m->s->path);
+	if (rc && linked) {
 		/* Visible but maybe not durable: the commit failed, so take it back. */
 		char p[4096];
 		snprintf(p, sizeof p, "%s/%s", m->s->mf_dir, name);

@@ -201,8 +201,10 @@ int io_write_atomic(const char *dir, const char *name, const void *data, size_t 
 	return io_fsync_dir(dir);
 }
 
-int io_write_new(const char *dir, const char *name, const void *data, size_t len)
+int io_write_new(const char *dir, const char *name, const void *data, size_t len, int *linked)
 {
+	if (linked)
+		*linked = 0;
 	char tmp[4096], dst[4096];
 	snprintf(dst, sizeof dst, "%s/%s", dir, name);
 	int rc = write_tmp_durable(dir, name, data, len, tmp, sizeof tmp);
@@ -216,6 +218,8 @@ int io_write_new(const char *dir, const char *name, const void *data, size_t len
 			exists = 1;
 		else
 			rc = ckpt_fail(ckpt_errno_code(e), "link %s to %s: %s", tmp, dst, strerror(e));
+	} else if (linked) {
+		*linked = 1;
 	}
 	unlink(tmp);
 	if (rc)

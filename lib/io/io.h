@@ -53,7 +53,9 @@ int io_fsync_dir(const char *dir);
 
 /* As io_write_atomic(), but never replaces an existing file: returns 0 when this call created
  * dir/name, 1 when it existed already (left as it was), or a negative CKPT_E_* code. For files
- * several processes may create at once (the store header). */
-int io_write_new(const char *dir, const char *name, const void *data, size_t len);
+ * several processes may create at once (the store header, a multi-rank checkpoint's part files
+ * and global manifest). *linked (may be NULL) is set when dir/name is this call's file, also
+ * when the directory's fsync then failed (the caller may take the file back). */
+int io_write_new(const char *dir, const char *name, const void *data, size_t len, int *linked);
 
 #endif

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Writes the header of the new pack pk (at path), the probe of O_DIRECT. */
@@ -44,6 +45,59 @@ static int write_pack_hdr(struct ckpt_store *s, struct spack *pk, const char *pa
 	return rc;
 }
 
+/* Whether pack id exists in a pack directory other than dir: on a striped store an id names one
+ * pack across all of them (a reader takes the first it finds). */
+static bool id_elsewhere(const struct ckpt_store *s, unsigned dir, uint32_t id)
+{
+	for (unsigned d = 0; d < s->ndirs; d++) {
+		char p[4096];
+		struct stat st;
+		store_pack_path(s, d, id, p, sizeof p);
+		if (d != dir && (lstat(p, &st) == 0 || errno != ENOENT))
+			return true;
+	}
+	return false;
+}
+
+/* Creates a new pack file in directory dir: its id in *id, its path in path, O_DIRECT in *direct
+ * when the file system takes it. Returns the descriptor or -CKPT_E_*.
+ * Multi-rank saves of two jobs on one store (different steps) hold the lock shared, and their
+ * ranks of the same number allocate in the same id range: a taken id moves on to the next. On a
+ * striped store the file is created first and the other directories looked at after, so that of
+ * two creators racing for one id in different directories at most one keeps it. */
+static int create_pack(struct ckpt_store *s, unsigned dir, uint32_t *id, char *path, size_t len,
+		       bool *direct)
+{
+	uint32_t limit = s->part_mode ? DIST_PACK_LO(s->part_rank + 1) : DIST_PACK_LO(0);
+	int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+	for (int tries = 0; tries < 4096; tries++) {
+		if ((*id = store_new_pack_id(s)) >= limit)
+			break;
+		store_pack_path(s, dir, *id, path, len);
+		int fd = open(path, flags | (*direct ? O_DIRECT : 0), 0644);
+		if (fd < 0 && *direct && errno == EINVAL) {
+			/* tmpfs refuses O_DIRECT with EINVAL after creating the file: the file is ours
+			 * (O_EXCL failed no earlier), so take the empty file over. */
+			*direct = false;
+			store_refuse_direct(s);
+			fd = open(path, (flags & ~O_EXCL) | O_TRUNC | O_NOFOLLOW, 0644);
+		}
+		if (fd < 0 && errno == EEXIST)
+			continue;
+		if (fd < 0) {
+			int e = errno;
+			return ckpt_fail(ckpt_errno_code(e), "create pack %s: %s", path, strerror(e));
+		}
+		if (s->ndirs < 2 || !id_elsewhere(s, dir, *id))
+			return fd;
+		close(fd);
+		unlink(path);
+	}
+	return ckpt_fail(CKPT_E_NOSPC, "create a pack in %s: no free pack id left below %u (ids "
+			 "taken by other writers, or the range of this writer used up)",
+			 s->pack_dirs[dir], limit);
+}
+
 /* Opens a new pack in directory dir and writes its header, probing O_DIRECT on the way. */
 static int open_pack(struct pipe_save *ps, unsigned dir, int *out)
 {
@@ -51,23 +105,12 @@ static int open_pack(struct pipe_save *ps, unsigned dir, int *out)
 	int rc = ckpt_grow((void **)&ps->packs, &ps->cappacks, ps->npacks + 1, sizeof *ps->packs);
 	if (rc)
 		return rc;
-	uint32_t id = store_new_pack_id(s);
+	uint32_t id;
 	char path[4096];
-	store_pack_path(s, dir, id, path, sizeof path);
-	int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
 	bool direct = store_direct_io(s);
-	int fd = open(path, flags | (direct ? O_DIRECT : 0), 0644);
-	if (fd < 0 && direct && errno == EINVAL) {
-		/* tmpfs refuses O_DIRECT with EINVAL after creating the file: the id is ours (we
-		 * hold the lock), so take the empty file over. */
-		direct = false;
-		store_refuse_direct(s);
-		fd = open(path, (flags & ~O_EXCL) | O_TRUNC | O_NOFOLLOW, 0644);
-	}
-	if (fd < 0) {
-		int e = errno;
-		return ckpt_fail(ckpt_errno_code(e), "create pack %s: %s", path, strerror(e));
-	}
+	int fd = create_pack(s, dir, &id, path, sizeof path, &direct);
+	if (fd < 0)
+		return fd;
 	struct spack *pk = &ps->packs[ps->npacks];
 	*pk = (struct spack){.id = id, .dir = dir, .fd = fd, .direct = direct, .end = PACK_HDR_LEN};
 	ps->npacks++;

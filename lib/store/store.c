@@ -90,13 +90,11 @@ static int refuse_symlink(const char *dir)
 	return refuse_symlink_of(dir, "packs/ and manifests/");
 }
 
-int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t len, int *renamed)
+int store_part_dir(struct ckpt_store *s, uint64_t step, char *dir, size_t len)
 {
-	char dir[4096], top[4096], name[32];
+	char top[4096];
 	snprintf(top, sizeof top, "%s/%s", s->path, PART_DIR);
-	dist_part_path(s, step, -1, dir, sizeof dir);
-	snprintf(name, sizeof name, "%u.part", s->part_rank);
-	*renamed = 0;
+	dist_part_path(s, step, -1, dir, len);
 	/* Each is checked before anything is created or written under it: a symlinked parts/ or
 	 * parts/<step> would put the part (and a new step directory) outside the store. */
 	const char *what = "parts/ and parts/<step>";
@@ -107,8 +105,25 @@ int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t
 		rc = make_dir_durable(dir);
 	if (!rc)
 		rc = refuse_symlink_of(dir, what);
-	if (!rc)
-		rc = io_write_atomic(dir, name, buf, len, renamed);
+	return rc;
+}
+
+int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t len, int *renamed)
+{
+	char dir[4096], name[32];
+	snprintf(name, sizeof name, "%u.part", s->part_rank);
+	*renamed = 0;
+	int rc = store_part_dir(s, step, dir, sizeof dir);
+	if (rc)
+		return rc;
+	/* Never over another file: rank 0's claim cleared the directory at begin, so a part already
+	 * there is another save's (a second job on this step, or a rank of a dead save still
+	 * running), and replacing it could damage a checkpoint that job commits. */
+	rc = io_write_new(dir, name, buf, len, renamed);
+	if (rc == 1)
+		rc = ckpt_fail(CKPT_E_EXISTS, "checkpoint %" PRIu64 ": part %s/%s exists already: "
+			       "another save of this step wrote it (a second job, or a rank of a "
+			       "killed save still running)", step, dir, name);
 	return rc;
 }
 
@@ -145,7 +160,7 @@ static int create_layout(struct ckpt_store *s)
 	if ((rc = io_fsync_dir(s->pack_dir)) || (rc = io_fsync_dir(s->mf_dir)))
 		return rc;
 	/* Ranks may create the same store at once: the first header wins, the others read it. */
-	rc = io_write_new(s->path, STORE_FILE, buf, sizeof buf);
+	rc = io_write_new(s->path, STORE_FILE, buf, sizeof buf, NULL);
 	return rc > 0 ? 0 : rc;
 }
 
