@@ -650,11 +650,18 @@ typedef struct ckpt_comm {
 
 typedef struct ckpt_dist_save ckpt_dist_save;
 
-/* Begins this rank's part of checkpoint step (every rank calls it with the same step). Takes the
- * store's lock shared (ranks do not block each other; prune and gc are excluded). comm is used
- * by commit and must stay valid until then. Returns 0, -CKPT_E_INVAL (size 0 or over 1022 ranks,
- * rank out of range), -CKPT_E_EXISTS (the checkpoint exists), -CKPT_E_BUSY (a single-process
- * writer, prune or gc holds the store), or an I/O error. */
+/* Collective: every rank calls it, with the same step. Begins this rank's part of checkpoint
+ * step: takes the store's lock shared (ranks do not block each other; prune and gc are
+ * excluded), and rank 0 claims the step for this job (STORE/parts/<step>/CLAIM, held until the
+ * commit ends) and clears what a dead earlier save of the step left. Then the ranks exchange
+ * their outcome through comm: every rank returns the first failing rank's error, and the ranks
+ * must agree on the step, the world size and the chunk size of their store handles, all before
+ * any data is written. comm is used by commit and must stay valid until then. Returns 0 on every
+ * rank, or on every rank: -CKPT_E_INVAL (size 0 or over 1022 ranks, rank out of range: this
+ * rank's call only, before any exchange; ranks that disagree), -CKPT_E_EXISTS (the checkpoint
+ * exists: a multi-rank checkpoint is never replaced, even with CKPT_OPT_OVERWRITE),
+ * -CKPT_E_BUSY (another job is saving this step, the message names its rank 0's pid and host;
+ * or a single-process writer, prune or gc holds the store), or an I/O or communicator error. */
 CKPT_API int ckpt_dist_save_begin(ckpt_store *store, const ckpt_comm *comm, uint64_t step,
 				  ckpt_dist_save **out);
 
@@ -679,9 +686,10 @@ CKPT_API int ckpt_dist_save_add_replicated(ckpt_dist_save *save, const char *nam
  * -CKPT_E_INVAL). */
 CKPT_API int ckpt_dist_save_set_meta(ckpt_dist_save *save, const char *key, const char *value);
 
-/* Collective: every rank calls it. Makes this rank's part durable, gathers every rank's result;
- * rank 0 checks the parts and commits the global manifest (the one atomic rename that makes the
- * checkpoint visible) and broadcasts the outcome. Returns 0 on every rank when the checkpoint is
+/* Collective: every rank calls it. Makes this rank's part durable (never over another save's
+ * part file: -CKPT_E_EXISTS), gathers every rank's result; rank 0 checks the parts and commits
+ * the global manifest (one atomic link that never replaces a manifest: -CKPT_E_EXISTS when one
+ * appeared meanwhile) and broadcasts the outcome. Returns 0 on every rank when the checkpoint is
  * visible, or a negative CKPT_E_* code whose message names the failing rank; then no checkpoint
  * was made (unless the failure was in the final broadcast itself) and the parts are garbage
  * for ckpt_store_gc(). Fills *stats with this rank's part. Frees save in every case. */
