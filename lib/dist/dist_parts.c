@@ -145,6 +145,17 @@ void dist_claim_release(struct ckpt_store *s, uint64_t step, int fd, bool commit
 	close(fd);
 }
 
+/* Opens directory name (relative to at) for reading, never through a symbolic link; NULL when
+ * it is missing, a link or not a directory. */
+static DIR *opendir_nofollow(int at, const char *name)
+{
+	int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d && fd >= 0)
+		close(fd);
+	return d;
+}
+
 /* What gc keeps of one parts/<step> directory. */
 enum { KEEP_NONE = -2, KEEP_ALL = -1 }; /* or >= 0: the part files of ranks below it */
 
@@ -164,13 +175,9 @@ static bool kept(const char *name, long keep)
 static uint64_t scan_part_dir(int top, const char *name, long keep, bool live, bool remove,
 			      uint64_t *count)
 {
-	int fd = openat(top, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	DIR *d = opendir_nofollow(top, name);
+	if (!d)
 		return 0;
-	}
 	uint64_t bytes = 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
@@ -235,13 +242,9 @@ static uint64_t walk_parts(struct ckpt_store *s, bool live, bool remove, const u
 	snprintf(top, sizeof top, "%s/%s", s->path, PART_DIR);
 	/* A symlinked parts/ is not followed (gc would remove files outside the store through it);
 	 * scan_part_dir does not follow a symlinked parts/<step> either. */
-	int fd = open(top, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	DIR *d = opendir_nofollow(AT_FDCWD, top);
+	if (!d)
 		return 0;
-	}
 	uint64_t bytes = 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
