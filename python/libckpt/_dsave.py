@@ -186,16 +186,19 @@ def save_async(store, state, step, meta, dg, background=True):
     meta[T.META_KEY] = T.dumps(merge_trees([g[2] for g in gathered]))
     comm = D._Comm(dg)
     keep = [leaves, comm]
-    d, err, events = None, None, []
+    err, events = None, []
+    # Begin is collective: every rank calls it, and it fails on every rank alike (a rank that
+    # cannot begin, ranks that disagree on the step, another job saving it), so no exchange.
+    with store._lock:
+        out = ctypes.c_void_p()
+        rc = lb.ckpt_dist_save_begin(store._handle(), ctypes.byref(comm.struct), step,
+                                     ctypes.byref(out))
+    if rc < 0:
+        raise L.make_error(rc, f"checkpoint {step}, rank {dg.rank}")
+    d = out.value
     try:  # every local failure goes to the exchange below: the other ranks must hear of it
         events = _snapshot(leaves) if background else []
         with store._lock:
-            out = ctypes.c_void_p()
-            rc = lb.ckpt_dist_save_begin(store._handle(), ctypes.byref(comm.struct), step,
-                                         ctypes.byref(out))
-            if rc < 0:
-                raise L.make_error(rc, f"checkpoint {step}, rank {dg.rank}")
-            d = out.value
             _add(lb, d, dg, leaves, mine, meta, keep)
     except Exception as e:  # noqa: BLE001  raised below, after the exchange
         err = e
