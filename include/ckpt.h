@@ -697,8 +697,50 @@ CKPT_API int ckpt_dist_save_commit(ckpt_dist_save *save, ckpt_stats *stats);
 
 /* Collective like commit: this rank gives up, and every rank's commit fails naming it. Frees
  * save. Accepts NULL (then it does nothing, and the other ranks' commit fails when the
- * communicator reports this rank gone). */
+ * communicator reports this rank gone). After a submit without CKPT_DIST_THREADED the part is
+ * canceled and every rank's wait fails naming this rank; after a threaded submit the collective
+ * commit is already under way on the library's thread and one rank cannot take it back: abort
+ * waits for it and discards its outcome (the checkpoint may then exist). */
 CKPT_API void ckpt_dist_save_abort(ckpt_dist_save *save);
+
+/* Submit flag: the communicator's collectives may be called from a thread of the library while
+ * the caller's threads go on (MPI initialized with MPI_THREAD_MULTIPLE, a communicator or group
+ * that only libckpt uses, the Python binding's own gloo group). */
+#define CKPT_DIST_THREADED 1u
+
+/* For CUDA tensors, as ckpt_save_after_stream(): the part's copies follow stream. Call before
+ * submit. Returns 0 or -CKPT_E_STATE after submit. */
+CKPT_API int ckpt_dist_save_after_stream(ckpt_dist_save *save, void *stream);
+
+/* Asynchronous form of ckpt_dist_save_commit(), with everything a one-process save promises:
+ * this rank's part is snapshotted into the store's pinned pool exactly as by ckpt_save_submit()
+ * (host and CUDA tensors, the streams of ckpt_dist_save_after_stream(), the fence), then hashed,
+ * written and made durable in the background; then the ranks commit collectively as in
+ * ckpt_dist_save_commit(). With flags CKPT_DIST_THREADED that collective runs on a library thread
+ * as soon as the part is durable; with 0 it runs in ckpt_dist_save_wait(), on the caller's
+ * thread. Every rank must then call ckpt_dist_save_wait() (collective), also when submit failed:
+ * the other ranks learn of the failure there. After submit only the calls below (and abort) may
+ * be made on save. Returns 0, this rank's submit failure, -CKPT_E_STATE (already submitted) or
+ * -CKPT_E_INVAL (unknown flags; then nothing was submitted). */
+CKPT_API int ckpt_dist_save_submit(ckpt_dist_save *save, unsigned flags);
+
+/* Waits until every tensor of this rank's part is copied: from then on the caller may modify
+ * them. Returns 0 or the snapshot's error (it also comes back from ckpt_dist_save_wait()). */
+CKPT_API int ckpt_dist_save_wait_snapshot(ckpt_dist_save *save);
+
+/* As ckpt_save_fence() for this rank's part: work queued on the CUDA stream after this call runs
+ * once the part's snapshot is done, without blocking the calling thread. Returns as
+ * ckpt_save_fence(). */
+CKPT_API int ckpt_dist_save_fence(ckpt_dist_save *save, void *stream);
+
+/* Returns 1 when ckpt_dist_save_wait() would not wait: with CKPT_DIST_THREADED once the global
+ * commit finished (successfully or not); without, once this rank's part finished (the exchange
+ * and rank 0's commit are still to come in wait). 0 otherwise, and for a save not submitted. */
+CKPT_API int ckpt_dist_save_poll(const ckpt_dist_save *save);
+
+/* Collective: waits until the global checkpoint is durable and visible, or failed, on every rank
+ * alike (as ckpt_dist_save_commit() returns), fills *stats with this rank's part, frees save. */
+CKPT_API int ckpt_dist_save_wait(ckpt_dist_save *save, ckpt_stats *stats);
 
 typedef struct ckpt_dist_reader ckpt_dist_reader;
 

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,10 @@ struct ckpt_dist_save {
 	int claim_fd;            /* rank 0: the step's claim (dist_parts.c), or -1 */
 	char **keys;             /* reserved metadata of the part, added at commit */
 	size_t nkeys;
+	/* Asynchronous saves (ckpt_dist_save_submit). */
+	bool submitted, threaded;
+	int submit_rc;           /* submit's own failure: the part never ran */
+	struct async_commit *ac; /* threaded: the commit thread's state */
 };
 
 /* What each rank tells the others at begin: whether its part could begin, and what it saves. */
@@ -264,17 +269,29 @@ CKPT_API int ckpt_dist_save_set_meta(ckpt_dist_save *d, const char *key, const c
 	return ckpt_save_set_meta(d->part, key, value);
 }
 
-/* Commits this rank's part and describes it in *m (rc, size, trailer checksum). */
-static void commit_part(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *m)
+/* Adds the reserved metadata and submits the part's save (kill point 1). Returns 0 or the error
+ * (the part is then gone). */
+static int submit_part(ckpt_dist_save *d)
 {
 	int rc = 0;
 	for (size_t i = 0; i < d->nkeys && !rc; i += 2)
 		rc = ckpt_save_set_meta(d->part, d->keys[i], d->keys[i + 1]);
 	kill_point(d->comm.rank);
-	if (rc)
+	if (!rc)
+		rc = ckpt_save_submit(d->part);
+	if (rc) {
 		ckpt_save_abort(d->part);
-	else
-		rc = ckpt_save_commit(d->part, st);
+		d->part = NULL;
+	}
+	return rc;
+}
+
+/* Waits until this rank's part is durable (kill point 2) and describes it in *m (rc, size,
+ * trailer checksum); rc is submit's failure, or 0. */
+static void finish_part(ckpt_dist_save *d, int rc, ckpt_stats *st, struct part_msg *m)
+{
+	if (d->part)
+		rc = ckpt_save_wait(d->part, st);
 	d->part = NULL;
 	kill_point(d->comm.rank);
 	char p[4096];
@@ -360,15 +377,198 @@ static void forget_part(struct ckpt_store *s)
 	pthread_mutex_unlock(&s->idx_mu);
 }
 
+/* The rest of a save after submit: the part durable, the exchange, rank 0's commit. */
+static int finish(ckpt_dist_save *d, ckpt_stats *st)
+{
+	struct part_msg mine = {0};
+	finish_part(d, d->submit_rc, st, &mine);
+	int rc = commit_all(d, st, &mine);
+	if (rc)
+		forget_part(d->s);
+	return rc;
+}
+
 CKPT_API int ckpt_dist_save_commit(ckpt_dist_save *d, ckpt_stats *st)
 {
 	if (!d)
 		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
-	struct part_msg mine = {0};
-	commit_part(d, st, &mine);
-	int rc = commit_all(d, st, &mine);
+	if (d->submitted)
+		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was submitted: wait for it with "
+				 "ckpt_dist_save_wait()", d->step);
+	d->submit_rc = submit_part(d);
+	int rc = finish(d, st);
+	dist_free(d, !rc);
+	return rc;
+}
+
+/* A threaded asynchronous save: a library thread waits for the part and runs the collective
+ * commit, because the caller's communicator allows collectives from another thread. The caller
+ * may still fence or wait for the snapshot on the part meanwhile: the thread frees the part only
+ * once the snapshot is done and no such call is inside it. */
+struct async_commit {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int inside;              /* caller calls on the part in progress */
+	bool snap_done, done;
+	int snap_rc, rc;
+	char snap_msg[512], msg[1024];
+	ckpt_stats st;
+};
+
+static void *commit_thread(void *arg)
+{
+	ckpt_dist_save *d = arg;
+	struct async_commit *ac = d->ac;
+	int snap = d->part ? ckpt_save_wait_snapshot(d->part) : d->submit_rc;
+	pthread_mutex_lock(&ac->mu);
+	ac->snap_rc = snap;
+	if (snap)
+		snprintf(ac->snap_msg, sizeof ac->snap_msg, "%s", ckpt_errmsg());
+	ac->snap_done = true;
+	pthread_cond_broadcast(&ac->cv);
+	while (ac->inside)
+		pthread_cond_wait(&ac->cv, &ac->mu);
+	pthread_mutex_unlock(&ac->mu);
+	int rc = finish(d, &ac->st);
+	pthread_mutex_lock(&ac->mu);
+	ac->rc = rc;
+	if (rc) /* ckpt_errmsg() is per thread: the caller's wait() sets it from this */
+		snprintf(ac->msg, sizeof ac->msg, "%s", ckpt_errmsg());
+	ac->done = true;
+	pthread_cond_broadcast(&ac->cv);
+	pthread_mutex_unlock(&ac->mu);
+	return NULL;
+}
+
+static int start_thread(ckpt_dist_save *d)
+{
+	struct async_commit *ac = calloc(1, sizeof *ac);
+	if (!ac)
+		return -1;
+	pthread_mutex_init(&ac->mu, NULL);
+	pthread_cond_init(&ac->cv, NULL);
+	d->ac = ac;
+	if (pthread_create(&ac->th, NULL, commit_thread, d) == 0)
+		return 0;
+	pthread_mutex_destroy(&ac->mu);
+	pthread_cond_destroy(&ac->cv);
+	free(ac);
+	d->ac = NULL;
+	return -1;
+}
+
+CKPT_API int ckpt_dist_save_submit(ckpt_dist_save *d, unsigned flags)
+{
+	if (!d)
+		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
+	if (d->submitted)
+		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was already submitted", d->step);
+	if (flags & ~CKPT_DIST_THREADED)
+		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": unknown submit flags %#x",
+				 d->step, flags & ~CKPT_DIST_THREADED);
+	d->submitted = true;
+	d->submit_rc = submit_part(d);
+	/* Without a thread (none allowed, or none to be had) the collective runs in wait(). */
+	d->threaded = (flags & CKPT_DIST_THREADED) && start_thread(d) == 0;
+	return d->submit_rc;
+}
+
+static int not_submitted(const ckpt_dist_save *d)
+{
+	return !d ? ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save")
+		  : ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was not submitted", d->step);
+}
+
+/* Runs call on the part unless the commit thread is past the snapshot (then the part may be
+ * gone, and the snapshot's outcome is the answer). */
+static int on_part(ckpt_dist_save *d, int (*call)(ckpt_save *, void *), void *arg)
+{
+	if (!d || !d->submitted)
+		return not_submitted(d);
+	if (!d->threaded)
+		return d->part ? call(d->part, arg) : d->submit_rc;
+	struct async_commit *ac = d->ac;
+	pthread_mutex_lock(&ac->mu);
+	if (ac->snap_done) {
+		int rc = ac->snap_rc;
+		pthread_mutex_unlock(&ac->mu);
+		return rc ? ckpt_fail(-rc, "%s", ac->snap_msg) : 0;
+	}
+	ac->inside++;
+	pthread_mutex_unlock(&ac->mu);
+	int rc = call(d->part, arg);
+	pthread_mutex_lock(&ac->mu);
+	ac->inside--;
+	pthread_cond_broadcast(&ac->cv);
+	pthread_mutex_unlock(&ac->mu);
+	return rc;
+}
+
+static int call_wait_snapshot(ckpt_save *part, void *arg)
+{
+	(void)arg;
+	return ckpt_save_wait_snapshot(part);
+}
+
+static int call_fence(ckpt_save *part, void *stream)
+{
+	return ckpt_save_fence(part, stream);
+}
+
+CKPT_API int ckpt_dist_save_wait_snapshot(ckpt_dist_save *d)
+{
+	return on_part(d, call_wait_snapshot, NULL);
+}
+
+CKPT_API int ckpt_dist_save_fence(ckpt_dist_save *d, void *stream)
+{
+	return on_part(d, call_fence, stream);
+}
+
+CKPT_API int ckpt_dist_save_after_stream(ckpt_dist_save *d, void *stream)
+{
+	if (!d)
+		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
+	if (d->submitted)
+		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was already submitted", d->step);
+	return ckpt_save_after_stream(d->part, stream);
+}
+
+CKPT_API int ckpt_dist_save_poll(const ckpt_dist_save *d)
+{
+	if (!d || !d->submitted)
+		return 0;
+	if (!d->threaded)
+		return d->part ? ckpt_save_poll(d->part) : 1;
+	pthread_mutex_lock(&d->ac->mu);
+	int done = d->ac->done;
+	pthread_mutex_unlock(&d->ac->mu);
+	return done;
+}
+
+/* Joins the commit thread; its outcome (and statistics into st) become the caller's. */
+static int join_thread(ckpt_dist_save *d, ckpt_stats *st)
+{
+	struct async_commit *ac = d->ac;
+	pthread_join(ac->th, NULL);
+	int rc = ac->rc;
+	if (st)
+		*st = ac->st;
 	if (rc)
-		forget_part(d->s);
+		ckpt_fail(-rc, "%s", ac->msg);
+	pthread_mutex_destroy(&ac->mu);
+	pthread_cond_destroy(&ac->cv);
+	free(ac);
+	d->ac = NULL;
+	return rc;
+}
+
+CKPT_API int ckpt_dist_save_wait(ckpt_dist_save *d, ckpt_stats *st)
+{
+	if (!d || !d->submitted)
+		return not_submitted(d);
+	int rc = d->threaded ? join_thread(d, st) : finish(d, st);
 	dist_free(d, !rc);
 	return rc;
 }
@@ -377,6 +577,12 @@ CKPT_API void ckpt_dist_save_abort(ckpt_dist_save *d)
 {
 	if (!d)
 		return;
+	if (d->threaded) {
+		/* The collective commit is under way on the thread: one rank cannot take it back. */
+		int rc = join_thread(d, NULL);
+		dist_free(d, !rc);
+		return;
+	}
 	ckpt_save_abort(d->part);
 	d->part = NULL;
 	struct part_msg mine = {.rc = -CKPT_E_STATE};
