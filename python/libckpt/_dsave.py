@@ -5,6 +5,7 @@ background thread (DistSaveHandle).  See dist.py for the collective rules."""
 import ctypes
 import json
 import threading
+import time
 
 from . import _lib as L
 from . import _tree as T
@@ -109,26 +110,22 @@ def merge_trees(trees):
     return out
 
 
-def _snapshot(leaves):
-    """save_async: libckpt's multi-rank commit copies the tensors during the commit itself, which
-    runs on the background thread; the caller may change its tensors as soon as save_async
-    returns, so the binding copies them first (memory: one copy of this rank's state)."""
-    events = []
-    for lf in leaves:
-        if not lf.nbytes:
-            continue
-        if T.is_torch_tensor(lf.obj):
-            lf.obj = lf.obj.clone()
-            lf.ptr = lf.obj.data_ptr()
-        else:
-            lf.obj = lf.obj.copy(order="C")
-            lf.ptr = lf.obj.__array_interface__["data"][0]
-    for d in sorted({lf.mem for lf in leaves if lf.mem >= 0}):
-        import torch
+def _order_streams(lb, d, leaves):
+    """CUDA leaves: the part's copies follow torch's current stream of each device (one stream
+    orders them; the others join it by event), as a one-process save_async does.  Returns the
+    streams to fence after submit."""
+    devs = sorted({lf.mem for lf in leaves if lf.mem >= 0})
+    if not devs:
+        return {}
+    import torch
+    streams = {dv: torch.cuda.current_stream(dv) for dv in devs}
+    primary = streams[devs[0]]
+    for dv in devs[1:]:
         ev = torch.cuda.Event()
-        ev.record(torch.cuda.current_stream(d))
-        events.append(ev)
-    return events
+        ev.record(streams[dv])
+        primary.wait_event(ev)
+    L.check(lb.ckpt_dist_save_after_stream(d, primary.cuda_stream), "ordering the copies")
+    return streams
 
 
 def _prepare(state, step, dg):
@@ -176,17 +173,21 @@ def _add(lb, d, dg, leaves, mine, meta, keep):
 
 
 def save_async(store, state, step, meta, dg, background=True):
-    """Store.save_async / save with a group: returns a DistSaveHandle (committing in the
-    background, or already committed when background is False)."""
+    """Store.save_async / save with a group: returns a DistSaveHandle.  This rank's part goes
+    through the store's pinned pipeline like a one-process save_async (no copy of the state: CPU
+    tensors must not change before wait_snapshot(), CUDA tensors are fenced on torch's current
+    stream); the collective commit then runs on libckpt's thread (CKPT_DIST_THREADED: the
+    binding's collectives are on its own gloo group), or in wait() when background is False."""
     lb = D.lib()
     store._dist_wait()
+    t0 = time.perf_counter()
     tree, leaves, gathered = _prepare(state, step, dg)
     mine = plan(dg.rank, gathered)
     meta = dict(meta)
     meta[T.META_KEY] = T.dumps(merge_trees([g[2] for g in gathered]))
     comm = D._Comm(dg)
-    keep = [leaves, comm]
-    err, events = None, []
+    keep = [leaves]
+    err, streams = None, {}
     # Begin is collective: every rank calls it, and it fails on every rank alike (a rank that
     # cannot begin, ranks that disagree on the step, another job saving it), so no exchange.
     with store._lock:
@@ -197,9 +198,9 @@ def save_async(store, state, step, meta, dg, background=True):
         raise L.make_error(rc, f"checkpoint {step}, rank {dg.rank}")
     d = out.value
     try:  # every local failure goes to the exchange below: the other ranks must hear of it
-        events = _snapshot(leaves) if background else []
         with store._lock:
             _add(lb, d, dg, leaves, mine, meta, keep)
+            streams = _order_streams(lb, d, leaves)
     except Exception as e:  # noqa: BLE001  raised below, after the exchange
         err = e
     mine_out = None
@@ -210,81 +211,85 @@ def save_async(store, state, step, meta, dg, background=True):
                                       f"the tensors")
     failed = [(r, e) for r, e in enumerate(errs) if e is not None]
     if failed:
-        if d is not None:
-            comm.local_fail = True  # every rank knows already: no collective in the abort
-            with store._lock:
-                lb.ckpt_dist_save_abort(d)
+        comm.local_fail = True  # every rank knows already: no collective in the abort
+        with store._lock:
+            lb.ckpt_dist_save_abort(d)
         if err is not None:
             raise err
         r, (code, msg) = failed[0]
         raise error_class(code)(f"checkpoint {step}: rank {r} failed: {msg}", code=code,
                                 name=L.load().ckpt_strerror(code).decode())
-    h = DistSaveHandle(store, d, step, keep, events, [lf.mem for lf in leaves if lf.mem >= 0])
+    with store._lock:
+        # A failed submit still goes on to the commit (threaded) or to wait(): the other ranks
+        # learn of it there.
+        lb.ckpt_dist_save_submit(d, D.THREADED if background else 0)
+    h = DistSaveHandle(store, d, step, keep, comm, t0)
     store._dist_started(h)
-    if background:
-        h._thread = threading.Thread(target=h._run, name=f"libckpt-commit-{step}")
-        h._thread.start()
-    else:
-        h._run()
+    for dv, st in streams.items():
+        rc = lb.ckpt_dist_save_fence(d, st.cuda_stream)
+        if rc < 0:
+            ferr = L.make_error(rc, f"checkpoint {step}: fence on cuda:{dv}")
+            h.join()
+            raise ferr
     return h
 
 
 class DistSaveHandle:
-    """A multi-rank save in flight (Store.save_async with a group).  The commit (this rank's part,
-    then the collective commit of the global manifest) runs on a background thread.  wait():
-    this rank's SaveStats once the global checkpoint is durable and visible, or the error, on
-    every rank alike (the failing rank is named).  wait_snapshot() returns at once: save_async
-    copied the tensors.  done(): True once it finished."""
+    """A multi-rank save in flight (Store.save_async with a group).  This rank's part is persisted
+    by the pipeline and the collective commit of the global manifest runs on libckpt's thread.
+    wait_snapshot(): once this rank's tensors are copied (they may then change).  wait(): this
+    rank's SaveStats once the global checkpoint is durable and visible, or the error, on every
+    rank alike (the failing rank is named).  done(): True once it finished."""
 
-    def __init__(self, store, d, step, keep, events, devs):
+    def __init__(self, store, d, step, keep, comm, t0):
         self._store, self._d, self.step = store, d, step
-        self._keep, self._events, self._devs = keep, events, devs
-        self._done = threading.Event()
-        self._thread = None
+        self._keep, self._comm, self._t0 = keep, comm, t0
+        self._lock = threading.Lock()
+        self._snapshot_done = False
         self._stats = self._error = None
-        self.snapshot_time = 0.0
-
-    def _run(self):
-        try:
-            for ev in self._events:
-                ev.synchronize()  # the clones are complete
-            if not self._events and self._devs:
-                import torch
-                for dv in sorted(set(self._devs)):
-                    torch.cuda.current_stream(dv).synchronize()
-            st = L.Stats()
-            with self._store._lock:
-                rc = D.lib().ckpt_dist_save_commit(self._d, ctypes.byref(st))
-            self._d = None
-            if rc < 0:
-                self._error = L.make_error(rc)  # on this thread: ckpt_errmsg is per thread
-            else:
-                self._stats = _stats(st)
-        except BaseException as e:  # noqa: BLE001  handed to wait()
-            self._error = e
-            if self._d is not None:  # never reached the commit: the others' commit names us
-                D.lib().ckpt_dist_save_abort(self._d)
-                self._d = None
-        finally:
-            self._keep = self._events = None
-            self._done.set()
+        self.snapshot_time = None  # seconds from save_async's start to the end of wait_snapshot
 
     def wait_snapshot(self):
-        if self._done.is_set() and self._error is not None:
-            raise self._error
+        with self._lock:
+            if self._snapshot_done or self._d is None:
+                if self._error is not None:
+                    raise self._error
+                return
+            rc = D.lib().ckpt_dist_save_wait_snapshot(self._d)
+            if rc < 0:
+                self._error = L.make_error(rc)
+                raise self._error
+            self._snapshot_done = True
+            self.snapshot_time = time.perf_counter() - self._t0
+            self._keep = None
 
     def done(self):
-        return self._done.is_set()
+        with self._lock:
+            return self._d is None or D.lib().ckpt_dist_save_poll(self._d) == 1
+
+    def _finish(self):
+        if self._d is None:
+            return
+        st = L.Stats()
+        rc = D.lib().ckpt_dist_save_wait(self._d, ctypes.byref(st))
+        self._d = None
+        if self.snapshot_time is None:
+            self.snapshot_time = time.perf_counter() - self._t0
+        self._keep = self._comm = None
+        if rc < 0:
+            if self._error is None:
+                self._error = L.make_error(rc)
+        else:
+            self._stats = _stats(st)
 
     def join(self):
         """Waits for the commit without raising (the next multi-rank call on the store)."""
-        t = self._thread
-        if t is not None:
-            t.join()
-        self._done.wait()
+        with self._lock:
+            self._finish()
 
     def wait(self):
-        self.join()
+        with self._lock:
+            self._finish()
         store = self._store
         if store is not None:
             store._forget(self)
@@ -292,6 +297,12 @@ class DistSaveHandle:
             raise self._error
         return self._stats
 
+    def __del__(self):
+        if getattr(self, "_d", None) is not None:
+            try:
+                self.join()
+            except Exception:  # noqa: BLE001
+                pass
+
     def __repr__(self):
         return f"<libckpt.DistSaveHandle step={self.step} {'done' if self.done() else 'running'}>"
-

@@ -30,6 +30,7 @@ from . import _lib as L
 from . import _tree as T
 from .errors import CkptIOError, UnsupportedError
 
+THREADED = 1  # CKPT_DIST_THREADED: libckpt's thread may call the communicator (our own group)
 LOCAL = object()  # group=libckpt.LOCAL: this process alone, even under an initialized group
 DIST_WORLD_KEY = "ckpt.dist.world"
 
@@ -57,6 +58,12 @@ _PROTOS = {
                                                      ctypes.c_uint, ctypes.c_int, _vp]),
     "ckpt_dist_save_set_meta": (ctypes.c_int, [_vp, ctypes.c_char_p, ctypes.c_char_p]),
     "ckpt_dist_save_commit": (ctypes.c_int, [_vp, _P(L.Stats)]),
+    "ckpt_dist_save_after_stream": (ctypes.c_int, [_vp, _vp]),
+    "ckpt_dist_save_submit": (ctypes.c_int, [_vp, ctypes.c_uint]),
+    "ckpt_dist_save_wait_snapshot": (ctypes.c_int, [_vp]),
+    "ckpt_dist_save_fence": (ctypes.c_int, [_vp, _vp]),
+    "ckpt_dist_save_poll": (ctypes.c_int, [_vp]),
+    "ckpt_dist_save_wait": (ctypes.c_int, [_vp, _P(L.Stats)]),
     "ckpt_dist_save_abort": (None, [_vp]),
     "ckpt_dist_reader_open": (ctypes.c_int, [_vp, _u64, _P(_vp)]),
     "ckpt_dist_reader_close": (None, [_vp]),
@@ -370,7 +377,8 @@ def resolve_group(group):
 
 # ---------------------------------------------------------------------------------- ckpt_comm
 class _Comm:
-    """ckpt_comm over a DistGroup: the library calls these from the thread running commit."""
+    """ckpt_comm over a DistGroup: the library calls these from its commit thread
+    (CKPT_DIST_THREADED) or from the thread in wait()."""
 
     def __init__(self, dg):
         self.dg = dg

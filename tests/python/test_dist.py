@@ -3,7 +3,8 @@
 
 - 4 ranks save row-sharded (libckpt.Shard), replicated and single-rank tensors; the second step
   changes one row of one rank's shard and writes exactly that chunk (per-rank stats); a
-  save_async step whose tensors change right after it returns keeps the values it was given.
+  save_async step whose tensors change right after its snapshot keeps the values it was given
+  (the part goes through the pinned pipeline; the commit runs on libckpt's thread).
 - One process (no torch.distributed) loads the consolidated global tensors (Store.load), and
   `ckptctl export` of the multi-rank checkpoint (consolidated).
 - 2 ranks restore the 4-rank checkpoint by column shards (into non-contiguous views) and the
@@ -87,6 +88,7 @@ def role_save(store_path, rank, world):
             stats[step] = st.save(state_for(rank, world, step), step).chunks_new
         s3 = state_for(rank, world, 3)
         h = st.save_async(s3, 3, metadata={"note": "async"})
+        h.wait_snapshot()  # copied into the pinned pool: no clone of the state
         s3["w"].tensor.add_(100.0)  # the caller's tensors change while the commit runs
         s3["bias"].zero_()
         stats[3] = h.wait().chunks_new
