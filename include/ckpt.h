@@ -698,6 +698,11 @@ typedef struct ckpt_dist_reader ckpt_dist_reader;
  * single-process checkpoints too (each tensor is one global tensor of one shard). */
 CKPT_API int ckpt_dist_reader_open(ckpt_store *store, uint64_t step, ckpt_dist_reader **out);
 CKPT_API void ckpt_dist_reader_close(ckpt_dist_reader *reader);
+/* The checkpoint reader that reader reads through (NULL for NULL): its step and summary
+ * (ckpt_reader_info), metadata and tensors as saved, and its restores. It belongs to reader:
+ * valid until ckpt_dist_reader_close(), never closed by the caller. A step opened as
+ * CKPT_STEP_LATEST needs no second open (which a prune could race) to learn which it is. */
+CKPT_API ckpt_reader *ckpt_dist_reader_checkpoint(const ckpt_dist_reader *reader);
 /* World size of the save (1 for a single-process checkpoint). */
 CKPT_API unsigned ckpt_dist_reader_world_size(const ckpt_dist_reader *reader);
 /* Number of global tensors; their description (name, dtype, ndim, global shape, nbytes). */

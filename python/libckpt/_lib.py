@@ -140,6 +140,7 @@ _OPTIONAL = {
     "ckpt_store_gc": (ci, [vp, ctypes.c_double, ci, P(P(GcReport))]),
     "ckpt_gc_report_free": (None, [P(GcReport)]),
     "ckpt_reader_restore_range": (ci, [vp, ctypes.c_size_t, u64, vp, u64]),
+    "ckpt_dist_reader_checkpoint": (vp, [vp]),
 }
 
 _lock = threading.Lock()
