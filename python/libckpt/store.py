@@ -134,17 +134,23 @@ class Store:
 
     Store(path, create=False, chunk_size=None, compress=None, zstd_level=None, pool_size=None,
           threads=None, queue_depth=None, io_engine=None, direct_io=None, io_size=None,
-          pack_size=None, overwrite=None, data_dirs=None, read_only=False)
+          pack_size=None, overwrite=None, data_dirs=None, read_only=False, lock_wait=None)
 
     Options left at None keep libckpt's defaults (see include/ckpt.h, CKPT_OPT_*).  Sizes are
     ints or strings like '4M'.  compress: 'none' | 'zstd' (or a bool); io_engine: 'auto' |
     'io_uring' | 'psync'.  A missing store raises NotFoundError unless create=True (a read-only
     store is never created).
+
+    A store has one writer at a time: one process's saves, prune and gc (or the ranks of one
+    multi-rank save) hold its writer lock.  Another writer gets BusyError naming the holder
+    (pid, host, what, since when) at once, or, with lock_wait=SECONDS, waits up to that long
+    for the lock first.
     """
 
     def __init__(self, path, *, create=None, chunk_size=None, compress=None, zstd_level=None,
                  pool_size=None, threads=None, queue_depth=None, io_engine=None, direct_io=None,
-                 io_size=None, pack_size=None, overwrite=None, data_dirs=None, read_only=False):
+                 io_size=None, pack_size=None, overwrite=None, data_dirs=None, read_only=False,
+                 lock_wait=None):
         lib = L.load()
         self._ptr = None
         self._lock = threading.RLock()
@@ -194,6 +200,10 @@ class Store:
                 setopt(L.OPT_PACK_SIZE, "pack_size", _size("pack_size", pack_size))
             if overwrite is not None:
                 setopt(L.OPT_OVERWRITE, "overwrite", bool(overwrite))
+            if lock_wait is not None:
+                if isinstance(lock_wait, bool) or not lock_wait >= 0:
+                    raise ValueError(f"lock_wait must be a number of seconds >= 0, got {lock_wait!r}")
+                setopt(L.OPT_LOCK_WAIT_MS, "lock_wait", round(lock_wait * 1000))
             if isinstance(data_dirs, (str, bytes)):
                 data_dirs = [data_dirs]
             for d in data_dirs or ():

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 from unittest import mock
 
@@ -487,6 +488,66 @@ class Retention(Base):
         self.assertIsInstance(self.store.gc(compact_below=0.9)["bytes_freed"], int)
         self.assertEqual(self.store.load(20)["a"][0].item(), 2.0)
         self.assertEqual(self.store.verify(20), [])
+
+
+class OneWriter(Base):
+    """A second CheckpointManager on a store (issue 23, G7): refused with a BusyError naming the
+    first writer, or waiting for it with lock_wait.  The first writer is another process holding
+    a save open until told to commit (pipes, no sleeps)."""
+
+    HOLD = ("import sys, ctypes; sys.path.insert(0, 'python'); import libckpt, numpy as np\n"
+            "s = libckpt.Store(sys.argv[1]); h = s.save_async({'x': np.ones(4, np.float32)}, 1)\n"
+            "print('locked', flush=True); sys.stdin.readline(); h.wait(); s.close()\n")
+
+    def setUp(self):
+        super().setUp()
+        self.store.close()  # the holder's save must commit: it locks as soon as it begins
+        self.holder = subprocess.Popen([sys.executable, "-c", self.HOLD, self.path], cwd=ROOT,
+                                       text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.assertEqual(self.holder.stdout.readline().strip(), "locked")
+
+    def release(self):
+        if self.holder.poll() is None:
+            self.holder.stdin.write("\n")
+            self.holder.stdin.flush()
+        self.assertEqual(self.holder.wait(timeout=60), 0)
+
+    def tearDown(self):
+        self.release()
+        self.holder.stdin.close()
+        self.holder.stdout.close()
+        self.store = libckpt.Store(self.path)
+        super().tearDown()
+
+    def test_refused_names_the_writer(self):
+        import socket
+        with libckpt.CheckpointManager(self.path) as m:
+            with self.assertRaises(libckpt.BusyError) as cm:
+                m.save(2, {"x": torch.ones(4)})
+        msg = str(cm.exception)
+        self.assertIn(f"is busy: process {self.holder.pid} on host {socket.gethostname()} "
+                      "(save since ", msg)
+        self.assertRegex(msg, r"since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\) is writing to it")
+
+    def test_wait_expires(self):
+        with libckpt.CheckpointManager(self.path, lock_wait=0.05) as m:
+            with self.assertRaisesRegex(libckpt.BusyError, "still after waiting 0.05 s"):
+                m.save(2, {"x": torch.ones(4)})
+
+    def test_wait_then_save(self):
+        with libckpt.CheckpointManager(self.path, lock_wait=600, async_save=False) as m:
+            out = {}
+            t = threading.Thread(target=lambda: out.update(ok=m.save(2, {"x": torch.ones(4)})))
+            t.start()
+            self.release()
+            t.join(timeout=600)
+            self.assertTrue(out.get("ok"))
+            self.assertEqual(m.all_steps(), [1, 2])
+
+    def test_bad_lock_wait(self):
+        for bad in (-1, True, "1"):
+            with self.assertRaises((ValueError, TypeError)):
+                libckpt.Store(self.path, lock_wait=bad)
 
 
 @unittest.skipUnless(L.has("ckpt_store_prune"), "this libckpt has no prune/gc")
