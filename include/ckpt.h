@@ -160,7 +160,14 @@ typedef enum ckpt_option {
 	 * CKPT_ENGINE_AUTO, the environment variable CKPT_IO_ENGINE=psync or =io_uring chooses
 	 * instead (for a process whose seccomp profile or kernel restricts io_uring). */
 	CKPT_OPT_IO_ENGINE = 13,
+	/* Milliseconds a save, prune, delete or gc waits for the store's writer lock while another
+	 * writer holds it (default 0: refused at once with -CKPT_E_BUSY), 0 to
+	 * CKPT_MAX_LOCK_WAIT_MS. A store has one writer at a time (one process, or the ranks of
+	 * one multi-rank save); a second one waits this long, then gets -CKPT_E_BUSY. */
+	CKPT_OPT_LOCK_WAIT_MS = 14,
 } ckpt_option;
+
+#define CKPT_MAX_LOCK_WAIT_MS (24ll * 3600 * 1000)
 
 enum { CKPT_COMPRESS_NONE = 0, CKPT_COMPRESS_ZSTD = 1 };
 enum { CKPT_ENGINE_AUTO = 0, CKPT_ENGINE_IO_URING = 1, CKPT_ENGINE_PSYNC = 2 };
@@ -191,7 +198,12 @@ typedef struct ckpt_store ckpt_store;
  * the defaults). Returns 0 and sets *out, or a negative CKPT_E_* code and sets *out to NULL:
  * -CKPT_E_NOTFOUND (no store there), -CKPT_E_CORRUPT / -CKPT_E_VERSION (bad store header),
  * -CKPT_E_IO, -CKPT_E_PERM, -CKPT_E_INVAL. Opening does not take the writer lock: a save, prune or
- * gc takes it for its duration and fails with -CKPT_E_BUSY when another process holds it. */
+ * gc takes it for its duration and fails with -CKPT_E_BUSY when another process holds it (after
+ * waiting CKPT_OPT_LOCK_WAIT_MS for it). The holder records itself in STORE/LOCK (pid, host, what
+ * it does, since when), so that the busy message names it: "store S is busy: process 123 on host
+ * h (save since 2026-12-02T01:02:03Z) is writing to it (lock S/LOCK)"; a holder that left no
+ * current record (another tool, an older libckpt) is named by pid alone, and the message says
+ * so. A read-only handle never writes the record. */
 CKPT_API int ckpt_store_open(const char *path, const ckpt_options *opts, ckpt_store **out);
 
 /* Closes the store; accepts NULL. Saves submitted on it are waited for (their checkpoints
@@ -748,6 +760,11 @@ typedef struct ckpt_dist_reader ckpt_dist_reader;
  * single-process checkpoints too (each tensor is one global tensor of one shard). */
 CKPT_API int ckpt_dist_reader_open(ckpt_store *store, uint64_t step, ckpt_dist_reader **out);
 CKPT_API void ckpt_dist_reader_close(ckpt_dist_reader *reader);
+/* The checkpoint reader that reader reads through (NULL for NULL): its step and summary
+ * (ckpt_reader_info), metadata and tensors as saved, and its restores. It belongs to reader:
+ * valid until ckpt_dist_reader_close(), never closed by the caller. A step opened as
+ * CKPT_STEP_LATEST needs no second open (which a prune could race) to learn which it is. */
+CKPT_API ckpt_reader *ckpt_dist_reader_checkpoint(const ckpt_dist_reader *reader);
 /* World size of the save (1 for a single-process checkpoint). */
 CKPT_API unsigned ckpt_dist_reader_world_size(const ckpt_dist_reader *reader);
 /* Number of global tensors; their description (name, dtype, ndim, global shape, nbytes). */

@@ -378,3 +378,8 @@ CKPT_API int ckpt_dist_reader_restore_box(ckpt_dist_reader *d, size_t index, con
 				 "box has %" PRIu64, g->name, size, want);
 	return ckpt_dist_reader_restore_box_strided(d, index, off, len, dst, st, size);
 }
+
+CKPT_API ckpt_reader *ckpt_dist_reader_checkpoint(const ckpt_dist_reader *d)
+{
+	return d ? d->r : NULL;
+}

@@ -32,7 +32,7 @@ int gc_maint_lock(struct ckpt_store *s)
 		rc = ckpt_fail(CKPT_E_BUSY, "store %s is busy: a save is in flight on this handle",
 			       s->path);
 	else
-		rc = store_lock(s);
+		rc = store_lock(s, "prune, delete or gc");
 	if (!rc)
 		s->lock_users++;
 	pthread_mutex_unlock(&s->mu);

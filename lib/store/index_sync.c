@@ -186,7 +186,7 @@ int store_index_resync(struct ckpt_store *s)
 int store_begin_write(struct ckpt_store *s)
 {
 	uint32_t maxid = 0;
-	int rc = store_lock(s);
+	int rc = store_lock(s, "save");
 	if (!rc && !(rc = store_max_pack_id(s, &maxid))) {
 		__atomic_store_n(&s->next_pack_id, maxid, __ATOMIC_SEQ_CST);
 		s->io = ckpt_io_default();

@@ -125,6 +125,12 @@ CKPT_API int ckpt_options_set(ckpt_options *o, ckpt_option opt, int64_t v)
 					 (long long)v);
 		o->engine = (int)v;
 		return 0;
+	case CKPT_OPT_LOCK_WAIT_MS:
+		if (v < 0 || v > CKPT_MAX_LOCK_WAIT_MS)
+			return ckpt_fail(CKPT_E_INVAL, "lock wait %lld ms: must be 0 to %lld (24 hours)",
+					 (long long)v, (long long)CKPT_MAX_LOCK_WAIT_MS);
+		o->lock_wait_ms = v;
+		return 0;
 	case CKPT_OPT_PACK_SIZE:
 		if (v < (1ll << 20))
 			return ckpt_fail(CKPT_E_INVAL, "pack size %lld: must be at least 1 MiB",

@@ -1,4 +1,5 @@
-/* Store directory: create/open, the writer lock, manifest files, listing, the dedup index. */
+/* Store directory: create/open, manifest files, listing, the dedup index (the writer lock is
+ * lock.c). */
 #include "store/store.h"
 
 #include <dirent.h>
@@ -7,9 +8,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "common/common.h"
@@ -375,104 +374,6 @@ void store_fini(struct ckpt_store *s)
 CKPT_API const char *ckpt_store_path(const ckpt_store *s)
 {
 	return s ? s->path : NULL;
-}
-
-/* The pid holding a flock on fd's file, from /proc/locks ("1: FLOCK ADVISORY WRITE PID
- * MAJ:MIN:INODE ..."), or -1. The pid written in the file would name the last libckpt writer,
- * which may be long gone while something else (flock(1), say) holds the lock. */
-static long flock_holder(int fd)
-{
-	struct stat st;
-	if (fstat(fd, &st))
-		return -1;
-	FILE *f = fopen("/proc/locks", "re");
-	if (!f)
-		return -1;
-	char line[256];
-	long found = -1;
-	while (found < 0 && fgets(line, sizeof line, f)) {
-		char kind[16], mode[16];
-		long pid;
-		unsigned maj, min;
-		unsigned long long ino;
-		if (sscanf(line, "%*d: %15s %*s %15s %ld %x:%x:%llu", kind, mode, &pid, &maj, &min, &ino) == 6 &&
-		    !strcmp(kind, "FLOCK") && ino == (unsigned long long)st.st_ino &&
-		    maj == major(st.st_dev) && min == minor(st.st_dev))
-			found = pid;
-	}
-	fclose(f);
-	return found;
-}
-
-/* Opens STORE/LOCK, which the lock holder truncates and writes its pid into: never through a
- * symbolic link, and only a plain file with one link (a hard link to another file would be
- * overwritten just the same). Returns the fd or -CKPT_E_*. */
-static int open_lock_file(const char *p)
-{
-	int fd = open(p, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
-	if (fd < 0 && errno == ELOOP)
-		return ckpt_fail(CKPT_E_PERM, "lock file %s is a symbolic link; refusing to write "
-				 "through it (remove it: a real one is created)", p);
-	if (fd < 0) {
-		int e = errno;
-		return ckpt_fail(ckpt_errno_code(e), "open lock file %s: %s", p, strerror(e));
-	}
-	struct stat st;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
-		close(fd);
-		return ckpt_fail(CKPT_E_PERM, "lock file %s is not a plain file with one link; "
-				 "refusing to write to it (remove it: a real one is created)", p);
-	}
-	return fd;
-}
-
-int store_lock(struct ckpt_store *s)
-{
-	if (s->opt.read_only)
-		return ckpt_fail(CKPT_E_PERM, "store %s was opened read-only", s->path);
-	if (s->lock_fd >= 0)
-		return 0;
-	char p[4096];
-	snprintf(p, sizeof p, "%s/%s", s->path, LOCK_FILE);
-	int fd = open_lock_file(p);
-	if (fd < 0)
-		return fd;
-	/* Ranks writing parts share the lock (they never collide); prune and gc take it
-	 * exclusively, so they exclude every writer. */
-	if (flock(fd, (s->part_mode ? LOCK_SH : LOCK_EX) | LOCK_NB)) {
-		int e = errno;
-		long holder = e == EWOULDBLOCK ? flock_holder(fd) : -1;
-		close(fd);
-		if (e == EWOULDBLOCK && holder == (long)getpid())
-			return ckpt_fail(CKPT_E_BUSY,
-					 "store %s is busy: another handle of this process is writing to it "
-					 "(lock %s)", s->path, p);
-		if (e == EWOULDBLOCK && holder > 0)
-			return ckpt_fail(CKPT_E_BUSY,
-					 "store %s is busy: process %ld is writing to it (lock %s)",
-					 s->path, holder, p);
-		if (e == EWOULDBLOCK)
-			return ckpt_fail(CKPT_E_BUSY,
-					 "store %s is busy: another process is writing to it (lock %s)",
-					 s->path, p);
-		return ckpt_fail(CKPT_E_IO, "lock %s: %s", p, strerror(e));
-	}
-	/* The pid is only for the busy message; the flock itself is the lock. */
-	char pid[32];
-	int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
-	if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) < 0) {
-		/* a lock file we cannot write to still locks */
-	}
-	s->lock_fd = fd;
-	return 0;
-}
-
-void store_unlock(struct ckpt_store *s)
-{
-	if (s->lock_fd >= 0) {
-		close(s->lock_fd);
-		s->lock_fd = -1;
-	}
 }
 
 /* "checkpoint 25 not found in store S (steps: 10, 20)": the steps there are, the first and last

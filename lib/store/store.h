@@ -32,6 +32,7 @@ struct ckpt_options {
 	uint64_t pool_size;
 	unsigned queue_depth;
 	int engine;
+	int64_t lock_wait_ms; /* 0: a busy lock refuses at once */
 	unsigned ndata_dirs;
 	char *data_dirs[MAX_DATA_DIRS];
 };
@@ -93,8 +94,13 @@ void store_fini(struct ckpt_store *s);
 void store_pack_path(const struct ckpt_store *s, unsigned dir, uint32_t pack_id, char *buf, size_t len);
 void store_mf_name(uint64_t step, char *buf, size_t len);
 
-/* Takes the writer lock (flock on STORE/LOCK) or fails with -CKPT_E_BUSY; unlock releases it. */
-int store_lock(struct ckpt_store *s);
+/* Takes the writer lock (flock on STORE/LOCK: shared in part_mode, else exclusive), waiting up to
+ * the option lock_wait_ms for it, and records this writer in the file (pid, host, what: a static
+ * label such as "save", the rank in part_mode, since when) for the busy message of the next one
+ * (lock.c). Returns 0, -CKPT_E_BUSY naming the holder (from the record when it is current),
+ * -CKPT_E_PERM (read-only handle, symlinked lock file) or -CKPT_E_IO. unlock releases it (and
+ * the record of an exclusive holder). */
+int store_lock(struct ckpt_store *s, const char *what);
 void store_unlock(struct ckpt_store *s);
 
 /* Reads and decodes the manifest of step. Returns 0 or -CKPT_E_* (the message names the file). */

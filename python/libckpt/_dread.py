@@ -2,6 +2,7 @@
 size; collective with a group) and the consolidated Store.load of a multi-rank checkpoint, over
 ckpt_dist_reader_* (each box reads only the chunks under it)."""
 
+import contextlib
 import ctypes
 
 from . import _lib as L
@@ -15,13 +16,23 @@ from .errors import CkptError, CkptIOError, MismatchError, NotFoundError, error_
 
 
 class _View:
-    """A checkpoint's global tensors, as _restore.Plan reads a checkpoint (names, find, tensor)."""
+    """A checkpoint's global tensors, as _restore.Plan reads a checkpoint (names, find, tensor).
+    step may be L.STEP_LATEST where the library has ckpt_dist_reader_checkpoint: self.step is
+    then the step that open resolved it to."""
 
     def __init__(self, store, step):
         out = ctypes.c_void_p()
         with store._lock:
             L.check(D.lib().ckpt_dist_reader_open(store._handle(), step, ctypes.byref(out)))
         self.ptr, self.step, self._names = out.value, step, None
+        if L.has("ckpt_dist_reader_checkpoint"):
+            inf = L.Info()
+            L.load().ckpt_reader_info(self.base(), ctypes.byref(inf))
+            self.step = inf.step
+
+    def base(self):
+        """The checkpoint reader this view reads through (the view's: not to be closed)."""
+        return L.load().ckpt_dist_reader_checkpoint(self.ptr)
 
     def __enter__(self):
         return self
@@ -52,10 +63,9 @@ class _View:
         return idx
 
 
-def is_multi_rank(store, step):
-    """(True, step) for a checkpoint saved by several ranks (format version 2)."""
-    with store._open_reader(step) as r:
-        return L.load().ckpt_reader_get_meta(r.ptr, D.DIST_WORLD_KEY.encode()) is not None, r.step
+def multi_rank(r):
+    """True for a checkpoint (an open store._Reader) saved by several ranks (format version 2)."""
+    return L.load().ckpt_reader_get_meta(r.ptr, D.DIST_WORLD_KEY.encode()) is not None
 
 
 def _fill(v, idx, t, off):
@@ -128,17 +138,12 @@ class _Restore:
     """One restore in two phases, so that a group checks every rank's targets before any rank
     writes: plan() (every check; what the checkpoint holds that state lacks), then fill()."""
 
-    def __init__(self, store, state, step, strict):
-        with store._open_reader(step) as r:
-            self.tree, self.step = r.tree(), r.step
+    def __init__(self, tree, v, state, strict):
+        """tree: the checkpoint's saved structure (None: another tool's); v: its open _View,
+        which stays the caller's to close."""
+        self.tree, self.v, self.step = tree, v, v.step
         self.state, self.strict = state, strict
-        self.v = _View(store, self.step)
         self.plan, self.jobs = None, []
-
-    def close(self):
-        if self.v is not None:
-            self.v.__exit__()
-            self.v = None
 
     def check(self):
         """Plans and checks; returns the saved entries this state has no place for."""
@@ -158,20 +163,17 @@ class _Restore:
         dropped = R.finish(plan, self.strict, self.step)
         for idx, t, off in self.jobs:
             _fill(self.v, idx, t, off)
-        self.close()
         R.load_stateful(plan, self.strict)
         if self.tree is not None:
             R.merge(self.state, self.tree, [], plan, apply=True)
         return R.RestoreResult(self.step, dropped)
 
 
-def restore_local(store, state, step, strict):
-    """Restores state from checkpoint step (single- or multi-rank) on this process alone."""
-    rs = _Restore(store, state, step, strict)
-    try:
-        return rs.fill(rs.check())
-    finally:
-        rs.close()
+def restore_local(r, v, state, strict):
+    """Restores state from an open checkpoint (single- or multi-rank: store._Reader r and its
+    _View v) on this process alone."""
+    rs = _Restore(r.tree(), v, state, strict)
+    return rs.fill(rs.check())
 
 
 def _raise_remote(what, outs):
@@ -194,11 +196,19 @@ def restore(store, state, step, strict, dg):
     naming it.  The same collectives run on every rank whatever fails."""
     _step_arg(step)  # a bad argument raises alike on every rank, before any collective
     store._dist_wait()
-    s = None
+    with contextlib.ExitStack() as opened:
+        return _restore_group(store, opened, state, step, strict, dg)
+
+
+def _restore_group(store, opened, state, step, strict, dg):
+    """restore() once the checkpoints it opens are closed by opened (an ExitStack). Rank 0's
+    open resolves 'latest' and stays the checkpoint it restores (a second open by the step
+    could find it pruned meanwhile); the other ranks open the step it broadcasts."""
+    s, rv = None, None
     if dg.rank == 0:
         try:
-            with store._open_reader(step) as r:
-                s = ("ok", r.step)
+            rv = opened.enter_context(store._open_checkpoint(step, boxes=True))
+            s = ("ok", rv[1].step)
         except Exception as e:  # noqa: BLE001  every rank raises it
             s = ("err", getattr(e, "code", 0) or 0, f"{type(e).__name__}: {e}")
     s = dg.broadcast_object(s, "restore: agreeing on the step")
@@ -207,63 +217,59 @@ def restore(store, state, step, strict, dg):
     what = f"restore of checkpoint {s[1]}"
     rs, err, mine = None, None, []
     try:
-        rs = _Restore(store, state, s[1], strict)
+        if rv is None:
+            rv = opened.enter_context(store._open_checkpoint(s[1], boxes=True))
+        rs = _Restore(rv[0].tree(), rv[1], state, strict)
         mine = rs.check()
     except Exception as e:  # noqa: BLE001  reported to the other ranks, then raised here
         err = e
     outs = dg.gather_object((_outcome(err), mine), f"{what}: exchanging the checks")
+    if err is not None:
+        raise err
+    _raise_remote(what, [o[0] for o in outs])
+    left = set(mine)
+    for o in outs:
+        left &= set(o[1])
+    res = None
     try:
-        if err is not None:
-            raise err
-        _raise_remote(what, [o[0] for o in outs])
-        left = set(mine)
-        for o in outs:
-            left &= set(o[1])
-        res = None
-        try:
-            rs.fill(sorted(left))  # raises (strict) alike on every rank
-            res = R.RestoreResult(rs.step, mine)
-        except Exception as e:  # noqa: BLE001
-            err = e
-        outs = dg.gather_object(_outcome(err), f"{what}: exchanging the outcome")
-        if err is not None:
-            raise err
-        _raise_remote(what, outs)
-        return res
-    finally:
-        if rs is not None:
-            rs.close()
+        rs.fill(sorted(left))  # raises (strict) alike on every rank
+        res = R.RestoreResult(rs.step, mine)
+    except Exception as e:  # noqa: BLE001
+        err = e
+    outs = dg.gather_object(_outcome(err), f"{what}: exchanging the outcome")
+    if err is not None:
+        raise err
+    _raise_remote(what, outs)
+    return res
 
 
-def load(store, step, device, keys, map_location):
-    """Store.load of a multi-rank checkpoint: the saved structure with every Shard leaf as its
-    global tensor, assembled from all ranks' pieces."""
+def load(r, v, device, keys, map_location):
+    """Store.load of an open multi-rank checkpoint (store._Reader r and its _View v): the saved
+    structure with every Shard leaf as its global tensor, assembled from all ranks' pieces."""
     pres = S.prefixes(keys) if keys is not None else None
-    with store._open_reader(step) as r:
-        tree, step = r.tree(), r.step
-    with _View(store, step) as v:
-        cache, targets, locs = {}, [], {}
+    tree = r.tree()
+    cache, targets, locs = {}, [], {}
 
-        def tensor_for(kind, name, saved="cpu"):
-            if name in cache:
-                return cache[name]
-            idx = v.find(name)
-            ti = v.tensor(idx)
-            dev = S.location(map_location, device, saved) if kind == "torch" else None
-            obj = _alloc(kind, ti, dev)
-            targets.append((idx, obj))
-            cache[name] = obj
-            locs[id(obj)] = saved
-            return obj
+    def tensor_for(kind, name, saved="cpu"):
+        if name in cache:
+            return cache[name]
+        idx = v.find(name)
+        ti = v.tensor(idx)
+        dev = S.location(map_location, device, saved) if kind == "torch" else None
+        obj = _alloc(kind, ti, dev)
+        targets.append((idx, obj))
+        cache[name] = obj
+        locs[id(obj)] = saved
+        return obj
 
-        if tree is None:
-            names = list(v.names())
-            state = {n: tensor_for("torch" if T.torch_mod() else "numpy", n)
-                     for n in (names if pres is None else S.select_flat(names, pres))}
-        else:
-            state = T.build(tree if pres is None else S.select(tree, pres), tensor_for)
-        for idx, obj in targets:
-            _fill(v, idx, obj, (0,) * len(obj.shape))
+    if tree is None:
+        names = list(v.names())
+        state = {n: tensor_for("torch" if T.torch_mod() else "numpy", n)
+                 for n in (names if pres is None else S.select_flat(names, pres))}
+    else:
+        state = T.build(tree if pres is None else S.select(tree, pres), tensor_for)
+    for idx, obj in targets:
+        _fill(v, idx, obj, (0,) * len(obj.shape))
     if map_location is not None and S.location(map_location, None, "cpu") is None:
         state = S.apply_callable(state, map_location, locs)
     return state

@@ -20,7 +20,7 @@ BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U6
 # options (ckpt_option)
 OPT_CREATE, OPT_CHUNK_SIZE, OPT_COMPRESS, OPT_ZSTD_LEVEL, OPT_READ_ONLY, OPT_DIRECT_IO, \
     OPT_IO_SIZE, OPT_OVERWRITE, OPT_PACK_SIZE, OPT_THREADS, OPT_POOL_SIZE, OPT_QUEUE_DEPTH, \
-    OPT_IO_ENGINE = range(1, 14)
+    OPT_IO_ENGINE, OPT_LOCK_WAIT_MS = range(1, 15)
 COMPRESS = {"none": 0, "zstd": 1}
 ENGINE = {"auto": 0, "io_uring": 1, "psync": 2}
 
@@ -140,6 +140,7 @@ _OPTIONAL = {
     "ckpt_store_gc": (ci, [vp, ctypes.c_double, ci, P(P(GcReport))]),
     "ckpt_gc_report_free": (None, [P(GcReport)]),
     "ckpt_reader_restore_range": (ci, [vp, ctypes.c_size_t, u64, vp, u64]),
+    "ckpt_dist_reader_checkpoint": (vp, [vp]),
 }
 
 _lock = threading.Lock()

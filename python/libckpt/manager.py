@@ -23,6 +23,11 @@ class CheckpointManager:
       all_steps, wait_until_finished, close): it is never lost.
     - last_durable: the SaveStats of the newest save known to be durable (None before).
     - The store is created when missing (this is the save side); store_options go to Store.
+    - One writer per store: a manager's saves and prunes hold the store's writer lock, so a
+      second manager (or ckptctl import/prune/gc) on the same store is refused with BusyError
+      naming the first ("process N on host H (save since T) is writing to it") while the first
+      saves.  lock_wait=SECONDS (a Store option) makes it wait up to that long for the lock
+      instead; two managers taking turns each wait for the other's save and prune.
     `state` may hold modules, optimizers and schedulers themselves (Store.save, Store.restore).
     """
 

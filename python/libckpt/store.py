@@ -1,5 +1,6 @@
 """Store, SaveHandle and SaveStats (defined in _common.py): the Python face of a libckpt store."""
 
+import contextlib
 import ctypes
 import re
 import threading
@@ -133,17 +134,23 @@ class Store:
 
     Store(path, create=False, chunk_size=None, compress=None, zstd_level=None, pool_size=None,
           threads=None, queue_depth=None, io_engine=None, direct_io=None, io_size=None,
-          pack_size=None, overwrite=None, data_dirs=None, read_only=False)
+          pack_size=None, overwrite=None, data_dirs=None, read_only=False, lock_wait=None)
 
     Options left at None keep libckpt's defaults (see include/ckpt.h, CKPT_OPT_*).  Sizes are
     ints or strings like '4M'.  compress: 'none' | 'zstd' (or a bool); io_engine: 'auto' |
     'io_uring' | 'psync'.  A missing store raises NotFoundError unless create=True (a read-only
     store is never created).
+
+    A store has one writer at a time: one process's saves, prune and gc (or the ranks of one
+    multi-rank save) hold its writer lock.  Another writer gets BusyError naming the holder
+    (pid, host, what, since when) at once, or, with lock_wait=SECONDS, waits up to that long
+    for the lock first.
     """
 
     def __init__(self, path, *, create=None, chunk_size=None, compress=None, zstd_level=None,
                  pool_size=None, threads=None, queue_depth=None, io_engine=None, direct_io=None,
-                 io_size=None, pack_size=None, overwrite=None, data_dirs=None, read_only=False):
+                 io_size=None, pack_size=None, overwrite=None, data_dirs=None, read_only=False,
+                 lock_wait=None):
         lib = L.load()
         self._ptr = None
         self._lock = threading.RLock()
@@ -193,6 +200,10 @@ class Store:
                 setopt(L.OPT_PACK_SIZE, "pack_size", _size("pack_size", pack_size))
             if overwrite is not None:
                 setopt(L.OPT_OVERWRITE, "overwrite", bool(overwrite))
+            if lock_wait is not None:
+                if isinstance(lock_wait, bool) or not lock_wait >= 0:
+                    raise ValueError(f"lock_wait must be a number of seconds >= 0, got {lock_wait!r}")
+                setopt(L.OPT_LOCK_WAIT_MS, "lock_wait", round(lock_wait * 1000))
             if isinstance(data_dirs, (str, bytes)):
                 data_dirs = [data_dirs]
             for d in data_dirs or ():
@@ -382,6 +393,26 @@ class Store:
             L.check(L.load().ckpt_reader_open(self._handle(), s, ctypes.byref(out)))
         return _Reader(out.value)
 
+    @contextlib.contextmanager
+    def _open_checkpoint(self, step, boxes=False):
+        """For load and restore: (reader, view) of checkpoint step from ONE open, view a
+        _dread._View of its global tensors when it was saved by several ranks or boxes (Shard
+        targets) need one, else None.  'latest' is resolved by that open: opening again by the
+        step it resolved to could find it pruned meanwhile (a reader keeps its packs, not its
+        manifest)."""
+        s = _step_arg(step)
+        if L.has("ckpt_dist_reader_checkpoint"):
+            with _dread._View(self, s) as v:
+                r = _Reader(v.base(), owned=False)
+                yield r, (v if boxes or _dread.multi_rank(r) else None)
+            return
+        with self._open_reader(s) as r:  # an older libckpt: the view is opened by the step
+            if not (boxes or _dread.multi_rank(r)):
+                yield r, None
+                return
+            with _dread._View(self, r.step) as v:
+                yield r, v
+
     def list(self, include_invalid=False):
         """The checkpoints in ascending step order, as dicts: step, time, tensors, logical_bytes,
         new_bytes, stored_bytes, chunks, new_chunks, error (0, or a CKPT_E_* code)."""
@@ -512,11 +543,10 @@ class Store:
         tensors are saved as 'cpu'), or a callable(tensor, saved location) -> tensor."""
         if device is not None and map_location is not None:
             raise ValueError("load: give device or map_location, not both")
-        multi, step = _dread.is_multi_rank(self, step)
-        if multi:  # saved by several ranks: each Shard leaf comes back as its global tensor
-            return _dread.load(self, step, device, keys, map_location)
         pres = S.prefixes(keys) if keys is not None else None
-        with self._open_reader(step) as r:
+        with self._open_checkpoint(step) as (r, v):
+            if v is not None:  # saved by several ranks: each Shard leaf comes back as its global tensor
+                return _dread.load(r, v, device, keys, map_location)
             tree = r.tree()
             targets = []
             cache = {}
@@ -584,9 +614,9 @@ class Store:
         dg = _dist.resolve_group(group)
         if dg is not None:
             return _dread.restore(self, state, step, strict, dg)
-        if _dist.holds_boxes(state) or _dread.is_multi_rank(self, step)[0]:
-            return _dread.restore_local(self, state, step, strict)
-        with self._open_reader(step) as r:
+        with self._open_checkpoint(step, boxes=_dist.holds_boxes(state)) as (r, v):
+            if v is not None:
+                return _dread.restore_local(r, v, state, strict)
             tree = r.tree()
             plan = R.Plan(r, lambda kind, ti: _alloc(kind, ti, None), strict)
             R.merge(state, R.NOTREE if tree is None else tree, [], plan, apply=False)
@@ -671,8 +701,10 @@ class TensorSlice:
 
 
 class _Reader:
-    def __init__(self, ptr):
-        self.ptr = ptr
+    """An open ckpt_reader; owned=False for the one a dist reader reads through (closed with it)."""
+
+    def __init__(self, ptr, owned=True):
+        self.ptr, self._owned = ptr, owned
         inf = L.Info()
         L.load().ckpt_reader_info(ptr, ctypes.byref(inf))
         self._info = L.info_dict(inf)
@@ -683,7 +715,8 @@ class _Reader:
         return self
 
     def __exit__(self, *a):
-        L.load().ckpt_reader_close(self.ptr)
+        if self._owned:
+            L.load().ckpt_reader_close(self.ptr)
         self.ptr = None
 
     def info(self):

@@ -10,7 +10,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
+from unittest import mock
 
 import numpy as np
 import torch
@@ -486,6 +488,163 @@ class Retention(Base):
         self.assertIsInstance(self.store.gc(compact_below=0.9)["bytes_freed"], int)
         self.assertEqual(self.store.load(20)["a"][0].item(), 2.0)
         self.assertEqual(self.store.verify(20), [])
+
+
+class OneWriter(Base):
+    """A second CheckpointManager on a store (issue 23, G7): refused with a BusyError naming the
+    first writer, or waiting for it with lock_wait.  The first writer is another process holding
+    a save open until told to commit (pipes, no sleeps)."""
+
+    HOLD = ("import sys, ctypes; sys.path.insert(0, 'python'); import libckpt, numpy as np\n"
+            "s = libckpt.Store(sys.argv[1]); h = s.save_async({'x': np.ones(4, np.float32)}, 1)\n"
+            "print('locked', flush=True); sys.stdin.readline(); h.wait(); s.close()\n")
+
+    def setUp(self):
+        super().setUp()
+        self.store.close()  # the holder's save must commit: it locks as soon as it begins
+        self.holder = subprocess.Popen([sys.executable, "-c", self.HOLD, self.path], cwd=ROOT,
+                                       text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.assertEqual(self.holder.stdout.readline().strip(), "locked")
+
+    def release(self):
+        if self.holder.poll() is None:
+            self.holder.stdin.write("\n")
+            self.holder.stdin.flush()
+        self.assertEqual(self.holder.wait(timeout=60), 0)
+
+    def tearDown(self):
+        self.release()
+        self.holder.stdin.close()
+        self.holder.stdout.close()
+        self.store = libckpt.Store(self.path)
+        super().tearDown()
+
+    def test_refused_names_the_writer(self):
+        import socket
+        with libckpt.CheckpointManager(self.path) as m:
+            with self.assertRaises(libckpt.BusyError) as cm:
+                m.save(2, {"x": torch.ones(4)})
+        msg = str(cm.exception)
+        self.assertIn(f"is busy: process {self.holder.pid} on host {socket.gethostname()} "
+                      "(save since ", msg)
+        self.assertRegex(msg, r"since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\) is writing to it")
+
+    def test_wait_expires(self):
+        with libckpt.CheckpointManager(self.path, lock_wait=0.05) as m:
+            with self.assertRaisesRegex(libckpt.BusyError, "still after waiting 0.05 s"):
+                m.save(2, {"x": torch.ones(4)})
+
+    def test_wait_then_save(self):
+        with libckpt.CheckpointManager(self.path, lock_wait=600, async_save=False) as m:
+            out = {}
+            t = threading.Thread(target=lambda: out.update(ok=m.save(2, {"x": torch.ones(4)})))
+            t.start()
+            self.release()
+            t.join(timeout=600)
+            self.assertTrue(out.get("ok"))
+            self.assertEqual(m.all_steps(), [1, 2])
+
+    def test_bad_lock_wait(self):
+        for bad in (-1, True, "1"):
+            with self.assertRaises((ValueError, TypeError)):
+                libckpt.Store(self.path, lock_wait=bad)
+
+
+@unittest.skipUnless(L.has("ckpt_store_prune"), "this libckpt has no prune/gc")
+class LatestOpenedOnce(Base):
+    """load('latest') and restore('latest') resolve and open the checkpoint in one C open (issue
+    23, G8): a keep-newest prune run right after that open (through the binding's own calls,
+    not a timed race) must not make them fail.  Opened again by the step it resolved to, the
+    checkpoint would be gone: a reader keeps its packs, not its manifest."""
+
+    MKDIST = os.path.join(ROOT, "build", "tests", "bin", "mkdist")
+
+    def _with_prune_after_first_open(self, op, save):
+        """Runs op() with every reader open of the binding counted and the first one followed
+        by save(3) and a prune keeping the newest only; returns (op's result, opens, resolves)."""
+        lib = L.load()
+        calls = {"open": [], "resolve": 0}
+        pruner = libckpt.Store(self.path)
+
+        def counted(name):
+            real = getattr(lib, name)
+
+            def f(store, step, out):
+                rc = real(store, step, out)
+                calls["open"].append((name, step))
+                if len(calls["open"]) == 1 and rc == 0:
+                    save(3)
+                    pruner.prune(keep_last=1)
+                return rc
+            return f
+
+        def resolve(*a):
+            calls["resolve"] += 1
+            return real_resolve(*a)
+
+        real_resolve = lib.ckpt_store_resolve
+        names = ["ckpt_reader_open"] + (["ckpt_dist_reader_open"] if L.has("ckpt_dist_reader_open") else [])
+        patches = [mock.patch.object(lib, n, counted(n)) for n in names]
+        patches.append(mock.patch.object(lib, "ckpt_store_resolve", resolve))
+        try:
+            for p in patches:
+                p.start()
+            out = op()
+        finally:
+            for p in reversed(patches):
+                p.stop()
+            pruner.close()
+        self.assertEqual(self.store.steps(), [3])  # the prune did run
+        return out, calls["open"], calls["resolve"]
+
+    def _save_single(self, step):
+        with libckpt.Store(self.path) as st:
+            st.save({"a": torch.full((1000,), float(step))}, step)
+
+    def _save_multi(self, step):
+        subprocess.run([self.MKDIST, self.path, str(step), "2", "--gen", str(step)], check=True,
+                       capture_output=True, timeout=60)
+
+    def test_load_latest_single(self):
+        for i in (1, 2):
+            self._save_single(i)
+        out, opens, resolves = self._with_prune_after_first_open(lambda: self.store.load(), self._save_single)
+        self.assertTrue(torch.all(out["a"] == 2.0))
+        self.assertEqual(len(opens), 1, opens)
+        self.assertEqual(opens[0][1], L.STEP_LATEST)
+        self.assertEqual(resolves, 0)
+
+    def test_restore_latest_single(self):
+        for i in (1, 2):
+            self._save_single(i)
+        a = torch.zeros(1000)
+        res, opens, resolves = self._with_prune_after_first_open(
+            lambda: self.store.restore({"a": a}), self._save_single)
+        self.assertEqual(res, 2)
+        self.assertTrue(torch.all(a == 2.0))
+        self.assertEqual((len(opens), resolves), (1, 0), opens)
+
+    def test_manager_restore_latest(self):
+        for i in (1, 2):
+            self._save_single(i)
+        a = torch.zeros(1000)
+        with libckpt.CheckpointManager(self.path) as m:
+            res, opens, _ = self._with_prune_after_first_open(lambda: m.restore({"a": a}),
+                                                              self._save_single)
+        self.assertEqual((res, len(opens)), (2, 1), opens)
+        self.assertTrue(torch.all(a == 2.0))
+
+    @unittest.skipUnless(os.path.exists(MKDIST), "build/tests/bin/mkdist not built")
+    def test_load_latest_multi_rank(self):
+        for i in (1, 2):
+            self._save_multi(i)
+        want = self.store.load(2, keys="w")  # mkdist's "w" (f32); "emb" is u16, unknown to older torch
+        out, opens, resolves = self._with_prune_after_first_open(lambda: self.store.load(keys="w"),
+                                                                 self._save_multi)
+        self.assertEqual(sorted(out), sorted(want))
+        for k in want:
+            self.assertSame(out[k], want[k], k)
+        self.assertEqual((len(opens), resolves), (1, 0), opens)
 
 
 @unittest.skipUnless(torch.cuda.is_available(), "no CUDA device")
