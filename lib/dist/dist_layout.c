@@ -236,7 +236,7 @@ static int parse_table(const struct manifest *m, const struct dist_layout *l, co
 	if (!rc)
 		rc = check_tiling(g);
 	if (rc)
-		ckpt_fail_prefix("checkpoint %" PRIu64 ": tensor %s (%s): ", m->step, g->name, key);
+		ckpt_fail_prefix("checkpoint %" PRIu64 ": tensor %s (%s)", m->step, g->name, key);
 	return rc;
 bad:
 	if (nsh && !g->sh)

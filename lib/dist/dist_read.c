@@ -251,7 +251,7 @@ CKPT_API int ckpt_dist_reader_restore_box_strided(ckpt_dist_reader *d, size_t in
 		if (!none)
 			rc = copy_overlap(d, g, sh, sh->len, lo, hi, off, strides, dst);
 		if (rc) {
-			ckpt_fail_prefix("restore box of %s: ", g->name);
+			ckpt_fail_prefix("restore box of %s", g->name);
 			return rc;
 		}
 	}
