@@ -20,6 +20,7 @@
 
 #include "common/common.h"
 #include "common/hash.h"
+#include "fuzz-common.h"
 #include "dist/dist.h"
 #include "dist/dist_layout.h"
 #include "format/format.h"
@@ -134,13 +135,8 @@ static void fd_pieces(const struct manifest *m)
 
 static void fd_one(const uint8_t *data, size_t size)
 {
-	uint8_t *b = malloc(size ? size : 1);
-	if (!b)
-		return;
-	if (size)
-		memcpy(b, data, size);
 	struct manifest m;
-	if (manifest_decode(b, size, &m, "fuzz-dist-input"))
+	if (fuzz_decode_copy(data, size, "fuzz-dist-input", &m))
 		return; /* fuzz-manifest checks the decoder's failures */
 	struct dist_layout l;
 	int rc = dist_layout_parse(&m, &l);
@@ -157,21 +153,6 @@ static void fd_one(const uint8_t *data, size_t size)
 
 int FUZZ_ENTRY(const uint8_t *data, size_t size)
 {
-	if (size > (4u << 20))
-		return 0;
-	fd_one(data, size);
-	if (size >= MF_TRAILER_LEN) {
-		uint8_t *c = malloc(size);
-		if (!c)
-			return 0;
-		memcpy(c, data, size);
-		if (size >= 24)
-			put_le64(c + 16, size);
-		ckpt_digest d;
-		ckpt_digest_of(c, size - MF_TRAILER_LEN, &d);
-		memcpy(c + size - MF_TRAILER_LEN, d.b, 16);
-		fd_one(c, size);
-		free(c);
-	}
+	fuzz_manifest_twice(data, size, fd_one);
 	return 0;
 }

@@ -1,6 +1,6 @@
 /* Generates the seed corpus of fuzz-dist (README.md): the global manifests and part files of
  * multi-rank checkpoints saved through the public API (threads as ranks,
- * tests/unit/t-dist-tcomm.h): 4 ranks saving "w" F32 [8, 6] by rows, "g" I16 [4, 6] as a 2 x 2
+ * tests/unit/t-dist-world.h): 4 ranks saving "w" F32 [8, 6] by rows, "g" I16 [4, 6] as a 2 x 2
  * grid, "e" U16 [64, 8] replicated and a scalar "s" on rank 0; then 2 ranks and 1 rank saving w.
  * Plus bad-* seeds: the 4-rank global manifest or a part re-encoded (lib/format) with one
  * metadata value forged. Output: tests/fuzz/corpus/dist/.
@@ -11,7 +11,6 @@
  *   build/gen-dist-corpus
  *
  * The output differs from run to run (store uuids and times), so regenerate only to add seeds. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +21,7 @@
 #include "dist/dist.h"
 #include "format/format.h"
 #include "io/io.h"
-#include "t-dist-tcomm.h"
+#include "t-dist-world.h"
 
 static const char *out_dir = "tests/fuzz/corpus/dist";
 
@@ -41,30 +40,22 @@ static void put(const char *name, const void *b, size_t n)
 		die(p);
 }
 
-struct rank {
-	struct tc_rank tc;
-	const char *path;
-	uint64_t step;
-	int rc;
-};
-
-static int save(struct rank *r, ckpt_store *st)
+static int save(ckpt_comm *comm, ckpt_store *st, uint64_t step)
 {
-	unsigned n = r->tc.sh->n, k = (unsigned)r->tc.rank;
+	unsigned n = (unsigned)comm->size, k = (unsigned)comm->rank;
 	static uint16_t e[64 * 8];
 	float w[8 * 6];
 	int16_t g[6];
 	double s = 0.5;
 	for (unsigned i = 0; i < 48; i++)
-		w[i] = (float)(i + k * 100 + r->step);
+		w[i] = (float)(i + k * 100 + step);
 	for (unsigned i = 0; i < 6; i++)
 		g[i] = (int16_t)(k * 10 + i);
 	uint64_t r0 = 8u * k / n, r1 = 8u * (k + 1) / n;
 	uint64_t gw[2] = {8, 6}, ow[2] = {r0, 0}, lw[2] = {r1 - r0, 6};
 	uint64_t gg[2] = {4, 6}, og[2] = {k / 2 * 2, k % 2 * 3}, lg[2] = {2, 3}, ge[2] = {64, 8};
-	ckpt_comm comm = tc_comm(&r->tc);
 	ckpt_dist_save *d;
-	int rc = ckpt_dist_save_begin(st, &comm, r->step, &d);
+	int rc = ckpt_dist_save_begin(st, comm, step, &d);
 	if (rc)
 		return rc;
 	rc = ckpt_dist_save_add_shard(d, "w", CKPT_DTYPE_F32, 2, gw, ow, lw, CKPT_MEM_HOST, w);
@@ -82,33 +73,30 @@ static int save(struct rank *r, ckpt_store *st)
 	return ckpt_dist_save_commit(d, NULL);
 }
 
-static void *rank_main(void *arg)
+struct world {
+	ckpt_store *s[TC_MAXR];
+	uint64_t step;
+};
+
+static int rank_main(ckpt_comm *c, void *arg)
 {
-	struct rank *r = arg;
-	ckpt_store *st;
-	r->rc = ckpt_store_open(r->path, NULL, &st);
-	if (!r->rc) {
-		r->rc = save(r, st);
-		ckpt_store_close(st);
-	}
-	return NULL;
+	struct world *w = arg;
+	return save(c, w->s[c->rank], w->step);
 }
 
 static void save_world(const char *path, uint64_t step, unsigned n)
 {
-	static struct tc_shared sh;
-	struct tc_rank tr[TC_MAXR];
-	struct rank rk[TC_MAXR];
-	pthread_t th[TC_MAXR];
-	tc_init(&sh, tr, n);
+	struct world w = {.step = step};
+	int rc[TC_MAXR];
+	for (unsigned k = 0; k < n; k++)
+		if (ckpt_store_open(path, NULL, &w.s[k]))
+			die(path);
+	if (tw_run(n, rank_main, &w, rc))
+		die("threads");
 	for (unsigned k = 0; k < n; k++) {
-		rk[k] = (struct rank){.tc = tr[k], .path = path, .step = step};
-		pthread_create(&th[k], NULL, rank_main, &rk[k]);
-	}
-	for (unsigned k = 0; k < n; k++) {
-		pthread_join(th[k], NULL);
-		if (rk[k].rc)
+		if (rc[k])
 			die("save");
+		ckpt_store_close(w.s[k]);
 	}
 }
 

@@ -1,5 +1,5 @@
 /* A shard table must tile its global tensor exactly (issue 23, G6). Four ranks (threads,
- * tests/unit/t-dist-tcomm.h) save "g": I16 [4, 6] as a 2 x 2 grid of boxes and "w": F32 [8, 6]
+ * tests/unit/t-dist-world.h) save "g": I16 [4, 6] as a 2 x 2 grid of boxes and "w": F32 [8, 6]
  * by rows; the global manifest's shard tables are then re-encoded (tests/unit/t-mf-rewrite.h, so
  * the checksum follows) with a gap, overlapping boxes (in a row split, and across the grid), a
  * box outside the extent, a table whose dtype is not its shards', one tensor named twice, a
@@ -7,26 +7,19 @@
  * refuse each as -CKPT_E_CORRUPT with a message naming the tensor and the problem (both ranks
  * of an overlap); the overlaps and the gap used to open, and read back rows that no shard or two
  * shards held. The intact checkpoint opens, grid included, and restores whole. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dist/dist.h"
 #include "helpers.h"
-#include "t-dist-tcomm.h"
+#include "t-dist-world.h"
 #include "t-mf-rewrite.h"
 
 #define NR 4
 #define STEP 1
 #define KW DIST_SHARDS "w"
 #define KG DIST_SHARDS "g"
-
-struct rank_arg {
-	ckpt_store *s;
-	struct tc_rank *r;
-	int rc;
-};
 
 static int16_t gval(unsigned i, unsigned j)
 {
@@ -57,29 +50,22 @@ static int save(ckpt_store *s, ckpt_comm *c)
 	return ckpt_dist_save_commit(d, NULL);
 }
 
-static void *rank_main(void *p)
+static int rank_main(ckpt_comm *c, void *arg)
 {
-	struct rank_arg *a = p;
-	ckpt_comm c = tc_comm(a->r);
-	a->rc = save(a->s, &c);
-	return NULL;
+	ckpt_store **s = arg;
+	return save(s[c->rank], c);
 }
 
 static void save_world(const char *dir)
 {
-	static struct tc_shared sh;
-	struct tc_rank r[NR];
-	struct rank_arg a[NR];
-	pthread_t th[NR];
-	tc_init(&sh, r, NR);
+	ckpt_store *s[NR];
+	int rc[NR];
+	for (int k = 0; k < NR; k++)
+		REQUIRE((s[k] = t_open_store(dir, 64u << 10, 0)));
+	REQUIRE(tw_run(NR, rank_main, s, rc) == 0);
 	for (int k = 0; k < NR; k++) {
-		a[k] = (struct rank_arg){.s = t_open_store(dir, 64u << 10, 0), .r = &r[k]};
-		REQUIRE(a[k].s && pthread_create(&th[k], NULL, rank_main, &a[k]) == 0);
-	}
-	for (int k = 0; k < NR; k++) {
-		pthread_join(th[k], NULL);
-		CHECK_OK(a[k].rc);
-		ckpt_store_close(a[k].s);
+		CHECK_OK(rc[k]);
+		ckpt_store_close(s[k]);
 	}
 }
 
