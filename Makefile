@@ -64,6 +64,7 @@ BINS := $(B)/bin/ckptctl
 -include lib/gpu/cuda/cuda.mk
 -include cli/nvmetune/nvmetune.mk
 -include tests/tests.mk
+-include tests/fuzz/fuzz.mk
 -include bench/bench.mk
 -include demo/demo.mk
 .PHONY: all lib check check-fresh demo bench install uninstall clean deps test-deps sanitize tsan

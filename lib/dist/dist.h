@@ -31,6 +31,24 @@ struct dist_part_sum {
 	uint8_t digest[16]; /* the part file's trailer */
 };
 
+/* Parses a DIST_PART value "size hex32" into *out. Returns 0 or -1. */
+int dist_parse_sum(const char *v, struct dist_part_sum *out);
+
+/* A part's description of one of its tensors (DIST_KEY NAME). */
+struct dist_piece {
+	char kind;                   /* 'S' a shard, 'R' a piece of a replicated tensor */
+	unsigned ndim;               /* of the global tensor */
+	uint64_t gshape[32];
+	uint64_t off[32];            /* S: the box's offsets; R: off[0] is the piece's byte offset */
+};
+
+/* Parses v, the description of part tensor t: "S ndim gshape... offsets..." or "R ndim gshape...
+ * byte_offset", every number strictly (dist_parse_u64) and nothing after the last, and checks it
+ * against t: a shard has t's ndim and its box (extent t's shape) lies inside gshape; a replica's
+ * piece is 1-dimensional, of t's dtype size, and its bytes lie inside the global tensor's (whose
+ * byte size does not overflow). Returns 0 and fills *out, or -1. */
+int dist_parse_piece(const char *v, const struct mf_tensor *t, struct dist_piece *out);
+
 /* Rank 0: reads the n parts of step, checks them against sums, merges them and commits the
  * global manifest. kill is the crash-test hook (called with rank at each point). */
 int dist_write_global(struct ckpt_store *s, uint64_t step, unsigned n,

@@ -162,21 +162,17 @@ static int classify(struct merge *m, unsigned r, const struct mf_tensor *t)
 		if (!strncmp(e->key, DIST_KEY, kl) && !strcmp(e->key + kl, t->name))
 			v = e->value;
 	}
-	char kind, *end;
-	unsigned nd;
-	int used;
-	if (!v || sscanf(v, "%c %u%n", &kind, &nd, &used) != 2 || (kind != 'S' && kind != 'R') ||
-	    nd > 32)
-		return bad(m, r, "a tensor without its shard description");
+	struct dist_piece pd;
+	if (!v || dist_parse_piece(v, t, &pd))
+		return ckpt_fail(CKPT_E_CORRUPT, "checkpoint %" PRIu64 ": part of rank %u: tensor "
+				 "%s has no valid shard description (%.200s)", m->step, r, t->name,
+				 v ? v : "none");
 	struct gt *g = find_gt(m, t->name);
 	if (!g)
 		return -CKPT_E_NOMEM;
-	uint64_t gs[32], off[32] = {0};
-	const char *p = v + used;
-	for (unsigned i = 0; i < nd; i++, p = end)
-		gs[i] = strtoull(p, &end, 10);
-	for (unsigned i = 0; i < (kind == 'S' ? nd : 1); i++, p = end)
-		off[i] = strtoull(p, &end, 10);
+	char kind = pd.kind;
+	unsigned nd = pd.ndim;
+	const uint64_t *gs = pd.gshape;
 	if (g->npieces == 0) {
 		g->kind = kind;
 		g->dtype = t->dtype;
@@ -193,7 +189,7 @@ static int classify(struct merge *m, unsigned r, const struct mf_tensor *t)
 	struct piece *pc = &g->p[g->npieces++];
 	pc->rank = r;
 	pc->t = t;
-	memcpy(pc->off, off, sizeof off);
+	memcpy(pc->off, pd.off, sizeof pd.off);
 	return 0;
 }
 

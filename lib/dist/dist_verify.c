@@ -1,8 +1,9 @@
 /* Verifying the part manifests of a multi-rank checkpoint against its global manifest. The chunks
  * themselves are verified through the global manifest (its chunk table is the union of the
  * parts'); what only this check sees is a part file that is missing, damaged, or not the one its
- * rank made durable (docs/format.md, "Format version 2"). Also the strict parser of the numbers
- * of the reserved metadata, shared with dist_read.c (which calls in here already). */
+ * rank made durable (docs/format.md, "Format version 2"). Also the strict parsers of the reserved
+ * metadata's numbers, part records and part tensor descriptions, shared with dist_layout.c and
+ * dist_merge.c (and the fuzz target tests/fuzz/fuzz-dist.c). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,8 +33,39 @@ int dist_parse_u64(const char **p, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-/* Parses "size hex32" (DIST_PART). Returns 0 or -1. */
-static int parse_sum(const char *v, struct dist_part_sum *out)
+/* A part's numbers were read with strtoull, which took "-1" as 2^64 - 1, junk as 0 and ignored
+ * what followed; a crafted part could then describe a box of more dimensions than its tensor
+ * has, which the merge read past the tensor's shape. */
+int dist_parse_piece(const char *v, const struct mf_tensor *t, struct dist_piece *out)
+{
+	uint64_t nd, es = ckpt_dtype_size((ckpt_dtype)t->dtype), gb = es;
+	if ((v[0] != 'S' && v[0] != 'R') || v[1] != ' ')
+		return -1;
+	const char *p = v + 2;
+	out->kind = v[0];
+	if (dist_parse_u64(&p, 32, &nd) || (out->kind == 'S' && nd != t->ndim) ||
+	    (out->kind == 'R' && t->ndim != 1) || !es)
+		return -1;
+	out->ndim = (unsigned)nd;
+	for (unsigned i = 0; i < out->ndim; i++)
+		if (dist_parse_u64(&p, UINT64_MAX, &out->gshape[i]) ||
+		    __builtin_mul_overflow(gb, out->gshape[i], &gb))
+			return -1;
+	memset(out->off, 0, sizeof out->off);
+	for (unsigned i = 0; i < (out->kind == 'S' ? out->ndim : 1); i++)
+		if (dist_parse_u64(&p, UINT64_MAX, &out->off[i]))
+			return -1;
+	if (*p)
+		return -1;
+	if (out->kind == 'R')
+		return out->off[0] > gb || t->nbytes > gb - out->off[0] ? -1 : 0;
+	for (unsigned i = 0; i < out->ndim; i++)
+		if (out->off[i] > out->gshape[i] || t->shape[i] > out->gshape[i] - out->off[i])
+			return -1;
+	return 0;
+}
+
+int dist_parse_sum(const char *v, struct dist_part_sum *out)
 {
 	const char *p = v;
 	if (dist_parse_u64(&p, UINT64_MAX, &out->size) || strlen(p) != 32 ||
@@ -80,7 +112,7 @@ static int check_part(struct ckpt_store *s, uint64_t step, unsigned rank, const 
 		      const char *path, const ckpt_digest *gd, size_t ng, char *msg, size_t mlen)
 {
 	struct dist_part_sum want;
-	if (!rec || parse_sum(rec, &want)) {
+	if (!rec || dist_parse_sum(rec, &want)) {
 		snprintf(msg, mlen, "rank %u: the global manifest has no valid record of this part "
 			 "(%s%u)", rank, DIST_PART, rank);
 		return CKPT_E_CORRUPT;

@@ -12,7 +12,8 @@ from . import _tree as T
 from . import dist as D
 from ._common import _step_arg
 from ._target import _alloc, _check_target
-from .errors import CkptError, CkptIOError, MismatchError, NotFoundError, error_class
+from .errors import (CkptError, CkptIOError, CkptMemoryError, CorruptError, MismatchError,
+                     NotFoundError, error_class)
 
 
 class _View:
@@ -243,6 +244,30 @@ def _restore_group(store, opened, state, step, strict, dg):
     return res
 
 
+def alloc_checked(kind, ti, device, step):
+    """_alloc for global tensor ti of checkpoint step, its shape checked first: an extent or a
+    byte size no torch tensor or numpy array can have is CorruptError (a crafted checkpoint; it
+    used to come back as torch's or numpy's own TypeError, ValueError or RuntimeError), and an
+    allocation that fails is CkptMemoryError, both naming the tensor."""
+    name, shape = ti["name"], tuple(ti["shape"])
+    for d, n in enumerate(shape):
+        if n > D.MAX_EXTENT:
+            raise CorruptError(f"checkpoint {step}: global tensor {name!r}: dimension {d} is "
+                               f"{n}, more than a tensor can have (2^63 - 1)",
+                               code=CorruptError.code, name="corrupt data")
+    if ti["nbytes"] > D.MAX_EXTENT:
+        raise CorruptError(f"checkpoint {step}: global tensor {name!r} of shape {list(shape)} is "
+                           f"{ti['nbytes']} bytes, more than a tensor can hold (2^63 - 1)",
+                           code=CorruptError.code, name="corrupt data")
+    try:
+        return _alloc(kind, ti, device)
+    except (MemoryError, RuntimeError) as e:  # torch: RuntimeError "can't allocate memory"
+        raise CkptMemoryError(f"checkpoint {step}: global tensor {name!r}: cannot allocate its "
+                              f"{ti['nbytes']} bytes (shape {list(shape)}): "
+                              f"{' '.join(str(e).split())[:200]}", code=CkptMemoryError.code,
+                              name="out of memory") from e
+
+
 def load(r, v, device, keys, map_location):
     """Store.load of an open multi-rank checkpoint (store._Reader r and its _View v): the saved
     structure with every Shard leaf as its global tensor, assembled from all ranks' pieces."""
@@ -256,7 +281,7 @@ def load(r, v, device, keys, map_location):
         idx = v.find(name)
         ti = v.tensor(idx)
         dev = S.location(map_location, device, saved) if kind == "torch" else None
-        obj = _alloc(kind, ti, dev)
+        obj = alloc_checked(kind, ti, dev, r.step)
         targets.append((idx, obj))
         cache[name] = obj
         locs[id(obj)] = saved

@@ -22,7 +22,13 @@ def _entries(leaves):
     out = []
     for lf in leaves:
         if lf.box is not None:
-            out.append((lf.name, "S", lf.dtype, lf.shape, tuple(lf.box[0]), tuple(lf.box[1])))
+            # a Shard changed after it was made, or a DTensor's box: checked here, by name,
+            # before ctypes could wrap a number libckpt cannot take
+            what = f"tensor {lf.name!r}"
+            g, o = D._ints(what, "global shape", lf.box[0]), D._ints(what, "offset", lf.box[1])
+            D.check_box(what, lf.shape, g, o, lf.obj.element_size() if lf.kind == "torch"
+                        else lf.obj.itemsize)
+            out.append((lf.name, "S", lf.dtype, lf.shape, g, o))
         else:
             out.append((lf.name, "T", lf.dtype, lf.shape, None, None))
     return out

@@ -21,6 +21,7 @@ Which collectives run where (the rule every rank follows):
 import ctypes
 import datetime
 import importlib
+import operator
 import os
 import socket
 import threading
@@ -28,7 +29,7 @@ import time
 
 from . import _lib as L
 from . import _tree as T
-from .errors import CkptIOError, UnsupportedError
+from .errors import CkptIOError, InvalidArgumentError, UnsupportedError
 
 THREADED = 1  # CKPT_DIST_THREADED: libckpt's thread may call the communicator (our own group)
 LOCAL = object()  # group=libckpt.LOCAL: this process alone, even under an initialized group
@@ -94,6 +95,45 @@ def _u64s(vals):
     return (_u64 * max(1, len(vals)))(*[int(v) for v in vals])
 
 
+# The largest extent or byte size a torch tensor or numpy array can have (their sizes are signed
+# 64-bit), which is below what libckpt takes (unsigned 64-bit; ctypes would wrap larger numbers
+# and negative ones without a word: -1 became 2^64 - 1).
+MAX_EXTENT = (1 << 63) - 1
+
+
+def _bad(msg):
+    return InvalidArgumentError(msg, code=InvalidArgumentError.code, name="invalid argument")
+
+
+def _ints(what, field, vals):
+    try:
+        return tuple(operator.index(v) for v in vals)
+    except TypeError as e:
+        raise _bad(f"{what}: {field} must be a sequence of integers ({e})") from None
+
+
+def check_box(what, shape, global_shape, offset, itemsize):
+    """Raises InvalidArgumentError (libckpt's CKPT_E_INVAL) naming `what` and the dimension
+    unless the box of `shape` at `offset` lies inside `global_shape`, every number is an extent a
+    tensor can have, and the global tensor's byte size fits in one (so that loading it can
+    allocate it)."""
+    nd = len(shape)
+    if len(global_shape) != nd or len(offset) != nd or nd > 32:
+        raise _bad(f"{what}: a {nd}-d tensor needs a {nd}-d global_shape and offset, at most 32 "
+                   f"(got {list(global_shape)} and {list(offset)})")
+    total = itemsize
+    for d, (n, gd, od) in enumerate(zip(shape, global_shape, offset)):
+        if not 0 <= gd <= MAX_EXTENT:
+            raise _bad(f"{what}: dimension {d}: global extent {gd} is not between 0 and 2^63 - 1")
+        if od < 0 or od + n > gd:
+            raise _bad(f"{what}: dimension {d}: the box [{od}, {od + n}) lies outside the global "
+                       f"extent {gd}")
+        total *= gd
+    if total > MAX_EXTENT:
+        raise _bad(f"{what}: global shape {list(global_shape)} is {total} bytes, more than a "
+                   f"tensor can hold (2^63 - 1)")
+
+
 # ---------------------------------------------------------------------------------- leaves
 class Shard:
     """A state leaf saying "this tensor is this rank's box of a global tensor": `tensor` (torch or
@@ -109,15 +149,9 @@ class Shard:
             raise TypeError(f"Shard: expected a torch tensor or numpy array, got "
                             f"{type(tensor).__name__}")
         shape = tuple(int(s) for s in tensor.shape)
-        g = tuple(int(s) for s in global_shape)
-        o = tuple(int(s) for s in offset)
-        if len(g) != len(shape) or len(o) != len(shape):
-            raise ValueError(f"Shard: a {len(shape)}-d tensor needs a {len(shape)}-d global_shape "
-                             f"and offset (got {list(g)} and {list(o)})")
-        for d, (n, gd, od) in enumerate(zip(shape, g, o)):
-            if od < 0 or od + n > gd:
-                raise ValueError(f"Shard: dimension {d}: the box [{od}, {od + n}) lies outside "
-                                 f"the global extent {gd}")
+        g, o = _ints("Shard", "global_shape", global_shape), _ints("Shard", "offset", offset)
+        itemsize = tensor.element_size() if T.is_torch_tensor(tensor) else tensor.itemsize
+        check_box("Shard", shape, g, o, itemsize)
         self.tensor, self.global_shape, self.offset = tensor, g, o
 
     def __repr__(self):

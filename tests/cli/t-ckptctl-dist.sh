@@ -74,6 +74,31 @@ assert "ckpt.dist.world" in d["message"], d
 ' <(timeout 20 "$CK" verify "$T/s-world" 2 --json)
 done
 
+# A forged shard table of w that does not tile it (issue 23, G6): rank 1's rows [2, 4) moved to
+# [3, 5) (over rank 2's, row 2 in none), or a ninth row no shard holds. Both used to verify, and
+# export wrote zeros for the rows no shard held. Now verify reports the layout DAMAGED naming the
+# tensor and exits 1, and export refuses.
+tab=$("$CK" show "$STORE" 2 --json | python3 -c 'import json, sys
+print(json.load(sys.stdin)["metadata"]["ckpt.dist.shards.w"])')
+overlap=$(python3 -c 'import sys
+v = sys.argv[1].split(); assert v[:5] == ["12", "2", "8", "6", "4"] and v[9] == "2", v
+v[9] = "3"; print(" ".join(v))' "$tab")
+gap=$(python3 -c 'import sys
+v = sys.argv[1].split(); v[2] = "9"; print(" ".join(v))' "$tab")
+for bad in overlap gap; do
+	rm -rf "$T/s-tile" && cp -a "$STORE" "$T/s-tile"
+	"$MFSET" "$T/s-tile/manifests/00000000000000000002.ckpt" ckpt.dist.shards.w "${!bad}" || exit 1
+	case $bad in overlap) why='the shards of rank 1 (shard 1) and rank 2 (shard 2) overlap' ;;
+		gap) why='its 4 shards hold 48 of its 54 elements' ;; esac
+	expect "verify: a shard table with a $bad is a DAMAGED multi-rank layout naming w, exit 1" \
+		bash -c "out=\$(timeout 20 '$CK' verify '$T/s-tile' 2); rc=\$?; test \$rc -eq 1 &&
+			grep -q '^step 2: DAMAGED multi-rank layout: .*tensor w (ckpt\.dist\.shards\.w): $why' <<<\"\$out\""
+	expect "export: a shard table with a $bad is refused (exit 1, names tensor w), no file" \
+		bash -c "! '$CK' export '$T/s-tile' 2 -o '$T/tile.safetensors' 2>'$T/tile.err' &&
+			grep -q 'tensor w (ckpt\.dist\.shards\.w): $why' '$T/tile.err' &&
+			test ! -e '$T/tile.safetensors'"
+done
+
 # du: the committed checkpoints' parts (4 + 4 + 2 files), in none of the other counters.
 check dist-du ckptctl du "$STORE"
 expect "du --json counts every part file of the committed checkpoints" python3 -c '

@@ -13,6 +13,8 @@
   collective; and while the plan is exchanged): every other rank raises naming it, no checkpoint
   is listed, the store verifies, and gc removes the dead save's parts.
 - A rank that hangs (alive, never saving): the others raise once the group's timeout passed.
+- Absurd shard shapes (huge, negative, overflowing) are libckpt errors on save and load, and a
+  shard table that does not tile its tensor fails the load (CorruptError), not zeros.
 - Failures on a live rank (a state it cannot save; a replicated tensor of another dtype; shards
   that do not cover the global tensor, found by rank 0 at the commit): every rank raises, naming
   the rank, and the next save works.
@@ -308,6 +310,63 @@ def check_export(store, tmp):
     print("ok: ckptctl export writes the consolidated global tensors")
 
 
+def check_bad_shapes(store, tmp):
+    """Absurd shard shapes (issue 23, G10) are libckpt errors naming the tensor and dimension, on
+    save (InvalidArgumentError) and on load (CorruptError, before anything is allocated), where
+    they were Python's ValueError or torch's RuntimeError (or wrapped silently by ctypes); and a
+    shard table that does not tile its tensor (G6) fails the load instead of giving zeros."""
+    import shutil
+    import torch
+    import libckpt
+    from libckpt import _dread, _dsave, _tree
+    import libckpt.dist as D
+    for g, o, what in (((2 ** 64, 8), (0, 0), "dimension 0: global extent 18446744073709551616"),
+                       ((-1, 8), (0, 0), "dimension 0: global extent -1"),
+                       ((4, 8), (0, -1), "dimension 1: the box [-1, 7)"),
+                       ((2 ** 40, 2 ** 40), (0, 0), "more than a tensor can hold")):
+        try:
+            libckpt.Shard(torch.zeros(2, 8), global_shape=g, offset=o)
+            sys.exit(f"FAIL: Shard(global_shape={g}, offset={o}) was accepted")
+        except libckpt.InvalidArgumentError as e:
+            assert e.code == 3 and what in str(e), (g, o, str(e))
+    sh = libckpt.Shard(torch.zeros(2, 8), global_shape=(4, 8), offset=(2, 0))
+    sh.global_shape = (2 ** 64 + 4, 8)  # changed after the check: the save checks it by name
+    _, leaves = _tree.flatten({"w": sh}, leaf_hook=D._leaf_hook)
+    try:
+        _dsave._entries(leaves)
+        sys.exit("FAIL: a shard of global extent 2^64 + 4 was accepted at save")
+    except libckpt.InvalidArgumentError as e:
+        assert "tensor 'w': dimension 0" in str(e), str(e)
+    ti = {"name": "z", "shape": (0, 2 ** 63 + 5), "nbytes": 0, "ckpt_dtype": 12, "dtype": "F32"}
+    try:
+        _dread.alloc_checked("torch", ti, None, 7)
+        sys.exit("FAIL: a global tensor of extent 2^63 + 5 was allocated")
+    except libckpt.CorruptError as e:
+        assert "'z': dimension 1 is 9223372036854775813" in str(e), str(e)
+    ck = os.path.join(ROOT, os.environ.get("B", "build"))
+    p = subprocess.run([os.path.join(ck, "bin", "ckptctl"), "show", store, "2", "--json"],
+                       capture_output=True, text=True, check=True)
+    tab = json.loads(p.stdout)["metadata"]["ckpt.dist.shards.w"].split()
+    assert tab[2:4] == [str(GROWS), str(GCOLS)], tab
+    for rows, what in ((2 ** 40, f"{GROWS * GCOLS} of its {2 ** 40 * GCOLS} elements"),
+                       (GROWS + 1, f"{GROWS * GCOLS} of its {(GROWS + 1) * GCOLS} elements")):
+        bad = os.path.join(tmp, "bad-shapes")
+        shutil.rmtree(bad, ignore_errors=True)
+        shutil.copytree(store, bad, symlinks=True)
+        forged = " ".join(tab[:2] + [str(rows)] + tab[3:])
+        subprocess.run([os.path.join(ck, "tests", "bin", "mfset"),
+                        os.path.join(bad, "manifests", "%020d.ckpt" % 2), "ckpt.dist.shards.w",
+                        forged], check=True)
+        with libckpt.Store(bad, read_only=True) as st:
+            try:
+                st.load(2)
+                sys.exit(f"FAIL: load of a shard table of {rows} rows for {GROWS} worked")
+            except libckpt.CorruptError as e:
+                assert "tensor w (ckpt.dist.shards.w)" in str(e) and what in str(e), str(e)
+    print("ok: absurd shard shapes and shard tables that do not tile are libckpt errors "
+          "naming the tensor (InvalidArgumentError at save, CorruptError at load)")
+
+
 def check_kill(store, where):
     import libckpt
     outs = run_world(4, "kill", store, where)
@@ -368,6 +427,7 @@ def main():
               f"{step2}, step 3 {[n['3'] for n in new]}")
         check_load(store)
         check_export(store, tmp)
+        check_bad_shapes(store, tmp)
         check_world(run_world(2, "restore2", store), "2 ranks restore the 4-rank checkpoints by "
                     "column shards (non-contiguous targets) and replicated tensors")
         for where in ("commit", "plan"):

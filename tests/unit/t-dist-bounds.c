@@ -7,7 +7,6 @@
  * used to take the value (world -1 made verify loop over 4 billion ranks). Last, strided restores
  * whose destination extent overflows 64 bits must fail with -CKPT_E_INVAL before writing a byte
  * (they used to wrap into the buffer, or past it). */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,42 +14,29 @@
 #include "dist/dist.h"
 #include "helpers.h"
 #include "t-dist-scen.h"
-#include "t-dist-tcomm.h"
+#include "t-dist-world.h"
 #include "t-mf-rewrite.h"
 
 #define NR 2
 #define STEP 1
 
-struct rank_arg {
-	ckpt_store *s;
-	struct tc_rank *r;
-	int rc;
-};
-
-static void *rank_main(void *p)
+static int rank_main(ckpt_comm *c, void *arg)
 {
-	struct rank_arg *a = p;
-	ckpt_comm c = tc_comm(a->r);
+	ckpt_store **s = arg;
 	ckpt_stats st;
-	a->rc = scen_save(a->s, &c, STEP, &st);
-	return NULL;
+	return scen_save(s[c->rank], c, STEP, &st);
 }
 
 static void save_world(const char *dir)
 {
-	static struct tc_shared sh;
-	struct tc_rank r[NR];
-	struct rank_arg a[NR];
-	pthread_t th[NR];
-	tc_init(&sh, r, NR);
+	ckpt_store *s[NR];
+	int rc[NR];
+	for (int k = 0; k < NR; k++)
+		REQUIRE((s[k] = t_open_store(dir, SCEN_CHUNK, 0)));
+	REQUIRE(tw_run(NR, rank_main, s, rc) == 0);
 	for (int k = 0; k < NR; k++) {
-		a[k] = (struct rank_arg){.s = t_open_store(dir, SCEN_CHUNK, 0), .r = &r[k]};
-		REQUIRE(a[k].s && pthread_create(&th[k], NULL, rank_main, &a[k]) == 0);
-	}
-	for (int k = 0; k < NR; k++) {
-		pthread_join(th[k], NULL);
-		CHECK_OK(a[k].rc);
-		ckpt_store_close(a[k].s);
+		CHECK_OK(rc[k]);
+		ckpt_store_close(s[k]);
 	}
 }
 

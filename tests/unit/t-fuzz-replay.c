@@ -1,8 +1,8 @@
 /* Replays the fuzz corpus (every file under tests/fuzz/corpus/<target>/) through the fuzz
  * targets' entry points, so that every seed and every crasher found by libFuzzer stays covered by
  * `make check` without libFuzzer. Each file goes through every target (a manifest is also hostile
- * input for the record decoders). A target aborts on a failed invariant; the sanitizer build
- * catches memory errors. */
+ * input for the record decoders, and any manifest for fuzz-dist's multi-rank metadata parsers).
+ * A target aborts on a failed invariant; the sanitizer build catches memory errors. */
 #include "helpers.h"
 
 #include <dirent.h>
@@ -16,6 +16,9 @@
 #undef FUZZ_ENTRY
 #define FUZZ_ENTRY fuzz_codec_entry
 #include "../fuzz/fuzz-codec.c"
+#undef FUZZ_ENTRY
+#define FUZZ_ENTRY fuzz_dist_entry
+#include "../fuzz/fuzz-dist.c"
 #undef FUZZ_ENTRY
 
 static int read_file(const char *path, uint8_t **out, size_t *len)
@@ -84,10 +87,12 @@ static size_t replay_dir(const char *dir)
 		fuzz_manifest_entry(b, len);
 		fuzz_records_entry(b, len);
 		fuzz_codec_entry(b, len);
+		fuzz_dist_entry(b, len);
 		/* Every prefix too (cheap for these small files): truncation at every length. */
 		for (size_t k = 0; k < len && len <= 16384; k += 1 + k / 64) {
 			fuzz_manifest_entry(b, k);
 			fuzz_records_entry(b, k);
+			fuzz_dist_entry(b, k);
 		}
 		free(b);
 		free(names[i]);
@@ -103,7 +108,7 @@ int main(void)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	const char *root = getenv("CKPT_FUZZ_CORPUS");
 	char dir[4096];
-	static const char *targets[] = {"manifest", "records", "codec"};
+	static const char *targets[] = {"manifest", "records", "codec", "dist"};
 	size_t total = 0;
 	for (size_t i = 0; i < sizeof targets / sizeof *targets; i++) {
 		snprintf(dir, sizeof dir, "%s/%s", root ? root : "tests/fuzz/corpus", targets[i]);

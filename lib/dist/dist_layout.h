@@ -1,0 +1,50 @@
+/* The multi-rank layout of a checkpoint, read from its (global) manifest: the world size, the
+ * part records and the shard tables, each table checked to tile its global tensor exactly
+ * (docs/format.md, "Format version 2"). Internal to lib/dist: dist_read.c builds the box reader on
+ * it, and tests/fuzz/fuzz-dist.c feeds it decoded manifests, so it needs no store. */
+#ifndef CKPT_DIST_LAYOUT_H
+#define CKPT_DIST_LAYOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpt.h"
+#include "format/format.h"
+
+struct dist_shard {
+	size_t tensor;           /* its tensor's index in the manifest */
+	int rank;                /* R of the tensor's name NAME@R; -1 for a global tensor of one piece */
+	uint64_t off[CKPT_MAX_DIMS];
+	const uint64_t *len;     /* the box's extent: its tensor's shape (the manifest's memory) */
+};
+
+struct dist_global {
+	const char *name;        /* the manifest's memory */
+	ckpt_dtype dtype;
+	unsigned ndim;
+	uint64_t shape[CKPT_MAX_DIMS];
+	uint64_t nbytes;
+	struct dist_shard *sh;
+	size_t nsh;
+	bool replicated;         /* a v2 checkpoint's tensor that no shard table names */
+};
+
+struct dist_layout {
+	unsigned world;          /* 1 without DIST_WORLD */
+	bool v2;                 /* the manifest has DIST_WORLD: saved by ckpt_dist_save_* */
+	struct dist_global *g;
+	size_t ng;
+};
+
+/* Reads the layout of manifest m into *out (free with dist_layout_free, also after a failure):
+ * every tensor of m is a shard of one global tensor (a tensor no shard table names is a global
+ * tensor of its own). Its pointers point into m, which must outlive it. Returns 0, or
+ * -CKPT_E_CORRUPT with a message naming the key and the problem (a number that is not plain
+ * decimal, a world out of bounds or not one part record per rank, a shard outside its global
+ * tensor, two shards that overlap, shards that leave part of it uncovered, a shard tensor whose
+ * name, dtype or rank differs from its table's), or -CKPT_E_NOMEM. */
+int dist_layout_parse(const struct manifest *m, struct dist_layout *out);
+void dist_layout_free(struct dist_layout *l);
+
+#endif
