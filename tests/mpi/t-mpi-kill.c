@@ -103,13 +103,10 @@ static int run(ckpt_store *s, const ckpt_comm *c, int argc, char **argv)
 int main(int argc, char **argv)
 {
 	MPI_Init(&argc, &argv);
-	if (argc < 5) {
-		fprintf(stderr, "usage: t-mpi-kill STORE REPORT FIRST COUNT [CHECK...]\n");
-		MPI_Abort(MPI_COMM_WORLD, 2);
-	}
 	ckpt_mpi_comm cm;
-	if (ckpt_mpi_comm_init(&cm, MPI_COMM_WORLD)) {
-		fprintf(stderr, "%s\n", cm.msg);
+	if (argc < 5 || ckpt_mpi_comm_init(&cm, MPI_COMM_WORLD)) {
+		fprintf(stderr, argc < 5 ? "usage: t-mpi-kill STORE REPORT FIRST COUNT [CHECK...]\n"
+					 : "t-mpi-kill: %s\n", cm.msg);
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
 	report_fd = open(argv[2], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
