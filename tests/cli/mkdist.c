@@ -2,14 +2,16 @@
  * each with its own store handle, talking through an in-process communicator (a mutex and a
  * condition variable). Public API only (include/ckpt.h).
  *
- *   mkdist STORE STEP NRANKS [--abort RANK] [--gen G]
+ *   mkdist STORE STEP NRANKS [--abort RANK] [--gen G] [--pool BYTES]
  *
  * Saves "w": f32 [8,6] sharded by rows (rank r holds rows [8r/N, 8(r+1)/N)), "emb": u16
  * [1000,320] replicated on every rank (10 chunks of 64 KiB, split among the replicas) and
  * metadata "step". The values of w depend on G (default 0), so a step saved with another G
  * rewrites w's chunk but not emb's. With --abort, that rank gives up: the commit fails on every
- * rank and leaves its parts as garbage. The store is created (64 KiB chunks) when missing. Exit
- * status 0 when the checkpoint was committed, 1 when not (the error of every rank printed). */
+ * rank and leaves its parts as garbage. --pool sets each rank's staging pool (CKPT_OPT_POOL_SIZE;
+ * default 256 MiB a rank, too much for a small VM: tests/crash/powercut-dist-guest.sh). The
+ * store is created (64 KiB chunks) when missing. Exit status 0 when the checkpoint was
+ * committed, 1 when not (the error of every rank printed). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +30,7 @@ struct rank {
 	uint64_t step;
 	int abort_rank;
 	unsigned g;
+	long long pool; /* 0: the default */
 	int rc;
 	char msg[512];
 };
@@ -65,7 +68,16 @@ static void *rank_main(void *arg)
 {
 	struct rank *r = arg;
 	ckpt_store *st;
-	r->rc = ckpt_store_open(r->path, NULL, &st);
+	ckpt_options *o = NULL;
+	if (r->pool && (!(o = ckpt_options_create()) ||
+			ckpt_options_set(o, CKPT_OPT_POOL_SIZE, r->pool))) {
+		r->rc = -CKPT_E_NOMEM;
+		snprintf(r->msg, sizeof r->msg, "options: %s", ckpt_errmsg());
+		ckpt_options_free(o);
+		return NULL;
+	}
+	r->rc = ckpt_store_open(r->path, o, &st);
+	ckpt_options_free(o);
 	if (!r->rc) {
 		r->rc = save(r, st);
 		if (r->rc)
@@ -80,7 +92,7 @@ static void *rank_main(void *arg)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: mkdist STORE STEP NRANKS [--abort RANK] [--gen G]\n");
+		fprintf(stderr, "usage: mkdist STORE STEP NRANKS [--abort RANK] [--gen G] [--pool BYTES]\n");
 		return 2;
 	}
 	static struct tc_shared sh;
@@ -88,11 +100,14 @@ int main(int argc, char **argv)
 	unsigned n = (unsigned)atoi(argv[3]);
 	int abort_rank = -1;
 	unsigned g = 0;
+	long long pool = 0;
 	for (int i = 4; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--abort"))
 			abort_rank = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--gen"))
 			g = (unsigned)atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--pool"))
+			pool = atoll(argv[i + 1]);
 	}
 	if (n < 1 || n > MAXR)
 		return 2;
@@ -113,7 +128,7 @@ int main(int argc, char **argv)
 	for (unsigned k = 0; k < n; k++) {
 		rk[k] = (struct rank){.tc = tr[k], .path = argv[1],
 				      .step = strtoull(argv[2], NULL, 10), .abort_rank = abort_rank,
-				      .g = g};
+				      .g = g, .pool = pool};
 		pthread_create(&th[k], NULL, rank_main, &rk[k]);
 	}
 	int fail = 0;

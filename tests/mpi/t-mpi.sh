@@ -7,31 +7,13 @@
 # rounds at the library's kill points (CKPT_DIST_KILL_AT), then T_MPI_KILLS (default 50) at
 # random points of a random rank's save. Ends with verify and gc by ckptctl: every checkpoint
 # intact, the kills' leftovers removed. Seed: T_MPI_SEED.
-# Skips (77) without mpicc/mpirun (Debian: openmpi-bin libopenmpi-dev, tools/deps.d/mpi.test).
+# Skips (77) without mpicc/mpirun (tests/mpi/mpi-lib.sh).
 set -u
-B=${B:-build}
-command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 ||
-	{ echo "skip: mpicc or mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)"; exit 77; }
-tlib=$B/tests/lib/libckpt-internal.a
-[ -f "$tlib" ] || { echo "FAIL: $tlib not built (make tests)"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# One machine, no network, maybe root in a container: shared memory only, no ssh, no CMA.
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_MCA_plm_rsh_agent=false OMPI_MCA_rmaps_base_oversubscribe=1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_hwloc_base_binding_policy=none
-# Launch time. mpirun's hwloc loads its GL plugin, which probes X displays :0 to :59, each a host
-# name lookup and a TCP connect (strace: connect() to 127.0.0.1:6000..6059). Where /etc/hosts
-# does not resolve the names (a fresh Debian chroot: no /etc/hosts), each lookup waits for DNS:
-# 10.8 s per launch against 0.6 s with the plugin off (measured with an empty /etc/hosts bound
-# over the real one in a mount namespace); that was t-mpi's 355 s. The other plugins (OpenCL,
-# PCI) and the network transports we cannot use (OFI, UCX, hcoll) are skipped too: 0.79 s ->
-# 0.44 s per launch here.
-export HWLOC_COMPONENTS=-gl,-opencl,-pci
-export OMPI_MCA_pml=ob1 OMPI_MCA_mtl=^ofi OMPI_MCA_coll=^hcoll OMPI_MCA_osc=^ucx,rdma
-mpicc -std=gnu11 -D_GNU_SOURCE -O1 -Iinclude -Itests/unit tests/mpi/t-mpi.c "$tlib" \
-	$(pkg-config --libs liburing libzstd libxxhash) -lpthread -ldl -o "$tmp/t-mpi" ||
-	{ echo "FAIL: mpicc"; exit 1; }
+. tests/mpi/mpi-lib.sh
+mpi_tmpdir "$tmp"
+mpi_build tests/mpi/t-mpi.c "$tmp/t-mpi"
 store=$tmp/store
 fail=0
 run() { # NP ARGS...: mpirun under a timeout, output in $tmp/out
