@@ -3,6 +3,7 @@ one (_dsave.py, _dread.py). Below all three, so that neither imports the other's
 (no circle among the package's modules: tests/install/t-modgraph.sh)."""
 
 import dataclasses
+import time
 
 from . import _lib as L
 
@@ -54,3 +55,24 @@ def _step_arg(step, allow_latest=True):
     if step < 0 or step >= L.STEP_LATEST:
         raise ValueError(f"step {step} is out of range (0 to 2**64-2)")
     return step
+
+
+class _SnapshotWait:
+    """wait_snapshot() shared by SaveHandle (store.py) and DistSaveHandle (_dsave.py): the
+    subclass has _lock, _ptr (None once waited for), _snapshot_done, _error, _keep, _t0 and
+    snapshot_time, and its _c_wait_snapshot(ptr) calls the library."""
+
+    def wait_snapshot(self):
+        """Blocks until the snapshot is done (the tensors may then change). Raises the save's error."""
+        with self._lock:
+            if self._snapshot_done or self._ptr is None:
+                if self._error is not None:
+                    raise self._error
+                return
+            rc = self._c_wait_snapshot(self._ptr)
+            if rc < 0:
+                self._error = L.make_error(rc)
+                raise self._error
+            self._snapshot_done = True
+            self.snapshot_time = time.perf_counter() - self._t0
+            self._keep = None

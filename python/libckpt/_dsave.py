@@ -10,7 +10,7 @@ import time
 from . import _lib as L
 from . import _tree as T
 from . import dist as D
-from ._common import _stats
+from ._common import _SnapshotWait, _stats
 from .errors import CkptError, CkptIOError, InvalidArgumentError, MismatchError, error_class
 
 _MISSING = object()
@@ -240,7 +240,7 @@ def save_async(store, state, step, meta, dg, background=True):
     return h
 
 
-class DistSaveHandle:
+class DistSaveHandle(_SnapshotWait):
     """A multi-rank save in flight (Store.save_async with a group).  This rank's part is persisted
     by the pipeline and the collective commit of the global manifest runs on libckpt's thread.
     wait_snapshot(): once this rank's tensors are copied (they may then change).  wait(): this
@@ -248,37 +248,26 @@ class DistSaveHandle:
     rank alike (the failing rank is named).  done(): True once it finished."""
 
     def __init__(self, store, d, step, keep, comm, t0):
-        self._store, self._d, self.step = store, d, step
+        self._store, self._ptr, self.step = store, d, step
         self._keep, self._comm, self._t0 = keep, comm, t0
         self._lock = threading.Lock()
         self._snapshot_done = False
         self._stats = self._error = None
         self.snapshot_time = None  # seconds from save_async's start to the end of wait_snapshot
 
-    def wait_snapshot(self):
-        with self._lock:
-            if self._snapshot_done or self._d is None:
-                if self._error is not None:
-                    raise self._error
-                return
-            rc = D.lib().ckpt_dist_save_wait_snapshot(self._d)
-            if rc < 0:
-                self._error = L.make_error(rc)
-                raise self._error
-            self._snapshot_done = True
-            self.snapshot_time = time.perf_counter() - self._t0
-            self._keep = None
+    def _c_wait_snapshot(self, ptr):
+        return D.lib().ckpt_dist_save_wait_snapshot(ptr)
 
     def done(self):
         with self._lock:
-            return self._d is None or D.lib().ckpt_dist_save_poll(self._d) == 1
+            return self._ptr is None or D.lib().ckpt_dist_save_poll(self._ptr) == 1
 
     def _finish(self):
-        if self._d is None:
+        if self._ptr is None:
             return
         st = L.Stats()
-        rc = D.lib().ckpt_dist_save_wait(self._d, ctypes.byref(st))
-        self._d = None
+        rc = D.lib().ckpt_dist_save_wait(self._ptr, ctypes.byref(st))
+        self._ptr = None
         if self.snapshot_time is None:
             self.snapshot_time = time.perf_counter() - self._t0
         self._keep = self._comm = None
@@ -304,7 +293,7 @@ class DistSaveHandle:
         return self._stats
 
     def __del__(self):
-        if getattr(self, "_d", None) is not None:
+        if getattr(self, "_ptr", None) is not None:
             try:
                 self.join()
             except Exception:  # noqa: BLE001

@@ -15,7 +15,7 @@ from . import _restore as R
 from . import _select as S
 from . import _tree as T
 from . import dist as _dist
-from ._common import SaveStats, _stats, _step_arg  # noqa: F401  SaveStats: public here
+from ._common import SaveStats, _SnapshotWait, _stats, _step_arg  # noqa: F401  SaveStats: public here
 from ._target import _alloc, _check_target, _data_ptr
 from .errors import CkptError, NotFoundError, UnsupportedError
 
@@ -52,7 +52,7 @@ def _meta_dict(metadata):
     return meta
 
 
-class SaveHandle:
+class SaveHandle(_SnapshotWait):
     """A save in progress (from Store.save_async).
 
     wait_snapshot(): returns once every tensor has been copied out of the caller's memory; from
@@ -74,20 +74,8 @@ class SaveHandle:
         self._t0 = t0
         self.snapshot_time = None  # seconds from save_async's start to the end of wait_snapshot
 
-    def wait_snapshot(self):
-        """Blocks until the snapshot is done (the tensors may then change). Raises the save's error."""
-        with self._lock:
-            if self._snapshot_done or self._ptr is None:
-                if self._error is not None:
-                    raise self._error
-                return
-            rc = L.load().ckpt_save_wait_snapshot(self._ptr)
-            if rc < 0:
-                self._error = L.make_error(rc)
-                raise self._error
-            self._snapshot_done = True
-            self.snapshot_time = time.perf_counter() - self._t0
-            self._keep = None
+    def _c_wait_snapshot(self, ptr):
+        return L.load().ckpt_save_wait_snapshot(ptr)
 
     def done(self):
         """True once the save finished, successfully or not (then wait() returns at once)."""

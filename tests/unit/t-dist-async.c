@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "t-dist-tcomm.h"
+#include "t-dist-world.h"
 
 #define NR 4
 #define ELEMS (6u << 18) /* f32 elements per rank: 6 MiB */
@@ -26,15 +26,8 @@ struct job {
 	uint64_t step;
 	unsigned flags;
 	int abort1; /* 1 + the rank that aborts instead of submitting, or 0 */
-	struct tc_shared sh;
-	struct tc_rank r[NR];
 	int rc[NR], polled[NR];
 	char msg[NR][1024];
-};
-
-struct arg {
-	struct job *j;
-	int k;
 };
 
 static float val(uint64_t step, uint64_t i)
@@ -54,11 +47,11 @@ static ckpt_store *open_small_pool(const char *dir)
 	return s;
 }
 
-static int save_rank(struct job *j, int k, ckpt_store *s, float *w)
+static int save_rank(struct job *j, ckpt_comm *c, ckpt_store *s, float *w)
 {
-	ckpt_comm c = tc_comm(&j->r[k]);
+	int k = c->rank;
 	ckpt_dist_save *d;
-	int rc = ckpt_dist_save_begin(s, &c, j->step, &d);
+	int rc = ckpt_dist_save_begin(s, c, j->step, &d);
 	if (rc)
 		return rc;
 	uint64_t g = (uint64_t)NR * ELEMS, off = (uint64_t)k * ELEMS, l = ELEMS;
@@ -83,38 +76,29 @@ static int save_rank(struct job *j, int k, ckpt_store *s, float *w)
 	return rc ? rc : wrc;
 }
 
-static void *rank_main(void *p)
+static int rank_main(ckpt_comm *c, void *p)
 {
-	struct arg *a = p;
-	struct job *j = a->j;
-	int k = a->k;
+	struct job *j = p;
+	int k = c->rank;
 	float *w = malloc(ELEMS * sizeof *w);
 	REQUIRE(w);
 	for (uint64_t i = 0; i < ELEMS; i++)
 		w[i] = val(j->step, (uint64_t)k * ELEMS + i);
 	ckpt_store *s = open_small_pool(j->dir);
-	j->rc[k] = save_rank(j, k, s, w);
-	if (j->rc[k])
+	int rc = save_rank(j, c, s, w);
+	if (rc)
 		snprintf(j->msg[k], sizeof j->msg[k], "%s", ckpt_errmsg());
 	ckpt_store_close(s);
 	free(w);
-	return NULL;
+	return rc;
 }
 
 static int run(struct job *j)
 {
-	tc_init(&j->sh, j->r, NR);
-	pthread_t th[NR];
-	struct arg a[NR];
-	for (int k = 0; k < NR; k++) {
-		a[k] = (struct arg){j, k};
-		REQUIRE(pthread_create(&th[k], NULL, rank_main, &a[k]) == 0);
-	}
+	REQUIRE(tw_run(NR, rank_main, j, j->rc) == 0);
 	int failed = 0;
-	for (int k = 0; k < NR; k++) {
-		pthread_join(th[k], NULL);
+	for (int k = 0; k < NR; k++)
 		failed += j->rc[k] != 0;
-	}
 	return failed;
 }
 
@@ -175,34 +159,27 @@ static void modes(const char *dir)
 	}
 }
 
-static int solo_allgather(void *ctx, const void *in, size_t len, void *out)
+static int misuse_rank(ckpt_comm *c, void *p)
 {
-	(void)ctx;
-	memcpy(out, in, len);
-	return 0;
-}
-
-static int solo_broadcast(void *ctx, void *buf, size_t len, int root)
-{
-	(void)ctx, (void)buf, (void)len, (void)root;
-	return 0;
-}
-
-static void misuse(const char *dir)
-{
-	ckpt_comm c = {.rank = 0, .size = 1, .allgather = solo_allgather,
-		       .broadcast = solo_broadcast};
+	const char *dir = p;
 	ckpt_store *s = open_small_pool(dir);
 	ckpt_dist_save *d;
-	REQUIRE(ckpt_dist_save_begin(s, &c, 99, &d) == 0);
+	REQUIRE(ckpt_dist_save_begin(s, c, 99, &d) == 0);
 	CHECK_RC(ckpt_dist_save_submit(d, 2), -CKPT_E_INVAL);
 	CHECK_RC(ckpt_dist_save_wait(d, NULL), -CKPT_E_STATE); /* not freed: not submitted */
 	CHECK_RC(ckpt_dist_save_wait_snapshot(d), -CKPT_E_STATE);
 	CHECK(ckpt_dist_save_poll(d) == 0);
 	CHECK_OK(ckpt_dist_save_submit(d, 0));
-	CHECK_OK(ckpt_dist_save_wait(d, NULL));
-	CHECK(exists(dir, 99));
+	int rc = ckpt_dist_save_wait(d, NULL);
 	ckpt_store_close(s);
+	return rc;
+}
+
+static void misuse(const char *dir)
+{
+	int rc = -1;
+	REQUIRE(tw_run(1, misuse_rank, (void *)dir, &rc) == 0);
+	CHECK(rc == 0 && exists(dir, 99));
 }
 
 int main(void)
