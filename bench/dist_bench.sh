@@ -3,6 +3,12 @@
 #   1. 4 ranks saving 4 shards of a BENCH_DIST_SIZE (default 2G) state into one store, against
 #      fio --numjobs=4 writing the same bytes (each job its own file, O_DIRECT, io_uring, fsync at
 #      the end) in the same directory: aggregate GB/s of each and their ratio.
+#   3. Asynchronous multi-rank saves (issue 24): each of the ranks saves its 1/N of a
+#      BENCH_DIST_ASYNC_SIZE (default 1G) state with ckpt_dist_save_submit; the time it is blocked
+#      (begin to wait_snapshot) against one process's ckpt_save_submit of the same per-rank
+#      state, alone (the pool holds the state in both; goal: at most 1.1), and against N such
+#      one-process saves at once (each its own store), which share the memory bandwidth and
+#      cores as the N ranks do: the multi-rank path's own cost.
 #   2. A replicated BENCH_DIST_REP_SIZE (default 1G) state on 4 ranks (each replica saves about
 #      1/4) against one rank saving it alone: the snapshot time per rank (the part's
 #      snapshot_seconds; the mean over the 4 ranks) and its ratio.
@@ -24,6 +30,7 @@ bytes() { python3 -c 'import sys; s = sys.argv[1]; u = {"K": 1 << 10, "M": 1 << 
 print(int(s[:-1]) * u[s[-1]] if s[-1] in u else int(s))' "$1"; }
 SIZE=$(bytes "${BENCH_DIST_SIZE:-2G}")
 REP=$(bytes "${BENCH_DIST_REP_SIZE:-1G}")
+ASYNC=$(bytes "${BENCH_DIST_ASYNC_SIZE:-1G}")
 mkdir -p "$BENCH_DIR" "$B/bench"
 W=$BENCH_DIR/dist
 TMP=$(mktemp -d)
@@ -52,18 +59,21 @@ while [ $i -le "$BENCH_RUNS" ]; do
 	run_mpi "$RANKS" shards "$SIZE" "$TMP/shards-$i.json"
 	run_mpi "$RANKS" replicated "$REP" "$TMP/rep-$i.json"
 	run_mpi 1 replicated "$REP" "$TMP/alone-$i.json"
+	run_mpi "$RANKS" async "$ASYNC" "$TMP/async-$i.json"
+	run_mpi 1 single $((ASYNC / RANKS)) "$TMP/single-$i.json"
+	run_mpi "$RANKS" single $((ASYNC / RANKS)) "$TMP/singles-$i.json"
 	echo "dist-bench: run $i done" >&2
 	i=$((i + 1))
 done
 
-exec python3 - "$TMP" "$BENCH_RUNS" "$B/bench/results.json" "$SIZE" "$REP" "$RANKS" <<'EOF'
+exec python3 - "$TMP" "$BENCH_RUNS" "$B/bench/results.json" "$SIZE" "$REP" "$RANKS" "$ASYNC" <<'EOF'
 import json, os, statistics, sys
-tmp, runs, results, size, rep, ranks = sys.argv[1], int(sys.argv[2]), sys.argv[3], *map(int, sys.argv[4:])
+tmp, runs, results, size, rep, ranks, asz = sys.argv[1], int(sys.argv[2]), sys.argv[3], *map(int, sys.argv[4:])
 med = statistics.median
 def line(p):
     with open(p) as f:
         return json.loads(f.read().strip().splitlines()[-1])
-fio, shards, repl, alone = [], [], [], []
+fio, shards, repl, alone, asyn, single, singles = [], [], [], [], [], [], []
 for i in range(1, runs + 1):
     with open(os.path.join(tmp, "fio-%d.json" % i)) as f:
         j = json.load(f)["jobs"][0]["write"]
@@ -72,6 +82,10 @@ for i in range(1, runs + 1):
     r = line(os.path.join(tmp, "rep-%d.json" % i))["snapshot_seconds"]
     repl.append(sum(r) / len(r))
     alone.append(line(os.path.join(tmp, "alone-%d.json" % i))["snapshot_seconds"][0])
+    a = line(os.path.join(tmp, "async-%d.json" % i))["blocked_seconds"]
+    asyn.append(max(a))  # the training step waits for the slowest rank
+    single.append(line(os.path.join(tmp, "single-%d.json" % i))["blocked_seconds"][0])
+    singles.append(max(line(os.path.join(tmp, "singles-%d.json" % i))["blocked_seconds"]))
 out = {
     "dist_ranks": ranks,
     "dist_state_bytes": size,
@@ -82,8 +96,16 @@ out = {
     "dist_replicated_snapshot_seconds_per_rank": med(repl),
     "dist_alone_snapshot_seconds": med(alone),
     "dist_replicated_snapshot_speedup": med(alone) / med(repl),
+    "dist_async_bytes": asz,
+    "dist_async_blocked_seconds": med(asyn),
+    "dist_single_async_blocked_seconds": med(single),
+    "dist_async_blocked_vs_single": med(asyn) / med(single),
+    "dist_singles_async_blocked_seconds": med(singles),
+    "dist_async_blocked_vs_singles": med(asyn) / med(singles),
     "dist_runs": {"fio_gbps": fio, "shards_gbps": shards, "replicated_snapshot_seconds": repl,
-                  "alone_snapshot_seconds": alone},
+                  "alone_snapshot_seconds": alone, "async_blocked_seconds": asyn,
+                  "single_async_blocked_seconds": single,
+                  "singles_async_blocked_seconds": singles},
 }
 old = {}
 if os.path.exists(results):
@@ -100,5 +122,10 @@ print("dist: %d ranks saving %d shards of %.1f GiB: %.3f GB/s; fio --numjobs=%d:
       % (ranks, ranks, size / 2**30, med(shards), ranks, med(fio), med(shards) / med(fio)))
 print("dist: replicated %.1f GiB on %d ranks: snapshot %.3f s per rank; one rank alone: %.3f s; %.2fx"
       % (rep / 2**30, ranks, med(repl), med(alone), med(alone) / med(repl)))
+print("dist: async, %d ranks of %.0f MiB each: blocked %.3f s (slowest rank); one process's "
+      "save_async of the same: %.3f s; ratio %.2f (goal <= 1.1)"
+      % (ranks, asz / ranks / 2**20, med(asyn), med(single), med(asyn) / med(single)))
+print("dist: async against %d one-process saves at once (sharing the machine as the ranks do): "
+      "%.3f s; ratio %.2f" % (ranks, med(singles), med(asyn) / med(singles)))
 print("results: %s" % results)
 EOF

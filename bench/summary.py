@@ -34,6 +34,9 @@ ROWS = [
      "py_blocking_vs_memcpy", "<= 1.20 x memcpy", lambda r: r <= 1.2),
     ("Python ckpt load", "ckpt_load_seconds", "s", "torch_load_seconds", "py_load_vs_torch",
      "<= 1.00 x torch.load", lambda r: r <= 1.0),
+    ("multi-rank async blocked", "dist_async_blocked_seconds", "s",
+     "dist_single_async_blocked_seconds", "dist_async_blocked_vs_single",
+     "<= 1.10 x one-process async", lambda r: r <= 1.1),
 ]
 
 # Figures without a target of their own, shown for context.
@@ -50,6 +53,7 @@ INFO = [
     ("import (step 1)", "import1g_seconds", "s", None),
     ("re-import 5%", "reimport5_seconds", "s", None),
     ("4 ranks, shards", "dist_shards_gbps", "GB/s", None),
+    ("async vs N one-process", "dist_async_blocked_vs_singles", "x", None),
 ]
 
 

@@ -95,13 +95,16 @@ int store_part_dir(struct ckpt_store *s, uint64_t step, char *dir, size_t len)
 	snprintf(top, sizeof top, "%s/%s", s->path, PART_DIR);
 	dist_part_path(s, step, -1, dir, len);
 	/* Each is checked before anything is created or written under it: a symlinked parts/ or
-	 * parts/<step> would put the part (and a new step directory) outside the store. */
+	 * parts/<step> would put the part (and a new step directory) outside the store. parts/
+	 * is made durable when created (once per store); parts/<step> is not, here: rank 0 creates
+	 * it at begin, where the caller waits, and every part write fsyncs parts/ in the background
+	 * (dist_write_part). */
 	const char *what = "parts/ and parts/<step>";
 	int rc = make_dir_durable(top);
 	if (!rc)
 		rc = refuse_symlink_of(top, what);
-	if (!rc)
-		rc = make_dir_durable(dir);
+	if (!rc && mkdir(dir, 0755) && errno != EEXIST)
+		rc = ckpt_fail(ckpt_errno_code(errno), "create directory %s: %s", dir, strerror(errno));
 	if (!rc)
 		rc = refuse_symlink_of(dir, what);
 	return rc;
@@ -113,6 +116,11 @@ int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t
 	snprintf(name, sizeof name, "%u.part", s->part_rank);
 	*renamed = 0;
 	int rc = store_part_dir(s, step, dir, sizeof dir);
+	if (!rc) { /* parts/<step>'s entry durable before the part is reported durable */
+		char top[4096];
+		snprintf(top, sizeof top, "%s/%s", s->path, PART_DIR);
+		rc = io_fsync_dir(top);
+	}
 	if (rc)
 		return rc;
 	/* Never over another file: rank 0's claim cleared the directory at begin, so a part already

@@ -76,8 +76,9 @@ struct ckpt_store {
  * manifest there), dist_merge.c (reads them) and gc (counts leftovers). */
 /* STORE/parts/<step> (rank < 0) or STORE/parts/<step>/<rank>.part. */
 void dist_part_path(const struct ckpt_store *s, uint64_t step, int rank, char *buf, size_t len);
-/* Creates STORE/parts/ and parts/<step> (each fsynced into its parent when new) and refuses
- * either when it is a symbolic link; dir gets parts/<step>'s path. Returns 0 or -CKPT_E_*. */
+/* Creates STORE/parts/ (fsynced into the store when new) and parts/<step> (not fsynced: the
+ * part writes do it) and refuses either when it is a symbolic link; dir gets parts/<step>'s
+ * path. Returns 0 or -CKPT_E_*. */
 int store_part_dir(struct ckpt_store *s, uint64_t step, char *dir, size_t len);
 /* Writes this handle's rank's part manifest STORE/parts/<step>/<rank>.part atomically and never
  * over an existing file (-CKPT_E_EXISTS: another save's part); *renamed is set when the file is
