@@ -704,7 +704,9 @@ CKPT_API int ckpt_dist_save_set_meta(ckpt_dist_save *save, const char *key, cons
  * appeared meanwhile) and broadcasts the outcome. Returns 0 on every rank when the checkpoint is
  * visible, or a negative CKPT_E_* code whose message names the failing rank; then no checkpoint
  * was made (unless the failure was in the final broadcast itself) and the parts are garbage
- * for ckpt_store_gc(). Fills *stats with this rank's part. Frees save in every case. */
+ * for ckpt_store_gc(). Fills *stats with this rank's part. Frees save in every case but one:
+ * after ckpt_dist_save_submit() it returns -CKPT_E_STATE and leaves save to
+ * ckpt_dist_save_wait(). */
 CKPT_API int ckpt_dist_save_commit(ckpt_dist_save *save, ckpt_stats *stats);
 
 /* Collective like commit: this rank gives up, and every rank's commit fails naming it. Frees
