@@ -233,6 +233,23 @@ def worker(argv):
     if role not in ("kill", "hang"):
         dist.barrier()
         dist.destroy_process_group()
+        return
+    # The group has lost rank 2 (dead or stuck): no barrier or destroy can complete, and gloo's
+    # teardown at interpreter exit may abort ("terminate called without an active exception").
+    # So the survivors wait until every one of them has its result (a rank that left early would
+    # change the error the others see from "rank 2" to itself), then leave without that teardown.
+    if rank != 2:
+        survivors_done(init, rank, world)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def survivors_done(init, rank, world):
+    """A barrier of the ranks other than 2 through files next to the group's file store."""
+    open(f"{init}.done{rank}", "w").close()
+    others = [f"{init}.done{r}" for r in range(world) if r != 2]
+    while not all(os.path.exists(f) for f in others):
+        time.sleep(0.05)  # polls a condition; the parent's guard bounds a rank that never comes
 
 
 # ------------------------------------------------------------------------------- the parent
@@ -261,8 +278,9 @@ def run_world(n, role, store, *args, hang=None):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        if os.path.exists(init):
-            os.unlink(init)
+        for f in [init] + [f"{init}.done{r}" for r in range(n)]:
+            if os.path.exists(f):
+                os.unlink(f)
     return out
 
 
