@@ -686,6 +686,21 @@ CKPT_API int ckpt_dist_save_add_shard(ckpt_dist_save *save, const char *name, ck
 				      const uint64_t *offsets, const uint64_t *local_shape, int mem,
 				      const void *data);
 
+/* Adds a box of a sharded global tensor that nreplicas ranks hold alike (hybrid sharding, a
+ * mesh's replicated dimension): each of them calls this with its own replica index (0 ..
+ * nreplicas-1) and the same name, dtype, global_shape, offsets and local_shape, and its copy of
+ * the box at data. The box is saved once: each holder copies, hashes and writes about
+ * 1/nreplicas of it, the rows [n*replica/nreplicas, n*(replica+1)/nreplicas) of the box's first
+ * dimension longer than 1 (n its extent; a holder whose share is empty adds nothing and returns
+ * 0; a box of one element or none is saved by replica 0). The checkpoint then holds the box as
+ * nreplicas smaller shards, restored like any others. Same rules as ckpt_dist_save_add_shard()
+ * otherwise; -CKPT_E_INVAL for replica >= nreplicas. */
+CKPT_API int ckpt_dist_save_add_shard_replica(ckpt_dist_save *save, const char *name,
+					      ckpt_dtype dtype, unsigned ndim,
+					      const uint64_t *global_shape, const uint64_t *offsets,
+					      const uint64_t *local_shape, unsigned replica,
+					      unsigned nreplicas, int mem, const void *data);
+
 /* Adds a tensor that nreplicas ranks hold whole (replica 0 .. nreplicas-1 of them; each calls
  * this with its own replica index and the same name, dtype and shape). It is saved once: each
  * replica copies, hashes and writes about 1/nreplicas of its chunks. */

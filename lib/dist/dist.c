@@ -230,6 +230,48 @@ CKPT_API int ckpt_dist_save_add_shard(ckpt_dist_save *d, const char *name, ckpt_
 	return rc ? rc : add_key(d, name, v);
 }
 
+CKPT_API int ckpt_dist_save_add_shard_replica(ckpt_dist_save *d, const char *name,
+					      ckpt_dtype dtype, unsigned ndim, const uint64_t *gshape,
+					      const uint64_t *off, const uint64_t *lshape,
+					      unsigned replica, unsigned nrep, int mem,
+					      const void *data)
+{
+	size_t es = ckpt_dtype_size(dtype);
+	if (!d || !name || ndim > 32 || (ndim && (!gshape || !off || !lshape)) || !es ||
+	    replica >= nrep)
+		return ckpt_fail(CKPT_E_INVAL, "distributed save: bad replicated shard arguments "
+				 "(replica %u of %u)", replica, nrep);
+	/* The holders split the box along its first dimension longer than 1: the dimensions
+	 * before it are 1, so each holder's rows are one contiguous run of data and a box of
+	 * their own. Rows [n*i/R, n*(i+1)/R) go to replica i (none when R > n). */
+	unsigned k = 0;
+	while (k < ndim && lshape[k] <= 1)
+		k++;
+	uint64_t vol = 1;
+	for (unsigned i = 0; i < ndim; i++)
+		vol *= lshape[i];
+	if (k == ndim || vol == 0) /* one element, or none: replica 0 saves it whole */
+		return replica ? 0 : ckpt_dist_save_add_shard(d, name, dtype, ndim, gshape, off,
+							       lshape, mem, data);
+	uint64_t n = lshape[k], r0 = n * replica / nrep, r1 = n * (replica + 1) / nrep;
+	if (r1 <= r0)
+		return 0;
+	uint64_t soff[32], sshape[32], row = es;
+	for (unsigned i = 0; i < ndim; i++) {
+		soff[i] = off[i];
+		sshape[i] = lshape[i];
+		if (i > k)
+			row *= lshape[i];
+	}
+	if (off[k] > gshape[k] || n > gshape[k] - off[k])
+		return ckpt_dist_save_add_shard(d, name, dtype, ndim, gshape, off, lshape, mem,
+						data); /* names the bad box */
+	soff[k] += r0;
+	sshape[k] = r1 - r0;
+	return ckpt_dist_save_add_shard(d, name, dtype, ndim, gshape, soff, sshape, mem,
+					(const uint8_t *)data + r0 * row);
+}
+
 CKPT_API int ckpt_dist_save_add_replicated(ckpt_dist_save *d, const char *name, ckpt_dtype dtype,
 					   unsigned ndim, const uint64_t *shape, unsigned replica,
 					   unsigned nrep, int mem, const void *data)

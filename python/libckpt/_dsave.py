@@ -39,10 +39,11 @@ def _ranks(rs):
 
 
 def plan(me, gathered):
-    """From every rank's entries: {name: action} for rank `me`.  ('S',): add the shard; ('skip',):
-    another rank adds the same box; ('R', replica, nreplicas): a whole tensor several ranks hold
-    (one rank alone: 1 replica, that rank's).  Deterministic, so that a bad plan raises the same
-    error on every rank without another exchange."""
+    """From every rank's entries: {name: action} for rank `me`.  ('S', replica, nreplicas): add
+    the shard, whose box nreplicas ranks hold alike (hybrid sharding: each holder writes about
+    1/nreplicas of it; 1 when this rank alone holds it); ('R', replica, nreplicas): a whole
+    tensor several ranks hold (one rank alone: 1 replica, that rank's).  Deterministic, so that
+    a bad plan raises the same error on every rank without another exchange."""
     holders = {}
     for r, g in enumerate(gathered):
         for e in g[1]:
@@ -67,12 +68,12 @@ def plan(me, gathered):
                 if me in rs:
                     mine[name] = ("R", rs.index(me), len(rs))
                 continue
-            seen = set()
-            for r, e in hs:
-                box = (e[5], tuple(e[3]))
-                if r == me:
-                    mine[name] = ("skip",) if box in seen else ("S",)
-                seen.add(box)  # the same box on several ranks (replicated shards): saved once
+            boxes = {}
+            for r, e in hs:  # the same box on several ranks (replicated shards): split
+                boxes.setdefault((e[5], tuple(e[3])), []).append(r)
+            for rs in boxes.values():
+                if me in rs:
+                    mine[name] = ("S", rs.index(me), len(rs))
         else:
             if len({tuple(e[3]) for _, e in hs}) > 1:
                 raise MismatchError(f"tensor {name!r}: held whole by several ranks with different "
@@ -165,8 +166,9 @@ def _add(lb, d, dg, leaves, mine, meta, keep):
         if act[0] == "S":
             g, o = D._u64s(lf.box[0]), D._u64s(lf.box[1])
             keep += [g, o]
-            rc = lb.ckpt_dist_save_add_shard(d, lf.name.encode(), lf.dtype, len(lf.shape), g, o,
-                                             shape, lf.mem, lf.ptr)
+            rc = lb.ckpt_dist_save_add_shard_replica(d, lf.name.encode(), lf.dtype,
+                                                     len(lf.shape), g, o, shape, act[1], act[2],
+                                                     lf.mem, lf.ptr)
         elif act[0] == "R":
             rc = lb.ckpt_dist_save_add_replicated(d, lf.name.encode(), lf.dtype, len(lf.shape),
                                                   shape, act[1], act[2], lf.mem, lf.ptr)

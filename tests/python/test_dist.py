@@ -60,6 +60,14 @@ def tail():
     return torch.arange(24, dtype=torch.float64).reshape(6, 4)
 
 
+MROWS = 64
+
+
+def mesh_tensor():
+    import torch
+    return torch.arange(MROWS * GCOLS, dtype=torch.float32).reshape(MROWS, GCOLS) - 7.0
+
+
 def only(r):
     import torch
     return torch.arange(1000, dtype=torch.int32) + 1000 * r
@@ -70,7 +78,14 @@ def state_for(rank, world, step):
     rows = GROWS // world
     w = matrix(step)[rank * rows:(rank + 1) * rows].clone()
     t0, t1 = min(2 * rank, 6), min(2 * rank + 2, 6)  # rows of tail: 2, 2, 2, and none on rank 3
-    return {"w": libckpt.Shard(w, global_shape=(GROWS, GCOLS), offset=(rank * rows, 0)),
+    # a 2 x 2 mesh's tensor (hybrid sharding): rows sharded over rank // 2, replicated over
+    # rank % 2, so each box has two holders, each of which writes half of it
+    half = MROWS // 2
+    m = mesh_tensor()[(rank // 2) * half:(rank // 2 + 1) * half].clone()
+    mesh = {"mesh": libckpt.Shard(m, global_shape=(MROWS, GCOLS),
+                                  offset=((rank // 2) * half, 0))} if world == 4 else {}
+    return {**mesh,
+            "w": libckpt.Shard(w, global_shape=(GROWS, GCOLS), offset=(rank * rows, 0)),
             "tail": libckpt.Shard(tail()[t0:t1].clone(), global_shape=(6, 4), offset=(t0, 0)),
             "bias": bias(), f"only{rank}": only(rank), "step": step,
             "opt": {"lr": 0.1, "betas": (0.9, 0.99)}}
@@ -103,7 +118,11 @@ def role_save(store_path, rank, world):
                    "step": None, "opt": {"lr": None, "betas": None},
                    "tail": libckpt.Shard(torch.zeros(want_tail.shape, dtype=torch.float64), (6, 4),
                                          want_off)}
+            half = MROWS // 2
+            got["mesh"] = libckpt.Shard(torch.zeros(half, GCOLS), (MROWS, GCOLS),
+                                        ((rank // 2) * half, 0))
             res = st.restore(got, step)
+            assert torch.equal(got["mesh"].tensor, want["mesh"].tensor), f"step {step}: mesh"
             assert torch.equal(got["tail"].tensor, want_tail)
             assert int(res) == step, res
             assert torch.equal(got["w"].tensor, want["w"].tensor), f"step {step}: shard differs"
@@ -125,7 +144,10 @@ def role_restore2(store_path, rank, world):
                    "bias": torch.zeros(256, 256), f"only{rank}": torch.zeros(1000, dtype=torch.int32),
                    "only3": torch.zeros(1000, dtype=torch.int32), "step": None, "opt": {},
                    "tail": libckpt.Shard(torch.zeros(3, 4, dtype=torch.float64), (6, 4), (3 * rank, 0))}
+            # the mesh tensor's four half-boxes, restored as 2 column blocks
+            got["mesh"] = libckpt.Shard(torch.zeros(MROWS, cols), (MROWS, GCOLS), (0, rank * cols))
             res = st.restore(got, step, strict=False)
+            assert torch.equal(got["mesh"].tensor, mesh_tensor()[:, rank * cols:(rank + 1) * cols])
             assert not got["w"].tensor.is_contiguous()
             want = matrix(step)[:, rank * cols:(rank + 1) * cols]
             assert torch.equal(got["w"].tensor, want), f"step {step}: column shard differs"
@@ -299,12 +321,25 @@ def check_load(store):
             s = st.load(step)
             assert torch.equal(s["w"], matrix(step)), f"load({step}): the global matrix differs"
             assert torch.equal(s["bias"], bias()) and torch.equal(s["tail"], tail())
+            assert torch.equal(s["mesh"], mesh_tensor()), f"load({step}): the mesh tensor differs"
             for r in range(4):
                 assert torch.equal(s[f"only{r}"], only(r))
             assert s["step"] == step and s["opt"] == {"lr": 0.1, "betas": (0.9, 0.99)}
         part = st.load(2, keys="w")
         assert list(part) == ["w"] and torch.equal(part["w"], matrix(2))
     print("ok: Store.load gives the consolidated global tensors of steps 1 to 3")
+
+
+def check_mesh(store):
+    """Each of the two holders of a box of the mesh tensor saved half of it (issue 24, item 3)."""
+    p = subprocess.run([os.path.join(ROOT, os.environ.get("B", "build"), "bin", "ckptctl"),
+                        "show", store, "1", "--json"], capture_output=True, text=True)
+    assert p.returncode == 0, f"ckptctl show failed (exit {p.returncode}): {p.stderr.strip()}"
+    g = [t for t in json.loads(p.stdout)["global_tensors"] if t["name"] == "mesh"][0]
+    got = sorted((s["rank"], s["offsets"][0], s["lengths"][0]) for s in g["shards"])
+    q = MROWS // 4
+    assert got == [(r, q * r, q) for r in range(4)], f"mesh's shards: {got}"
+    print(f"ok: the 2 x 2 mesh's replicated boxes were split: (rank, first row, rows) {got}")
 
 
 def check_export(store, tmp):
@@ -444,6 +479,7 @@ def main():
         print(f"ok: incremental: new chunks per rank, step 1 {[n['1'] for n in new]}, step 2 "
               f"{step2}, step 3 {[n['3'] for n in new]}")
         check_load(store)
+        check_mesh(store)
         check_export(store, tmp)
         check_bad_shapes(store, tmp)
         check_world(run_world(2, "restore2", store), "2 ranks restore the 4-rank checkpoints by "

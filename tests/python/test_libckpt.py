@@ -713,12 +713,14 @@ class Boxes(Base):
                   sh("h", (0,), (2,), (4,)), sh("rep", (0,), (5,), (5,))],
                  [whole("b", (3,)), sh("h", (2,), (2,), (4,)), sh("rep", (0,), (5,), (5,))]]
         g = [(1, e, {}) for e in ranks]
-        self.assertEqual(_dsave.plan(0, g), {"w": ("S",), "b": ("R", 0, 3), "r0": ("R", 0, 1),
-                                             "h": ("S",), "rep": ("R", 0, 3)})
-        # rank 1 holds the same box of h as rank 0: saved once, by rank 0
-        self.assertEqual(_dsave.plan(1, g), {"w": ("S",), "b": ("R", 1, 3), "h": ("skip",),
-                                             "rep": ("R", 1, 3)})
-        self.assertEqual(_dsave.plan(2, g), {"b": ("R", 2, 3), "h": ("S",), "rep": ("R", 2, 3)})
+        self.assertEqual(_dsave.plan(0, g), {"w": ("S", 0, 1), "b": ("R", 0, 3),
+                                             "r0": ("R", 0, 1), "h": ("S", 0, 2),
+                                             "rep": ("R", 0, 3)})
+        # rank 1 holds the same box of h as rank 0: saved once, half by each
+        self.assertEqual(_dsave.plan(1, g), {"w": ("S", 0, 1), "b": ("R", 1, 3),
+                                             "h": ("S", 1, 2), "rep": ("R", 1, 3)})
+        self.assertEqual(_dsave.plan(2, g), {"b": ("R", 2, 3), "h": ("S", 0, 1),
+                                             "rep": ("R", 2, 3)})
         bad = [[whole("b", (3,))], [sh("b", (0,), (3,), (3,))]]
         with self.assertRaisesRegex(ValueError, "a Shard on rank.s. 1 but a whole tensor on rank.s. 0"):
             _dsave.plan(0, [(1, e, {}) for e in bad])
