@@ -245,22 +245,27 @@ static int plan(struct pipe_save *ps, size_t slab_size)
 	return 0;
 }
 
-/* CUDA: the library's streams wait for the trainer's queued work before copying. */
+/* CUDA: the library's streams wait for the trainer's queued work before copying. The ordering
+ * is made again at every submit, also on a stream an earlier, failed submit created: a retry
+ * must follow what the trainer queued up to the retry (issue 27, C1: a retry that skipped an
+ * existing stream copied the tensors before the trainer's last writes). */
 static int make_streams(struct pipe *p, struct pipe_save *ps)
 {
 	int rc;
+	bool ordered[sizeof ps->streams / sizeof ps->streams[0]] = {false};
 	for (size_t i = 0; i < ps->nt; i++) {
 		int dev = ps->t[i].mem;
-		if (dev < 0 || ps->streams[dev] || !ps->t[i].nbytes)
+		if (dev < 0 || ordered[dev] || !ps->t[i].nbytes)
 			continue;
 		const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
-		if ((rc = g->stream_create(dev, &ps->streams[dev])))
+		if (!ps->streams[dev] && (rc = g->stream_create(dev, &ps->streams[dev])))
 			return rc;
 		if (!ps->n_user_streams && (rc = g->stream_after(ps->streams[dev], NULL)))
 			return rc;
 		for (unsigned u = 0; u < ps->n_user_streams; u++)
 			if ((rc = g->stream_after(ps->streams[dev], ps->user_streams[u])))
 				return rc;
+		ordered[dev] = true;
 	}
 	return pipe_uses_cuda(ps) ? pipe_cuda_ready(p, ps) : 0;
 }

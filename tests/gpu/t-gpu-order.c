@@ -427,6 +427,78 @@ static void test_resubmit(const char *dir)
 	ckpt_store_close(s);
 }
 
+/* One save of the device tensor d after the trainer's stream us queued a write of b: the kth
+ * CUDA call from the submit on fails. When the submit failed, the trainer queues one more write
+ * (c) and the retry must save it; when the submit passed (its k-1 calls all ran), the save must
+ * hold b or, when the failing call came later, on a copy thread, fail. Returns whether the
+ * injection hit the submit. */
+static int resubmit_at(ckpt_store *s, uint64_t step, long k, void *d, cudaStream_t us,
+		       const uint8_t *b, const uint8_t *c, size_t n)
+{
+	uint64_t shape[1] = { n };
+	ckpt_save *sv = NULL;
+	CHECK_OK(ckpt_save_begin(s, step, &sv));
+	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(ckpt_save_after_stream(sv, us));
+	CUDA_OK(cudaMemcpyAsync(d, b, n, cudaMemcpyHostToDevice, us));
+	dbl_fail("*", k);
+	int rc = ckpt_save_submit(sv), wrc = 0;
+	if (rc) {
+		dbl_fail(NULL, -1);
+		CUDA_OK(cudaMemcpyAsync(d, c, n, cudaMemcpyHostToDevice, us)); /* the last write */
+		CHECK_OK(ckpt_save_submit(sv));
+	}
+	wrc = ckpt_save_wait(sv, NULL);
+	dbl_fail(NULL, -1);
+	if (rc) {
+		CHECK_OK(wrc);
+		if (!wrc)
+			check_dev_restore(s, step, "w", 0, c, n);
+	} else if (!wrc) {
+		check_dev_restore(s, step, "w", 0, b, n);
+	}
+	CUDA_OK(cudaStreamSynchronize(us));
+	return rc != 0;
+}
+
+/* Issue 27, C1: a submit failing at any CUDA call of its path (stream, event, wait, pool
+ * registration), then retried, saves the trainer's last write, never older bytes. */
+static void test_resubmit_order(const char *dir)
+{
+	if (!dbl("cudadouble_fail")) {
+		printf("retried submit, ordering: skipped (needs the CUDA test double)\n");
+		return;
+	}
+	size_t n = 1 * MiB + 5;
+	uint8_t *a = malloc(n), *b, *c;
+	CUDA_OK(cudaHostAlloc((void **)&b, n, 0)); /* pinned: the trainer's copies are queued */
+	CUDA_OK(cudaHostAlloc((void **)&c, n, 0));
+	REQUIRE(a);
+	t_fill(a, n, 61);
+	t_fill(b, n, 62);
+	t_fill(c, n, 63);
+	cudaStream_t us;
+	CUDA_OK(cudaStreamCreateWithFlags(&us, cudaStreamNonBlocking));
+	long k = 1, hits = 0;
+	for (; k < 200; k++) {
+		ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 2 * MiB); /* a fresh pipeline */
+		void *d = dev_copy(0, a, n);
+		int hit = resubmit_at(s, (uint64_t)k, k, d, us, b, c, n);
+		CUDA_OK(cudaFree(d));
+		ckpt_store_close(s);
+		hits += hit;
+		if (!hit)
+			break; /* the submit makes fewer than k calls: every one of them was failed once */
+	}
+	printf("retried submit, ordering: the submit failed at each of its %ld CUDA calls, every "
+	       "retry saved the trainer's last write\n", hits);
+	CHECK(hits >= 3 && k < 200); /* stream, its ordering, the pool: at least */
+	CUDA_OK(cudaStreamDestroy(us));
+	CUDA_OK(cudaFreeHost(b));
+	CUDA_OK(cudaFreeHost(c));
+	free(a);
+}
+
 /* Defect 5: a host-only first save does not fix the pool to pageable memory; the pool costs at
  * most one pinned allocation, not one per slab. */
 static void test_pool_kind(const char *dir)
@@ -605,6 +677,8 @@ int main(int argc, char **argv)
 	test_wrong_memory_type(sub);
 	snprintf(sub, sizeof sub, "%s/resubmit", dir);
 	test_resubmit(sub);
+	snprintf(sub, sizeof sub, "%s/reorder", dir);
+	test_resubmit_order(sub);
 	snprintf(sub, sizeof sub, "%s/pool", dir);
 	test_pool_kind(sub);
 	t_rmrf(dir);
