@@ -492,7 +492,8 @@ static void test_resubmit_order(const char *dir)
 	}
 	printf("retried submit, ordering: the submit failed at each of its %ld CUDA calls, every "
 	       "retry saved the trainer's last write\n", hits);
-	CHECK(hits >= 3 && k < 200); /* stream, its ordering, the pool: at least */
+	/* The stream and its ordering at least (6 calls with a CUDA 13 runtime, 2 with 12's). */
+	CHECK(hits >= 2 && k < 200);
 	CUDA_OK(cudaStreamDestroy(us));
 	CUDA_OK(cudaFreeHost(b));
 	CUDA_OK(cudaFreeHost(c));
