@@ -218,14 +218,12 @@ CKPT_API int ckpt_save_fence(ckpt_save *sv, void *stream)
 		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
 	if (!sv->ps.submitted)
 		return not_submitted(sv);
-	const struct ckpt_gpu_ops *g = ckpt_gpu_cuda();
-	bool any = pipe_uses_cuda(&sv->ps);
-	if (!g || !any) {
-		/* Host tensors only: the fence is the snapshot itself. */
-		if (!g && any)
-			return ckpt_fail(CKPT_E_UNSUPPORTED, "fence: %s", ckpt_gpu_cuda_error());
+	/* Host tensors only: the fence is the snapshot itself, and CUDA is not asked (asking
+	 * loads the module, a runtime and the driver in a process that may have no GPU work). */
+	if (!pipe_uses_cuda(&sv->ps))
 		return ckpt_save_wait_snapshot(sv);
-	}
+	if (!ckpt_gpu_cuda())
+		return ckpt_fail(CKPT_E_UNSUPPORTED, "fence: %s", ckpt_gpu_cuda_error());
 	/* Never blocks: the trainer's stream waits on the device for a flag the library sets when
 	 * the last copy is done, however many times the state exceeds the pool (issue 12,
 	 * defect 2). */

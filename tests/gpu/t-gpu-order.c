@@ -622,6 +622,49 @@ static void test_unused_device(const char *dir, const char *self)
 	}
 }
 
+/* Issue 27, C4, in a fresh process (this program run again with "host-fence DIR", before it
+ * loads a runtime itself): the fence of a host-only save is its snapshot; it loads neither the
+ * CUDA module (nor, through it, a runtime and the driver). */
+static int child_host_fence(const char *dir)
+{
+	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 1 * MiB);
+	uint8_t buf[8192];
+	t_fill(buf, sizeof buf, 70);
+	uint64_t shape[1] = { sizeof buf };
+	ckpt_save *sv = NULL;
+	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	CHECK_OK(ckpt_save_add_tensor(sv, "h", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, buf));
+	CHECK_OK(ckpt_save_submit(sv));
+	CHECK_OK(ckpt_save_fence(sv, NULL));
+	CHECK_OK(ckpt_save_wait(sv, NULL));
+	ckpt_store_close(s);
+	void *m = dlopen(getenv("CKPT_CUDA_MODULE"), RTLD_NOW | RTLD_NOLOAD);
+	printf("  after a host-only save's fence the CUDA module is %s\n",
+	       m ? "loaded" : "not loaded");
+	CHECK(!m);
+	if (m)
+		dlclose(m);
+	return t_done();
+}
+
+static void test_host_fence(const char *dir, const char *self)
+{
+	printf("a host-only save's fence leaves CUDA alone\n");
+	fflush(stdout);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		execl(self, self, "host-fence", dir, (char *)NULL);
+		_exit(127);
+	}
+	int status = 0;
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+		fprintf(stderr, "child fencing a host-only save failed (status %#x)\n", status);
+		t_failures++;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -631,6 +674,8 @@ int main(int argc, char **argv)
 		snprintf(mod, sizeof mod, "%s/lib/%s", b && *b ? b : "build", CKPT_GPU_MODULE);
 		setenv("CKPT_CUDA_MODULE", mod, 1);
 	}
+	if (argc == 3 && !strcmp(argv[1], "host-fence"))
+		return child_host_fence(argv[2]);
 	if (cudart_load()) {
 		printf("skip: no CUDA runtime\n");
 		return 77;
@@ -665,6 +710,8 @@ int main(int argc, char **argv)
 	/* First: the child must start from a store this process made before using any device. */
 	snprintf(sub, sizeof sub, "%s/unused", dir);
 	test_unused_device(sub, "/proc/self/exe");
+	snprintf(sub, sizeof sub, "%s/hostfence", dir);
+	test_host_fence(sub, "/proc/self/exe");
 	CUDA_OK(cudaSetDevice(0));
 	snprintf(sub, sizeof sub, "%s/zstd", dir);
 	test_compressed(sub);
