@@ -336,7 +336,11 @@ CKPT_API int ckpt_save_wait_snapshot(ckpt_save *save);
  * stream of each device the save copies from) wait for the snapshot without blocking the calling
  * thread, whatever the state's size against the pool: work queued on stream after this call (the
  * next optimizer step) runs only once every tensor of the save has been copied out (host tensors
- * included), not waiting for hashing, compression or writing. The GPU waits on a flag the library
+ * included), not waiting for hashing, compression or writing of what the pool holds. When the
+ * state is larger than the pool, though, the last copies need slabs that only writing frees: the
+ * stream then waits until all but about one pool's worth of the state is written (gpu_bench
+ * reports it as trainer_stall_seconds, "save_over_pool"); size CKPT_OPT_POOL_SIZE to the state
+ * to keep the stall at the copy time. The GPU waits on a flag the library
  * sets then (cuStreamWaitValue32, or a host function where stream memory operations are not
  * available); a save that fails sets it too, so the stream never waits forever. Without CUDA
  * tensors it is ckpt_save_wait_snapshot(). Call after submit. Returns 0, -CKPT_E_UNSUPPORTED

@@ -7,6 +7,9 @@
  *     each as a trainer would run it: ckpt_save_submit() + ckpt_save_fence() on the trainer's
  *     stream ("blocked": the time the calling thread spent in them), the time until the fence
  *     passes on the GPU (the trainer's next kernels could run), and the whole save (durable);
+ *   - the full save again into a fresh store whose pool holds a quarter of the state: the
+ *     trainer's stream then waits at the fence until all but one pool's worth is written
+ *     ("trainer_stall_seconds", reported for every save: fence passed less blocked);
  *   - a restore of step 2 into fresh device memory (ckpt_reader_restore_all, mem 0) and into
  *     pinned host memory, then a comparison of the restored device bytes with the state.
  * Prints a table on stderr and one JSON object on stdout (and into --json FILE).
@@ -99,7 +102,7 @@ struct state {
 };
 
 struct save_result {
-	double blocked, fence_passed, total;
+	double blocked, fence_passed, total; /* the trainer's stream stalls fence_passed - blocked */
 	ckpt_stats st;
 };
 
@@ -165,6 +168,15 @@ static double gbps(uint64_t bytes, double s)
 	return s > 0 ? (double)bytes / s / 1e9 : 0;
 }
 
+/* How long the trainer's stream waited at the fence: from the fence call's return to the
+ * fence passing on the GPU. With the state larger than the pool the last copies wait for slabs
+ * that writing frees, so the stream waits until all but one pool's worth is on disk (issue 27,
+ * C2): reported next to the fence time for a pool of a quarter of the state. */
+static double stall(const struct save_result *r)
+{
+	return r->fence_passed > r->blocked ? r->fence_passed - r->blocked : 0;
+}
+
 static void json_save(FILE *f, const char *key, const struct save_result *r, uint64_t total)
 {
 	fprintf(f,
@@ -172,12 +184,39 @@ static void json_save(FILE *f, const char *key, const struct save_result *r, uin
 		"\"total_seconds\": %.6f, \"snapshot_seconds\": %.6f, \"persist_seconds\": %.6f, "
 		"\"wait_seconds\": %.6f, \"chunks\": %llu, \"chunks_new\": %llu, "
 		"\"bytes_written\": %llu, \"pool_bytes\": %llu, \"threads\": %u, \"engine\": \"%s\", "
-		"\"gpu\": \"%s\", \"gbps\": %.3f},\n",
+		"\"gpu\": \"%s\", \"gbps\": %.3f, \"trainer_stall_seconds\": %.6f},\n",
 		key, r->blocked, r->fence_passed, r->total, r->st.snapshot_seconds,
 		r->st.persist_seconds, r->st.wait_seconds, (unsigned long long)r->st.chunks,
 		(unsigned long long)r->st.chunks_new, (unsigned long long)r->st.bytes_written,
 		(unsigned long long)r->st.pool_bytes, r->st.threads, r->st.engine, r->st.gpu,
-		gbps(total, r->total));
+		gbps(total, r->total), stall(r));
+}
+
+/* A full save of S into a fresh store at dir/NAME with a pool of pool_bytes. */
+static struct save_result save_in_pool(const char *dir, const char *name, uint64_t pool_bytes,
+				       long threads, long chunk_kib, const struct state *S,
+				       cudaStream_t user)
+{
+	char sd[4200];
+	snprintf(sd, sizeof sd, "%s/%s", dir, name);
+	rm_rf(sd);
+	ckpt_options *o = ckpt_options_create();
+	if (!o)
+		die("out of memory");
+	CKPT_OK(ckpt_options_set(o, CKPT_OPT_CREATE, 1));
+	CKPT_OK(ckpt_options_set(o, CKPT_OPT_COMPRESS, CKPT_COMPRESS_NONE));
+	CKPT_OK(ckpt_options_set(o, CKPT_OPT_POOL_SIZE, (int64_t)pool_bytes));
+	if (threads)
+		CKPT_OK(ckpt_options_set(o, CKPT_OPT_THREADS, threads));
+	if (chunk_kib)
+		CKPT_OK(ckpt_options_set(o, CKPT_OPT_CHUNK_SIZE, chunk_kib * 1024));
+	ckpt_store *s = NULL;
+	CKPT_OK(ckpt_store_open(sd, o, &s));
+	ckpt_options_free(o);
+	struct save_result r = timed_save(s, 1, S, user);
+	ckpt_store_close(s);
+	rm_rf(sd);
+	return r;
 }
 
 int main(int argc, char **argv)
@@ -339,6 +378,10 @@ int main(int argc, char **argv)
 			changed++;
 		}
 	struct save_result incr = timed_save(s, 2, &S, user);
+	/* The state over the pool: a quarter of it (at least 16 MiB), a fresh store. */
+	uint64_t small = S.total / 4 < 16 * MiB ? 16 * MiB : S.total / 4 / MiB * MiB;
+	struct save_result over = save_in_pool(dir, "store-small-pool", small, threads, chunk_kib,
+					       &S, user);
 
 	/* Restore into fresh device memory, and into pinned host memory. */
 	void **rd = calloc(S.n, sizeof *rd);
@@ -390,6 +433,12 @@ int main(int argc, char **argv)
 			gb / rs[k]->total, (unsigned long long)rs[k]->st.chunks_new,
 			(unsigned long long)rs[k]->st.chunks);
 	}
+	fprintf(stderr, "%-34s %10.3f\n", "full save: trainer stream stall", stall(&full));
+	fprintf(stderr, "%-34s %10.3f %10.2f   (pool %llu MiB: a quarter of the state)\n",
+		"state over the pool: fence passed", over.fence_passed, gb / over.fence_passed,
+		(unsigned long long)(over.st.pool_bytes / MiB));
+	fprintf(stderr, "%-34s %10.3f   (durable after %.3f s)\n",
+		"state over the pool: stream stall", stall(&over), over.total);
 	fprintf(stderr, "%-34s %10.3f %10.2f\n", "restore into the GPU", restore_gpu, gb / restore_gpu);
 	fprintf(stderr, "%-34s %10.3f %10.2f\n", "restore into pinned host memory", restore_host,
 		gb / restore_host);
@@ -411,6 +460,7 @@ int main(int argc, char **argv)
 			d2h, gb / d2h, pin_alloc);
 		json_save(f, "save_full", &full, S.total);
 		json_save(f, "save_incremental", &incr, S.total);
+		json_save(f, "save_over_pool", &over, S.total);
 		fprintf(f,
 			"  \"restore_gpu\": {\"seconds\": %.6f, \"gbps\": %.3f, \"bytes_read\": %llu},\n"
 			"  \"restore_host\": {\"seconds\": %.6f, \"gbps\": %.3f},\n"

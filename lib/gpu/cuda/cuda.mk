@@ -109,6 +109,7 @@ gpu-bundle: lib $(MODULES) $(GPU_BUNDLE_BINS)
 	find $(GPU_BUNDLE)/python -name __pycache__ -prune -exec rm -rf {} +
 	cp bench/python/torch_vs_ckpt.py $(GPU_BUNDLE)/bench/python/
 	install -m 755 tests/gpu/bundle-run.sh $(GPU_BUNDLE)/run.sh
+	install -m 644 tests/gpu/cudart-dirs.sh $(GPU_BUNDLE)/cudart-dirs.sh
 	{ echo "libckpt $(VERSION), built $$(date -u +%FT%TZ) on $$(uname -n)"; \
 	  echo "git: $$(git describe --always --dirty 2>/dev/null || echo unknown)"; \
 	  echo "CUDA headers: $(CUDA_HOME) ($$(sed -n 's/#define CUDART_VERSION *//p' \
