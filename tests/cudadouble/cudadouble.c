@@ -18,7 +18,9 @@
  *   behind it, a copy to pageable memory). A missing wait therefore shows up as wrong data every
  *   time, not by chance. CUDADOUBLE_EAGER=1 runs work as soon as it is queued.
  * - The legacy default stream (0) synchronizes with the device's blocking streams.
- * - Events, stream-wait-event, host functions, cuStreamWaitValue32 on host memory.
+ * - Events, stream-wait-event, host functions, cuStreamWaitValue32 on host memory. An event
+ *   belongs to the device current at its creation: recording it on another device's stream
+ *   fails (cudaErrorInvalidResourceHandle), as on CUDA. cuStreamGetCtx, cuCtxGetDevice.
  * - Pinned (cudaHostAlloc) vs pageable host memory: a copy with pageable memory is synchronous.
  * - Error injection: CUDADOUBLE_FAIL=NAME:N (the Nth call of NAME, or of any call when NAME is
  *   "*", fails with cudaErrorMemoryAllocation, or CUDADOUBLE_FAIL_ERR).
@@ -89,6 +91,7 @@ struct pinned {
 struct devent {
 	struct dstream *s;
 	uint64_t seq;
+	int dev; /* the device current when it was created: it may be recorded on its streams only */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -864,10 +867,11 @@ API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned flags)
 {
 	ENTER();
 	(void)flags;
-	ctx_dev();
+	int d = ctx_dev();
 	struct devent *e = calloc(1, sizeof *e);
 	if (!e)
 		return ret(cudaErrorMemoryAllocation);
+	e->dev = d;
 	*ev = (cudaEvent_t)e;
 	return cudaSuccess;
 }
@@ -892,6 +896,10 @@ API cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st)
 	struct devent *e = (struct devent *)ev;
 	pthread_mutex_lock(&mu);
 	struct dstream *s = stream_of(st);
+	if (s->dev != e->dev) { /* as CUDA: an event belongs to its device's streams */
+		pthread_mutex_unlock(&mu);
+		return ret(cudaErrorInvalidResourceHandle);
+	}
 	e->s = s;
 	e->seq = s->queued; /* complete once everything queued so far has run */
 	pthread_mutex_unlock(&mu);
@@ -999,6 +1007,26 @@ API CUresult_t cuCtxSetCurrent(void *ctx)
 	if (d < 0 || d >= ndev)
 		return 201; /* CUDA_ERROR_INVALID_CONTEXT */
 	cur_dev = (int)d;
+	return 0;
+}
+
+API CUresult_t cuCtxGetDevice(int *dev)
+{
+	pthread_once(&once, init_once);
+	if (cur_dev < 0)
+		return 201; /* CUDA_ERROR_INVALID_CONTEXT */
+	*dev = cur_dev;
+	return 0;
+}
+
+/* The context of a stream: its device's (the legacy stream: the current device's). */
+API CUresult_t cuStreamGetCtx(void *stream, void **ctx)
+{
+	pthread_once(&once, init_once);
+	pthread_mutex_lock(&mu);
+	int d = stream_of((cudaStream_t)stream)->dev;
+	pthread_mutex_unlock(&mu);
+	*ctx = &ctx_objs[d];
 	return 0;
 }
 

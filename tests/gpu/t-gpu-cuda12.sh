@@ -17,7 +17,9 @@ cat "$out"
 grep -q 'runtime libcudart.so.12 (12020)' "$out" || { echo "FAIL: the CUDA 12 runtime was not used"; exit 1; }
 # A process that already holds the CUDA 12 runtime (torch built for CUDA 12) on a CUDA 13
 # driver: the provider takes that runtime instead of loading libcudart.so.13 beside it
-# (t-gpu-order checks that only one runtime is loaded).
+# (t-gpu-order checks that only one runtime is loaded). Without cudaStreamGetDevice the provider
+# asks the driver for a stream's device (issue 27, C6): t-gpu-order's two-writer-streams case
+# fails here when it guesses the current device (the double refuses an event of another device).
 [ -x "$B/tests/bin/t-gpu-order" ] || { echo "FAIL: t-gpu-order not built"; exit 1; }
 rc=0
 CKPT_TEST_CUDART=libcudart.so.12 "$B/tests/bin/t-gpu-order" >"$out" 2>&1 || rc=$?

@@ -40,6 +40,8 @@ static fail_fn g_fail;
 /* Driver context functions (CUresult f(CUcontext *) / f(CUcontext)); NULL when unavailable. */
 static int (*p_ctx_get)(void **ctx);
 static int (*p_ctx_set)(void *ctx);
+static int (*p_ctx_dev)(int *dev);                     /* cuCtxGetDevice */
+static int (*p_stream_ctx)(void *stream, void **ctx); /* cuStreamGetCtx (CUDA 9.2) */
 /* Device of the first library stream: where host-only ops (pinned allocation) run on a thread
  * that has no context yet. */
 static int g_home_dev = -1; /* accessed with __atomic builtins */
@@ -224,6 +226,11 @@ static void resolve_driver(void)
 	if (get && set) {
 		memcpy(&p_ctx_get, &get, sizeof get);
 		memcpy(&p_ctx_set, &set, sizeof set);
+		void *cd = dlsym(h, "cuCtxGetDevice"), *sc = dlsym(h, "cuStreamGetCtx");
+		if (cd && sc) {
+			memcpy(&p_ctx_dev, &cd, sizeof cd);
+			memcpy(&p_stream_ctx, &sc, sizeof sc);
+		}
 	}
 	void *wv = dlsym(h, "cuStreamWaitValue32_v2");
 	if (!wv)
@@ -376,6 +383,25 @@ static void cu_stream_destroy(void *stream)
 	free(ls);
 }
 
+/* The device of stream through the driver (cuStreamGetCtx), or -1. The thread's current
+ * context is restored, also when there was none. */
+static int stream_ctx_dev(void *stream)
+{
+	void *sctx = NULL, *cur = NULL;
+	int d = -1;
+	if (!p_stream_ctx || !p_ctx_dev || p_stream_ctx(stream, &sctx) || !sctx ||
+	    p_ctx_get(&cur))
+		return -1;
+	if (sctx == cur)
+		return p_ctx_dev(&d) ? -1 : d;
+	if (p_ctx_set(sctx))
+		return -1;
+	if (p_ctx_dev(&d))
+		d = -1;
+	(void)p_ctx_set(cur);
+	return d;
+}
+
 /* Device of a user stream (the lib stream's device when it cannot be told, or for NULL). */
 static int user_dev(void *user_stream, int fallback)
 {
@@ -385,8 +411,12 @@ static int user_dev(void *user_stream, int fallback)
 			return d;
 		(void)cudaGetLastError();
 	}
-	/* Without cudaStreamGetDevice (runtimes before 12.8): a stream is most often used with its
-	 * device current, as torch does. */
+	/* Without cudaStreamGetDevice (runtimes before 12.8) the driver tells: the stream's
+	 * context, made current for a moment, names its device. Guessing the calling thread's
+	 * current device put the fence's and the ordering's events on the wrong device when one
+	 * process holds tensors on several (issue 27, C6). */
+	if (user_stream && (d = stream_ctx_dev(user_stream)) >= 0)
+		return d;
 	void *ctx;
 	if (user_stream && p_ctx_get && thread_has_ctx(&ctx) && cudaGetDevice(&d) == cudaSuccess)
 		return d;
