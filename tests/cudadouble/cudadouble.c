@@ -663,6 +663,7 @@ API cudaError_t cudaHostGetDevicePointer(void **dptr, void *host, unsigned flags
 API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p)
 {
 	ENTER();
+	ctx_dev(); /* as the runtime: a thread without a context gets device 0's */
 	memset(a, 0, sizeof *a);
 	size_t off;
 	pthread_mutex_lock(&mu);

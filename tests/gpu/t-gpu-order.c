@@ -558,9 +558,30 @@ static void *dst_dev1(size_t index, const ckpt_tensor_info *info, int *mem, void
 	return out[index];
 }
 
+struct fresh_add {
+	ckpt_save *sv;
+	void *dev_ptr, *host_ptr;
+	uint64_t n;
+	int rc[3];
+};
+
+/* On a thread that never used CUDA (no current context): the memory checks of add_tensor. */
+static void *fresh_thread_add(void *arg)
+{
+	struct fresh_add *a = arg;
+	uint64_t shape[1] = { a->n };
+	a->rc[0] = ckpt_save_add_tensor(a->sv, "fresh", CKPT_DTYPE_U8, 1, shape, 1, a->dev_ptr);
+	a->rc[1] = ckpt_save_add_tensor(a->sv, "fresh-host", CKPT_DTYPE_U8, 1, shape,
+					CKPT_MEM_HOST, a->host_ptr);
+	a->rc[2] = ckpt_save_add_tensor(a->sv, "wrong", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
+					a->dev_ptr); /* still told apart */
+	return NULL;
+}
+
 /* Defect 4, in a fresh process (this program run again with "only-dev1 DIR"): a process that uses
- * only device 1 restores (restore_all, on worker threads without a context) and saves; no context
- * may appear on device 0. */
+ * only device 1 restores (restore_all, on worker threads without a context) and saves, adding
+ * tensors from a thread without a context too (issue 27, C7: the pointer query there used to
+ * create device 0's context); no context may appear on device 0. */
 static int child_only_dev1(const char *dir)
 {
 	CUDA_OK(cudaSetDevice(1));
@@ -576,6 +597,14 @@ static int child_only_dev1(const char *dir)
 	uint64_t shape[1] = { info.nbytes };
 	CHECK_OK(ckpt_save_begin(s, 2, &sv));
 	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 1, out[0]));
+	uint8_t host[64] = { 1 };
+	struct fresh_add fa = { sv, out[0], host, sizeof host, { 1, 1, 1 } };
+	pthread_t th;
+	REQUIRE(pthread_create(&th, NULL, fresh_thread_add, &fa) == 0);
+	pthread_join(th, NULL);
+	CHECK_OK(fa.rc[0]);
+	CHECK_OK(fa.rc[1]);
+	CHECK(fa.rc[2] == -CKPT_E_INVAL);
 	CHECK_OK(ckpt_save_submit(sv));
 	CHECK_OK(ckpt_save_fence(sv, NULL));
 	CHECK_OK(ckpt_save_wait(sv, NULL));

@@ -42,6 +42,7 @@ static int (*p_ctx_get)(void **ctx);
 static int (*p_ctx_set)(void *ctx);
 static int (*p_ctx_dev)(int *dev);                     /* cuCtxGetDevice */
 static int (*p_stream_ctx)(void *stream, void **ctx); /* cuStreamGetCtx (CUDA 9.2) */
+static int (*p_primary_state)(int dev, unsigned *flags, int *active); /* cuDevicePrimaryCtxGetState */
 /* Device of the first library stream: where host-only ops (pinned allocation) run on a thread
  * that has no context yet. */
 static int g_home_dev = -1; /* accessed with __atomic builtins */
@@ -232,6 +233,8 @@ static void resolve_driver(void)
 			memcpy(&p_stream_ctx, &sc, sizeof sc);
 		}
 	}
+	void *ps = dlsym(h, "cuDevicePrimaryCtxGetState");
+	memcpy(&p_primary_state, &ps, sizeof ps);
 	void *wv = dlsym(h, "cuStreamWaitValue32_v2");
 	if (!wv)
 		wv = dlsym(h, "cuStreamWaitValue32");
@@ -480,20 +483,49 @@ static int cu_stream_sync(void *stream)
 	return rc;
 }
 
+/* A device whose primary context exists (the home device first), or -1 when none does. */
+static int active_dev(void)
+{
+	int home = __atomic_load_n(&g_home_dev, __ATOMIC_RELAXED), n = 0;
+	unsigned fl;
+	int on = 0;
+	if (!p_primary_state)
+		return home >= 0 ? home : 0;
+	if (home >= 0 && p_primary_state(home, &fl, &on) == 0 && on)
+		return home;
+	if (cudaGetDeviceCount(&n) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return -1;
+	}
+	for (int d = 0; d < n; d++)
+		if (p_primary_state(d, &fl, &on) == 0 && on)
+			return d;
+	return -1;
+}
+
 static int cu_mem_device(const void *p)
 {
 	if (!p)
 		return -1;
+	/* The runtime's query creates a context on the current device (device 0) on a thread
+	 * without one, in a process that may use another GPU only (issue 27, C7). Such a thread
+	 * borrows a context that exists; where none does, no device memory can either. */
+	void *ctx;
+	struct devguard g = {0};
+	if (!thread_has_ctx(&ctx)) {
+		int d = active_dev();
+		if (d < 0 || dev_enter(d, &g))
+			return -1;
+	}
 	struct cudaPointerAttributes a;
 	memset(&a, 0, sizeof a);
-	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-		/* Older runtimes fail for ordinary host memory; clear that error. */
-		(void)cudaGetLastError();
-		return -1;
-	}
-	if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged)
-		return a.device;
-	return -1;
+	int d = -1;
+	if (cudaPointerGetAttributes(&a, p) != cudaSuccess)
+		(void)cudaGetLastError(); /* older runtimes fail for ordinary host memory */
+	else if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged)
+		d = a.device;
+	dev_leave(&g);
+	return d;
 }
 
 static int cu_host_register(void *p, size_t size)
