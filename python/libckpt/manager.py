@@ -279,13 +279,14 @@ class CheckpointManager:
             self._refresh()
 
     def _latest_time(self):
-        if not self._steps:
-            return self._clock()  # save_interval_secs counts from the manager's start
+        """When the newest checkpoint was saved (rank 0's clock then; else its commit time), or
+        now without one: save_interval_secs counts from there."""
+        if self.save_interval_secs is None or not self._steps:
+            return self._clock()
         step = self._steps[-1]
-        listed = {i["step"]: i["time"] for i in self.store.list()}
         with self.store._open_reader(step) as r:
-            meta = r.meta()
-        return float(meta[TIME_KEY]) if TIME_KEY in meta else float(listed.get(step, 0))
+            t = r.meta().get(TIME_KEY)
+            return float(t) if t is not None else float(r.info()["time"])
 
     def _last_step(self):
         last = self._steps[-1] if self._steps else None

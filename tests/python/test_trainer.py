@@ -411,6 +411,8 @@ class Manager(Base):
             self.assertEqual(mgr.all_steps(), [1])  # the manager's list, as Orbax's
             self.assertEqual(mgr.reload(), [1, 5])
             self.assertEqual((mgr.latest_step(), mgr.all_steps(read=True)), (5, [1, 5]))
+            with self.assertRaisesRegex(libckpt.InvalidArgumentError, "step 5 is the newest"):
+                mgr.store.delete(5)  # Store.delete keeps the newest unless newest=True
             self.assertFalse(mgr.save(4, {"x": torch.ones(4)}))  # not after the latest step
         with libckpt.Store(os.path.join(self.dir, "m")) as s:
             self.assertEqual(s.steps(), [1, 5])
@@ -454,11 +456,11 @@ class Manager(Base):
             # the first, then each one at least 25 s after the previous kept one; the newest
             self.assertEqual(kept[-1], [1, 4, 7])
             self.assertEqual(kept[2], [1, 3])
-        with self.manager(save_interval_secs=30) as mgr:  # no step rule: by time only
+        # no step rule: by time only, counted from the latest checkpoint's save (60 s)
+        with self.manager(save_interval_secs=30) as mgr:
             mgr._clock = lambda: now[0]
-            mgr._last_time = now[0] = 100.0
             did = []
-            for step, t in ((8, 110), (9, 130), (10, 150), (11, 160)):
+            for step, t in ((8, 80), (9, 95), (10, 120), (11, 125)):
                 now[0] = float(t)
                 did.append(mgr.save(step, {"x": torch.ones(4)}))
             self.assertEqual(did, [False, True, False, True])
