@@ -232,6 +232,11 @@ class CheckpointManager:
             self._error = self._error or e
             self._refresh()  # what did land, listed again
             return
+        if self._ctl is not None:
+            # Each rank lets go of the store's shared lock as its own wait() returns, after the
+            # commit's last collective: rank 0 may delete (exclusive lock) once all have.
+            import torch.distributed as dist
+            self._ctl._run("after the save", lambda: dist.barrier(group=self._ctl.pg))
         if self.max_to_keep is not None:
             self._retain()  # lists the store again after pruning
         else:

@@ -8,6 +8,8 @@ machine, init_method file://).
   kept; delete(4) on every rank leaves 8, 12, 14.
 - 2 ranks keep the best 2 by a metric (rank 0's metrics count), and after a restart (a new
   manager) the saved metrics still decide.
+- 2 ranks: the retention's delete on rank 0 waits until every rank's save let go of the store's
+  lock, even when one rank's wait() comes late.
 - 4 ranks, save_on_preemption: rank 2's process gets SIGTERM in the middle of the loop; every rank
   saves the same step, then leaves the loop.
 
@@ -103,6 +105,41 @@ def role_best(store, rank, world):
         result(first=first, restarted=mgr.all_steps(), best=mgr.best_step())
 
 
+def role_release(store, rank, world):
+    """Rank 0 prunes only once every rank let go of the store's shared lock (its wait() of the
+    commit returned): rank 1 delays its wait until rank 0 tried its delete, or 2 s passed."""
+    import time
+    from libckpt import _dsave
+    flag = store + ".deleted"
+    loop = Loop(rank, world)
+    with manager(store, max_to_keep=1, async_save=False) as mgr:
+        if rank == 0:
+            real_delete = mgr.store.delete
+
+            def delete(*a, **k):
+                try:
+                    return real_delete(*a, **k)
+                finally:
+                    open(flag, "w").close()
+            mgr.store.delete = delete
+        else:
+            real_wait = _dsave.DistSaveHandle.wait
+
+            def wait(h):
+                deadline = time.monotonic() + 2.0  # with the barrier, rank 0 never signals
+                while h.step == 2 and not os.path.exists(flag) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                return real_wait(h)
+            _dsave.DistSaveHandle.wait = wait
+        outcome = None
+        for step in (1, 2):
+            try:
+                mgr.save(step, loop.step(step))
+            except Exception as e:  # noqa: BLE001  reported
+                outcome = f"{type(e).__name__}: {e}"
+        result(steps=mgr.all_steps(), error=outcome)
+
+
 def role_preempt(store, rank, world):
     loop = Loop(rank, world)
     step = 0
@@ -117,7 +154,8 @@ def role_preempt(store, rank, world):
         result(stopped=step, steps=mgr.all_steps())
 
 
-ROLES = {"loop": role_loop, "resume": role_resume, "best": role_best, "preempt": role_preempt}
+ROLES = {"loop": role_loop, "resume": role_resume, "best": role_best, "preempt": role_preempt,
+         "release": role_release}
 
 
 def worker(argv):
@@ -199,7 +237,7 @@ def main():
     import torch
     import libckpt
     with tempfile.TemporaryDirectory() as tmp:
-        store, best, pre = (os.path.join(tmp, n) for n in ("store", "best", "preempt"))
+        store, best, pre, rel = (os.path.join(tmp, n) for n in ("store", "best", "preempt", "rel"))
         outs = run_world(4, [("loop", store), ("preempt", pre)], signal_rank=2)
         res = same([o[0] for o in outs], "4-rank loop")
         check(res["did"], [False, True] * 5, "4 ranks: saves every 2nd step")
@@ -214,7 +252,7 @@ def main():
             sys.exit(f"FAIL: SIGTERM on rank 2 at step 5: {res}")
         with libckpt.Store(pre, read_only=True) as st:
             check(st.steps(), [res["stopped"]], "SIGTERM on rank 2: every rank saved that step")
-        outs = run_world(2, [("resume", store), ("best", best)])
+        outs = run_world(2, [("resume", store), ("best", best), ("release", rel)])
         res = same([o[0] for o in outs], "2-rank resume")
         check((res["start"], res["restored"]), (10, 10), "2 ranks: latest_step and restore")
         check(res["kept"], [4, 8, 12, 14], "2 ranks: kept after continuing to step 14")
@@ -224,6 +262,8 @@ def main():
         res = same([o[1] for o in outs], "best_fn")
         check(res["first"], [2, 4, 6], "best 2 by rank 0's loss (2, 4) and the latest (6)")
         check((res["restarted"], res["best"]), ([2, 7], 7), "after a restart, by saved metrics")
+        res = same([o[2] for o in outs], "retention after the lock's release")
+        check(res, {"steps": [2], "error": None}, "rank 0 prunes once every rank's wait returned")
     print("python manager dist ok")
     return 0
 
