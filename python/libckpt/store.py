@@ -52,6 +52,9 @@ def _meta_dict(metadata):
     return meta
 
 
+_GC_NEWEST = 4  # CKPT_GC_NEWEST (include/ckpt.h): ckpt_store_delete may remove the newest
+
+
 class SaveHandle(_SnapshotWait):
     """A save in progress (from Store.save_async).
 
@@ -280,7 +283,7 @@ class Store:
             L.check(lib.ckpt_store_reserve(self._handle(), want), "reserve")
         return want
 
-    def save_async(self, state, step, metadata=None, group=None):
+    def save_async(self, state, step, metadata=None, group=None, _binding_meta=None):
         """Starts saving `state` as checkpoint `step` and returns a SaveHandle at once.
 
         CPU tensors and arrays must not be modified before handle.wait_snapshot() returns.  For
@@ -290,18 +293,21 @@ class Store:
 
         group: a torch.distributed process group (None: the default group when one is
         initialized): a collective multi-rank save (libckpt.dist); libckpt.LOCAL: this process
-        alone.
+        alone.  _binding_meta: the binding's own keys ('libckpt.' prefix), added unchecked
+        (CheckpointManager's metrics and save time).
         """
         t0 = time.perf_counter()
         lib = L.load()
         step = _step_arg(step, allow_latest=False)
+        user_meta = _meta_dict(metadata)
+        user_meta.update(_binding_meta or {})
         dg = _dist.resolve_group(group)
         if dg is not None:
-            return _dsave.save_async(self, state, step, _meta_dict(metadata), dg)
+            return _dsave.save_async(self, state, step, user_meta, dg)
         self._dist_wait()
         tree, leaves = T.flatten(state)
         meta = {T.META_KEY: T.dumps(tree)}
-        meta.update(_meta_dict(metadata))
+        meta.update(user_meta)
         keep = [leaves]
         with self._lock:
             store = self._handle()
@@ -505,6 +511,25 @@ class Store:
         rep = ctypes.POINTER(L.GcReport)()
         with self._lock:
             L.check(f(self._handle(), ctypes.byref(pol), flags, ctypes.byref(rep)))
+        return self._report(lib, rep)
+
+    def delete(self, steps, newest=False):
+        """Removes the checkpoints of `steps` (a step or steps), then the packs nothing references
+        (ckpt_store_delete), all or nothing: NotFoundError for a step without a checkpoint,
+        InvalidArgumentError for the newest valid checkpoint unless newest=True.  Returns the
+        report as prune does.  Takes the writer lock (BusyError)."""
+        lib = L.load()
+        f = L.need("ckpt_store_delete")
+        f.restype = ctypes.c_int
+        f.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
+                      ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.POINTER(L.GcReport))]
+        steps = [_step_arg(s, allow_latest=False) for s in
+                 ((steps,) if isinstance(steps, int) else steps)]
+        arr = (ctypes.c_uint64 * max(1, len(steps)))(*steps)
+        rep = ctypes.POINTER(L.GcReport)()
+        with self._lock:
+            L.check(f(self._handle(), arr, len(steps), None, _GC_NEWEST if newest else 0,
+                      ctypes.byref(rep)), "delete")
         return self._report(lib, rep)
 
     def gc(self, compact_below=0.0, dry_run=False, force=False):

@@ -390,6 +390,95 @@ class Manager(Base):
             self.manager(save_interval_steps=0)
         with self.assertRaisesRegex(ValueError, "max_to_keep"):
             self.manager(max_to_keep=0)
+        with self.assertRaisesRegex(ValueError, "best_mode"):
+            self.manager(best_mode="lowest")
+        with self.assertRaisesRegex(ValueError, "keep_time_interval"):
+            self.manager(keep_time_interval=-1)
+
+    def test_delete_and_reload(self):
+        # group=True without torch.distributed initialized: this process alone
+        with self.manager(group=True) as mgr:
+            for step in (1, 2, 3):
+                mgr.save(step, {"x": torch.full((4,), float(step))})
+            mgr.delete(2)
+            self.assertEqual(mgr.all_steps(), [1, 3])
+            mgr.delete(3)  # the newest too, as Orbax allows
+            self.assertEqual((mgr.all_steps(), mgr.latest_step()), ([1], 1))
+            with self.assertRaises(libckpt.NotFoundError):
+                mgr.delete(7)
+            with libckpt.Store(os.path.join(self.dir, "m")) as other:  # another writer
+                other.save({"x": torch.ones(4)}, 5)
+            self.assertEqual(mgr.all_steps(), [1])  # the manager's list, as Orbax's
+            self.assertEqual(mgr.reload(), [1, 5])
+            self.assertEqual((mgr.latest_step(), mgr.all_steps(read=True)), (5, [1, 5]))
+            with self.assertRaisesRegex(libckpt.InvalidArgumentError, "step 5 is the newest"):
+                mgr.store.delete(5)  # Store.delete keeps the newest unless newest=True
+            self.assertFalse(mgr.save(4, {"x": torch.ones(4)}))  # not after the latest step
+        with libckpt.Store(os.path.join(self.dir, "m")) as s:
+            self.assertEqual(s.steps(), [1, 5])
+
+    def test_best_fn(self):
+        loss = {1: 5.0, 2: 1.0, 3: 4.0, 4: 2.0, 5: 6.0, 6: 3.0}
+        kw = dict(max_to_keep=2, best_fn=lambda m: m["loss"], best_mode="min")
+        with self.manager(**kw) as mgr:
+            for step in range(1, 7):
+                mgr.save(step, {"x": torch.ones(4)}, metrics={"loss": torch.tensor(loss[step])})
+                mgr.wait_until_finished()
+            # the best 2 (steps 2 and 4) and the latest
+            self.assertEqual(mgr.all_steps(), [2, 4, 6])
+            self.assertEqual((mgr.best_step(), mgr.metrics(4)), (2, {"loss": 2.0}))
+            mgr.save(7, {"x": torch.ones(4)})  # without metrics: kept, not ranked
+            mgr.save(8, {"x": torch.ones(4)}, metrics={"loss": 0.5})
+        self.assertEqual(libckpt.Store(os.path.join(self.dir, "m")).steps(), [2, 7, 8])
+        self.assertEqual(libckpt.Store(os.path.join(self.dir, "m")).metadata(8), {})
+        # a restart reads the saved metrics; without metrics ranks below the worst (Orbax's
+        # keep_checkpoints_without_metrics=False); best_mode="max" keeps the highest
+        with self.manager(keep_checkpoints_without_metrics=False, **kw) as mgr:
+            mgr.save(9, {"x": torch.ones(4)}, metrics={"loss": 9.0})
+            mgr.wait_until_finished()
+            self.assertEqual(mgr.all_steps(), [2, 8, 9])
+        kw["best_mode"] = "max"
+        with self.manager(**kw) as mgr:
+            mgr.save(10, {"x": torch.ones(4)}, metrics={"loss": 0.1})
+            mgr.wait_until_finished()
+            self.assertEqual(mgr.all_steps(), [2, 9, 10])
+
+    def test_time_based(self):
+        now = [0.0]
+        with self.manager(max_to_keep=1, keep_time_interval=25) as mgr:
+            mgr._clock = lambda: now[0]
+            kept = []
+            for step in range(1, 8):
+                now[0] = 10.0 * (step - 1)  # saved at 0, 10, ..., 60 s on the manager's clock
+                mgr.save(step, {"x": torch.ones(4)})
+                mgr.wait_until_finished()
+                kept.append(mgr.all_steps())
+            # the first, then each one at least 25 s after the previous kept one; the newest
+            self.assertEqual(kept[-1], [1, 4, 7])
+            self.assertEqual(kept[2], [1, 3])
+        # no step rule: by time only, counted from the latest checkpoint's save (60 s)
+        with self.manager(save_interval_secs=30) as mgr:
+            mgr._clock = lambda: now[0]
+            did = []
+            for step, t in ((8, 80), (9, 95), (10, 120), (11, 125)):
+                now[0] = float(t)
+                did.append(mgr.save(step, {"x": torch.ones(4)}))
+            self.assertEqual(did, [False, True, False, True])
+
+    def test_save_on_preemption(self):
+        import signal
+        before = signal.getsignal(signal.SIGTERM)
+        stopped = None
+        with self.manager(save_interval_steps=100, save_on_preemption=True) as mgr:
+            for step in range(1, 21):
+                if step == 5:
+                    signal.raise_signal(signal.SIGTERM)  # the process survives it
+                mgr.save(step, {"x": torch.full((4,), float(step))})
+                if mgr.preempted:
+                    stopped = step
+                    break
+            self.assertEqual((stopped, mgr.all_steps()), (5, [5]))  # durable already
+        self.assertIs(signal.getsignal(signal.SIGTERM), before)  # put back by close()
 
 
 class Partial(Base):
