@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "common/common.h"
+#include "store/marker.h"
 #include "store/store.h"
 
 /* Defaults recommended for this machine by `nvmetune bench`, in $CKPT_CONFIG or
@@ -40,6 +41,7 @@ CKPT_API ckpt_options *ckpt_options_create(void)
 	o->pool_size = 256ull << 20;
 	o->queue_depth = 8;
 	o->engine = CKPT_ENGINE_AUTO;
+	o->gc_grace_s = MARKER_GRACE_DEFAULT_S;
 	read_config(o);
 	return o;
 }
@@ -130,6 +132,12 @@ CKPT_API int ckpt_options_set(ckpt_options *o, ckpt_option opt, int64_t v)
 			return ckpt_fail(CKPT_E_INVAL, "lock wait %lld ms: must be 0 to %lld (24 hours)",
 					 (long long)v, (long long)CKPT_MAX_LOCK_WAIT_MS);
 		o->lock_wait_ms = v;
+		return 0;
+	case CKPT_OPT_GC_GRACE_S:
+		if (v < 0 || v > CKPT_MAX_GC_GRACE_S)
+			return ckpt_fail(CKPT_E_INVAL, "gc grace %lld s: must be 0 to %lld (30 days)",
+					 (long long)v, (long long)CKPT_MAX_GC_GRACE_S);
+		o->gc_grace_s = v;
 		return 0;
 	case CKPT_OPT_PACK_SIZE:
 		if (v < (1ll << 20))
