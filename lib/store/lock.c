@@ -114,8 +114,8 @@ int store_format_record(struct ckpt_store *s, const char *what, char *buf, size_
 		snprintf(w, sizeof w, "multi-rank save, rank %u,", s->part_rank);
 	else
 		snprintf(w, sizeof w, "%s", what);
-	int n = snprintf(buf, len, "pid %ld\nhost %s\nnode %s\nwhat %s\nsince %s\n", (long)getpid(),
-			 host, store_node(s), w, since);
+	int n = snprintf(buf, len, "pid %ld\nhost %s\nwhat %s\nsince %s\nnode %s\n", (long)getpid(),
+			 host, w, since, store_node(s));
 	if (n < 0 || (size_t)n >= len) {
 		buf[0] = 0;
 		return 0;
@@ -123,7 +123,7 @@ int store_format_record(struct ckpt_store *s, const char *what, char *buf, size_
 	return n;
 }
 
-/* "pid N\nhost H\nnode B\nwhat W\nsince YYYY-MM-DDTHH:MM:SSZ\n": only for the busy message of
+/* "pid N\nhost H\nwhat W\nsince YYYY-MM-DDTHH:MM:SSZ\nnode B\n": only for the busy message of
  * the next writer; the flock itself is the lock. A record that cannot be written still locks. */
 static void write_record(struct ckpt_store *s, int fd, const char *what)
 {

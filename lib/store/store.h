@@ -116,8 +116,8 @@ void store_unlock(struct ckpt_store *s);
 int store_lock_maint(struct ckpt_store *s, const char *what);
 
 /* The writer record (lock.c) that STORE/LOCK and the in-flight markers hold, one "key value"
- * line each: pid, host, node (the boot id: which machine), what (a label, "multi-rank save,
- * rank N," in part_mode), since (UTC). */
+ * line each: pid, host, what (a label, "multi-rank save, rank N," in part_mode), since (UTC),
+ * node (the boot id: which machine; last, so that older readers' prefix stays the same). */
 struct writer_rec {
 	long pid;
 	char host[96];
