@@ -165,9 +165,18 @@ typedef enum ckpt_option {
 	 * CKPT_MAX_LOCK_WAIT_MS. A store has one writer at a time (one process, or the ranks of
 	 * one multi-rank save); a second one waits this long, then gets -CKPT_E_BUSY. */
 	CKPT_OPT_LOCK_WAIT_MS = 14,
+	/* Seconds after its last refresh that gc, prune and delete of this handle take the
+	 * in-flight marker of a save on another node for alive (default 21600, six hours; 0 to
+	 * CKPT_MAX_GC_GRACE_S). Every save keeps a marker (STORE/writers/, docs/format.md)
+	 * refreshed every minute; while a live one exists gc removes no pack and no leftover (the
+	 * report says so). A marker of this node is judged by its lock, at once; another node's
+	 * only by its age, since flock may be local to each node (see "Shared file systems" in
+	 * docs/format.md). 0: every other node's marker counts as dead (a job known to be gone). */
+	CKPT_OPT_GC_GRACE_S = 15,
 } ckpt_option;
 
 #define CKPT_MAX_LOCK_WAIT_MS (24ll * 3600 * 1000)
+#define CKPT_MAX_GC_GRACE_S (30ll * 24 * 3600)
 
 enum { CKPT_COMPRESS_NONE = 0, CKPT_COMPRESS_ZSTD = 1 };
 enum { CKPT_ENGINE_AUTO = 0, CKPT_ENGINE_IO_URING = 1, CKPT_ENGINE_PSYNC = 2 };
@@ -205,6 +214,14 @@ typedef struct ckpt_store ckpt_store;
  * current record (another tool, an older libckpt) is named by pid alone, and the message says
  * so. A read-only handle never writes the record. */
 CKPT_API int ckpt_store_open(const char *path, const ckpt_options *opts, ckpt_store **out);
+
+/* Returns why the store's mount may not keep its writer lock across nodes, or NULL: at open, the
+ * mount holding the store directory is looked up in /proc/self/mountinfo, and NFS mounted with
+ * local_lock=flock, local_lock=all or nolock, or Lustre with localflock, has flocks local to
+ * each node (the lock then excludes no writer of another node; gc and prune rely on the
+ * in-flight markers, see CKPT_OPT_GC_GRACE_S). The message names the mount and the option;
+ * valid until the store is closed. The open itself succeeds. */
+CKPT_API const char *ckpt_store_warning(const ckpt_store *store);
 
 /* Closes the store; accepts NULL. Saves submitted on it are waited for (their checkpoints
  * commit, or fail, as they would have); saves begun but not submitted are aborted. Save handles of
@@ -567,6 +584,11 @@ typedef struct ckpt_gc_report {
 	/* Of leftovers_removed, the part files of multi-rank checkpoints (STORE/parts/<step>/) that
 	 * were removed (or would be): of pruned checkpoints and of saves that never committed. */
 	uint64_t parts_removed;
+	/* Unreferenced packs left in place because a save is in flight (its in-flight marker is
+	 * live, CKPT_OPT_GC_GRACE_S): it may reference them when it commits. While one is, gc
+	 * removes no unreferenced pack, compacts nothing and removes no leftover; a later gc does. */
+	uint64_t packs_spared;
+	char *in_flight; /* then the first such save: "process P on host H (save since T)" */
 } ckpt_gc_report;
 
 /* Retention: which checkpoints prune keeps. The newest valid checkpoint is always kept. */

@@ -101,6 +101,10 @@ void ck_report_json(struct jw *w, const ckpt_gc_report *r)
 	if (r->parts_removed) { /* of leftovers_removed: multi-rank checkpoints' parts */
 		jw_key(w, "parts_removed"); jw_u64(w, r->parts_removed);
 	}
+	if (r->packs_spared || r->in_flight) { /* a save in flight on a node-local lock */
+		jw_key(w, "packs_spared"); jw_u64(w, r->packs_spared);
+		jw_key(w, "in_flight"); jw_str(w, r->in_flight ? r->in_flight : "");
+	}
 }
 
 static const char *plural(uint64_t n, const char *one, const char *many)
@@ -136,6 +140,11 @@ void ck_report_text(const ckpt_gc_report *r, bool dry)
 		printf("deferred %llu pack%s that open readers may still read (a later gc removes "
 		       "%s)\n", (unsigned long long)r->packs_deferred,
 		       plural(r->packs_deferred, "", "s"), plural(r->packs_deferred, "it", "them"));
+	if (r->packs_spared || r->in_flight)
+		printf("spared %llu unreferenced pack%s, leftovers and compaction: a save is in "
+		       "flight, %s (a later gc collects them)\n",
+		       (unsigned long long)r->packs_spared, plural(r->packs_spared, "", "s"),
+		       r->in_flight ? r->in_flight : "?");
 	if (r->files_left_alone)
 		printf("left alone %llu file%s in the pack directories that %s not this store's "
 		       "pack%s (first: %s)\n", (unsigned long long)r->files_left_alone,

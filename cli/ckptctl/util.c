@@ -62,6 +62,10 @@ int ck_open_store(const char *cmd, const char *path, bool ro, const ckpt_options
 		snprintf(what, sizeof what, "cannot open store '%s'", path);
 		return ck_fail(cmd, r, what);
 	}
+	/* A mount whose flocks are node-local (NFS local_lock, Lustre localflock): said once. */
+	const char *w = ckpt_store_warning(*out);
+	if (w)
+		cli_err("%s: warning: %s", cmd, w);
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/file.h>
@@ -25,6 +26,7 @@
 #include "common/common.h"
 #include "dist/dist.h"
 #include "format/format.h"
+#include "store/marker.h"
 #include "store/store.h"
 
 #define CLAIM_FILE "CLAIM"
@@ -133,6 +135,11 @@ int dist_claim_step(struct ckpt_store *s, uint64_t step, unsigned world, int *ou
 
 void dist_claim_release(struct ckpt_store *s, uint64_t step, int fd, bool committed)
 {
+	/* Every rank's in-flight marker ends here, not with its part save: the rank's packs are
+	 * unreferenced until the global manifest names them (store_unlock keeps it in part_mode). */
+	pthread_mutex_lock(&s->mu);
+	marker_end(s);
+	pthread_mutex_unlock(&s->mu);
 	if (fd < 0)
 		return;
 	/* After a commit the file can go: a job that still opens the old one and locks it finds

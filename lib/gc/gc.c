@@ -11,6 +11,7 @@
 #include "common/common.h"
 #include "gc/gc_int.h"
 #include "store/lease.h"
+#include "store/marker.h"
 #include "store/store.h"
 
 CKPT_API void ckpt_gc_report_free(ckpt_gc_report *r)
@@ -19,6 +20,7 @@ CKPT_API void ckpt_gc_report_free(ckpt_gc_report *r)
 		return;
 	free(r->steps_removed);
 	free(r->left_alone);
+	free(r->in_flight);
 	free(r);
 }
 
@@ -32,7 +34,7 @@ int gc_maint_lock(struct ckpt_store *s)
 		rc = ckpt_fail(CKPT_E_BUSY, "store %s is busy: a save is in flight on this handle",
 			       s->path);
 	else
-		rc = store_lock(s, "prune, delete or gc");
+		rc = store_lock_maint(s, "prune, delete or gc");
 	if (!rc)
 		s->lock_users++;
 	pthread_mutex_unlock(&s->mu);
@@ -81,9 +83,19 @@ static int remove_dead_packs(struct ckpt_store *s, struct pk *pv, size_t np, boo
 	int rc = dry ? 0 : lease_scan(s, &ls);
 	if (rc)
 		return rc;
+	/* A save in flight (on any node) may reference any unreferenced pack when it commits. */
+	bool saving = gc_save_in_flight(s, dry, rep, &rc);
+	if (rc) {
+		lease_set_free(&ls);
+		return rc;
+	}
 	for (size_t i = 0; i < np; i++) {
 		if (pv[i].live)
 			continue;
+		if (saving) {
+			rep->packs_spared++;
+			continue;
+		}
 		if (!dry && lease_needs(&ls, pv[i].id)) {
 			rep->packs_deferred++;
 			continue;
@@ -124,14 +136,31 @@ int gc_collect(struct ckpt_store *s, struct mfset *ms, const bool *skip,
 		gc_mark_live(pv, np, lv, nl);
 		rc = remove_dead_packs(s, pv, np, dry, rep);
 	}
-	if (!rc)
+	/* A save in flight owns its temporary files and parts, and may dedup against any pack:
+	 * no leftover goes and nothing is compacted while one is. */
+	bool saving = !rc && gc_save_in_flight(s, dry, rep, &rc);
+	if (!rc && !saving)
 		rep->bytes_freed += gc_leftovers(s, !dry, rep->steps_removed, rep->n_steps_removed,
 						 &rep->leftovers_removed, &rep->parts_removed);
-	if (!rc && g)
+	if (!rc && g && !saving)
 		rc = gc_compact(s, ms, skip, pv, np, lv, nl, g, dry, rep);
 	free(pv);
 	free(lv);
 	return rc;
+}
+
+bool gc_save_in_flight(struct ckpt_store *s, bool dry, ckpt_gc_report *rep, int *rc)
+{
+	struct marker_set ms;
+	*rc = marker_scan(s, s->opt.gc_grace_s, !dry, &ms);
+	if (*rc)
+		return true;
+	if (ms.live && !rep->in_flight) {
+		char one[400];
+		snprintf(one, sizeof one, "%s%s", ms.who, ms.live > 1 ? ", and more" : "");
+		rep->in_flight = strdup(one);
+	}
+	return ms.live > 0;
 }
 
 ckpt_gc_report *gc_new_report(void)

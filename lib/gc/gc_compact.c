@@ -202,12 +202,18 @@ static int compact_run(struct ckpt_store *s, struct mfset *ms, const bool *skip,
 				unlink(p);
 			continue;
 		}
-		if (reader_needs(s, cv[i].p->id, &rc)) {
-			/* An open reader may still read it: no manifest names it now, so a later gc
-			 * removes it as unreferenced. */
+		/* A save that began during the copy may have loaded the old manifests: it spares
+		 * the old pack as an open reader does. */
+		bool saving = gc_save_in_flight(s, false, rep, &rc);
+		if (saving || reader_needs(s, cv[i].p->id, &rc)) {
+			/* An open reader may still read it, or a save in flight reference it: no
+			 * manifest names it now, so a later gc removes it as unreferenced. */
 			if (!rc) {
 				rep->packs_compacted++;
-				rep->packs_deferred++;
+				if (saving)
+					rep->packs_spared++;
+				else
+					rep->packs_deferred++;
 			}
 			continue;
 		}

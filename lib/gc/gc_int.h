@@ -10,7 +10,13 @@
  * Safety rests on one order: a pack is removed only when no manifest on disk references it, and
  * a manifest is only ever replaced atomically. prune removes manifests (durably) before packs;
  * compaction writes the new pack (durably) before rewriting manifests, and removes the old pack
- * last. A kill at any point leaves garbage at worst, never a dangling reference. */
+ * last. A kill at any point leaves garbage at worst, never a dangling reference.
+ *
+ * A save in flight is the other exception to "no manifest references it": its new packs, the
+ * packs it deduplicates against, its temporary files and parts. The writer lock keeps gc out
+ * where flock is coherent; where it is node-local, the save's in-flight marker does: gc reads
+ * the markers right before each removal (packs, leftovers, compaction's old packs) and removes
+ * none of them while a live one exists (gc_save_in_flight). */
 #ifndef CKPT_GC_INT_H
 #define CKPT_GC_INT_H
 
@@ -111,6 +117,12 @@ int gc_collect(struct ckpt_store *s, struct mfset *ms, const bool *skip, const c
 	       bool dry, ckpt_gc_report *rep);
 
 ckpt_gc_report *gc_new_report(void);
+
+/* Whether a save is in flight: a live in-flight marker (store/marker.h) under the handle's
+ * grace age; dead markers are removed unless dry. The first live one is named in
+ * rep->in_flight. Sets *rc when the markers cannot be read, and answers true then too (nothing
+ * is removed while saves are unknown). */
+bool gc_save_in_flight(struct ckpt_store *s, bool dry, ckpt_gc_report *rep, int *rc);
 
 /* gc_prune.c */
 

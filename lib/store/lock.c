@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "store/marker.h"
 #include "store/store.h"
 
 /* The record is written whole, at offset 0, in one pwrite of this size (newline padded): ranks
@@ -21,12 +22,6 @@
 #define REC_SIZE 256
 #define MAX_HOLDERS 64
 
-struct lock_rec {
-	long pid;
-	char host[96];
-	char what[64];
-	char since[32];
-};
 
 /* The pids holding a flock on fd's file, from /proc/locks ("1: FLOCK ADVISORY WRITE PID
  * MAJ:MIN:INODE ..."; several for a shared lock). Returns their count, or -1 when /proc/locks
@@ -89,11 +84,27 @@ static void my_host(char *buf, size_t len)
 			*c = '?';
 }
 
-/* "pid N\nhost H\nwhat W\nsince YYYY-MM-DDTHH:MM:SSZ\n": only for the busy message of the
- * next writer; the flock itself is the lock. A record that cannot be written still locks. */
-static void write_record(const struct ckpt_store *s, int fd, const char *what)
+const char *store_node(struct ckpt_store *s)
 {
-	char host[96], since[32] = "?", w[64], rec[REC_SIZE];
+	if (s->node[0])
+		return s->node;
+	char buf[64] = "";
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+	if (f) {
+		if (!fgets(buf, sizeof buf, f))
+			buf[0] = 0;
+		fclose(f);
+	}
+	buf[strcspn(buf, "\n")] = 0;
+	if (!buf[0] || strlen(buf) >= sizeof s->node)
+		my_host(buf, sizeof s->node);
+	snprintf(s->node, sizeof s->node, "%s", buf);
+	return s->node;
+}
+
+int store_format_record(struct ckpt_store *s, const char *what, char *buf, size_t len)
+{
+	char host[96], since[32] = "?", w[64];
 	time_t now = time(NULL);
 	struct tm tm;
 	my_host(host, sizeof host);
@@ -103,25 +114,29 @@ static void write_record(const struct ckpt_store *s, int fd, const char *what)
 		snprintf(w, sizeof w, "multi-rank save, rank %u,", s->part_rank);
 	else
 		snprintf(w, sizeof w, "%s", what);
-	int n = snprintf(rec, sizeof rec, "pid %ld\nhost %s\nwhat %s\nsince %s\n", (long)getpid(),
-			 host, w, since);
-	if (n < 0 || n >= REC_SIZE)
-		n = 0;
+	int n = snprintf(buf, len, "pid %ld\nhost %s\nwhat %s\nsince %s\nnode %s\n", (long)getpid(),
+			 host, w, since, store_node(s));
+	if (n < 0 || (size_t)n >= len) {
+		buf[0] = 0;
+		return 0;
+	}
+	return n;
+}
+
+/* "pid N\nhost H\nwhat W\nsince YYYY-MM-DDTHH:MM:SSZ\nnode B\n": only for the busy message of
+ * the next writer; the flock itself is the lock. A record that cannot be written still locks. */
+static void write_record(struct ckpt_store *s, int fd, const char *what)
+{
+	char rec[REC_SIZE];
+	int n = store_format_record(s, what, rec, sizeof rec);
 	memset(rec + n, '\n', REC_SIZE - (size_t)n);
 	if (pwrite(fd, rec, REC_SIZE, 0) < 0) {
 		/* the message of a refused writer then says there is no record */
 	}
 }
 
-/* Parses the record in fd; false when there is none (an empty file, an older libckpt's bare
- * pid, garbage). */
-static bool read_record(int fd, struct lock_rec *r)
+bool store_parse_record(char *buf, struct writer_rec *r)
 {
-	char buf[REC_SIZE + 1];
-	ssize_t n = pread(fd, buf, REC_SIZE, 0);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
 	memset(r, 0, sizeof *r);
 	for (char *line = buf, *next; line && *line; line = next) {
 		next = strchr(line, '\n');
@@ -131,6 +146,8 @@ static bool read_record(int fd, struct lock_rec *r)
 			r->pid = strtol(line + 4, NULL, 10);
 		else if (!strncmp(line, "host ", 5))
 			snprintf(r->host, sizeof r->host, "%s", line + 5);
+		else if (!strncmp(line, "node ", 5))
+			snprintf(r->node, sizeof r->node, "%s", line + 5);
 		else if (!strncmp(line, "what ", 5))
 			snprintf(r->what, sizeof r->what, "%s", line + 5);
 		else if (!strncmp(line, "since ", 6))
@@ -139,11 +156,23 @@ static bool read_record(int fd, struct lock_rec *r)
 	return r->pid > 0 && r->host[0] && r->what[0] && r->since[0];
 }
 
+/* Parses the record in fd; false when there is none (an empty file, an older libckpt's bare
+ * pid, garbage). */
+static bool read_record(int fd, struct writer_rec *r)
+{
+	char buf[REC_SIZE + 1];
+	ssize_t n = pread(fd, buf, REC_SIZE, 0);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	return store_parse_record(buf, r);
+}
+
 /* Whether the record names a writer holding the lock now: its pid among the holders, or, where
  * the holders are unknown (no /proc/locks, or the lock is held on another machine of a shared
  * file system), a record of another host (which cannot be checked from here) or of a live
  * process of this one. */
-static bool record_live(const struct lock_rec *r, const long *pids, int n)
+static bool record_live(const struct writer_rec *r, const long *pids, int n)
 {
 	char host[96];
 	my_host(host, sizeof host);
@@ -162,7 +191,7 @@ static void describe_holder(int fd, char *who, size_t len)
 {
 	long pids[MAX_HOLDERS];
 	int n = flock_holders(fd, pids, MAX_HOLDERS);
-	struct lock_rec r;
+	struct writer_rec r;
 	bool have = read_record(fd, &r);
 	if (have && record_live(&r, pids, n < 0 ? 0 : n)) {
 		if (r.pid == (long)getpid())
@@ -197,6 +226,14 @@ static double mono_ms(void)
  * given up at the deadline). Returns 0 or the errno of the last try. */
 static int flock_wait(int fd, int op, int64_t wait_ms)
 {
+#ifdef CKPT_TEST_HOOKS
+	/* CKPT_TEST_LOCAL_LOCK=1 (test builds only): every lock is granted, as a node-local flock
+	 * on a shared mount grants it on every node (the in-flight markers must then keep gc off
+	 * a save's packs; tests/unit/t-gc-inflight). */
+	const char *local = getenv("CKPT_TEST_LOCAL_LOCK");
+	if (local && !strcmp(local, "1"))
+		return 0;
+#endif
 	double deadline = mono_ms() + (double)wait_ms;
 	long nap_us = 1000;
 	for (;;) {
@@ -215,7 +252,9 @@ static int flock_wait(int fd, int op, int64_t wait_ms)
 	}
 }
 
-int store_lock(struct ckpt_store *s, const char *what)
+/* The lock, and for a save (marker) its in-flight marker, made after the lock is held and
+ * before the save reads the manifests for its dedup index (store_begin_write). */
+static int lock_take(struct ckpt_store *s, const char *what, bool marker)
 {
 	if (s->opt.read_only)
 		return ckpt_fail(CKPT_E_PERM, "store %s was opened read-only", s->path);
@@ -245,11 +284,28 @@ int store_lock(struct ckpt_store *s, const char *what)
 	}
 	write_record(s, fd, what);
 	s->lock_fd = fd;
-	return 0;
+	int rc = marker ? marker_begin(s, what) : 0;
+	if (rc)
+		store_unlock(s);
+	return rc;
+}
+
+int store_lock(struct ckpt_store *s, const char *what)
+{
+	return lock_take(s, what, true);
+}
+
+int store_lock_maint(struct ckpt_store *s, const char *what)
+{
+	return lock_take(s, what, false);
 }
 
 void store_unlock(struct ckpt_store *s)
 {
+	/* A rank's marker outlives its part save: the rank's packs are unreferenced until rank 0
+	 * commits the global manifest, so dist_claim_release() ends it. */
+	if (!s->part_mode)
+		marker_end(s);
 	if (s->lock_fd < 0)
 		return;
 	/* An exclusive holder is the only one: its record goes with the lock. Ranks sharing the

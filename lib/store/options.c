@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "common/common.h"
+#include "store/marker.h"
 #include "store/store.h"
 
 /* Defaults recommended for this machine by `nvmetune bench`, in $CKPT_CONFIG or
@@ -40,6 +41,7 @@ CKPT_API ckpt_options *ckpt_options_create(void)
 	o->pool_size = 256ull << 20;
 	o->queue_depth = 8;
 	o->engine = CKPT_ENGINE_AUTO;
+	o->gc_grace_s = MARKER_GRACE_DEFAULT_S;
 	read_config(o);
 	return o;
 }
@@ -70,6 +72,17 @@ CKPT_API int ckpt_options_add_data_dir(ckpt_options *o, const char *dir)
 }
 
 static int is_pow2(int64_t v) { return v > 0 && !(v & (v - 1)); }
+
+/* A duration option: 0 to max (in unit; span: max in words). */
+static int set_duration(int64_t *to, int64_t v, int64_t max, const char *what, const char *unit,
+			const char *span)
+{
+	if (v < 0 || v > max)
+		return ckpt_fail(CKPT_E_INVAL, "%s %lld %s: must be 0 to %lld (%s)", what, (long long)v,
+				 unit, (long long)max, span);
+	*to = v;
+	return 0;
+}
 
 CKPT_API int ckpt_options_set(ckpt_options *o, ckpt_option opt, int64_t v)
 {
@@ -126,11 +139,10 @@ CKPT_API int ckpt_options_set(ckpt_options *o, ckpt_option opt, int64_t v)
 		o->engine = (int)v;
 		return 0;
 	case CKPT_OPT_LOCK_WAIT_MS:
-		if (v < 0 || v > CKPT_MAX_LOCK_WAIT_MS)
-			return ckpt_fail(CKPT_E_INVAL, "lock wait %lld ms: must be 0 to %lld (24 hours)",
-					 (long long)v, (long long)CKPT_MAX_LOCK_WAIT_MS);
-		o->lock_wait_ms = v;
-		return 0;
+		return set_duration(&o->lock_wait_ms, v, CKPT_MAX_LOCK_WAIT_MS, "lock wait", "ms",
+				    "24 hours");
+	case CKPT_OPT_GC_GRACE_S:
+		return set_duration(&o->gc_grace_s, v, CKPT_MAX_GC_GRACE_S, "gc grace", "s", "30 days");
 	case CKPT_OPT_PACK_SIZE:
 		if (v < (1ll << 20))
 			return ckpt_fail(CKPT_E_INVAL, "pack size %lld: must be at least 1 MiB",

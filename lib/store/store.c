@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "store/marker.h"
 
 void store_pack_path(const struct ckpt_store *s, unsigned dir, uint32_t pack_id, char *buf, size_t len)
 {
@@ -358,6 +359,8 @@ int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts)
 	for (unsigned i = 1; i < s->ndirs; i++)
 		if ((rc = refuse_symlink(s->pack_dirs[i])))
 			goto out;
+	/* The one check of the mount: where it says flocks are node-local, the caller is told. */
+	s->warning = store_mount_check("/proc/self/mountinfo", path);
 out:
 	free(hp);
 	ckpt_options_free(defaults);
@@ -367,6 +370,8 @@ out:
 void store_fini(struct ckpt_store *s)
 {
 	store_unlock(s);
+	marker_end(s); /* a multi-rank save's, left by a handle closed with it in flight */
+	free(s->warning);
 	for (unsigned i = 0; s->pack_dirs && i < s->ndirs; i++)
 		free(s->pack_dirs[i]);
 	free(s->pack_dirs);
@@ -382,6 +387,11 @@ void store_fini(struct ckpt_store *s)
 CKPT_API const char *ckpt_store_path(const ckpt_store *s)
 {
 	return s ? s->path : NULL;
+}
+
+CKPT_API const char *ckpt_store_warning(const ckpt_store *s)
+{
+	return s ? s->warning : NULL;
 }
 
 /* "checkpoint 25 not found in store S (steps: 10, 20)": the steps there are, the first and last

@@ -33,6 +33,7 @@ struct ckpt_options {
 	unsigned queue_depth;
 	int engine;
 	int64_t lock_wait_ms; /* 0: a busy lock refuses at once */
+	int64_t gc_grace_s;   /* in-flight markers of other nodes older than this are dead */
 	unsigned ndata_dirs;
 	char *data_dirs[MAX_DATA_DIRS];
 };
@@ -64,6 +65,13 @@ struct ckpt_store {
 	 * shared lock, packs in the rank's id range, manifest into parts/. */
 	bool part_mode;
 	uint32_t part_rank;
+	/* The in-flight marker of this handle's save (marker.c), NULL when none; and the node
+	 * identity markers are compared by (boot id; filled at first use, set by tests). */
+	struct marker *marker;
+	char node[40];
+	/* Why the store's mount may not keep the writer lock across nodes (store_mount_check),
+	 * or NULL: ckpt_store_warning(). */
+	char *warning;
 };
 
 /* Pack ids of multi-rank saves: rank r allocates in [DIST_PACK_LO(r), DIST_PACK_LO(r+1)),
@@ -103,6 +111,33 @@ void store_mf_name(uint64_t step, char *buf, size_t len);
  * the record of an exclusive holder). */
 int store_lock(struct ckpt_store *s, const char *what);
 void store_unlock(struct ckpt_store *s);
+/* store_lock for prune, delete and gc: the same lock, exclusive, but no in-flight marker (they
+ * are what markers guard against). */
+int store_lock_maint(struct ckpt_store *s, const char *what);
+
+/* The writer record (lock.c) that STORE/LOCK and the in-flight markers hold, one "key value"
+ * line each: pid, host, what (a label, "multi-rank save, rank N," in part_mode), since (UTC),
+ * node (the boot id: which machine; last, so that older readers' prefix stays the same). */
+struct writer_rec {
+	long pid;
+	char host[96];
+	char node[40];
+	char what[64];
+	char since[32];
+};
+/* Writes s's record for what into buf (NUL-terminated). Returns its length (0 if it does not
+ * fit). */
+int store_format_record(struct ckpt_store *s, const char *what, char *buf, size_t len);
+/* Parses a record (buf is changed); false when it is not a complete one. */
+bool store_parse_record(char *buf, struct writer_rec *r);
+/* s->node, read on first use: /proc/sys/kernel/random/boot_id (processes of one kernel share
+ * their flocks), else the host name. */
+const char *store_node(struct ckpt_store *s);
+
+/* Whether the mount that holds dir, as the mountinfo file at path (/proc/self/mountinfo) lists
+ * it, keeps flocks local to the node (NFS local_lock=flock|all or nolock, Lustre localflock).
+ * Returns a malloc'd message saying so, or NULL (not local, not found, unreadable). */
+char *store_mount_check(const char *mountinfo, const char *dir);
 
 /* Reads and decodes the manifest of step. Returns 0 or -CKPT_E_* (the message names the file). */
 int store_load_manifest(struct ckpt_store *s, uint64_t step, struct manifest *m);

@@ -1,0 +1,238 @@
+/* In-flight markers: every save (one-process, and every rank of a multi-rank one) announces
+ * itself with a FILE, STORE/writers/<random>.writer, so that gc and prune spare what it may
+ * still reference even where the store's LOCK does not exclude them: flock is node-local on some
+ * shared mounts (NFS local_lock=flock|all or nolock, Lustre localflock), and a gc on another
+ * node then takes the lock beside a saving one. A save's new packs are unreferenced until it
+ * commits, and the chunks it deduplicates against may sit in packs of checkpoints a prune
+ * removes meanwhile; while any live marker exists gc removes no pack and no leftover at all.
+ *
+ * Liveness: the marker holds the writer record (lock.c: pid, host, node = boot id, what, since)
+ * and is share-locked by its writer. On the writer's node (same boot id) the flock is exact, as
+ * for reader leases: free means the writer is dead. From another node it proves nothing, so
+ * there a marker is live until it is older than the grace age (CKPT_OPT_GC_GRACE_S); a thread
+ * of the writer refreshes its mtime every MARKER_REFRESH_S, so a live save, however long, never
+ * ages out, and a dead one's marker does after the grace age (gc then removes it).
+ *
+ * Order: the marker is created under the writer lock before the save reads the manifests for
+ * its dedup index, and gc reads the markers after the manifests no longer name what it removes
+ * (as with leases): a save gc did not see loads an index without the removed packs. */
+#include "store/marker.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/common.h"
+
+#define MARKER_DIR "writers"
+#define MARKER_SUFFIX ".writer"
+
+struct marker {
+	int dirfd, fd;
+	char name[64];
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t refresher;
+	bool stop, running;
+};
+
+/* STORE/writers, created when create; never through a symbolic link. Returns the fd or -errno. */
+static int marker_dir(struct ckpt_store *s, bool create)
+{
+	int top = open(s->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (top < 0)
+		return -errno;
+	if (create && mkdirat(top, MARKER_DIR, 0755) && errno != EEXIST) {
+		int e = errno;
+		close(top);
+		return -e;
+	}
+	int fd = openat(top, MARKER_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int e = errno;
+	close(top);
+	return fd < 0 ? -e : fd;
+}
+
+/* Touches the marker every MARKER_REFRESH_S until stopped: its mtime says the save lives. */
+static void *refresh_main(void *arg)
+{
+	struct marker *m = arg;
+	pthread_mutex_lock(&m->mu);
+	while (!m->stop) {
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		t.tv_sec += MARKER_REFRESH_S;
+		while (!m->stop && pthread_cond_timedwait(&m->cv, &m->mu, &t) != ETIMEDOUT)
+			;
+		if (!m->stop && futimens(m->fd, NULL)) {
+			/* a marker not refreshed ages out: gc then takes the save for dead */
+		}
+	}
+	pthread_mutex_unlock(&m->mu);
+	return NULL;
+}
+
+static void start_refresher(struct marker *m)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&m->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&m->mu, NULL);
+	/* Without the thread the marker still guards the save for the grace age. */
+	m->running = pthread_create(&m->refresher, NULL, refresh_main, m) == 0;
+}
+
+/* Creates the marker file: under a temporary name, share-locked, the record written through a
+ * second descriptor that is closed (NFS writes a file's data back at each close: another node
+ * reads the record, close-to-open), then renamed into place. Returns 0, -EEXIST (name taken) or
+ * -errno. */
+static int create_marker(struct ckpt_store *s, struct marker *m, const char *what)
+{
+	uint64_t r = 0;
+	if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+		r = (uint64_t)ckpt_wall_ns() * 0x9e3779b97f4a7c15ull + (uint64_t)getpid();
+	char tmp[80], rec[512];
+	snprintf(m->name, sizeof m->name, "%016llx" MARKER_SUFFIX, (unsigned long long)r);
+	snprintf(tmp, sizeof tmp, ".%s.tmp", m->name);
+	int fd = openat(m->dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	int n = store_format_record(s, what, rec, sizeof rec), e = 0;
+	int w = flock(fd, LOCK_SH) ? -1 : openat(m->dirfd, tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (w < 0 || pwrite(w, rec, (size_t)n, 0) != n)
+		e = errno ? errno : EIO;
+	if (w >= 0 && close(w) && !e)
+		e = errno;
+	if (!e && renameat(m->dirfd, tmp, m->dirfd, m->name))
+		e = errno;
+	if (e) {
+		unlinkat(m->dirfd, tmp, 0);
+		close(fd);
+		return -e;
+	}
+	m->fd = fd;
+	return 0;
+}
+
+int marker_begin(struct ckpt_store *s, const char *what)
+{
+	if (s->marker) {
+		futimens(s->marker->fd, NULL);
+		return 0;
+	}
+	struct marker *m = calloc(1, sizeof *m);
+	if (!m)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	m->fd = -1;
+	m->dirfd = marker_dir(s, true);
+	int e = m->dirfd < 0 ? m->dirfd : -EEXIST;
+	for (int attempt = 0; attempt < 8 && e == -EEXIST; attempt++)
+		e = create_marker(s, m, what);
+	if (e) {
+		if (m->dirfd >= 0)
+			close(m->dirfd);
+		free(m);
+		return ckpt_fail(e == -ELOOP ? CKPT_E_PERM : ckpt_errno_code(-e),
+				 "in-flight marker in %s/%s: %s", s->path, MARKER_DIR,
+				 e == -ELOOP ? "is a symbolic link; refusing it" : strerror(-e));
+	}
+	start_refresher(m);
+	s->marker = m;
+	return 0;
+}
+
+void marker_end(struct ckpt_store *s)
+{
+	struct marker *m = s->marker;
+	if (!m)
+		return;
+	s->marker = NULL;
+	if (m->running) {
+		pthread_mutex_lock(&m->mu);
+		m->stop = true;
+		pthread_cond_signal(&m->cv);
+		pthread_mutex_unlock(&m->mu);
+		pthread_join(m->refresher, NULL);
+	}
+	pthread_cond_destroy(&m->cv);
+	pthread_mutex_destroy(&m->mu);
+	unlinkat(m->dirfd, m->name, 0); /* before the unlock: gc never sees a free marker of ours */
+	close(m->fd);
+	close(m->dirfd);
+	free(m);
+}
+
+/* Whether a directory entry is a marker or a marker's temporary file. */
+static bool marker_name(const char *n)
+{
+	size_t len = strlen(n), sl = strlen(MARKER_SUFFIX);
+	return (n[0] == '.' && len > 4 && !strcmp(n + len - 4, ".tmp")) ||
+	       (len > sl && !strcmp(n + len - sl, MARKER_SUFFIX));
+}
+
+/* Whether the marker open at fd is dead, and its record into r (false: none yet). */
+static bool marker_dead(struct ckpt_store *s, int fd, int64_t grace_s, struct writer_rec *r,
+			bool *have)
+{
+	char buf[513];
+	ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+	buf[n > 0 ? n : 0] = 0;
+	*have = store_parse_record(buf, r);
+	if (*have && !strcmp(r->node, store_node(s)))
+		return flock(fd, LOCK_EX | LOCK_NB) == 0;
+	struct stat st;
+	if (fstat(fd, &st))
+		return false;
+	return (int64_t)time(NULL) - (int64_t)st.st_mtim.tv_sec >= grace_s;
+}
+
+int marker_scan(struct ckpt_store *s, int64_t grace_s, bool remove, struct marker_set *ms)
+{
+	memset(ms, 0, sizeof *ms);
+	int dfd = marker_dir(s, false);
+	if (dfd == -ENOENT)
+		return 0;
+	DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+	if (!d) {
+		int e = dfd < 0 ? -dfd : errno;
+		if (dfd >= 0)
+			close(dfd);
+		return ckpt_fail(CKPT_E_IO, "%s/%s: %s; no pack is removed while saves in flight are "
+				 "unknown", s->path, MARKER_DIR, strerror(e));
+	}
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (!marker_name(e->d_name))
+			continue;
+		int fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0)
+			continue; /* gone: its save ended */
+		struct writer_rec r;
+		bool have;
+		if (marker_dead(s, fd, grace_s, &r, &have)) {
+			ms->dead++;
+			if (remove)
+				unlinkat(dfd, e->d_name, 0);
+		} else if (!ms->live++) {
+			if (have)
+				snprintf(ms->who, sizeof ms->who, "process %ld on host %s (%s since %s)",
+					 r.pid, r.host, r.what, r.since);
+			else
+				snprintf(ms->who, sizeof ms->who, "%s/%s/%s (its writer not recorded "
+					 "yet)", s->path, MARKER_DIR, e->d_name);
+		}
+		close(fd);
+	}
+	closedir(d);
+	return 0;
+}
