@@ -72,9 +72,8 @@ static void *refresh_main(void *arg)
 		t.tv_sec += MARKER_REFRESH_S;
 		while (!m->stop && pthread_cond_timedwait(&m->cv, &m->mu, &t) != ETIMEDOUT)
 			;
-		if (!m->stop && futimens(m->fd, NULL)) {
-			/* a marker not refreshed ages out: gc then takes the save for dead */
-		}
+		if (!m->stop) /* if this fails the marker ages out: gc then takes the save for dead */
+			(void)futimens(m->fd, NULL);
 	}
 	pthread_mutex_unlock(&m->mu);
 	return NULL;
