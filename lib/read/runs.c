@@ -3,7 +3,7 @@
  *
  * A run is cut at chunk boundaries. The chunks it covers whole, when it is contiguous in the
  * destination, go in place as ckpt_reader_restore reads them (direct reads through the reader's
- * pipe; CUDA through the pinned staging, stage.c). What is left are pieces of chunks that several
+ * pipe, the spans of many rows in flight together; CUDA through the pinned staging, stage.c). What is left are pieces of chunks that several
  * rows share: they are queued while their chunks follow each other in one pack (one read group,
  * bounded as rd_group_end bounds it), then the group is read once, each record is checked (a raw
  * one where it lies in the read buffer, others decoded into the reader's scratch chunk; for CUDA
@@ -28,6 +28,15 @@
 #define RUNS_QUEUE 4096
 #define NO_CHUNK UINT64_MAX
 
+/* Spans of whole chunks queued for the pipe (host) at most: then they are read. */
+#define RUNS_SPANS 256
+
+/* Chunks [j, end) of the tensor whose byte 0 would be at base (j moves on as they are read). */
+struct span {
+	uint64_t j, end;
+	uint8_t *base;
+};
+
 /* len bytes at byte `at` of chunk q, to dst with elements step bytes apart. */
 struct piece {
 	uint64_t q, at, len;
@@ -50,6 +59,8 @@ struct runs {
 	uint64_t kept;                /* the chunk kept_src holds after the last group, or NO_CHUNK */
 	const uint8_t *kept_src;
 	bool copying;                 /* CUDA copies queued since the last sync */
+	struct span sp[RUNS_SPANS];   /* host: queued spans, the one being read is spk */
+	size_t nsp, spk;
 	uint64_t chunks, bytes;       /* chunks read, bytes restored (statistics) */
 };
 
@@ -191,45 +202,56 @@ static int add_pieces(struct runs *rs, const struct rd_run *u, uint64_t lo, uint
 	return rc;
 }
 
-/* ckpt_reader_restore's jobs over chunks [j, end) of a tensor whose byte 0 would be at base. */
-struct span_jobs {
-	struct ckpt_reader *r;
-	size_t ti;
-	uint64_t j, end;
-	uint8_t *base;
-};
-
-static bool span_next(void *arg, struct rjob *out)
+/* Host: the queued spans' chunks as the pipe's jobs, in order, in read groups. */
+static bool spans_next(void *arg, struct rjob *out)
 {
-	struct span_jobs *sj = arg;
-	if (sj->j >= sj->end)
+	struct runs *rs = arg;
+	while (rs->spk < rs->nsp && rs->sp[rs->spk].j >= rs->sp[rs->spk].end)
+		rs->spk++;
+	if (rs->spk == rs->nsp)
 		return false;
-	uint64_t len, k = rd_group_end_before(sj->r, &sj->r->m.tensors[sj->ti], sj->j, sj->end, &len);
-	*out = (struct rjob){.ti = sj->ti, .j0 = sj->j, .j1 = k, .len = len, .mem = CKPT_MEM_HOST,
-			     .dst = sj->base};
-	sj->j = k;
+	struct span *p = &rs->sp[rs->spk];
+	uint64_t len, k = rd_group_end_before(rs->r, rs->t, p->j, p->end, &len);
+	*out = (struct rjob){.ti = rs->ti, .j0 = p->j, .j1 = k, .len = len, .mem = CKPT_MEM_HOST,
+			     .dst = p->base};
+	p->j = k;
 	return true;
 }
 
+static int run_spans(struct runs *rs)
+{
+	if (!rs->nsp)
+		return 0;
+	int rc = rd_reader_pipe(rs->r);
+	rs->spk = 0;
+	if (!rc)
+		rc = rpipe_run(rs->r->pipe, spans_next, rs);
+	rs->nsp = 0;
+	return rc;
+}
+
 /* Chunks [ja, jb), each covered whole by a run contiguous in the destination, restored in place:
- * byte b of the tensor goes to base + b. */
+ * byte b of the tensor goes to base + b. Host spans are queued and read through the pipe
+ * together (their chunks are no piece's, and the pipe's slots have their own buffers), so that
+ * the rows of a column box of wide rows are in flight at once, not read one after another. */
 static int add_span(struct runs *rs, uint64_t ja, uint64_t jb, uint8_t *base)
 {
-	int rc = flush(rs);
-	if (!rc)
+	int rc = 0;
+	rs->chunks += jb - ja;
+	if (!rs->g) {
+		if (rs->nsp == RUNS_SPANS)
+			rc = run_spans(rs);
+		rs->sp[rs->nsp++] = (struct span){.j = ja, .end = jb, .base = base};
+		return rc;
+	}
+	if (!(rc = flush(rs)))
 		rc = drain(rs); /* rd_restore_group decodes into the staging buffer */
 	rs->kept = NO_CHUNK;
-	struct ckpt_reader *r = rs->r;
-	if (!rc && !rs->g && !(rc = rd_reader_pipe(r))) {
-		struct span_jobs sj = {.r = r, .ti = rs->ti, .j = ja, .end = jb, .base = base};
-		rc = rpipe_run(r->pipe, span_next, &sj);
-	}
-	for (uint64_t j = ja; rs->g && j < jb && !rc;) {
-		uint64_t len, k = rd_group_end_before(r, rs->t, j, jb, &len);
-		rc = rd_restore_group(r, rs->x, rs->t, j, k, len, rs->mem, base);
+	for (uint64_t j = ja; j < jb && !rc;) {
+		uint64_t len, k = rd_group_end_before(rs->r, rs->t, j, jb, &len);
+		rc = rd_restore_group(rs->r, rs->x, rs->t, j, k, len, rs->mem, base);
 		j = k;
 	}
-	rs->chunks += jb - ja;
 	return rc;
 }
 
@@ -279,6 +301,8 @@ int rd_restore_runs(ckpt_reader *r, size_t ti, unsigned es, int mem, rd_run_fn n
 		rc = add_run(rs, &u);
 	if (!rc)
 		rc = flush(rs);
+	if (!rc)
+		rc = run_spans(rs);
 	int drc = drain(rs); /* on failure too: no copy may still read the staging buffer */
 	if (!rc)
 		rc = drc;
