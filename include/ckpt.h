@@ -816,18 +816,39 @@ CKPT_API int ckpt_dist_reader_tensor(const ckpt_dist_reader *reader, size_t inde
 				     ckpt_tensor_info *info);
 /* Index of the global tensor called name, or -CKPT_E_NOTFOUND. */
 CKPT_API long ckpt_dist_reader_find(const ckpt_dist_reader *reader, const char *name);
-/* Restores the box at offsets of extent lengths of global tensor index into dst, row-major and
- * contiguous (size must be product(lengths) * dtype size), reading only the chunks of the shards
- * that overlap it; every chunk is verified. Returns 0, -CKPT_E_INVAL (box outside the tensor,
- * wrong size), -CKPT_E_CHECKSUM / -CKPT_E_CORRUPT / -CKPT_E_IO. */
+/* Restores the box at offsets of extent lengths (ndim each) of global tensor index into dst, in
+ * memory mem (CKPT_MEM_HOST, or a CUDA device index, as in ckpt_reader_restore()).
+ * strides NULL: dst is row-major and contiguous, size exactly product(lengths) * dtype size.
+ * Else element (i_0, .., i_{n-1}) of the box goes to dst + (i_0 * strides[0] + .. +
+ * i_{n-1} * strides[n-1]) * dtype size (strides in elements: a column slice written into its
+ * place in a whole matrix), size is the bytes of dst, and elements of dst that no box element
+ * maps to are not written.
+ * Reads only the stored chunks that the box's rows touch in the shards it overlaps, each once per
+ * call however many rows share it, and every chunk read is verified. A row's whole chunks, where
+ * the row is contiguous in dst, are read straight into dst (host) or through the pinned staging
+ * buffer (CUDA: ordered after the stream given to ckpt_reader_after_stream() on
+ * ckpt_dist_reader_checkpoint(reader)); the rest is copied out of the chunk just read, with no
+ * buffer of the box's size. The cost is in chunks: a box of rows narrower than a chunk reads the
+ * chunks under all its rows (a 256-column box of a 1024-column f32 matrix reads all of it at
+ * 64 KiB chunks). Adds to the statistics of ckpt_dist_reader_checkpoint(reader)
+ * (ckpt_reader_stats(): bytes_read, the bytes read from pack files, their headers included;
+ * chunks, the chunks read; logical_bytes, the box's bytes). A CUDA destination with a non-unit
+ * innermost stride is copied an element at a time (correct, slow).
+ * Returns 0, -CKPT_E_INVAL (box outside the tensor, wrong size, NULL argument, mem out of range
+ * or dst not in memory mem), -CKPT_E_UNSUPPORTED (a CUDA mem without the CUDA provider),
+ * -CKPT_E_CHECKSUM / -CKPT_E_CORRUPT (damaged data, naming the tensor, chunk and checkpoint; dst
+ * then holds partial data), -CKPT_E_IO, -CKPT_E_NOMEM. */
+CKPT_API int ckpt_dist_reader_restore_box_mem(ckpt_dist_reader *reader, size_t index,
+					      const uint64_t *offsets, const uint64_t *lengths,
+					      int mem, void *dst, const uint64_t *strides,
+					      uint64_t size);
+/* ckpt_dist_reader_restore_box_mem() into contiguous host memory (mem CKPT_MEM_HOST, strides
+ * NULL). */
 CKPT_API int ckpt_dist_reader_restore_box(ckpt_dist_reader *reader, size_t index,
 					  const uint64_t *offsets, const uint64_t *lengths,
 					  void *dst, uint64_t size);
-/* As ckpt_dist_reader_restore_box(), into a strided destination: element (i_0, .., i_{n-1}) of
- * the box goes to dst + (i_0 * strides[0] + .. + i_{n-1} * strides[n-1]) * dtype size (strides
- * in elements: a column slice written into its place in a whole matrix). size is the bytes of
- * dst; -CKPT_E_INVAL when the box's last element would lie beyond it. Elements of dst that no
- * box element maps to are not written. */
+/* ckpt_dist_reader_restore_box_mem() into strided host memory (mem CKPT_MEM_HOST; strides must
+ * not be NULL). */
 CKPT_API int ckpt_dist_reader_restore_box_strided(ckpt_dist_reader *reader, size_t index,
 						  const uint64_t *offsets, const uint64_t *lengths,
 						  void *dst, const uint64_t *strides, uint64_t size);

@@ -1,8 +1,9 @@
-/* Restoring boxes of global tensors: from any checkpoint (multi-rank or not) onto any layout.
- * Built on the public reader: a global tensor is a list of shards (a tensor of the manifest and
- * the offsets of its box); a box is assembled from the shards it overlaps, each read with
- * ckpt_reader_restore_range() over the byte span of the overlap only. The layout (world, shard
- * tables, and that the shards tile each global tensor) is dist_layout.c's. */
+/* Restoring boxes of global tensors: from any checkpoint (multi-rank or not) onto any layout, into
+ * host or CUDA memory. A global tensor is a list of shards (a tensor of the manifest and the
+ * offsets of its box); a box is assembled from the shards it overlaps, the overlap with each cut
+ * into its rows here and handed to the reader (rd_restore_runs, read/runs.h), which reads each
+ * chunk those rows touch once and no other. The layout (world, shard tables, and that the shards
+ * tile each global tensor) is dist_layout.c's. */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include "common/common.h"
 #include "dist/dist.h"
 #include "dist/dist_layout.h"
+#include "read/runs.h"
 
 struct ckpt_dist_reader {
 	ckpt_store *s;
@@ -19,9 +21,9 @@ struct ckpt_dist_reader {
 	struct dist_layout l;
 };
 
-/* The reader's metadata and tensors as the manifest dist_layout_parse reads (pointers into r).
- * The public reader is all this file uses of lib/read; the layout parser also serves the fuzz
- * target, which has no store. */
+/* The reader's metadata and tensors as the manifest dist_layout_parse reads (pointers into r),
+ * through the public reader (besides it this file uses read/runs.h only); the layout parser also
+ * serves the fuzz target, which has no store. */
 static int view_of(ckpt_reader *r, struct manifest *m)
 {
 	ckpt_info info;
@@ -144,51 +146,66 @@ CKPT_API long ckpt_dist_reader_find(const ckpt_dist_reader *d, const char *name)
 	return ckpt_fail(CKPT_E_NOTFOUND, "no global tensor %s in the checkpoint", name ? name : "");
 }
 
-/* Copies the overlap [lo, hi) of shard sh (extent ext) into the box at off, whose element
- * (i_0, ..) lives at dst + sum((i_k - off_k) * dstr[k]) elements. */
-static int copy_overlap(ckpt_dist_reader *d, const struct dist_global *g, const struct dist_shard *sh,
-			const uint64_t *ext, const uint64_t *lo, const uint64_t *hi,
-			const uint64_t *off, const uint64_t *dstr, uint8_t *dst)
+/* The rows of a box's overlap [lo, hi) with shard sh, as the runs the reader restores (each run
+ * contiguous in the shard, at one stride in the destination): an odometer over the dimensions
+ * above the run's. The run takes in the inner dimensions the overlap spans whole in the shard
+ * when the destination is at one stride across them too: a row box of row shards is one run per
+ * shard, read in place; a column box is one run per row. */
+struct box_runs {
+	const struct dist_shard *sh;
+	unsigned nd, m;            /* runs span dimensions m .. nd - 1 */
+	uint64_t es, n;            /* element size, elements per run */
+	uint64_t lo[32], hi[32], idx[32], sst[33];
+	const uint64_t *off, *dstr; /* the box's offsets, the destination's strides (elements) */
+	uint8_t *dst;
+	bool done;
+};
+
+static void box_runs_init(struct box_runs *b, const struct dist_global *g,
+			  const struct dist_shard *sh, const uint64_t *lo, const uint64_t *hi,
+			  const uint64_t *off, const uint64_t *dstr, uint8_t *dst)
 {
 	unsigned nd = g->ndim;
-	uint64_t es = ckpt_dtype_size(g->dtype), sst[33], first = 0, last = 0;
-	sst[nd] = 1;
-	for (unsigned i = nd; i-- > 0;)
-		sst[i] = sst[i + 1] * ext[i];
-	for (unsigned i = 0; i < nd; i++) {
-		first += (lo[i] - sh->off[i]) * sst[i + 1];
-		last += (hi[i] - 1 - sh->off[i]) * sst[i + 1];
+	*b = (struct box_runs){.sh = sh, .nd = nd, .m = nd ? nd - 1 : 0,
+			       .es = ckpt_dtype_size(g->dtype), .n = 1, .off = off, .dstr = dstr,
+			       .dst = dst};
+	b->sst[nd] = 1;
+	for (unsigned i = nd; i-- > 0;) {
+		b->sst[i] = b->sst[i + 1] * sh->len[i];
+		b->lo[i] = b->idx[i] = lo[i];
+		b->hi[i] = hi[i];
 	}
-	/* The byte span of the overlap in the shard: only the chunks under it are read. */
-	uint64_t span = (last - first + 1) * es;
-	uint8_t *tmp = malloc(span ? span : 1);
-	if (!tmp)
-		return ckpt_fail(CKPT_E_NOMEM, "out of memory (%" PRIu64 " bytes)", span);
-	int rc = ckpt_reader_restore_range(d->r, sh->tensor, first * es, tmp, span);
-	uint64_t n = nd ? hi[nd - 1] - lo[nd - 1] : 1, idx[32];
-	bool packed = !nd || dstr[nd - 1] == 1;
-	for (unsigned i = 0; i < nd; i++)
-		idx[i] = lo[i];
-	while (!rc) {
-		uint64_t so = 0, dofs = 0;
-		for (unsigned i = 0; i < nd; i++) {
-			so += (idx[i] - sh->off[i]) * sst[i + 1];
-			dofs += (idx[i] - off[i]) * dstr[i];
-		}
-		if (packed)
-			memcpy(dst + dofs * es, tmp + (so - first) * es, n * es);
-		else
-			for (uint64_t k = 0; k < n; k++)
-				memcpy(dst + (dofs + k * dstr[nd - 1]) * es, tmp + (so - first + k) * es, es);
-		/* Next run: the dimensions above the innermost, odometer-style. */
-		unsigned i = nd ? nd - 1 : 0;
-		while (i-- > 0 && ++idx[i] == hi[i])
-			idx[i] = lo[i];
-		if (i == (unsigned)-1)
-			break;
+	if (!nd)
+		return;
+	b->n = hi[b->m] - lo[b->m];
+	uint64_t span;
+	while (b->m > 0 && lo[b->m] == sh->off[b->m] && hi[b->m] == sh->off[b->m] + sh->len[b->m] &&
+	       !__builtin_mul_overflow(dstr[b->m], hi[b->m] - lo[b->m], &span) &&
+	       dstr[b->m - 1] == span) {
+		b->m--;
+		b->n *= hi[b->m] - lo[b->m];
 	}
-	free(tmp);
-	return rc;
+}
+
+static bool box_runs_next(void *arg, struct rd_run *u)
+{
+	struct box_runs *b = arg;
+	if (b->done)
+		return false;
+	uint64_t so = 0, dofs = 0;
+	for (unsigned i = 0; i < b->nd; i++) {
+		so += (b->idx[i] - b->sh->off[i]) * b->sst[i + 1];
+		dofs += (b->idx[i] - b->off[i]) * b->dstr[i];
+	}
+	uint64_t step = b->nd && b->n > 1 ? b->dstr[b->nd - 1] * b->es : b->es;
+	*u = (struct rd_run){.off = so * b->es, .n = b->n, .dst = b->dst + dofs * b->es,
+			     .step = step};
+	/* Next run: the dimensions above the run's, odometer-style. */
+	unsigned i = b->m;
+	while (i-- > 0 && ++b->idx[i] == b->hi[i])
+		b->idx[i] = b->lo[i];
+	b->done = i == (unsigned)-1;
+	return true;
 }
 
 /* The bytes a strided box of g spans in its destination (the end of its last element) into
@@ -215,30 +232,59 @@ static int box_extent(const struct dist_global *g, const uint64_t *len, const ui
 	return 0;
 }
 
-CKPT_API int ckpt_dist_reader_restore_box_strided(ckpt_dist_reader *d, size_t index,
-						  const uint64_t *off, const uint64_t *len,
-						  void *dst, const uint64_t *strides, uint64_t size)
+/* Checks the box against g's extent and the destination against size; sets *empty for a box
+ * of no element. strides NULL: row-major and contiguous, size exactly the box's bytes (the
+ * packed strides in st). */
+static int box_check(const struct dist_global *g, const uint64_t *off, const uint64_t *len,
+		     const uint64_t **strides, uint64_t *st, uint64_t size, bool *empty)
 {
-	if (!d || index >= d->l.ng || !dst)
-		return ckpt_fail(CKPT_E_INVAL, "restore box: no global tensor %zu, or NULL dst", index);
-	const struct dist_global *g = &d->l.g[index];
-	uint64_t want = 0;
-	bool empty = false;
+	*empty = false;
+	if (g->ndim && (!off || !len))
+		return ckpt_fail(CKPT_E_INVAL, "restore box of %s: NULL offsets or lengths", g->name);
 	for (unsigned i = 0; i < g->ndim; i++) {
 		if (off[i] > g->shape[i] || len[i] > g->shape[i] - off[i])
 			return ckpt_fail(CKPT_E_INVAL, "restore box of %s: dimension %u, %" PRIu64
 					 " at %" PRIu64 " is outside its extent %" PRIu64, g->name,
 					 i, len[i], off[i], g->shape[i]);
-		empty |= len[i] == 0;
+		*empty |= len[i] == 0;
 	}
-	if (empty)
+	uint64_t want = ckpt_dtype_size(g->dtype), acc = 1;
+	if (!*strides) {
+		for (unsigned i = g->ndim; i-- > 0;) {
+			st[i] = acc;
+			acc *= len[i];
+		}
+		for (unsigned i = 0; i < g->ndim; i++)
+			want *= len[i];
+		*strides = st;
+		if (size != want)
+			return ckpt_fail(CKPT_E_INVAL, "restore box of %s: buffer of %" PRIu64 " bytes, "
+					 "the box has %" PRIu64, g->name, size, want);
 		return 0;
-	int rc = box_extent(g, len, strides, &want);
-	if (rc)
-		return rc;
-	if (size < want)
+	}
+	if (*empty)
+		return 0;
+	int rc = box_extent(g, len, *strides, &want);
+	if (!rc && size < want)
 		return ckpt_fail(CKPT_E_INVAL, "restore box of %s: buffer of %" PRIu64 " bytes, the "
 				 "box's last element ends at %" PRIu64, g->name, size, want);
+	return rc;
+}
+
+CKPT_API int ckpt_dist_reader_restore_box_mem(ckpt_dist_reader *d, size_t index,
+					      const uint64_t *off, const uint64_t *len, int mem,
+					      void *dst, const uint64_t *strides, uint64_t size)
+{
+	if (!d || index >= d->l.ng || !dst)
+		return ckpt_fail(CKPT_E_INVAL, "restore box: no global tensor %zu, or NULL dst", index);
+	const struct dist_global *g = &d->l.g[index];
+	uint64_t st[32];
+	bool empty;
+	int rc = box_check(g, off, len, &strides, st, size, &empty);
+	if (!rc)
+		rc = rd_check_mem(g->name, mem, empty ? NULL : dst);
+	if (rc || empty)
+		return rc;
 	for (size_t s = 0; s < g->nsh; s++) {
 		const struct dist_shard *sh = &g->sh[s];
 		uint64_t lo[32], hi[32];
@@ -248,9 +294,11 @@ CKPT_API int ckpt_dist_reader_restore_box_strided(ckpt_dist_reader *d, size_t in
 			hi[i] = MIN(off[i] + len[i], sh->off[i] + sh->len[i]);
 			none |= lo[i] >= hi[i];
 		}
-		if (!none)
-			rc = copy_overlap(d, g, sh, sh->len, lo, hi, off, strides, dst);
-		if (rc) {
+		if (none)
+			continue;
+		struct box_runs b;
+		box_runs_init(&b, g, sh, lo, hi, off, strides, dst);
+		if ((rc = rd_restore_runs(d->r, sh->tensor, (unsigned)b.es, mem, box_runs_next, &b))) {
 			ckpt_fail_prefix("restore box of %s", g->name);
 			return rc;
 		}
@@ -258,23 +306,20 @@ CKPT_API int ckpt_dist_reader_restore_box_strided(ckpt_dist_reader *d, size_t in
 	return 0;
 }
 
+CKPT_API int ckpt_dist_reader_restore_box_strided(ckpt_dist_reader *d, size_t index,
+						  const uint64_t *off, const uint64_t *len,
+						  void *dst, const uint64_t *strides, uint64_t size)
+{
+	if (!strides)
+		return ckpt_fail(CKPT_E_INVAL, "restore box: NULL strides");
+	return ckpt_dist_reader_restore_box_mem(d, index, off, len, CKPT_MEM_HOST, dst, strides,
+						size);
+}
+
 CKPT_API int ckpt_dist_reader_restore_box(ckpt_dist_reader *d, size_t index, const uint64_t *off,
 					  const uint64_t *len, void *dst, uint64_t size)
 {
-	if (!d || index >= d->l.ng)
-		return ckpt_fail(CKPT_E_INVAL, "restore box: no global tensor %zu", index);
-	const struct dist_global *g = &d->l.g[index];
-	uint64_t st[32], want = ckpt_dtype_size(g->dtype), acc = 1;
-	for (unsigned i = g->ndim; i-- > 0;) {
-		st[i] = acc;
-		acc *= len[i];
-	}
-	for (unsigned i = 0; i < g->ndim; i++)
-		want *= len[i];
-	if (size != want)
-		return ckpt_fail(CKPT_E_INVAL, "restore box of %s: buffer of %" PRIu64 " bytes, the "
-				 "box has %" PRIu64, g->name, size, want);
-	return ckpt_dist_reader_restore_box_strided(d, index, off, len, dst, st, size);
+	return ckpt_dist_reader_restore_box_mem(d, index, off, len, CKPT_MEM_HOST, dst, NULL, size);
 }
 
 CKPT_API ckpt_reader *ckpt_dist_reader_checkpoint(const ckpt_dist_reader *d)

@@ -228,6 +228,18 @@ uint64_t rd_group_end(const struct ckpt_reader *r, const struct mf_tensor *t, ui
 	return k;
 }
 
+uint64_t rd_group_end_before(const struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j,
+			    uint64_t end, uint64_t *len)
+{
+	uint64_t k = rd_group_end(r, t, j, len);
+	if (k <= end)
+		return k;
+	*len = 0;
+	for (uint64_t q = j; q < end; q++)
+		*len += rec_span(r->m.chunks[r->m.refs[t->first_ref + q]].stored_len);
+	return end;
+}
+
 /* The open pack holding the first chunk c (reference j0 of t) of a read group, in *out. Returns 0,
  * or the pack's error (naming the tensor and chunk). */
 int rd_group_pack(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j0,

@@ -7,6 +7,7 @@
  *   rpipe.c    a thread's reads in flight across groups and tensors (rpipe_run)
  *   reader.c   the handle: open, close, tensor and metadata lookups
  *   restore.c  ckpt_reader_restore and ckpt_reader_restore_range
+ *   runs.c     rd_restore_runs: scattered runs of a tensor, each chunk read once (read/runs.h)
  *   restore_all.c  ckpt_reader_restore_all over worker threads
  *   verify.c   ckpt_reader_verify(_cached), on pack.c only
  * Functions return 0 or a negative CKPT_E_* code with ckpt_errmsg() set, unless said. */
@@ -24,6 +25,7 @@
 #include "io/engine.h"
 
 struct rpipe;
+struct ckpt_gpu_ops;
 
 struct pack_fd {
 	uint32_t id;
@@ -109,6 +111,9 @@ int rd_read_group(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, uint
 int rd_tensor_error(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j);
 uint64_t rd_group_end(const struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j,
 		      uint64_t *len);
+/* As rd_group_end, the group cut to end at reference end at the latest (a range's last chunk). */
+uint64_t rd_group_end_before(const struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j,
+			    uint64_t end, uint64_t *len);
 int rd_group_pack(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j0,
 		  const struct mf_chunk *c, struct pack_fd **out);
 
@@ -128,6 +133,10 @@ void rres_free(struct rres *x);
 void reader_res_free(struct ckpt_reader *r);
 int rd_restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_tensor *t,
 		     uint64_t j0, uint64_t j1, uint64_t len, int mem, uint8_t *dst);
+/* For CUDA memory mem through provider g: x's stream of that device and its staging buffer,
+ * created on first use, the stream ordered after the caller's once per restore call. */
+int rd_restore_prepare(struct ckpt_reader *r, struct rres *x, const struct ckpt_gpu_ops *g,
+		       int mem);
 
 /* ---- rpipe.c ------------------------------------------------------------------------------ */
 /* A pipe of n slots sharing codec, used by one thread; its CUDA jobs are restored one at a time
@@ -144,5 +153,10 @@ unsigned rd_restore_slots(const struct ckpt_reader *r);
 int rd_check_dst(const ckpt_reader *r, size_t i, int mem, const void *dst, uint64_t size);
 /* Counts tensor t as restored in the reader's statistics. */
 void rd_count_restored(struct ckpt_reader *r, const struct mf_tensor *t);
+/* Starts a restore call on the caller's thread: r->res set up (sharing the reader's buffer and
+ * codec) and a new call for the CUDA ordering (r->gen). */
+int rd_restore_begin(struct ckpt_reader *r);
+/* Creates the reader's pipe (r->pipe, host groups on the caller's thread) on first use. */
+int rd_reader_pipe(struct ckpt_reader *r);
 
 #endif

@@ -9,16 +9,25 @@
 #include "common/common.h"
 #include "gpu/gpu.h"
 #include "read/read_int.h"
+#include "read/runs.h"
 #include "store/store.h"
+
+int rd_check_mem(const char *name, int mem, const void *dst)
+{
+	if (mem != CKPT_MEM_HOST && (mem < 0 || mem >= 16))
+		return ckpt_fail(CKPT_E_INVAL, "restore '%s': invalid memory type %d", name, mem);
+	if (mem != CKPT_MEM_HOST && !ckpt_gpu_cuda())
+		return ckpt_fail(CKPT_E_UNSUPPORTED, "restore '%s' to CUDA device %d: %s", name,
+				 mem, ckpt_gpu_cuda_error());
+	return dst ? ckpt_gpu_check_mem(mem, dst, "restore", name) : 0;
+}
 
 int rd_check_dst(const ckpt_reader *r, size_t i, int mem, const void *dst, uint64_t size)
 {
 	const struct mf_tensor *t = &r->m.tensors[i];
-	if (mem != CKPT_MEM_HOST && (mem < 0 || mem >= 16))
-		return ckpt_fail(CKPT_E_INVAL, "restore '%s': invalid memory type %d", t->name, mem);
-	if (mem != CKPT_MEM_HOST && !ckpt_gpu_cuda())
-		return ckpt_fail(CKPT_E_UNSUPPORTED, "restore '%s' to CUDA device %d: %s", t->name,
-				 mem, ckpt_gpu_cuda_error());
+	int rc = rd_check_mem(t->name, mem, NULL);
+	if (rc)
+		return rc;
 	if (size != t->nbytes)
 		return ckpt_fail(CKPT_E_INVAL, "restore '%s': buffer of %llu bytes, tensor has %llu",
 				 t->name, (unsigned long long)size, (unsigned long long)t->nbytes);
@@ -37,6 +46,25 @@ void rd_count_restored(struct ckpt_reader *r, const struct mf_tensor *t)
 	r->st.chunks += t->nrefs;
 	r->st.bytes_hashed += t->nbytes;
 	pthread_mutex_unlock(&r->mu);
+}
+
+int rd_restore_begin(struct ckpt_reader *r)
+{
+	/* The staging buffer, streams and read slots live as long as the reader: no pinned
+	 * allocation, stream creation or buffer allocation per call. */
+	if (!r->res && !(r->res = calloc(1, sizeof *r->res)))
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	r->res->buf = r->buf;
+	r->res->codec = r->codec;
+	r->gen++;
+	return 0;
+}
+
+int rd_reader_pipe(struct ckpt_reader *r)
+{
+	if (!r->pipe && !(r->pipe = rpipe_create(r, rd_restore_slots(r), r->codec, NULL)))
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	return 0;
 }
 
 /* ckpt_reader_restore's jobs: the read groups of one tensor in order. */
@@ -69,17 +97,12 @@ CKPT_API int ckpt_reader_restore(ckpt_reader *r, size_t i, int mem, void *dst, u
 		return rc;
 	const struct mf_tensor *t = &r->m.tensors[i];
 	double t0 = ckpt_now();
-	/* The staging buffer, streams and read slots live as long as the reader: no pinned
-	 * allocation, stream creation or buffer allocation per call. */
-	if (!r->res && !(r->res = calloc(1, sizeof *r->res)))
-		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	r->res->buf = r->buf;
-	r->res->codec = r->codec;
-	r->gen++;
+	if ((rc = rd_restore_begin(r)))
+		return rc;
 	if (mem == CKPT_MEM_HOST && t->nrefs > 1) {
 		/* Host: the tensor's next groups are read while one is hashed. */
-		if (!r->pipe && !(r->pipe = rpipe_create(r, rd_restore_slots(r), r->codec, NULL)))
-			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		if ((rc = rd_reader_pipe(r)))
+			return rc;
 		struct tensor_jobs tj = {.r = r, .ti = i, .dst = dst};
 		rc = rpipe_run(r->pipe, tensor_next, &tj);
 	} else {
@@ -158,13 +181,8 @@ CKPT_API int ckpt_reader_restore_range(ckpt_reader *r, size_t i, uint64_t offset
 	double t0 = ckpt_now();
 	int rc = 0;
 	while (j < j1 && !rc) {
-		uint64_t len, k = rd_group_end(r, t, j, &len);
-		if (k > j1) {  /* the group runs past the range: read only up to j1 */
-			len = 0;
-			for (uint64_t q = j; q < j1; q++)
-				len += rec_span(r->m.chunks[r->m.refs[t->first_ref + q]].stored_len);
-			k = j1;
-		}
+		/* A group that runs past the range is read only up to j1. */
+		uint64_t len, k = rd_group_end_before(r, t, j, j1, &len);
 		rc = range_group(r, t, j, k, len, offset, size, tmp, dst);
 		j = k;
 	}

@@ -45,8 +45,8 @@ void reader_res_free(struct ckpt_reader *r)
 /* CUDA destinations: the stream of device mem, created before the staging buffer so that the
  * pinned allocation runs on that device's context, never on device 0 of a process that does not
  * use it (defect 4); and ordered once per restore call after the caller's stream (defect 6). */
-static int restore_prepare(struct ckpt_reader *r, struct rres *x, const struct ckpt_gpu_ops *g,
-			   int mem)
+int rd_restore_prepare(struct ckpt_reader *r, struct rres *x, const struct ckpt_gpu_ops *g,
+		       int mem)
 {
 	if (!g)
 		return 0;
@@ -85,7 +85,7 @@ int rd_restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_tens
 		return rd_group_finish(r, x, p, t, j0, j1, len, dst, niov, n);
 	}
 	/* CUDA: decode into pinned staging, then one copy. */
-	if ((rc = restore_prepare(r, x, g, mem)))
+	if ((rc = rd_restore_prepare(r, x, g, mem)))
 		return rc;
 	if ((rc = rd_read_group(r, x, p, c->offset, (size_t)len))) {
 		rd_tensor_error(r, t, j0);

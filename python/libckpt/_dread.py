@@ -13,7 +13,7 @@ from . import dist as D
 from ._common import _step_arg
 from ._target import _alloc, _check_target
 from .errors import (CkptError, CkptIOError, CkptMemoryError, CorruptError, MismatchError,
-                     NotFoundError, error_class)
+                     NotFoundError, UnsupportedError, error_class)
 
 
 class _View:
@@ -69,10 +69,49 @@ def multi_rank(r):
     return L.load().ckpt_reader_get_meta(r.ptr, D.DIST_WORLD_KEY.encode()) is not None
 
 
+_box_mem_fn = None
+
+
+def _box_mem():
+    """ckpt_dist_reader_restore_box_mem (a box into host or CUDA memory) with its prototype, or
+    None in a libckpt without it."""
+    global _box_mem_fn
+    if _box_mem_fn is None:
+        f = getattr(D.lib(), "ckpt_dist_reader_restore_box_mem", None)
+        if f is not None:
+            u64p = ctypes.POINTER(ctypes.c_uint64)
+            f.restype = ctypes.c_int
+            f.argtypes = [ctypes.c_void_p, ctypes.c_size_t, u64p, u64p, ctypes.c_int,
+                          ctypes.c_void_p, u64p, ctypes.c_uint64]
+        _box_mem_fn = f or False
+    return _box_mem_fn or None
+
+
+def _fill_cuda(v, idx, x, offa, lena, shape, n):
+    """Reads the box into CUDA tensor x in place (libckpt stages it through pinned memory): True,
+    or False when x's layout or this libckpt (no box_mem, no CUDA provider) does not allow it."""
+    fn = _box_mem()
+    st = x.stride()
+    if fn is None or not all(s > 0 for s, d in zip(st, shape) if d > 1):
+        return False
+    import torch
+    es = x.element_size()
+    torch.cuda.current_stream(x.device).synchronize()  # pending work on x is done
+    if x.is_contiguous():
+        strides, size = None, n * es
+    else:
+        strides, size = D._u64s(st), (sum((d - 1) * s for s, d in zip(st, shape)) + 1) * es
+    try:
+        L.check(fn(v.ptr, idx, offa, lena, x.device.index, x.data_ptr(), strides, size))
+    except UnsupportedError:
+        return False  # no CUDA provider in libckpt: staged on the host by the caller
+    return True
+
+
 def _fill(v, idx, t, off):
     """Reads the box of global tensor idx at `off` with t's extent into t (torch or numpy, any
-    device or layout): straight into contiguous (or positively strided) CPU memory, else through
-    a contiguous host buffer."""
+    device or layout): straight into contiguous (or positively strided) CPU or CUDA memory, else
+    through a contiguous host buffer."""
     shape = tuple(int(s) for s in t.shape)
     n = 1
     for s in shape:
@@ -94,6 +133,8 @@ def _fill(v, idx, t, off):
     import torch
     x = t.detach()
     es = x.element_size()
+    if x.device.type == "cuda" and _fill_cuda(v, idx, x, offa, lena, shape, n):
+        return
     if x.device.type == "cpu" and x.is_contiguous():
         L.check(lb.ckpt_dist_reader_restore_box(v.ptr, idx, offa, lena, x.data_ptr(), n * es))
         return
