@@ -73,13 +73,25 @@ struct ckpt_reader {
 /* What one thread needs to restore: a read buffer, a codec context, and for CUDA destinations a
  * pinned staging buffer and a stream. The reader owns one set for ckpt_reader_restore(); each
  * restore_all worker thread has its own. */
+/* CUDA groups in flight per restore thread: group i is decoded into ring slot i % RD_RING while
+ * the copies of the groups before it run (issue 27, C5). */
+#define RD_RING 3
+
 struct rres {
 	uint8_t *buf;           /* buf_cap bytes, 4 KiB aligned */
 	ckpt_codec_ctx *codec;
-	uint8_t *staging;       /* pinned, buf_cap bytes, for CUDA destinations */
+	uint8_t *staging;       /* pinned, buf_cap bytes, for CUDA destinations (read/runs) */
+	size_t staging_size;
 	struct iovec *iov, *iov_work; /* IOV_MAX each, for direct reads (allocated on first use) */
 	void *stream[16];
 	uint32_t ordered[16];   /* reader gen for which stream[d] waits on the caller's stream */
+	struct ckpt_store *s;   /* whose pinned cache the staging goes back to */
+	struct rring {
+		uint8_t *buf;   /* pinned, size bytes, from the store's cache */
+		size_t size;
+		void *mark;     /* after the copy out of buf, until waited for */
+	} ring[RD_RING];
+	unsigned ring_next;
 };
 
 /* One read group to restore: references [j0, j1) of tensor ti (len bytes on disk) into dst. */
@@ -127,6 +139,9 @@ int rd_group_finish(struct ckpt_reader *r, struct rres *x, struct pack_fd *p,
 		    uint8_t *dst, int niov, ssize_t n);
 
 /* ---- stage.c ------------------------------------------------------------------------------ */
+/* Waits for the CUDA copies rd_restore_group queued through x's ring (every one of them: a
+ * restore call returns with its data on the device). Returns 0 or the first copy's error. */
+int rd_restore_drain(struct rres *x);
 /* Frees what x holds (buf and codec too: clear them first when x does not own them). */
 void rres_free(struct rres *x);
 /* Frees ckpt_reader_restore's resources (r->res), not the reader's own buf and codec. */

@@ -111,6 +111,8 @@ CKPT_API int ckpt_reader_restore(ckpt_reader *r, size_t i, int mem, void *dst, u
 			rc = rd_restore_group(r, r->res, t, j, k, len, mem, dst);
 			j = k;
 		}
+		int drc = rd_restore_drain(r->res); /* CUDA copies: on the device before return */
+		rc = rc ? rc : drc;
 	}
 	if (rc)
 		return rc;

@@ -64,6 +64,8 @@ static void rthread_run(struct task *tk)
 	} else {
 		rc = rpipe_run(pp, rall_next, a);
 	}
+	int drc = rd_restore_drain(&x); /* its CUDA groups' copies */
+	rc = rc ? rc : drc;
 	rpipe_free(pp);
 	rres_free(&x);
 	pthread_mutex_lock(&a->mu);

@@ -245,7 +245,7 @@ static int add_span(struct runs *rs, uint64_t ja, uint64_t jb, uint8_t *base)
 		return rc;
 	}
 	if (!(rc = flush(rs)))
-		rc = drain(rs); /* rd_restore_group decodes into the staging buffer */
+		rc = drain(rs); /* the pieces' copies first: rd_restore_group's follow on the stream */
 	rs->kept = NO_CHUNK;
 	for (uint64_t j = ja; j < jb && !rc;) {
 		uint64_t len, k = rd_group_end_before(rs->r, rs->t, j, jb, &len);
@@ -304,8 +304,9 @@ int rd_restore_runs(ckpt_reader *r, size_t ti, unsigned es, int mem, rd_run_fn n
 	if (!rc)
 		rc = run_spans(rs);
 	int drc = drain(rs); /* on failure too: no copy may still read the staging buffer */
+	int grc = rs->g ? rd_restore_drain(rs->x) : 0; /* rd_restore_group's copies, in flight */
 	if (!rc)
-		rc = drc;
+		rc = drc ? drc : grc;
 	if (!rc) {
 		pthread_mutex_lock(&r->mu);
 		r->st.logical_bytes += rs->bytes;

@@ -11,6 +11,37 @@
 #include "common/common.h"
 #include "gpu/gpu.h"
 #include "read/read_int.h"
+#include "store/store.h"
+
+/* Pinned staging of size bytes: from the store's cache, else a new allocation. */
+static int staging_take(struct ckpt_store *s, const struct ckpt_gpu_ops *g, size_t size,
+			uint8_t **out, size_t *got)
+{
+	void *p;
+	if (store_pinned_take(s, size, &p, got)) {
+		*out = p;
+		return 0;
+	}
+	*got = size;
+	return g->alloc_pinned(size, (void **)out);
+}
+
+int rd_restore_drain(struct rres *x)
+{
+	int rc = 0;
+	const struct ckpt_gpu_ops *g = NULL;
+	for (unsigned k = 0; k < RD_RING; k++) {
+		if (!x->ring[k].mark)
+			continue;
+		if (!g)
+			g = ckpt_gpu_cuda(); /* a mark exists: the provider is loaded */
+		int mrc = g->mark_wait(x->ring[k].mark);
+		x->ring[k].mark = NULL;
+		if (!rc)
+			rc = mrc;
+	}
+	return rc;
+}
 
 void rres_free(struct rres *x)
 {
@@ -19,12 +50,17 @@ void rres_free(struct rres *x)
 		cuda |= x->stream[d] != NULL;
 	/* Only touch the CUDA provider when it was used (loading it sets messages). */
 	const struct ckpt_gpu_ops *g = cuda ? ckpt_gpu_cuda() : NULL;
+	(void)rd_restore_drain(x); /* no copy may still read a buffer given back */
 	free(x->buf);
 	free(x->iov);
 	free(x->iov_work);
 	ckpt_codec_ctx_free(x->codec);
+	/* The staging goes back to the store's cache, never freed here (issue 27, C5). */
 	if (x->staging && g)
-		g->free_pinned(x->staging, 0);
+		store_pinned_give(x->s, x->staging, x->staging_size, g->free_pinned);
+	for (unsigned k = 0; k < RD_RING; k++)
+		if (x->ring[k].buf && g)
+			store_pinned_give(x->s, x->ring[k].buf, x->ring[k].size, g->free_pinned);
 	for (int d = 0; d < 16; d++)
 		if (x->stream[d] && g)
 			g->stream_destroy(x->stream[d]);
@@ -51,9 +87,11 @@ int rd_restore_prepare(struct ckpt_reader *r, struct rres *x, const struct ckpt_
 	if (!g)
 		return 0;
 	int rc;
+	x->s = r->s;
 	if (!x->stream[mem] && (rc = g->stream_create(mem, &x->stream[mem])))
 		return rc;
-	if (!x->staging && (rc = g->alloc_pinned(r->buf_cap, (void **)&x->staging)))
+	if (!x->staging &&
+	    (rc = staging_take(r->s, g, r->buf_cap, &x->staging, &x->staging_size)))
 		return rc;
 	pthread_mutex_lock(&r->mu);
 	uint32_t gen = r->gen;
@@ -67,7 +105,25 @@ int rd_restore_prepare(struct ckpt_reader *r, struct rres *x, const struct ckpt_
 	return 0;
 }
 
-/* Restores references [j0, j1) of tensor t (one read group) into dst, waiting for its read. */
+/* The ring slot for the next CUDA group of x: its previous copy waited for, its buffer taken
+ * on first use. */
+static int ring_slot(struct ckpt_reader *r, struct rres *x, const struct ckpt_gpu_ops *g,
+		     struct rring **out)
+{
+	struct rring *sl = &x->ring[x->ring_next++ % RD_RING];
+	int rc = 0;
+	if (sl->mark) {
+		rc = g->mark_wait(sl->mark);
+		sl->mark = NULL;
+	}
+	if (!rc && !sl->buf)
+		rc = staging_take(r->s, g, r->buf_cap, &sl->buf, &sl->size);
+	*out = sl;
+	return rc;
+}
+
+/* Restores references [j0, j1) of tensor t (one read group) into dst, waiting for its read; a
+ * CUDA group's copy is left in flight (rd_restore_drain). */
 int rd_restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_tensor *t,
 		     uint64_t j0, uint64_t j1, uint64_t len, int mem, uint8_t *dst)
 {
@@ -84,22 +140,23 @@ int rd_restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_tens
 		ssize_t n = io_engine_run(r->eng, &q);
 		return rd_group_finish(r, x, p, t, j0, j1, len, dst, niov, n);
 	}
-	/* CUDA: decode into pinned staging, then one copy. */
-	if ((rc = rd_restore_prepare(r, x, g, mem)))
+	/* CUDA: decode into the next ring slot, one copy, a mark; not waited for here, so that
+	 * the next groups are read and decoded while it runs (rd_restore_drain waits). */
+	struct rring *sl;
+	if ((rc = rd_restore_prepare(r, x, g, mem)) || (rc = ring_slot(r, x, g, &sl)))
 		return rc;
 	if ((rc = rd_read_group(r, x, p, c->offset, (size_t)len))) {
 		rd_tensor_error(r, t, j0);
 		return rc;
 	}
-	if ((rc = rd_group_decode(r, x, p, t, j0, j1, x->staging)))
+	if ((rc = rd_group_decode(r, x, p, t, j0, j1, sl->buf)))
 		return rc;
 	uint64_t raw = 0;
 	for (uint64_t q = j0; q < j1; q++)
 		raw += r->m.chunks[r->m.refs[t->first_ref + q]].raw_len;
-	if ((rc = g->copy_h2d(dst + j0 * r->m.chunk_size, x->staging, raw, x->stream[mem])) ||
-	    (rc = g->stream_sync(x->stream[mem])))
+	if ((rc = g->copy_h2d(dst + j0 * r->m.chunk_size, sl->buf, raw, x->stream[mem])))
 		return rc;
-	return 0;
+	return g->mark(x->stream[mem], &sl->mark);
 }
 
 CKPT_API int ckpt_reader_after_stream(ckpt_reader *r, void *stream)

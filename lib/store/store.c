@@ -298,6 +298,7 @@ int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts)
 {
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_mutex_init(&s->idx_mu, NULL);
+	pthread_mutex_init(&s->pin_mu, NULL);
 	s->lock_fd = -1;
 	s->io = ckpt_io_default();
 	index_init(&s->idx);
@@ -375,6 +376,10 @@ void store_fini(struct ckpt_store *s)
 	for (unsigned i = 0; s->pack_dirs && i < s->ndirs; i++)
 		free(s->pack_dirs[i]);
 	free(s->pack_dirs);
+	for (unsigned i = 0; i < s->npinned; i++)
+		s->pinned_free(s->pinned[i].p, s->pinned[i].size);
+	s->npinned = 0;
+	pthread_mutex_destroy(&s->pin_mu);
 	pthread_mutex_destroy(&s->mu);
 	pthread_mutex_destroy(&s->idx_mu);
 	index_free(&s->idx);
@@ -382,6 +387,36 @@ void store_fini(struct ckpt_store *s)
 	free(s->path);
 	free(s->pack_dir);
 	free(s->mf_dir);
+}
+
+int store_pinned_take(struct ckpt_store *s, size_t size, void **p, size_t *got)
+{
+	int found = 0;
+	pthread_mutex_lock(&s->pin_mu);
+	for (unsigned i = 0; i < s->npinned && !found; i++) {
+		if (s->pinned[i].size < size)
+			continue;
+		*p = s->pinned[i].p;
+		*got = s->pinned[i].size;
+		s->pinned[i] = s->pinned[--s->npinned];
+		found = 1;
+	}
+	pthread_mutex_unlock(&s->pin_mu);
+	return found;
+}
+
+void store_pinned_give(struct ckpt_store *s, void *p, size_t size,
+		       void (*free_fn)(void *p, size_t size))
+{
+	pthread_mutex_lock(&s->pin_mu);
+	bool kept = s->npinned < STORE_PINNED_MAX;
+	if (kept) {
+		s->pinned[s->npinned++] = (struct store_pinned){p, size};
+		s->pinned_free = free_fn;
+	}
+	pthread_mutex_unlock(&s->pin_mu);
+	if (!kept)
+		free_fn(p, size);
 }
 
 CKPT_API const char *ckpt_store_path(const ckpt_store *s)

@@ -40,6 +40,8 @@ struct ckpt_options {
 
 /* The store of one handle. It knows nothing of saves: the public handle (handle.c) wraps it with
  * the save layer's state (save.h, struct save_store). */
+#define STORE_PINNED_MAX 32
+
 struct ckpt_store {
 	char *path;
 	char *pack_dir, *mf_dir;
@@ -72,6 +74,16 @@ struct ckpt_store {
 	/* Why the store's mount may not keep the writer lock across nodes (store_mount_check),
 	 * or NULL: ckpt_store_warning(). */
 	char *warning;
+	/* Pinned staging buffers of CUDA restores, kept for the handle's life (store_pinned_*):
+	 * freeing pinned memory synchronizes the device, which would stall a trainer running
+	 * beside a restore. */
+	pthread_mutex_t pin_mu;
+	struct store_pinned {
+		void *p;
+		size_t size;
+	} pinned[STORE_PINNED_MAX];
+	unsigned npinned;
+	void (*pinned_free)(void *p, size_t size);
 };
 
 /* Pack ids of multi-rank saves: rank r allocates in [DIST_PACK_LO(r), DIST_PACK_LO(r+1)),
@@ -177,5 +189,13 @@ int store_max_pack_id(struct ckpt_store *s, uint32_t *out);
 
 /* Fills a ckpt_info from a decoded manifest. */
 void store_info_of(const struct manifest *m, ckpt_info *info);
+
+/* The store's cache of pinned buffers (the read layer's CUDA staging): take returns a cached
+ * buffer of at least size bytes into *p (its size into *got) and 1, or 0 when there is none;
+ * give keeps p (size bytes) for a later take, or frees it with free_fn when the cache is full.
+ * store_fini frees what is kept with the free_fn given. Thread-safe. */
+int store_pinned_take(struct ckpt_store *s, size_t size, void **p, size_t *got);
+void store_pinned_give(struct ckpt_store *s, void *p, size_t size,
+		       void (*free_fn)(void *p, size_t size));
 
 #endif

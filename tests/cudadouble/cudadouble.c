@@ -69,6 +69,7 @@ struct dstream {
 	int legacy;
 	int destroyed;
 	uint64_t queued, done, demanded;
+	long copies;          /* copies queued and not yet run (mu) */
 	struct op *head, *tail;
 	pthread_t thr;
 	struct dstream *next_all;
@@ -106,7 +107,8 @@ static char fail_name[64];
 static long fail_at = -1, fail_count;
 static int fail_err = cudaErrorMemoryAllocation;
 static char ctx_objs[MAXDEV];
-static long host_allocs, pageable_copies, stream_syncs; /* the CUcontext of device d is &ctx_objs[d] */
+static long host_allocs, host_frees, pageable_copies, stream_syncs;
+static long max_copies; /* the most copies queued on one stream, not yet run (mu) */ /* the CUcontext of device d is &ctx_objs[d] */
 
 static __thread int cur_dev = -1; /* -1: no current context */
 static __thread cudaError_t last_err;
@@ -252,6 +254,7 @@ static void *stream_thread(void *arg)
 		s->head = o->next;
 		if (!s->head)
 			s->tail = NULL;
+		s->copies -= o->kind == OP_COPY;
 		pthread_mutex_unlock(&mu);
 		exec_op(o);
 		free(o);
@@ -303,6 +306,8 @@ static void push(struct dstream *s, struct op *o)
 		s->head = o;
 	s->tail = o;
 	s->queued++;
+	if (o->kind == OP_COPY && ++s->copies > max_copies)
+		max_copies = s->copies;
 	if (eager)
 		demand(s, s->queued);
 	pthread_cond_broadcast(&cv);
@@ -569,6 +574,7 @@ API cudaError_t cudaFreeHost(void *p)
 	ENTER();
 	if (!p)
 		return cudaSuccess;
+	__atomic_add_fetch(&host_frees, 1, __ATOMIC_SEQ_CST);
 	pthread_mutex_lock(&mu);
 	/* cudaFreeHost waits for work that may still use it. First: sync_all waits on cv, which
 	 * lets other threads free their own pinned memory and relink the list (a pointer into it
@@ -632,6 +638,20 @@ API cudaError_t cudaHostUnregister(void *p)
 }
 
 /* cudaHostAlloc calls so far, and copies that had a pageable side. */
+API long cudadouble_max_copies_in_flight(void)
+{
+	pthread_mutex_lock(&mu);
+	long m = max_copies;
+	max_copies = 0;
+	pthread_mutex_unlock(&mu);
+	return m;
+}
+
+API long cudadouble_host_frees(void)
+{
+	return __atomic_load_n(&host_frees, __ATOMIC_SEQ_CST);
+}
+
 API long cudadouble_host_allocs(void)
 {
 	return __atomic_load_n(&host_allocs, __ATOMIC_SEQ_CST);

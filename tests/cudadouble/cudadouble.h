@@ -22,6 +22,10 @@ int cudadouble_stream_device(void *stream);
 
 /* cudaHostAlloc calls so far; copies (async or not) that had a pageable host side. */
 long cudadouble_host_allocs(void);
+/* The most copies queued on one stream and not yet run since the last call (then reset). */
+long cudadouble_max_copies_in_flight(void);
+/* cudaFreeHost calls so far (each synchronizes the whole device). */
+long cudadouble_host_frees(void);
 long cudadouble_pageable_copies(void);
 /* cudaStreamSynchronize calls so far. */
 long cudadouble_stream_syncs(void);

@@ -500,6 +500,62 @@ static void test_resubmit_order(const char *dir)
 	free(a);
 }
 
+static void *dst_dev0(size_t index, const ckpt_tensor_info *info, int *mem, void *arg)
+{
+	void **out = arg;
+	*mem = 0;
+	return out[index];
+}
+
+/* Issue 27, C5: a CUDA restore keeps the copies of several read groups in flight while the next
+ * groups are read and decoded (a ring of pinned staging buffers, each copy waited for by an event
+ * only when its buffer comes round again), never synchronizes a whole stream per group, and
+ * restore_all's threads give their staging back to the store instead of freeing it. */
+static void test_restore_overlap(const char *dir)
+{
+	if (dbl_count("cudadouble_max_copies_in_flight") < 0) {
+		printf("restores in flight: skipped (needs the CUDA test double)\n");
+		return;
+	}
+	printf("CUDA restores keep groups in flight\n");
+	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 2 * MiB);
+	size_t n = 4 * MiB + 333; /* 256 KiB read groups: 17 of them */
+	uint8_t *want = malloc(n);
+	REQUIRE(want);
+	t_fill(want, n, 90);
+	uint64_t shape[1] = { n };
+	ckpt_save *sv = NULL;
+	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	CHECK_OK(ckpt_save_add_tensor(sv, "a", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
+	CHECK_OK(ckpt_save_add_tensor(sv, "b", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
+	CHECK_OK(ckpt_save_commit(sv, NULL));
+	void *d[2];
+	CUDA_OK(cudaMalloc(&d[0], n));
+	CUDA_OK(cudaMalloc(&d[1], n));
+	ckpt_reader *r = NULL;
+	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	long syncs = dbl_count("cudadouble_stream_syncs");
+	(void)dbl_count("cudadouble_max_copies_in_flight"); /* from here */
+	CHECK_OK(ckpt_reader_restore(r, 0, 0, d[0], n));
+	long most = dbl_count("cudadouble_max_copies_in_flight");
+	syncs = dbl_count("cudadouble_stream_syncs") - syncs;
+	CHECK(dev_equals(d[0], want, n, "restore of 'a' into device 0"));
+	long frees = dbl_count("cudadouble_host_frees");
+	CHECK_OK(ckpt_reader_restore_all(r, dst_dev0, d));
+	frees = dbl_count("cudadouble_host_frees") - frees;
+	CHECK(dev_equals(d[1], want, n, "restore_all's 'b' on device 0"));
+	ckpt_reader_close(r);
+	printf("  one restore: up to %ld copies in flight, %ld stream synchronizations; "
+	       "restore_all: %ld cudaFreeHost\n", most, syncs, frees);
+	CHECK(syncs == 0 && frees == 0);
+	if (!getenv("CUDADOUBLE_EAGER")) /* lazy: a copy runs only when its event is waited for */
+		CHECK(most >= 2);
+	CUDA_OK(cudaFree(d[0]));
+	CUDA_OK(cudaFree(d[1]));
+	free(want);
+	ckpt_store_close(s);
+}
+
 /* Defect 5: a host-only first save does not fix the pool to pageable memory; the pool costs at
  * most one pinned allocation, not one per slab. */
 static void test_pool_kind(const char *dir)
@@ -533,16 +589,24 @@ static void test_pool_kind(const char *dir)
 	       allocs);
 	CHECK(pageable == 0);
 	CHECK(allocs <= 1);
-	/* Defect 6: restores through one reader allocate their pinned staging once. */
+	/* Defect 6: restores through one reader allocate their pinned staging once: a buffer for
+	 * pieces and the ring of groups in flight (issue 27, C5). The staging is the store's: a
+	 * second reader allocates none, and nothing is freed before the store closes (cudaFreeHost
+	 * synchronizes the device under a trainer running beside the restore). */
 	allocs = dbl_count("cudadouble_host_allocs");
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, 2, &r));
-	for (int k = 0; k < 5; k++)
-		CHECK_OK(ckpt_reader_restore(r, 0, 0, d, n));
-	ckpt_reader_close(r);
+	long frees = dbl_count("cudadouble_host_frees");
+	for (int rd = 0; rd < 2; rd++) {
+		ckpt_reader *r = NULL;
+		CHECK_OK(ckpt_reader_open(s, 2, &r));
+		for (int k = 0; k < 5; k++)
+			CHECK_OK(ckpt_reader_restore(r, 0, 0, d, n));
+		ckpt_reader_close(r);
+	}
 	allocs = dbl_count("cudadouble_host_allocs") - allocs;
-	printf("  5 restores through one reader: %ld cudaHostAlloc calls\n", allocs);
-	CHECK(allocs <= 1);
+	frees = dbl_count("cudadouble_host_frees") - frees;
+	printf("  2 readers x 5 restores: %ld cudaHostAlloc calls, %ld cudaFreeHost\n", allocs,
+	       frees);
+	CHECK(allocs <= 4 && frees == 0);
 	check_dev_restore(s, 2, "d", 0, want, n);
 	CUDA_OK(cudaFree(d));
 	free(want);
@@ -758,6 +822,8 @@ int main(int argc, char **argv)
 	test_resubmit_order(sub);
 	snprintf(sub, sizeof sub, "%s/pool", dir);
 	test_pool_kind(sub);
+	snprintf(sub, sizeof sub, "%s/overlap", dir);
+	test_restore_overlap(sub);
 	t_rmrf(dir);
 	free(dir);
 	return t_done();
