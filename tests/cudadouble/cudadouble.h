@@ -23,6 +23,8 @@ int cudadouble_stream_device(void *stream);
 /* cudaHostAlloc calls so far; copies (async or not) that had a pageable host side. */
 long cudadouble_host_allocs(void);
 long cudadouble_pageable_copies(void);
+/* cudaLaunchHostFunc calls so far. */
+long cudadouble_host_funcs(void);
 /* cudaStreamSynchronize calls so far. */
 long cudadouble_stream_syncs(void);
 
