@@ -358,8 +358,11 @@ CKPT_API int ckpt_save_wait_snapshot(ckpt_save *save);
  * stream then waits until all but about one pool's worth of the state is written (gpu_bench
  * reports it as trainer_stall_seconds, "save_over_pool"); size CKPT_OPT_POOL_SIZE to the state
  * to keep the stall at the copy time. The GPU waits on a flag the library
- * sets then (cuStreamWaitValue32, or a host function where stream memory operations are not
- * available); a save that fails sets it too, so the stream never waits forever. Without CUDA
+ * sets then (cuStreamWaitValue32); a save that fails sets it too, so the stream never waits
+ * forever. Where stream memory operations are not available (disabled on the device) the fence
+ * waits on the calling thread for the snapshot instead, as ckpt_save_wait_snapshot() does: a
+ * host function holding the stream would park a CUDA callback thread that other streams' host
+ * functions may need. Without CUDA
  * tensors it is ckpt_save_wait_snapshot(). Call after submit. Returns 0, -CKPT_E_UNSUPPORTED
  * without the CUDA provider, or the save's error. */
 CKPT_API int ckpt_save_fence(ckpt_save *save, void *stream);

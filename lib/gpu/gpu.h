@@ -41,7 +41,8 @@ struct ckpt_gpu_ops {
 	void (*host_unregister)(void *p);
 	/* Makes user_stream (NULL: the legacy default stream of device dev) wait on the device until
 	 * the 32-bit word at flag, in memory from alloc_pinned, is >= value; the host sets it later.
-	 * The calling thread never blocks (the fence). */
+	 * The calling thread never blocks (the fence). -CKPT_E_UNSUPPORTED without stream memory
+	 * operations (nothing was queued: the caller waits on its thread instead). */
 	int (*wait_flag)(void *user_stream, int dev, const uint32_t *flag, uint32_t value);
 	/* A mark after the work queued so far on stream, and a blocking (not spinning) wait for it,
 	 * which also releases it. */

@@ -189,6 +189,8 @@ int pipe_fence(struct pipe_save *ps, void *stream)
 		/* NULL names the legacy stream of each device the save copies from; a real stream
 		 * needs the wait only once. */
 		rc = g->wait_flag(stream, d, &p->flags[ps->fence_slot], ps->fence_val);
+		if (rc == -CKPT_E_UNSUPPORTED) /* no stream memory operations: the CPU waits */
+			return pipe_wait_snapshot(ps);
 		if (stream)
 			break;
 	}

@@ -21,6 +21,9 @@
  * - Events, stream-wait-event, host functions, cuStreamWaitValue32 on host memory. An event
  *   belongs to the device current at its creation: recording it on another device's stream
  *   fails (cudaErrorInvalidResourceHandle), as on CUDA. cuStreamGetCtx, cuCtxGetDevice.
+ * - Host functions run one at a time, whatever their stream (CUDA may run them all on one thread),
+ *   and may not call CUDA (cudaErrorNotPermitted). CUDADOUBLE_NO_MEMOPS=1: cuStreamWaitValue32
+ *   answers CUDA_ERROR_NOT_SUPPORTED (stream memory operations disabled).
  * - Pinned (cudaHostAlloc) vs pageable host memory: a copy with pageable memory is synchronous.
  * - Error injection: CUDADOUBLE_FAIL=NAME:N (the Nth call of NAME, or of any call when NAME is
  *   "*", fails with cudaErrorMemoryAllocation, or CUDADOUBLE_FAIL_ERR).
@@ -96,6 +99,9 @@ struct devent {
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t hostfn_mu = PTHREAD_MUTEX_INITIALIZER; /* host functions run one at a time */
+static long host_funcs;  /* cudaLaunchHostFunc calls (atomic) */
+static int no_memops;    /* CUDADOUBLE_NO_MEMOPS=1: cuStreamWaitValue32 is not supported */
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct dstream *streams; /* every stream ever created (kept: events may name them) */
 static struct dstream *legacy[MAXDEV];
@@ -130,6 +136,8 @@ static void init_once(void)
 		memcpy(fail_name, e, (size_t)(colon - e));
 		fail_at = atol(colon + 1);
 	}
+	e = getenv("CUDADOUBLE_NO_MEMOPS");
+	no_memops = e && *e == '1';
 	e = getenv("CUDADOUBLE_FAIL_ERR");
 	if (e)
 		fail_err = atoi(e);
@@ -154,8 +162,12 @@ static int injected(const char *name)
 		return 0;
 	return __atomic_add_fetch(&fail_count, 1, __ATOMIC_SEQ_CST) == fail_at;
 }
+/* A host function may not call CUDA (the runtime refuses with cudaErrorNotPermitted). */
+static __thread int in_hostfn;
 #define ENTER()                                                                                   \
 	do {                                                                                      \
+		if (in_hostfn)                                                                    \
+			return ret(cudaErrorNotPermitted);                                        \
 		if (injected(__func__))                                                           \
 			return ret((cudaError_t)fail_err);                                        \
 	} while (0)
@@ -226,7 +238,12 @@ static void exec_op(struct op *o)
 		memset(o->dst, o->val, o->n);
 		break;
 	case OP_HOSTFN:
+		/* CUDA may run the host functions of every stream on one thread: one at a time. */
+		pthread_mutex_lock(&hostfn_mu);
+		in_hostfn = 1;
 		o->fn(o->arg);
+		in_hostfn = 0;
+		pthread_mutex_unlock(&hostfn_mu);
 		break;
 	case OP_WAIT:
 		pthread_mutex_lock(&mu);
@@ -349,6 +366,11 @@ static void sync_all(int dev)
 }
 
 /* --- runtime: devices and errors ---------------------------------------------------------- */
+
+API long cudadouble_host_funcs(void)
+{
+	return __atomic_load_n(&host_funcs, __ATOMIC_RELAXED);
+}
 
 API int cudadouble_device_count(void)
 {
@@ -976,6 +998,7 @@ API cudaError_t cudaLaunchHostFunc(cudaStream_t st, cudaHostFn_t fn, void *arg)
 	o->kind = OP_HOSTFN;
 	o->fn = fn;
 	o->arg = arg;
+	__atomic_add_fetch(&host_funcs, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&mu);
 	struct dstream *s = stream_of(st);
 	/* The GPU calls it once the work before it is done: that work is needed. */
@@ -1066,6 +1089,9 @@ API CUresult_t cuStreamWaitValue32_v2(void *stream, uintptr_t addr, uint32_t val
 {
 	if (injected("cuStreamWaitValue32"))
 		return 2;
+	pthread_once(&once, init_once);
+	if (no_memops)
+		return 801; /* CUDA_ERROR_NOT_SUPPORTED: stream memory operations disabled */
 	if (flags != 0)
 		return 1; /* CUDA_ERROR_INVALID_VALUE */
 	struct op *o = calloc(1, sizeof *o);

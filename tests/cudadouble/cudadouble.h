@@ -27,6 +27,8 @@ long cudadouble_max_copies_in_flight(void);
 /* cudaFreeHost calls so far (each synchronizes the whole device). */
 long cudadouble_host_frees(void);
 long cudadouble_pageable_copies(void);
+/* cudaLaunchHostFunc calls so far. */
+long cudadouble_host_funcs(void);
 /* cudaStreamSynchronize calls so far. */
 long cudadouble_stream_syncs(void);
 

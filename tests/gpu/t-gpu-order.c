@@ -758,6 +758,67 @@ static void test_host_fence(const char *dir, const char *self)
 	}
 }
 
+/* Issue 27, C8, in a fresh process with CUDADOUBLE_NO_MEMOPS=1 (this program run again with
+ * "no-memops DIR"): without stream memory operations the fence waits on the calling thread for
+ * the snapshot, never parking a CUDA callback thread in a host function (which would hold back
+ * the trainer's own host functions of every stream); the trainer's writes after the fence do not
+ * reach the checkpoint. */
+static int child_no_memops(const char *dir)
+{
+	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 1 * MiB);
+	size_t n = 3 * MiB + 11; /* three times the pool */
+	uint8_t *want = malloc(n);
+	REQUIRE(want);
+	t_fill(want, n, 80);
+	void *d = dev_copy(0, want, n);
+	cudaStream_t us;
+	CUDA_OK(cudaStreamCreateWithFlags(&us, cudaStreamNonBlocking));
+	uint64_t shape[1] = { n };
+	ckpt_save *sv = NULL;
+	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(ckpt_save_after_stream(sv, us));
+	long before = dbl_count("cudadouble_host_funcs");
+	CHECK_OK(ckpt_save_submit(sv));
+	CHECK_OK(ckpt_save_fence(sv, us));
+	long launched = dbl_count("cudadouble_host_funcs") - before;
+	printf("  without stream memory operations: %ld host functions queued by the fence\n",
+	       launched);
+	CHECK(launched == 0);
+	CUDA_OK(cudaMemsetAsync(d, 0x5a, n, us)); /* the next step, once the fence passed */
+	CHECK_OK(ckpt_save_wait(sv, NULL));
+	CUDA_OK(cudaStreamSynchronize(us));
+	check_dev_restore(s, 1, "w", 0, want, n);
+	CUDA_OK(cudaStreamDestroy(us));
+	CUDA_OK(cudaFree(d));
+	free(want);
+	ckpt_store_close(s);
+	return t_done();
+}
+
+static void test_no_memops(const char *dir, const char *self)
+{
+	if (!dbl("cudadouble_host_funcs")) {
+		printf("fence without stream memory operations: skipped (needs the CUDA test double)\n");
+		return;
+	}
+	printf("fence without stream memory operations\n");
+	fflush(stdout);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		setenv("CUDADOUBLE_NO_MEMOPS", "1", 1);
+		execl(self, self, "no-memops", dir, (char *)NULL);
+		_exit(127);
+	}
+	int status = 0;
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+		fprintf(stderr, "child without stream memory operations failed (status %#x)\n", status);
+		t_failures++;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -777,6 +838,8 @@ int main(int argc, char **argv)
 		ndev = 0;
 	if (argc == 3 && !strcmp(argv[1], "only-dev1"))
 		return child_only_dev1(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "no-memops"))
+		return child_no_memops(argv[2]);
 	const struct ckpt_gpu_ops *ops = ckpt_gpu_cuda();
 	if (!ops) {
 		if (ndev > 0) {
@@ -805,6 +868,8 @@ int main(int argc, char **argv)
 	test_unused_device(sub, "/proc/self/exe");
 	snprintf(sub, sizeof sub, "%s/hostfence", dir);
 	test_host_fence(sub, "/proc/self/exe");
+	snprintf(sub, sizeof sub, "%s/nomemops", dir);
+	test_no_memops(sub, "/proc/self/exe");
 	CUDA_OK(cudaSetDevice(0));
 	snprintf(sub, sizeof sub, "%s/zstd", dir);
 	test_compressed(sub);

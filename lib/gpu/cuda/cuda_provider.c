@@ -56,7 +56,7 @@ static int g_home_dev = -1; /* accessed with __atomic builtins */
 	X(cudaStreamCreateWithFlags) X(cudaStreamDestroy) X(cudaEventCreateWithFlags)             \
 	X(cudaEventRecord) X(cudaEventDestroy) X(cudaStreamWaitEvent) X(cudaMemcpyAsync)          \
 	X(cudaStreamSynchronize) X(cudaPointerGetAttributes) X(cudaHostGetDevicePointer)          \
-	X(cudaRuntimeGetVersion) X(cudaHostRegister) X(cudaHostUnregister) X(cudaLaunchHostFunc)   \
+	X(cudaRuntimeGetVersion) X(cudaHostRegister) X(cudaHostUnregister)                        \
 	X(cudaEventSynchronize)
 #define RT_DECL(f) static __typeof__(f) *p_##f;
 RT_FUNCS(RT_DECL)
@@ -85,7 +85,6 @@ static char g_rt_name[64];    /* its soname, for messages */
 #define cudaRuntimeGetVersion p_cudaRuntimeGetVersion
 #define cudaHostRegister p_cudaHostRegister
 #define cudaHostUnregister p_cudaHostUnregister
-#define cudaLaunchHostFunc p_cudaLaunchHostFunc
 #define cudaEventSynchronize p_cudaEventSynchronize
 /* cuStreamWaitValue32 (CUresult f(CUstream, CUdeviceptr, cuuint32_t, unsigned)), from the driver;
  * NULL when the driver lacks it. */
@@ -549,23 +548,14 @@ static void cu_host_unregister(void *p)
 	dev_leave(&g);
 }
 
-struct flag_wait {
-	const volatile uint32_t *flag;
-	uint32_t value;
-};
-
-/* Fallback of wait_flag without stream memory operations: a host function that holds the stream
- * until the flag is set (the library's workers never need a host function to progress). */
-static void flag_wait_fn(void *arg)
-{
-	struct flag_wait *w = arg;
-	while (__atomic_load_n(w->flag, __ATOMIC_ACQUIRE) < w->value)
-		usleep(20);
-	free(w);
-}
-
+/* Without stream memory operations there is no way to make the stream wait on the device for
+ * a flag set later: a host function holding the stream would park one of CUDA's callback
+ * threads, which CUDA may share among streams (the trainer's own host functions would wait
+ * behind it: issue 27, C8). -CKPT_E_UNSUPPORTED then tells the caller to wait on its thread. */
 static int cu_wait_flag(void *user_stream, int dev, const uint32_t *flag, uint32_t value)
 {
+	if (!p_wait_value)
+		return -CKPT_E_UNSUPPORTED;
 	struct devguard g;
 	int rc = dev_enter(user_dev(user_stream, dev), &g);
 	if (rc)
@@ -573,22 +563,8 @@ static int cu_wait_flag(void *user_stream, int dev, const uint32_t *flag, uint32
 	void *dptr = NULL;
 	rc = CU(cudaHostGetDevicePointer, &dptr, (void *)flag, 0);
 	/* CU_STREAM_WAIT_VALUE_GEQ is 0. */
-	if (!rc && p_wait_value && p_wait_value(user_stream, (uintptr_t)dptr, value, 0) == 0) {
-		dev_leave(&g);
-		return 0;
-	}
-	if (!rc) {
-		struct flag_wait *w = malloc(sizeof *w);
-		if (!w) {
-			rc = report(CKPT_E_NOMEM, "fence: out of memory");
-		} else {
-			w->flag = flag;
-			w->value = value;
-			rc = CU(cudaLaunchHostFunc, (cudaStream_t)user_stream, flag_wait_fn, w);
-			if (rc)
-				free(w);
-		}
-	}
+	if (!rc && p_wait_value(user_stream, (uintptr_t)dptr, value, 0) != 0)
+		rc = -CKPT_E_UNSUPPORTED; /* refused (memory operations disabled on this device) */
 	dev_leave(&g);
 	return rc;
 }
