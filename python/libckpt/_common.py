@@ -76,3 +76,25 @@ class _SnapshotWait:
             self._snapshot_done = True
             self.snapshot_time = time.perf_counter() - self._t0
             self._keep = None
+
+
+def order_after_current(reader_ptr, devices):
+    """CUDA restore targets on devices (indexes): the reader's copies (ckpt_reader_after_stream)
+    follow torch's current stream of each, one stream ordering them and the others joining it
+    by event as a save does, so that pending work on the targets runs first without blocking
+    this thread. A libckpt without ckpt_reader_after_stream: those streams are synchronized."""
+    if not devices:
+        return
+    import torch
+    streams = [torch.cuda.current_stream(d) for d in sorted(devices)]
+    if not L.has("ckpt_reader_after_stream"):
+        for st in streams:
+            st.synchronize()
+        return
+    primary = streams[0]
+    for st in streams[1:]:
+        ev = torch.cuda.Event()
+        ev.record(st)
+        primary.wait_event(ev)
+    L.check(L.load().ckpt_reader_after_stream(reader_ptr, primary.cuda_stream),
+            "ordering the restore after the current CUDA stream")

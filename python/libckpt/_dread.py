@@ -10,7 +10,7 @@ from . import _restore as R
 from . import _select as S
 from . import _tree as T
 from . import dist as D
-from ._common import _step_arg
+from ._common import _step_arg, order_after_current
 from ._target import _alloc, _check_target
 from .errors import (CkptError, CkptIOError, CkptMemoryError, CorruptError, MismatchError,
                      NotFoundError, UnsupportedError, error_class)
@@ -96,7 +96,8 @@ def _fill_cuda(v, idx, x, offa, lena, shape, n):
         return False
     import torch
     es = x.element_size()
-    torch.cuda.current_stream(x.device).synchronize()  # pending work on x is done
+    # pending work on x runs first: the copies follow torch's current stream
+    order_after_current(v.base(), {x.device.index})
     if x.is_contiguous():
         strides, size = None, n * es
     else:

@@ -141,6 +141,7 @@ _OPTIONAL = {
     "ckpt_gc_report_free": (None, [P(GcReport)]),
     "ckpt_reader_restore_range": (ci, [vp, ctypes.c_size_t, u64, vp, u64]),
     "ckpt_dist_reader_checkpoint": (vp, [vp]),
+    "ckpt_reader_after_stream": (ci, [vp, vp]),
 }
 
 _lock = threading.Lock()

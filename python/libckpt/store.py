@@ -15,7 +15,8 @@ from . import _restore as R
 from . import _select as S
 from . import _tree as T
 from . import dist as _dist
-from ._common import SaveStats, _SnapshotWait, _stats, _step_arg  # noqa: F401  SaveStats: public here
+from ._common import (SaveStats, _SnapshotWait, _stats, _step_arg,  # noqa: F401  SaveStats: public
+                      order_after_current)
 from ._target import _alloc, _check_target, _data_ptr
 from .errors import CkptError, NotFoundError, UnsupportedError
 
@@ -782,8 +783,7 @@ def _restore_into(r, targets):
     torch = T.torch_mod()
     cuda_devs = {o.device.index for _, _, o in targets
                  if T.is_torch_tensor(o) and o.device.type == "cuda"}
-    for d in cuda_devs:
-        torch.cuda.current_stream(d).synchronize()  # pending work on the targets is done
+    order_after_current(r.ptr, cuda_devs)  # pending work on the targets runs first
 
     def plan(stage_cuda):
         dst, copies, keep, first = {}, [], [], {}

@@ -556,6 +556,42 @@ static void test_restore_overlap(const char *dir)
 	ckpt_store_close(s);
 }
 
+/* Issue 27, item 3: ckpt_reader_after_stream: the caller's stream still has a write of the
+ * destination queued (the trainer's last use of the buffer); the restore's copies follow it, so
+ * the restored bytes are what remains, without the caller synchronizing its stream first. */
+static void test_reader_after_stream(const char *dir)
+{
+	printf("a restore ordered after the caller's stream\n");
+	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 2 * MiB);
+	size_t n = 1 * MiB + 77;
+	uint8_t *want = malloc(n);
+	REQUIRE(want);
+	t_fill(want, n, 95);
+	uint64_t shape[1] = { n };
+	ckpt_save *sv = NULL;
+	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
+	CHECK_OK(ckpt_save_commit(sv, NULL));
+	void *d;
+	CUDA_OK(cudaMalloc(&d, n));
+	cudaStream_t us;
+	CUDA_OK(cudaStreamCreateWithFlags(&us, cudaStreamNonBlocking));
+	/* Queued, not run: the double runs a stream's work only when something needs it (on a
+	 * GPU it may or may not have run by the restore; either way the order must hold). */
+	CUDA_OK(cudaMemsetAsync(d, 0x3c, n, us));
+	ckpt_reader *r = NULL;
+	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	CHECK_OK(ckpt_reader_after_stream(r, us));
+	CHECK_OK(ckpt_reader_restore(r, 0, 0, d, n)); /* its copies follow us's memset */
+	CUDA_OK(cudaStreamSynchronize(us));
+	CHECK(dev_equals(d, want, n, "restore after the caller's queued write"));
+	ckpt_reader_close(r);
+	CUDA_OK(cudaStreamDestroy(us));
+	CUDA_OK(cudaFree(d));
+	free(want);
+	ckpt_store_close(s);
+}
+
 /* Defect 5: a host-only first save does not fix the pool to pageable memory; the pool costs at
  * most one pinned allocation, not one per slab. */
 static void test_pool_kind(const char *dir)
@@ -889,6 +925,8 @@ int main(int argc, char **argv)
 	test_pool_kind(sub);
 	snprintf(sub, sizeof sub, "%s/overlap", dir);
 	test_restore_overlap(sub);
+	snprintf(sub, sizeof sub, "%s/rafter", dir);
+	test_reader_after_stream(sub);
 	t_rmrf(dir);
 	free(dir);
 	return t_done();
