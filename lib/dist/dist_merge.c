@@ -62,8 +62,10 @@ static int bad(const struct merge *m, unsigned r, const char *what)
 }
 
 #ifdef CKPT_TEST_HOOKS
-/* Test builds: part files read by commits (tests/unit/t-dist-storm: rank 0's only). */
+/* Test builds: part files read by commits (tests/unit/t-dist-storm: rank 0's only), and a hook
+ * called with each part's rank before its read (tests/unit/t-dist-wide: reads at once). */
 unsigned long ckpt_test_part_reads;
+void (*ckpt_test_part_hook)(unsigned rank);
 #endif
 
 /* Reads part r and checks it is the one its rank made durable (sums[r]); fills m->parts[r] and
@@ -73,6 +75,8 @@ static int load_part(struct merge *m, const struct dist_part_sum *sums, unsigned
 	char p[4096];
 #ifdef CKPT_TEST_HOOKS
 	__atomic_add_fetch(&ckpt_test_part_reads, 1, __ATOMIC_RELAXED);
+	if (ckpt_test_part_hook)
+		ckpt_test_part_hook(r);
 #endif
 	dist_part_path(m->s, m->step, (int)r, p, sizeof p);
 	uint8_t *buf;

@@ -604,11 +604,6 @@ void store_refuse_direct(struct ckpt_store *s)
 	__atomic_store_n(&s->direct_refused, true, __ATOMIC_RELAXED);
 }
 
-#ifdef CKPT_TEST_HOOKS
-/* Test builds: listings of the pack directories (tests/unit/t-dist-packids: none in part mode). */
-unsigned long ckpt_test_pack_listings;
-#endif
-
 /* Whether pack id names a file in any pack directory (an id names one pack across all of
  * them); a stat that fails otherwise than ENOENT counts as taken, so that the id is skipped. */
 static bool pack_taken(const struct ckpt_store *s, uint32_t id)
@@ -665,9 +660,6 @@ int store_max_pack_id(struct ckpt_store *s, uint32_t *out)
 	}
 	uint32_t mx = 0;
 	for (unsigned i = 0; i < s->ndirs; i++) {
-#ifdef CKPT_TEST_HOOKS
-		__atomic_add_fetch(&ckpt_test_pack_listings, 1, __ATOMIC_RELAXED);
-#endif
 		DIR *d = opendir(s->pack_dirs[i]);
 		if (!d) {
 			int e = errno;
