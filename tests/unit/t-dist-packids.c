@@ -18,6 +18,7 @@
 #include "helpers.h"
 #include "store/store.h"
 #include "t-dist-world.h"
+#include "t-open-opts.h"
 
 #define NR 2
 #define PER (768u << 10) /* f32 elements per rank: 3 MiB */
@@ -69,15 +70,8 @@ static int rank_main(ckpt_comm *c, void *arg)
 
 static ckpt_store *open_store(const char *dir)
 {
-	ckpt_options *o = ckpt_options_create();
-	ckpt_options_set(o, CKPT_OPT_CREATE, 1);
-	ckpt_options_set(o, CKPT_OPT_PACK_SIZE, 1 << 20);
-	ckpt_options_set(o, CKPT_OPT_CHUNK_SIZE, 256 << 10);
-	ckpt_options_set(o, CKPT_OPT_POOL_SIZE, 4 << 20);
-	ckpt_store *s = NULL;
-	REQUIRE(ckpt_store_open(dir, o, &s) == 0);
-	ckpt_options_free(o);
-	return s;
+	return t_open_opts(dir, (const int64_t[]){CKPT_OPT_PACK_SIZE, 1 << 20, CKPT_OPT_CHUNK_SIZE,
+						  256 << 10, CKPT_OPT_POOL_SIZE, 4 << 20, 0});
 }
 
 static void save(struct job *j, uint64_t step)

@@ -24,6 +24,7 @@
 
 #define TC_MAXR 64
 #include "t-dist-world.h"
+#include "t-open-opts.h"
 
 #define NR 64
 #define RV 8 /* part reads that must be in flight together */
@@ -194,15 +195,9 @@ static void check_restore(ckpt_store *s, uint64_t step)
 
 static ckpt_store *open_small(const char *dir)
 {
-	ckpt_options *o = ckpt_options_create();
-	ckpt_options_set(o, CKPT_OPT_CREATE, 1);
-	ckpt_options_set(o, CKPT_OPT_THREADS, 1);
-	ckpt_options_set(o, CKPT_OPT_IO_SIZE, 64 << 10);
-	ckpt_options_set(o, CKPT_OPT_POOL_SIZE, 128 << 10);
-	ckpt_store *s = NULL;
-	REQUIRE(ckpt_store_open(dir, o, &s) == 0);
-	ckpt_options_free(o);
-	return s;
+	/* 64 handles: one thread and the smallest pool each. */
+	return t_open_opts(dir, (const int64_t[]){CKPT_OPT_THREADS, 1, CKPT_OPT_IO_SIZE, 64 << 10,
+						  CKPT_OPT_POOL_SIZE, 1 << 20, 0});
 }
 
 int main(void)
