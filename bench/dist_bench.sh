@@ -20,7 +20,8 @@
 #   5. The commit at scale (issue 24, item 6): $B/bench/dist-commit (threads as ranks, no MPI)
 #      with 4, 16, 64 and 256 ranks (BENCH_DIST_COMMIT_RANKS) of tiny shards, the median of
 #      BENCH_DIST_COMMIT_STEPS (default 5) timed commits after a warm-up save:
-#      dist_commit_seconds_N, from every rank's commit call to the last one's return.
+#      dist_commit_seconds_N, from every rank's commit call to the last one's return, and
+#      dist_begin_seconds_N for their begins (where each rank finds its next pack id).
 # Runs interleave (commits, fio and shards per N, replicated, alone, async, single) BENCH_RUNS
 # times (default 3); medians are merged
 # into $B/bench/results.json as dist_* keys and printed. Each save goes into a fresh store, after a
@@ -110,8 +111,10 @@ fio_n = {n: [fio_gbps(os.path.join(tmp, "fio-%d-%d.json" % (n, i))) for i in ran
          for n in scale}
 shards_n = {n: [line(os.path.join(tmp, "shards-%d-%d.json" % (n, i)))["gbps"]
                 for i in range(1, runs + 1)] for n in scale}
-commit_n = {n: [line(os.path.join(tmp, "commit-%d-%d.json" % (n, i)))["median"]
-                for i in range(1, runs + 1)] for n in commit_ranks}
+commit_lines = {n: [line(os.path.join(tmp, "commit-%d-%d.json" % (n, i)))
+                    for i in range(1, runs + 1)] for n in commit_ranks}
+commit_n = {n: [c["median"] for c in v] for n, v in commit_lines.items()}
+begin_n = {n: [c["begin_median"] for c in v] for n, v in commit_lines.items()}
 fio, shards = fio_n[ranks], shards_n[ranks]
 repl, alone, asyn, single, singles = [], [], [], [], []
 for i in range(1, runs + 1):
@@ -144,6 +147,7 @@ out = {
                   "fio_numjobs_gbps_n": {str(n): v for n, v in fio_n.items()},
                   "shards_gbps_n": {str(n): v for n, v in shards_n.items()},
                   "commit_seconds_n": {str(n): v for n, v in commit_n.items()},
+                  "begin_seconds_n": {str(n): v for n, v in begin_n.items()},
                   "alone_snapshot_seconds": alone, "async_blocked_seconds": asyn,
                   "single_async_blocked_seconds": single,
                   "singles_async_blocked_seconds": singles},
@@ -154,6 +158,7 @@ for n in scale:
     out["dist_shards_vs_fio_%d" % n] = med(shards_n[n]) / med(fio_n[n])
 for n in commit_ranks:
     out["dist_commit_seconds_%d" % n] = med(commit_n[n])
+    out["dist_begin_seconds_%d" % n] = med(begin_n[n])
 old = {}
 if os.path.exists(results):
     try:
@@ -181,5 +186,7 @@ for n in scale:
 if commit_ranks:
     print("dist: commit of tiny shards: " + ", ".join("%d ranks %.3f s" % (n, med(commit_n[n]))
                                                       for n in commit_ranks))
+    print("dist: begin of the same saves: " + ", ".join("%d ranks %.3f s" % (n, med(begin_n[n]))
+                                                        for n in commit_ranks))
 print("results: %s" % results)
 EOF
