@@ -8,7 +8,9 @@
 #   make bench-import  only import_bench.sh
 #   make bench-quick   BENCH_SIZE=256M BENCH_RUNS=1 BENCH_IMPORT_SIZE=128M (development)
 #   make bench-dist    only dist_bench.sh (issue 14: mpirun -np 4 saves against fio --numjobs=4,
-#                      replicated snapshot per rank against one rank alone); `make bench` runs it last
+#                      replicated snapshot per rank against one rank alone; issue 24: 1, 2, 4 ranks
+#                      against fio --numjobs=N, async blocked time, bench/dist-commit's commit of
+#                      4 to 256 thread-ranks); `make bench` runs it last
 #
 # Environment: BENCH_DIR (directory to test, default build/bench/work), BENCH_SIZE (state size,
 # default 2G), BENCH_RUNS (default 3), BENCH_IMPORT_SIZE (default 2G in `make bench`, 1G for import_bench.sh alone), more in bench/README.md.
@@ -43,7 +45,7 @@ bench: test-deps
 	B='$(B)' python3 bench/summary.py
 
 bench-dist: test-deps
-	$(MAKE) lib
+	$(MAKE) lib bench-bins
 	B='$(B)' sh bench/dist_bench.sh
 
 bench-quick: test-deps

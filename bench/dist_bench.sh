@@ -12,17 +12,35 @@
 #   2. A replicated BENCH_DIST_REP_SIZE (default 1G) state on 4 ranks (each replica saves about
 #      1/4) against one rank saving it alone: the snapshot time per rank (the part's
 #      snapshot_seconds; the mean over the 4 ranks) and its ratio.
-# Runs interleave (fio, shards, replicated, alone) BENCH_RUNS times (default 3); medians are merged
+#   4. N = 1, 2, 4 ranks (BENCH_DIST_SCALE) saving their 1/N of BENCH_DIST_SIZE into one store,
+#      each against fio --numjobs=N on the same directory run as run-bench.sh runs fio for the
+#      one-process figure (1 MiB O_DIRECT io_uring writes at depth 32, fsync at the end), each
+#      job 1/N of the bytes: dist_shards_gbps_N, dist_fio_numjobs_gbps_N, dist_shards_vs_fio_N
+#      (goal >= 0.9; issue 24, item 7). The RANKS figure of 1. is the same at the same N.
+#   5. The commit at scale (issue 24, item 6): $B/bench/dist-commit (threads as ranks, no MPI)
+#      with 4, 16, 64 and 256 ranks (BENCH_DIST_COMMIT_RANKS) of tiny shards, the median of
+#      BENCH_DIST_COMMIT_STEPS (default 5) timed commits after a warm-up save:
+#      dist_commit_seconds_N, from every rank's commit call to the last one's return, and
+#      dist_begin_seconds_N for their begins (where each rank finds its next pack id).
+# Runs interleave (commits, fio and shards per N, replicated, alone, async, single) BENCH_RUNS
+# times (default 3); medians are merged
 # into $B/bench/results.json as dist_* keys and printed. Each save goes into a fresh store, after a
 # small warm-up save. Skips (exit 0) without mpicc, mpirun or fio.
 #
 # Environment: B (default build), BENCH_DIR (default $B/bench/work), BENCH_RUNS,
-# BENCH_DIST_SIZE, BENCH_DIST_REP_SIZE, BENCH_DIST_RANKS (default 4).
+# BENCH_DIST_SIZE, BENCH_DIST_REP_SIZE, BENCH_DIST_RANKS (default 4), BENCH_DIST_SCALE (default
+# "1 2 4"), BENCH_DIST_COMMIT_RANKS (default "4 16 64 256"), BENCH_DIST_COMMIT_STEPS (default 5).
 set -eu
 B=${B:-build}
 BENCH_DIR=${BENCH_DIR:-$B/bench/work}
 BENCH_RUNS=${BENCH_RUNS:-3}
 RANKS=${BENCH_DIST_RANKS:-4}
+SCALE=${BENCH_DIST_SCALE:-1 2 4}
+case " $SCALE " in *" $RANKS "*) ;; *) SCALE="$SCALE $RANKS" ;; esac
+COMMIT_RANKS=${BENCH_DIST_COMMIT_RANKS:-4 16 64 256}
+COMMIT_STEPS=${BENCH_DIST_COMMIT_STEPS:-5}
+COMMIT_BIN=$B/bench/dist-commit
+[ -x "$COMMIT_BIN" ] || { echo "dist-bench: $COMMIT_BIN is missing (make bench-bins): commit figures skipped" >&2; COMMIT_RANKS=; }
 for t in mpicc mpirun fio python3; do
 	command -v $t >/dev/null 2>&1 || { echo "dist-bench: $t is missing; skipped" >&2; exit 0; }
 done
@@ -51,12 +69,20 @@ run_mpi() { # NP MODE BYTES OUT
 }
 i=1
 while [ $i -le "$BENCH_RUNS" ]; do
-	mkdir -p "$W"
-	fio --name=dist-fio --directory="$W" --filename_format='fio.$jobnum' --numjobs="$RANKS" \
-	    --size=$((SIZE / RANKS)) --bs=1M --rw=write --ioengine=io_uring --direct=1 --iodepth=8 \
-	    --end_fsync=1 --group_reporting --output-format=json --output="$TMP/fio-$i.json" \
-	    >/dev/null || { echo "dist-bench: fio failed" >&2; exit 1; }
-	run_mpi "$RANKS" shards "$SIZE" "$TMP/shards-$i.json"
+	for n in $COMMIT_RANKS; do
+		rm -rf "$W" && mkdir -p "$W"
+		"$COMMIT_BIN" "$W/store" "$n" "$COMMIT_STEPS" >"$TMP/commit-$n-$i.json" ||
+			{ echo "dist-bench: dist-commit $n ranks failed" >&2; exit 1; }
+		rm -rf "$W"
+	done
+	for n in $SCALE; do
+		mkdir -p "$W"
+		fio --name=dist-fio --directory="$W" --filename_format='fio.$jobnum' --numjobs="$n" \
+		    --size=$((SIZE / n)) --bs=1M --rw=write --ioengine=io_uring --direct=1 --iodepth=32 \
+		    --end_fsync=1 --group_reporting --output-format=json --output="$TMP/fio-$n-$i.json" \
+		    >/dev/null || { echo "dist-bench: fio failed" >&2; exit 1; }
+		run_mpi "$n" shards "$SIZE" "$TMP/shards-$n-$i.json"
+	done
 	run_mpi "$RANKS" replicated "$REP" "$TMP/rep-$i.json"
 	run_mpi 1 replicated "$REP" "$TMP/alone-$i.json"
 	run_mpi "$RANKS" async "$ASYNC" "$TMP/async-$i.json"
@@ -66,19 +92,32 @@ while [ $i -le "$BENCH_RUNS" ]; do
 	i=$((i + 1))
 done
 
-exec python3 - "$TMP" "$BENCH_RUNS" "$B/bench/results.json" "$SIZE" "$REP" "$RANKS" "$ASYNC" <<'EOF'
+exec python3 - "$TMP" "$BENCH_RUNS" "$B/bench/results.json" "$SIZE" "$REP" "$RANKS" "$ASYNC" \
+	"$SCALE" "$COMMIT_RANKS" <<'EOF'
 import json, os, statistics, sys
-tmp, runs, results, size, rep, ranks, asz = sys.argv[1], int(sys.argv[2]), sys.argv[3], *map(int, sys.argv[4:])
+tmp, runs, results = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+size, rep, ranks, asz = map(int, sys.argv[4:8])
+scale, commit_ranks = [int(x) for x in sys.argv[8].split()], [int(x) for x in sys.argv[9].split()]
 med = statistics.median
 def line(p):
     with open(p) as f:
         return json.loads(f.read().strip().splitlines()[-1])
-fio, shards, repl, alone, asyn, single, singles = [], [], [], [], [], [], []
+def fio_gbps(p):
+    with open(p) as f:
+        txt = f.read()
+    j = json.loads(txt[txt.index("{"):])["jobs"][0]["write"]  # fio may print notes first
+    return j["io_bytes"] / (j["runtime"] / 1000.0) / 1e9  # group_reporting: all jobs
+fio_n = {n: [fio_gbps(os.path.join(tmp, "fio-%d-%d.json" % (n, i))) for i in range(1, runs + 1)]
+         for n in scale}
+shards_n = {n: [line(os.path.join(tmp, "shards-%d-%d.json" % (n, i)))["gbps"]
+                for i in range(1, runs + 1)] for n in scale}
+commit_lines = {n: [line(os.path.join(tmp, "commit-%d-%d.json" % (n, i)))
+                    for i in range(1, runs + 1)] for n in commit_ranks}
+commit_n = {n: [c["median"] for c in v] for n, v in commit_lines.items()}
+begin_n = {n: [c["begin_median"] for c in v] for n, v in commit_lines.items()}
+fio, shards = fio_n[ranks], shards_n[ranks]
+repl, alone, asyn, single, singles = [], [], [], [], []
 for i in range(1, runs + 1):
-    with open(os.path.join(tmp, "fio-%d.json" % i)) as f:
-        j = json.load(f)["jobs"][0]["write"]
-    fio.append(j["io_bytes"] / (j["runtime"] / 1000.0) / 1e9)  # group_reporting: all jobs
-    shards.append(line(os.path.join(tmp, "shards-%d.json" % i))["gbps"])
     r = line(os.path.join(tmp, "rep-%d.json" % i))["snapshot_seconds"]
     repl.append(sum(r) / len(r))
     alone.append(line(os.path.join(tmp, "alone-%d.json" % i))["snapshot_seconds"][0])
@@ -102,11 +141,24 @@ out = {
     "dist_async_blocked_vs_single": med(asyn) / med(single),
     "dist_singles_async_blocked_seconds": med(singles),
     "dist_async_blocked_vs_singles": med(asyn) / med(singles),
+    "dist_scale_ranks": scale,
+    "dist_commit_ranks": commit_ranks,
     "dist_runs": {"fio_gbps": fio, "shards_gbps": shards, "replicated_snapshot_seconds": repl,
+                  "fio_numjobs_gbps_n": {str(n): v for n, v in fio_n.items()},
+                  "shards_gbps_n": {str(n): v for n, v in shards_n.items()},
+                  "commit_seconds_n": {str(n): v for n, v in commit_n.items()},
+                  "begin_seconds_n": {str(n): v for n, v in begin_n.items()},
                   "alone_snapshot_seconds": alone, "async_blocked_seconds": asyn,
                   "single_async_blocked_seconds": single,
                   "singles_async_blocked_seconds": singles},
 }
+for n in scale:
+    out["dist_shards_gbps_%d" % n] = med(shards_n[n])
+    out["dist_fio_numjobs_gbps_%d" % n] = med(fio_n[n])
+    out["dist_shards_vs_fio_%d" % n] = med(shards_n[n]) / med(fio_n[n])
+for n in commit_ranks:
+    out["dist_commit_seconds_%d" % n] = med(commit_n[n])
+    out["dist_begin_seconds_%d" % n] = med(begin_n[n])
 old = {}
 if os.path.exists(results):
     try:
@@ -127,5 +179,14 @@ print("dist: async, %d ranks of %.0f MiB each: blocked %.3f s (slowest rank); on
       % (ranks, asz / ranks / 2**20, med(asyn), med(single), med(asyn) / med(single)))
 print("dist: async against %d one-process saves at once (sharing the machine as the ranks do): "
       "%.3f s; ratio %.2f" % (ranks, med(singles), med(asyn) / med(singles)))
+for n in scale:
+    print("dist: %d rank(s) into one store: %.3f GB/s; fio --numjobs=%d --iodepth=32: %.3f GB/s; "
+          "ratio %.2f (goal >= 0.9)" % (n, med(shards_n[n]), n, med(fio_n[n]),
+                                        med(shards_n[n]) / med(fio_n[n])))
+if commit_ranks:
+    print("dist: commit of tiny shards: " + ", ".join("%d ranks %.3f s" % (n, med(commit_n[n]))
+                                                      for n in commit_ranks))
+    print("dist: begin of the same saves: " + ", ".join("%d ranks %.3f s" % (n, med(begin_n[n]))
+                                                        for n in commit_ranks))
 print("results: %s" % results)
 EOF

@@ -34,6 +34,12 @@ ROWS = [
      "py_blocking_vs_memcpy", "<= 1.20 x memcpy", lambda r: r <= 1.2),
     ("Python ckpt load", "ckpt_load_seconds", "s", "torch_load_seconds", "py_load_vs_torch",
      "<= 1.00 x torch.load", lambda r: r <= 1.0),
+    ("1 rank vs fio numjobs=1", "dist_shards_gbps_1", "GB/s", "dist_fio_numjobs_gbps_1",
+     "dist_shards_vs_fio_1", ">= 0.90 x fio, same dir", lambda r: r >= 0.9),
+    ("2 ranks vs fio numjobs=2", "dist_shards_gbps_2", "GB/s", "dist_fio_numjobs_gbps_2",
+     "dist_shards_vs_fio_2", ">= 0.90 x fio, same dir", lambda r: r >= 0.9),
+    ("4 ranks vs fio numjobs=4", "dist_shards_gbps_4", "GB/s", "dist_fio_numjobs_gbps_4",
+     "dist_shards_vs_fio_4", ">= 0.90 x fio, same dir", lambda r: r >= 0.9),
     ("multi-rank async blocked", "dist_async_blocked_seconds", "s",
      "dist_single_async_blocked_seconds", "dist_async_blocked_vs_single",
      "<= 1.10 x one-process async", lambda r: r <= 1.1),
@@ -54,6 +60,10 @@ INFO = [
     ("re-import 5%", "reimport5_seconds", "s", None),
     ("4 ranks, shards", "dist_shards_gbps", "GB/s", None),
     ("async vs N one-process", "dist_async_blocked_vs_singles", "x", None),
+    ("commit, 4 ranks", "dist_commit_seconds_4", "s", None),
+    ("commit, 16 ranks", "dist_commit_seconds_16", "s", None),
+    ("commit, 64 ranks", "dist_commit_seconds_64", "s", None),
+    ("commit, 256 ranks", "dist_commit_seconds_256", "s", None),
 ]
 
 

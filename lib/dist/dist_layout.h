@@ -1,7 +1,8 @@
 /* The multi-rank layout of a checkpoint, read from its (global) manifest: the world size, the
  * part records and the shard tables, each table checked to tile its global tensor exactly
  * (docs/format.md, "Format version 2"). Internal to lib/dist: dist_read.c builds the box reader on
- * it, and tests/fuzz/fuzz-dist.c feeds it decoded manifests, so it needs no store. */
+ * it, and tests/fuzz/fuzz-dist.c feeds it decoded manifests, so it needs no store. dist_merge.c
+ * checks the parts' shards with its overlap sweep (dist_find_overlap). */
 #ifndef CKPT_DIST_LAYOUT_H
 #define CKPT_DIST_LAYOUT_H
 
@@ -36,6 +37,18 @@ struct dist_layout {
 	struct dist_global *g;
 	size_t ng;
 };
+
+/* A box of a global tensor: offsets and extents, one per dimension (the caller's memory). */
+struct dist_box {
+	const uint64_t *off, *len;
+};
+
+/* Whether two of the n boxes b (of nd dimensions each) overlap: the one check of rank 0's merge
+ * and of this layout, a sweep along the dimension that separates the boxes best, O(n log n) when
+ * they are split along one dimension (dist_layout.c says the general cost). Empty boxes overlap
+ * nothing; two scalars (nd 0) overlap. Returns 0 (none), 1 with *x and *y the indices of an
+ * overlapping pair (*x the one with the lower offset along the sweep), or -CKPT_E_NOMEM. */
+int dist_find_overlap(unsigned nd, const struct dist_box *b, size_t n, size_t *x, size_t *y);
 
 /* Reads the layout of manifest m into *out (free with dist_layout_free, also after a failure):
  * every tensor of m is a shard of one global tensor (a tensor no shard table names is a global

@@ -3,12 +3,15 @@
  * atomic rename. See dist.c for the representation. */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/workers.h"
 #include "dist/dist.h"
+#include "dist/dist_layout.h"
 #include "format/format.h"
 #include "io/io.h"
 #include "store/store.h"
@@ -59,43 +62,113 @@ static int bad(const struct merge *m, unsigned r, const char *what)
 }
 
 #ifdef CKPT_TEST_HOOKS
-/* Test builds: part files read by commits (tests/unit/t-dist-storm: rank 0's only). */
+/* Test builds: part files read by commits (tests/unit/t-dist-storm: rank 0's only), and a hook
+ * called with each part's rank before its read (tests/unit/t-dist-wide: reads at once). */
 unsigned long ckpt_test_part_reads;
+void (*ckpt_test_part_hook)(unsigned rank);
 #endif
 
-static int load_parts(struct merge *m, const struct dist_part_sum *sums)
+/* Reads part r and checks it is the one its rank made durable (sums[r]); fills m->parts[r] and
+ * m->refbase[r]. Thread-safe for distinct r. The chunk size is load_parts' to compare. */
+static int load_part(struct merge *m, const struct dist_part_sum *sums, unsigned r)
 {
-	for (unsigned r = 0; r < m->n; r++) {
-		char p[4096];
+	char p[4096];
 #ifdef CKPT_TEST_HOOKS
-		__atomic_add_fetch(&ckpt_test_part_reads, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&ckpt_test_part_reads, 1, __ATOMIC_RELAXED);
+	if (ckpt_test_part_hook)
+		ckpt_test_part_hook(r);
 #endif
-		dist_part_path(m->s, m->step, (int)r, p, sizeof p);
-		uint8_t *buf;
-		size_t len;
-		int rc = io_slurp(p, MF_MAX_LEN, &buf, &len);
-		if (rc)
-			return rc;
-		if (len != sums[r].size || len < 16 || memcmp(buf + len - 16, sums[r].digest, 16)) {
-			free(buf);
-			return ckpt_fail(CKPT_E_CORRUPT, "part %s is not the one rank %u made durable "
-					 "(size or checksum differ)", p, r);
-		}
-		if ((rc = manifest_decode(buf, len, &m->parts[r], p)))
-			return rc;
-		const struct manifest *pm = &m->parts[r];
-		if (memcmp(pm->uuid, m->s->hdr.uuid, 16) || pm->step != m->step ||
-		    pm->chunk_size != m->parts[0].chunk_size)
-			return bad(m, r, "store, step or chunk size differ from rank 0's");
-		if (!(m->refbase[r] = calloc(pm->n_tensors + 1, sizeof **m->refbase)))
-			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-		uint64_t acc = 0;
-		for (uint32_t i = 0; i < pm->n_tensors; i++) {
-			m->refbase[r][i] = acc;
-			acc += (pm->tensors[i].nbytes + pm->chunk_size - 1) / pm->chunk_size;
-		}
+	dist_part_path(m->s, m->step, (int)r, p, sizeof p);
+	uint8_t *buf;
+	size_t len;
+	int rc = io_slurp(p, MF_MAX_LEN, &buf, &len);
+	if (rc) {
+		ckpt_fail_prefix("checkpoint %" PRIu64 ": part of rank %u", m->step, r);
+		return rc;
+	}
+	if (len != sums[r].size || len < 16 || memcmp(buf + len - 16, sums[r].digest, 16)) {
+		free(buf);
+		return ckpt_fail(CKPT_E_CORRUPT, "part %s is not the one rank %u made durable "
+				 "(size or checksum differ)", p, r);
+	}
+	if ((rc = manifest_decode(buf, len, &m->parts[r], p))) {
+		ckpt_fail_prefix("checkpoint %" PRIu64 ": part of rank %u", m->step, r);
+		return rc;
+	}
+	const struct manifest *pm = &m->parts[r];
+	if (memcmp(pm->uuid, m->s->hdr.uuid, 16) || pm->step != m->step)
+		return bad(m, r, "store, step or chunk size differ from rank 0's");
+	if (!(m->refbase[r] = calloc(pm->n_tensors + 1, sizeof **m->refbase)))
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	uint64_t acc = 0;
+	for (uint32_t i = 0; i < pm->n_tensors; i++) {
+		m->refbase[r][i] = acc;
+		acc += (pm->tensors[i].nbytes + pm->chunk_size - 1) / pm->chunk_size;
 	}
 	return 0;
+}
+
+/* load_parts' threads take the parts in rank order; the lowest rank that failed is the error,
+ * whatever the threads' timing, and no part above it is handed out any more. */
+struct loader {
+	struct merge *m;
+	const struct dist_part_sum *sums;
+	pthread_mutex_t mu;
+	unsigned next, err_rank;  /* err_rank: m->n while none failed */
+	int err;
+	char msg[1024];
+};
+
+struct load_task {
+	struct task task;
+	struct loader *l;
+};
+
+static void load_run(struct task *t)
+{
+	struct loader *l = ((struct load_task *)t)->l;
+	for (;;) {
+		pthread_mutex_lock(&l->mu);
+		unsigned r = l->next < l->err_rank ? l->next++ : l->m->n;
+		pthread_mutex_unlock(&l->mu);
+		if (r >= l->m->n)
+			return;
+		int rc = load_part(l->m, l->sums, r);
+		pthread_mutex_lock(&l->mu);
+		if (rc && r < l->err_rank) {
+			l->err_rank = r;
+			l->err = rc;
+			snprintf(l->msg, sizeof l->msg, "%s", ckpt_errmsg());
+		}
+		pthread_mutex_unlock(&l->mu);
+	}
+}
+
+/* Parts at once: their reads wait on the (shared) file system more than on a core. */
+#define LOAD_THREADS 16u
+
+/* Reads and checks the n parts, LOAD_THREADS at a time (each thread runs load_run; one part
+ * alone, or no thread to start, and the caller's thread reads them all). The error is the one a
+ * reading in rank order would give: the lowest rank's. */
+static int load_parts(struct merge *m, const struct dist_part_sum *sums)
+{
+	struct loader l = {.m = m, .sums = sums, .err_rank = m->n};
+	struct load_task tk[LOAD_THREADS];
+	pthread_mutex_init(&l.mu, NULL);
+	unsigned nt = MIN(m->n, LOAD_THREADS);
+	struct workers *w = nt > 1 ? workers_create(nt) : NULL;
+	for (unsigned k = 0; k < LOAD_THREADS; k++)
+		tk[k] = (struct load_task){.task.fn = load_run, .l = &l};
+	for (unsigned k = 0; w && k < workers_count(w); k++)
+		workers_submit(w, &tk[k].task); /* each runs until no part is left */
+	workers_destroy(w);                     /* waits for them */
+	if (!w)
+		load_run(&tk[0].task);
+	pthread_mutex_destroy(&l.mu);
+	for (unsigned r = 1; r < l.err_rank; r++)
+		if (m->parts[r].chunk_size != m->parts[0].chunk_size)
+			return bad(m, r, "store, step or chunk size differ from rank 0's");
+	return l.err ? ckpt_fail(-l.err, "%s", l.msg) : 0;
 }
 
 struct dref { ckpt_digest d; uint32_t part, idx; };
@@ -260,12 +333,23 @@ static int out_replicated(struct merge *m, struct gt *g)
 	return out_tensor(m, g->name, g->dtype, g->ndim, g->gshape, nbytes, g->p, g->npieces);
 }
 
-static bool overlap(unsigned nd, const struct piece *a, const struct piece *b)
+/* No two shards of g overlap: the layout's sweep (dist_find_overlap), the same rule the
+ * readers apply to the global manifest, O(n log n) where the pairwise test was n^2. */
+static int check_overlap(const struct merge *m, const struct gt *g)
 {
-	for (unsigned d = 0; d < nd; d++)
-		if (a->off[d] >= b->off[d] + b->t->shape[d] || b->off[d] >= a->off[d] + a->t->shape[d])
-			return false;
-	return true; /* also two scalars */
+	struct dist_box *b = malloc((g->npieces + 1) * sizeof *b);
+	if (!b)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	for (size_t i = 0; i < g->npieces; i++)
+		b[i] = (struct dist_box){g->p[i].off, g->p[i].t->shape};
+	size_t x, y;
+	int rc = dist_find_overlap(g->ndim, b, g->npieces, &x, &y);
+	free(b);
+	if (rc == 1)
+		rc = ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": tensor %s: the shards of ranks "
+			       "%u and %u overlap", m->step, g->name, MIN(g->p[x].rank, g->p[y].rank),
+			       MAX(g->p[x].rank, g->p[y].rank));
+	return rc;
 }
 
 /* The shards must tile the global tensor: no overlap, and their volumes add up to it. Each
@@ -273,14 +357,11 @@ static bool overlap(unsigned nd, const struct piece *a, const struct piece *b)
 static int out_sharded(struct merge *m, struct gt *g)
 {
 	uint64_t vol = 0;
-	for (size_t i = 0; i < g->npieces; i++) {
+	int rc = check_overlap(m, g);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < g->npieces; i++)
 		vol += volume(g->ndim, g->p[i].t->shape);
-		for (size_t j = 0; j < i; j++)
-			if (overlap(g->ndim, &g->p[i], &g->p[j]))
-				return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": tensor %s: the "
-						 "shards of ranks %u and %u overlap", m->step, g->name,
-						 g->p[j].rank, g->p[i].rank);
-	}
 	if (vol != volume(g->ndim, g->gshape))
 		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": tensor %s: the shards do not "
 				 "cover the global shape", m->step, g->name);
@@ -302,7 +383,7 @@ static int out_sharded(struct merge *m, struct gt *g)
 		l += (size_t)snprintf(v + l, cap - l, " %zu", m->nt);
 		for (unsigned d = 0; d < g->ndim; d++)
 			l += (size_t)snprintf(v + l, cap - l, " %" PRIu64, pc->off[d]);
-		int rc = out_tensor(m, name, pc->t->dtype, pc->t->ndim, pc->t->shape, pc->t->nbytes,
+		rc = out_tensor(m, name, pc->t->dtype, pc->t->ndim, pc->t->shape, pc->t->nbytes,
 				    pc, 1);
 		if (rc)
 			return rc;

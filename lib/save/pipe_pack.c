@@ -62,7 +62,8 @@ static bool id_elsewhere(const struct ckpt_store *s, unsigned dir, uint32_t id)
 /* Creates a new pack file in directory dir: its id in *id, its path in path, O_DIRECT in *direct
  * when the file system takes it. Returns the descriptor or -CKPT_E_*.
  * Multi-rank saves of two jobs on one store (different steps) hold the lock shared, and their
- * ranks of the same number allocate in the same id range: a taken id moves on to the next. On a
+ * ranks of the same number allocate in the same id range: a taken id moves on past its run of
+ * taken ids (store_skip_taken_ids; begin probed the range, store_max_pack_id, not listed it). On a
  * striped store the file is created first and the other directories looked at after, so that of
  * two creators racing for one id in different directories at most one keeps it. */
 static int create_pack(struct ckpt_store *s, unsigned dir, uint32_t *id, char *path, size_t len,
@@ -82,8 +83,10 @@ static int create_pack(struct ckpt_store *s, unsigned dir, uint32_t *id, char *p
 			store_refuse_direct(s);
 			fd = open(path, (flags & ~O_EXCL) | O_TRUNC | O_NOFOLLOW, 0644);
 		}
-		if (fd < 0 && errno == EEXIST)
+		if (fd < 0 && errno == EEXIST) {
+			store_skip_taken_ids(s);
 			continue;
+		}
 		if (fd < 0) {
 			int e = errno;
 			return ckpt_fail(ckpt_errno_code(e), "create pack %s: %s", path, strerror(e));

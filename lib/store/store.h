@@ -184,8 +184,16 @@ uint32_t store_new_pack_id(struct ckpt_store *s);
 bool store_direct_io(const struct ckpt_store *s);
 void store_refuse_direct(struct ckpt_store *s);
 
-/* Highest pack id present in any pack directory (0 if none). */
+/* The pack id after which this writer allocates: the highest pack id in its range present in
+ * any pack directory (0 if none), listing them. In part_mode (every rank of a multi-rank save,
+ * at every save) the directories, shared by every rank, are not listed: *out is the last id of
+ * the run of taken ids that follows the handle's last id in the rank's range (or the range's
+ * start), found by a few stat() probes (store.c, probe_taken). Returns 0 or -CKPT_E_*. */
 int store_max_pack_id(struct ckpt_store *s, uint32_t *out);
+/* Part mode, after create_pack found its new id taken (the same rank of another job saving a
+ * step, or a pack a crashed save left): moves the id counter past the whole run of taken ids
+ * at once (thread-safe), instead of one O_EXCL failure per id. No-op in other modes. */
+void store_skip_taken_ids(struct ckpt_store *s);
 
 /* Fills a ckpt_info from a decoded manifest. */
 void store_info_of(const struct manifest *m, ckpt_info *info);
