@@ -107,7 +107,7 @@ static bool only_added(const struct mf_seen *old, size_t no, const struct mf_see
 static bool seen_has(const struct mf_seen *v, size_t n, uint64_t step)
 {
 	struct mf_seen key = {.step = step};
-	return bsearch(&key, v, n, sizeof *v, cmp_seen) != NULL;
+	return n && bsearch(&key, v, n, sizeof *v, cmp_seen) != NULL; /* v is NULL when n is 0 */
 }
 
 /* Adds the chunks of manifest step. Its copy of a chunk replaces the one the index had: after a
