@@ -149,20 +149,6 @@ int gc_collect(struct ckpt_store *s, struct mfset *ms, const bool *skip,
 	return rc;
 }
 
-bool gc_save_in_flight(struct ckpt_store *s, bool dry, ckpt_gc_report *rep, int *rc)
-{
-	struct marker_set ms;
-	*rc = marker_scan(s, s->opt.gc_grace_s, !dry, &ms);
-	if (*rc)
-		return true;
-	if (ms.live && !rep->in_flight) {
-		char one[400];
-		snprintf(one, sizeof one, "%s%s", ms.who, ms.live > 1 ? ", and more" : "");
-		rep->in_flight = strdup(one);
-	}
-	return ms.live > 0;
-}
-
 ckpt_gc_report *gc_new_report(void)
 {
 	return calloc(1, sizeof(ckpt_gc_report));

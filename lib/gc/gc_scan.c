@@ -13,6 +13,7 @@
 
 #include "common/common.h"
 #include "dist/dist.h"
+#include "store/marker.h"
 #include "gc/gc_int.h"
 #include "store/store.h"
 
@@ -324,4 +325,20 @@ uint64_t gc_leftovers(struct ckpt_store *s, bool remove, const uint64_t *gone, s
 	if (parts)
 		*parts += np;
 	return bytes;
+}
+
+/* Whether a save is in flight anywhere (its in-flight marker, store/marker.c): gc then removes
+ * no unreferenced pack and no leftover (gc.c) and compacts nothing (gc_compact.c). */
+bool gc_save_in_flight(struct ckpt_store *s, bool dry, ckpt_gc_report *rep, int *rc)
+{
+	struct marker_set ms;
+	*rc = marker_scan(s, s->opt.gc_grace_s, !dry, &ms);
+	if (*rc)
+		return true;
+	if (ms.live && !rep->in_flight) {
+		char one[400];
+		snprintf(one, sizeof one, "%s%s", ms.who, ms.live > 1 ? ", and more" : "");
+		rep->in_flight = strdup(one);
+	}
+	return ms.live > 0;
 }

@@ -145,6 +145,8 @@ bool store_parse_record(char *buf, struct writer_rec *r);
 /* s->node, read on first use: /proc/sys/kernel/random/boot_id (processes of one kernel share
  * their flocks), else the host name. */
 const char *store_node(struct ckpt_store *s);
+/* This machine's host name as one printable word (record.c), into buf of len bytes. */
+void store_host(char *buf, size_t len);
 
 /* Whether the mount that holds dir, as the mountinfo file at path (/proc/self/mountinfo) lists
  * it, keeps flocks local to the node (NFS local_lock=flock|all or nolock, Lustre localflock).
