@@ -25,6 +25,9 @@
  *   and may not call CUDA (cudaErrorNotPermitted). CUDADOUBLE_NO_MEMOPS=1: cuStreamWaitValue32
  *   answers CUDA_ERROR_NOT_SUPPORTED (stream memory operations disabled).
  * - Pinned (cudaHostAlloc) vs pageable host memory: a copy with pageable memory is synchronous.
+ * - Asynchronous, sticky errors: cudadouble_fail_async(N) makes the Nth asynchronous copy from
+ *   then fail on the device; from then every call returns cudaErrorLaunchFailure, and so do the
+ *   waits (stream, event, device synchronize) running when it happened.
  * - Error injection: CUDADOUBLE_FAIL=NAME:N (the Nth call of NAME, or of any call when NAME is
  *   "*", fails with cudaErrorMemoryAllocation, or CUDADOUBLE_FAIL_ERR).
  * - Driver version CUDADOUBLE_DRIVER (default 13000); the runtime stubs refuse a newer runtime
@@ -54,6 +57,7 @@ struct dstream;
 
 struct op {
 	enum opkind kind;
+	int fail;          /* OP_COPY: fails when run (cudadouble_fail_async) */
 	void *dst;
 	const void *src;
 	size_t n;
@@ -164,13 +168,27 @@ static int injected(const char *name)
 }
 /* A host function may not call CUDA (the runtime refuses with cudaErrorNotPermitted). */
 static __thread int in_hostfn;
+/* An asynchronous error (a copy that failed on the device, cudadouble_fail_async): sticky, as a
+ * corrupted context is on CUDA: every later call returns it, and so do the waits that were
+ * running when it happened. 0 while none. */
+static int sticky_err;
+static long async_fail_at = -1, async_count;
 #define ENTER()                                                                                   \
 	do {                                                                                      \
 		if (in_hostfn)                                                                    \
 			return ret(cudaErrorNotPermitted);                                        \
+		if (__atomic_load_n(&sticky_err, __ATOMIC_SEQ_CST))                               \
+			return ret((cudaError_t)sticky_err);                                      \
 		if (injected(__func__))                                                           \
 			return ret((cudaError_t)fail_err);                                        \
 	} while (0)
+
+/* A wait's result: the sticky error when one happened meanwhile. */
+static cudaError_t after_wait(void)
+{
+	int e = __atomic_load_n(&sticky_err, __ATOMIC_SEQ_CST);
+	return e ? ret((cudaError_t)e) : cudaSuccess;
+}
 
 /* The calling thread needs a context: it gets device 0 when it has none. */
 static int ctx_dev(void)
@@ -232,6 +250,10 @@ static void exec_op(struct op *o)
 {
 	switch (o->kind) {
 	case OP_COPY:
+		if (o->fail) { /* the asynchronous error: nothing copied */
+			__atomic_store_n(&sticky_err, (int)cudaErrorLaunchFailure, __ATOMIC_SEQ_CST);
+			break;
+		}
 		memcpy(o->dst, o->src, o->n);
 		break;
 	case OP_SET:
@@ -479,6 +501,8 @@ static const struct errname errnames[] = {
 	  "part or all of the requested memory range is already mapped" },
 	{ cudaErrorHostMemoryNotRegistered, "cudaErrorHostMemoryNotRegistered",
 	  "pointer does not correspond to a registered memory region" },
+	{ cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure" },
+	{ cudaErrorNotPermitted, "cudaErrorNotPermitted", "operation not permitted" },
 	{ cudaErrorUnknown, "cudaErrorUnknown", "unknown error" },
 };
 
@@ -765,6 +789,8 @@ static cudaError_t copy_async(void *dst, const void *src, size_t n, enum cudaMem
 		return ret(cudaErrorMemoryAllocation);
 	o->kind = OP_COPY;
 	o->n = n;
+	o->fail = !sync && async_fail_at > 0 &&
+		  __atomic_add_fetch(&async_count, 1, __ATOMIC_SEQ_CST) == async_fail_at;
 	int pageable = 0;
 	pthread_mutex_lock(&mu);
 	cudaError_t e = resolve(dst, n, ddev, &o->dst, &pageable);
@@ -784,6 +810,13 @@ static cudaError_t copy_async(void *dst, const void *src, size_t n, enum cudaMem
 		run_until(s, seq);
 	pthread_mutex_unlock(&mu);
 	return cudaSuccess;
+}
+
+API void cudadouble_fail_async(long nth)
+{
+	pthread_once(&once, init_once);
+	__atomic_store_n(&async_count, 0, __ATOMIC_SEQ_CST);
+	async_fail_at = nth;
 }
 
 API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
@@ -882,7 +915,7 @@ API cudaError_t cudaStreamSynchronize(cudaStream_t st)
 	struct dstream *s = stream_of(st);
 	run_until(s, s->queued);
 	pthread_mutex_unlock(&mu);
-	return cudaSuccess;
+	return after_wait();
 }
 
 API cudaError_t cudaStreamQuery(cudaStream_t st)
@@ -893,7 +926,7 @@ API cudaError_t cudaStreamQuery(cudaStream_t st)
 	demand(s, s->queued);
 	int ready = s->done >= s->queued;
 	pthread_mutex_unlock(&mu);
-	return ready ? cudaSuccess : cudaErrorNotReady;
+	return after_wait() ? (cudaError_t)sticky_err : ready ? cudaSuccess : cudaErrorNotReady;
 }
 
 API cudaError_t cudaDeviceSynchronize(void)
@@ -903,7 +936,7 @@ API cudaError_t cudaDeviceSynchronize(void)
 	pthread_mutex_lock(&mu);
 	sync_all(d);
 	pthread_mutex_unlock(&mu);
-	return cudaSuccess;
+	return after_wait();
 }
 
 API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned flags)
@@ -960,7 +993,7 @@ API cudaError_t cudaEventQuery(cudaEvent_t ev)
 		ready = e->s->done >= e->seq;
 	}
 	pthread_mutex_unlock(&mu);
-	return ready ? cudaSuccess : cudaErrorNotReady;
+	return after_wait() ? (cudaError_t)sticky_err : ready ? cudaSuccess : cudaErrorNotReady;
 }
 
 API cudaError_t cudaEventSynchronize(cudaEvent_t ev)
@@ -971,7 +1004,7 @@ API cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 	if (e->s)
 		run_until(e->s, e->seq);
 	pthread_mutex_unlock(&mu);
-	return cudaSuccess;
+	return after_wait();
 }
 
 API cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned flags)

@@ -15,6 +15,9 @@ int cudadouble_runtimes(void);
 unsigned cudadouble_ctx_mask(void);
 /* The nth call of the API function `name` ("*": of any) from now fails (nth < 0: never). */
 void cudadouble_fail(const char *name, long nth);
+/* The nth asynchronous copy (cudaMemcpyAsync) from now fails on the device: the error is
+ * sticky (every later call returns cudaErrorLaunchFailure), as a corrupted context on CUDA. */
+void cudadouble_fail_async(long nth);
 /* Calls counted by the injector since the last cudadouble_fail(). */
 long cudadouble_calls(void);
 /* Device of a stream (0: the legacy stream of the calling thread's device). */

@@ -855,6 +855,103 @@ static void test_no_memops(const char *dir, const char *self)
 	}
 }
 
+/* Issue 27, the double's asynchronous and sticky errors, in a fresh process (this program run
+ * again with "async-error DIR"): a copy of a device save fails on the device after the call
+ * that queued it succeeded. The save must fail, naming CUDA, leave nothing visible, and keep the
+ * earlier checkpoint restorable (into host memory: CUDA answers nothing but the error now). */
+static int child_async_restore(const char *dir, void (*fail_async)(long), size_t n, void *d)
+{
+	/* A restore whose third copy into the device fails there: the call must fail too, never
+	 * report data that is not on the device. */
+	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 1 * MiB);
+	ckpt_reader *r = NULL;
+	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	fail_async(3);
+	int rc = r ? ckpt_reader_restore(r, 0, 0, d, n) : -1;
+	printf("  restore with a failing device copy: %d (%s)\n", rc, ckpt_errmsg());
+	CHECK(rc < 0 && strstr(ckpt_errmsg(), "cudaErrorLaunchFailure"));
+	ckpt_reader_close(r);
+	ckpt_store_close(s);
+	return t_done();
+}
+
+static int child_async_error(const char *dir, const char *what)
+{
+	void (*fail_async)(long);
+	void *sym = dbl("cudadouble_fail_async");
+	REQUIRE(sym);
+	memcpy(&fail_async, &sym, sizeof sym);
+	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 1 * MiB);
+	size_t n = 3 * MiB + 21;
+	uint8_t *want = malloc(n), *got = malloc(n);
+	REQUIRE(want && got);
+	t_fill(want, n, 97);
+	void *d = dev_copy(0, want, n);
+	uint64_t shape[1] = { n };
+	ckpt_save *sv = NULL;
+	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(ckpt_save_commit(sv, NULL));
+	if (!strcmp(what, "restore")) {
+		ckpt_store_close(s);
+		int res = child_async_restore(dir, fail_async, n, d);
+		free(want);
+		free(got);
+		return res;
+	}
+	fail_async(5); /* the fifth copy of the next save fails on the device */
+	CHECK_OK(ckpt_save_begin(s, 2, &sv));
+	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	int rc = ckpt_save_submit(sv);
+	if (!rc)
+		rc = ckpt_save_wait(sv, NULL);
+	else
+		ckpt_save_abort(sv);
+	printf("  save with a failing device copy: %d (%s)\n", rc, ckpt_errmsg());
+	CHECK(rc < 0 && strstr(ckpt_errmsg(), "cudaErrorLaunchFailure"));
+	uint64_t got_step = 0;
+	CHECK(ckpt_store_resolve(s, 2, &got_step) == -CKPT_E_NOTFOUND);
+	ckpt_reader *r = NULL;
+	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	if (r) {
+		CHECK_OK(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, got, n));
+		CHECK(!memcmp(got, want, n));
+		ckpt_reader_close(r);
+	}
+	ckpt_store_close(s);
+	free(want);
+	free(got);
+	return t_done();
+}
+
+static void test_async_error(const char *dir, const char *self)
+{
+	if (!dbl("cudadouble_fail_async")) {
+		printf("asynchronous CUDA error: skipped (needs the CUDA test double)\n");
+		return;
+	}
+	printf("a device copy that fails asynchronously (a sticky error)\n");
+	static const char *const what[2] = { "save", "restore" };
+	for (int k = 0; k < 2; k++) {
+		char sub[4300];
+		snprintf(sub, sizeof sub, "%s-%s", dir, what[k]);
+		fflush(stdout);
+		pid_t pid = fork();
+		REQUIRE(pid >= 0);
+		if (pid == 0) {
+			execl(self, self, "async-error", sub, what[k], (char *)NULL);
+			_exit(127);
+		}
+		int status = 0;
+		REQUIRE(waitpid(pid, &status, 0) == pid);
+		if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+			fprintf(stderr, "child with an asynchronous CUDA error in a %s failed "
+				"(status %#x)\n", what[k], status);
+			t_failures++;
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -876,6 +973,8 @@ int main(int argc, char **argv)
 		return child_only_dev1(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "no-memops"))
 		return child_no_memops(argv[2]);
+	if (argc == 4 && !strcmp(argv[1], "async-error"))
+		return child_async_error(argv[2], argv[3]);
 	const struct ckpt_gpu_ops *ops = ckpt_gpu_cuda();
 	if (!ops) {
 		if (ndev > 0) {
@@ -906,6 +1005,8 @@ int main(int argc, char **argv)
 	test_host_fence(sub, "/proc/self/exe");
 	snprintf(sub, sizeof sub, "%s/nomemops", dir);
 	test_no_memops(sub, "/proc/self/exe");
+	snprintf(sub, sizeof sub, "%s/asyncerr", dir);
+	test_async_error(sub, "/proc/self/exe");
 	CUDA_OK(cudaSetDevice(0));
 	snprintf(sub, sizeof sub, "%s/zstd", dir);
 	test_compressed(sub);
