@@ -22,6 +22,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/file.h>
@@ -100,9 +102,11 @@ static int create_marker(struct ckpt_store *s, struct marker *m, const char *wha
 	uint64_t r = 0;
 	if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
 		r = (uint64_t)ckpt_wall_ns() * 0x9e3779b97f4a7c15ull + (uint64_t)getpid();
-	char tmp[80], rec[512];
+	char tmp[160], rec[512];
 	snprintf(m->name, sizeof m->name, "%016llx" MARKER_SUFFIX, (unsigned long long)r);
-	snprintf(tmp, sizeof tmp, ".%s.tmp", m->name);
+	/* The temporary name says whose it is (pid and node): a writer killed before its record is
+	 * written leaves a file only its name describes (marker_dead). */
+	snprintf(tmp, sizeof tmp, ".%s.%ld.%s.tmp", m->name, (long)getpid(), store_node(s));
 	int fd = openat(m->dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
@@ -179,9 +183,24 @@ static bool marker_name(const char *n)
 	       (len > sl && !strcmp(n + len - sl, MARKER_SUFFIX));
 }
 
-/* Whether the marker open at fd is dead, and its record into r (false: none yet). */
-static bool marker_dead(struct ckpt_store *s, int fd, int64_t grace_s, struct writer_rec *r,
-			bool *have)
+/* A temporary marker ".NAME.PID.NODE.tmp" of this node whose writer process is gone (it was
+ * killed before writing its record, which an empty file cannot tell). */
+static bool tmp_writer_gone(struct ckpt_store *s, const char *name)
+{
+	size_t len = strlen(name), nl = strlen(store_node(s));
+	if (name[0] != '.' || len < nl + 6 || strcmp(name + len - 4, ".tmp") ||
+	    strncmp(name + len - 4 - nl, store_node(s), nl) || name[len - 5 - nl] != '.')
+		return false;
+	const char *p = name + len - 5 - nl; /* the '.' before NODE */
+	while (p > name && p[-1] >= '0' && p[-1] <= '9')
+		p--;
+	long pid = strtol(p, NULL, 10);
+	return pid > 0 && p[-1] == '.' && kill((pid_t)pid, 0) && errno == ESRCH;
+}
+
+/* Whether the marker name, open at fd, is dead, and its record into r (false: none yet). */
+static bool marker_dead(struct ckpt_store *s, const char *name, int fd, int64_t grace_s,
+			struct writer_rec *r, bool *have)
 {
 	char buf[513];
 	ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
@@ -189,6 +208,8 @@ static bool marker_dead(struct ckpt_store *s, int fd, int64_t grace_s, struct wr
 	*have = store_parse_record(buf, r);
 	if (*have && !strcmp(r->node, store_node(s)))
 		return flock(fd, LOCK_EX | LOCK_NB) == 0;
+	if (!*have && tmp_writer_gone(s, name))
+		return true;
 	struct stat st;
 	if (fstat(fd, &st))
 		return false;
@@ -218,7 +239,7 @@ int marker_scan(struct ckpt_store *s, int64_t grace_s, bool remove, struct marke
 			continue; /* gone: its save ended */
 		struct writer_rec r;
 		bool have;
-		if (marker_dead(s, fd, grace_s, &r, &have)) {
+		if (marker_dead(s, e->d_name, fd, grace_s, &r, &have)) {
 			ms->dead++;
 			if (remove)
 				unlinkat(dfd, e->d_name, 0);

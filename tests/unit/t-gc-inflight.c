@@ -9,6 +9,8 @@
  * utimensat, the order of the steps is the program's. */
 #include "helpers.h"
 
+#include <sys/wait.h>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -185,6 +187,61 @@ static void test_dead_markers(void)
 	free(dir);
 }
 
+/* An empty temporary marker ".NAME.PID.NODE.tmp" (its writer killed before the record was
+ * written, as t-mpi's kill rounds hit once): of this node and a dead pid, dead at once; of a
+ * live pid (in creation), or of another node, live. */
+static char *tmp_marker(const char *dir, long pid, const char *node)
+{
+	char p[4096];
+	snprintf(p, sizeof p, "%s/writers", dir);
+	mkdir(p, 0755);
+	snprintf(p, sizeof p, "%s/writers/.00000000feedf00d.writer.%ld.%s.tmp", dir, pid, node);
+	FILE *f = fopen(p, "w");
+	REQUIRE(f);
+	fclose(f);
+	return strdup(p);
+}
+
+static void test_tmp_markers(void)
+{
+	char *dir = t_tmpdir("gcinflight");
+	ckpt_store *b = open_node(dir, "node-b", -1);
+	save(b, 1, 1);
+	save(b, 2, 2);
+	pid_t child = fork(); /* a pid that is surely gone: a child reaped */
+	REQUIRE(child >= 0);
+	if (child == 0)
+		_exit(0);
+	REQUIRE(waitpid(child, NULL, 0) == child);
+	char *live = tmp_marker(dir, (long)getpid(), "node-b");
+	ckpt_gc_report *rep = NULL;
+	CHECK_OK(delete_step(b, 1, &rep));
+	if (rep)
+		CHECK(rep->packs_removed == 0 && rep->packs_spared >= 1);
+	ckpt_gc_report_free(rep);
+	CHECK(access(live, F_OK) == 0);
+	unlink(live);
+	char *far = tmp_marker(dir, (long)child, "node-far"), *dead = tmp_marker(dir, (long)child,
+										 "node-b");
+	CHECK_OK(ckpt_store_gc(b, 0, 0, &rep));
+	if (rep)
+		CHECK(rep->packs_removed == 0 && rep->packs_spared >= 1); /* the far one is live */
+	ckpt_gc_report_free(rep);
+	CHECK(access(dead, F_OK) != 0 && access(far, F_OK) == 0);
+	unlink(far);
+	CHECK_OK(ckpt_store_gc(b, 0, 0, &rep));
+	if (rep)
+		CHECK(rep->packs_removed >= 1 && rep->packs_spared == 0);
+	ckpt_gc_report_free(rep);
+	CHECK(restores(b, 2, 2));
+	free(live);
+	free(far);
+	free(dead);
+	ckpt_store_close(b);
+	t_rmrf(dir);
+	free(dir);
+}
+
 /* A save's own marker: there while it is in flight, gone after commit and after abort. */
 static void test_marker_lifetime(void)
 {
@@ -289,6 +346,7 @@ int main(void)
 	setenv("CKPT_TEST_LOCAL_LOCK", "1", 1);
 	test_live_save();
 	test_dead_markers();
+	test_tmp_markers();
 	test_marker_lifetime();
 	test_mountinfo();
 	return t_done();
