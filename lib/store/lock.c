@@ -239,9 +239,8 @@ void store_unlock(struct ckpt_store *s)
 		return;
 	/* An exclusive holder is the only one: its record goes with the lock. Ranks sharing the
 	 * lock leave theirs (another rank may still hold it; a stale one is recognised). */
-	if (!s->part_mode && ftruncate(s->lock_fd, 0)) {
-		/* a stale record is recognised as such */
-	}
+	if (!s->part_mode)
+		(void)!ftruncate(s->lock_fd, 0); /* if it fails, a stale record is recognised */
 	close(s->lock_fd);
 	s->lock_fd = -1;
 }
