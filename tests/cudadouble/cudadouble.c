@@ -24,7 +24,10 @@
  * - Host functions run one at a time, whatever their stream (CUDA may run them all on one thread),
  *   and may not call CUDA (cudaErrorNotPermitted). CUDADOUBLE_NO_MEMOPS=1: cuStreamWaitValue32
  *   answers CUDA_ERROR_NOT_SUPPORTED (stream memory operations disabled).
- * - Pinned (cudaHostAlloc) vs pageable host memory: a copy with pageable memory is synchronous.
+ * - Pinned (cudaHostAlloc) vs pageable host memory; mapped (cudaHostAllocMapped,
+ *   cudaHostRegisterMapped) vs not: only mapped memory has a device pointer or may be waited on
+ *   by cuStreamWaitValue32.
+ * - Pinned vs pageable: a copy with pageable memory is synchronous.
  * - Asynchronous, sticky errors: cudadouble_fail_async(N) makes the Nth asynchronous copy from
  *   then fail on the device; from then every call returns cudaErrorLaunchFailure, and so do the
  *   waits (stream, event, device synchronize) running when it happened.
@@ -93,6 +96,7 @@ struct pinned {
 	char *p;
 	size_t size;
 	int owned; /* cudaHostAlloc (1) or cudaHostRegister (0) */
+	int mapped; /* cudaHostAllocMapped / cudaHostRegisterMapped: the device may address it */
 	struct pinned *next;
 };
 
@@ -217,6 +221,15 @@ static int is_pinned(const void *p, size_t n)
 	for (struct pinned *q = pins; q; q = q->next)
 		if ((const char *)p >= q->p && (const char *)p + n <= q->p + q->size)
 			return 1;
+	return 0;
+}
+
+/* Lock held: whether [p, p + n) is pinned and mapped into the device's address space. */
+static int is_mapped(const void *p, size_t n)
+{
+	for (struct pinned *q = pins; q; q = q->next)
+		if ((const char *)p >= q->p && (const char *)p + n <= q->p + q->size)
+			return q->mapped;
 	return 0;
 }
 
@@ -585,7 +598,6 @@ API cudaError_t cudaFree(void *p)
 API cudaError_t cudaHostAlloc(void **p, size_t size, unsigned flags)
 {
 	ENTER();
-	(void)flags;
 	ctx_dev();
 	size_t map = ((size ? size : 1) + 4095) & ~(size_t)4095;
 	struct pinned *q = calloc(1, sizeof *q);
@@ -601,6 +613,7 @@ API cudaError_t cudaHostAlloc(void **p, size_t size, unsigned flags)
 	q->p = m;
 	q->size = map;
 	q->owned = 1;
+	q->mapped = !!(flags & cudaHostAllocMapped);
 	__atomic_add_fetch(&host_allocs, 1, __ATOMIC_SEQ_CST);
 	pthread_mutex_lock(&mu);
 	q->next = pins;
@@ -644,13 +657,13 @@ API cudaError_t cudaFreeHost(void *p)
 API cudaError_t cudaHostRegister(void *p, size_t size, unsigned flags)
 {
 	ENTER();
-	(void)flags;
 	ctx_dev();
 	struct pinned *q = calloc(1, sizeof *q);
 	if (!q)
 		return ret(cudaErrorMemoryAllocation);
 	q->p = p;
 	q->size = size;
+	q->mapped = !!(flags & cudaHostRegisterMapped);
 	pthread_mutex_lock(&mu);
 	int dup = is_pinned(p, 1);
 	if (!dup) {
@@ -718,7 +731,7 @@ API cudaError_t cudaHostGetDevicePointer(void **dptr, void *host, unsigned flags
 	ENTER();
 	(void)flags;
 	pthread_mutex_lock(&mu);
-	int ok = is_pinned(host, 1);
+	int ok = is_mapped(host, 1); /* as CUDA: only mapped pinned memory has a device pointer */
 	pthread_mutex_unlock(&mu);
 	if (!ok)
 		return ret(cudaErrorInvalidValue);
@@ -1134,7 +1147,7 @@ API CUresult_t cuStreamWaitValue32_v2(void *stream, uintptr_t addr, uint32_t val
 	o->addr = (volatile uint32_t *)addr;
 	o->val = (int)value;
 	pthread_mutex_lock(&mu);
-	if (!is_pinned((void *)addr, 4)) {
+	if (!is_mapped((void *)addr, 4)) { /* the device reads the word: mapped memory only */
 		pthread_mutex_unlock(&mu);
 		free(o);
 		return 1;
