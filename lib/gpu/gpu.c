@@ -43,6 +43,7 @@ static int host_unsupported(void)
 static int host_stream_create(int dev, void **s) { *s = NULL; return dev < 0 ? 0 : host_unsupported(); }
 static void host_stream_destroy(void *s) { (void)s; }
 static int host_after(void *a, void *b) { return 0; }
+static int host_join(void *a, void *b) { return 0; }
 static int host_copy(void *dst, const void *src, size_t n, void *stream)
 {
 	memcpy(dst, src, n);
@@ -62,7 +63,7 @@ static int host_wait_flag(void *s, int dev, const uint32_t *flag, uint32_t v)
 static const struct ckpt_gpu_ops host_ops = {
 	.abi = CKPT_GPU_ABI, .name = "host", .init = host_init, .alloc_pinned = host_alloc,
 	.free_pinned = host_free, .stream_create = host_stream_create,
-	.stream_destroy = host_stream_destroy, .stream_after = host_after,
+	.stream_destroy = host_stream_destroy, .stream_after = host_after, .stream_join = host_join,
 	.copy_d2h = host_copy, .copy_h2d = host_copy, .stream_sync = host_sync,
 	.mem_device = host_mem_device, .host_register = host_register,
 	.host_unregister = host_unregister, .wait_flag = host_wait_flag, .mark = host_mark,

@@ -9,7 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CKPT_GPU_ABI 3 /* 2: host_register, wait_flag, mark (issue 12); 3: no fence op (issue 10) */
+#define CKPT_GPU_ABI 4 /* 2: host_register, wait_flag, mark (issue 12); 3: no fence op (issue 10);
+                        * 4: stream_join (issue 27) */
 #define CKPT_GPU_MODULE "libckpt-cuda.so.0"
 #define CKPT_GPU_ENTRY "ckpt_gpu_module_ops"
 
@@ -29,6 +30,9 @@ struct ckpt_gpu_ops {
 	/* Makes lib_stream wait for the work queued so far on user_stream (NULL: legacy default
 	 * stream) — so the copy sees what the trainer computed. */
 	int (*stream_after)(void *lib_stream, void *user_stream);
+	/* Makes lib_stream wait for the work queued so far on other, a library stream too (from
+	 * any thread: restore threads follow the ordering their caller made on its own thread). */
+	int (*stream_join)(void *lib_stream, void *other);
 	/* Asynchronous copies on stream; host memory must be pinned for them to overlap. */
 	int (*copy_d2h)(void *dst, const void *src, size_t n, void *stream);
 	int (*copy_h2d)(void *dst, const void *src, size_t n, void *stream);

@@ -62,6 +62,11 @@ struct ckpt_reader {
 	 * default stream) when each restore call starts; gen numbers the calls. */
 	void *user_stream;
 	uint32_t gen;
+	/* restore_all: per device, a library stream ordered after user_stream on the caller's
+	 * thread (cudaStreamPerThread names the calling thread's own stream), which the restore
+	 * threads' streams join; valid for call ord_gen (under mu), destroyed at close. */
+	void *ord[16];
+	uint32_t ord_gen;
 	struct rres *res;   /* ckpt_reader_restore's staging and streams, kept until close */
 	uint64_t direct_chunks, buffered_chunks; /* raw chunks read into place, chunks decoded (mu) */
 	struct rpipe *pipe; /* ckpt_reader_restore's reads in flight (host destinations) */
@@ -144,7 +149,12 @@ int rd_group_finish(struct ckpt_reader *r, struct rres *x, struct pack_fd *p,
 int rd_restore_drain(struct rres *x);
 /* Frees what x holds (buf and codec too: clear them first when x does not own them). */
 void rres_free(struct rres *x);
-/* Frees ckpt_reader_restore's resources (r->res), not the reader's own buf and codec. */
+/* restore_all, on the caller's thread: for each device d with devs[d], the reader's order
+ * stream waits for the caller's stream (ckpt_reader_after_stream) now, so that the restore
+ * threads follow what the caller queued, also when its stream is cudaStreamPerThread. */
+int rd_order_on_caller(struct ckpt_reader *r, const bool *devs);
+/* Frees ckpt_reader_restore's resources (r->res) and the order streams, not the reader's own
+ * buf and codec. */
 void reader_res_free(struct ckpt_reader *r);
 int rd_restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_tensor *t,
 		     uint64_t j0, uint64_t j1, uint64_t len, int mem, uint8_t *dst);

@@ -126,6 +126,12 @@ CKPT_API int ckpt_reader_restore_all(ckpt_reader *r, ckpt_dst_fn dst_for, void *
 	struct rall a = {.r = r};
 	pthread_mutex_init(&a.mu, NULL);
 	int rc = rall_plan(&a, dst_for, arg);
+	bool devs[16] = {false};
+	for (size_t k = 0; k < a.njobs; k++)
+		if (a.jobs[k].mem != CKPT_MEM_HOST)
+			devs[a.jobs[k].mem] = true;
+	if (!rc)
+		rc = rd_order_on_caller(r, devs);
 	if (!rc && a.njobs) {
 		unsigned n = (unsigned)MIN((size_t)restore_threads(r), a.njobs);
 		a.slots = MAX(rd_restore_slots(r) / n, 2u);

@@ -67,8 +67,38 @@ void rres_free(struct rres *x)
 	memset(x, 0, sizeof *x);
 }
 
+int rd_order_on_caller(struct ckpt_reader *r, const bool *devs)
+{
+	const struct ckpt_gpu_ops *g = NULL;
+	pthread_mutex_lock(&r->mu);
+	uint32_t gen = r->gen;
+	void *user = r->user_stream;
+	pthread_mutex_unlock(&r->mu);
+	int rc = 0;
+	for (int d = 0; d < 16 && !rc; d++) {
+		if (!devs[d] || (!g && !(g = ckpt_gpu_cuda())))
+			continue; /* no provider: the restore threads report it */
+		if (!r->ord[d])
+			rc = g->stream_create(d, &r->ord[d]);
+		if (!rc)
+			rc = g->stream_after(r->ord[d], user);
+	}
+	pthread_mutex_lock(&r->mu);
+	r->ord_gen = rc ? 0 : gen;
+	pthread_mutex_unlock(&r->mu);
+	return rc;
+}
+
 void reader_res_free(struct ckpt_reader *r)
 {
+	bool any = false;
+	for (int d = 0; d < 16; d++)
+		any |= r->ord[d] != NULL;
+	const struct ckpt_gpu_ops *g = any ? ckpt_gpu_cuda() : NULL;
+	for (int d = 0; d < 16 && g; d++)
+		if (r->ord[d])
+			g->stream_destroy(r->ord[d]);
+	memset(r->ord, 0, sizeof r->ord);
 	if (!r->res)
 		return;
 	r->res->buf = NULL; /* the reader's own, freed by ckpt_reader_close() */
@@ -95,10 +125,11 @@ int rd_restore_prepare(struct ckpt_reader *r, struct rres *x, const struct ckpt_
 		return rc;
 	pthread_mutex_lock(&r->mu);
 	uint32_t gen = r->gen;
-	void *user = r->user_stream;
+	void *user = r->user_stream, *ord = r->ord_gen == gen ? r->ord[mem] : NULL;
 	pthread_mutex_unlock(&r->mu);
 	if (x->ordered[mem] != gen) {
-		if ((rc = g->stream_after(x->stream[mem], user)))
+		rc = ord ? g->stream_join(x->stream[mem], ord) : g->stream_after(x->stream[mem], user);
+		if (rc)
 			return rc;
 		x->ordered[mem] = gen;
 	}

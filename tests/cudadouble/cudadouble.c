@@ -17,7 +17,8 @@
  *   it (a synchronize, an event query or wait, a stream waiting on it, a host function queued
  *   behind it, a copy to pageable memory). A missing wait therefore shows up as wrong data every
  *   time, not by chance. CUDADOUBLE_EAGER=1 runs work as soon as it is queued.
- * - The legacy default stream (0) synchronizes with the device's blocking streams.
+ * - The legacy default stream (0) synchronizes with the device's blocking streams;
+ *   cudaStreamPerThread is each thread's own (blocking) stream, not the legacy one.
  * - Events, stream-wait-event, host functions, cuStreamWaitValue32 on host memory. An event
  *   belongs to the device current at its creation: recording it on another device's stream
  *   fails (cudaErrorInvalidResourceHandle), as on CUDA. cuStreamGetCtx, cuCtxGetDevice.
@@ -337,13 +338,22 @@ static struct dstream *stream_new(int dev, int blocking, int is_legacy)
 	return s;
 }
 
-/* Lock held: the stream a cudaStream_t names (0, cudaStreamLegacy and cudaStreamPerThread: the
- * legacy stream of the current device). */
+/* cudaStreamPerThread: each thread's own stream per device, blocking (it synchronizes with the
+ * legacy stream, as CUDA's per-thread default stream does); kept, as every stream is. */
+static __thread struct dstream *per_thread[MAXDEV];
+
+/* Lock held: the stream a cudaStream_t names (0 and cudaStreamLegacy: the legacy stream of the
+ * current device; cudaStreamPerThread: the calling thread's own stream of it). */
 static struct dstream *stream_of(cudaStream_t st)
 {
 	if ((uintptr_t)st > 2)
 		return (struct dstream *)st;
 	int d = ctx_dev();
+	if (st == cudaStreamPerThread) {
+		if (!per_thread[d])
+			per_thread[d] = stream_new(d, 1, 0);
+		return per_thread[d];
+	}
 	if (!legacy[d])
 		legacy[d] = stream_new(d, 0, 1);
 	return legacy[d];

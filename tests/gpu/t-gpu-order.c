@@ -592,6 +592,43 @@ static void test_reader_after_stream(const char *dir)
 	ckpt_store_close(s);
 }
 
+/* Issue 27, the double's per-thread default stream: the caller orders a restore_all after
+ * cudaStreamPerThread, which names its own thread's stream. restore_all's copies run on worker
+ * threads, whose cudaStreamPerThread is another stream: the ordering must be made on the
+ * caller's thread (the write it queued on its per-thread stream lands before the restore). */
+static void test_per_thread_stream(const char *dir)
+{
+	printf("restore_all ordered after the caller's per-thread stream\n");
+	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 2 * MiB);
+	size_t n = 2 * MiB + 5;
+	uint8_t *want = malloc(n);
+	REQUIRE(want);
+	t_fill(want, n, 99);
+	uint64_t shape[1] = { n };
+	ckpt_save *sv = NULL;
+	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	CHECK_OK(ckpt_save_add_tensor(sv, "a", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
+	CHECK_OK(ckpt_save_add_tensor(sv, "b", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
+	CHECK_OK(ckpt_save_commit(sv, NULL));
+	void *d[2];
+	CUDA_OK(cudaMalloc(&d[0], n));
+	CUDA_OK(cudaMalloc(&d[1], n));
+	CUDA_OK(cudaMemsetAsync(d[0], 0x11, n, cudaStreamPerThread)); /* queued (lazy double) */
+	CUDA_OK(cudaMemsetAsync(d[1], 0x22, n, cudaStreamPerThread));
+	ckpt_reader *r = NULL;
+	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	CHECK_OK(ckpt_reader_after_stream(r, cudaStreamPerThread));
+	CHECK_OK(ckpt_reader_restore_all(r, dst_dev0, d));
+	CUDA_OK(cudaStreamSynchronize(cudaStreamPerThread));
+	CHECK(dev_equals(d[0], want, n, "restore_all's 'a' after the per-thread stream's write"));
+	CHECK(dev_equals(d[1], want, n, "restore_all's 'b' after the per-thread stream's write"));
+	ckpt_reader_close(r);
+	CUDA_OK(cudaFree(d[0]));
+	CUDA_OK(cudaFree(d[1]));
+	free(want);
+	ckpt_store_close(s);
+}
+
 /* Defect 5: a host-only first save does not fix the pool to pageable memory; the pool costs at
  * most one pinned allocation, not one per slab. */
 static void test_pool_kind(const char *dir)
@@ -1028,6 +1065,8 @@ int main(int argc, char **argv)
 	test_restore_overlap(sub);
 	snprintf(sub, sizeof sub, "%s/rafter", dir);
 	test_reader_after_stream(sub);
+	snprintf(sub, sizeof sub, "%s/ptds", dir);
+	test_per_thread_stream(sub);
 	t_rmrf(dir);
 	free(dir);
 	return t_done();

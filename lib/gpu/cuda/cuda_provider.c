@@ -448,6 +448,25 @@ static int cu_stream_after(void *lib_stream, void *user_stream)
 	return rc;
 }
 
+/* lib_stream waits for what is queued so far on other, another library stream. */
+static int cu_stream_join(void *lib_stream, void *other)
+{
+	struct devguard g;
+	int rc = dev_enter(dev_of(other), &g); /* the event belongs to other's device */
+	if (rc)
+		return rc;
+	cudaEvent_t ev;
+	rc = CU(cudaEventCreateWithFlags, &ev, cudaEventDisableTiming);
+	if (!rc) {
+		rc = CU(cudaEventRecord, ev, raw(other));
+		if (!rc)
+			rc = CU(cudaStreamWaitEvent, raw(lib_stream), ev, 0);
+		(void)cudaEventDestroy(ev);
+	}
+	dev_leave(&g);
+	return rc;
+}
+
 static int copy(void *dst, const void *src, size_t n, void *stream, enum cudaMemcpyKind kind)
 {
 	if (n == 0)
@@ -621,6 +640,7 @@ static const struct ckpt_gpu_ops cuda_ops = {
 	.stream_create = cu_stream_create,
 	.stream_destroy = cu_stream_destroy,
 	.stream_after = cu_stream_after,
+	.stream_join = cu_stream_join,
 	.copy_d2h = cu_copy_d2h,
 	.copy_h2d = cu_copy_h2d,
 	.stream_sync = cu_stream_sync,
