@@ -464,9 +464,12 @@ int main(int argc, char **argv)
 		fprintf(f,
 			"  \"restore_gpu\": {\"seconds\": %.6f, \"gbps\": %.3f, \"bytes_read\": %llu},\n"
 			"  \"restore_host\": {\"seconds\": %.6f, \"gbps\": %.3f},\n"
-			"  \"blocked_vs_d2h\": %.4f,\n  \"verified\": %s\n}\n",
+			"  \"blocked_vs_d2h\": %.4f,\n  \"snapshot_gbps_vs_d2h_peak\": %.4f,\n"
+			"  \"verified\": %s\n}\n",
 			restore_gpu, gb / restore_gpu, (unsigned long long)rst_gpu.bytes_read,
-			restore_host, gb / restore_host, full.blocked / d2h, verified ? "true" : "false");
+			restore_host, gb / restore_host, full.blocked / d2h,
+			full.st.snapshot_seconds > 0 ? d2h / full.st.snapshot_seconds : 0,
+			verified ? "true" : "false");
 		if (k == 1)
 			fclose(f);
 	}

@@ -19,6 +19,7 @@ python3 - "$d/r.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["verified"] is True, "restored bytes differ"
+assert r["snapshot_gbps_vs_d2h_peak"] > 0, "no snapshot bandwidth against the pinned D2H peak"
 for k in ("save_full", "save_incremental", "save_over_pool"):
     for f in ("blocked_seconds", "fence_passed_seconds", "trainer_stall_seconds", "total_seconds"):
         assert f in r[k], f"{k}.{f} missing"
