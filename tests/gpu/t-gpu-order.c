@@ -500,6 +500,19 @@ static void test_resubmit_order(const char *dir)
 	free(a);
 }
 
+/* Saves checkpoint step of the k host tensors names[], each the n bytes at data. */
+static void save_host(ckpt_store *s, uint64_t step, const char *const *names, int k,
+		      const uint8_t *data, size_t n)
+{
+	uint64_t shape[1] = { n };
+	ckpt_save *sv = NULL;
+	CHECK_OK(ckpt_save_begin(s, step, &sv));
+	for (int i = 0; i < k; i++)
+		CHECK_OK(ckpt_save_add_tensor(sv, names[i], CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
+					      data));
+	CHECK_OK(ckpt_save_commit(sv, NULL));
+}
+
 static void *dst_dev0(size_t index, const ckpt_tensor_info *info, int *mem, void *arg)
 {
 	void **out = arg;
@@ -523,12 +536,7 @@ static void test_restore_overlap(const char *dir)
 	uint8_t *want = malloc(n);
 	REQUIRE(want);
 	t_fill(want, n, 90);
-	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "a", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
-	CHECK_OK(ckpt_save_add_tensor(sv, "b", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	save_host(s, 1, (const char *const[]){ "a", "b" }, 2, want, n);
 	void *d[2];
 	CUDA_OK(cudaMalloc(&d[0], n));
 	CUDA_OK(cudaMalloc(&d[1], n));
@@ -567,11 +575,7 @@ static void test_reader_after_stream(const char *dir)
 	uint8_t *want = malloc(n);
 	REQUIRE(want);
 	t_fill(want, n, 95);
-	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	save_host(s, 1, (const char *const[]){ "w" }, 1, want, n);
 	void *d;
 	CUDA_OK(cudaMalloc(&d, n));
 	cudaStream_t us;
@@ -604,12 +608,7 @@ static void test_per_thread_stream(const char *dir)
 	uint8_t *want = malloc(n);
 	REQUIRE(want);
 	t_fill(want, n, 99);
-	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "a", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
-	CHECK_OK(ckpt_save_add_tensor(sv, "b", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	save_host(s, 1, (const char *const[]){ "a", "b" }, 2, want, n);
 	void *d[2];
 	CUDA_OK(cudaMalloc(&d[0], n));
 	CUDA_OK(cudaMalloc(&d[1], n));
@@ -684,6 +683,28 @@ static void test_pool_kind(const char *dir)
 	CUDA_OK(cudaFree(d));
 	free(want);
 	ckpt_store_close(s);
+}
+
+/* Runs this program again as "self MODE DIR [ARG]" (env "NAME=VALUE" set in the child, or NULL)
+ * and counts a failure, naming what, unless it exits 0: the cases that need a fresh process. */
+static void run_child(const char *self, const char *mode, const char *dir, const char *arg,
+		      const char *env, const char *what)
+{
+	fflush(stdout);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		if (env)
+			putenv((char *)env);
+		execl(self, self, mode, dir, arg, (char *)NULL);
+		_exit(127);
+	}
+	int status = 0;
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+		fprintf(stderr, "child %s failed (status %#x)\n", what, status);
+		t_failures++;
+	}
 }
 
 /* restore_all into the GPU, for the child below. */
@@ -773,19 +794,7 @@ static void test_unused_device(const char *dir, const char *self)
 	CHECK_OK(ckpt_save_commit(sv, NULL));
 	ckpt_store_close(s);
 	free(want);
-	fflush(stdout);
-	pid_t pid = fork();
-	REQUIRE(pid >= 0);
-	if (pid == 0) {
-		execl(self, self, "only-dev1", dir, (char *)NULL);
-		_exit(127);
-	}
-	int status = 0;
-	REQUIRE(waitpid(pid, &status, 0) == pid);
-	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-		fprintf(stderr, "child using device 1 only failed (status %#x)\n", status);
-		t_failures++;
-	}
+	run_child(self, "only-dev1", dir, NULL, NULL, "using device 1 only");
 }
 
 /* Issue 27, C4, in a fresh process (this program run again with "host-fence DIR", before it
@@ -816,19 +825,7 @@ static int child_host_fence(const char *dir)
 static void test_host_fence(const char *dir, const char *self)
 {
 	printf("a host-only save's fence leaves CUDA alone\n");
-	fflush(stdout);
-	pid_t pid = fork();
-	REQUIRE(pid >= 0);
-	if (pid == 0) {
-		execl(self, self, "host-fence", dir, (char *)NULL);
-		_exit(127);
-	}
-	int status = 0;
-	REQUIRE(waitpid(pid, &status, 0) == pid);
-	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-		fprintf(stderr, "child fencing a host-only save failed (status %#x)\n", status);
-		t_failures++;
-	}
+	run_child(self, "host-fence", dir, NULL, NULL, "fencing a host-only save");
 }
 
 /* Issue 27, C8, in a fresh process with CUDADOUBLE_NO_MEMOPS=1 (this program run again with
@@ -876,20 +873,8 @@ static void test_no_memops(const char *dir, const char *self)
 		return;
 	}
 	printf("fence without stream memory operations\n");
-	fflush(stdout);
-	pid_t pid = fork();
-	REQUIRE(pid >= 0);
-	if (pid == 0) {
-		setenv("CUDADOUBLE_NO_MEMOPS", "1", 1);
-		execl(self, self, "no-memops", dir, (char *)NULL);
-		_exit(127);
-	}
-	int status = 0;
-	REQUIRE(waitpid(pid, &status, 0) == pid);
-	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-		fprintf(stderr, "child without stream memory operations failed (status %#x)\n", status);
-		t_failures++;
-	}
+	run_child(self, "no-memops", dir, NULL, "CUDADOUBLE_NO_MEMOPS=1",
+		  "without stream memory operations");
 }
 
 /* Issue 27, the double's asynchronous and sticky errors, in a fresh process (this program run
@@ -970,22 +955,10 @@ static void test_async_error(const char *dir, const char *self)
 	printf("a device copy that fails asynchronously (a sticky error)\n");
 	static const char *const what[2] = { "save", "restore" };
 	for (int k = 0; k < 2; k++) {
-		char sub[4300];
+		char sub[4300], label[64];
 		snprintf(sub, sizeof sub, "%s-%s", dir, what[k]);
-		fflush(stdout);
-		pid_t pid = fork();
-		REQUIRE(pid >= 0);
-		if (pid == 0) {
-			execl(self, self, "async-error", sub, what[k], (char *)NULL);
-			_exit(127);
-		}
-		int status = 0;
-		REQUIRE(waitpid(pid, &status, 0) == pid);
-		if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-			fprintf(stderr, "child with an asynchronous CUDA error in a %s failed "
-				"(status %#x)\n", what[k], status);
-			t_failures++;
-		}
+		snprintf(label, sizeof label, "with an asynchronous CUDA error in a %s", what[k]);
+		run_child(self, "async-error", sub, what[k], NULL, label);
 	}
 }
 
