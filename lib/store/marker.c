@@ -9,9 +9,10 @@
  * Liveness: the marker holds the writer record (lock.c: pid, host, node = boot id, what, since)
  * and is share-locked by its writer. On the writer's node (same boot id) the flock is exact, as
  * for reader leases: free means the writer is dead. From another node it proves nothing, so
- * there a marker is live until it is older than the grace age (CKPT_OPT_GC_GRACE_S); a thread
- * of the writer refreshes its mtime every MARKER_REFRESH_S, so a live save, however long, never
- * ages out, and a dead one's marker does after the grace age (gc then removes it).
+ * there a marker is live until it is older than the grace age (CKPT_OPT_GC_GRACE_S); one thread
+ * of the writer's process refreshes the mtime of its live markers every MARKER_REFRESH_S, so a
+ * live save, however long, never ages out, and a dead one's marker does after the grace age (gc
+ * then removes it).
  *
  * Order: the marker is created under the writer lock before the save reads the manifests for
  * its dedup index, and gc reads the markers after the manifests no longer name what it removes
@@ -40,11 +41,14 @@
 struct marker {
 	int dirfd, fd;
 	char name[64];
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	pthread_t refresher;
-	bool stop, running;
+	struct marker *next; /* in the live list (live_mu) */
 };
+
+/* The live markers of the process, refreshed by one thread started with the first (and never
+ * stopped: a thread per save would come and go with every save). */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct marker *live;
+static pthread_once_t refresher_once = PTHREAD_ONCE_INIT;
 
 /* STORE/writers, created when create; never through a symbolic link. Returns the fd or -errno. */
 static int marker_dir(struct ckpt_store *s, bool create)
@@ -63,34 +67,34 @@ static int marker_dir(struct ckpt_store *s, bool create)
 	return fd < 0 ? -e : fd;
 }
 
-/* Touches the marker every MARKER_REFRESH_S until stopped: its mtime says the save lives. */
+/* Touches every live marker every MARKER_REFRESH_S: its mtime says the save lives. If a touch
+ * fails the marker ages out, and gc then takes the save for dead. */
 static void *refresh_main(void *arg)
 {
-	struct marker *m = arg;
-	pthread_mutex_lock(&m->mu);
-	while (!m->stop) {
-		struct timespec t;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		t.tv_sec += MARKER_REFRESH_S;
-		while (!m->stop && pthread_cond_timedwait(&m->cv, &m->mu, &t) != ETIMEDOUT)
-			;
-		if (!m->stop) /* if this fails the marker ages out: gc then takes the save for dead */
+	(void)arg;
+	for (;;) {
+		sleep(MARKER_REFRESH_S);
+		pthread_mutex_lock(&live_mu);
+		for (struct marker *m = live; m; m = m->next)
 			(void)futimens(m->fd, NULL);
+		pthread_mutex_unlock(&live_mu);
 	}
-	pthread_mutex_unlock(&m->mu);
 	return NULL;
 }
 
-static void start_refresher(struct marker *m)
+/* Without the thread a marker still guards its save for the grace age. */
+static void start_refresher(void)
 {
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&m->cv, &ca);
-	pthread_condattr_destroy(&ca);
-	pthread_mutex_init(&m->mu, NULL);
-	/* Without the thread the marker still guards the save for the grace age. */
-	m->running = pthread_create(&m->refresher, NULL, refresh_main, m) == 0;
+	pthread_t t;
+	pthread_attr_t at;
+	sigset_t all, old;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all); /* it takes no signal meant for the application's threads */
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	(void)pthread_create(&t, &at, refresh_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&at);
 }
 
 /* Creates the marker file: under a temporary name, share-locked, the record written through a
@@ -149,7 +153,11 @@ int marker_begin(struct ckpt_store *s, const char *what)
 				 "in-flight marker in %s/%s: %s", s->path, MARKER_DIR,
 				 e == -ELOOP ? "is a symbolic link; refusing it" : strerror(-e));
 	}
-	start_refresher(m);
+	pthread_once(&refresher_once, start_refresher);
+	pthread_mutex_lock(&live_mu);
+	m->next = live;
+	live = m;
+	pthread_mutex_unlock(&live_mu);
 	s->marker = m;
 	return 0;
 }
@@ -160,15 +168,13 @@ void marker_end(struct ckpt_store *s)
 	if (!m)
 		return;
 	s->marker = NULL;
-	if (m->running) {
-		pthread_mutex_lock(&m->mu);
-		m->stop = true;
-		pthread_cond_signal(&m->cv);
-		pthread_mutex_unlock(&m->mu);
-		pthread_join(m->refresher, NULL);
-	}
-	pthread_cond_destroy(&m->cv);
-	pthread_mutex_destroy(&m->mu);
+	pthread_mutex_lock(&live_mu); /* out of the list before its fd is closed */
+	for (struct marker **pp = &live; *pp; pp = &(*pp)->next)
+		if (*pp == m) {
+			*pp = m->next;
+			break;
+		}
+	pthread_mutex_unlock(&live_mu);
 	unlinkat(m->dirfd, m->name, 0); /* before the unlock: gc never sees a free marker of ours */
 	close(m->fd);
 	close(m->dirfd);
