@@ -11,7 +11,6 @@
 #include "common/common.h"
 #include "gc/gc_int.h"
 #include "store/lease.h"
-#include "store/marker.h"
 #include "store/store.h"
 
 CKPT_API void ckpt_gc_report_free(ckpt_gc_report *r)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "t-dist-world.h"
+#include "t-open-opts.h"
 
 #define NR 4
 #define ROWS 16
@@ -34,13 +35,7 @@ static float wval(uint64_t i)
 
 static ckpt_store *open_store(const char *dir)
 {
-	ckpt_options *o = ckpt_options_create();
-	ckpt_options_set(o, CKPT_OPT_CREATE, 1);
-	ckpt_options_set(o, CKPT_OPT_CHUNK_SIZE, 64 << 10);
-	ckpt_store *s = NULL;
-	REQUIRE(ckpt_store_open(dir, o, &s) == 0);
-	ckpt_options_free(o);
-	return s;
+	return t_open_opts(dir, (const int64_t[]){CKPT_OPT_CHUNK_SIZE, 64 << 10, 0});
 }
 
 static int add_all(ckpt_dist_save *d, int k, const float *w, const float *v, const float *t)
