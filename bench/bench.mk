@@ -6,6 +6,9 @@
 #                      (ckptctl import and export of a 2 GiB safetensors file) into the same
 #                      file, dist_bench.sh, the Python figures, then bench/summary.py's table
 #   make bench-import  only import_bench.sh
+#   make bench-plot    only bench/plot.py: results.json drawn as build/bench/results.svg
+#                      (throughput against fio, cp and torch.save; a save's blocked, snapshot and
+#                      persist time); `make bench` and `make bench-quick` end with it
 #   make bench-quick   BENCH_SIZE=256M BENCH_RUNS=1 BENCH_IMPORT_SIZE=128M (development)
 #   make bench-dist    only dist_bench.sh (issue 14: mpirun -np 4 saves against fio --numjobs=4,
 #                      replicated snapshot per rank against one rank alone; issue 24: 1, 2, 4 ranks
@@ -27,7 +30,7 @@ $(B)/bench/pipe-sweep: bench/pipe-sweep.c include/ckpt.h $(TLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Ilib $< -o $@ $(ALL_LDFLAGS) $(TLIB) $(LDLIBS)
 
-.PHONY: bench bench-bins bench-import bench-quick bench-dist
+.PHONY: bench bench-bins bench-import bench-quick bench-dist bench-plot
 bench-bins: lib $(BENCH_BINS)
 
 # The import part needs ckptctl (built by `all`); it skips itself while `ckptctl import` is absent.
@@ -43,6 +46,12 @@ bench: test-deps
 		B='$(B)' BENCH_CUDA=0 /usr/bin/python3 bench/python/torch_vs_ckpt.py; \
 	else echo "bench: /usr/bin/python3 has no torch (python3-torch): Python figures skipped"; fi
 	B='$(B)' python3 bench/summary.py
+	@$(MAKE) --no-print-directory bench-plot
+
+# The picture of results.json (bench/plot.py): build/bench/results.svg. matplotlib is Debian's
+# python3-matplotlib, for /usr/bin/python3 (tools/deps.d/bench.test).
+bench-plot:
+	B='$(B)' /usr/bin/python3 bench/plot.py
 
 bench-dist: test-deps
 	$(MAKE) lib bench-bins
@@ -53,6 +62,7 @@ bench-quick: test-deps
 	B='$(B)' BENCH_SIZE=$${BENCH_SIZE:-256M} BENCH_RUNS=$${BENCH_RUNS:-1} sh bench/run-bench.sh
 	B='$(B)' BENCH_IMPORT_SIZE=$${BENCH_IMPORT_SIZE:-128M} BENCH_RUNS=$${BENCH_RUNS:-1} \
 	  sh bench/import_bench.sh
+	@$(MAKE) --no-print-directory bench-plot
 
 bench-import: test-deps
 	$(MAKE) all
