@@ -7,7 +7,8 @@
 #   2. the wheel of `make wheel` (its RECORD right, py3-none-<platform>) installs into a second
 #      venv and works; `pip uninstall` removes every file it put;
 #   3. `make install` with that venv active puts the package in the venv's site-packages, loading
-#      PREFIX's library; `make uninstall` removes it;
+#      PREFIX's library; `make uninstall` removes it; `pip install -e ./python` runs the source
+#      tree's package with its library;
 #   4. without its library the package raises a one-line LibraryNotFoundError naming what to do;
 #   5. python/ copied without the C sources is refused in one line; so is an sdist, and a
 #      sanitizer-instrumented library is never packaged.
@@ -109,6 +110,20 @@ lib=$(cd "$tmp/elsewhere" && "$tmp/v2/bin/python" -c 'import libckpt; print(libc
 VIRTUAL_ENV=$tmp/v2 PATH=$tmp/v2/bin:$PATH make -s uninstall PREFIX="$prefix" B="$B" >/dev/null
 [ ! -e "$site2/libckpt" ] || fail "make uninstall left $site2/libckpt"
 echo "make install in a venv: $site2/libckpt, library $lib; make uninstall removed it"
+
+# 3b. An editable install (PEP 660) imports the source tree's package and loads its library.
+"$tmp/v2/bin/pip" install -q -e ./python >"$tmp/pip5.log" 2>&1 || { cat "$tmp/pip5.log"; fail "pip install -e"; }
+got=$(cd "$tmp/elsewhere" && "$tmp/v2/bin/python" -c 'import libckpt; print(libckpt.__file__, libckpt.library_path())') ||
+	fail "import after pip install -e"
+case $got in
+"$root/python/libckpt/__init__.py $root/build/lib/libckpt.so.0" | \
+"$root/python/libckpt/__init__.py $root/build/wheel/lib/libckpt.so.0") ;;
+*) fail "editable install: $got" ;;
+esac
+"$tmp/v2/bin/pip" uninstall -q -y libckpt >/dev/null 2>&1 || fail "pip uninstall of the editable install"
+left=$(cd "$site2" && ls -d libckpt* 2>/dev/null || true)
+[ -z "$left" ] || fail "pip uninstall left $left in $site2"
+echo "pip install -e ./python: $got"
 
 # 4. The library gone from an installed package: import works, first use is one clear line.
 rm "$site1/libckpt/_native/libckpt.so.0"
