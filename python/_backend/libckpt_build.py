@@ -126,7 +126,8 @@ def _check_library(path, soname):
         _fail(f"{path}: soname is not {soname}")
     bad = [v for k, v in names if k in ("RPATH", "RUNPATH") or re.match(r"lib[atm]?san|libubsan", v)]
     if bad:
-        _fail(f"{path} needs {', '.join(bad)}: not a library to ship (a sanitizer or rpath build)")
+        _fail(f"{path} needs {', '.join(bad)}: not a library to ship (built with sanitizer or rpath "
+              f"flags, e.g. from CFLAGS or LDFLAGS; remove {ROOT / WHEEL_B} and build again without them)")
 
 
 def build_library():
