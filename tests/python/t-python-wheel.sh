@@ -13,14 +13,12 @@
 #   5. python/ copied without the C sources is refused in one line; so is an sdist, and a
 #      sanitizer-instrumented library is never packaged.
 set -eu
-PY=/usr/bin/python3
-B=${B:-build}
+. "$(dirname "$0")/common.sh"  # PY, B; skips without numpy and under sanitizer builds
 root=$(pwd)
-if [ ! -x "$PY" ]; then echo "skip: no $PY"; exit 77; fi
 if ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then
 	echo "skip: $PY cannot make virtual environments (apt-get install python3-venv)"; exit 77
 fi
-unset CKPT_LIBRARY PYTHONPATH VIRTUAL_ENV CKPT_CUDA_MODULE
+unset CKPT_LIBRARY PYTHONPATH VIRTUAL_ENV CKPT_CUDA_MODULE PYTHON
 export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -88,12 +86,13 @@ for name, (h, size) in rec.items():
     assert h == "sha256=" + d and int(size) == len(data), name
 assert "libckpt/_native/libckpt.so.0" in rec and "Root-Is-Purelib: false" in z.read(di + "/WHEEL").decode()
 PYEOF
-"$PY" -m venv "$tmp/v2"
+"$PY" -m venv --without-pip "$tmp/v2"  # pip of v1 installs into it (saves ensurepip's seconds)
+pip2() { "$tmp/v1/bin/pip" --python "$tmp/v2/bin/python" "$@"; }
 site2=$(site_of "$tmp/v2")
-"$tmp/v2/bin/pip" install -q "$whl" >"$tmp/pip2.log" 2>&1 || { cat "$tmp/pip2.log"; fail "pip install $whl"; }
+pip2 install -q "$whl" >"$tmp/pip2.log" 2>&1 || { cat "$tmp/pip2.log"; fail "pip install $whl"; }
 libs=$(cd "$tmp/elsewhere" && "$tmp/v2/bin/python" "$tmp/use.py" "$site2" "$tmp/s2") || fail "use of $whl"
 expect_libs "$libs"
-"$tmp/v2/bin/pip" uninstall -q -y libckpt >"$tmp/pip3.log" 2>&1 || { cat "$tmp/pip3.log"; fail "pip uninstall"; }
+pip2 uninstall -q -y libckpt >"$tmp/pip3.log" 2>&1 || { cat "$tmp/pip3.log"; fail "pip uninstall"; }
 left=$(cd "$site2" && ls -d libckpt* 2>/dev/null || true)
 [ -z "$left" ] || fail "pip uninstall left $left in $site2"
 echo "make wheel: $(basename "$whl") installs, works and uninstalls in a clean venv"
@@ -112,7 +111,7 @@ VIRTUAL_ENV=$tmp/v2 PATH=$tmp/v2/bin:$PATH make -s uninstall PREFIX="$prefix" B=
 echo "make install in a venv: $site2/libckpt, library $lib; make uninstall removed it"
 
 # 3b. An editable install (PEP 660) imports the source tree's package and loads its library.
-"$tmp/v2/bin/pip" install -q -e ./python >"$tmp/pip5.log" 2>&1 || { cat "$tmp/pip5.log"; fail "pip install -e"; }
+pip2 install -q -e ./python >"$tmp/pip5.log" 2>&1 || { cat "$tmp/pip5.log"; fail "pip install -e"; }
 got=$(cd "$tmp/elsewhere" && "$tmp/v2/bin/python" -c 'import libckpt; print(libckpt.__file__, libckpt.library_path())') ||
 	fail "import after pip install -e"
 case $got in
@@ -120,7 +119,7 @@ case $got in
 "$root/python/libckpt/__init__.py $root/build/wheel/lib/libckpt.so.0") ;;
 *) fail "editable install: $got" ;;
 esac
-"$tmp/v2/bin/pip" uninstall -q -y libckpt >/dev/null 2>&1 || fail "pip uninstall of the editable install"
+pip2 uninstall -q -y libckpt >/dev/null 2>&1 || fail "pip uninstall of the editable install"
 left=$(cd "$site2" && ls -d libckpt* 2>/dev/null || true)
 [ -z "$left" ] || fail "pip uninstall left $left in $site2"
 echo "pip install -e ./python: $got"
