@@ -67,6 +67,7 @@ BINS := $(B)/bin/ckptctl
 -include tests/fuzz/fuzz.mk
 -include bench/bench.mk
 -include demo/demo.mk
+-include python/python.mk
 .PHONY: all lib check check-fresh demo bench install uninstall clean deps test-deps sanitize tsan
 all: lib $(BINS) $(B)/lib/libckpt.pc
 
@@ -158,7 +159,7 @@ uninstall:
 	  $(DESTDIR)$(INCDIR)/ckpt_mpi.h \
 	  $(DESTDIR)$(LIBDIR)/pkgconfig/libckpt.pc
 	for b in $(notdir $(BINS)); do rm -f $(DESTDIR)$(BINDIR)/$$b $(DESTDIR)$(MANDIR)/man1/$$b.1; done
-	for d in $(DESTDIR)$(PREFIX)/lib/python3*/dist-packages/libckpt; do rm -rf "$$d"; done
+	PREFIX="$(PREFIX)" LIBDIR="$(LIBDIR)" DESTDIR="$(DESTDIR)" PYTHONDIR="$(PYTHONDIR)" sh python/install.sh uninstall
 
 clean:
 	rm -rf $(B) demo-store

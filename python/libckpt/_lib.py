@@ -155,17 +155,21 @@ def _candidates():
     if env:
         yield env, "$CKPT_LIBRARY"
         return  # an explicit choice is not second-guessed
-    repo = Path(__file__).resolve().parent.parent.parent
-    yield str(repo / "build" / "lib" / SONAME), "build tree"
+    here = Path(__file__).resolve().parent
+    yield str(here / "_native" / SONAME), "the package"  # a wheel (pip install ./python)
     try:
         from . import _installed  # written by `make install` (python/install.sh)
         yield os.path.join(_installed.LIBDIR, SONAME), "make install's LIBDIR"
     except ImportError:
         pass
+    repo = here.parent.parent
+    if (repo / "lib" / "libckpt.map").is_file():  # the package of a source checkout
+        yield str(repo / "build" / "lib" / SONAME), "the source tree's `make`"
+        yield str(repo / "build" / "wheel" / "lib" / SONAME), "the source tree's wheel build"
     found = ctypes.util.find_library("ckpt")
     if found:
         yield found, "ctypes.util.find_library"
-    yield SONAME, "dynamic loader search path"
+    yield SONAME, "the dynamic loader's search path"
     dirs = ["/usr/local/lib", "/usr/local/lib64", "/usr/lib", "/usr/lib64"]
     multiarch = sysconfig.get_config_var("MULTIARCH")
     if multiarch:
@@ -173,6 +177,55 @@ def _candidates():
         dirs.append("/usr/lib/" + multiarch)
     for d in dirs:
         yield os.path.join(d, SONAME), "standard path"
+
+
+def _open(cand):
+    """The library at cand (a ctypes.CDLL), its prototypes declared; None and why when it is
+    missing or not a libckpt this binding can use."""
+    if os.sep in cand and not os.path.exists(cand):
+        return None, None  # None: simply not there
+    try:
+        lib = ctypes.CDLL(cand)
+    except OSError as e:
+        if os.sep not in cand and "cannot open shared object file" in str(e):
+            return None, None
+        return None, str(e)
+    if not hasattr(lib, "ckpt_save_submit"):
+        return None, "not libckpt, or a libckpt without ckpt_save_submit"
+    for name, (res, args) in list(_PROTOS.items()) + list(_OPTIONAL.items()):
+        f = getattr(lib, name, None)
+        if f is not None:
+            f.restype = res
+            f.argtypes = args
+    ver = lib.ckpt_version().decode()
+    major, minor = (int(x) for x in ver.split(".")[:2])
+    if major != 0 or minor < 1:
+        raise VersionError(f"{cand}: libckpt {ver} is not supported by this binding (needs 0.x, x >= 1)")
+    return lib, None
+
+
+def _place(cand, where):
+    """How the error names a candidate: its directory for a file of a standard place."""
+    if where == "$CKPT_LIBRARY":
+        return f"{cand} ({where})"
+    if os.sep not in cand:
+        return where
+    return os.path.dirname(cand) + ("" if where == "standard path" else f" ({where})")
+
+
+def _not_found(tried):
+    """The one-line LibraryNotFoundError for tried = [(candidate, where, why or None)]."""
+    absent = [_place(c, w) for c, w, why in tried if why is None]
+    parts = (["not found: " + ", ".join(absent)] if absent else []) + \
+        [f"{c} ({w}): {why}" for c, w, why in tried if why is not None]
+    if os.environ.get("CKPT_LIBRARY"):
+        todo = "set CKPT_LIBRARY to a libckpt.so.0 that loads, or unset it"
+    else:
+        todo = ("install the package with its library (`pip install ./python` in a libckpt "
+                "checkout), or run `make install`, or set CKPT_LIBRARY=/path/to/libckpt.so.0")
+    err = LibraryNotFoundError(f"libckpt: cannot find or load {SONAME} ({'; '.join(parts)}): {todo}")
+    err.tried = tried
+    return err
 
 
 def load():
@@ -185,33 +238,12 @@ def load():
             return _lib
         tried = []
         for cand, where in _candidates():
-            if os.sep in cand and not os.path.exists(cand):
-                tried.append(f"  {cand} ({where}): no such file")
-                continue
-            try:
-                lib = ctypes.CDLL(cand)
-            except OSError as e:
-                tried.append(f"  {cand} ({where}): {e}")
-                continue
-            if not hasattr(lib, "ckpt_save_submit"):
-                tried.append(f"  {cand} ({where}): not libckpt, or a libckpt without ckpt_save_submit")
-                continue
-            for name, (res, args) in list(_PROTOS.items()) + list(_OPTIONAL.items()):
-                f = getattr(lib, name, None)
-                if f is None:
-                    continue
-                f.restype = res
-                f.argtypes = args
-            ver = lib.ckpt_version().decode()
-            major, minor = (int(x) for x in ver.split(".")[:2])
-            if major != 0 or minor < 1:
-                raise VersionError(f"{cand}: libckpt {ver} is not supported by this binding (needs 0.x, x >= 1)")
-            _lib, _path = lib, cand
-            return lib
-        raise LibraryNotFoundError(
-            "libckpt: cannot find or load libckpt.so. Tried:\n" + "\n".join(tried) +
-            "\nBuild it with `make` in the libckpt repository (build/lib/libckpt.so.0), install it "
-            "with `make install` (then run ldconfig), or set CKPT_LIBRARY to the library's path.")
+            lib, why = _open(cand)
+            if lib is not None:
+                _lib, _path = lib, cand
+                return lib
+            tried.append((cand, where, why))
+        raise _not_found(tried)
 
 
 def has(name):

@@ -7,6 +7,10 @@ B=${B:-build}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
+# The Python package goes under the prefix too, never into a virtual environment the caller has
+# active (python/install.sh installs there when one is).
+export PYTHON=/usr/bin/python3
+unset VIRTUAL_ENV
 make -s install PREFIX="$prefix" B="$B" >"$tmp/install.log" 2>&1 || { cat "$tmp/install.log"; exit 1; }
 for f in include/ckpt.h lib/libckpt.so lib/libckpt.so.0 lib/libckpt.a lib/pkgconfig/libckpt.pc \
 	 bin/ckptctl share/man/man1/ckptctl.1 share/bash-completion/completions/ckptctl; do
