@@ -170,8 +170,10 @@ const struct cli_cmd nt_cmd_raid = {
 		"the new devices pass the same checks. assemble starts arrays after a reboot or a move:\n"
 		"every array mdadm finds (--scan), or MD from the members named.\n",
 	.tail = "\n"
-		"Exit status: 0 ok, 1 mdadm failed, 2 usage, 4 no such device, 6 refused, 7 permission\n"
-		"denied.\n",
+		"Before mdadm runs, create and assemble check that the kernel has md and the RAID level\n"
+		"(/proc/mdstat), loading what is missing with modprobe (a dry run prints those lines).\n"
+		"Exit status: 0 ok, 1 mdadm failed or this kernel has no md driver, 2 usage, 4 no such\n"
+		"device, 6 refused, 7 permission denied.\n",
 };
 
 static int raid_status(int argc, char **argv)
@@ -377,6 +379,10 @@ static int raid_create(int argc, char **argv)
 	if ((c = resolve_members(argv + 1, ndev, names)) >= 0)
 		return c;
 	if ((c = pick_md(opt.md, mdname, sizeof(mdname))) || (c = check_members(names, ndev, opt.force)))
+		return c;
+	/* after the devices (their refusals come first), before mdadm: without md, mdadm would
+	 * make a /dev/mdN node and leave it behind */
+	if ((c = nt_md_driver(CMD_CREATE, opt.level, opt.dry)))
 		return c;
 	struct create_argv a;
 	build_create_argv(&a, &opt, mdname, names, ndev);
