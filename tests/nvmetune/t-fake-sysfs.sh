@@ -404,6 +404,10 @@ chk e_layout 2 "bad layout 'x3': n2, f2 or o2" N raid create --level 10 --layout
 chk e_chunk 2 "bad chunk size '3K'" N raid create --level 0 --chunk 3K nvme3n1 nvme4n1
 chk e_one 2 "at least 2 devices are needed" N raid create --level 0 nvme4n1
 chk e_twice 2 "nvme4n1 is named twice" N raid create --level 0 nvme4n1 /dev/nvme4n1
+chk raid_size 0 "mdadm --create @ROOT@/dev/md1 --run --metadata=1.2 --level=10 --layout=n2 --chunk=512K --bitmap=none --size=65536K --raid-devices=2 @ROOT@/dev/nvme3n1 @ROOT@/dev/nvme4n1" N raid create --level 10 --size 64M --dry-run --force nvme3n1 nvme4n1
+chk e_size_big 2 "nvmetune: raid create: --size 1.0 GiB exceeds nvme3n1 (128.0 MiB)" N raid create --level 10 --size 1G --dry-run --force nvme3n1 nvme4n1
+chk e_size0 2 "--size applies to RAID 10 only" N raid create --level 0 --size 64M --dry-run nvme3n1 nvme4n1
+chk e_size_small 2 "--size is smaller than the chunk" N raid create --level 10 --size 1M --chunk 2M nvme3n1 nvme4n1
 chk e_bitmap0 2 "RAID 0 has no redundancy" N raid create --level 0 --bitmap internal nvme3n1 nvme4n1
 chk e_raidsub 2 "nvmetune: raid: unknown subcommand 'grow'" N raid grow
 chk e_rollback_args 2 "takes no profile or devices" N rollback nvme0n1
