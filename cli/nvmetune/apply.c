@@ -23,7 +23,7 @@ static const char *st_word(enum item_state s)
 /* The options of plan, apply and rollback. */
 struct tune_args {
 	const char *profile;
-	bool dry;
+	bool dry, check;
 };
 
 #define OPT_PROFILE(text) \
@@ -33,6 +33,9 @@ struct tune_args {
 
 static const struct cli_opt plan_opts[] = {
 	OPT_PROFILE("checkpoint (default), default (the kernel's defaults), or a profile file"),
+	{CLI_OPT(CLI_FLAG, "check", 0, CLI_AT(struct tune_args, check), NULL,
+		 "verify: list only the knobs not at their target (drift) and exit 8\n"
+		 "when there is any, 0 when all are in tune")},
 	CLI_OPT_END,
 };
 static const struct cli_opt apply_opts[] = {
@@ -49,7 +52,12 @@ const struct cli_cmd nt_cmd_plan = {
 	.name = "plan", .fn = cmd_plan, .help = "show each knob: current -> target of a profile, and why",
 	.args = "[DEV ...]", .opts = plan_opts,
 	.desc = "Shows, for each knob of each device, the current value, the target of the profile and why.\n"
-		"Changes nothing. Without DEV: every NVMe namespace and md array.\n",
+		"Changes nothing. Without DEV: every NVMe namespace and md array.\n"
+		"With --check it verifies instead (as tuned-adm verify does): a knob drifted when it is\n"
+		"not at its target (change), cannot take it (unsupported) or cannot be read (error).\n",
+	.tail = "\n"
+		"Exit status: 0 shown, or with --check in tune; 8 --check found drift; 2 usage, 4 no such\n"
+		"device or profile file.\n",
 };
 
 const struct cli_cmd nt_cmd_apply = {
@@ -99,6 +107,53 @@ static void json_item(struct jw *w, const struct item *it)
 	out_strs(w, f, sizeof(f) / sizeof(f[0]));
 }
 
+/* A knob not in the profile's state: not at its target, unable to take it, or unreadable. */
+static bool drifted(const struct item *it)
+{
+	return it->st == IS_CHANGE || it->st == IS_UNSUPPORTED || it->st == IS_ERROR;
+}
+
+/* The items (only the drifted ones when drift) as a JSON array under key. */
+static void json_items(struct jw *w, const char *key, const struct plan *pl, bool drift)
+{
+	jw_key(w, key);
+	jw_arr_begin(w);
+	for (int i = 0; i < pl->n; i++) {
+		if (drift && !drifted(&pl->it[i]))
+			continue;
+		jw_obj_begin(w);
+		json_item(w, &pl->it[i]);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+}
+
+/* plan --check: each drifted knob, then the verdict. Returns EXIT_OK or EXIT_DRIFT. */
+static int check_plan(struct jw *w, const struct profile *p, const struct plan *pl)
+{
+	int ndrift = 0, nok = 0;
+	for (int i = 0; i < pl->n; i++) {
+		const struct item *it = &pl->it[i];
+		ndrift += drifted(it);
+		nok += it->st == IS_SAME;
+		if (!w && drifted(it))
+			printf("drift: %-9s %-15s %s, target %s (%s): %s\n", it->dev, knob_name(it->knob),
+			       it->cur, it->tgt, st_word(it->st), it->why);
+	}
+	if (w) {
+		jw_key(w, "in_tune");
+		jw_bool(w, ndrift == 0);
+		json_items(w, "drift", pl, true);
+	} else if (ndrift) {
+		printf("%d knob%s drifted from profile %s (%d in tune); 'nvmetune apply' sets them\n",
+		       ndrift, ndrift == 1 ? "" : "s", p->name, nok);
+	} else {
+		printf("in tune: all %d knobs that apply are at the targets of profile %s\n", nok,
+		       p->name);
+	}
+	return ndrift ? EXIT_DRIFT : EXIT_OK;
+}
+
 int cmd_plan(int argc, char **argv)
 {
 	struct tune_args opt = {0};
@@ -113,22 +168,19 @@ int cmd_plan(int argc, char **argv)
 	if (w) {
 		jw_key(w, "profile");
 		jw_str(w, p.name);
-		jw_key(w, "knobs");
-		jw_arr_begin(w);
-		for (int i = 0; i < pl.n; i++) {
-			jw_obj_begin(w);
-			json_item(w, &pl.it[i]);
-			jw_obj_end(w);
-		}
-		jw_arr_end(w);
+	}
+	if (opt.check) {
+		rc = check_plan(w, &p, &pl);
+	} else if (w) {
+		json_items(w, "knobs", &pl, false);
 		format_advice(w, &pl);
-		out_end(w);
 	} else {
 		print_plan_text(&p, &pl);
 		format_advice(NULL, &pl);
 	}
+	out_end(w);
 	plan_free(&pl);
-	return EXIT_OK;
+	return rc;
 }
 
 /* One write + read-back. Returns 0 when the value reads back as wanted; fills result/why. */

@@ -89,7 +89,7 @@ int main(int argc, char **argv)
 		cli_print_options(stdout, global_opts, "Options for every command:", false);
 		printf("\nExit status: 0 ok, 1 failed, 2 usage, 3 another apply/rollback is running, 4 device "
 		       "or state not found,\n5 some settings did not take, 6 device refused by the "
-		       "safety checks, 7 permission denied.\n"
+		       "safety checks, 7 permission denied,\n8 plan --check found drift.\n"
 		       "See nvmetune(1).\n");
 		return rc;
 	}

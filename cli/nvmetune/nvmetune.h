@@ -17,6 +17,7 @@ enum {
 	EXIT_PARTIAL = 5, /* apply/rollback: some setting failed or did not take on read-back */
 	EXIT_REFUSED = 6, /* a device was refused by the safety checks (use --force) */
 	EXIT_PERM = 7,    /* permission denied: not root, a device or file it cannot read or write */
+	EXIT_DRIFT = 8,   /* plan --check: some knob is not at the profile's target */
 };
 
 /* ---- global options (main.c) ------------------------------------------------------------- */
@@ -60,6 +61,16 @@ bool nt_md_active(const char *md, char *level, size_t len);
 int nt_md_new(const char *cmd, const char *arg, const char *what, char *md, size_t len);
 /* Runs an mdadm argv. Returns EXIT_OK, or EXIT_FAIL after saying that mdadm is missing or failed. */
 int nt_mdadm_run(const char *cmd, char **av);
+
+/* mddrv.c: whether this kernel runs md arrays, checked before mdadm (which, without md, makes a
+ * /dev/mdN node it leaves behind): /proc/mdstat, its Personalities line for level ("0", "10";
+ * NULL: md alone), and the modules of /lib/modules/RELEASE for what is missing, which a real run
+ * loads with modprobe and a dry run prints as modprobe lines. With moved roots only the fake
+ * /proc/mdstat counts. Returns EXIT_OK, or EXIT_FAIL after saying "this kernel has no md driver",
+ * what was looked at and how to fix it. */
+int nt_md_driver(const char *cmd, const char *level, bool dry);
+/* Whether a modules.dep or modules.builtin text names module mod ('-' and '_' alike). */
+bool nt_modlist_has(const char *list, const char *mod);
 
 /* persist_md.c: when md arrays are active, writes their ARRAY lines into nvmetune's block of conf
  * (mdadm.conf) and, when initramfs, rebuilds the initramfs (update-initramfs -u, or dracut -f);

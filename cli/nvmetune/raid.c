@@ -101,7 +101,7 @@ void raid_report(struct jw *w, char **names, int n)
 
 struct create_args {
 	const char *level, *layout, *name, *bitmap, *md;
-	uint64_t chunk;
+	uint64_t chunk, size;
 	bool clean, dry, force;
 };
 
@@ -121,6 +121,11 @@ static const struct cli_opt create_opts[] = {
 		 "chunk size, a power of two >= 4K (default 512K)"),
 	 .values = chunk_words, .min = 4096, .flags = CLI_POW2,
 	 .bad = "bad chunk size '%s': a power of two of at least 4K"},
+	{CLI_OPT(CLI_SIZE, "size", 0, CLI_AT(struct create_args, size), "SIZE",
+		 "RAID 10: use only SIZE of each device (mdadm --size; default all);\n"
+		 "the rest stays unwritten: over-provisioning for the drive, and a\n"
+		 "shorter resync or rebuild"),
+	 .min = 1024 * 1024, .bad = "bad size '%s': at least 1M"},
 	{CLI_OPT(CLI_STRING, "name", 0, CLI_AT(struct create_args, name), "NAME",
 		 "array name (/dev/md/NAME with udev)")},
 	{CLI_OPT(CLI_STRING, "bitmap", 0, CLI_AT(struct create_args, bitmap), "none|internal",
@@ -166,12 +171,15 @@ const struct cli_cmd nt_cmd_raid = {
 		"A device that is mounted, held open, partitioned, or carries a filesystem, RAID or\n"
 		"partition-table signature is refused with the reason, unless --force.\n"
 		"add puts devices into an array (as spares, or to grow it with mdadm --grow); replace\n"
-		"rebuilds a member onto a new device while the member stays in service (mdadm --replace);\n"
-		"the new devices pass the same checks. assemble starts arrays after a reboot or a move:\n"
-		"every array mdadm finds (--scan), or MD from the members named.\n",
+		"rebuilds a member onto a new device, or a spare of the array, while the member stays in\n"
+		"service (mdadm --replace); new devices pass the same checks. assemble starts arrays after\n"
+		"a reboot or a move: every array mdadm finds (--scan, or those of --config FILE), or MD\n"
+		"from the members named.\n",
 	.tail = "\n"
-		"Exit status: 0 ok, 1 mdadm failed, 2 usage, 4 no such device, 6 refused, 7 permission\n"
-		"denied.\n",
+		"Before mdadm runs, create and assemble check that the kernel has md and the RAID level\n"
+		"(/proc/mdstat), loading what is missing with modprobe (a dry run prints those lines).\n"
+		"Exit status: 0 ok, 1 mdadm failed or this kernel has no md driver, 2 usage, 4 no such\n"
+		"device, 6 refused, 7 permission denied.\n",
 };
 
 static int raid_status(int argc, char **argv)
@@ -227,6 +235,10 @@ static int check_create_opts(const struct create_args *o, int ndev)
 		return cli_usage_err(CMD_CREATE, "RAID 0 has no redundancy, so no write-intent bitmap");
 	if (o->clean && !r10)
 		return cli_usage_err(CMD_CREATE, "--assume-clean applies to RAID 10 only");
+	if (o->size && !r10)
+		return cli_usage_err(CMD_CREATE, "--size applies to RAID 10 only (RAID 0 uses whole devices)");
+	if (o->size && o->size < o->chunk)
+		return cli_usage_err(CMD_CREATE, "--size is smaller than the chunk");
 	if (name && (!*name || strchr(name, '/') || strlen(name) > 32))
 		return cli_usage_err(CMD_CREATE, "bad name '%s'", name);
 	if (ndev < 2)
@@ -247,6 +259,20 @@ static int resolve_members(char **args, int ndev, char names[][64])
 		for (int j = 0; j < i; j++)
 			if (!strcmp(names[i], names[j]))
 				return cli_usage_err(CMD_CREATE, "%s is named twice", args[i]);
+	}
+	return -1;
+}
+
+/* --size fits on every member (mdadm would fail after the checks). Returns -1 or EXIT_USAGE. */
+static int check_size(uint64_t size, char names[][64], int ndev)
+{
+	for (int i = 0; size && i < ndev; i++) {
+		struct blockdev d;
+		char a[32], b[32];
+		if (!blk_info(names[i], &d) && d.size < size)
+			return cli_usage_err(CMD_CREATE, "--size %s exceeds %s (%s)",
+					     cli_fmt_iec(size, a, sizeof(a)), names[i],
+					     cli_fmt_iec(d.size, b, sizeof(b)));
 	}
 	return -1;
 }
@@ -300,7 +326,7 @@ static int check_members(char names[][64], int ndev, bool force)
 
 /* The mdadm --create command line and the strings it points into. */
 struct create_argv {
-	char md[PATH_MAX], level[16], layout[16], chunk[32], bitmap[24], name[48], n[32];
+	char md[PATH_MAX], level[16], layout[16], chunk[32], size[40], bitmap[24], name[48], n[32];
 	char paths[64][PATH_MAX];
 	char *av[96];
 };
@@ -328,6 +354,11 @@ static void build_create_argv(struct create_argv *a, const struct create_args *o
 		/* mdadm adds an internal bitmap to big arrays by default; say what we want */
 		snprintf(a->bitmap, sizeof(a->bitmap), "--bitmap=%s", o->bitmap ? o->bitmap : "none");
 		a->av[k++] = a->bitmap;
+	}
+	if (o->size) {
+		/* mdadm takes KiB and rounds down to a whole chunk */
+		snprintf(a->size, sizeof(a->size), "--size=%lluK", (unsigned long long)(o->size / 1024));
+		a->av[k++] = a->size;
 	}
 	if (o->clean)
 		a->av[k++] = "--assume-clean";
@@ -374,9 +405,13 @@ static int raid_create(int argc, char **argv)
 	if (!opt.dry && (c = nt_need_root(CMD_CREATE)))
 		return c;
 	char names[64][64], mdname[64];
-	if ((c = resolve_members(argv + 1, ndev, names)) >= 0)
+	if ((c = resolve_members(argv + 1, ndev, names)) >= 0 || (c = check_size(opt.size, names, ndev)) >= 0)
 		return c;
 	if ((c = pick_md(opt.md, mdname, sizeof(mdname))) || (c = check_members(names, ndev, opt.force)))
+		return c;
+	/* after the devices (their refusals come first), before mdadm: without md, mdadm would
+	 * make a /dev/mdN node and leave it behind */
+	if ((c = nt_md_driver(CMD_CREATE, opt.level, opt.dry)))
 		return c;
 	struct create_argv a;
 	build_create_argv(&a, &opt, mdname, names, ndev);

@@ -3,7 +3,9 @@
  * checks of safety.c unless --force, and permission problems are exit 7. */
 #include "nvmetune.h"
 
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 const struct cli_opt nt_raid_flag_opts[] = {
 	{CLI_OPT(CLI_FLAG, "dry-run", 'n', CLI_AT(struct nt_raid_flags, dry), NULL,
@@ -19,9 +21,21 @@ const struct cli_cmd nt_cmd_raid_add = {
 const struct cli_cmd nt_cmd_raid_replace = {
 	.name = "raid replace", .fn = raid_replace, .args = "MD OLD NEW", .opts = nt_raid_flag_opts,
 };
+struct assemble_args {
+	bool dry;
+	const char *config;
+};
+static const struct cli_opt assemble_opts[] = {
+	{CLI_OPT(CLI_FLAG, "dry-run", 'n', CLI_AT(struct assemble_args, dry), NULL,
+		 "check the devices and print the exact mdadm command; run nothing")},
+	{CLI_OPT(CLI_STRING, "config", 0, CLI_AT(struct assemble_args, config), "FILE",
+		 "without MD: the mdadm.conf whose ARRAY lines to assemble (mdadm\n"
+		 "--config; default mdadm's, /etc/mdadm/mdadm.conf, where persist\n"
+		 "writes them)"), .complete = "@file"},
+	CLI_OPT_END,
+};
 const struct cli_cmd nt_cmd_raid_assemble = {
-	.name = "raid assemble", .fn = raid_assemble, .args = "[MD DEV ...]",
-	.opts = nt_raid_flag_opts,
+	.name = "raid assemble", .fn = raid_assemble, .args = "[MD DEV ...]", .opts = assemble_opts,
 };
 
 /* Parses [--dry-run] [--force] of sub; returns -1 when done (the operands in argv[1..*argc)),
@@ -174,38 +188,62 @@ int raid_replace(int argc, char **argv)
 	}
 	if (!dry && (rc = nt_need_root(cmd)))
 		return rc;
-	if ((rc = joining(cmd, argv[3], force, nw, sizeof(nw), nwp, sizeof(nwp))))
+	/* A spare of the array (raid add) is the array's already: held by it, with its superblock,
+	 * which the safety checks would refuse; it is used as it is. */
+	char st[64] = "";
+	bool spare = !blk_resolve(argv[3], nw, sizeof(nw)) &&
+		     (snprintf(rel, sizeof(rel), "block/%s/md/dev-%s/state", md, nw),
+		      !sys_read(rel, st, sizeof(st))) && !strcmp(st, "spare");
+	if (spare)
+		dev_path(nwp, sizeof(nwp), nw);
+	else if ((rc = joining(cmd, argv[3], force, nw, sizeof(nw), nwp, sizeof(nwp))))
 		return rc;
 	dev_path(mdp, sizeof(mdp), md);
 	dev_path(oldp, sizeof(oldp), old);
-	/* The new device joins as a spare and is rebuilt from the old one while the old one stays in
-	 * service (no degraded window), which is then marked faulty: mdadm's hot replace. */
-	char *av[] = {"mdadm", mdp, "--add", nwp, "--replace", oldp, "--with", nwp, NULL};
+	/* The new device joins as a spare (unless it is one) and is rebuilt from the old one while the
+	 * old one stays in service (no degraded window), which is then marked faulty: mdadm's hot
+	 * replace. */
+	char *add[] = {"mdadm", mdp, "--add", nwp, "--replace", oldp, "--with", nwp, NULL};
+	char *use[] = {"mdadm", mdp, "--replace", oldp, "--with", nwp, NULL};
 	snprintf(done, sizeof(done), "replacing %s with %s in %s (cat /proc/mdstat for progress)",
 		 oldp, nwp, mdp);
-	return run_or_print(cmd, av, dry, done);
+	return run_or_print(cmd, spare ? use : add, dry, done);
 }
 
 int raid_assemble(int argc, char **argv)
 {
 	const char *cmd = "raid assemble";
-	bool dry = false, force = false;
-	int rc = parse_flags(&nt_cmd_raid_assemble, &argc, argv, &dry, &force);
+	struct assemble_args o = {0};
+	int rc = cli_parse_opts(&nt_cmd_raid_assemble, &o, &argc, argv);
+	bool dry = o.dry;
 	if (rc >= 0)
 		return rc;
 	if (argc - 1 == 1 || argc - 1 > 65)
 		return cli_usage_err(cmd, "expected nothing (every array mdadm.conf or the members' "
 				     "superblocks describe), or MD and its members");
+	if (o.config && argc > 1)
+		return cli_usage_err(cmd, "--config applies without MD (the arrays of that file)");
 	if (!dry && (rc = nt_need_root(cmd)))
 		return rc;
-	char md[64], mdp[PATH_MAX], nm[64], p[64][PATH_MAX];
+	if (o.config && access(o.config, R_OK)) {
+		int e = errno;
+		cli_err("%s: --config %s: %s", cmd, o.config, strerror(e));
+		return e == ENOENT ? EXIT_NOTFOUND : e == EACCES || e == EPERM ? EXIT_PERM : EXIT_FAIL;
+	}
+	char md[64], mdp[PATH_MAX], nm[64], p[64][PATH_MAX], conf[PATH_MAX + 16];
 	char *av[72];
 	int k = 0;
 	av[k++] = "mdadm";
 	av[k++] = "--assemble";
 	if (argc == 1) {
 		av[k++] = "--scan";
+		if (o.config) {
+			snprintf(conf, sizeof(conf), "--config=%s", o.config);
+			av[k++] = conf;
+		}
 		av[k] = NULL;
+		if ((rc = nt_md_driver(cmd, NULL, dry)))
+			return rc;
 		return run_or_print(cmd, av, dry, "assembled the arrays mdadm found");
 	}
 	if ((rc = nt_md_new(cmd, argv[1], "array", md, sizeof(md))))
@@ -224,6 +262,8 @@ int raid_assemble(int argc, char **argv)
 		av[k++] = p[i - 2];
 	}
 	av[k] = NULL;
+	if ((rc = nt_md_driver(cmd, NULL, dry)))
+		return rc;
 	char done[PATH_MAX + 16];
 	snprintf(done, sizeof(done), "assembled %s", mdp);
 	return run_or_print(cmd, av, dry, done);

@@ -4,6 +4,7 @@
 #   nvme3                   -> nvme3n1: an ext4 filesystem on it
 #   nvme4                   -> nvme4n1: blank
 #   sda: a rotational disk whose max_hw_sectors_kb is huge (not in the default device set)
+#   /proc/mdstat: md loaded with the raid0 and raid10 personalities
 # Device nodes are plain files: libblkid probes them, libnvme cannot (status shows "unknown").
 fake_tree() {
 	local F=$1 S=$1/sys
@@ -66,6 +67,8 @@ fake_tree() {
 	w "$S/module/pcie_aspm/parameters/policy" "[default] performance powersave powersupersave"
 	w "$S/module/nvme_core/parameters/default_ps_max_latency_us" "100000"
 	w "$S/module/nvme_core/parameters/multipath" "Y"
+	# md is in the kernel, with both personalities nvmetune creates (raid create checks)
+	printf 'Personalities : [raid0] [raid10] \nmd0 : active raid0 nvme2n1[1] nvme1n1[0]\n      262144 blocks super 1.2 512k chunks\n\nunused devices: <none>\n' > "$F/proc/mdstat"
 	w "$F/proc/cmdline" "BOOT_IMAGE=/vmlinuz-6.1.0 root=/dev/sda1 ro quiet nvme_core.io_timeout=60"
 	w "$F/proc/self/mountinfo" "22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw
 36 22 259:1 / /data rw,relatime - ext4 /dev/nvme0n1p1 rw"

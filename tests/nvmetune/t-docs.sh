@@ -14,11 +14,11 @@ if command -v groff > /dev/null; then
 fi
 for w in status plan apply rollback "raid create" "raid status" "raid stop" persist bench \
 	'\-\-sysfs\-root' '\-\-dev\-root' '\-\-proc\-root' '\-\-state' '\-\-assume\-clean' \
-	'\-\-bitmap' '\-\-force' '\-\-dry\-run' '\-\-config' 'nvme_core.default_ps_max_latency_us=0 pcie_aspm=off' \
+	'\-\-bitmap' '\-\-force' '\-\-check' 'TRYING NVMETUNE WITHOUT NVME' 't\-qemu\-e2e.sh' '\-\-dry\-run' '\-\-config' 'nvme_core.default_ps_max_latency_us=0 pcie_aspm=off' \
 	'/var/lib/nvmetune/state.json' '60\-nvmetune.rules' 'io_queue_depth' 'io_size_bytes'; do
 	grep -qF -- "$w" "$man" || bad "man page lacks '$w'"
 done
-for s in 0 1 2 3 4 5 6 7; do
+for s in 0 1 2 3 4 5 6 7 8; do
 	grep -qx ".B $s" "$man" || bad "man page lacks exit status $s"
 done
 # every command of the binary's list is in the man page

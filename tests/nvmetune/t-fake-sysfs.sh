@@ -38,6 +38,10 @@ golden() { # NAME: compare $T/NAME.out with golden/NAME.txt (timestamps masked)
 	if diff -u "$GOLD/$1.txt" "$T/$1.out" > "$T/$1.diff"; then ok; else
 		bad "$1: output differs from golden/$1.txt"; head -40 "$T/$1.diff" | sed 's/^/    /'; fi
 }
+chk() { # NAME RC MESSAGE CMD...
+	local n=$1 want=$2 msg=$3; shift 3
+	run "$n" "$@"; expect_rc "$n" "$want"; expect_out "$n" "$msg"
+}
 Q=$S/block
 
 fake_tree "$F"
@@ -122,6 +126,32 @@ order = [(x["device"], x["knob"]) for x in sorted(s["saved"], key=lambda x: x["o
 assert order.index(("nvme0n1", "scheduler")) < order.index(("nvme0n1", "nr_requests"))
 assert max(i for i, o in enumerate(order) if o[0].startswith("nvme")) < order.index(("md0", "read_ahead_kb"))
 EOF
+# ---- plan --check: in tune after apply (exit 0); one knob changed behind nvmetune's back drifts
+# (exit 8, that knob named, the others not), in text and JSON, as tuned-adm verify does
+run check_tuned N plan --check; expect_rc check_tuned 0
+expect_out check_tuned "in tune: all 23 knobs that apply are at the targets of profile checkpoint"
+grep -q '^drift:' "$T/check_tuned.out" && bad "check_tuned: drift listed when in tune" || ok
+echo 256 > "$Q/nvme3n1/queue/read_ahead_kb"
+run check_drift N plan --check; expect_rc check_drift 8
+expect_out check_drift "drift: nvme3n1   read_ahead_kb   256, target 2048 (change): no stripe: 4 maximum-size requests (512 KiB)"
+expect_out check_drift "1 knob drifted from profile checkpoint (22 in tune); 'nvmetune apply' sets them"
+[ "$(grep -c '^drift:' "$T/check_drift.out")" = 1 ] && ok || bad "check_drift: not exactly one drifted knob"
+run check_drift_json N plan --check --json; expect_rc check_drift_json 8
+python3 - "$T/check_drift_json.raw" <<'EOF2' && ok || bad "plan --check --json content"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["profile"] == "checkpoint" and j["in_tune"] is False, j
+assert [(d["device"], d["knob"], d["current"], d["target"], d["action"]) for d in j["drift"]] == \
+    [("nvme3n1", "read_ahead_kb", "256", "2048", "change")], j["drift"]
+EOF2
+run check_dev N plan --check nvme0n1; expect_rc check_dev 0   # only the devices named
+echo 2048 > "$Q/nvme3n1/queue/read_ahead_kb"
+run check_json N plan --check --json nvme3n1; expect_rc check_json 0
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["in_tune"] is True and j["drift"] == [], j' "$T/check_json.raw" && ok || bad "plan --check --json in tune"
+# an explicit target a device cannot take is never in tune
+printf 'scheduler = bfq\n' > "$T/bfq.profile"
+run check_unsup N plan --check --profile "$T/bfq.profile" nvme1n1; expect_rc check_unsup 8
+expect_out check_unsup "drift: nvme1n1   scheduler       none, target bfq (unsupported)"
 # a second apply with another profile keeps the first saved values: rollback restores the original
 printf 'read_ahead_kb = 8192\n' > "$T/ra.profile"
 run apply2 N apply --profile "$T/ra.profile" nvme0n1; expect_rc apply2 0
@@ -264,6 +294,31 @@ python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["arrays"]; assert a[
 run raid_stop_mounted N raid stop --dry-run md0; expect_rc raid_stop_mounted 0
 expect_out raid_stop_mounted "mdadm --stop @ROOT@/dev/md0"
 
+# ---- raid create / assemble: refused before mdadm when the kernel has no md driver (issue 28).
+# With moved roots the fake /proc/mdstat is the whole truth (no module is looked up or loaded).
+mv "$F/proc/mdstat" "$T/mdstat"
+nomd="this kernel has no md driver: @ROOT@/proc/mdstat is absent (md is neither loaded nor built in) (moved roots: no module is looked up); nothing was done (load it with 'modprobe md_mod', or boot a kernel built with CONFIG_BLK_DEV_MD)"
+run nomd_dry N raid create --level 0 --dry-run nvme4n1 nvme3n1 --force; expect_rc nomd_dry 1
+expect_out nomd_dry "nvmetune: raid create: $nomd"
+grep -q '^mdadm' "$T/nomd_dry.out" && bad "nomd_dry: printed an mdadm command" || ok
+run nomd_refused N raid create --level 0 --dry-run nvme4n1 nvme3n1; expect_rc nomd_refused 6  # devices first
+run nomd_assemble N raid assemble --dry-run /dev/md7 nvme1n1 nvme2n1; expect_rc nomd_assemble 1
+expect_out nomd_assemble "nvmetune: raid assemble: $nomd"
+run nomd_scan N raid assemble --dry-run; expect_rc nomd_scan 1
+expect_out nomd_scan "nvmetune: raid assemble: $nomd"
+# md loaded with RAID 0 only: RAID 10 is refused, naming the personalities there are
+sed 's/ \[raid10\]//' "$T/mdstat" > "$F/proc/mdstat"
+run nopers N raid create --level 10 --dry-run --force nvme4n1 nvme3n1; expect_rc nopers 1
+expect_out nopers "nvmetune: raid create: this kernel has no md driver for RAID 10: @ROOT@/proc/mdstat lists no personality [raid10] (Personalities : [raid0]) (moved roots: no module is looked up); nothing was done (load it with 'modprobe raid10', or boot a kernel built with CONFIG_MD_RAID10)"
+run pers0 N raid create --level 0 --dry-run --force nvme4n1 nvme3n1; expect_rc pers0 0
+expect_out pers0 "mdadm --create @ROOT@/dev/md1 --run --metadata=1.2 --level=0"
+grep -q '^modprobe' "$T/pers0.out" && bad "pers0: a modprobe line with md loaded" || ok
+mv "$T/mdstat" "$F/proc/mdstat"
+# assemble from a given mdadm.conf (the one persist writes): mdadm --assemble --scan --config=FILE
+chk raid_assemble_conf 0 "mdadm --assemble --scan --config=@TMP@/mdadm.conf" N raid assemble --dry-run --config "$T/mdadm.conf"
+chk raid_assemble_noconf 4 "nvmetune: raid assemble: --config @TMP@/none.conf: No such file or directory" N raid assemble --dry-run --config "$T/none.conf"
+chk raid_assemble_confmd 2 "--config applies without MD" N raid assemble --dry-run --config "$T/mdadm.conf" md7 nvme1n1 nvme2n1
+
 # ---- bench on a directory (temporary file removed) and refusal on a device -------------------------
 mkdir -p "$T/benchdir"
 printf 'store_path = /mnt/ckpt\n\n# mine\nio_queue_depth = 2\n' > "$T/libckpt.conf"
@@ -295,10 +350,6 @@ run raid_gpt_force N raid create --level 0 --dry-run --force nvme4n1 /dev/nvme1n
 expect_out bench_dev "nvmetune: bench: @ROOT@/dev/nvme3n1: refused: carries a filesystem signature (ext4) (bench overwrites it; --force to allow)"
 
 # ---- errors and usage -----------------------------------------------------------------------------
-chk() { # NAME RC MESSAGE CMD...
-	local n=$1 want=$2 msg=$3; shift 3
-	run "$n" "$@"; expect_rc "$n" "$want"; expect_out "$n" "$msg"
-}
 chk e_nodev 4 "nvmetune: /dev/nvme9n1: no such block device" N plan /dev/nvme9n1
 chk e_nodev_apply 4 "nvmetune: nvme7n1: no such block device" N apply nvme7n1
 chk e_raid_nodev 4 "nvmetune: raid create: /dev/nvme9n1: no such block device" N raid create --level 0 --dry-run nvme4n1 /dev/nvme9n1
@@ -312,6 +363,14 @@ chk raid_add_args 2 "expected MD and the device(s) to add" N raid add --dry-run 
 chk raid_replace 0 "mdadm @ROOT@/dev/md0 --add @ROOT@/dev/nvme4n1 --replace @ROOT@/dev/nvme1n1 --with @ROOT@/dev/nvme4n1" N raid replace --dry-run md0 nvme1n1 nvme4n1
 chk raid_replace_member 4 "nvmetune: raid replace: nvme4n1 is not a member of /dev/md0" N raid replace --dry-run md0 nvme4n1 nvme3n1
 chk raid_replace_refused 6 "nvmetune: raid replace: @ROOT@/dev/nvme3n1: refused: carries a filesystem signature (ext4)" N raid replace --dry-run md0 nvme1n1 nvme3n1
+# a spare of the array (raid add) is used as it is: no second --add, no refusal for being held
+mkdir -p "$S/block/md0/slaves/nvme4n1" "$S/block/nvme4n1/holders/md0" "$S/block/md0/md/dev-nvme4n1"
+echo spare > "$S/block/md0/md/dev-nvme4n1/state"
+chk raid_replace_spare 0 "mdadm @ROOT@/dev/md0 --replace @ROOT@/dev/nvme1n1 --with @ROOT@/dev/nvme4n1" N raid replace --dry-run md0 nvme1n1 nvme4n1
+grep -q -- '--add' "$T/raid_replace_spare.out" && bad "raid_replace_spare: adds the spare again" || ok
+echo in_sync > "$S/block/md0/md/dev-nvme4n1/state"   # an active member is no replacement
+chk raid_replace_insync 6 "nvmetune: raid replace: @ROOT@/dev/nvme4n1: refused: held by md0" N raid replace --dry-run md0 nvme1n1 nvme4n1
+rm -rf "$S/block/md0/slaves/nvme4n1" "$S/block/nvme4n1/holders/md0" "$S/block/md0/md/dev-nvme4n1"
 chk raid_assemble_scan 0 "mdadm --assemble --scan" N raid assemble --dry-run
 chk raid_assemble 0 "mdadm --assemble @ROOT@/dev/md7 --run @ROOT@/dev/nvme1n1 @ROOT@/dev/nvme2n1" N raid assemble --dry-run /dev/md7 nvme1n1 nvme2n1
 chk raid_assemble_active 1 "nvmetune: raid assemble: /dev/md0 is already an active array (raid0)" N raid assemble --dry-run md0 nvme1n1 nvme2n1
@@ -345,6 +404,10 @@ chk e_layout 2 "bad layout 'x3': n2, f2 or o2" N raid create --level 10 --layout
 chk e_chunk 2 "bad chunk size '3K'" N raid create --level 0 --chunk 3K nvme3n1 nvme4n1
 chk e_one 2 "at least 2 devices are needed" N raid create --level 0 nvme4n1
 chk e_twice 2 "nvme4n1 is named twice" N raid create --level 0 nvme4n1 /dev/nvme4n1
+chk raid_size 0 "mdadm --create @ROOT@/dev/md1 --run --metadata=1.2 --level=10 --layout=n2 --chunk=512K --bitmap=none --size=65536K --raid-devices=2 @ROOT@/dev/nvme3n1 @ROOT@/dev/nvme4n1" N raid create --level 10 --size 64M --dry-run --force nvme3n1 nvme4n1
+chk e_size_big 2 "nvmetune: raid create: --size 1.0 GiB exceeds nvme3n1 (128.0 MiB)" N raid create --level 10 --size 1G --dry-run --force nvme3n1 nvme4n1
+chk e_size0 2 "--size applies to RAID 10 only" N raid create --level 0 --size 64M --dry-run nvme3n1 nvme4n1
+chk e_size_small 2 "--size is smaller than the chunk" N raid create --level 10 --size 1M --chunk 2M nvme3n1 nvme4n1
 chk e_bitmap0 2 "RAID 0 has no redundancy" N raid create --level 0 --bitmap internal nvme3n1 nvme4n1
 chk e_raidsub 2 "nvmetune: raid: unknown subcommand 'grow'" N raid grow
 chk e_rollback_args 2 "takes no profile or devices" N rollback nvme0n1

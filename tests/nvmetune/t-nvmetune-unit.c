@@ -202,6 +202,29 @@ static void test_argv_and_files(void)
 	CHECK(run_argv(none) == -ENOENT);
 }
 
+/* modules.dep / modules.builtin lines name modules by path; '-' and '_' are the same; a longer
+ * name with the same start (raid10 for raid1, md_mod_x) is another module. */
+static void test_modlist(void)
+{
+	const char *dep = "kernel/drivers/md/raid10.ko.xz: kernel/drivers/md/md-mod.ko.xz\n"
+			  "kernel/drivers/md/md-mod.ko.xz:\n"
+			  "kernel/lib/raid6/raid6_pq.ko:\n"
+			  "updates/dkms/zfs.ko.zst: updates/dkms/spl.ko.zst";
+	CHECK(nt_modlist_has(dep, "md_mod"));
+	CHECK(nt_modlist_has(dep, "md-mod"));
+	CHECK(nt_modlist_has(dep, "raid10"));
+	CHECK(!nt_modlist_has(dep, "raid1"));
+	CHECK(!nt_modlist_has(dep, "raid0"));
+	CHECK(!nt_modlist_has(dep, "raid6"));
+	CHECK(nt_modlist_has(dep, "raid6_pq"));
+	CHECK(nt_modlist_has(dep, "zfs"));
+	CHECK(!nt_modlist_has(dep, "spl")); /* only a dependency on that line: not a module line */
+	CHECK(nt_modlist_has("kernel/drivers/md/md-mod.ko\nkernel/drivers/md/raid0.ko\n", "raid0"));
+	CHECK(!nt_modlist_has("kernel/drivers/md/md-mod.kox\n", "md_mod"));
+	CHECK(!nt_modlist_has("", "md_mod"));
+	CHECK(!nt_modlist_has(NULL, "md_mod"));
+}
+
 int main(void)
 {
 	cli_prog = "nvmetune";
@@ -214,6 +237,7 @@ int main(void)
 	test_state();
 	test_profiles();
 	test_argv_and_files();
+	test_modlist();
 	char cmd[PATH_MAX + 16];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd))

@@ -139,7 +139,8 @@ mount -t proc proc /proc; mount -t sysfs sysfs /sys; mount -t devtmpfs devtmpfs 
 mount -t tmpfs tmpfs /tmp
 echo 1 > /proc/sys/kernel/printk            # keep kernel messages off the result lines
 exec < /dev/null
-for m in crct10dif_generic crc64_rocksoft_generic crc32c_generic nvme raid0 raid10 ext4; do
+# md (md_mod, raid0, raid10) is left out: nvmetune raid create loads it, as on a fresh server
+for m in crct10dif_generic crc64_rocksoft_generic crc32c_generic nvme ext4; do
 	modprobe $m || echo "MODPROBE-FAILED $m"
 done
 i=0; while [ ! -b /dev/nvme3n1 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
@@ -244,8 +245,12 @@ member_applied none/1023/512/2048
 aspm_applied performance
 state_saved 5
 apply_member_json_rc 0
+check_member_rc 0
 rollback_member_rc 0
 member_rolled_back mq-deadline/64/128/256
+check_rolled_rc 8
+check_rolled_sched 1
+check_rolled_count 4
 aspm_rolled_back default
 state_removed 1
 rollback_again_rc 4
@@ -268,7 +273,12 @@ vwc_restored 4
 nvme1_ra_restored 128
 notroot_rc 7
 notroot_msg 1
+md_at_start 0
+raid0_dry_rc 0
+raid0_dry_modprobe 2
+md_after_dry 0
 raid0_rc 0
+raid0_pers Personalities : [raid0]
 raid0_level raid0
 raid0_chunk 524288
 raid0_status_rc 0
@@ -295,6 +305,7 @@ refuse_mounted_rc 6
 refuse_mounted_reason 1
 raid10_rc 0
 raid10_level raid10
+raid10_pers Personalities : [raid0] [raid10]
 raid10_degraded 0
 raid10_status_rc 0
 raid10_status_line 1
@@ -314,6 +325,29 @@ bench_dev_refused_rc 6
 bench_dev_reason 1
 bench_dev_forced_rc 0
 bench_dev_conf 1
+d2_create_rc 0
+d2_disks raid10/2/16384
+d2_data 1
+d2_add_rc 0
+d2_add_state spare
+d2_replace_rc 0
+d2_replace_msg 1
+d2_rebuilt 1
+d2_new_state in_sync
+d2_degraded 0
+d2_data_after 1
+d2_new_member_data 1
+d2_persist_rc 0
+d2_conf 1/1
+d2_stop_rc 0
+d2_stopped 1
+d2_assemble_rc 0
+d2_assembled raid10/0
+d2_same_uuid 1
+d2_members nvme1n1 nvme2n1
+d2_data_assembled 1
+d2_stop_again_rc 0
+d2_gone 1
 format_refused_rc 6
 format_refused_msg 1
 format_dry_rc 0
