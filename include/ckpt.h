@@ -334,6 +334,9 @@ CKPT_API int ckpt_save_set_meta(ckpt_save *save, const char *key, const char *va
  * -CKPT_E_INVAL (a tag that breaks the rule, or one more than CKPT_TAGS_MAX; the message says
  * which) / -CKPT_E_STATE (after submit) / -CKPT_E_NOMEM, and then the tags are unchanged. */
 CKPT_API int ckpt_save_add_tag(ckpt_save *save, const char *tag);
+/* Returns 0 when tag follows the rule above, else -CKPT_E_INVAL with a message (ckpt_errmsg) that
+ * says what is wrong: for tools that take tags to match (prune's keep_tags checks them too). */
+CKPT_API int ckpt_tag_check(const char *tag);
 
 /* Synchronous form: ckpt_save_submit() then ckpt_save_wait(). Writes the checkpoint's new chunks,
  * makes them durable, then commits the manifest atomically, releases the lock (when no other save

@@ -411,6 +411,11 @@ CKPT_API int ckpt_save_set_meta(ckpt_save *sv, const char *key, const char *valu
 	return meta_put(sv, key, kl, value, vl);
 }
 
+CKPT_API int ckpt_tag_check(const char *tag)
+{
+	return tag ? tag_check(tag) : ckpt_fail(CKPT_E_INVAL, "tag: NULL");
+}
+
 CKPT_API int ckpt_save_add_tag(ckpt_save *sv, const char *tag)
 {
 	if (!sv || !tag)
