@@ -157,7 +157,12 @@ uninstall:
 	rm -f $(DESTDIR)$(INCDIR)/ckpt.h $(DESTDIR)$(LIBDIR)/libckpt.* \
 	  $(DESTDIR)$(INCDIR)/ckpt_mpi.h \
 	  $(DESTDIR)$(LIBDIR)/pkgconfig/libckpt.pc
-	for b in $(notdir $(BINS)); do rm -f $(DESTDIR)$(BINDIR)/$$b $(DESTDIR)$(MANDIR)/man1/$$b.1; done
+	for b in $(notdir $(BINS)); do rm -f $(DESTDIR)$(BINDIR)/$$b; done
+	# man pages and bash completions: what the install loops above put, by the same lists
+	for m in docs/*.1; do rm -f $(DESTDIR)$(MANDIR)/man1/$$(basename "$$m"); done
+	for c in tools/completion/*; do \
+	  rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$$(basename "$$c"); done
+	# Python package: python/install.sh's part (its own owner edits this line)
 	for d in $(DESTDIR)$(PREFIX)/lib/python3*/dist-packages/libckpt; do rm -rf "$$d"; done
 
 clean:

@@ -14,8 +14,9 @@ static const struct cli_opt show_opts[] = {
 	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct show_args, json), NULL,
 	 "print a JSON object: step, time, tensors, logical_bytes, new_bytes,\n"
 	 "stored_bytes, chunks, new_chunks, tags (an array of strings), metadata\n"
-	 "(an object) and tensor_info (an array of objects with name, dtype, shape, nbytes, chunks, chunks_new,\n"
-	 "chunks_reused and bytes_new); sizes in bytes")},
+	 "(an object) and tensor_info (an array of objects with name, dtype,\n"
+	 "shape, nbytes, chunks, chunks_new, chunks_reused and bytes_new);\n"
+	 "sizes in bytes")},
 	CLI_OPT_END,
 };
 
@@ -27,8 +28,8 @@ const struct cli_cmd ck_cmd_show = {
 	.desc = "Show the checkpoint of STEP (a number or 'latest'): commit time, sizes, tags, metadata\n"
 		"(the tags among it, as the reserved entry ckpt.tags), and every tensor with its dtype,\n"
 		"shape, size, chunks, how many of them the checkpoint wrote (NEW) and how many it shares\n"
-		"with earlier ones (REUSED). Sizes are in IEC units. The store is\n"
-		"opened read-only: show works while a save runs.\n"
+		"with earlier ones (REUSED). Sizes are in IEC units. The store is opened read-only: show\n"
+		"works while a save runs.\n"
 		"A multi-rank checkpoint also shows its world size and a GLOBAL TENSORS table: each global\n"
 		"tensor's shape and its shards (rank, box offsets and lengths, part file) or 'replicated'.\n",
 	.tail = "\n"
