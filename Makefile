@@ -158,7 +158,11 @@ uninstall:
 	rm -f $(DESTDIR)$(INCDIR)/ckpt.h $(DESTDIR)$(LIBDIR)/libckpt.* \
 	  $(DESTDIR)$(INCDIR)/ckpt_mpi.h \
 	  $(DESTDIR)$(LIBDIR)/pkgconfig/libckpt.pc
-	for b in $(notdir $(BINS)); do rm -f $(DESTDIR)$(BINDIR)/$$b $(DESTDIR)$(MANDIR)/man1/$$b.1; done
+	for b in $(notdir $(BINS)); do rm -f $(DESTDIR)$(BINDIR)/$$b; done
+	# man pages and bash completions: what the install loops above put, by the same lists
+	for m in docs/*.1; do rm -f $(DESTDIR)$(MANDIR)/man1/$$(basename "$$m"); done
+	for c in tools/completion/*; do \
+	  rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$$(basename "$$c"); done
 	PREFIX="$(PREFIX)" LIBDIR="$(LIBDIR)" DESTDIR="$(DESTDIR)" PYTHONDIR="$(PYTHONDIR)" sh python/install.sh uninstall
 
 clean:

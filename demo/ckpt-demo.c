@@ -6,7 +6,7 @@
  * moments), chosen by a deterministic PRNG. Every few steps a checkpoint is saved in the
  * background: training blocks only for the snapshot, and only the chunks that changed are
  * written. At the end the latest checkpoint is restored and compared with the model in memory,
- * and `ckptctl list` shows the store. Exit status 0 when the restored state equals the model,
+ * `ckptctl list` shows the store, and two commands to try next end the output. Exit status 0 when the restored state equals the model,
  * 1 otherwise. */
 #include <errno.h>
 #include <getopt.h>
@@ -264,6 +264,44 @@ static void *dst_for(size_t index, const ckpt_tensor_info *info, int *mem, void 
 	return c->dst[index];
 }
 
+/* A word for a shell command line: as it is when plain, else in single quotes. */
+static const char *shell_word(const char *s, char *buf, size_t len)
+{
+	if (*s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+		  "_-+=.,/:@%") == strlen(s))
+		return s;
+	size_t o = 0;
+	buf[o++] = '\'';
+	for (; *s && o + 5 < len; s++) {
+		if (*s == '\'') {
+			memcpy(buf + o, "'\\''", 4);
+			o += 4;
+		} else {
+			buf[o++] = *s;
+		}
+	}
+	buf[o++] = '\'';
+	buf[o] = 0;
+	return buf;
+}
+
+/* The last lines: two commands to try next on the store, with the ckptctl beside this program
+ * (named relative to the current directory when it is below it, as `make demo` runs it). */
+static void print_next(const char *store, const char *bin)
+{
+	char cwd[PATH_MAX], q[2 * PATH_MAX];
+	const char *prog = bin;
+	size_t l = getcwd(cwd, sizeof cwd) ? strlen(cwd) : 0;
+	if (l && !strncmp(bin, cwd, l) && bin[l] == '/')
+		prog = bin + l + 1;
+	char p[PATH_MAX + 16];
+	snprintf(p, sizeof p, "%s", shell_word(prog, q, sizeof q));
+	const char *st = shell_word(store, q, sizeof q);
+	printf("\nNext, check every checkpoint, then export the model's weights for the Hugging Face "
+	       "tools:\n  %s verify %s --all\n  %s export %s latest -o model.safetensors --select "
+	       "model\n", p, st, p, st);
+}
+
 static void run_ckptctl_list(const char *store)
 {
 	char exe[PATH_MAX], bin[PATH_MAX + 16];
@@ -272,7 +310,8 @@ static void run_ckptctl_list(const char *store)
 		return;
 	exe[n] = 0;
 	snprintf(bin, sizeof bin, "%s/ckptctl", dirname(exe));
-	printf("\n$ ckptctl list %s\n", store);
+	char q[2 * PATH_MAX];
+	printf("\n$ ckptctl list %s\n", shell_word(store, q, sizeof q));
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -282,6 +321,7 @@ static void run_ckptctl_list(const char *store)
 	}
 	if (pid > 0)
 		waitpid(pid, NULL, 0);
+	print_next(store, bin);
 }
 
 static const char usage[] =

@@ -14,3 +14,6 @@ demo: deps
 	$(MAKE) all $(B)/bin/ckpt-demo
 	rm -rf -- '$(DEMO_STORE)'
 	$(B)/bin/ckpt-demo --store '$(DEMO_STORE)' $(DEMO_ARGS)
+
+# tests/cli/t-demo.sh runs it.
+tests: $(B)/bin/ckpt-demo

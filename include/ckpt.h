@@ -250,6 +250,9 @@ typedef struct ckpt_info {
 	uint64_t chunks;        /* distinct chunks it references */
 	uint64_t new_chunks;    /* chunks it wrote */
 	int error;              /* 0, or the CKPT_E_* code for which its manifest is invalid */
+	const char *tags;       /* its tags joined by ',' in the order added ("" when none); valid
+				 * until ckpt_info_free(), or while the reader of ckpt_reader_info()
+				 * is open */
 } ckpt_info;
 
 /* Lists the checkpoints of the store in ascending step order. Invalid manifests (damaged or
@@ -318,8 +321,22 @@ CKPT_API int ckpt_save_add_tensor(ckpt_save *save, const char *name, ckpt_dtype 
 				  unsigned ndim, const uint64_t *shape, int mem, const void *data);
 
 /* Sets metadata key to value (both strings; a key set twice keeps the last value). Returns 0 or
- * -CKPT_E_INVAL / -CKPT_E_NOMEM. */
+ * -CKPT_E_INVAL (also for the reserved key "ckpt.tags": use ckpt_save_add_tag) / -CKPT_E_NOMEM. */
 CKPT_API int ckpt_save_set_meta(ckpt_save *save, const char *key, const char *value);
+
+/* Tags: labels of a checkpoint, as restic's --tag, that ckpt_store_prune_gc() can keep by
+ * (keep_tags) and listings show (ckpt_info.tags). A tag is 1 to CKPT_TAG_MAX bytes of printable
+ * ASCII other than space and ',' ('!' to '~'); case matters; a checkpoint has at most
+ * CKPT_TAGS_MAX. They are stored as the reserved metadata entry "ckpt.tags" (docs/format.md). */
+#define CKPT_TAG_MAX 64
+#define CKPT_TAGS_MAX 32
+/* Adds tag to the checkpoint (a tag added twice is kept once). Call before submit. Returns 0, or
+ * -CKPT_E_INVAL (a tag that breaks the rule, or one more than CKPT_TAGS_MAX; the message says
+ * which) / -CKPT_E_STATE (after submit) / -CKPT_E_NOMEM, and then the tags are unchanged. */
+CKPT_API int ckpt_save_add_tag(ckpt_save *save, const char *tag);
+/* Returns 0 when tag follows the rule above, else -CKPT_E_INVAL with a message (ckpt_errmsg) that
+ * says what is wrong: for tools that take tags to match (prune's keep_tags checks them too). */
+CKPT_API int ckpt_tag_check(const char *tag);
 
 /* Synchronous form: ckpt_save_submit() then ckpt_save_wait(). Writes the checkpoint's new chunks,
  * makes them durable, then commits the manifest atomically, releases the lock (when no other save
@@ -639,15 +656,22 @@ CKPT_API int ckpt_store_gc_with(ckpt_store *store, const ckpt_gc_policy *gc, int
 				ckpt_gc_report **report);
 
 /* Time-based retention on top of ckpt_prune_policy, with borg prune's semantics: keep_within keeps
- * every checkpoint saved less than that many seconds before now; keep_hourly/daily/weekly keep the
- * newest checkpoint of each of the last N hours, days and ISO weeks (UTC) that have one (a period
- * whose newest checkpoint another rule keeps does not count; when fewer periods exist, the oldest
- * checkpoint is kept too). Periods come from the commit time recorded in each manifest. */
+ * every checkpoint saved less than that many seconds before now; keep_hourly/daily/weekly/monthly/
+ * yearly keep the newest checkpoint of each of the last N hours, days, ISO weeks, calendar months
+ * and years (UTC) that have one, counting back from the newest checkpoint (a period without a
+ * checkpoint does not count, nor one whose newest checkpoint an earlier rule keeps; when fewer
+ * periods exist, the oldest checkpoint is kept too). The rules apply in that order, after
+ * keep_last, and their union is kept. Periods come from the commit time recorded in each manifest.
+ * keep_tags keeps every checkpoint that has one of the n_keep_tags tags, whatever the other rules
+ * say (restic's --keep-tag). */
 typedef struct ckpt_retention {
 	ckpt_prune_policy keep;    /* keep_last, keep_every, keep_steps as ckpt_store_prune() */
 	int64_t now;               /* unix seconds keep_within counts back from (0: the current time) */
 	int64_t keep_within;       /* seconds (0: none) */
 	uint64_t keep_hourly, keep_daily, keep_weekly;
+	uint64_t keep_monthly, keep_yearly;
+	const char *const *keep_tags; /* NULL, or n_keep_tags tags */
+	size_t n_keep_tags;
 } ckpt_retention;
 
 /* ckpt_store_prune() with time-based rules, then gc (NULL: unreferenced packs only) under the same
@@ -741,6 +765,8 @@ CKPT_API int ckpt_dist_save_add_replicated(ckpt_dist_save *save, const char *nam
 /* Sets metadata of the checkpoint (rank 0's are kept; keys starting "ckpt.dist." are reserved:
  * -CKPT_E_INVAL). */
 CKPT_API int ckpt_dist_save_set_meta(ckpt_dist_save *save, const char *key, const char *value);
+/* Adds a tag to the checkpoint, as ckpt_save_add_tag() (rank 0's tags are kept). */
+CKPT_API int ckpt_dist_save_add_tag(ckpt_dist_save *save, const char *tag);
 
 /* Collective: every rank calls it. Makes this rank's part durable (never over another save's
  * part file: -CKPT_E_EXISTS), gathers every rank's result; rank 0 checks the parts and commits

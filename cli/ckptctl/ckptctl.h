@@ -170,6 +170,24 @@ int ck_select(const char *cmd, const char *subtree, struct st_out_tensor *ts, si
 /* Removes the Python binding's metadata entry from keys/vals; returns the new count. */
 size_t ck_drop_binding_meta(const char **keys, const char **vals, size_t nm);
 
+/* tags.c: the call of an option that takes a tag (import --tag, list --tag, prune --keep-tag;
+ * opt its name for messages): checks arg (ckpt_tag_check) and appends it to (*tags)[0..*n).
+ * Returns 0, EXIT_USAGE or EXIT_FAIL (reported). */
+int ck_tag_option(const char *cmd, const char *opt, const char *arg, const char ***tags,
+		  size_t *n);
+/* How many tags a ckpt_info.tags list holds. */
+size_t tags_in(const char *list);
+/* Whether the list holds one of want[0..n). */
+bool ck_tags_any(const char *list, const char *const *want, size_t n);
+/* The JSON field "tags": an array of the list's tags. */
+void ck_tags_json(struct jw *w, const char *list);
+
+/* complete.c: complete_fn of the options whose values come from the store on the command line
+ * (struct cli_opt): export --select (the checkpoint's top-level names), --tag and --keep-tag (the
+ * store's tags). */
+void ck_complete_select(int argc, char **argv);
+void ck_complete_tags(int argc, char **argv);
+
 /* dist.c: multi-rank checkpoints in list, show, verify and du (nothing for single-process ones). */
 /* The world size of checkpoint step, or 0 when it is a single-process checkpoint (or unreadable,
  * or its world size is invalid). */

@@ -19,8 +19,6 @@ struct export_args {
 	bool quiet, json, no_progress;
 };
 
-static const char *const select_words[] = {"model", "optim", NULL};
-
 static const struct cli_opt export_opts[] = {
 	{CLI_OPT(CLI_STRING, "output", 'o', CLI_AT(struct export_args, out), "FILE",
 	 "the file to write (required); '-' writes to standard output"),
@@ -30,7 +28,7 @@ static const struct cli_opt export_opts[] = {
 	 "Python (such as 'model'), named relative to it with the keys\n"
 	 "unescaped ('conv1.weight'), without the binding's metadata\n"
 	 "entry: what load_state_dict() and Hugging Face tools take"),
-	 .values = select_words},
+	 .complete_fn = ck_complete_select},
 	{CLI_OPT(CLI_FLAG, "quiet", 'q', CLI_AT(struct export_args, quiet), NULL,
 	 "print nothing on success")},
 	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct export_args, json), NULL,

@@ -77,7 +77,16 @@ struct import_args {
 	uint64_t step, chunk, level;
 	int compress;
 	bool overwrite, quiet, json, no_progress;
+	const char **tags; /* --tag, pointing into argv */
+	size_t ntags;
 };
+
+static int import_tag(const char *cmd, int code, const char *arg, void *target)
+{
+	(void)code;
+	struct import_args *a = target;
+	return ck_tag_option(cmd, "--tag", arg, &a->tags, &a->ntags);
+}
 
 static const char *const compress_words[] = {"none", "zstd", NULL};
 static const char *const chunk_words[] = {"64K", "128K", "256K", "512K", "1M", "2M", "4M", "8M",
@@ -98,6 +107,10 @@ static const struct cli_opt import_opts[] = {
 	{CLI_OPT(CLI_U64, "level", 0, CLI_AT(struct import_args, level), "N",
 	 "zstd level, 1 to 19 (default 1)"), .min = 1, .max = 19,
 	 .bad = "invalid zstd level '%s': expected 1 to 19"},
+	{CLI_OPT(CLI_CALL, "tag", 't', 0, "TAG",
+	 "tag the checkpoint TAG (may be repeated): 1 to 64 printable\n"
+	 "ASCII characters other than space and ','"),
+	 .call = import_tag, .complete_fn = ck_complete_tags},
 	{CLI_OPT(CLI_FLAG, "overwrite", 0, CLI_AT(struct import_args, overwrite), NULL,
 	 "replace an existing checkpoint of step N")},
 	{CLI_OPT(CLI_FLAG, "quiet", 'q', CLI_AT(struct import_args, quiet), NULL,
@@ -117,14 +130,16 @@ const struct cli_cmd ck_cmd_import = {
 	.args = "STORE FILE.safetensors", .opts = import_opts,
 	.desc = "Make the checkpoint of step N in STORE from a safetensors file; STORE is created if it\n"
 		"does not exist. The tensors keep the order of their data in the file; \"__metadata__\"\n"
-		"becomes the checkpoint's metadata. The file is validated completely before anything is\n"
-		"written.\n",
+		"becomes the checkpoint's metadata, and its \"ckpt.tags\" entry (what export writes for a\n"
+		"tagged checkpoint) the checkpoint's tags, to which --tag adds. The file is validated\n"
+		"completely before anything is written.\n",
 	.tail = "\n"
 		"Exit status: 0 imported; 1 failed (bad file, existing step, I/O error); 2 usage error;\n"
 		"3 the store is busy (another writer holds its lock).\n"
 		"\n"
 		"Example:\n"
-		"  ckptctl import /mnt/nvme/ckpt --step 1000 model.safetensors\n",
+		"  ckptctl import /mnt/nvme/ckpt --step 1000 model.safetensors\n"
+		"  ckptctl import /mnt/nvme/ckpt --step 2000 --tag release model.safetensors\n",
 };
 
 static const struct ck_pos import_pos = {2, 2, false, {"expected STORE and FILE",
@@ -258,9 +273,24 @@ static int begin_save(const char *cmd, ckpt_store *store, uint64_t step, const c
 	return ck_exit_status(r);
 }
 
-/* Hands the file's tensors (in place, in the mapping) and metadata to the save. Returns 0, or
- * the exit status (reported). */
-static int add_contents(const char *cmd, ckpt_save *save, const struct st_file *sf)
+/* Adds the tags of a "ckpt.tags" metadata value (joined by ','). Returns 0 or the error. */
+static int add_tag_list(ckpt_save *save, const char *list)
+{
+	int r = 0;
+	for (const char *p = list; !r && *p;) {
+		size_t n = strcspn(p, ",");
+		char t[CKPT_TAG_MAX + 2];
+		snprintf(t, sizeof t, "%.*s", (int)(n < sizeof t - 1 ? n : sizeof t - 1), p);
+		r = ckpt_save_add_tag(save, t);
+		p += n + (p[n] == ',');
+	}
+	return r;
+}
+
+/* Hands the file's tensors (in place, in the mapping), metadata and tags (its own, then tags[0..n)
+ * of --tag) to the save. Returns 0, or the exit status (reported). */
+static int add_contents(const char *cmd, ckpt_save *save, const struct st_file *sf,
+			const char *const *tags, size_t ntags)
 {
 	static const char empty[1];
 	int r;
@@ -274,10 +304,16 @@ static int add_contents(const char *cmd, ckpt_save *save, const struct st_file *
 			return ck_fail(cmd, r, "cannot add a tensor");
 	}
 	for (size_t k = 0; k < sf->h.nmeta; k++) {
-		r = ckpt_save_set_meta(save, sf->h.meta[k].key, sf->h.meta[k].value);
+		const char *key = sf->h.meta[k].key, *val = sf->h.meta[k].value;
+		bool tag = !strcmp(key, "ckpt.tags");
+		r = tag ? add_tag_list(save, val) : ckpt_save_set_meta(save, key, val);
 		if (r < 0)
-			return ck_fail(cmd, r, "cannot set metadata");
+			return ck_fail(cmd, r, tag ? "the file's metadata \"ckpt.tags\"" :
+						     "cannot set metadata");
 	}
+	for (size_t k = 0; k < ntags; k++)
+		if ((r = ckpt_save_add_tag(save, tags[k])) < 0)
+			return ck_fail(cmd, r, "cannot tag the checkpoint");
 	return 0;
 }
 
@@ -309,15 +345,19 @@ static int cmd_import(int argc, char **argv)
 	/* Unset: step CKPT_STEP_LATEST (the table refuses it), chunk and level 0, compress -1. */
 	struct import_args opt = {.step = CKPT_STEP_LATEST, .compress = -1};
 	int rc = ck_parse(&ck_cmd_import, &opt, &argc, &argv, &import_pos);
-	if (rc >= 0)
+	if (rc < 0 && opt.step == CKPT_STEP_LATEST)
+		rc = cli_usage_err(cmd, "--step N is required");
+	if (rc >= 0) {
+		free(opt.tags);
 		return rc;
-	if (opt.step == CKPT_STEP_LATEST)
-		return cli_usage_err(cmd, "--step N is required");
+	}
 	const char *store_path = argv[1], *file = argv[2];
 	struct st_file sf;
 	struct stat before;
-	if ((rc = open_input(cmd, file, &sf, &before)))
+	if ((rc = open_input(cmd, file, &sf, &before))) {
+		free(opt.tags);
 		return rc;
+	}
 
 	ckpt_store *store = NULL;
 	ckpt_save *save = NULL;
@@ -327,7 +367,7 @@ static int cmd_import(int argc, char **argv)
 	if ((rc = import_options(cmd, &opt, &opts)) ||
 	    (rc = ck_open_store(cmd, store_path, false, opts, &store)) ||
 	    (rc = begin_save(cmd, store, opt.step, store_path, &save)) ||
-	    (rc = add_contents(cmd, save, &sf)))
+	    (rc = add_contents(cmd, save, &sf, opt.tags, opt.ntags)))
 		goto out;
 	int r = commit_progress(save, tensor_bytes(&sf), opt.step,
 				!opt.quiet && !opt.json && !opt.no_progress, &st);
@@ -348,5 +388,6 @@ out:
 	ckpt_store_close(store);
 	ckpt_options_free(opts);
 	st_close(&sf);
+	free(opt.tags);
 	return rc;
 }

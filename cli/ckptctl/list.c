@@ -7,12 +7,25 @@
 
 struct list_args {
 	bool json;
+	const char **tags; /* --tag, pointing into argv */
+	size_t ntags;
 };
 
+static int list_tag(const char *cmd, int code, const char *arg, void *target)
+{
+	(void)code;
+	struct list_args *a = target;
+	return ck_tag_option(cmd, "--tag", arg, &a->tags, &a->ntags);
+}
+
 static const struct cli_opt list_opts[] = {
+	{CLI_OPT(CLI_CALL, "tag", 't', 0, "TAG",
+	 "only the checkpoints tagged TAG (repeated: those with any of them)"),
+	 .call = list_tag, .complete_fn = ck_complete_tags},
 	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct list_args, json), NULL,
 	 "print a JSON array of objects with step, time (unix seconds), tensors,\n"
-	 "logical_bytes, new_bytes, stored_bytes, chunks and new_chunks")},
+	 "logical_bytes, new_bytes, stored_bytes (REFERENCED), chunks, new_chunks\n"
+	 "and tags (an array of strings)")},
 	CLI_OPT_END,
 };
 
@@ -23,17 +36,90 @@ const struct cli_cmd ck_cmd_list = {
 	.args = "STORE", .opts = list_opts,
 	.desc = "List the checkpoints of STORE in ascending step order: step, commit time (UTC), number of\n"
 		"tensors, logical size (sum of tensor sizes), the bytes each checkpoint added to the store\n"
-		"(NEW) and the on-disk bytes of every chunk it references, shared ones included (STORED).\n"
-		"Sizes are in IEC units (KiB, MiB, GiB). A damaged manifest is reported on standard error\n"
-		"and not listed. The store is opened read-only: listing works while a save runs.\n"
-		"When the store holds a multi-rank checkpoint, a RANKS column gives each one's world size.\n",
+		"when it was saved (NEW) and the on-disk bytes of every chunk it references (REFERENCED:\n"
+		"shared chunks count in every checkpoint that uses them, so checkpoints that share most\n"
+		"of their data show about the same figure). A last line gives the number of checkpoints\n"
+		"and what the store's packs take on disk, all checkpoints together ('ckptctl du' says what\n"
+		"each one alone holds). Sizes are in IEC units (KiB, MiB, GiB). A damaged manifest is\n"
+		"reported on standard error and not listed. The store is opened read-only: listing works\n"
+		"while a save runs. When the store holds a multi-rank checkpoint, a RANKS column gives\n"
+		"each one's world size; when a checkpoint has tags, a TAGS column lists them.\n",
 	.tail = "\n"
 		"Exit status: 0 listed (even with damaged manifests); 1 failed; 2 usage error; 4 no such\n"
 		"store.\n"
 		"\n"
-		"Example:\n"
-		"  ckptctl list /mnt/nvme/ckpt\n",
+		"Examples:\n"
+		"  ckptctl list /mnt/nvme/ckpt\n"
+		"  ckptctl list /mnt/nvme/ckpt --tag release --tag best\n",
 };
+
+static void list_json(const ckpt_info *list, int n, const bool *shown, const unsigned *worlds)
+{
+	struct jw w;
+	jw_init(&w, stdout, true);
+	jw_arr_begin(&w);
+	for (int k = 0; k < n; k++) {
+		const ckpt_info *i = &list[k];
+		if (!shown[k])
+			continue;
+		jw_obj_begin(&w);
+		jw_key(&w, "step"); jw_u64(&w, i->step);
+		jw_key(&w, "time"); jw_i64(&w, i->time);
+		jw_key(&w, "tensors"); jw_u64(&w, i->tensors);
+		jw_key(&w, "logical_bytes"); jw_u64(&w, i->logical_bytes);
+		jw_key(&w, "new_bytes"); jw_u64(&w, i->new_bytes);
+		jw_key(&w, "stored_bytes"); jw_u64(&w, i->stored_bytes);
+		jw_key(&w, "chunks"); jw_u64(&w, i->chunks);
+		jw_key(&w, "new_chunks"); jw_u64(&w, i->new_chunks);
+		ck_tags_json(&w, i->tags);
+		ck_dist_list_json(&w, worlds, k);
+		jw_obj_end(&w);
+	}
+	jw_arr_end(&w);
+	jw_finish(&w);
+}
+
+/* The table, then the line of the whole store: how many checkpoints (shown of all, with --tag)
+ * and the size of its packs. */
+static void list_text(ckpt_store *store, const ckpt_info *list, int n, const bool *shown,
+		      const unsigned *worlds, bool filtered)
+{
+	bool tags = false;
+	size_t nshown = 0, nvalid = 0;
+	for (int k = 0; k < n; k++) {
+		tags |= shown[k] && *list[k].tags;
+		nshown += shown[k];
+		nvalid += !list[k].error;
+	}
+	printf("%12s  %-19s  %8s  %12s  %12s  %12s", "STEP", "TIME (UTC)", "TENSORS", "LOGICAL",
+	       "NEW", "REFERENCED");
+	ck_dist_list_col(worlds, -1);
+	printf("%s\n", tags ? "  TAGS" : "");
+	for (int k = 0; k < n; k++) {
+		const ckpt_info *i = &list[k];
+		char t[32], a[32], b[32], d[32];
+		if (!shown[k])
+			continue;
+		printf("%12llu  %-19s  %8llu  %12s  %12s  %12s", (unsigned long long)i->step,
+		       cli_fmt_time(i->time, t, sizeof t), (unsigned long long)i->tensors,
+		       cli_fmt_iec(i->logical_bytes, a, sizeof a), cli_fmt_iec(i->new_bytes, b, sizeof b),
+		       cli_fmt_iec(i->stored_bytes, d, sizeof d));
+		ck_dist_list_col(worlds, k);
+		if (tags)
+			printf("  %s", *i->tags ? i->tags : "-");
+		putchar('\n');
+	}
+	if (filtered)
+		printf("%zu of %zu checkpoint%s", nshown, nvalid, nvalid == 1 ? "" : "s");
+	else
+		printf("%zu checkpoint%s", nvalid, nvalid == 1 ? "" : "s");
+	ckpt_du *du = NULL;
+	char p[32];
+	if (!ckpt_store_du(store, &du))
+		printf(", %s in packs on disk for all of them", cli_fmt_iec(du->pack_bytes, p, sizeof p));
+	putchar('\n');
+	ckpt_du_free(du);
+}
 
 static int cmd_list(int argc, char **argv)
 {
@@ -41,18 +127,26 @@ static int cmd_list(int argc, char **argv)
 	struct list_args opt = {0};
 	ckpt_store *store;
 	int rc = ck_parse_open(&ck_cmd_list, &opt, &argc, &argv, true, &store);
-	if (rc >= 0)
+	if (rc >= 0) {
+		free(opt.tags);
 		return rc;
-	bool json = opt.json;
+	}
 	rc = 0;
 	ckpt_info *list = NULL;
 	int n = ckpt_store_list(store, 1, &list);
+	bool *shown = n >= 0 ? calloc((size_t)n + 1, sizeof *shown) : NULL;
 	if (n < 0) {
 		rc = ck_fail(cmd, n, "cannot list the store");
-		ckpt_store_close(store);
-		return rc;
+		goto out;
+	}
+	if (!shown) {
+		cli_err("%s: out of memory", cmd);
+		rc = EXIT_FAIL;
+		goto out;
 	}
 	for (int k = 0; k < n; k++) {
+		shown[k] = !list[k].error &&
+			   (!opt.ntags || ck_tags_any(list[k].tags, opt.tags, opt.ntags));
 		if (!list[k].error)
 			continue;
 		char why[1024];
@@ -60,52 +154,15 @@ static int cmd_list(int argc, char **argv)
 			ck_invalid_reason(store, &list[k], why, sizeof why));
 	}
 	unsigned *worlds = ck_dist_list_worlds(store, list, n);
-	if (json) {
-		struct jw w;
-		jw_init(&w, stdout, true);
-		jw_arr_begin(&w);
-		for (int k = 0; k < n; k++) {
-			const ckpt_info *i = &list[k];
-			if (i->error)
-				continue;
-			jw_obj_begin(&w);
-			jw_key(&w, "step"); jw_u64(&w, i->step);
-			jw_key(&w, "time"); jw_i64(&w, i->time);
-			jw_key(&w, "tensors"); jw_u64(&w, i->tensors);
-			jw_key(&w, "logical_bytes"); jw_u64(&w, i->logical_bytes);
-			jw_key(&w, "new_bytes"); jw_u64(&w, i->new_bytes);
-			jw_key(&w, "stored_bytes"); jw_u64(&w, i->stored_bytes);
-			jw_key(&w, "chunks"); jw_u64(&w, i->chunks);
-			jw_key(&w, "new_chunks"); jw_u64(&w, i->new_chunks);
-			ck_dist_list_json(&w, worlds, k);
-			jw_obj_end(&w);
-		}
-		jw_arr_end(&w);
-		jw_finish(&w);
-	} else {
-		printf("%12s  %-19s  %8s  %12s  %12s  %12s", "STEP", "TIME (UTC)", "TENSORS",
-		       "LOGICAL", "NEW", "STORED");
-		ck_dist_list_col(worlds, -1);
-		putchar('\n');
-		for (int k = 0; k < n; k++) {
-			const ckpt_info *i = &list[k];
-			char t[32], a[32], b[32], d[32];
-			if (i->error)
-				continue;
-			printf("%12llu  %-19s  %8llu  %12s  %12s  %12s", (unsigned long long)i->step,
-			       cli_fmt_time(i->time, t, sizeof t), (unsigned long long)i->tensors,
-			       cli_fmt_iec(i->logical_bytes, a, sizeof a),
-			       cli_fmt_iec(i->new_bytes, b, sizeof b),
-			       cli_fmt_iec(i->stored_bytes, d, sizeof d));
-			ck_dist_list_col(worlds, k);
-			putchar('\n');
-		}
-	}
-	if (fflush(stdout) || ferror(stdout)) {
-		cli_err("%s: write error on standard output", cmd);
-		rc = EXIT_FAIL;
-	}
+	if (opt.json)
+		list_json(list, n, shown, worlds);
+	else
+		list_text(store, list, n, shown, worlds, opt.ntags > 0);
+	rc = ck_stdout_done(cmd);
 	free(worlds);
+out:
+	free(shown);
+	free(opt.tags);
 	ckpt_info_free(list);
 	ckpt_store_close(store);
 	return rc;

@@ -1,13 +1,15 @@
-/* ckptctl prune: retention. Removes the checkpoints a policy does not keep (the newest N, every
- * K-th step, listed steps; the newest valid checkpoint always stays), then the packs nothing
- * references any more, through ckpt_store_prune() under the store's writer lock. */
+/* ckptctl prune: retention. Removes the checkpoints a policy does not keep (the newest N, borg's
+ * time rules, tagged ones, every K-th step, listed steps; the newest valid checkpoint always
+ * stays), then the packs nothing references any more, through ckpt_store_prune_gc() under the
+ * store's writer lock. */
 #include "ckptctl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { OPT_KEEP = 256, OPT_WITHIN, OPT_HOURLY, OPT_DAILY, OPT_WEEKLY, OPT_LAST, OPT_EVERY };
+enum { OPT_KEEP = 256, OPT_WITHIN, OPT_HOURLY, OPT_DAILY, OPT_WEEKLY, OPT_MONTHLY, OPT_YEARLY,
+	OPT_LAST, OPT_EVERY, OPT_TAG };
 
 
 struct prune_args {
@@ -16,6 +18,8 @@ struct prune_args {
 	bool have_policy;
 	uint64_t *keep;
 	size_t nkeep;
+	const char **tags; /* --keep-tag, pointing into argv */
+	size_t ntags;
 };
 
 /* borg's interval: a number and a unit (S M H d w m y). Returns 0 or -1. */
@@ -42,7 +46,10 @@ static int parse_duration(const char *s, int64_t *out)
 static int prune_option(const char *cmd, int c, const char *arg, void *target)
 {
 	struct prune_args *a = target;
-	static const char *names[] = {"keep-hourly", "keep-daily", "keep-weekly"};
+	static const char *names[] = {"keep-hourly", "keep-daily", "keep-weekly", "keep-monthly",
+				      "keep-yearly"};
+	uint64_t *period[] = {&a->r.keep_hourly, &a->r.keep_daily, &a->r.keep_weekly,
+			      &a->r.keep_monthly, &a->r.keep_yearly};
 	uint64_t v;
 	switch (c) {
 	case OPT_LAST:
@@ -66,13 +73,16 @@ static int prune_option(const char *cmd, int c, const char *arg, void *target)
 	case OPT_HOURLY:
 	case OPT_DAILY:
 	case OPT_WEEKLY:
+	case OPT_MONTHLY:
+	case OPT_YEARLY:
 		if (cli_parse_u64(arg, &v) || v < 1)
 			return cli_usage_err(cmd, "invalid --%s '%s': expected a number >= 1",
 					     names[c - OPT_HOURLY], arg);
-		*(c == OPT_HOURLY ? &a->r.keep_hourly : c == OPT_DAILY ? &a->r.keep_daily
-								      : &a->r.keep_weekly) = v;
+		*period[c - OPT_HOURLY] = v;
 		a->have_policy = true;
 		return 0;
+	case OPT_TAG:
+		return ck_tag_option(cmd, "--keep-tag", arg, &a->tags, &a->ntags);
 	case OPT_KEEP: {
 		if (cli_parse_u64(arg, &v) || v == CKPT_STEP_LATEST)
 			return cli_usage_err(cmd, "invalid --keep '%s': expected a step number", arg);
@@ -95,7 +105,7 @@ static const char *const within_words[] = {"12H", "1d", "2d", "1w", "1m", NULL};
 #define PRUNE_RULE(lname, s, code_, val, text) \
 	{CLI_OPT(CLI_CALL, lname, s, 0, val, text), .call = prune_option, .code = code_}
 static const struct cli_opt prune_opts[] = {
-	{.kind = CLI_GROUP, .help = "Policy (at least one of the first five):"},
+	{.kind = CLI_GROUP, .help = "Policy (at least one of the first seven):"},
 	PRUNE_RULE("keep-last", 'n', OPT_LAST, "N", "keep the newest N valid checkpoints (N >= 1)"),
 	{CLI_OPT(CLI_CALL, "keep-within", 0, 0, "DURATION",
 	 "keep the checkpoints saved within DURATION of now: a number\n"
@@ -108,6 +118,13 @@ static const struct cli_opt prune_opts[] = {
 		   "keep the newest checkpoint of each of the last N days"),
 	PRUNE_RULE("keep-weekly", 0, OPT_WEEKLY, "N",
 		   "keep the newest checkpoint of each of the last N ISO weeks"),
+	PRUNE_RULE("keep-monthly", 0, OPT_MONTHLY, "N",
+		   "keep the newest checkpoint of each of the last N months"),
+	PRUNE_RULE("keep-yearly", 0, OPT_YEARLY, "N",
+		   "keep the newest checkpoint of each of the last N years"),
+	{CLI_OPT(CLI_CALL, "keep-tag", 0, 0, "TAG",
+	 "also keep every checkpoint tagged TAG (may be repeated)"),
+	 .call = prune_option, .code = OPT_TAG, .complete_fn = ck_complete_tags},
 	PRUNE_RULE("keep-every", 'k', OPT_EVERY, "K",
 		   "also keep every checkpoint whose step is a multiple of K"),
 	PRUNE_RULE("keep", 0, OPT_KEEP, "STEP", "also keep the checkpoint of STEP (may be repeated)"),
@@ -128,9 +145,12 @@ const struct cli_cmd ck_cmd_prune = {
 		"the commit times the manifests record, periods in UTC): --keep-within keeps every\n"
 		"checkpoint of the last DURATION; --keep-last the newest N others; --keep-hourly,\n"
 		"--keep-daily and --keep-weekly the newest checkpoint of each of the last N hours, days and\n"
-		"ISO weeks that have one not already kept (the oldest checkpoint too when fewer exist).\n"
-		"Also kept: every checkpoint whose step is a multiple of K, each STEP given with --keep,\n"
-		"and always the newest valid checkpoint. Manifests are removed first (durably), packs\n"
+		"ISO weeks that have one not already kept (the oldest checkpoint too when fewer exist),\n"
+		"then --keep-monthly and --keep-yearly the same for calendar months and years: periods\n"
+		"count back from the newest checkpoint, and one without a checkpoint does not count.\n"
+		"What any rule keeps stays (their union). Also kept: every checkpoint tagged with a\n"
+		"--keep-tag TAG, every checkpoint whose step is a multiple of K, each STEP given with\n"
+		"--keep, and always the newest valid checkpoint. Manifests are removed first (durably), packs\n"
 		"after: a kill at any point leaves every remaining checkpoint intact. With --gc, the\n"
 		"garbage is then collected as 'ckptctl gc' does, under the same lock. Prints each\n"
 		"checkpoint removed and the space freed. Takes the store's writer lock: fails with exit\n"
@@ -142,7 +162,9 @@ const struct cli_cmd ck_cmd_prune = {
 		"\n"
 		"Examples:\n"
 		"  ckptctl prune /mnt/nvme/ckpt --keep-last 3 --keep-every 10000 --dry-run\n"
-		"  ckptctl prune /mnt/nvme/ckpt --keep-within 1d --keep-daily 7 --keep-weekly 4 --gc\n",
+		"  ckptctl prune /mnt/nvme/ckpt --keep-within 1d --keep-daily 7 --keep-weekly 4 --gc\n"
+		"  ckptctl prune /mnt/nvme/ckpt --keep-daily 7 --keep-monthly 12 --keep-yearly 5 \\\n"
+		"      --keep-tag release\n",
 };
 
 static const struct ck_pos prune_pos = {1, 1, false, {"expected STORE"}};
@@ -189,12 +211,16 @@ static int cmd_prune(int argc, char **argv)
 		; /* a usage error, or --help */
 	else if (!a.have_policy)
 		rc = cli_usage_err(cmd, "a retention policy is required: --keep-last N, --keep-within "
-				   "DURATION, --keep-hourly, --keep-daily or --keep-weekly N");
+				   "DURATION, --keep-hourly, --keep-daily, --keep-weekly, "
+				   "--keep-monthly or --keep-yearly N");
 	else if ((rc = ck_removal_check(cmd, &a.rm)) < 0) {
 		a.r.keep.keep_steps = a.keep;
 		a.r.keep.n_keep_steps = a.nkeep;
+		a.r.keep_tags = a.tags;
+		a.r.n_keep_tags = a.ntags;
 		rc = ck_removal_run(cmd, argv[1], &a.rm, &prune_ops, &a);
 	}
 	free(a.keep);
+	free(a.tags);
 	return rc;
 }

@@ -13,9 +13,10 @@ struct show_args {
 static const struct cli_opt show_opts[] = {
 	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct show_args, json), NULL,
 	 "print a JSON object: step, time, tensors, logical_bytes, new_bytes,\n"
-	 "stored_bytes, chunks, new_chunks, metadata (an object) and tensor_info\n"
-	 "(an array of objects with name, dtype, shape, nbytes, chunks, chunks_new,\n"
-	 "chunks_reused and bytes_new); sizes in bytes")},
+	 "stored_bytes, chunks, new_chunks, tags (an array of strings), metadata\n"
+	 "(an object) and tensor_info (an array of objects with name, dtype,\n"
+	 "shape, nbytes, chunks, chunks_new, chunks_reused and bytes_new);\n"
+	 "sizes in bytes")},
 	CLI_OPT_END,
 };
 
@@ -24,10 +25,11 @@ static int cmd_show(int argc, char **argv);
 const struct cli_cmd ck_cmd_show = {
 	.name = "show", .fn = cmd_show, .help = "show one checkpoint's metadata and tensors",
 	.args = "STORE STEP", .opts = show_opts,
-	.desc = "Show the checkpoint of STEP (a number or 'latest'): commit time, sizes, metadata, and every\n"
-		"tensor with its dtype, shape, size, chunks, how many of them the checkpoint wrote (NEW)\n"
-		"and how many it shares with earlier ones (REUSED). Sizes are in IEC units. The store is\n"
-		"opened read-only: show works while a save runs.\n"
+	.desc = "Show the checkpoint of STEP (a number or 'latest'): commit time, sizes, tags, metadata\n"
+		"(the tags among it, as the reserved entry ckpt.tags), and every tensor with its dtype,\n"
+		"shape, size, chunks, how many of them the checkpoint wrote (NEW) and how many it shares\n"
+		"with earlier ones (REUSED). Sizes are in IEC units. The store is opened read-only: show\n"
+		"works while a save runs.\n"
 		"A multi-rank checkpoint also shows its world size and a GLOBAL TENSORS table: each global\n"
 		"tensor's shape and its shards (rank, box offsets and lengths, part file) or 'replicated'.\n",
 	.tail = "\n"
@@ -52,6 +54,7 @@ static void show_json(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in)
 	jw_key(&w, "stored_bytes"); jw_u64(&w, in->stored_bytes);
 	jw_key(&w, "chunks"); jw_u64(&w, in->chunks);
 	jw_key(&w, "new_chunks"); jw_u64(&w, in->new_chunks);
+	ck_tags_json(&w, in->tags);
 	jw_key(&w, "metadata");
 	jw_obj_begin(&w);
 	size_t nm = ckpt_reader_meta_count(rd);
@@ -99,10 +102,11 @@ static void show_text(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in)
 	printf("tensors:    %llu\n", (unsigned long long)in->tensors);
 	printf("logical:    %s\n", cli_fmt_iec(in->logical_bytes, a, sizeof a));
 	printf("new:        %s\n", cli_fmt_iec(in->new_bytes, b, sizeof b));
-	printf("stored:     %s\n", cli_fmt_iec(in->stored_bytes, c, sizeof c));
+	printf("referenced: %s\n", cli_fmt_iec(in->stored_bytes, c, sizeof c));
 	printf("chunks:     %llu (%llu new, %llu reused)\n", (unsigned long long)in->chunks,
 	       (unsigned long long)in->new_chunks,
 	       (unsigned long long)(in->chunks - in->new_chunks));
+	printf("tags:       %s\n", *in->tags ? in->tags : "(none)");
 	size_t nm = ckpt_reader_meta_count(rd);
 	printf("metadata:%s\n", nm ? "" : "   (none)");
 	for (size_t k = 0; k < nm; k++) {

@@ -178,7 +178,7 @@ static void verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 		jw_arr_begin(&v->w);
 	}
 	snprintf(label, sizeof label, "verify step %llu", (unsigned long long)info.step);
-	progress_start(&v->bar, label, info.stored_bytes, v->progress);
+	progress_start(&v->bar, label, info.logical_bytes, v->progress); /* what on_progress counts */
 	long n = ckpt_reader_verify_cached(rd, v->cache, on_damage, on_progress, v);
 	progress_end(&v->bar);
 	long parts = ck_dist_verify_parts(store, info.step, v->json ? &v->w : NULL);

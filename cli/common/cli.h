@@ -53,6 +53,10 @@ struct cli_opt {
 	int code;                  /* CLI_CALL: passed to call */
 	unsigned flags;            /* CLI_REQUIRED, CLI_POW2 */
 	const char *complete;      /* values to complete: "@dir", "@file", "@file:EXT" or NULL */
+	/* NULL, or prints further values to complete, one a line, read from what the command line
+	 * names: argv[0..argc) are its positional arguments so far (`TOOL __complete CMD OPTION
+	 * ARG...`). Prints nothing when they name nothing it can read. */
+	void (*complete_fn)(int argc, char **argv);
 };
 /* The first fields of a table entry: {CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct a, json), NULL,
  * "help"), .values = ...}; CLI_AT(T, field) is the offset of the target in the struct T. */
@@ -102,9 +106,10 @@ void cli_print_usage(FILE *f, const struct cli_cmd *cmd);
 bool cli_closest(const char *name, const char *const *names, size_t n, const char *pre,
 		 char *buf, size_t len);
 
-/* `TOOL __complete [CMD [SUB]] [OPTION]`, for the completion scripts: the commands; a command's
- * subcommands and options, one a line, "=" after those that take a value; or the values of
- * OPTION (words, or "@dir", "@file", "@file:EXT"). Returns the exit status. */
+/* `TOOL __complete [CMD [SUB]] [OPTION [ARG...]]`, for the completion scripts: the commands; a
+ * command's subcommands and options, one a line, "=" after those that take a value; or the values
+ * of OPTION (words, "@dir", "@file", "@file:EXT", then what its complete_fn finds from the
+ * positional arguments ARG... of the command line). Returns the exit status. */
 int cli_complete(const struct cli_cmd *const *cmds, int argc, char **argv);
 
 /* Name of the running tool, used as the prefix of every message ("ckptctl: ..."). */

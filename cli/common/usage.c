@@ -215,6 +215,10 @@ int cli_complete(const struct cli_cmd *const *cmds, int argc, char **argv)
 			printf("%s\n", o->values[k]);
 		if (o->complete)
 			printf("%s\n", o->complete);
+		if (o->complete_fn) {
+			fflush(stdout);
+			o->complete_fn(argc - i - 1, argv + i + 1);
+		}
 		return EXIT_OK;
 	}
 	for (int k = 0; list && list[k]; k++) {

@@ -311,6 +311,13 @@ CKPT_API int ckpt_dist_save_set_meta(ckpt_dist_save *d, const char *key, const c
 	return ckpt_save_set_meta(d->part, key, value);
 }
 
+CKPT_API int ckpt_dist_save_add_tag(ckpt_dist_save *d, const char *tag)
+{
+	if (!d)
+		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
+	return ckpt_save_add_tag(d->part, tag);
+}
+
 /* Adds the reserved metadata and submits the part's save (kill point 1). Returns 0 or the error
  * (the part is then gone). */
 static int submit_part(ckpt_dist_save *d)

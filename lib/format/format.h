@@ -5,6 +5,7 @@
 #ifndef CKPT_FORMAT_H
 #define CKPT_FORMAT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -115,5 +116,19 @@ void manifest_encode(const struct manifest *m, uint8_t *out);
  * fills *m (free with manifest_free), or a negative CKPT_E_* code. */
 int manifest_decode(uint8_t *buf, size_t len, struct manifest *m, const char *what);
 void manifest_free(struct manifest *m);
+
+/* Tags (tags.c; the rule is docs/format.md's "Tags"): the reserved metadata entry CKPT_TAGS_KEY
+ * holds a checkpoint's tags joined by ','. */
+#define CKPT_TAGS_KEY "ckpt.tags"
+/* Returns 0 when tag follows the rule, else -CKPT_E_INVAL with a message that says why. */
+int tag_check(const char *tag);
+/* Writes into out (cap bytes; may be list itself) the list with tag appended, unless it holds it
+ * already. Returns 0, or -CKPT_E_INVAL for a bad tag, a full list or one over cap bytes. */
+int tags_add(const char *list, const char *tag, char *out, size_t cap);
+/* How many tags the (valid) list holds; whether it holds tag. */
+size_t tags_count(const char *list);
+bool tags_match(const char *list, const char *tag);
+/* The tags of m: its CKPT_TAGS_KEY value, or "" when it has none or one that breaks the rule. */
+const char *manifest_tags(const struct manifest *m);
 
 #endif

@@ -93,13 +93,15 @@ static int cmp_newest(const void *a, const void *b, void *arg)
 	return ms->steps[x] > ms->steps[y] ? -1 : ms->steps[x] < ms->steps[y];
 }
 
-/* The period of a commit time for a rule: hour, day or ISO week, in UTC. */
+/* The period of a commit time for a rule: hour, day, ISO week, month or year, in UTC (borg uses
+ * local time; UTC makes a store's retention the same on every node and in every time zone). */
 static void period_of(int64_t time_ns, char rule, char *buf, size_t len)
 {
 	time_t t = (time_t)(time_ns / 1000000000);
 	struct tm tm;
 	gmtime_r(&t, &tm);
-	strftime(buf, len, rule == 'H' ? "%Y-%m-%d %H" : rule == 'd' ? "%Y-%m-%d" : "%G-%V", &tm);
+	strftime(buf, len, rule == 'H' ? "%Y-%m-%d %H" : rule == 'd' ? "%Y-%m-%d" : rule == 'w' ? "%G-%V"
+			   : rule == 'm' ? "%Y-%m" : "%Y", &tm);
 }
 
 /* borg's prune_split: the newest checkpoint of each of the newest n periods, skipping periods whose
@@ -126,8 +128,9 @@ static void keep_split(const struct by_time *bt, char rule, uint64_t n, bool *ke
 		keep[oldest] = true;
 }
 
-/* Retention (ckpt_retention), in borg's order: within, last, hourly, daily, weekly; then the
- * multiples of keep_every, the listed steps and the newest valid checkpoint. */
+/* Retention (ckpt_retention), in borg's order: within, last, hourly, daily, weekly, monthly,
+ * yearly; then the tagged checkpoints, the multiples of keep_every, the listed steps and the newest
+ * valid checkpoint. */
 static int choose_retention(struct ckpt_store *s, const struct mfset *ms, const void *ctx,
 			    int flags, bool *drop)
 {
@@ -159,6 +162,13 @@ static int choose_retention(struct ckpt_store *s, const struct mfset *ms, const 
 	keep_split(&bt, 'H', r->keep_hourly, keep);
 	keep_split(&bt, 'd', r->keep_daily, keep);
 	keep_split(&bt, 'w', r->keep_weekly, keep);
+	keep_split(&bt, 'm', r->keep_monthly, keep);
+	keep_split(&bt, 'y', r->keep_yearly, keep);
+	/* after the period rules, as restic's --keep-tag: a tagged checkpoint a period rule would
+	 * have kept anyway still counts for its period */
+	for (size_t i = 0; i < bt.n; i++)
+		for (size_t q = 0; q < r->n_keep_tags; q++)
+			keep[bt.idx[i]] |= tags_match(manifest_tags(&ms->m[bt.idx[i]]), r->keep_tags[q]);
 	bool newest = false;
 	for (size_t k = ms->n; k-- > 0;) {
 		if (ms->err[k])
@@ -185,6 +195,12 @@ CKPT_API int ckpt_store_prune_gc(ckpt_store *s, const ckpt_retention *r, const c
 		return ckpt_fail(CKPT_E_INVAL, "prune: NULL store or policy");
 	if (r->keep_within < 0)
 		return ckpt_fail(CKPT_E_INVAL, "prune: keep_within must not be negative");
+	for (size_t q = 0; q < r->n_keep_tags; q++) {
+		int rc = r->keep_tags && r->keep_tags[q] ? tag_check(r->keep_tags[q])
+				: ckpt_fail(CKPT_E_INVAL, "prune: NULL keep_tags entry");
+		if (rc)
+			return rc;
+	}
 	if (g && (!(g->compact_below >= 0 && g->compact_below <= 1) ||
 		  !(g->max_unused >= 0 && g->max_unused <= 1)))
 		return ckpt_fail(CKPT_E_INVAL, "prune: compact_below and max_unused must be 0 to 1");

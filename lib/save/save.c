@@ -370,16 +370,9 @@ CKPT_API int ckpt_save_add_tensor(ckpt_save *sv, const char *name, ckpt_dtype dt
 	return 0;
 }
 
-CKPT_API int ckpt_save_set_meta(ckpt_save *sv, const char *key, const char *value)
+/* Sets key (kl bytes) to a copy of value, replacing an earlier value. Returns 0 or -CKPT_E_NOMEM. */
+static int meta_put(ckpt_save *sv, const char *key, size_t kl, const char *value, size_t vl)
 {
-	if (!sv || !key || !*key || !value)
-		return ckpt_fail(CKPT_E_INVAL, "metadata: key must be a non-empty string, value a string");
-	if (sv->ps.submitted)
-		return ckpt_fail(CKPT_E_STATE, "metadata '%s': checkpoint %llu was already submitted",
-				 key, (unsigned long long)sv->step);
-	size_t kl = strlen(key), vl = strlen(value);
-	if (kl > UINT32_MAX / 2 || vl > UINT32_MAX / 2)
-		return ckpt_fail(CKPT_E_INVAL, "metadata '%.40s': too long", key);
 	char *v = strdup(value);
 	if (!v)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
@@ -400,6 +393,43 @@ CKPT_API int ckpt_save_set_meta(ckpt_save *sv, const char *key, const char *valu
 	}
 	sv->meta[sv->nmeta++] = (struct mf_meta){k, v, (uint32_t)kl, (uint32_t)vl};
 	return 0;
+}
+
+CKPT_API int ckpt_save_set_meta(ckpt_save *sv, const char *key, const char *value)
+{
+	if (!sv || !key || !*key || !value)
+		return ckpt_fail(CKPT_E_INVAL, "metadata: key must be a non-empty string, value a string");
+	if (sv->ps.submitted)
+		return ckpt_fail(CKPT_E_STATE, "metadata '%s': checkpoint %llu was already submitted",
+				 key, (unsigned long long)sv->step);
+	if (!strcmp(key, CKPT_TAGS_KEY))
+		return ckpt_fail(CKPT_E_INVAL, "metadata key %s is reserved: tags are added with "
+				 "ckpt_save_add_tag", key);
+	size_t kl = strlen(key), vl = strlen(value);
+	if (kl > UINT32_MAX / 2 || vl > UINT32_MAX / 2)
+		return ckpt_fail(CKPT_E_INVAL, "metadata '%.40s': too long", key);
+	return meta_put(sv, key, kl, value, vl);
+}
+
+CKPT_API int ckpt_tag_check(const char *tag)
+{
+	return tag ? tag_check(tag) : ckpt_fail(CKPT_E_INVAL, "tag: NULL");
+}
+
+CKPT_API int ckpt_save_add_tag(ckpt_save *sv, const char *tag)
+{
+	if (!sv || !tag)
+		return ckpt_fail(CKPT_E_INVAL, "tag: NULL save or tag");
+	if (sv->ps.submitted)
+		return ckpt_fail(CKPT_E_STATE, "tag '%.40s': checkpoint %llu was already submitted", tag,
+				 (unsigned long long)sv->step);
+	const char *have = "";
+	for (size_t i = 0; i < sv->nmeta; i++)
+		if (!strcmp(sv->meta[i].key, CKPT_TAGS_KEY))
+			have = sv->meta[i].value;
+	char list[CKPT_TAGS_MAX * (CKPT_TAG_MAX + 1)];
+	int rc = tags_add(have, tag, list, sizeof list);
+	return rc ? rc : meta_put(sv, CKPT_TAGS_KEY, strlen(CKPT_TAGS_KEY), list, strlen(list));
 }
 
 /* The commit time recorded in the manifest. In test builds only (CKPT_TEST_HOOKS: the tests'

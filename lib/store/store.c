@@ -545,12 +545,42 @@ void store_info_of(const struct manifest *m, ckpt_info *info)
 	for (uint32_t i = 0; i < m->n_tensors; i++)
 		info->logical_bytes += m->tensors[i].nbytes;
 	info->new_bytes = m->new_bytes;
+	info->tags = manifest_tags(m);
 	info->chunks = m->n_chunks;
 	for (uint32_t i = 0; i < m->n_chunks; i++) {
 		info->stored_bytes += rec_span(m->chunks[i].stored_len);
 		if (m->chunks[i].flags & MF_CHUNK_NEW)
 			info->new_chunks++;
 	}
+}
+
+/* Moves the array v[0..n] (tags[k] each entry's tags, malloc'd, NULL: none) into one block that
+ * holds the strings after the entries, so that ckpt_info_free() is one free(). Frees v and tags
+ * in every case; returns the block, or NULL when out of memory. */
+static ckpt_info *info_pack(ckpt_info *v, char **tags, long n)
+{
+	size_t head = ((size_t)n + 1) * sizeof *v, pool = 1;
+	for (long k = 0; k < n; k++)
+		pool += tags[k] ? strlen(tags[k]) + 1 : 0;
+	ckpt_info *out = malloc(head + pool);
+	if (out) {
+		memcpy(out, v, head);
+		char *p = (char *)out + head;
+		*p = 0;
+		const char *none = p++;
+		for (long k = 0; k <= n; k++) {
+			out[k].tags = none;
+			if (k == n || !tags[k])
+				continue;
+			out[k].tags = strcpy(p, tags[k]);
+			p += strlen(p) + 1;
+		}
+	}
+	for (long k = 0; k < n; k++)
+		free(tags[k]);
+	free(tags);
+	free(v);
+	return out;
 }
 
 CKPT_API int ckpt_store_list(ckpt_store *s, int include_invalid, ckpt_info **out)
@@ -561,31 +591,38 @@ CKPT_API int ckpt_store_list(ckpt_store *s, int include_invalid, ckpt_info **out
 	if (n < 0)
 		return (int)n;
 	ckpt_info *v = calloc((size_t)n + 1, sizeof *v);
-	if (!v) {
-		free(steps);
-		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	}
+	char **tags = calloc((size_t)n + 1, sizeof *tags);
 	long k = 0;
-	for (long i = 0; i < n; i++) {
+	int rc = v && tags ? 0 : ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	for (long i = 0; !rc && i < n; i++) {
 		struct manifest m;
-		int rc = store_load_manifest(s, steps[i], &m);
-		if (rc == -CKPT_E_NOMEM) {
-			free(steps);
-			free(v);
-			return rc;
-		}
-		if (rc) {
+		rc = store_load_manifest(s, steps[i], &m);
+		if (rc && rc != -CKPT_E_NOMEM) {
 			if (include_invalid) {
 				v[k].step = steps[i];
 				v[k++].error = -rc;
 			}
+			rc = 0;
 			continue;
 		}
-		store_info_of(&m, &v[k++]);
+		if (rc)
+			break;
+		store_info_of(&m, &v[k]);
+		if (*v[k].tags && !(tags[k] = strdup(v[k].tags)))
+			rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+		k++;
 		manifest_free(&m);
 	}
 	free(steps);
-	*out = v;
+	if (rc) {
+		for (long j = 0; tags && j < k; j++)
+			free(tags[j]);
+		free(tags);
+		free(v);
+		return rc;
+	}
+	if (!(*out = info_pack(v, tags, k)))
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	return (int)k;
 }
 

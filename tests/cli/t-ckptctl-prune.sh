@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# ckptctl prune: retention policies (--keep-last, --keep-every, --keep, and borg's time rules
-# --keep-within, --keep-hourly/daily/weekly on recorded commit times), --gc, --dry-run, --json; the
+# ckptctl prune: retention policies (--keep-last, --keep-every, --keep, --keep-tag, and borg's time
+# rules --keep-within, --keep-hourly/daily/weekly/monthly/yearly on recorded commit times), --gc, --dry-run, --json; the
 # bytes freed it reports equal what left the disk (the sizes of STORE's files before and after),
 # the newest checkpoint always stays, the kept ones export byte-identical; a damaged manifest
 # (refused without --force, naming the manifest), a truncated pack, a held lock (exit 3), bad
@@ -174,6 +174,51 @@ rule last-hourly "6 7 8" --keep-last 1 --keep-hourly 2
 rule hourly-every "2 4 6 7 8" --keep-hourly 3 --keep-every 2
 check prune-daily-dry-json ckptctl prune "$T/s-time" --keep-daily 2 --dry-run --json
 expect "a dry run changes nothing" test "$(steps "$T/s-time")" = "1 2 3 4 5 6 7 8"
+
+# --keep-monthly and --keep-yearly (borg's rules, UTC) across a year boundary, with months that
+# have no checkpoint (2025-02, 2025-04, 2025-05: they do not count), and --keep-tag: 2024-11-15
+# (tagged best), 2024-12-10 (release), 2024-12-20, 2025-01-05 (release), 2025-01-25, 2025-03-03,
+# 2025-06-01 10:00 and 12:00.
+i=0
+for d in 2024-11-15 2024-12-10 2024-12-20 2025-01-05 2025-01-25 2025-03-03 "2025-06-01 10:00" \
+	"2025-06-01 12:00"; do
+	i=$((i + 1))
+	tag=()
+	case $i in 1) tag=(--tag best) ;; 2 | 4) tag=(--tag release) ;; esac
+	CKPT_TEST_COMMIT_TIME=$(date -u -d "$d" +%s) "$CKH" import -q "$T/s-cal" --step "$i" \
+		"${tag[@]}" "$T/m$(( (i % 4) + 1 )).safetensors" || exit 1
+done
+# crule NAME EXPECTED-KEPT ARGS...: rule on the store above.
+crule() {
+	local name=$1 want=$2
+	shift 2
+	rm -rf "$T/s-rule"
+	cp -a "$T/s-cal" "$T/s-rule"
+	check "prune-$name" ckptctl prune "$T/s-rule" "$@"
+	expect "prune $*: kept $want" test "$(steps "$T/s-rule")" = "$want"
+}
+crule monthly "5 6 8" --keep-monthly 3
+crule monthly-all "1 3 5 6 8" --keep-monthly 5
+crule monthly-oldest "1 3 5 6 8" --keep-monthly 10
+crule yearly "3 8" --keep-yearly 2
+crule yearly-oldest "1 3 8" --keep-yearly 3
+# 8, the newest of 2025, is kept by --keep-monthly already: 2025 does not count for --keep-yearly,
+# which then keeps 3 (2024's newest) and, short of a second year, the oldest.
+crule monthly-yearly "1 3 6 8" --keep-monthly 2 --keep-yearly 2
+crule daily-monthly "5 6 8" --keep-daily 1 --keep-monthly 2
+crule weekly-monthly "1 3 5 6 8" --keep-weekly 1 --keep-daily 2 --keep-monthly 2
+crule keep-tag "2 4 8" --keep-last 1 --keep-tag release
+crule keep-tags "1 2 4 8" --keep-last 1 --keep-tag release --keep-tag best
+crule keep-tag-monthly "2 4 6 8" --keep-monthly 2 --keep-tag release
+crule keep-tag-none "8" --keep-last 1 --keep-tag nope
+check prune-keep-tag-dry-json ckptctl prune "$T/s-cal" --keep-yearly 1 --keep-tag release \
+	--dry-run --json
+check usage-prune-keep-tag-only ckptctl prune "$T/s-cal" --keep-tag release
+check usage-prune-keep-tag-comma ckptctl prune "$T/s-cal" --keep-last 1 --keep-tag a,b
+check usage-prune-keep-tag-empty ckptctl prune "$T/s-cal" --keep-last 1 --keep-tag ''
+check usage-prune-monthly ckptctl prune "$T/s-cal" --keep-monthly 0
+check usage-prune-yearly ckptctl prune "$T/s-cal" --keep-yearly x
+expect "usage errors removed nothing" test "$(steps "$T/s-cal")" = "1 2 3 4 5 6 7 8"
 
 # --keep-within counts back from now: checkpoints 10 days, 3 days, 1 day and 1 hour old.
 now=$(date -u +%s)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make install` puts a usable library there: header, libraries with soname, pkg-config file,
-# binaries, man pages, completion; a program built with pkg-config runs against it.
+# binaries, man pages, completion; a program built with pkg-config runs against it; `make
+# uninstall` then leaves no file behind.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${B:-build}
@@ -53,4 +54,8 @@ out=$("$tmp/use" "$tmp/store")
 echo "$out"
 [ "$out" = "libckpt $(pkg-config --modversion libckpt) ok 1" ]
 "$prefix/bin/ckptctl" list "$tmp/store" | grep -q '^ *1 '
+# `make uninstall` removes every file `make install` put (only empty directories stay).
+make -s uninstall PREFIX="$prefix" B="$B" >"$tmp/uninstall.log" 2>&1 || { cat "$tmp/uninstall.log"; exit 1; }
+left=$(find "$prefix" ! -type d | sed "s|^$prefix/||" | sort)
+[ -z "$left" ] || { echo "left after make uninstall:"; echo "$left"; exit 1; }
 echo "install ok"
