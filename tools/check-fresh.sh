@@ -27,7 +27,7 @@ mkdir -p "$work"
 base=$work/bookworm-minbase.tar
 if [ ! -s "$base" ]; then
 	echo "check-fresh: building a minimal Debian 12 root (mmdebstrap --variant=minbase)"
-	mmdebstrap --quiet --variant=minbase bookworm "$base.tmp" http://deb.debian.org/debian
+	mmdebstrap --quiet --variant=minbase --format=tar bookworm "$base.tmp" http://deb.debian.org/debian
 	mv "$base.tmp" "$base"
 fi
 variants=${FRESH_VARIANTS:-plain cuda}
