@@ -156,15 +156,17 @@ for off in 0 3600 5400 86400 93600 604800 691200 694800; do
 	CKPT_TEST_COMMIT_TIME=$((t0 + off)) "$CKH" import -q "$T/s-time" --step "$i" \
 		"$T/m$(( (i % 4) + 1 )).safetensors" || exit 1
 done
-# rule NAME EXPECTED-KEPT ARGS...: prune a copy with ARGS; the steps left must be EXPECTED-KEPT.
-rule() {
-	local name=$1 want=$2
-	shift 2
+# srule STORE NAME EXPECTED-KEPT ARGS...: prune a copy of STORE with ARGS; the steps left must be
+# EXPECTED-KEPT. rule: on s-time.
+srule() {
+	local src=$1 name=$2 want=$3
+	shift 3
 	rm -rf "$T/s-rule"
-	cp -a "$T/s-time" "$T/s-rule"
+	cp -a "$src" "$T/s-rule"
 	check "prune-$name" ckptctl prune "$T/s-rule" "$@"
 	expect "prune $*: kept $want" test "$(steps "$T/s-rule")" = "$want"
 }
+rule() { srule "$T/s-time" "$@"; }
 rule hourly "6 7 8" --keep-hourly 3
 rule daily "6 8" --keep-daily 2
 rule weekly "5 8" --keep-weekly 2
@@ -189,14 +191,7 @@ for d in 2024-11-15 2024-12-10 2024-12-20 2025-01-05 2025-01-25 2025-03-03 "2025
 		"${tag[@]}" "$T/m$(( (i % 4) + 1 )).safetensors" || exit 1
 done
 # crule NAME EXPECTED-KEPT ARGS...: rule on the store above.
-crule() {
-	local name=$1 want=$2
-	shift 2
-	rm -rf "$T/s-rule"
-	cp -a "$T/s-cal" "$T/s-rule"
-	check "prune-$name" ckptctl prune "$T/s-rule" "$@"
-	expect "prune $*: kept $want" test "$(steps "$T/s-rule")" = "$want"
-}
+crule() { srule "$T/s-cal" "$@"; }
 crule monthly "5 6 8" --keep-monthly 3
 crule monthly-all "1 3 5 6 8" --keep-monthly 5
 crule monthly-oldest "1 3 5 6 8" --keep-monthly 10
