@@ -33,7 +33,7 @@ ci = ctypes.c_int
 class Info(ctypes.Structure):
     _fields_ = [("step", u64), ("time", ctypes.c_int64), ("tensors", u64), ("logical_bytes", u64),
                 ("new_bytes", u64), ("stored_bytes", u64), ("chunks", u64), ("new_chunks", u64),
-                ("error", ci)]
+                ("error", ci), ("tags", cp)]
 
 
 class Stats(ctypes.Structure):
