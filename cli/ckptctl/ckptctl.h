@@ -181,6 +181,8 @@ size_t tags_in(const char *list);
 bool ck_tags_any(const char *list, const char *const *want, size_t n);
 /* The JSON field "tags": an array of the list's tags. */
 void ck_tags_json(struct jw *w, const char *list);
+/* step, time, sizes, chunks and tags of one checkpoint, as keys of the open JSON object. */
+void ck_info_json(struct jw *w, const ckpt_info *i);
 
 /* complete.c: complete_fn of the options whose values come from the store on the command line
  * (struct cli_opt): export --select (the checkpoint's top-level names), --tag and --keep-tag (the

@@ -63,15 +63,7 @@ static void list_json(const ckpt_info *list, int n, const bool *shown, const uns
 		if (!shown[k])
 			continue;
 		jw_obj_begin(&w);
-		jw_key(&w, "step"); jw_u64(&w, i->step);
-		jw_key(&w, "time"); jw_i64(&w, i->time);
-		jw_key(&w, "tensors"); jw_u64(&w, i->tensors);
-		jw_key(&w, "logical_bytes"); jw_u64(&w, i->logical_bytes);
-		jw_key(&w, "new_bytes"); jw_u64(&w, i->new_bytes);
-		jw_key(&w, "stored_bytes"); jw_u64(&w, i->stored_bytes);
-		jw_key(&w, "chunks"); jw_u64(&w, i->chunks);
-		jw_key(&w, "new_chunks"); jw_u64(&w, i->new_chunks);
-		ck_tags_json(&w, i->tags);
+		ck_info_json(&w, i);
 		ck_dist_list_json(&w, worlds, k);
 		jw_obj_end(&w);
 	}

@@ -46,15 +46,7 @@ static void show_json(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in)
 	struct jw w;
 	jw_init(&w, stdout, true);
 	jw_obj_begin(&w);
-	jw_key(&w, "step"); jw_u64(&w, in->step);
-	jw_key(&w, "time"); jw_i64(&w, in->time);
-	jw_key(&w, "tensors"); jw_u64(&w, in->tensors);
-	jw_key(&w, "logical_bytes"); jw_u64(&w, in->logical_bytes);
-	jw_key(&w, "new_bytes"); jw_u64(&w, in->new_bytes);
-	jw_key(&w, "stored_bytes"); jw_u64(&w, in->stored_bytes);
-	jw_key(&w, "chunks"); jw_u64(&w, in->chunks);
-	jw_key(&w, "new_chunks"); jw_u64(&w, in->new_chunks);
-	ck_tags_json(&w, in->tags);
+	ck_info_json(&w, in);
 	jw_key(&w, "metadata");
 	jw_obj_begin(&w);
 	size_t nm = ckpt_reader_meta_count(rd);

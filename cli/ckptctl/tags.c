@@ -53,3 +53,17 @@ void ck_tags_json(struct jw *w, const char *list)
 	}
 	jw_arr_end(w);
 }
+
+/* The fields of a ckpt_info that list and show --json both print, in that order, tags last. */
+void ck_info_json(struct jw *w, const ckpt_info *i)
+{
+	jw_key(w, "step"); jw_u64(w, i->step);
+	jw_key(w, "time"); jw_i64(w, i->time);
+	jw_key(w, "tensors"); jw_u64(w, i->tensors);
+	jw_key(w, "logical_bytes"); jw_u64(w, i->logical_bytes);
+	jw_key(w, "new_bytes"); jw_u64(w, i->new_bytes);
+	jw_key(w, "stored_bytes"); jw_u64(w, i->stored_bytes);
+	jw_key(w, "chunks"); jw_u64(w, i->chunks);
+	jw_key(w, "new_chunks"); jw_u64(w, i->new_chunks);
+	ck_tags_json(w, i->tags);
+}
