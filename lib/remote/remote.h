@@ -1,0 +1,106 @@
+/* A remote: a flat namespace of immutable objects named by keys ("S/packs/00000001.pack"), behind
+ * one ops table, so that the tier above (uploads, pulls, remote reads) never knows whether it
+ * talks to S3 or to a directory on a shared file system. Internal to lib/.
+ *
+ * The contract every backend keeps (the tier's crash safety rests on it):
+ * - put is all or nothing: after a failed or killed put the key is absent or holds its previous
+ *   complete object, never a prefix (S3: a single PUT or a completed multipart upload; a
+ *   directory: a temporary file, fsync, rename).
+ * - RMT_PUT_NOREPLACE: the put fails with -CKPT_E_EXISTS when the key exists. Backends that
+ *   cannot make that atomic (S3 servers without conditional writes) check first and say so in
+ *   rmt_caps; the tier only relies on it where the caps promise it.
+ * - get reads [off, off + len) of an object; a short object is -CKPT_E_CORRUPT, a missing one
+ *   -CKPT_E_NOTFOUND. Every error message names the object (bucket/key or path) and the cause
+ *   (HTTP status and the server's error code, or errno), through ckpt_fail().
+ * - list calls cb for every key under a prefix, in no promised order; cb returning non-zero stops
+ *   the listing and list returns that value.
+ * - Transient failures (timeouts, connection refused or reset, HTTP 5xx, 429) are retried inside
+ *   the backend with exponential backoff up to cfg.retries times; what reaches the caller is
+ *   final. Every function may be called from several threads at once on one handle.
+ */
+#ifndef CKPT_REMOTE_H
+#define CKPT_REMOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpt.h"
+
+struct rmt;
+
+/* Settings common to every backend; zero means the default. */
+struct rmt_config {
+	unsigned parallel;        /* requests in flight for one large object (multipart); default 4 */
+	unsigned retries;         /* attempts after the first for a transient failure; default 5 */
+	uint64_t part_size;       /* multipart part size in bytes; default 64 MiB (S3 minimum 5 MiB) */
+	uint64_t bandwidth;       /* bytes/s cap on uploads, summed over the handle's threads; 0: none */
+	unsigned timeout_s;       /* a request that makes no progress for this long fails; default 60 */
+	unsigned connect_timeout_s; /* default 10 */
+};
+
+/* What a backend promises beyond the contract above. */
+enum rmt_caps {
+	RMT_CAP_ATOMIC_NOREPLACE = 1u << 0, /* RMT_PUT_NOREPLACE is atomic against concurrent puts */
+	RMT_CAP_RANGE = 1u << 1,            /* get of a range costs that range, not the object */
+};
+
+enum rmt_put_flags {
+	RMT_PUT_NOREPLACE = 1u << 0,
+};
+
+/* The bytes of a put: a buffer, or [off, off + len) of an open file (read with pread, so the
+ * caller's offset is untouched and several puts may share one fd). */
+struct rmt_src {
+	const void *buf; /* NULL: read from fd */
+	int fd;
+	uint64_t off;
+	uint64_t len;
+};
+
+struct rmt_obj {
+	const char *key;  /* relative to the remote's prefix */
+	uint64_t size;
+	int64_t mtime;    /* unix seconds, 0 when unknown */
+};
+
+typedef int (*rmt_list_cb)(void *arg, const struct rmt_obj *obj);
+
+/* Progress of a long put or get: called from the calling thread (or a transfer thread of the same
+ * call) with the bytes moved so far; returning non-zero cancels the call (-CKPT_E_CANCELED). */
+typedef int (*rmt_progress_cb)(void *arg, uint64_t done, uint64_t total);
+
+struct rmt_ops {
+	const char *scheme; /* "s3", "file" */
+	/* Opens the remote named by url (scheme://...). Returns 0 and sets *out, or -CKPT_E_INVAL (a
+	 * malformed url), -CKPT_E_NOTFOUND (no such bucket or directory), -CKPT_E_PERM (credentials
+	 * refused), -CKPT_E_IO (unreachable). Opening checks that the remote answers. */
+	int (*open)(const char *url, const struct rmt_config *cfg, struct rmt **out);
+	void (*close)(struct rmt *r);
+	unsigned (*caps)(struct rmt *r);
+	int (*put)(struct rmt *r, const char *key, const struct rmt_src *src, unsigned flags,
+		   rmt_progress_cb progress, void *arg);
+	int (*get)(struct rmt *r, const char *key, uint64_t off, uint64_t len, void *buf);
+	/* Sets *size (and *mtime when not NULL). -CKPT_E_NOTFOUND when absent. */
+	int (*stat)(struct rmt *r, const char *key, uint64_t *size, int64_t *mtime);
+	int (*list)(struct rmt *r, const char *prefix, rmt_list_cb cb, void *arg);
+	/* Deleting a missing key succeeds (as S3's DELETE does). */
+	int (*del)(struct rmt *r, const char *key);
+};
+
+/* Every handle starts with this; a backend's own state follows in its private struct. */
+struct rmt {
+	const struct rmt_ops *ops;
+	char *url;                 /* as given */
+	struct rmt_config cfg;     /* with the defaults filled in */
+};
+
+extern const struct rmt_ops rmt_file_ops; /* file:///abs/dir, or an absolute path */
+extern const struct rmt_ops rmt_s3_ops;   /* s3://bucket/prefix */
+
+/* Picks the backend by the url's scheme and opens it (an absolute path is file://). Fills the
+ * config's defaults first. Returns as the backend's open does; -CKPT_E_INVAL for an unknown
+ * scheme, naming the schemes there are. */
+int rmt_open(const char *url, const struct rmt_config *cfg, struct rmt **out);
+void rmt_close(struct rmt *r);
+
+#endif
