@@ -158,7 +158,7 @@ def _prepare(state, step, dg):
     return tree, leaves, gathered
 
 
-def _add(lb, d, dg, leaves, mine, meta, keep):
+def _add(lb, d, dg, leaves, mine, meta, tags, keep):
     for lf in leaves:
         act = mine.get(lf.name, ("skip",))
         shape = D._u64s(lf.shape)
@@ -175,12 +175,14 @@ def _add(lb, d, dg, leaves, mine, meta, keep):
         else:
             continue
         L.check(rc, f"tensor {lf.name!r}")
-    if dg.rank == 0:  # the global manifest keeps rank 0's metadata
+    if dg.rank == 0:  # the global manifest keeps rank 0's metadata and tags
         for k, v in meta.items():
             L.check(lb.ckpt_dist_save_set_meta(d, k.encode(), v.encode()), f"metadata {k!r}")
+        for t in tags:
+            L.check(lb.ckpt_dist_save_add_tag(d, t.encode()), f"tag {t!r}")
 
 
-def save_async(store, state, step, meta, dg, background=True):
+def save_async(store, state, step, meta, dg, background=True, tags=()):
     """Store.save_async / save with a group: returns a DistSaveHandle.  This rank's part goes
     through the store's pinned pipeline like a one-process save_async (no copy of the state: CPU
     tensors must not change before wait_snapshot(), CUDA tensors are fenced on torch's current
@@ -207,7 +209,7 @@ def save_async(store, state, step, meta, dg, background=True):
     d = out.value
     try:  # every local failure goes to the exchange below: the other ranks must hear of it
         with store._lock:
-            _add(lb, d, dg, leaves, mine, meta, keep)
+            _add(lb, d, dg, leaves, mine, meta, tags, keep)
             streams = _order_streams(lb, d, leaves)
     except Exception as e:  # noqa: BLE001  raised below, after the exchange
         err = e

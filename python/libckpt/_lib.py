@@ -80,6 +80,14 @@ class PrunePolicy(ctypes.Structure):
                 ("n_keep_steps", ctypes.c_size_t)]
 
 
+class Retention(ctypes.Structure):
+    """ckpt_retention: PrunePolicy plus borg's time rules and restic's keep-tag."""
+    _fields_ = [("keep", PrunePolicy), ("now", ctypes.c_int64), ("keep_within", ctypes.c_int64),
+                ("keep_hourly", u64), ("keep_daily", u64), ("keep_weekly", u64),
+                ("keep_monthly", u64), ("keep_yearly", u64),
+                ("keep_tags", ctypes.POINTER(cp)), ("n_keep_tags", ctypes.c_size_t)]
+
+
 GC_DRY_RUN = 1
 GC_FORCE = 2
 
@@ -142,6 +150,9 @@ _OPTIONAL = {
     "ckpt_reader_restore_range": (ci, [vp, ctypes.c_size_t, u64, vp, u64]),
     "ckpt_dist_reader_checkpoint": (vp, [vp]),
     "ckpt_reader_after_stream": (ci, [vp, vp]),
+    "ckpt_save_add_tag": (ci, [vp, cp]),
+    "ckpt_tag_check": (ci, [cp]),
+    "ckpt_store_prune_gc": (ci, [vp, P(Retention), vp, ci, P(P(GcReport))]),
 }
 
 _lock = threading.Lock()
@@ -321,7 +332,28 @@ def stats_dict(st):
 
 def info_dict(inf):
     d = {name: getattr(inf, name) for name, _ in Info._fields_}
+    # ckpt_info.tags: the tags joined by ',' ("" or NULL: none), as a list in the order added
+    t = d.get("tags")
+    d["tags"] = t.decode().split(",") if t else []
     return d
+
+
+def tag_list(tags, what="tags"):
+    """tags (a string for one tag, or an iterable of strings) as a list of str, each checked by
+    libckpt's rule (ckpt_tag_check: InvalidArgumentError naming the tag and what is wrong)."""
+    if tags is None:
+        return []
+    if isinstance(tags, (str, bytes)):
+        tags = [tags]
+    out = []
+    for t in tags:
+        if isinstance(t, bytes):
+            t = t.decode()
+        if not isinstance(t, str):
+            raise TypeError(f"{what}: a tag must be a str, got {type(t).__name__}")
+        check(need("ckpt_tag_check")(t.encode()), f"{what}: tag {t!r}")
+        out.append(t)
+    return out
 
 
 __all__ = ["load", "library_path", "check", "make_error", "CkptError"]

@@ -62,6 +62,7 @@ _PROTOS = {
                                                      ctypes.c_uint, _P(_u64), ctypes.c_uint,
                                                      ctypes.c_uint, ctypes.c_int, _vp]),
     "ckpt_dist_save_set_meta": (ctypes.c_int, [_vp, ctypes.c_char_p, ctypes.c_char_p]),
+    "ckpt_dist_save_add_tag": (ctypes.c_int, [_vp, ctypes.c_char_p]),
     "ckpt_dist_save_commit": (ctypes.c_int, [_vp, _P(L.Stats)]),
     "ckpt_dist_save_after_stream": (ctypes.c_int, [_vp, _vp]),
     "ckpt_dist_save_submit": (ctypes.c_int, [_vp, ctypes.c_uint]),

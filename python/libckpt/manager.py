@@ -8,6 +8,7 @@ import signal
 import threading
 import time
 
+from . import _lib as L
 from . import dist as D
 from ._dread import _outcome, _raise_remote
 from .errors import CkptError
@@ -112,14 +113,17 @@ class CheckpointManager:
     CheckpointManager(path, save_interval_steps=1, max_to_keep=None, keep_period=None,
                       async_save=True, group=None, best_fn=None, best_mode="max",
                       keep_checkpoints_without_metrics=True, keep_time_interval=None,
-                      save_interval_secs=None, save_on_preemption=False, **store_options)
+                      save_interval_secs=None, save_on_preemption=False, keep_tags=None,
+                      **store_options)
 
     - group: None (this process alone, as before), True or "default" (the default group when
       torch.distributed is initialized, else this process alone), a ProcessGroup or a
       libckpt.DistGroup.  With a group, saves are multi-rank (Store.save_async(group=)), and
       every call but metrics()/best_step() is collective: call them on every rank in the same
       order.  Decisions are rank 0's (the steps kept, the clock), broadcast.
-    - save(step, state, force=False, metadata=None, metrics=None) saves when should_save(step)
+    - keep_tags: a tag or tags; a checkpoint saved with one of them (save(tags=)) is never
+      removed by the retention, whatever max_to_keep says (restic's --keep-tag).
+    - save(step, state, force=False, metadata=None, metrics=None, tags=None) saves when should_save(step)
       (or force) and returns whether it did; it returns once the state was copied out, and with
       async_save the writing goes on in the background, one save in flight: the next save first
       waits for the previous one to be durable, then applies the retention (plan_removal).
@@ -132,7 +136,9 @@ class CheckpointManager:
     def __init__(self, path, save_interval_steps=None, max_to_keep=None, keep_period=None,
                  async_save=True, group=None, best_fn=None, best_mode="max",
                  keep_checkpoints_without_metrics=True, keep_time_interval=None,
-                 save_interval_secs=None, save_on_preemption=False, **store_options):
+                 save_interval_secs=None, save_on_preemption=False, keep_tags=None,
+                 **store_options):
+        self.keep_tags = frozenset(L.tag_list(keep_tags, "keep_tags"))
         self.save_interval_secs = _seconds("save_interval_secs", save_interval_secs)
         if save_interval_steps is None and self.save_interval_secs is None:
             save_interval_steps = 1
@@ -266,9 +272,13 @@ class CheckpointManager:
         return step, listed_time if t is None else t, metrics
 
     def _prune(self):
-        infos = [self._info(i["step"], i["time"]) for i in self.store.list()]
+        listed = self.store.list()
+        infos = [self._info(i["step"], i["time"]) for i in listed]
         gone = plan_removal(infos, self.max_to_keep, self.keep_period, self.keep_time_interval,
                             self.best_fn, self.best_mode, self.keep_checkpoints_without_metrics)
+        if self.keep_tags:  # kept whatever the other rules say, as prune --keep-tag
+            tagged = {i["step"] for i in listed if self.keep_tags.intersection(i["tags"])}
+            gone = [s for s in gone if s not in tagged]
         if gone:
             self.store.delete(gone)  # never the newest: plan_removal keeps it
             for s in gone:
@@ -328,10 +338,10 @@ class CheckpointManager:
                     self._finish_preemption()  # this step is saved already (or in flight)
             return self._decided[1]
 
-    def save(self, step, state, force=False, metadata=None, metrics=None):
+    def save(self, step, state, force=False, metadata=None, metrics=None, tags=None):
         """Saves `state` as checkpoint `step` if it is due (or force); returns True when a save
         was started.  metrics (a JSON-able dict; rank 0's is kept) go into the checkpoint for
-        best_fn.  After a preemption the save is waited for and `preempted` is set.  Raises the
+        best_fn; tags (a str or list of str; rank 0's are kept) label it (Store.save_async).  After a preemption the save is waited for and `preempted` is set.  Raises the
         error of the previous save, if it failed."""
         with self._lock:
             if self._ctl is None:
@@ -342,19 +352,20 @@ class CheckpointManager:
             self._decided = None
             if not (force or due):
                 return False
+            tags = L.tag_list(tags, f"checkpoint {step}")
             meta = {TIME_KEY: repr(self._clock())}
             if metrics is not None:
                 meta[METRICS_KEY] = json.dumps(metrics, default=_jsonable)
             self._reap(block=True)  # one save in flight: the previous must be durable
             self._raise()
-            self._start(step, state, metadata, meta)
+            self._start(step, state, metadata, meta, tags)
             if pre:
                 self._finish_preemption()
             return True
 
-    def _start(self, step, state, metadata, meta):
+    def _start(self, step, state, metadata, meta, tags):
         self._last_time = float(meta[TIME_KEY])
-        h = self.store.save_async(state, step, metadata=metadata, _binding_meta=meta,
+        h = self.store.save_async(state, step, metadata=metadata, _binding_meta=meta, tags=tags,
                                   group=self._dg or D.LOCAL)
         self._pending = (h, int(step))
         if self.async_save:

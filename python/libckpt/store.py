@@ -18,7 +18,7 @@ from . import dist as _dist
 from ._common import (SaveStats, _SnapshotWait, _stats, _step_arg,  # noqa: F401  SaveStats: public
                       order_after_current)
 from ._target import _alloc, _check_target, _data_ptr
-from .errors import CkptError, NotFoundError, UnsupportedError
+from .errors import CkptError, InvalidArgumentError, NotFoundError, UnsupportedError
 
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.I)
@@ -284,7 +284,7 @@ class Store:
             L.check(lib.ckpt_store_reserve(self._handle(), want), "reserve")
         return want
 
-    def save_async(self, state, step, metadata=None, group=None, _binding_meta=None):
+    def save_async(self, state, step, metadata=None, group=None, tags=None, _binding_meta=None):
         """Starts saving `state` as checkpoint `step` and returns a SaveHandle at once.
 
         CPU tensors and arrays must not be modified before handle.wait_snapshot() returns.  For
@@ -294,17 +294,22 @@ class Store:
 
         group: a torch.distributed process group (None: the default group when one is
         initialized): a collective multi-rank save (libckpt.dist); libckpt.LOCAL: this process
-        alone.  _binding_meta: the binding's own keys ('libckpt.' prefix), added unchecked
-        (CheckpointManager's metrics and save time).
+        alone.  tags: labels of the checkpoint (a str or a list of str; restic's --tag): shown by
+        list()/info() and `ckptctl list`, kept by prune(keep_tags=) and `ckptctl prune
+        --keep-tag`.  A tag is 1 to 64 printable ASCII characters other than space and ','
+        (InvalidArgumentError otherwise, before anything is saved).  _binding_meta: the
+        binding's own keys ('libckpt.' prefix), added unchecked (CheckpointManager's metrics
+        and save time).
         """
         t0 = time.perf_counter()
         lib = L.load()
         step = _step_arg(step, allow_latest=False)
         user_meta = _meta_dict(metadata)
         user_meta.update(_binding_meta or {})
+        tags = L.tag_list(tags, f"checkpoint {step}")
         dg = _dist.resolve_group(group)
         if dg is not None:
-            return _dsave.save_async(self, state, step, user_meta, dg)
+            return _dsave.save_async(self, state, step, user_meta, dg, tags=tags)
         self._dist_wait()
         tree, leaves = T.flatten(state)
         meta = {T.META_KEY: T.dumps(tree)}
@@ -324,6 +329,8 @@ class Store:
                                                      shape, lf.mem, lf.ptr))
                 for k, v in meta.items():
                     L.check(lib.ckpt_save_set_meta(sv, k.encode(), v.encode()))
+                for t in tags:
+                    L.check(lib.ckpt_save_add_tag(sv, t.encode()), f"tag {t!r}")
                 devs = sorted({lf.mem for lf in leaves if lf.mem >= 0})
                 streams = {}
                 if devs:
@@ -355,16 +362,16 @@ class Store:
                 raise err
         return h
 
-    def save(self, state, step, metadata=None, group=None):
+    def save(self, state, step, metadata=None, group=None, tags=None):
         """Saves `state` as checkpoint `step`; returns SaveStats once it is durable and visible.
-        group: as save_async (a multi-rank save returns this rank's part's SaveStats once the
-        global checkpoint is durable, or raises on every rank)."""
+        group, tags: as save_async (a multi-rank save returns this rank's part's SaveStats once
+        the global checkpoint is durable, or raises on every rank)."""
         dg = _dist.resolve_group(group)
         if dg is not None:
             step = _step_arg(step, allow_latest=False)
             return _dsave.save_async(self, state, step, _meta_dict(metadata), dg,
-                                     background=False).wait()
-        return self.save_async(state, step, metadata, group=_dist.LOCAL).wait()
+                                     background=False, tags=L.tag_list(tags)).wait()
+        return self.save_async(state, step, metadata, group=_dist.LOCAL, tags=tags).wait()
 
     def _dist_started(self, h):
         """A multi-rank save in flight: close() waits for it, the next multi-rank call too."""
@@ -410,7 +417,8 @@ class Store:
 
     def list(self, include_invalid=False):
         """The checkpoints in ascending step order, as dicts: step, time, tensors, logical_bytes,
-        new_bytes, stored_bytes, chunks, new_chunks, error (0, or a CKPT_E_* code)."""
+        new_bytes, stored_bytes, chunks, new_chunks, error (0, or a CKPT_E_* code), tags (a list
+        of str, in the order added)."""
         lib = L.load()
         arr = ctypes.POINTER(L.Info)()
         with self._lock:
@@ -441,10 +449,10 @@ class Store:
 
     def metadata(self, step="latest"):
         """The user metadata of a checkpoint (str -> str), without the binding's own keys (nor
-        libckpt's multi-rank ones, ckpt.dist.*)."""
+        libckpt's reserved ones: ckpt.dist.*, and ckpt.tags, which info()["tags"] gives)."""
         with self._open_reader(step) as r:
             return {k: v for k, v in r.meta().items()
-                    if not k.startswith(("libckpt.", "ckpt.dist."))}
+                    if not k.startswith(("libckpt.", "ckpt.dist.")) and k != "ckpt.tags"}
 
     def tensors(self, step="latest"):
         """Descriptions of a checkpoint's tensors: name, dtype, shape, nbytes, chunks, chunks_new, bytes_new."""
@@ -497,21 +505,42 @@ class Store:
         finally:
             lib.ckpt_gc_report_free(rep)
 
-    def prune(self, keep_last=1, keep_every=0, keep_steps=(), dry_run=False, force=False):
+    def prune(self, keep_last=1, keep_every=0, keep_steps=(), dry_run=False, force=False,
+              keep_tags=(), keep_within=0, keep_hourly=0, keep_daily=0, keep_weekly=0,
+              keep_monthly=0, keep_yearly=0):
         """Removes the checkpoints the policy does not keep, then the packs nothing references
-        (ckpt_store_prune): keep the newest `keep_last` (at least the newest one), every step
-        that is a multiple of `keep_every`, and `keep_steps`.  Returns the report as a dict
-        (steps_removed, bytes_freed, ...).  Takes the writer lock (BusyError).  dry_run: report only."""
+        (ckpt_store_prune_gc): keep the newest `keep_last` (at least the newest one), every step
+        that is a multiple of `keep_every`, `keep_steps`, every checkpoint with one of
+        `keep_tags` (restic's --keep-tag), those saved less than `keep_within` seconds ago, and
+        the newest of each of the last keep_hourly/daily/weekly/monthly/yearly periods (UTC)
+        that have one (borg prune's rules; `ckptctl prune --help`).  Returns the report as a
+        dict (steps_removed, bytes_freed, ...).  Takes the writer lock (BusyError).  dry_run:
+        report only."""
         lib = L.load()
-        f = L.need("ckpt_store_prune")
         steps = [int(x) for x in keep_steps]
         arr = (ctypes.c_uint64 * max(1, len(steps)))(*steps)
         pol = L.PrunePolicy(keep_last, keep_every, ctypes.cast(arr, ctypes.POINTER(ctypes.c_uint64)),
                             len(steps))
         flags = (L.GC_DRY_RUN if dry_run else 0) | (L.GC_FORCE if force else 0)
         rep = ctypes.POINTER(L.GcReport)()
+        tags = L.tag_list(keep_tags, "keep_tags") if keep_tags else []
+        timed = (keep_within, keep_hourly, keep_daily, keep_weekly, keep_monthly, keep_yearly)
+        if not (tags or any(timed)):  # the policy an older libckpt takes too
+            with self._lock:
+                L.check(L.need("ckpt_store_prune")(self._handle(), ctypes.byref(pol), flags,
+                                                   ctypes.byref(rep)))
+            return self._report(lib, rep)
+        for name, v in zip(("keep_within", "keep_hourly", "keep_daily", "keep_weekly",
+                            "keep_monthly", "keep_yearly"), timed):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise InvalidArgumentError(f"prune: {name} must be a whole number >= 0, got {v!r}")
+        tarr = (ctypes.c_char_p * max(1, len(tags)))(*[t.encode() for t in tags])
+        ret = L.Retention(pol, 0, keep_within, keep_hourly, keep_daily, keep_weekly,
+                          keep_monthly, keep_yearly,
+                          ctypes.cast(tarr, ctypes.POINTER(ctypes.c_char_p)), len(tags))
         with self._lock:
-            L.check(f(self._handle(), ctypes.byref(pol), flags, ctypes.byref(rep)))
+            L.check(L.need("ckpt_store_prune_gc")(self._handle(), ctypes.byref(ret), None, flags,
+                                                  ctypes.byref(rep)))
         return self._report(lib, rep)
 
     def delete(self, steps, newest=False):

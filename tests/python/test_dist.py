@@ -104,7 +104,9 @@ def role_save(store_path, rank, world):
         for step in (1, 2):
             stats[step] = st.save(state_for(rank, world, step), step).chunks_new
         s3 = state_for(rank, world, 3)
-        h = st.save_async(s3, 3, metadata={"note": "async"})
+        # tags of a multi-rank save: rank 0's are the checkpoint's
+        h = st.save_async(s3, 3, metadata={"note": "async"},
+                          tags=["async", "rank0" if rank == 0 else f"rank{rank}"])
         h.wait_snapshot()  # copied into the pinned pool: no clone of the state
         s3["w"].tensor.add_(100.0)  # the caller's tensors change while the commit runs
         s3["bias"].zero_()
@@ -325,6 +327,8 @@ def check_load(store):
             for r in range(4):
                 assert torch.equal(s[f"only{r}"], only(r))
             assert s["step"] == step and s["opt"] == {"lr": 0.1, "betas": (0.9, 0.99)}
+        assert st.info(3)["tags"] == ["async", "rank0"], st.info(3)
+        assert [i["tags"] for i in st.list()] == [[], [], ["async", "rank0"]], st.list()
         part = st.load(2, keys="w")
         assert list(part) == ["w"] and torch.equal(part["w"], matrix(2))
     print("ok: Store.load gives the consolidated global tensors of steps 1 to 3")

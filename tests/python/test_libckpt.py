@@ -490,6 +490,65 @@ class Retention(Base):
         self.assertEqual(self.store.verify(20), [])
 
 
+@unittest.skipUnless(L.has("ckpt_save_add_tag"), "this libckpt has no tags")
+class Tags(Base):
+    """Tags from Python (issue 28): save(tags=), listings, prune(keep_tags=), CheckpointManager."""
+
+    def test_save_list_info(self):
+        self.store.save({"a": torch.ones(4)}, 1, tags=["best", "epoch-1"])
+        self.store.save_async({"a": torch.ones(4)}, 2, tags="nightly").wait()
+        self.store.save({"a": torch.ones(4)}, 3)
+        self.assertEqual([i["tags"] for i in self.store.list()],
+                         [["best", "epoch-1"], ["nightly"], []])
+        self.assertEqual(self.store.info(1)["tags"], ["best", "epoch-1"])
+        self.assertEqual(self.store.info()["tags"], [])
+        self.assertNotIn("ckpt.tags", self.store.metadata(1))  # reserved: not user metadata
+        out = subprocess.run([os.path.join(ROOT, os.environ.get("B", "build"), "bin", "ckptctl"),
+                              "list", "--tag", "best", self.path], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        rows = [ln.split()[0] for ln in out.stdout.splitlines()[1:] if ln and ln[0].isdigit()]
+        self.assertEqual(rows, ["1"], out.stdout)
+
+    def test_bad_tags_save_nothing(self):
+        for bad, why in ((["has space"], "space"), (["a,b"], "','"), ([""], "empty"),
+                         (["x" * 65], "64"), ([7], "str")):
+            with self.assertRaises((libckpt.InvalidArgumentError, TypeError), msg=bad) as cm:
+                self.store.save({"a": torch.ones(4)}, 5, tags=bad)
+            self.assertIn(why, str(cm.exception), bad)
+        self.assertEqual(self.store.steps(), [])
+        self.store.save({"a": torch.ones(4)}, 5, tags=["ok"])  # nothing was left half-begun
+        self.assertEqual(self.store.info(5)["tags"], ["ok"])
+
+    def test_prune_keep_tags(self):
+        for i in range(1, 6):
+            self.store.save({"a": torch.full((1024,), float(i))}, i,
+                            tags=["release"] if i == 2 else None)
+        rep = self.store.prune(keep_last=1, keep_tags=["release"], dry_run=True)
+        self.assertEqual(rep["steps_removed"], [1, 3, 4])
+        rep = self.store.prune(keep_last=1, keep_tags="release")
+        self.assertEqual(self.store.steps(), [2, 5])
+        self.assertEqual(self.store.load(2)["a"][0].item(), 2.0)
+        with self.assertRaises(libckpt.InvalidArgumentError):
+            self.store.prune(keep_tags=["bad tag"])
+        with self.assertRaises(libckpt.InvalidArgumentError):
+            self.store.prune(keep_daily=-1)
+        self.assertEqual(self.store.steps(), [2, 5])
+
+    def test_manager_tags(self):
+        self.store.close()
+        with libckpt.CheckpointManager(self.path, max_to_keep=2, keep_tags=["keep"],
+                                       pool_size="32M") as m:
+            for step in range(1, 7):
+                m.save(step, {"a": torch.full((256,), float(step))},
+                       tags=["keep"] if step == 2 else ["run-a"])
+            m.wait_until_finished()
+            self.assertEqual(m.all_steps(), [2, 5, 6])
+            with self.assertRaises(libckpt.InvalidArgumentError):
+                m.save(7, {"a": torch.ones(1)}, tags=["no space"])
+            self.assertEqual(m.store.info(5)["tags"], ["run-a"])
+        self.store = libckpt.Store(self.path)
+
+
 class OneWriter(Base):
     """A second CheckpointManager on a store (issue 23, G7): refused with a BusyError naming the
     first writer, or waiting for it with lock_wait.  The first writer is another process holding
