@@ -80,16 +80,33 @@ int ck_check_damaged(const char *cmd, ckpt_store *store, const char *path, bool 
 void ck_report_json(struct jw *w, const ckpt_gc_report *r);
 void ck_report_text(const ckpt_gc_report *r, bool dry);
 
-/* gcopt.c: --max-unused and --compact-below of gc, prune --gc and delete. */
-enum { CK_OPT_MAX_UNUSED = 200, CK_OPT_COMPACT_BELOW = 'c' };
+/* gcopt.c: --max-unused and --compact-below of gc, prune --gc and delete, and their --grace. */
+enum { CK_OPT_MAX_UNUSED = 200, CK_OPT_COMPACT_BELOW = 'c', CK_OPT_GRACE = 201 };
 struct ck_gc_opts {
 	ckpt_gc_policy pol;
 	bool have_max_unused, have_compact_below;
+	bool have_grace;
+	int64_t grace_s;   /* --grace: CKPT_OPT_GC_GRACE_S of the store handle */
 	struct progress bar; /* of the compaction, started on its first report */
 	bool progress, bar_started;
 };
 /* Words the completion offers for --max-unused and --compact-below. */
 extern const char *const ck_max_unused_words[], *const ck_fraction_words[];
+/* borg's interval: a number and a unit (S M H d w m y), such as 36H; "0" too when zero_ok.
+ * Returns 0 or -1. */
+int ck_parse_duration(const char *s, bool zero_ok, int64_t *out);
+/* The --grace entry of gc, prune and delete (the target is a struct ck_gc_opts at off). */
+#define CK_GRACE_OPT(off) \
+	{CLI_OPT(CLI_CALL, "grace", 0, off, "DURATION", \
+		 "take a save in flight on another node for dead once its\n" \
+		 "marker is DURATION old (default 6H; 0: every other node's\n" \
+		 "save is dead, for a job known to be gone)"), \
+	 .values = ck_grace_words, .call = ck_gc_option, .code = CK_OPT_GRACE}
+extern const char *const ck_grace_words[];
+/* Opens the store at path for writing (ck_open_store) with --grace, when given, as its
+ * CKPT_OPT_GC_GRACE_S. Returns 0 or an exit status (reported). */
+int ck_open_for_gc(const char *cmd, const char *path, const struct ck_gc_opts *g,
+		   ckpt_store **out);
 /* Parses a fraction from 0 to 1. Returns 0 or -1. */
 int ck_parse_fraction(const char *s, double *out);
 /* The call of the --max-unused and --compact-below table entries (code CK_OPT_*, target a
@@ -122,6 +139,7 @@ struct ck_removal {
 	{CLI_OPT(CLI_CALL, "compact-below", 'c', CLI_AT(T, rm.g), "F", \
 		 "with --gc: also compact packs whose live share is below F"), \
 	 .values = ck_fraction_words, .call = ck_gc_option, .code = CK_OPT_COMPACT_BELOW}, \
+	CK_GRACE_OPT(CLI_AT(T, rm.g)), \
 	{CLI_OPT(CLI_FLAG, "dry-run", 0, CLI_AT(T, rm.dry), NULL, \
 		 "print what would be removed, copied and freed; change nothing")}, \
 	{CLI_OPT(CLI_FLAG, "force", 0, CLI_AT(T, rm.force), NULL, force_help)}, \

@@ -24,6 +24,7 @@ static const struct cli_opt gc_opts[] = {
 	 "FRACTION, 0 to 1 (default 0; --compact-below 0 alone\n"
 	 "disables compaction)"),
 	 .values = ck_fraction_words, .call = ck_gc_option, .code = CK_OPT_COMPACT_BELOW},
+	CK_GRACE_OPT(CLI_AT(struct gc_args, g)),
 	{CLI_OPT(CLI_FLAG, "dry-run", 0, CLI_AT(struct gc_args, dry), NULL,
 	 "print what would be done, copied and freed; change nothing")},
 	{CLI_OPT(CLI_FLAG, "force", 0, CLI_AT(struct gc_args, force), NULL,
@@ -65,8 +66,8 @@ static int cmd_gc(int argc, char **argv)
 	const char *cmd = "gc";
 	struct gc_args opt = {0};
 	ckpt_store *store;
-	int rc = ck_parse_open(&ck_cmd_gc, &opt, &argc, &argv, false, &store);
-	if (rc >= 0)
+	int rc = ck_parse(&ck_cmd_gc, &opt, &argc, &argv, &ck_pos_store);
+	if (rc >= 0 || (rc = ck_open_for_gc(cmd, argv[1], &opt.g, &store)))
 		return rc;
 	bool json = opt.json, dry = opt.dry, force = opt.force;
 	struct ck_gc_opts g = opt.g;

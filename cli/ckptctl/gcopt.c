@@ -1,5 +1,6 @@
 /* Options that gc, prune --gc and delete share: how compaction chooses its packs (--max-unused,
- * --compact-below), parsed into a ckpt_gc_policy. */
+ * --compact-below), parsed into a ckpt_gc_policy, and how old another node's in-flight marker
+ * must be to be dead (--grace, the handle's CKPT_OPT_GC_GRACE_S). */
 #include "ckptctl.h"
 
 #include <math.h>
@@ -8,6 +9,46 @@
 
 const char *const ck_max_unused_words[] = {"5%", "10%", "20%", "unlimited", NULL};
 const char *const ck_fraction_words[] = {"0", "0.25", "0.5", "0.75", NULL};
+const char *const ck_grace_words[] = {"0", "1H", "6H", "1d", NULL};
+
+int ck_parse_duration(const char *s, bool zero_ok, int64_t *out)
+{
+	static const char units[] = "SMHdwmy";
+	static const int64_t secs[] = {1, 60, 3600, 86400, 7 * 86400, 31 * 86400, 365 * 86400};
+	size_t n = strlen(s);
+	uint64_t v;
+	char num[32];
+	if (zero_ok && !strcmp(s, "0")) {
+		*out = 0;
+		return 0;
+	}
+	const char *u = n > 1 ? strchr(units, s[n - 1]) : NULL;
+	if (!u || !s[n - 1] || n - 1 >= sizeof num)
+		return -1;
+	memcpy(num, s, n - 1);
+	num[n - 1] = 0;
+	int64_t k = secs[u - units];
+	if (cli_parse_u64(num, &v) || v < 1 || v > (uint64_t)INT64_MAX / (uint64_t)k)
+		return -1;
+	*out = (int64_t)v * k;
+	return 0;
+}
+
+int ck_open_for_gc(const char *cmd, const char *path, const struct ck_gc_opts *g,
+		   ckpt_store **out)
+{
+	if (!g->have_grace)
+		return ck_open_store(cmd, path, false, NULL, out);
+	ckpt_options *o = ckpt_options_create();
+	if (!o) {
+		cli_err("%s: out of memory", cmd);
+		return EXIT_FAIL;
+	}
+	int rc = ckpt_options_set(o, CKPT_OPT_GC_GRACE_S, g->grace_s);
+	rc = rc < 0 ? ck_fail(cmd, rc, "--grace") : ck_open_store(cmd, path, false, o, out);
+	ckpt_options_free(o);
+	return rc;
+}
 
 int ck_parse_fraction(const char *s, double *out)
 {
@@ -53,6 +94,12 @@ int ck_gc_option(const char *cmd, int c, const char *arg, void *target)
 			return cli_usage_err(cmd, "invalid --compact-below '%s': expected a fraction from "
 					     "0 to 1", arg);
 		o->have_compact_below = true;
+		return 0;
+	case CK_OPT_GRACE:
+		if (ck_parse_duration(arg, true, &o->grace_s) || o->grace_s > CKPT_MAX_GC_GRACE_S)
+			return cli_usage_err(cmd, "invalid --grace '%s': expected 0, or a number and a "
+					     "unit, S M H d w m y (such as 6H), of at most 30d", arg);
+		o->have_grace = true;
 		return 0;
 	}
 	return EXIT_USAGE;

@@ -22,26 +22,6 @@ struct prune_args {
 	size_t ntags;
 };
 
-/* borg's interval: a number and a unit (S M H d w m y). Returns 0 or -1. */
-static int parse_duration(const char *s, int64_t *out)
-{
-	static const char units[] = "SMHdwmy";
-	static const int64_t secs[] = {1, 60, 3600, 86400, 7 * 86400, 31 * 86400, 365 * 86400};
-	size_t n = strlen(s);
-	uint64_t v;
-	char num[32];
-	const char *u = n > 1 ? strchr(units, s[n - 1]) : NULL;
-	if (!u || !s[n - 1] || n - 1 >= sizeof num)
-		return -1;
-	memcpy(num, s, n - 1);
-	num[n - 1] = 0;
-	int64_t k = secs[u - units];
-	if (cli_parse_u64(num, &v) || v < 1 || v > (uint64_t)INT64_MAX / (uint64_t)k)
-		return -1;
-	*out = (int64_t)v * k;
-	return 0;
-}
-
 /* One policy or gc option; returns 0, EXIT_USAGE (reported) or -1 when c is none of them. */
 static int prune_option(const char *cmd, int c, const char *arg, void *target)
 {
@@ -65,7 +45,7 @@ static int prune_option(const char *cmd, int c, const char *arg, void *target)
 		a->r.keep.keep_every = v;
 		return 0;
 	case OPT_WITHIN:
-		if (parse_duration(arg, &a->r.keep_within))
+		if (ck_parse_duration(arg, false, &a->r.keep_within))
 			return cli_usage_err(cmd, "invalid --keep-within '%s': expected a number >= 1 and "
 					     "a unit, S M H d w m y (such as 36H or 2d)", arg);
 		a->have_policy = true;

@@ -18,7 +18,7 @@ int ck_removal_run(const char *cmd, const char *path, const struct ck_removal *r
 		   const struct ck_removal_ops *ops, void *arg)
 {
 	ckpt_store *store;
-	int rc = ck_open_store(cmd, path, false, NULL, &store);
+	int rc = ck_open_for_gc(cmd, path, &rm->g, &store);
 	if (rc)
 		return rc;
 	ckpt_info *list = NULL;
