@@ -754,6 +754,24 @@ CKPT_API int ckpt_dist_save_add_shard_replica(ckpt_dist_save *save, const char *
 					      const uint64_t *local_shape, unsigned replica,
 					      unsigned nreplicas, int mem, const void *data);
 
+/* Adds this rank's flattened range of global tensor name: elements [offset, offset + count) of
+ * the row-major tensor of global_shape (ndim dimensions), count elements contiguous at data, as
+ * FSDP1's flat parameters and Megatron's distributed optimizer hold them. The ranks' ranges
+ * must tile the tensor exactly, like boxes; a range may mix with boxes of other ranks, and be
+ * held by several ranks alike (replica 0 .. nreplicas-1, which split it as
+ * ckpt_dist_save_add_shard_replica() splits a box; nreplicas 1: this rank alone). The range is
+ * saved as the at most 2 * ndim - 1 boxes it is made of (a run of whole rows between two partial
+ * ones), the first as tensor name and the others as name#1, name#2, ... of this rank's part, so
+ * the checkpoint is read back, consolidated and resharded as any sharded tensor; one whose
+ * range is not a single box is a format version 3 manifest (docs/format.md). count 0 adds
+ * nothing. Returns 0, or -CKPT_E_INVAL (a range outside the tensor, bad arguments, a name#k that
+ * another tensor of this rank already has: the save should then be aborted, since the pieces
+ * before it were added), the errors of ckpt_save_add_tensor(). */
+CKPT_API int ckpt_dist_save_add_range(ckpt_dist_save *save, const char *name, ckpt_dtype dtype,
+				      unsigned ndim, const uint64_t *global_shape,
+				      uint64_t offset, uint64_t count, unsigned replica,
+				      unsigned nreplicas, int mem, const void *data);
+
 /* Adds a tensor that nreplicas ranks hold whole (replica 0 .. nreplicas-1 of them; each calls
  * this with its own replica index and the same name, dtype and shape). It is saved once: each
  * replica copies, hashes and writes about 1/nreplicas of its chunks. */
@@ -881,6 +899,16 @@ CKPT_API int ckpt_dist_reader_restore_box(ckpt_dist_reader *reader, size_t index
 CKPT_API int ckpt_dist_reader_restore_box_strided(ckpt_dist_reader *reader, size_t index,
 						  const uint64_t *offsets, const uint64_t *lengths,
 						  void *dst, const uint64_t *strides, uint64_t size);
+
+/* Reads elements [offset, offset + count) of global tensor index, in row-major order, into
+ * count contiguous elements at dst (size bytes exactly) in memory mem: a flattened range, from
+ * whatever split of boxes or ranges saved it. Reads only the chunks under it, as
+ * ckpt_dist_reader_restore_box_mem() does for each of the at most 2 * ndim - 1 boxes the range
+ * is made of. Returns 0, -CKPT_E_INVAL (a range outside the tensor, a size that is not the
+ * range's bytes), or the errors of ckpt_dist_reader_restore_box_mem(). */
+CKPT_API int ckpt_dist_reader_restore_range(ckpt_dist_reader *reader, size_t index,
+					    uint64_t offset, uint64_t count, int mem, void *dst,
+					    uint64_t size);
 
 /* One shard of a global tensor: the box of it that one tensor of the checkpoint holds. */
 typedef struct ckpt_dist_shard {

@@ -21,6 +21,7 @@
 
 #include "common/common.h"
 #include "dist/dist.h"
+#include "dist/dist_layout.h"
 #include "io/io.h"
 #include "save/save.h"
 #include "store/store.h"
@@ -211,9 +212,12 @@ static void put_dims(char *buf, unsigned n, const uint64_t *v)
 		l += (size_t)snprintf(buf + l, DIST_VAL_MAX - l, " %" PRIu64, v[i]);
 }
 
-CKPT_API int ckpt_dist_save_add_shard(ckpt_dist_save *d, const char *name, ckpt_dtype dtype,
-				      unsigned ndim, const uint64_t *gshape, const uint64_t *off,
-				      const uint64_t *lshape, int mem, const void *data)
+/* A box of global tensor name. Piece 0 is the part's tensor name ("S" description); piece k > 0
+ * of a flattened range is the tensor "name#k" ("P k" description), which the merge files under
+ * name again (docs/format.md, "Format version 3"). */
+static int add_box(ckpt_dist_save *d, const char *name, unsigned piece, ckpt_dtype dtype,
+		   unsigned ndim, const uint64_t *gshape, const uint64_t *off,
+		   const uint64_t *lshape, int mem, const void *data)
 {
 	if (!d || !name || ndim > 32 || (ndim && (!gshape || !off || !lshape)))
 		return ckpt_fail(CKPT_E_INVAL, "distributed save: bad shard arguments");
@@ -222,19 +226,33 @@ CKPT_API int ckpt_dist_save_add_shard(ckpt_dist_save *d, const char *name, ckpt_
 			return ckpt_fail(CKPT_E_INVAL, "shard of %s: dimension %u, box at %" PRIu64
 					 " of %" PRIu64 " outside the global extent %" PRIu64,
 					 name, i, off[i], lshape[i], gshape[i]);
-	char v[DIST_VAL_MAX];
-	snprintf(v, sizeof v, "S %u", ndim);
+	char v[DIST_VAL_MAX], pname[4096];
+	if (piece) {
+		snprintf(v, sizeof v, "P %u %u", piece, ndim);
+		if ((size_t)snprintf(pname, sizeof pname, "%s#%u", name, piece) >= sizeof pname)
+			return ckpt_fail(CKPT_E_INVAL, "tensor name %.64s... is too long", name);
+	} else {
+		snprintf(v, sizeof v, "S %u", ndim);
+	}
 	put_dims(v, ndim, gshape);
 	put_dims(v, ndim, off);
-	int rc = ckpt_save_add_tensor(d->part, name, dtype, ndim, lshape, mem, data);
-	return rc ? rc : add_key(d, name, v);
+	const char *tn = piece ? pname : name;
+	int rc = ckpt_save_add_tensor(d->part, tn, dtype, ndim, lshape, mem, data);
+	return rc ? rc : add_key(d, tn, v);
 }
 
-CKPT_API int ckpt_dist_save_add_shard_replica(ckpt_dist_save *d, const char *name,
-					      ckpt_dtype dtype, unsigned ndim, const uint64_t *gshape,
-					      const uint64_t *off, const uint64_t *lshape,
-					      unsigned replica, unsigned nrep, int mem,
-					      const void *data)
+CKPT_API int ckpt_dist_save_add_shard(ckpt_dist_save *d, const char *name, ckpt_dtype dtype,
+				      unsigned ndim, const uint64_t *gshape, const uint64_t *off,
+				      const uint64_t *lshape, int mem, const void *data)
+{
+	return add_box(d, name, 0, dtype, ndim, gshape, off, lshape, mem, data);
+}
+
+/* Replica `replica` of nrep's share of a box (piece as add_box). */
+static int add_box_replica(ckpt_dist_save *d, const char *name, unsigned piece, ckpt_dtype dtype,
+			   unsigned ndim, const uint64_t *gshape, const uint64_t *off,
+			   const uint64_t *lshape, unsigned replica, unsigned nrep, int mem,
+			   const void *data)
 {
 	size_t es = ckpt_dtype_size(dtype);
 	if (!d || !name || ndim > 32 || (ndim && (!gshape || !off || !lshape)) || !es ||
@@ -251,8 +269,8 @@ CKPT_API int ckpt_dist_save_add_shard_replica(ckpt_dist_save *d, const char *nam
 	for (unsigned i = 0; i < ndim; i++)
 		vol *= lshape[i];
 	if (k == ndim || vol == 0) /* one element, or none: replica 0 saves it whole */
-		return replica ? 0 : ckpt_dist_save_add_shard(d, name, dtype, ndim, gshape, off,
-							       lshape, mem, data);
+		return replica ? 0 : add_box(d, name, piece, dtype, ndim, gshape, off, lshape,
+					     mem, data);
 	uint64_t n = lshape[k], r0 = n * replica / nrep, r1 = n * (replica + 1) / nrep;
 	if (r1 <= r0)
 		return 0;
@@ -264,12 +282,44 @@ CKPT_API int ckpt_dist_save_add_shard_replica(ckpt_dist_save *d, const char *nam
 			row *= lshape[i];
 	}
 	if (off[k] > gshape[k] || n > gshape[k] - off[k])
-		return ckpt_dist_save_add_shard(d, name, dtype, ndim, gshape, off, lshape, mem,
-						data); /* names the bad box */
+		return add_box(d, name, piece, dtype, ndim, gshape, off, lshape, mem,
+			       data); /* names the bad box */
 	soff[k] += r0;
 	sshape[k] = r1 - r0;
-	return ckpt_dist_save_add_shard(d, name, dtype, ndim, gshape, soff, sshape, mem,
-					(const uint8_t *)data + r0 * row);
+	return add_box(d, name, piece, dtype, ndim, gshape, soff, sshape, mem,
+		       (const uint8_t *)data + r0 * row);
+}
+
+CKPT_API int ckpt_dist_save_add_shard_replica(ckpt_dist_save *d, const char *name,
+					      ckpt_dtype dtype, unsigned ndim, const uint64_t *gshape,
+					      const uint64_t *off, const uint64_t *lshape,
+					      unsigned replica, unsigned nrep, int mem,
+					      const void *data)
+{
+	return add_box_replica(d, name, 0, dtype, ndim, gshape, off, lshape, replica, nrep, mem,
+			       data);
+}
+
+CKPT_API int ckpt_dist_save_add_range(ckpt_dist_save *d, const char *name, ckpt_dtype dtype,
+				      unsigned ndim, const uint64_t *gshape, uint64_t offset,
+				      uint64_t count, unsigned replica, unsigned nrep, int mem,
+				      const void *data)
+{
+	size_t es = ckpt_dtype_size(dtype), nb;
+	struct dist_range_box b[DIST_RANGE_MAX_BOXES];
+	char what[160];
+	if (!d || !name || (ndim && !gshape) || !es || replica >= nrep || (count && !data))
+		return ckpt_fail(CKPT_E_INVAL, "distributed save: bad flattened range arguments "
+				 "(replica %u of %u)", replica, nrep);
+	snprintf(what, sizeof what, "flattened range of %.100s", name);
+	int rc = dist_range_boxes(what, ndim, gshape, offset, count, b, &nb);
+	/* Each box is a contiguous run of the range: a shard of its own, split among the
+	 * replicas as any box is. Piece numbers follow the boxes, so the same range makes the
+	 * same pieces (and chunks) at every save. */
+	for (size_t i = 0; i < nb && !rc; i++)
+		rc = add_box_replica(d, name, (unsigned)i, dtype, ndim, gshape, b[i].off, b[i].len,
+				     replica, nrep, mem, (const uint8_t *)data + b[i].elem * es);
+	return rc;
 }
 
 CKPT_API int ckpt_dist_save_add_replicated(ckpt_dist_save *d, const char *name, ckpt_dtype dtype,

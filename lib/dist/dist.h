@@ -37,17 +37,24 @@ int dist_parse_sum(const char *v, struct dist_part_sum *out);
 /* A part's description of one of its tensors (DIST_KEY NAME). */
 struct dist_piece {
 	char kind;                   /* 'S' a shard, 'R' a piece of a replicated tensor */
+	unsigned piece;              /* S: 0, or k of a "P k" box of a flattened range (tensor NAME#k) */
 	unsigned ndim;               /* of the global tensor */
 	uint64_t gshape[32];
 	uint64_t off[32];            /* S: the box's offsets; R: off[0] is the piece's byte offset */
 };
 
-/* Parses v, the description of part tensor t: "S ndim gshape... offsets..." or "R ndim gshape...
- * byte_offset", every number strictly (dist_parse_u64) and nothing after the last, and checks it
+/* Parses v, the description of part tensor t: "S ndim gshape... offsets...", "P k ndim gshape...
+ * offsets..." (box k >= 1 of a flattened range: a shard whose tensor is named NAME#k, with k
+ * written as printf's %u writes it) or "R ndim gshape... byte_offset", every number strictly (dist_parse_u64) and nothing after the last, and checks it
  * against t: a shard has t's ndim and its box (extent t's shape) lies inside gshape; a replica's
  * piece is 1-dimensional, of t's dtype size, and its bytes lie inside the global tensor's (whose
  * byte size does not overflow). Returns 0 and fills *out, or -1. */
 int dist_parse_piece(const char *v, const struct mf_tensor *t, struct dist_piece *out);
+/* Boxes of one flattened range: at most 2 * CKPT_MAX_DIMS - 1, numbered from 0. */
+#define DIST_RANGE_PIECES (2 * CKPT_MAX_DIMS)
+/* The length of name without its suffix "#k" (k >= 1 as %u writes it), or 0 when name does not
+ * end so (or would be empty without it). */
+size_t dist_piece_suffix(const char *name, unsigned k);
 
 /* Rank 0: reads the n parts of step, checks them against sums, merges them and commits the
  * global manifest. kill is the crash-test hook (called with rank at each point). */

@@ -45,15 +45,35 @@ static int parse_world(const struct manifest *m, struct dist_layout *l, const ch
 }
 
 /* The rank R of shard tensor name, which must be g's name, '@' and a rank of this world written
- * as the merge writes it; -1 otherwise. */
-static int shard_rank(const struct dist_layout *l, const struct dist_global *g, const char *name)
+ * as the merge writes it, then maybe "#k" (box k >= 1 of the rank's flattened range, *k; else
+ * *k is 0); -1 otherwise. Writers put "#k" only into version 3 manifests, but the layout does
+ * not ask the version (the dist reader sees the manifest through the public reader, which does
+ * not say it): a version 2 table with pieces must tile its tensor all the same. */
+static int shard_rank(const struct dist_layout *l, const struct dist_global *g, const char *name,
+		      unsigned *k)
 {
 	size_t n = strlen(g->name);
 	const char *p = name + n + 1;
-	uint64_t r;
-	if (strncmp(name, g->name, n) || name[n] != '@' || (p[0] == '0' && p[1]) ||
-	    dist_parse_u64(&p, l->world - 1, &r) || *p)
+	uint64_t r, kk = 0;
+	char rk[24];
+	*k = 0;
+	if (strncmp(name, g->name, n) || name[n] != '@' || (p[0] == '0' && p[1] && p[1] != '#'))
 		return -1;
+	size_t rl = strcspn(p, "#");
+	if (rl >= sizeof rk)
+		return -1;
+	memcpy(rk, p, rl);
+	rk[rl] = 0;
+	const char *q = rk;
+	if (dist_parse_u64(&q, l->world - 1, &r) || *q)
+		return -1;
+	if (p[rl] == '#') {
+		const char *s = p + rl + 1;
+		if (s[0] == '0' || dist_parse_u64(&s, DIST_RANGE_PIECES - 1, &kk) || *s ||
+		    kk == 0)
+			return -1;
+	}
+	*k = (unsigned)kk;
 	return (int)r;
 }
 
@@ -82,11 +102,15 @@ static int parse_shard(const struct manifest *m, const struct dist_layout *l,
 				 "table says %s with %u", s, ti->name,
 				 ckpt_dtype_name((ckpt_dtype)ti->dtype), ti->ndim,
 				 ckpt_dtype_name(g->dtype), g->ndim);
-	if ((sh->rank = shard_rank(l, g, ti->name)) < 0 || ranks[sh->rank])
+	unsigned k;
+	if ((sh->rank = shard_rank(l, g, ti->name, &k)) < 0 ||
+	    (!k && ranks[sh->rank]))
 		return ckpt_fail(CKPT_E_CORRUPT, "shard %zu: tensor %s is not %s@R for a rank R "
-				 "below %u that holds no other shard of it", s, ti->name, g->name,
-				 l->world);
-	ranks[sh->rank] = true;
+				 "below %u that holds no other shard of it (or %s@R#k for its box k "
+				 "of a flattened range)", s,
+				 ti->name, g->name, l->world, g->name);
+	if (!k)
+		ranks[sh->rank] = true;
 	for (unsigned i = 0; i < g->ndim; i++)
 		if (sh->len[i] > g->shape[i] - sh->off[i])
 			return ckpt_fail(CKPT_E_CORRUPT, "shard %zu (rank %d, tensor %s): dimension %u, "
@@ -197,6 +221,52 @@ int dist_find_overlap(unsigned nd, const struct dist_box *b, size_t n, size_t *x
 	return rc;
 }
 
+int dist_range_boxes(const char *what, unsigned nd, const uint64_t *g, uint64_t start,
+		     uint64_t count, struct dist_range_box *b, size_t *n)
+{
+	uint64_t st[CKPT_MAX_DIMS + 1], vol = 1, end;
+	*n = 0;
+	if (nd > CKPT_MAX_DIMS)
+		return ckpt_fail(CKPT_E_INVAL, "%s: %u dimensions (at most %d)", what, nd,
+				 CKPT_MAX_DIMS);
+	for (unsigned i = 0; i < nd; i++)
+		if (__builtin_mul_overflow(vol, g[i], &vol))
+			return ckpt_fail(CKPT_E_INVAL, "%s: the global shape's volume overflows", what);
+	/* st[i]: the elements of one index of dimension i; each is at most vol when vol > 0 (an
+	 * empty tensor holds only the empty range, and the loop below does not run) */
+	st[nd] = 1;
+	if (nd)
+		st[nd - 1] = 1;
+	for (unsigned i = nd; vol && i-- > 1;)
+		st[i - 1] = st[i] * g[i];
+	if (__builtin_add_overflow(start, count, &end) || end > vol)
+		return ckpt_fail(CKPT_E_INVAL, "%s: elements [%" PRIu64 ", %" PRIu64 " + %" PRIu64
+				 ") are outside the global tensor's %" PRIu64, what, start, start,
+				 count, vol);
+	/* Greedy: at each position, the outermost dimension j whose blocks (st[j] elements) the
+	 * position is aligned to and the range still holds one of; as many of them as fit before
+	 * the range ends or dimension j wraps. Each box ends where an alignment begins, so there
+	 * are at most nd - 1 growing and nd shrinking steps. */
+	for (uint64_t pos = start; pos < end;) {
+		unsigned j = 0;
+		while (j + 1 < nd && (pos % st[j] || pos + st[j] > end))
+			j++;
+		struct dist_range_box *x = &b[(*n)++];
+		uint64_t rem = pos;
+		for (unsigned i = 0; i < nd; i++) {
+			x->off[i] = rem / st[i];
+			rem %= st[i];
+			x->len[i] = i < j ? 1 : g[i];
+		}
+		uint64_t k = nd ? MIN((end - pos) / st[j], g[j] - x->off[j]) : 1;
+		if (nd)
+			x->len[j] = k;
+		x->elem = pos - start;
+		pos += k * st[j];
+	}
+	return 0;
+}
+
 /* No two shards of g overlap (dist_find_overlap). */
 static int check_overlap(const struct dist_global *g)
 {
@@ -251,8 +321,10 @@ static int parse_table(const struct manifest *m, const struct dist_layout *l, co
 		if (dist_parse_u64(&p, UINT64_MAX, &g->shape[i]) ||
 		    __builtin_mul_overflow(g->nbytes, g->shape[i], &g->nbytes))
 			goto bad;
-	/* One shard per rank at most: the bound comes before the allocation. */
-	if (dist_parse_u64(&p, MIN(l->world, m->n_tensors), &nsh) || nsh == 0 ||
+	/* One shard per rank at most, or one per box of its flattened range: the bound comes
+	 * before the allocation. */
+	uint64_t most = (uint64_t)l->world * DIST_RANGE_PIECES;
+	if (dist_parse_u64(&p, MIN(most, m->n_tensors), &nsh) || nsh == 0 ||
 	    !(g->sh = calloc(nsh, sizeof *g->sh)))
 		goto bad;
 	memset(ranks, 0, l->world * sizeof *ranks);

@@ -50,6 +50,21 @@ struct dist_box {
  * overlapping pair (*x the one with the lower offset along the sweep), or -CKPT_E_NOMEM. */
 int dist_find_overlap(unsigned nd, const struct dist_box *b, size_t n, size_t *x, size_t *y);
 
+/* A flattened range (elements [start, start + count) of a row-major tensor of shape g: an FSDP1
+ * flat parameter's piece, a Megatron distributed-optimizer shard) as the boxes it is made of, in
+ * order: each box spans whole inner dimensions below one dimension j and a single index above
+ * it, so its elements are contiguous in row-major order and box i starts at element elem[i] of
+ * the range. At most DIST_RANGE_MAX_BOXES (2 * ndim - 1) boxes; none for count 0. */
+#define DIST_RANGE_MAX_BOXES (2 * CKPT_MAX_DIMS)
+struct dist_range_box {
+	uint64_t off[CKPT_MAX_DIMS], len[CKPT_MAX_DIMS];
+	uint64_t elem;           /* the box's first element, counted from the range's start */
+};
+/* Fills b (DIST_RANGE_MAX_BOXES entries) and *n. Returns 0, or -CKPT_E_INVAL when the range
+ * does not lie inside the tensor (the message names what, start, count and the volume). */
+int dist_range_boxes(const char *what, unsigned nd, const uint64_t *g, uint64_t start,
+		     uint64_t count, struct dist_range_box *b, size_t *n);
+
 /* Reads the layout of manifest m into *out (free with dist_layout_free, also after a failure):
  * every tensor of m is a shard of one global tensor (a tensor no shard table names is a global
  * tensor of its own). Its pointers point into m, which must outlive it. Returns 0, or

@@ -28,6 +28,7 @@ struct gt {
 		const struct mf_tensor *t;
 		uint64_t off[32];   /* shard box offsets; [0] is the byte offset of a replica piece */
 		uint32_t out;       /* S: index of the shard's tensor in the global manifest */
+		unsigned k;         /* S: box k of the rank's flattened range (0: its only box) */
 	} *p;
 };
 
@@ -53,6 +54,7 @@ struct merge {
 	size_t nmeta;
 	char **owned;           /* strings the output owns */
 	size_t nowned;
+	bool pieces;            /* a rank holds several boxes of a tensor: format version 3 */
 };
 
 static int bad(const struct merge *m, unsigned r, const char *what)
@@ -225,7 +227,10 @@ static struct gt *find_gt(struct merge *m, const char *name)
 	return g;
 }
 
-/* Parses a part's description of one of its tensors into its global tensor. */
+static char *own(struct merge *m, char *str);
+
+/* Parses a part's description of one of its tensors into its global tensor (box k > 0 of a
+ * flattened range: part tensor NAME#k, filed under NAME). */
 static int classify(struct merge *m, unsigned r, const struct mf_tensor *t)
 {
 	const char *v = NULL;
@@ -240,9 +245,13 @@ static int classify(struct merge *m, unsigned r, const struct mf_tensor *t)
 		return ckpt_fail(CKPT_E_CORRUPT, "checkpoint %" PRIu64 ": part of rank %u: tensor "
 				 "%s has no valid shard description (%.200s)", m->step, r, t->name,
 				 v ? v : "none");
-	struct gt *g = find_gt(m, t->name);
+	const char *gname = t->name;
+	if (pd.piece && !(gname = own(m, strndup(t->name, dist_piece_suffix(t->name, pd.piece)))))
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	struct gt *g = find_gt(m, gname);
 	if (!g)
 		return -CKPT_E_NOMEM;
+	m->pieces |= pd.piece > 0;
 	char kind = pd.kind;
 	unsigned nd = pd.ndim;
 	const uint64_t *gs = pd.gshape;
@@ -254,7 +263,7 @@ static int classify(struct merge *m, unsigned r, const struct mf_tensor *t)
 	} else if (g->kind != kind || g->dtype != t->dtype || g->ndim != nd ||
 		   memcmp(g->gshape, gs, nd * sizeof *gs)) {
 		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": tensor %s: rank %u's kind, "
-				 "dtype or global shape differ from another rank's", m->step, t->name, r);
+				 "dtype or global shape differ from another rank's", m->step, gname, r);
 	}
 	int rc = ckpt_grow((void **)&g->p, &g->cap, g->npieces + 1, sizeof *g->p);
 	if (rc)
@@ -262,6 +271,7 @@ static int classify(struct merge *m, unsigned r, const struct mf_tensor *t)
 	struct piece *pc = &g->p[g->npieces++];
 	pc->rank = r;
 	pc->t = t;
+	pc->k = pd.piece;
 	memcpy(pc->off, pd.off, sizeof pd.off);
 	return 0;
 }
@@ -375,11 +385,14 @@ static int out_sharded(struct merge *m, struct gt *g)
 	l += (size_t)snprintf(v + l, cap - l, " %zu", g->npieces);
 	for (size_t i = 0; i < g->npieces; i++) {
 		const struct piece *pc = &g->p[i];
-		size_t nl = strlen(g->name) + 16;
+		size_t nl = strlen(g->name) + 32;
 		char *name = own(m, malloc(nl));
 		if (!name)
 			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-		snprintf(name, nl, "%s@%u", g->name, pc->rank);
+		if (pc->k)
+			snprintf(name, nl, "%s@%u#%u", g->name, pc->rank, pc->k);
+		else
+			snprintf(name, nl, "%s@%u", g->name, pc->rank);
 		l += (size_t)snprintf(v + l, cap - l, " %zu", m->nt);
 		for (unsigned d = 0; d < g->ndim; d++)
 			l += (size_t)snprintf(v + l, cap - l, " %" PRIu64, pc->off[d]);
@@ -489,7 +502,8 @@ static int build(struct merge *m)
 
 static int commit(struct merge *m, int rank, void (*kill)(int))
 {
-	struct manifest g = {.version = CKPT_MANIFEST_VERSION, .step = m->step,
+	struct manifest g = {.version = m->pieces ? CKPT_MANIFEST_V_PIECES : CKPT_MANIFEST_V_DIST,
+			     .step = m->step,
 			     .time_ns = ckpt_wall_ns(), .chunk_size = m->parts[0].chunk_size,
 			     .n_meta = (uint32_t)m->nmeta, .n_tensors = (uint32_t)m->nt,
 			     .n_chunks = m->nchunks, .n_refs = m->nrefs, .meta = m->meta,

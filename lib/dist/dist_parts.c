@@ -231,7 +231,7 @@ static long step_keep(struct ckpt_store *s, uint64_t step, const uint64_t *gone,
 	struct manifest m;
 	if (store_load_manifest(s, step, &m))
 		return KEEP_ALL;
-	long keep = m.version < CKPT_MANIFEST_VERSION ? KEEP_NONE : KEEP_ALL;
+	long keep = m.version < CKPT_MANIFEST_V_DIST ? KEEP_NONE : KEEP_ALL;
 	for (uint32_t i = 0; i < m.n_meta && keep == KEEP_ALL; i++) {
 		const char *v = m.meta[i].value;
 		uint64_t w;

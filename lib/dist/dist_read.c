@@ -322,6 +322,31 @@ CKPT_API int ckpt_dist_reader_restore_box(ckpt_dist_reader *d, size_t index, con
 	return ckpt_dist_reader_restore_box_mem(d, index, off, len, CKPT_MEM_HOST, dst, NULL, size);
 }
 
+CKPT_API int ckpt_dist_reader_restore_range(ckpt_dist_reader *d, size_t index, uint64_t offset,
+					    uint64_t count, int mem, void *dst, uint64_t size)
+{
+	if (!d || index >= d->l.ng || (!dst && count))
+		return ckpt_fail(CKPT_E_INVAL, "restore range: no global tensor %zu, or NULL dst",
+				 index);
+	const struct dist_global *g = &d->l.g[index];
+	size_t es = ckpt_dtype_size(g->dtype), nb;
+	struct dist_range_box b[DIST_RANGE_MAX_BOXES];
+	char what[160];
+	snprintf(what, sizeof what, "restore range of %.100s", g->name);
+	int rc = dist_range_boxes(what, g->ndim, g->shape, offset, count, b, &nb);
+	if (!rc && size != count * es)
+		return ckpt_fail(CKPT_E_INVAL, "%s: buffer of %" PRIu64 " bytes, the range has %"
+				 PRIu64, what, size, count * es);
+	for (size_t i = 0; i < nb && !rc; i++) {
+		uint64_t n = 1;
+		for (unsigned k = 0; k < g->ndim; k++)
+			n *= b[i].len[k];
+		rc = ckpt_dist_reader_restore_box_mem(d, index, b[i].off, b[i].len, mem,
+						      (uint8_t *)dst + b[i].elem * es, NULL, n * es);
+	}
+	return rc;
+}
+
 CKPT_API ckpt_reader *ckpt_dist_reader_checkpoint(const ckpt_dist_reader *d)
 {
 	return d ? d->r : NULL;

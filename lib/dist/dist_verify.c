@@ -33,16 +33,27 @@ int dist_parse_u64(const char **p, uint64_t max, uint64_t *out)
 	return 0;
 }
 
+size_t dist_piece_suffix(const char *name, unsigned k)
+{
+	char sfx[16];
+	size_t n = strlen(name), l = (size_t)snprintf(sfx, sizeof sfx, "#%u", k);
+	return n > l && !strcmp(name + n - l, sfx) ? n - l : 0;
+}
+
 /* A part's numbers were read with strtoull, which took "-1" as 2^64 - 1, junk as 0 and ignored
  * what followed; a crafted part could then describe a box of more dimensions than its tensor
  * has, which the merge read past the tensor's shape. */
 int dist_parse_piece(const char *v, const struct mf_tensor *t, struct dist_piece *out)
 {
-	uint64_t nd, es = ckpt_dtype_size((ckpt_dtype)t->dtype), gb = es;
-	if ((v[0] != 'S' && v[0] != 'R') || v[1] != ' ')
+	uint64_t nd, es = ckpt_dtype_size((ckpt_dtype)t->dtype), gb = es, k = 0;
+	if ((v[0] != 'S' && v[0] != 'R' && v[0] != 'P') || v[1] != ' ')
 		return -1;
 	const char *p = v + 2;
-	out->kind = v[0];
+	out->kind = v[0] == 'P' ? 'S' : v[0];
+	if (v[0] == 'P' && (*p == '0' || dist_parse_u64(&p, DIST_RANGE_PIECES - 1, &k) || k == 0 ||
+			    !dist_piece_suffix(t->name, (unsigned)k)))
+		return -1;
+	out->piece = (unsigned)k;
 	if (dist_parse_u64(&p, 32, &nd) || (out->kind == 'S' && nd != t->ndim) ||
 	    (out->kind == 'R' && t->ndim != 1) || !es)
 		return -1;

@@ -155,9 +155,10 @@ void manifest_encode(const struct manifest *m, uint8_t *out)
 	uint8_t *p = out;
 	memset(p, 0, MF_HDR_LEN);
 	memcpy(p, MF_MAGIC, 8);
-	/* Version 2 only where the manifest needs it (a multi-rank global manifest), so that v1
-	 * readers keep reading single-process checkpoints. */
-	put_le32(p + 8, m->version == CKPT_MANIFEST_VERSION ? CKPT_MANIFEST_VERSION : CKPT_FORMAT_VERSION);
+	/* Version 2 or 3 only where the manifest needs it (a multi-rank global manifest; one with
+	 * flattened ranges), so that older readers keep reading what they can. */
+	put_le32(p + 8, m->version >= CKPT_MANIFEST_V_DIST && m->version <= CKPT_MANIFEST_VERSION ?
+				m->version : CKPT_FORMAT_VERSION);
 	put_le32(p + 12, MF_HDR_LEN);
 	put_le64(p + 16, len);
 	put_le64(p + 24, m->step);

@@ -12,8 +12,11 @@
 #include "common/hash.h"
 
 #define CKPT_FORMAT_VERSION 1
-/* Manifests go up to 2: a multi-rank global manifest (docs/format.md, "Format version 2"). */
-#define CKPT_MANIFEST_VERSION 2
+/* Manifests go up to 3: 2 for a multi-rank global manifest (docs/format.md, "Format version 2"),
+ * 3 for one where a rank holds several boxes of a tensor (a flattened range, "Format version 3"). */
+#define CKPT_MANIFEST_V_DIST 2
+#define CKPT_MANIFEST_V_PIECES 3
+#define CKPT_MANIFEST_VERSION 3
 
 #define STORE_HDR_LEN 64
 #define PACK_HDR_LEN 4096
