@@ -10,7 +10,8 @@ pkgs="gcc make pkg-config liburing-dev libzstd-dev libxxhash-dev"
 case "$what" in
   bootstrap) pkgs="make" ;;
   build|demo) ;;
-  test) pkgs="$pkgs fio python3 util-linux" ;;
+  # procps: ps, which the kill tests use to find what is left of a job (not in a minimal root)
+  test) pkgs="$pkgs fio python3 util-linux procps" ;;
   fresh) pkgs="mmdebstrap git util-linux" ;;
   *) echo "install-deps: unknown set '$what' (bootstrap, build, test, demo, fresh)" >&2; exit 2 ;;
 esac
