@@ -18,6 +18,8 @@
 # the kill lands within the save depends on the machine too. Every job runs in its own session;
 # whatever of it survives the kill (30 s at most) is killed, and counted. Skips (77) without MPI.
 set -u
+# ps finds what survives a kill; without it every job would look gone at once
+command -v ps >/dev/null || { echo "FAIL: ps is missing (Debian package procps)"; exit 1; }
 tmp=$(mktemp -d)
 sid=
 cleanup() {
