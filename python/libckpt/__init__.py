@@ -22,7 +22,7 @@ from .errors import (BusyError, CanceledError, ChecksumError, CkptError, CkptIOE
 from .store import SaveHandle, SaveStats, Store, TensorSlice
 from ._restore import PartialRestoreWarning, RestoreResult
 from .manager import CheckpointManager
-from .dist import LOCAL, DistGroup, Shard, dist_group, dtensor_module
+from .dist import LOCAL, DistGroup, FlatShard, Shard, dist_group, dtensor_module
 from ._dsave import DistSaveHandle
 
 __version__ = "0.1.0"
@@ -39,5 +39,5 @@ __all__ = ["Store", "SaveHandle", "SaveStats", "CheckpointManager", "RestoreResu
            "CkptError", "CkptIOError", "CkptMemoryError", "InvalidArgumentError", "MismatchError",
            "CorruptError", "ChecksumError", "VersionError", "UnsupportedError", "BusyError",
            "NoSpaceError", "NotFoundError", "ExistsError", "StateError", "PermissionDeniedError",
-           "CanceledError", "LibraryNotFoundError", "Shard", "LOCAL", "DistGroup", "dist_group",
+           "CanceledError", "LibraryNotFoundError", "Shard", "FlatShard", "LOCAL", "DistGroup", "dist_group",
            "DistSaveHandle", "dtensor_module"]

@@ -109,10 +109,43 @@ def _fill_cuda(v, idx, x, offa, lena, shape, n):
     return True
 
 
+def _fill_range(v, idx, t, offset):
+    """Reads elements [offset, offset + t's numel) of global tensor idx, in row-major order, into
+    t (a FlatShard's tensor): straight into contiguous CPU memory, else through a host buffer."""
+    n = 1
+    for s in t.shape:
+        n *= int(s)
+    if n == 0:
+        return
+    fn = D.range_fn("ckpt_dist_reader_restore_range")
+    if T.is_np_array(t):
+        import numpy as np
+        if t.flags.c_contiguous and t.flags.writeable and (t.dtype.isnative or t.itemsize == 1):
+            L.check(fn(v.ptr, idx, offset, n, L.MEM_HOST, t.__array_interface__["data"][0],
+                       t.nbytes))
+            return
+        tmp = np.empty(t.shape, t.dtype.newbyteorder("="))
+        _fill_range(v, idx, tmp, offset)
+        np.copyto(t, tmp)
+        return
+    import torch
+    x = t.detach()
+    if x.device.type == "cpu" and x.is_contiguous():
+        L.check(fn(v.ptr, idx, offset, n, L.MEM_HOST, x.data_ptr(), n * x.element_size()))
+        return
+    tmp = torch.empty(tuple(x.shape), dtype=x.dtype, pin_memory=x.device.type == "cuda")
+    _fill_range(v, idx, tmp, offset)
+    with torch.no_grad():
+        x.copy_(tmp)
+
+
 def _fill(v, idx, t, off):
     """Reads the box of global tensor idx at `off` with t's extent into t (torch or numpy, any
     device or layout): straight into contiguous (or positively strided) CPU or CUDA memory, else
-    through a contiguous host buffer."""
+    through a contiguous host buffer. off ("F", offset): the flattened range at offset."""
+    if off and off[0] == "F":
+        _fill_range(v, idx, t, off[1])
+        return
     shape = tuple(int(s) for s in t.shape)
     n = 1
     for s in shape:
@@ -162,6 +195,16 @@ def _job(v, name, obj, step):
     """(index, tensor to fill, offsets) for a restore target, checked against the checkpoint."""
     idx = v.find(name)
     ti = v.tensor(idx)
+    if isinstance(obj, D.FlatShard):
+        if _ckpt_dtype(obj.tensor) != ti["ckpt_dtype"]:
+            raise MismatchError(f"tensor {name!r}: dtype mismatch: checkpoint {step} has "
+                                f"{ti['dtype']}, the target range is {obj.tensor.dtype} (no "
+                                f"conversion is made)")
+        if tuple(obj.global_shape) != tuple(ti["shape"]):
+            raise MismatchError(f"tensor {name!r}: global shape mismatch: checkpoint {step} has "
+                                f"{list(ti['shape'])}, the target range says "
+                                f"{list(obj.global_shape)}")
+        return idx, obj.tensor, ("F", obj.offset)
     if isinstance(obj, D.Shard) or D.is_dtensor(obj):
         t, g, off = (obj.tensor, obj.global_shape, obj.offset) if isinstance(obj, D.Shard) \
             else D.dtensor_box(obj)

@@ -17,11 +17,17 @@ _MISSING = object()
 
 
 def _entries(leaves):
-    """What this rank holds, as the other ranks need to know it: (name, 'S' shard | 'T' whole
-    tensor, dtype, local shape, global shape, offsets)."""
+    """What this rank holds, as the other ranks need to know it: (name, 'S' shard | 'F'
+    flattened range | 'T' whole tensor, dtype, local shape, global shape, offsets); a range's
+    local shape is (numel,) and its offsets (offset,)."""
     out = []
     for lf in leaves:
-        if lf.box is not None:
+        if lf.box is not None and len(lf.box) == 3:  # a FlatShard, checked when it was made
+            numel = 1
+            for s in lf.shape:
+                numel *= s
+            out.append((lf.name, "F", lf.dtype, (numel,), tuple(lf.box[0]), (lf.box[1],)))
+        elif lf.box is not None:
             # a Shard changed after it was made, or a DTensor's box: checked here, by name,
             # before ctypes could wrap a number libckpt cannot take
             what = f"tensor {lf.name!r}"
@@ -41,7 +47,8 @@ def _ranks(rs):
 def plan(me, gathered):
     """From every rank's entries: {name: action} for rank `me`.  ('S', replica, nreplicas): add
     the shard, whose box nreplicas ranks hold alike (hybrid sharding: each holder writes about
-    1/nreplicas of it; 1 when this rank alone holds it); ('R', replica, nreplicas): a whole
+    1/nreplicas of it; 1 when this rank alone holds it); ('F', replica, nreplicas): the same for
+    a flattened range (ranges and boxes of one tensor mix); ('R', replica, nreplicas): a whole
     tensor several ranks hold (one rank alone: 1 replica, that rank's).  Deterministic, so that
     a bad plan raises the same error on every rank without another exchange."""
     holders = {}
@@ -51,29 +58,31 @@ def plan(me, gathered):
     mine = {}
     for name, hs in holders.items():
         kinds = {e[1] for _, e in hs}
-        if len(kinds) > 1:
+        if len(kinds) > 1 and "T" in kinds:
             raise InvalidArgumentError(
-                f"tensor {name!r}: a Shard on rank(s) {_ranks(r for r, e in hs if e[1] == 'S')} "
-                f"but a whole tensor on rank(s) {_ranks(r for r, e in hs if e[1] == 'T')}")
+                f"tensor {name!r}: a Shard on rank(s) "
+                f"{_ranks(r for r, e in hs if e[1] != 'T')} but a whole tensor on rank(s) "
+                f"{_ranks(r for r, e in hs if e[1] == 'T')}")
         if len({e[2] for _, e in hs}) > 1:
             raise MismatchError(f"tensor {name!r}: the ranks' dtypes differ (" + ", ".join(
                 f"rank {r}: {L.dtype_name(e[2])}" for r, e in hs) + ")")
-        if kinds == {"S"}:
+        if "T" not in kinds:
             if len({e[4] for _, e in hs}) > 1:
                 raise MismatchError(f"tensor {name!r}: the ranks' global shapes differ (" +
                                     ", ".join(f"rank {r}: {list(e[4])}" for r, e in hs) + ")")
-            whole = all(not any(e[5]) and tuple(e[3]) == tuple(e[4]) for _, e in hs)
+            whole = kinds == {"S"} and all(not any(e[5]) and tuple(e[3]) == tuple(e[4])
+                                           for _, e in hs)
             if whole and len(hs) > 1:  # a replicated DTensor: saved once, the work split
                 rs = [r for r, _ in hs]
                 if me in rs:
                     mine[name] = ("R", rs.index(me), len(rs))
                 continue
             boxes = {}
-            for r, e in hs:  # the same box on several ranks (replicated shards): split
-                boxes.setdefault((e[5], tuple(e[3])), []).append(r)
-            for rs in boxes.values():
+            for r, e in hs:  # the same box (or range) on several ranks (replicated): split
+                boxes.setdefault((e[1], e[5], tuple(e[3])), []).append(r)
+            for (kind, _, _), rs in boxes.items():
                 if me in rs:
-                    mine[name] = ("S", rs.index(me), len(rs))
+                    mine[name] = (kind, rs.index(me), len(rs))
         else:
             if len({tuple(e[3]) for _, e in hs}) > 1:
                 raise MismatchError(f"tensor {name!r}: held whole by several ranks with different "
@@ -169,6 +178,13 @@ def _add(lb, d, dg, leaves, mine, meta, tags, keep):
             rc = lb.ckpt_dist_save_add_shard_replica(d, lf.name.encode(), lf.dtype,
                                                      len(lf.shape), g, o, shape, act[1], act[2],
                                                      lf.mem, lf.ptr)
+        elif act[0] == "F":
+            g = D._u64s(lf.box[0])
+            keep.append(g)
+            rc = D.range_fn("ckpt_dist_save_add_range")(d, lf.name.encode(), lf.dtype,
+                                                         len(lf.box[0]), g, lf.box[1],
+                                                         lf.nbytes // max(1, L.dtype_size(lf.dtype)),
+                                                         act[1], act[2], lf.mem, lf.ptr)
         elif act[0] == "R":
             rc = lb.ckpt_dist_save_add_replicated(d, lf.name.encode(), lf.dtype, len(lf.shape),
                                                   shape, act[1], act[2], lf.mem, lf.ptr)

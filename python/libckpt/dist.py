@@ -96,6 +96,25 @@ def lib():
     return _bound
 
 
+_range_fns = {}
+
+
+def range_fn(name):
+    """ckpt_dist_save_add_range / ckpt_dist_reader_restore_range with their prototypes (a
+    libckpt older than flattened ranges lacks them: UnsupportedError, from the FlatShard leaf
+    that needs them only)."""
+    if name not in _range_fns:
+        lib()  # loaded, and a libckpt with multi-rank saves
+        f = L.need(name)
+        f.restype = ctypes.c_int
+        f.argtypes = ([_vp, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, _P(_u64), _u64, _u64,
+                       ctypes.c_uint, ctypes.c_uint, ctypes.c_int, _vp]
+                      if name == "ckpt_dist_save_add_range" else
+                      [_vp, ctypes.c_size_t, _u64, _u64, ctypes.c_int, _vp, _u64])
+        _range_fns[name] = f
+    return _range_fns[name]
+
+
 def _u64s(vals):
     return (_u64 * max(1, len(vals)))(*[int(v) for v in vals])
 
@@ -169,6 +188,50 @@ class Shard:
         when this torch has no DTensor.  Save and restore take DTensor leaves as they are."""
         local, g, off = dtensor_box(dt)
         return cls(local, g, off)
+
+
+class FlatShard:
+    """A state leaf saying "this rank holds elements [offset, offset + numel) of a global tensor
+    of `global_shape`, in row-major order": a flattened range, as FSDP1's flat parameters and
+    Megatron's distributed optimizer hold their state.  `tensor` (torch or NumPy, any shape; its
+    elements in row-major order are the range's) holds them.  The ranks' ranges (and Shard boxes)
+    must tile the global tensor; a range several ranks hold alike is saved once.  libckpt saves
+    a range as the at most 2 * ndim - 1 boxes it is made of (ckpt_dist_save_add_range), so the
+    checkpoint loads, exports and reshards like any sharded tensor.  As a restore target, the
+    range is read into `tensor`, whatever split of ranges or boxes saved it."""
+
+    _libckpt_box = True  # what _restore.merge takes as a tensor target
+
+    def __init__(self, tensor, global_shape, offset):
+        if not (T.is_torch_tensor(tensor) or T.is_np_array(tensor)):
+            raise TypeError(f"FlatShard: expected a torch tensor or numpy array, got "
+                            f"{type(tensor).__name__}")
+        g = _ints("FlatShard", "global_shape", global_shape)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise _bad(f"FlatShard: offset must be a whole number >= 0, got {offset!r}")
+        numel, vol = 1, 1
+        for s in tensor.shape:
+            numel *= int(s)
+        for s in g:
+            vol *= s
+        if offset + numel > vol:
+            raise _bad(f"FlatShard: elements [{offset}, {offset + numel}) lie outside the global "
+                       f"tensor's {vol} (global_shape {list(g)})")
+        self.tensor, self.global_shape, self.offset = tensor, g, offset
+
+    @property
+    def numel(self):
+        n = 1
+        for s in self.tensor.shape:
+            n *= int(s)
+        return n
+
+    def __repr__(self):
+        return (f"libckpt.FlatShard({type(self.tensor).__name__} {list(self.tensor.shape)}, "
+                f"global_shape={list(self.global_shape)}, offset={self.offset})")
+
+
+FLAT = "F"  # the third member of a Leaf.box that is a flattened range: (global shape, offset, FLAT)
 
 
 def dtensor_module():
@@ -258,6 +321,8 @@ def placement_box(global_shape, mesh_sizes, coord, placements):
 def _leaf_hook(x):
     if isinstance(x, Shard):
         return x.tensor, (x.global_shape, x.offset)
+    if isinstance(x, FlatShard):
+        return x.tensor, (x.global_shape, x.offset, FLAT)
     if is_dtensor(x):
         local, g, off = dtensor_box(x)
         return local, (g, off)
@@ -265,8 +330,8 @@ def _leaf_hook(x):
 
 
 def holds_boxes(state):
-    """True when state has a Shard or DTensor leaf anywhere (plain containers only)."""
-    if isinstance(state, Shard) or is_dtensor(state):
+    """True when state has a Shard, FlatShard or DTensor leaf anywhere (plain containers only)."""
+    if isinstance(state, (Shard, FlatShard)) or is_dtensor(state):
         return True
     if isinstance(state, dict):
         return any(holds_boxes(v) for v in state.values())

@@ -135,6 +135,93 @@ def role_save(store_path, rank, world):
     result(rank=rank, new_chunks=stats)
 
 
+FW, FH, FM = (7, 9, 5), (6, 100), (4, 8)  # the flattened-range tensors' global shapes
+
+
+def flat_values(shape, base):
+    import torch
+    n = 1
+    for s in shape:
+        n *= s
+    return torch.arange(n, dtype=torch.float32).reshape(shape) + base
+
+
+def flat_state(rank, world):
+    """FSDP1-style state: 'w' as uneven ranges of 4 ranks (or an even split of another world),
+    'h' as two ranges each held by two ranks alike (replicated), 'm' as a box on rank 0 beside
+    ranges on ranks 1 to 3 (rank 3's empty)."""
+    import libckpt
+    w, h, m = flat_values(FW, 0.5).flatten(), flat_values(FH, 1000.0).flatten(), \
+        flat_values(FM, -50.0)
+    cut = [0, 50, 151, 152, 315] if world == 4 else \
+        [315 * r // world for r in range(world + 1)]
+    st = {"w": libckpt.FlatShard(w[cut[rank]:cut[rank + 1]].clone(), FW, cut[rank])}
+    if world == 4:
+        h0 = (rank // 2) * 300
+        st["h"] = libckpt.FlatShard(h[h0:h0 + 300].clone(), FH, h0)
+        if rank == 0:
+            st["m"] = libckpt.Shard(m[0:2].clone(), FM, (0, 0))
+        else:
+            lo, hi = {1: (16, 20), 2: (20, 32), 3: (32, 32)}[rank]
+            st["m"] = libckpt.FlatShard(m.flatten()[lo:hi].clone(), FM, lo)
+    return st
+
+
+def role_flat(store_path, rank, world):
+    """Saves flat_state twice (the second writes nothing new), then restores ranges of another
+    split, a column box and a whole range into FlatShard and Shard targets."""
+    import torch
+    import libckpt
+    new = []
+    with libckpt.Store(store_path) as st:
+        for step in (1, 2):
+            new.append(st.save(flat_state(rank, world), step, tags=["flat"]).chunks_new)
+        w = flat_values(FW, 0.5)
+        lo = 80 * rank
+        got = {"w": libckpt.FlatShard(torch.zeros(min(80, 315 - lo)), FW, lo),
+               "h": libckpt.FlatShard(torch.zeros(7), FH, 297 + rank),
+               "m": libckpt.Shard(torch.zeros(4, 3), FM, (0, 1 + rank))}
+        st.restore(got, 2)
+        want = w.flatten()[lo:lo + got["w"].tensor.numel()]
+        assert torch.equal(got["w"].tensor, want), (rank, got["w"].tensor[:5], want[:5])
+        assert torch.equal(got["h"].tensor, flat_values(FH, 1000.0).flatten()[297 + rank:304 + rank])
+        assert torch.equal(got["m"].tensor, flat_values(FM, -50.0)[:, 1 + rank:4 + rank])
+    result(rank=rank, new_chunks=new)
+
+
+def role_flat3(store_path, rank, world):
+    """Another world size restores the 4-rank ranges as its own even ranges."""
+    import torch
+    import libckpt
+    with libckpt.Store(store_path, read_only=True) as st:
+        want = flat_state(rank, world)["w"]
+        got = {"w": libckpt.FlatShard(torch.zeros_like(want.tensor), FW, want.offset)}
+        st.restore(got, 1, strict=False)
+        assert torch.equal(got["w"].tensor, want.tensor), rank
+    result(rank=rank)
+
+
+def check_flat(tmp):
+    import torch
+    import libckpt
+    store = os.path.join(tmp, "flat")
+    libckpt.Store(store, create=True, chunk_size="64K").close()
+    outs = run_world(4, "flat", store)
+    check_world(outs, "4 ranks save flattened ranges (uneven, replicated, beside a box) and "
+                "restore other ranges and boxes")
+    assert all(o[1]["new_chunks"][1] == 0 for o in outs), [o[1]["new_chunks"] for o in outs]
+    with libckpt.Store(store, read_only=True) as st:
+        s = st.load(1)
+        assert torch.equal(s["w"], flat_values(FW, 0.5)), "load: w"
+        assert torch.equal(s["h"], flat_values(FH, 1000.0)), "load: h"
+        assert torch.equal(s["m"], flat_values(FM, -50.0)), "load: m"
+        assert st.verify(1) == [] and st.info(1)["tags"] == ["flat"]
+        names = [t["name"] for t in st.tensors(1)]
+        assert any("#" in n for n in names), names  # a rank's range is several boxes
+    check_world(run_world(3, "flat3", store), "3 ranks restore the 4-rank ranges as their own")
+    print("ok: flattened ranges: saved, loaded whole, restored by another split and world size")
+
+
 def role_restore2(store_path, rank, world):
     import torch
     import libckpt
@@ -252,7 +339,7 @@ def worker(argv):
     dist.init_process_group("gloo", init_method="file://" + init, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=TIMEOUT))
     fn = {"save": role_save, "restore2": role_restore2, "kill": role_kill,
-          "errors": role_errors, "hang": role_hang}[role]
+          "errors": role_errors, "hang": role_hang, "flat": role_flat, "flat3": role_flat3}[role]
     fn(store, rank, world, *argv[9:])
     if role not in ("kill", "hang"):
         dist.barrier()
@@ -483,6 +570,7 @@ def main():
         print(f"ok: incremental: new chunks per rank, step 1 {[n['1'] for n in new]}, step 2 "
               f"{step2}, step 3 {[n['3'] for n in new]}")
         check_load(store)
+        check_flat(tmp)
         check_mesh(store)
         check_export(store, tmp)
         check_bad_shapes(store, tmp)
