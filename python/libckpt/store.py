@@ -611,8 +611,9 @@ class Store:
             tree = r.tree()
             old = r.old_names()
             if v is not None and name not in r.names():
-                # a multi-rank checkpoint's global tensors (a sharded one is stored as NAME@RANK)
-                stored = S.resolve(name, list(v.names()) + list(r.names()), old, r.step)
+                # a multi-rank checkpoint's global tensors (a sharded one is stored as NAME@RANK;
+                # a replicated one is in both lists, counted once)
+                stored = S.resolve(name, dict.fromkeys([*v.names(), *r.names()]), old, r.step)
             else:
                 stored = S.resolve(name, r.names(), old, r.step)
             glob = v is not None and stored in v.names() and stored not in r.names()
