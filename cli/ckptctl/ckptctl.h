@@ -177,15 +177,40 @@ bool ck_step_removed(const ckpt_gc_report *r, uint64_t step);
 void ck_removal_json(bool dry, const struct ck_gc_opts *gc, const ckpt_gc_report *rep,
 		     const ckpt_info *list, int n);
 
-/* select.c: export --select. Keeps in ts[0..*nt) (and the reader indexes ridx) the tensors
- * under subtree (a dotted prefix of the saved names), named relative to it and unescaped as the
- * Python binding escapes keys; the new names are malloc'd into *names (free each, then the array,
- * also on failure). Returns 0, EXIT_NOTFOUND (nothing under subtree: the message lists the
+/* select.c: the Python binding's names and metadata (docs/format.md, "Tensor names of the
+ * Python binding"). */
+/* Whether rd's tensor names are an older binding's, with '.' and '%' escaped inside keys
+ * (%2E, %25): it has the entry libckpt.python and not libckpt.names. */
+bool ck_names_escaped(const ckpt_reader *rd);
+/* The dotted name of a stored name: malloc'd, %2E and %25 undone in one pass when escaped, else
+ * a copy. NULL when out of memory. */
+char *ck_dotted(const char *name, bool escaped);
+/* Whether key is one of the binding's internal metadata entries (libckpt.python, libckpt.names),
+ * which show and diff leave out unless --all. */
+bool ck_binding_meta(const char *key);
+/* The dotted names of a checkpoint's tensors, for show and diff: name[k] is tensor k's, order the
+ * indexes sorted by name (ties in index order). */
+struct ck_names {
+	size_t n;
+	char **name;
+	size_t *order;
+};
+/* Fills t from rd. Returns 0, or EXIT_FAIL reported (t is then empty). */
+int ck_names_load(const char *cmd, const ckpt_reader *rd, struct ck_names *t);
+/* The lowest index of a tensor whose dotted name is name, or -1; *count (when not NULL): how many
+ * have it (more than one only in a checkpoint of old escaped names). */
+long ck_names_find(const struct ck_names *t, const char *name, size_t *count);
+/* Frees t's names (t may be empty). */
+void ck_names_free(struct ck_names *t);
+/* export --select: keeps in ts[0..*nt) (and the reader indexes ridx) the tensors whose dotted
+ * name (ck_dotted, with escaped) is under subtree (the subtree's text then a dot: whole
+ * components), named relative to it; the new names are malloc'd into *names (free each, then the
+ * array, also on failure). Returns 0, EXIT_NOTFOUND (nothing under subtree: the message lists the
  * top-level names) or EXIT_FAIL, reported. */
 struct st_out_tensor;
-int ck_select(const char *cmd, const char *subtree, struct st_out_tensor *ts, size_t *ridx,
-	      size_t *nt, char ***names);
-/* Removes the Python binding's metadata entry from keys/vals; returns the new count. */
+int ck_select(const char *cmd, const char *subtree, bool escaped, struct st_out_tensor *ts,
+	      size_t *ridx, size_t *nt, char ***names);
+/* Removes the Python binding's metadata entries from keys/vals; returns the new count. */
 size_t ck_drop_binding_meta(const char **keys, const char **vals, size_t nm);
 
 /* tags.c: the call of an option that takes a tag (import --tag, list --tag, prune --keep-tag;

@@ -1,6 +1,6 @@
 /* Completion from the store a command line names (`ckptctl __complete CMD OPTION ARG...`, asked by
- * tools/completion/ckptctl): the top-level names of a checkpoint for export --select, the tags of
- * a store for --tag and --keep-tag. Silent: a store that cannot be read completes nothing. */
+ * tools/completion/ckptctl): the subtrees of a checkpoint's dotted names for export --select, the
+ * tags of a store for --tag and --keep-tag. Silent: a store that cannot be read completes nothing. */
 #include "ckptctl.h"
 
 #include <stdio.h>
@@ -48,6 +48,16 @@ static void print_unique(char **words, size_t n)
 	free(words);
 }
 
+/* Appends to words every subtree of dotted name d (each prefix that a dot ends: "model",
+ * "model.layers" and "model.layers.0" of "model.layers.0.weight"). Returns the new count. */
+static size_t add_subtrees(char **words, size_t n, size_t cap, const char *d)
+{
+	for (const char *p = strchr(d, '.'); p && n < cap; p = strchr(p + 1, '.'))
+		if (p > d && (words[n] = strndup(d, (size_t)(p - d))))
+			n++;
+	return n;
+}
+
 void ck_complete_select(int argc, char **argv)
 {
 	int rest;
@@ -59,13 +69,20 @@ void ck_complete_select(int argc, char **argv)
 	if (rest < argc && strcmp(argv[rest], "latest") && cli_parse_u64(argv[rest], &step))
 		step = CKPT_STEP_LATEST;
 	if (!ckpt_reader_open(s, step, &rd)) {
-		size_t nt = ckpt_reader_tensor_count(rd), n = 0;
-		char **words = calloc(nt + 1, sizeof *words);
+		bool esc = ck_names_escaped(rd);
+		size_t nt = ckpt_reader_tensor_count(rd), n = 0, cap = 0;
+		for (size_t k = 0; k < nt; k++) {
+			ckpt_tensor_info t;
+			if (!ckpt_reader_tensor(rd, k, &t))
+				cap += strlen(t.name); /* at least its dotted name's dots */
+		}
+		char **words = calloc(cap + 1, sizeof *words);
 		for (size_t k = 0; words && k < nt; k++) {
 			ckpt_tensor_info t;
-			if (!ckpt_reader_tensor(rd, k, &t) &&
-			    (words[n] = strndup(t.name, strcspn(t.name, "."))))
-				n++;
+			char *d = ckpt_reader_tensor(rd, k, &t) ? NULL : ck_dotted(t.name, esc);
+			if (d)
+				n = add_subtrees(words, n, cap, d);
+			free(d);
 		}
 		if (words)
 			print_unique(words, n);

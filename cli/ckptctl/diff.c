@@ -11,10 +11,13 @@
 #include <string.h>
 
 struct diff_args {
-	bool json;
+	bool json, all;
 };
 
 static const struct cli_opt diff_opts[] = {
+	{CLI_OPT(CLI_FLAG, "all", 0, CLI_AT(struct diff_args, all), NULL,
+	 "also compare the Python binding's own metadata entries\n"
+	 "(libckpt.python, the saved structure, and libckpt.names)")},
 	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct diff_args, json), NULL,
 	 "print a JSON object: from, to, added, removed and changed (arrays of\n"
 	 "tensors; changed ones with changed_bytes, changed_chunks and\n"
@@ -31,7 +34,9 @@ const struct cli_cmd ck_cmd_diff = {
 	.desc = "Compare the checkpoints of steps A and B (numbers or 'latest'): the tensors B added and\n"
 		"removed, and those it changed with the bytes that changed (the raw bytes of the chunks\n"
 		"whose digests differ; all of a tensor whose dtype or shape changed), and the metadata\n"
-		"keys added, removed or changed. Sizes are in IEC units. The store is opened read-only.\n",
+		"keys added, removed or changed. Sizes are in IEC units. The store is opened read-only.\n"
+		"Tensors are matched by their dotted names (model.fc1.weight), so a checkpoint an older\n"
+		"Python binding saved with escaped keys (model.fc1%2Eweight) compares with a newer one.\n",
 	.tail = "\n"
 		"Exit status: 0 compared (whether or not they differ); 1 failed (damaged data or\n"
 		"manifest); 2 usage error; 4 no such store or step.\n"
@@ -125,10 +130,10 @@ static int compare(ckpt_reader *ra, size_t ia, const ckpt_tensor_info *a, ckpt_r
 	return r;
 }
 
-static void json_tensor(struct jw *w, const ckpt_tensor_info *t)
+static void json_tensor(struct jw *w, const ckpt_tensor_info *t, const char *name)
 {
 	const char *dt = ckpt_dtype_name(t->dtype);
-	jw_key(w, "name"); jw_str(w, t->name);
+	jw_key(w, "name"); jw_str(w, name);
 	jw_key(w, "dtype"); jw_str(w, dt ? dt : "?");
 	jw_key(w, "shape");
 	jw_arr_begin(w);
@@ -148,9 +153,35 @@ struct sums {
 	uint64_t added, removed, changed, n_added, n_removed, n_changed, n_unchanged;
 };
 
-static void print_json(ckpt_reader *ra, ckpt_reader *rb, const ckpt_info *ia, const ckpt_info *ib,
-		       const struct tdiff *v, size_t nv, const struct sums *s)
+/* One side of the comparison: its reader and its tensors' dotted names. */
+struct side {
+	ckpt_reader *rd;
+	struct ck_names names;
+};
+
+/* The index in `to` of the tensor of `from` whose stored name is stored and dotted name dotted,
+ * or -1: by dotted name, or by stored name where two tensors of a side read the same (two old
+ * escaped names, "x%2Ey.z" and "x.y%2Ez"). */
+static long match(const struct side *to, const struct side *from, const char *stored,
+		  const char *dotted)
 {
+	size_t n_to, n_from;
+	long i = ck_names_find(&to->names, dotted, &n_to);
+	ck_names_find(&from->names, dotted, &n_from);
+	return n_to > 1 || n_from > 1 ? ckpt_reader_find(to->rd, stored) : i;
+}
+
+/* Whether a metadata entry takes part (--all: every one; else not the binding's own). */
+static bool meta_compared(const char *key, bool all)
+{
+	return all || !ck_binding_meta(key);
+}
+
+static void print_json(const struct side *A, const struct side *B, const ckpt_info *ia,
+		       const ckpt_info *ib, const struct tdiff *v, size_t nv, const struct sums *s,
+		       bool all)
+{
+	ckpt_reader *ra = A->rd, *rb = B->rd;
 	struct jw w;
 	jw_init(&w, stdout, true);
 	jw_obj_begin(&w);
@@ -167,10 +198,10 @@ static void print_json(ckpt_reader *ra, ckpt_reader *rb, const ckpt_info *ia, co
 			jw_obj_begin(&w);
 			if (kind == REMOVED) {
 				ckpt_reader_tensor(ra, v[k].ia, &a);
-				json_tensor(&w, &a);
+				json_tensor(&w, &a, A->names.name[v[k].ia]);
 			} else {
 				ckpt_reader_tensor(rb, v[k].ib, &b);
-				json_tensor(&w, &b);
+				json_tensor(&w, &b, B->names.name[v[k].ib]);
 			}
 			if (kind == CHANGED) {
 				ckpt_reader_tensor(ra, v[k].ia, &a);
@@ -201,7 +232,8 @@ static void print_json(ckpt_reader *ra, ckpt_reader *rb, const ckpt_info *ia, co
 	jw_obj_begin(&w);
 	for (size_t k = 0; k < ckpt_reader_meta_count(rb); k++) {
 		const char *key, *val;
-		if (!ckpt_reader_meta(rb, k, &key, &val) && !ckpt_reader_get_meta(ra, key)) {
+		if (!ckpt_reader_meta(rb, k, &key, &val) && !ckpt_reader_get_meta(ra, key) &&
+		    meta_compared(key, all)) {
 			jw_key(&w, key);
 			jw_str(&w, val);
 		}
@@ -211,7 +243,8 @@ static void print_json(ckpt_reader *ra, ckpt_reader *rb, const ckpt_info *ia, co
 	jw_obj_begin(&w);
 	for (size_t k = 0; k < ckpt_reader_meta_count(ra); k++) {
 		const char *key, *val;
-		if (!ckpt_reader_meta(ra, k, &key, &val) && !ckpt_reader_get_meta(rb, key)) {
+		if (!ckpt_reader_meta(ra, k, &key, &val) && !ckpt_reader_get_meta(rb, key) &&
+		    meta_compared(key, all)) {
 			jw_key(&w, key);
 			jw_str(&w, val);
 		}
@@ -222,7 +255,7 @@ static void print_json(ckpt_reader *ra, ckpt_reader *rb, const ckpt_info *ia, co
 	for (size_t k = 0; k < ckpt_reader_meta_count(rb); k++) {
 		const char *key, *val, *old;
 		if (ckpt_reader_meta(rb, k, &key, &val) || !(old = ckpt_reader_get_meta(ra, key)) ||
-		    !strcmp(old, val))
+		    !strcmp(old, val) || !meta_compared(key, all))
 			continue;
 		jw_obj_begin(&w);
 		jw_key(&w, "key"); jw_str(&w, key);
@@ -236,9 +269,11 @@ static void print_json(ckpt_reader *ra, ckpt_reader *rb, const ckpt_info *ia, co
 	jw_finish(&w);
 }
 
-static void print_text(ckpt_reader *ra, ckpt_reader *rb, const ckpt_info *ia, const ckpt_info *ib,
-		       const struct tdiff *v, size_t nv, const struct sums *s)
+static void print_text(const struct side *A, const struct side *B, const ckpt_info *ia,
+		       const ckpt_info *ib, const struct tdiff *v, size_t nv, const struct sums *s,
+		       bool all)
 {
+	ckpt_reader *ra = A->rd, *rb = B->rd;
 	printf("diff step %llu -> step %llu\n", (unsigned long long)ia->step,
 	       (unsigned long long)ib->step);
 	for (size_t k = 0; k < nv; k++) {
@@ -249,13 +284,15 @@ static void print_text(ckpt_reader *ra, ckpt_reader *rb, const ckpt_info *ia, co
 			break;
 		case ADDED:
 			ckpt_reader_tensor(rb, v[k].ib, &b);
-			printf("added    %s %s %s  %s\n", ck_name(b.name, q, sizeof q), dtype_name(b.dtype),
+			printf("added    %s %s %s  %s\n", ck_name(B->names.name[v[k].ib], q, sizeof q),
+			       dtype_name(b.dtype),
 			       ck_fmt_shape(b.ndim, b.shape, sb, sizeof sb),
 			       cli_fmt_iec(b.nbytes, zb, sizeof zb));
 			break;
 		case REMOVED:
 			ckpt_reader_tensor(ra, v[k].ia, &a);
-			printf("removed  %s %s %s  %s\n", ck_name(a.name, q, sizeof q), dtype_name(a.dtype),
+			printf("removed  %s %s %s  %s\n", ck_name(A->names.name[v[k].ia], q, sizeof q),
+			       dtype_name(a.dtype),
 			       ck_fmt_shape(a.ndim, a.shape, sa, sizeof sa),
 			       cli_fmt_iec(a.nbytes, za, sizeof za));
 			break;
@@ -266,12 +303,13 @@ static void print_text(ckpt_reader *ra, ckpt_reader *rb, const ckpt_info *ia, co
 				char sa2[700];
 				snprintf(sa2, sizeof sa2, "%s %s", dtype_name(a.dtype),
 					 ck_fmt_shape(a.ndim, a.shape, sa, sizeof sa));
-				printf("changed  %s %s -> %s %s  %s (all)\n", ck_name(b.name, q, sizeof q),
+				printf("changed  %s %s -> %s %s  %s (all)\n",
+				       ck_name(B->names.name[v[k].ib], q, sizeof q),
 				       sa2, dtype_name(b.dtype), ck_fmt_shape(b.ndim, b.shape, sb, sizeof sb),
 				       cli_fmt_iec(b.nbytes, zb, sizeof zb));
 			} else {
 				printf("changed  %s %s %s  %s of %s (%llu of %llu chunks)\n",
-				       ck_name(b.name, q, sizeof q), dtype_name(b.dtype),
+				       ck_name(B->names.name[v[k].ib], q, sizeof q), dtype_name(b.dtype),
 				       ck_fmt_shape(b.ndim, b.shape, sb, sizeof sb),
 				       cli_fmt_iec(v[k].changed_bytes, za, sizeof za),
 				       cli_fmt_iec(b.nbytes, zb, sizeof zb),
@@ -284,7 +322,7 @@ static void print_text(ckpt_reader *ra, ckpt_reader *rb, const ckpt_info *ia, co
 	for (size_t k = 0; k < ckpt_reader_meta_count(rb); k++) {
 		const char *key, *val, *old;
 		char qk[1100], qa[1100], qb[1100];
-		if (ckpt_reader_meta(rb, k, &key, &val))
+		if (ckpt_reader_meta(rb, k, &key, &val) || !meta_compared(key, all))
 			continue;
 		old = ckpt_reader_get_meta(ra, key);
 		if (!old) {
@@ -300,7 +338,8 @@ static void print_text(ckpt_reader *ra, ckpt_reader *rb, const ckpt_info *ia, co
 	for (size_t k = 0; k < ckpt_reader_meta_count(ra); k++) {
 		const char *key, *val;
 		char qk[1100], qa[1100];
-		if (!ckpt_reader_meta(ra, k, &key, &val) && !ckpt_reader_get_meta(rb, key)) {
+		if (!ckpt_reader_meta(ra, k, &key, &val) && !ckpt_reader_get_meta(rb, key) &&
+		    meta_compared(key, all)) {
 			printf("meta -   %s = %s\n", ck_name(key, qk, sizeof qk),
 			       st_quote(val, qa, sizeof qa, 1000));
 			nmeta++;
@@ -315,46 +354,23 @@ static void print_text(ckpt_reader *ra, ckpt_reader *rb, const ckpt_info *ia, co
 	       (unsigned long long)s->n_unchanged, nmeta, nmeta == 1 ? "" : "s");
 }
 
-static int cmd_diff(int argc, char **argv)
+/* Fills v[0..*nv) (B's order first: added, changed, unchanged; then what A had and B lacks) and
+ * the sums. Returns 0 or an exit status, reported. */
+static int compare_all(const char *cmd, const struct side *A, const struct side *B,
+		       struct tdiff *v, size_t *nv, struct sums *s)
 {
-	const char *cmd = "diff";
-	struct diff_args opt = {0};
-	int rc = ck_parse(&ck_cmd_diff, &opt, &argc, &argv, &diff_pos);
-	if (rc >= 0)
-		return rc;
-	bool json = opt.json;
-	uint64_t sa, sb;
-	if (ck_parse_step(cmd, argv[2], &sa) || ck_parse_step(cmd, argv[3], &sb))
-		return EXIT_USAGE;
-
-	ckpt_store *store;
-	rc = ck_open_store(cmd, argv[1], true, NULL, &store);
-	if (rc)
-		return rc;
-	ckpt_reader *ra = NULL, *rb = NULL;
-	struct tdiff *v = NULL;
-	if ((rc = ck_open_reader(cmd, store, sa, &ra)) || (rc = ck_open_reader(cmd, store, sb, &rb)))
-		goto out;
+	ckpt_reader *ra = A->rd, *rb = B->rd;
 	size_t na = ckpt_reader_tensor_count(ra), nb = ckpt_reader_tensor_count(rb);
-	v = calloc(na + nb + 1, sizeof *v);
-	if (!v) {
-		cli_err("%s: out of memory", cmd);
-		rc = EXIT_FAIL;
-		goto out;
-	}
-	struct sums s = {0};
-	size_t nv = 0;
-	/* B's order first (added, changed, unchanged), then what A had and B lacks. */
 	for (size_t ib = 0; ib < nb; ib++) {
 		ckpt_tensor_info a, b;
 		ckpt_reader_tensor(rb, ib, &b);
-		long ia = ckpt_reader_find(ra, b.name);
-		struct tdiff *d = &v[nv++];
+		long ia = match(A, B, b.name, B->names.name[ib]);
+		struct tdiff *d = &v[(*nv)++];
 		d->ib = ib;
 		if (ia < 0) {
 			d->kind = ADDED;
-			s.n_added++;
-			s.added += b.nbytes;
+			s->n_added++;
+			s->added += b.nbytes;
 			continue;
 		}
 		d->ia = (size_t)ia;
@@ -366,42 +382,75 @@ static int cmd_diff(int argc, char **argv)
 		} else {
 			int r = compare(ra, (size_t)ia, &a, rb, ib, &b, d);
 			if (r) {
-				char q[300];
-				char what[400];
+				char q[300], what[400];
 				snprintf(what, sizeof what, "comparing tensor %s",
-					 st_quote(b.name, q, sizeof q, 200));
-				rc = ck_fail(cmd, r, what);
-				goto out;
+					 st_quote(B->names.name[ib], q, sizeof q, 200));
+				return ck_fail(cmd, r, what);
 			}
 		}
 		d->kind = d->changed_bytes || d->layout_changed ? CHANGED : UNCHANGED;
 		if (d->kind == CHANGED) {
-			s.n_changed++;
-			s.changed += d->changed_bytes;
+			s->n_changed++;
+			s->changed += d->changed_bytes;
 		} else
-			s.n_unchanged++;
+			s->n_unchanged++;
 	}
 	for (size_t ia = 0; ia < na; ia++) {
 		ckpt_tensor_info a;
 		ckpt_reader_tensor(ra, ia, &a);
-		if (ckpt_reader_find(rb, a.name) >= 0)
+		if (match(B, A, a.name, A->names.name[ia]) >= 0)
 			continue;
-		v[nv++] = (struct tdiff){.kind = REMOVED, .ia = ia};
-		s.n_removed++;
-		s.removed += a.nbytes;
+		v[(*nv)++] = (struct tdiff){.kind = REMOVED, .ia = ia};
+		s->n_removed++;
+		s->removed += a.nbytes;
 	}
+	return 0;
+}
+
+static int cmd_diff(int argc, char **argv)
+{
+	const char *cmd = "diff";
+	struct diff_args opt = {0};
+	int rc = ck_parse(&ck_cmd_diff, &opt, &argc, &argv, &diff_pos);
+	if (rc >= 0)
+		return rc;
+	uint64_t sa, sb;
+	if (ck_parse_step(cmd, argv[2], &sa) || ck_parse_step(cmd, argv[3], &sb))
+		return EXIT_USAGE;
+
+	ckpt_store *store;
+	rc = ck_open_store(cmd, argv[1], true, NULL, &store);
+	if (rc)
+		return rc;
+	struct side A = {0}, B = {0};
+	struct tdiff *v = NULL;
+	if ((rc = ck_open_reader(cmd, store, sa, &A.rd)) || (rc = ck_open_reader(cmd, store, sb, &B.rd)) ||
+	    (rc = ck_names_load(cmd, A.rd, &A.names)) || (rc = ck_names_load(cmd, B.rd, &B.names)))
+		goto out;
+	v = calloc(A.names.n + B.names.n + 1, sizeof *v);
+	if (!v) {
+		cli_err("%s: out of memory", cmd);
+		rc = EXIT_FAIL;
+		goto out;
+	}
+	struct sums s = {0};
+	size_t nv = 0;
+	if ((rc = compare_all(cmd, &A, &B, v, &nv, &s)))
+		goto out;
 	ckpt_info ia_info, ib_info;
-	ckpt_reader_info(ra, &ia_info);
-	ckpt_reader_info(rb, &ib_info);
-	if (json)
-		print_json(ra, rb, &ia_info, &ib_info, v, nv, &s);
+	ckpt_reader_info(A.rd, &ia_info);
+	ckpt_reader_info(B.rd, &ib_info);
+	if (opt.json)
+		print_json(&A, &B, &ia_info, &ib_info, v, nv, &s, opt.all);
 	else
-		print_text(ra, rb, &ia_info, &ib_info, v, nv, &s);
+		print_text(&A, &B, &ia_info, &ib_info, v, nv, &s, opt.all);
 	rc = ck_stdout_done(cmd);
 out:
 	free(v);
-	ckpt_reader_close(ra);
-	ckpt_reader_close(rb);
+	ck_names_free(&A.names);
+	ck_names_free(&B.names);
+	ckpt_reader_close(A.rd);
+	ckpt_reader_close(B.rd);
 	ckpt_store_close(store);
 	return rc;
 }

@@ -24,10 +24,11 @@ static const struct cli_opt export_opts[] = {
 	 "the file to write (required); '-' writes to standard output"),
 	 .flags = CLI_REQUIRED, .complete = "@file:safetensors"},
 	{CLI_OPT(CLI_STRING, "select", 0, CLI_AT(struct export_args, select), "SUBTREE",
-	 "only the tensors under SUBTREE of a state dict saved from\n"
-	 "Python (such as 'model'), named relative to it with the keys\n"
-	 "unescaped ('conv1.weight'), without the binding's metadata\n"
-	 "entry: what load_state_dict() and Hugging Face tools take"),
+	 "only the tensors under SUBTREE, a dotted prefix of whole\n"
+	 "components of their names (such as 'model' or 'model.layers.0'),\n"
+	 "named relative to it ('conv1.weight'), without the Python\n"
+	 "binding's metadata: what load_state_dict() and Hugging Face\n"
+	 "tools take"),
 	 .complete_fn = ck_complete_select},
 	{CLI_OPT(CLI_FLAG, "quiet", 'q', CLI_AT(struct export_args, quiet), NULL,
 	 "print nothing on success")},
@@ -502,7 +503,8 @@ static int export_run(struct export *e, const char *path, uint64_t step, const c
 		return rc;
 	if (select) {
 		e->nsel = e->nt;
-		if ((rc = ck_select(e->cmd, select, e->ts, e->ridx, &e->nt, &e->sel_names)))
+		if ((rc = ck_select(e->cmd, select, ck_names_escaped(e->rd), e->ts, e->ridx, &e->nt,
+				       &e->sel_names)))
 			return rc;
 		/* ck_select keeps the order (ridx[k] >= k): direct follows its tensor in place. */
 		for (size_t k = 0; k < e->nt; k++)

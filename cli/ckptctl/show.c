@@ -7,10 +7,13 @@
 #include <string.h>
 
 struct show_args {
-	bool json;
+	bool json, all;
 };
 
 static const struct cli_opt show_opts[] = {
+	{CLI_OPT(CLI_FLAG, "all", 0, CLI_AT(struct show_args, all), NULL,
+	 "also the Python binding's own metadata entries (libckpt.python,\n"
+	 "the saved structure, and libckpt.names), left out otherwise")},
 	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct show_args, json), NULL,
 	 "print a JSON object: step, time, tensors, logical_bytes, new_bytes,\n"
 	 "stored_bytes, chunks, new_chunks, tags (an array of strings), metadata\n"
@@ -30,6 +33,9 @@ const struct cli_cmd ck_cmd_show = {
 		"shape, size, chunks, how many of them the checkpoint wrote (NEW) and how many it shares\n"
 		"with earlier ones (REUSED). Sizes are in IEC units. The store is opened read-only: show\n"
 		"works while a save runs.\n"
+		"Names are dotted paths, as the Python binding writes a state dict's keys\n"
+		"(model.fc1.weight); those of a checkpoint an older binding saved with escaped keys\n"
+		"(model.fc1%2Eweight) are shown unescaped.\n"
 		"A multi-rank checkpoint also shows its world size and a GLOBAL TENSORS table: each global\n"
 		"tensor's shape and its shards (rank, box offsets and lengths, part file) or 'replicated'.\n",
 	.tail = "\n"
@@ -41,7 +47,14 @@ const struct cli_cmd ck_cmd_show = {
 
 static const struct ck_pos show_pos = {2, 2, true, {"expected STORE and STEP", "expected STEP"}};
 
-static void show_json(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in)
+/* The metadata entries show prints: all of them with --all, else all but the binding's. */
+static bool shown_meta(const char *key, bool all)
+{
+	return all || !ck_binding_meta(key);
+}
+
+static void show_json(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in,
+		      const struct ck_names *names, bool all)
 {
 	struct jw w;
 	jw_init(&w, stdout, true);
@@ -52,7 +65,7 @@ static void show_json(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in)
 	size_t nm = ckpt_reader_meta_count(rd);
 	for (size_t k = 0; k < nm; k++) {
 		const char *key, *val;
-		if (ckpt_reader_meta(rd, k, &key, &val))
+		if (ckpt_reader_meta(rd, k, &key, &val) || !shown_meta(key, all))
 			continue;
 		jw_key(&w, key);
 		jw_str(&w, val);
@@ -66,7 +79,7 @@ static void show_json(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in)
 		if (ckpt_reader_tensor(rd, k, &t))
 			continue;
 		jw_obj_begin(&w);
-		jw_key(&w, "name"); jw_str(&w, t.name);
+		jw_key(&w, "name"); jw_str(&w, names->name[k]);
 		jw_key(&w, "dtype"); jw_str(&w, ckpt_dtype_name(t.dtype) ? ckpt_dtype_name(t.dtype) : "?");
 		jw_key(&w, "shape");
 		jw_arr_begin(&w);
@@ -86,7 +99,30 @@ static void show_json(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in)
 	jw_finish(&w);
 }
 
-static void show_text(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in)
+/* The metadata lines of the text form: the entries shown, then how many were left out. */
+static void show_meta_text(ckpt_reader *rd, bool all)
+{
+	size_t nm = ckpt_reader_meta_count(rd), shown = 0, hidden = 0;
+	for (size_t k = 0; k < nm; k++) {
+		const char *key, *val;
+		if (!ckpt_reader_meta(rd, k, &key, &val))
+			*(shown_meta(key, all) ? &shown : &hidden) += 1;
+	}
+	printf("metadata:%s\n", shown ? "" : "   (none)");
+	for (size_t k = 0; k < nm; k++) {
+		const char *key, *val;
+		char qk[1100], qv[1100];
+		if (ckpt_reader_meta(rd, k, &key, &val) || !shown_meta(key, all))
+			continue;
+		printf("  %s = %s\n", ck_name(key, qk, sizeof qk), st_quote(val, qv, sizeof qv, 1000));
+	}
+	if (hidden)
+		printf("  (and %zu entr%s of the Python binding: --all shows %s)\n", hidden,
+		       hidden == 1 ? "y" : "ies", hidden == 1 ? "it" : "them");
+}
+
+static void show_text(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in,
+		      const struct ck_names *names, bool all)
 {
 	char t[32], a[32], b[32], c[32];
 	printf("step:       %llu\n", (unsigned long long)in->step);
@@ -99,15 +135,7 @@ static void show_text(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in)
 	       (unsigned long long)in->new_chunks,
 	       (unsigned long long)(in->chunks - in->new_chunks));
 	printf("tags:       %s\n", *in->tags ? in->tags : "(none)");
-	size_t nm = ckpt_reader_meta_count(rd);
-	printf("metadata:%s\n", nm ? "" : "   (none)");
-	for (size_t k = 0; k < nm; k++) {
-		const char *key, *val;
-		char qk[1100], qv[1100];
-		if (ckpt_reader_meta(rd, k, &key, &val))
-			continue;
-		printf("  %s = %s\n", ck_name(key, qk, sizeof qk), st_quote(val, qv, sizeof qv, 1000));
-	}
+	show_meta_text(rd, all);
 	printf("\n%-8s  %-16s  %10s  %7s  %7s  %7s  %s\n", "DTYPE", "SHAPE", "SIZE", "CHUNKS", "NEW",
 	       "REUSED", "NAME");
 	size_t nt = ckpt_reader_tensor_count(rd);
@@ -121,7 +149,8 @@ static void show_text(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in)
 		       ck_fmt_shape(ti.ndim, ti.shape, sh, sizeof sh),
 		       cli_fmt_iec(ti.nbytes, sz, sizeof sz), (unsigned long long)ti.chunks,
 		       (unsigned long long)ti.chunks_new,
-		       (unsigned long long)(ti.chunks - ti.chunks_new), ck_name(ti.name, q, sizeof q));
+		       (unsigned long long)(ti.chunks - ti.chunks_new),
+		       ck_name(names->name[k], q, sizeof q));
 	}
 	ck_dist_show_text(store, in->step);
 }
@@ -144,15 +173,19 @@ static int cmd_show(int argc, char **argv)
 		return rc;
 	ckpt_reader *rd;
 	rc = ck_open_reader(cmd, store, step, &rd);
+	struct ck_names names = {0};
+	if (!rc)
+		rc = ck_names_load(cmd, rd, &names);
 	if (!rc) {
 		ckpt_info info;
 		ckpt_reader_info(rd, &info);
 		if (json)
-			show_json(store, rd, &info);
+			show_json(store, rd, &info, &names, opt.all);
 		else
-			show_text(store, rd, &info);
+			show_text(store, rd, &info, &names, opt.all);
 		rc = ck_stdout_done(cmd);
 	}
+	ck_names_free(&names);
 	ckpt_reader_close(rd);
 	ckpt_store_close(store);
 	return rc;

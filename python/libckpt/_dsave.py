@@ -210,7 +210,7 @@ def save_async(store, state, step, meta, dg, background=True, tags=()):
     tree, leaves, gathered = _prepare(state, step, dg)
     mine = plan(dg.rank, gathered)
     meta = dict(meta)
-    meta[T.META_KEY] = T.dumps(merge_trees([g[2] for g in gathered]))
+    meta.update(T.binding_meta(merge_trees([g[2] for g in gathered])))
     comm = D._Comm(dg)
     keep = [leaves]
     err, streams = None, {}

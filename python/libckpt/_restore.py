@@ -54,15 +54,11 @@ class Plan:
         return obj
 
 
-def _flat_name(path, reader):
+def _flat_name(path):
     """The name of a tensor in another tool's checkpoint: its names are plain dotted paths
-    ("fc.weight"), so a key "fc.weight" names it as well as nested keys fc -> weight do."""
-    name = ".".join(path)
-    if reader is not None and name not in reader.names():
-        raw = ".".join(T.unescape(c) for c in path)
-        if raw in reader.names():
-            return raw
-    return name
+    ("fc.weight"), as the binding's are, so a key "fc.weight" names it as well as nested keys fc ->
+    weight do."""
+    return ".".join(path)
 
 
 def _where(path):
@@ -88,7 +84,7 @@ def merge(target, node, path, plan, apply):
         if isinstance(node, dict) and node.get("t") in ("torch", "numpy"):
             name = node["n"]
         elif node is NOTREE:
-            name = _flat_name(path, plan.r) if path else "tensor"
+            name = _flat_name(path) if path else "tensor"
         else:
             raise MismatchError(f"{_where(path)!r}: the state has a tensor where the checkpoint "
                                 f"has {_node_desc(node)}")
@@ -164,7 +160,7 @@ def _plan_stateful(obj, node, path, plan):
     saved_keys = None  # the saved state's keys, when built is not made from it
     if node is NOTREE:
         # another tool's flat checkpoint: the names under this object's prefix are its keys
-        prefix = ".".join(T.unescape(c) for c in path) + "." if path else ""
+        prefix = ".".join(path) + "." if path else ""
         names = plan.r.names()
         built = {n[len(prefix):]: plan.new_tensor("torch", n) for n in names if n.startswith(prefix)}
         if not built:

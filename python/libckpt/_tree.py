@@ -1,22 +1,31 @@
 """Flattening nested state (dicts, lists, tuples of tensors and scalars) into named tensors plus a
 JSON description of the structure, and back.
 
-Tensor names are the dotted path of keys ("model.layers.0.weight", "optim.state.3.exp_avg").
-Each key is escaped so that any key round-trips: '%' becomes '%25' and '.' becomes '%2E' (so a
-key "a.b" gives the component "a%2Eb"; NUL becomes '%00'); integer keys and list indices are written in decimal.
-The exact keys (with their types: str, int, float, bool, None) and every non-tensor value are
-kept in the description (metadata key ``libckpt.python``), so names are only for humans and
-other tools (ckptctl, safetensors export).
+Tensor names are the keys of the path joined by '.', each key as it is, as PyTorch names a
+state_dict entry and DCP a fully qualified name: {"model": model.state_dict()} gives
+"model.fc1.weight" and "model.layers.0.attn.weight", whether the dots come from nesting or from
+the keys themselves (docs/format.md, "Tensor names of the Python binding").  Integer keys and
+list indices are written in decimal, float, bool and None keys as repr() gives them, a NUL in a
+key as "%00" (a name cannot hold NUL).  Two tensors that would get one name ({"fc1": {"weight":
+t}} beside {"fc1.weight": u}) are a ValueError naming both at save.  The exact keys (with their
+types) and every non-tensor value are kept in the description (metadata key ``libckpt.python``),
+so a load gives back exactly the structure saved; the metadata key ``libckpt.names`` says that
+names are written this way.  Checkpoints without it but with a description were written by the
+binding before (ee43f25 and older), which escaped '%' as %25, '.' as %2E and NUL as %00 inside a
+key ("model.fc1%2Eweight"): readers show and match those names unescaped (old_dotted).
 """
 
 import base64
 import collections
 import json
+import re
 import sys
 
 from . import _lib as L
 
 META_KEY = "libckpt.python"
+NAMES_KEY = "libckpt.names"   # its value NAMES_DOTTED: the names are plain dotted paths
+NAMES_DOTTED = "dotted"
 FORMAT = 1
 
 _torch_map = None
@@ -111,25 +120,47 @@ def _share_key(kind, x):
     return ("numpy", x.dtype.str, x.__array_interface__["data"][0], x.shape, x.strides)
 
 
-def escape(key):
-    return key.replace("%", "%25").replace(".", "%2E").replace("\0", "%00")
+_OLD_ESCAPE = re.compile(r"%(2E|25)")
 
 
-def unescape(comp):
-    return comp.replace("%2E", ".").replace("%00", "\0").replace("%25", "%")
+def old_dotted(name):
+    """A name as the binding wrote it before names were plain dotted paths ("model.fc1%2Eweight"),
+    shown as a dotted path ("model.fc1.weight"): %2E and %25 undone in one pass (so "%252E" gives
+    "%2E"); %00 stays, as a name today writes a NUL."""
+    return _OLD_ESCAPE.sub(lambda m: "." if m.group(1) == "2E" else "%", name)
 
 
-def split_name(name):
-    return [unescape(c) for c in name.split(".")]
+def key_text(k):
+    """A key's part of a tensor name (k: a dict key, or a list index)."""
+    if isinstance(k, str):
+        return k.replace("\0", "%00")
+    if isinstance(k, int) and not isinstance(k, bool):
+        return str(k)
+    return repr(k)
+
+
+def path_name(path):
+    """The dotted name of a path of keys ("" for the root)."""
+    return ".".join(key_text(k) for k in path)
+
+
+def path_repr(path):
+    """A path of keys as Python subscripts, for messages: ['model']['fc1.weight']."""
+    return "".join(f"[{k!r}]" for k in path) or "<root>"
+
+
+def binding_meta(tree):
+    """The binding's own metadata entries of a checkpoint whose structure is tree."""
+    return {META_KEY: dumps(tree), NAMES_KEY: NAMES_DOTTED}
 
 
 def _enc_key(k):
     if isinstance(k, str):
-        return k, escape(k)
+        return k, key_text(k)
     if isinstance(k, bool) or k is None or isinstance(k, float):
-        return {"k": k}, escape(repr(k))
+        return {"k": k}, key_text(k)
     if isinstance(k, int):
-        return {"k": k}, str(k)
+        return {"k": k}, key_text(k)
     raise TypeError(f"unsupported dict key type {type(k).__name__} ({k!r}): keys must be str, "
                     f"int, float, bool or None")
 
@@ -149,7 +180,7 @@ def flatten(state, leaf_hook=None):
     leaf_hook(x) -> None or (tensor, box): a leaf that is a box of a global tensor (dist.Shard, a
     DTensor); box = (global shape, offsets) is kept on the Leaf (None for every other tensor)."""
     leaves = []
-    names = {}
+    names = {}   # name -> the path of keys that gave it
     shared = {}
 
     def add_tensor(x, path, kind, box=None):
@@ -158,11 +189,14 @@ def flatten(state, leaf_hook=None):
             key = key + (box,)
         if key is not None and key in shared:
             return dict(shared[key])  # saved once, comes back as one tensor
-        name = ".".join(path) if path else "tensor"
+        name = path_name(path) if path else "tensor"
         if name in names:
-            raise ValueError(f"two entries of the state map to the same tensor name {name!r} "
-                             f"(keys like 0 and '0' in one dict); rename one")
-        names[name] = True
+            raise ValueError(f"two entries of the state would both be saved as the tensor "
+                             f"{name!r}: {path_repr(names[name])} and {path_repr(path)} (a name "
+                             f"joins the keys with '.', as state_dict keys are written, so a "
+                             f"nested key and a key holding dots, or 0 and '0', can meet); "
+                             f"rename one")
+        names[name] = list(path)
         leaf = Leaf()
         leaf.name, leaf.kind, leaf.box = name, kind, box
         if kind == "torch":
@@ -191,15 +225,15 @@ def flatten(state, leaf_hook=None):
         if isinstance(x, dict):
             items = []
             for k, v in x.items():
-                ek, comp = _enc_key(k)
-                items.append([ek, walk(v, path + [comp])])
+                ek, _ = _enc_key(k)
+                items.append([ek, walk(v, path + [k])])
             if not isinstance(x, collections.OrderedDict):
                 return {"t": "dict", "v": items}
             node = {"t": "odict", "v": items}
             meta = getattr(x, "_metadata", None)
             if meta is not None:
                 # Module.state_dict()'s per-module versions, which load_state_dict passes to
-                # _load_from_state_dict ("%_" cannot clash with an escaped key's component)
+                # _load_from_state_dict (no tensors: nothing there is named)
                 node["m"] = walk(meta, path + ["%_metadata"])
             return node
         if is_stateful(x):
@@ -209,14 +243,14 @@ def flatten(state, leaf_hook=None):
         if t is not None and isinstance(x, t.Size):
             return {"t": "size", "v": list(x)}
         if isinstance(x, (list, tuple)):
-            v = [walk(e, path + [str(i)]) for i, e in enumerate(x)]
+            v = [walk(e, path + [i]) for i, e in enumerate(x)]
             return {"t": "tuple" if isinstance(x, tuple) else "list", "v": v}
         if isinstance(x, (bytes, bytearray)):
             return {"t": "bytes", "v": base64.b64encode(bytes(x)).decode()}
         n = np_mod()
         if n is not None and isinstance(x, n.generic) and x.dtype.kind in "biuf":
             return {"t": "npscalar", "d": x.dtype.name, "v": x.item()}
-        where = ".".join(path) or "<root>"
+        where = path_name(path) or "<root>"
         raise TypeError(f"cannot save {where!r}: unsupported type {type(x).__module__}."
                         f"{type(x).__qualname__} (supported: torch tensors, numpy arrays, dict, "
                         f"list, tuple, int, float, bool, None, str, bytes, numpy scalars, objects "

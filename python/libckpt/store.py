@@ -312,7 +312,7 @@ class Store:
             return _dsave.save_async(self, state, step, user_meta, dg, tags=tags)
         self._dist_wait()
         tree, leaves = T.flatten(state)
-        meta = {T.META_KEY: T.dumps(tree)}
+        meta = T.binding_meta(tree)
         meta.update(user_meta)
         keep = [leaves]
         with self._lock:
@@ -455,9 +455,13 @@ class Store:
                     if not k.startswith(("libckpt.", "ckpt.dist.")) and k != "ckpt.tags"}
 
     def tensors(self, step="latest"):
-        """Descriptions of a checkpoint's tensors: name, dtype, shape, nbytes, chunks, chunks_new, bytes_new."""
+        """Descriptions of a checkpoint's tensors: name, dtype, shape, nbytes, chunks, chunks_new,
+        bytes_new.  Names are dotted paths ("model.fc1.weight"), also those of a checkpoint that
+        an older binding saved with escaped keys ("model.fc1%2Eweight")."""
         with self._open_reader(step) as r:
-            return [r.tensor(i) for i in range(r.count())]
+            old = r.old_names()
+            return [dict(ti, name=T.old_dotted(ti["name"])) if old else ti
+                    for ti in (r.tensor(i) for i in range(r.count()))]
 
     def verify(self, step="latest"):
         """Re-hashes every chunk of a checkpoint; returns the list of damages (empty: intact)."""
@@ -627,13 +631,25 @@ class Store:
     def get_slice(self, name, step="latest"):
         """A lazy handle on one saved tensor, as safetensors' get_slice: .shape, .dtype, and
         indexing on the first dimension ([a:b], [i], [a:b, ...]) reads only the chunks that hold
-        those rows (ckpt_reader_restore_range).  `name` is the tensor's name (store.tensors())."""
+        those rows (ckpt_reader_restore_range, or the shards' chunks under them for a global
+        tensor of a multi-rank checkpoint).  `name`: the tensor's dotted name (store.tensors():
+        "model.fc1.weight"), a global tensor's name in a multi-rank checkpoint, or a name as
+        stored."""
         L.need("ckpt_reader_restore_range")
-        with self._open_reader(step) as r:
-            ti = r.tensor(r.find(name))
+        with self._open_checkpoint(step) as (r, v):
             tree = r.tree()
-            kind = T.kind_of(tree, name) if tree is not None else None
-            return TensorSlice(self, r.step, name, ti, kind or ("torch" if _has_torch() else "numpy"))
+            old = r.old_names()
+            if v is not None and name not in r.names():
+                # a multi-rank checkpoint's global tensors (a sharded one is stored as NAME@RANK;
+                # a replicated one is in both lists, counted once)
+                stored = S.resolve(name, dict.fromkeys([*v.names(), *r.names()]), old, r.step)
+            else:
+                stored = S.resolve(name, r.names(), old, r.step)
+            glob = v is not None and stored in v.names() and stored not in r.names()
+            ti = v.tensor(v.find(stored)) if glob else r.tensor(r.find(stored))
+            kind = T.kind_of(tree, stored) if tree is not None else None
+            return TensorSlice(self, r.step, stored, ti, kind or ("torch" if _has_torch() else "numpy"),
+                               glob)
 
     def restore(self, state, step="latest", strict=True, group=None):
         """Restores `state` from a checkpoint; returns its step (a RestoreResult: an int with
@@ -692,8 +708,9 @@ def _has_torch():
 class TensorSlice:
     """One saved tensor, read in parts (Store.get_slice)."""
 
-    def __init__(self, store, step, name, info, kind):
+    def __init__(self, store, step, name, info, kind, glob=False):
         self._store, self.step, self.name, self._ti, self.kind = store, step, name, info, kind
+        self._glob = glob  # a global tensor of a multi-rank checkpoint, read by boxes
         self.shape = tuple(info["shape"])
         self.dtype = info["dtype"]
 
@@ -712,7 +729,11 @@ class TensorSlice:
         obj = _alloc(self.kind, dict(self._ti, shape=shape), None)
         row_bytes = self._ti["nbytes"] // self.shape[0] if self.shape and self.shape[0] else 0
         size = (b - a) * row_bytes if self.shape else self._ti["nbytes"]
-        if size:
+        if size and self._glob:
+            off = (a,) + (0,) * (len(self.shape) - 1) if self.shape else ()
+            with _dread._View(self._store, self.step) as v:
+                _dread._fill(v, v.find(self.name), obj, off)
+        elif size:
             ptr = _data_ptr(obj)
             with self._store._open_reader(self.step) as r:
                 L.check(L.load().ckpt_reader_restore_range(r.ptr, r.find(self.name),
@@ -799,6 +820,13 @@ class _Reader:
     def tree(self):
         v = L.load().ckpt_reader_get_meta(self.ptr, T.META_KEY.encode())
         return T.loads(v.decode()) if v is not None else None
+
+    def old_names(self):
+        """True for a checkpoint an older binding saved (a description, no libckpt.names): its
+        names escape the dots of keys ("model.fc1%2Eweight")."""
+        lib = L.load()
+        return lib.ckpt_reader_get_meta(self.ptr, T.META_KEY.encode()) is not None and \
+            lib.ckpt_reader_get_meta(self.ptr, T.NAMES_KEY.encode()) is None
 
 
 def _restore_into(r, targets):
