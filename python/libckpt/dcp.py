@@ -453,6 +453,18 @@ class LibckptStorageWriter(StorageWriter, BlockingAsyncStager):
         finally:
             p.store.close()
 
+    def stage(self, state_dict):
+        """AsyncStager.stage: a copy of state_dict in host memory (pinned where CUDA is available:
+        BlockingAsyncStager pins always, which fails without a GPU), into the buffers of the
+        previous call when cache_staged_state_dict and the state has the same structure."""
+        from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
+        if self.state_dict_cache is None or not self.cache_staged_state_dict:
+            cache = _create_cpu_state_dict(state_dict, pin_memory=torch.cuda.is_available())
+            if not self.cache_staged_state_dict:
+                return _copy_state_dict(state_dict, cache)
+            self.state_dict_cache = cache
+        return _copy_state_dict(state_dict, self.state_dict_cache)
+
     def close(self):
         """Gives up a save whose finish() never came, and frees the staging cache."""
         self._abandon("the writer was closed")
