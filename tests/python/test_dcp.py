@@ -17,6 +17,8 @@ test_dcp.py faults (tests/python/t-python-dcp-faults.sh):
 - Rank 0 killed in finish(), after every part is durable: no checkpoint is listed, the earlier
   one still loads, gc removes the parts, and the same step saves and loads afterwards.
 - Saving a step that exists: every rank raises ExistsError's message; nothing changes.
+- A rank whose write_data fails (a dtype libckpt lacks): every rank raises; the same writers then
+  save that step.
 - A damaged chunk: dcp.load raises a checksum error naming it instead of loading.
 - ckptctl prune keeps the newest; the kept DCP checkpoint still loads.
 """
@@ -148,14 +150,47 @@ def role_save_one(rank, world, store, step, expect_error=None):
     keep_ref(rank, m, opt, store, step, EXTRA)
 
 
+def role_after_crash(rank, world, store):
+    """Step 2 again (after the crash left its parts, which gc removed); step 2 once more raises
+    ExistsError on every rank; then role_fail_then_save of step 3."""
+    role_save_one(rank, world, store, "2")
+    role_save_one(rank, world, store, "2", "exist")
+    role_fail_then_save(rank, world, store, "3")
+
+
+def role_fail_then_save(rank, world, store, step):
+    """Rank 1 holds a tensor libckpt cannot save (complex64): every rank raises, naming it; the
+    same writers then save the step (rank 0's abandoned part is given up by reset())."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from libckpt.dcp import LibckptStorageWriter
+    m, opt = build(world)
+    train(m, opt, 2, seed=4)
+    w = LibckptStorageWriter(store)
+    state = dict(sharded_state(m, opt), extra=dict(EXTRA))
+    bad = dict(state, odd={"z": torch.zeros(3, dtype=torch.complex64)} if rank == 1 else {})
+    try:
+        dcp.save(bad, storage_writer=w, checkpoint_id=f"{store}/step-{step}")
+    except BaseException as e:  # noqa: BLE001  CheckpointException
+        assert "complex" in str(e), f"the failure does not name the dtype: {e}"
+        print(f"ok: rank {rank}: a rank's failed write raised here too", flush=True)
+    else:
+        raise AssertionError("a save with a complex tensor succeeded")
+    dcp.save(state, storage_writer=w, checkpoint_id=f"{store}/step-{step}")
+    keep_ref(rank, m, opt, store, int(step), EXTRA)
+    w.close()
+
+
 def rank_main(argv):
     import torch.distributed as dist
     rank, world, args = init_rank(argv)
     what, store, rest = args[0], args[1], args[2:]
     {"save": lambda: role_save(rank, world, store),
-     "load": lambda: role_load(rank, world, store, rest[0], int(rest[1]),
-                               rest[2] if len(rest) > 2 else None),
+     "load": lambda: [role_load(rank, world, store, rest[i], int(rest[i + 1]))
+                      for i in range(0, len(rest), 2)],
+     "load-bad": lambda: role_load(rank, world, store, rest[0], int(rest[1]), rest[2]),
      "crash": lambda: role_crash(rank, world, store, rest[0]),
+     "after-crash": lambda: role_after_crash(rank, world, store),
      "save-one": lambda: role_save_one(rank, world, store, rest[0],
                                        rest[1] if len(rest) > 1 else None)}[what]()
     dist.barrier()
@@ -188,8 +223,11 @@ def read_safetensors(path):
     return out
 
 
-def load(n, store, cid, step, expect_error=None):
-    outs = run_world(__file__, n, ["load", store, cid, str(step)] + ([expect_error] if expect_error else []))
+def load(n, store, *pairs, expect_error=None):
+    """Loads on n ranks each (checkpoint_id, step) of pairs, in one world."""
+    args = [str(x) for pair in pairs for x in pair]
+    outs = run_world(__file__, n, (["load-bad", store] + args + [expect_error]) if expect_error
+                     else (["load", store] + args))
     for line in outs[0][1].splitlines():  # rank 0's findings
         if line.startswith("ok: "):
             print(line)
@@ -218,10 +256,9 @@ def main_part(tmp):
         assert "dcp.metadata" in st.metadata(3), "no DCP metadata in the checkpoint"
     print("ok: every step verifies")
 
-    load(1, store, f"{store}/step-3", 3)
-    load(4, store, "tuple:3", 3)
-    load(2, store, store, 4)                 # the newest: the async save, as it was at the call
-    load(4, store, f"{store}/step_1", 1)
+    load(1, store, (f"{store}/step-3", 3))
+    load(4, store, ("tuple:3", 3), (f"{store}/step_1", 1))
+    load(2, store, (store, 4))               # the newest: the async save, as it was at the call
 
     p = ckptctl("list", "--json", store)
     rows = json.loads(p.stdout)
@@ -266,30 +303,29 @@ def faults_part(tmp):
     parts = os.path.join(store, "parts", "%020d" % 2)
     assert [f for f in os.listdir(parts) if f.endswith(".part")], "the dead save left no parts"
     print("ok: rank 0 killed in finish(): no checkpoint 2, its parts are on disk")
-    load(1, store, store, 1)
     ckptctl("gc", store)
     assert not os.path.exists(parts) or not [f for f in os.listdir(parts) if f.endswith(".part")], \
         f"gc left the dead save's parts: {os.listdir(parts)}"
-    run_world(__file__, 2, ["save-one", store, "2"])
-    load(2, store, f"{store}/step-2", 2)
-    print("ok: gc removed the parts; step 2 saved again and loads")
+    print("ok: gc removed the dead save's parts")
 
-    run_world(__file__, 2, ["save-one", store, "2", "exist"])
+    run_world(__file__, 2, ["after-crash", store])
     with libckpt.Store(store, read_only=True) as st:
-        assert st.steps() == [1, 2]
-    print("ok: saving an existing step raises on every rank")
+        assert st.steps() == [1, 2, 3], st.steps()
+    load(1, store, (store + "/step-1", 1), (store + "/step-2", 2), (store, 3))
+    print("ok: step 2 saved again after the crash; an existing step and a rank's failed write "
+          "raise on every rank; the same writers save step 3; all three load")
 
     bad = os.path.join(tmp, "damaged")
     shutil.copytree(store, bad)
     damage_packs(bad)
-    load(1, bad, f"{bad}/step-2", 2, "checksum")
+    load(1, bad, (f"{bad}/step-2", 2), expect_error="checksum")
     print("ok: a damaged chunk raises a checksum error on load")
 
     ckptctl("prune", "--keep-last", "1", store)
     with libckpt.Store(store, read_only=True) as st:
-        assert st.steps() == [2], st.steps()
+        assert st.steps() == [3], st.steps()
     ckptctl("verify", store)
-    load(1, store, store, 2)
+    load(1, store, (store, 3))
     print("ok: ckptctl prune keeps the newest DCP checkpoint, which verifies and loads")
     print("python dcp faults ok")
 
