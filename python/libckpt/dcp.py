@@ -106,14 +106,6 @@ def resolve_checkpoint_id(checkpoint_id, step=None):
     return path, step
 
 
-def _valid_id(checkpoint_id):
-    try:
-        path, _ = resolve_checkpoint_id(checkpoint_id)
-    except (TypeError, ValueError):
-        return False
-    return _is_store(path)
-
-
 @dataclasses.dataclass(frozen=True)
 class _Plan:
     """SavePlan.storage_data: where a rank's part goes."""
@@ -212,6 +204,31 @@ def _dtype(t, fqn):
     return dt
 
 
+class _Where:
+    """The store and step of a writer or reader, from its path or DCP's checkpoint_id."""
+
+    def _set_where(self, path, step):
+        self._step_arg = step
+        self._path, self._step = (None, step) if path is None else resolve_checkpoint_id(path, step)
+
+    def _reset_where(self, checkpoint_id):
+        if checkpoint_id:
+            self._path, self._step = resolve_checkpoint_id(checkpoint_id, self._step_arg)
+
+    @property
+    def checkpoint_id(self):
+        return self._path if self._step is None else f"{self._path}/step-{self._step}"
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id):
+        """True for a store path, a store path plus step, or (store, step), of an existing store."""
+        try:
+            path, _ = resolve_checkpoint_id(checkpoint_id)
+        except (TypeError, ValueError):
+            return False
+        return _is_store(path)
+
+
 class _Part0:
     """Rank 0's part, begun in prepare_global_plan and committed by finish()."""
 
@@ -222,7 +239,7 @@ class _Part0:
         self.metadata = None
 
 
-class LibckptStorageWriter(StorageWriter, BlockingAsyncStager):
+class LibckptStorageWriter(_Where, StorageWriter, BlockingAsyncStager):
     """DCP StorageWriter into a libckpt store (module docstring).
 
     LibckptStorageWriter(path=None, *, step=None, timeout=1800, cache_staged_state_dict=True,
@@ -239,8 +256,7 @@ class LibckptStorageWriter(StorageWriter, BlockingAsyncStager):
                  **store_options):
         StorageWriter.__init__(self)
         BlockingAsyncStager.__init__(self, cache_staged_state_dict=cache_staged_state_dict)
-        self._path, self._step = (None, step) if path is None else resolve_checkpoint_id(path, step)
-        self._step_arg = step
+        self._set_where(path, step)
         self._timeout = float(timeout)
         self._opts = store_options
         self._rank = None
@@ -251,8 +267,7 @@ class LibckptStorageWriter(StorageWriter, BlockingAsyncStager):
     # -------------------------------------------------------------- DCP's calls, in order
     def reset(self, checkpoint_id=None):
         self._abandon("a new save began before the previous one's finish()")
-        if checkpoint_id:
-            self._path, self._step = resolve_checkpoint_id(checkpoint_id, self._step_arg)
+        self._reset_where(checkpoint_id)
         self.save_id = uuid.uuid4().hex
 
     def set_up_storage_writer(self, is_coordinator, *args, **kwargs):
@@ -476,14 +491,6 @@ class LibckptStorageWriter(StorageWriter, BlockingAsyncStager):
         except Exception:  # noqa: BLE001
             pass
 
-    @property
-    def checkpoint_id(self):
-        return self._path if self._step is None else f"{self._path}/step-{self._step}"
-
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id):
-        return _valid_id(checkpoint_id)
-
 
 def _storage_data(results):
     return {wr.index: wr.storage_data for wl in results for wr in wl
@@ -501,7 +508,7 @@ def _unpack(text, where):
         raise CorruptError(f"{where}: metadata {METADATA_KEY!r} does not decode ({e})") from None
 
 
-class LibckptStorageReader(StorageReader):
+class LibckptStorageReader(_Where, StorageReader):
     """DCP StorageReader of a libckpt store (module docstring).
 
     LibckptStorageReader(path=None, *, step=None, **store_options): path or dcp.load's
@@ -511,14 +518,12 @@ class LibckptStorageReader(StorageReader):
 
     def __init__(self, path=None, *, step=None, **store_options):
         super().__init__()
-        self._path, self._step = (None, step) if path is None else resolve_checkpoint_id(path, step)
-        self._step_arg = step
+        self._set_where(path, step)
         self._opts = store_options
         self.load_id = uuid.uuid4().hex
 
     def reset(self, checkpoint_id=None):
-        if checkpoint_id:
-            self._path, self._step = resolve_checkpoint_id(checkpoint_id, self._step_arg)
+        self._reset_where(checkpoint_id)
         self.load_id = uuid.uuid4().hex
 
     def _store(self):
@@ -564,14 +569,6 @@ class LibckptStorageReader(StorageReader):
         fut = Future()
         fut.set_result(None)
         return fut
-
-    @property
-    def checkpoint_id(self):
-        return self._path if self._step is None else f"{self._path}/step-{self._step}"
-
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id):
-        return _valid_id(checkpoint_id)
 
 
 def _read_item(v, req, planner):
