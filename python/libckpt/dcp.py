@@ -66,6 +66,10 @@ except ImportError as _e:  # Debian 12's torch 1.13 has an older DCP without the
                       f"StorageWriter.reset, staging and DTensor); this is torch {_ver} ({_e}). "
                       f"libckpt.Store, CheckpointManager and libckpt.Shard work on torch 1.13") from None
 
+if tuple(int(x) for x in re.findall(r"\d+", torch.__version__)[:2]) < (2, 6):
+    raise ImportError(f"libckpt.dcp needs torch 2.6 or later; this is torch {torch.__version__}. "
+                      f"libckpt.Store, CheckpointManager and libckpt.Shard work on it")
+
 from . import _dread
 from . import _lib as L
 from . import _tree as T
