@@ -254,7 +254,10 @@ class LibckptStorageWriter(_Where, StorageWriter, BlockingAsyncStager):
     checkpoint_id, else the newest step + 1).  timeout: seconds rank 0's commit waits for finish()
     after its part is durable.  store_options go to libckpt.Store (chunk_size, compress, ...:
     every rank must open the store alike).  A step that has a checkpoint already raises
-    ExistsError (a multi-rank checkpoint is never replaced)."""
+    ExistsError (a multi-rank checkpoint is never replaced).  One save at a time per writer:
+    wait for async_save's future before the next save through the same writer (a save whose
+    finish() never came, after a failure on some rank, is given up by the next reset(), close()
+    or the writer's end)."""
 
     def __init__(self, path=None, *, step=None, timeout=1800.0, cache_staged_state_dict=True,
                  **store_options):
@@ -413,6 +416,9 @@ class LibckptStorageWriter(_Where, StorageWriter, BlockingAsyncStager):
         # the part is durable (or failed) when the commit thread enters the exchange
         deadline = time.monotonic() + self._timeout
         while not p.comm.entered.wait(0.05):
+            if D.lib().ckpt_dist_save_poll(p.ptr) == 1:  # ended before the exchange
+                self._abandon("rank 0's commit ended before its part's exchange")
+                raise CkptIOError(f"DCP save of step {p.step}: rank 0's commit ended early")
             if time.monotonic() > deadline:
                 self._abandon("rank 0's part did not finish in time")
                 raise CkptIOError(f"DCP save of step {p.step}: rank 0's part took over "

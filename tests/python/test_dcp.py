@@ -3,6 +3,7 @@
 CPU mesh over gloo, state dicts from get_state_dict / set_state_dict.
 
 test_dcp.py main (tests/python/t-python-dcp.sh):
+- One process without torch.distributed: dcp.save of a plain state dict, dcp.load of the newest.
 - 2 ranks dcp.save step 1 (checkpoint_id STORE/step-1), the same state again (checkpoint_id STORE:
   the next step, 2), one changed bias (checkpoint_id (STORE, 3)), and dcp.async_save of step 4 whose
   parameters change right after async_save returns.
@@ -233,9 +234,33 @@ def load(n, store, *pairs, expect_error=None):
             print(line)
 
 
+def one_process(tmp):
+    """dcp.save / dcp.load without torch.distributed (DCP's no_dist): plain tensors, world 1."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from libckpt.dcp import LibckptStorageReader, LibckptStorageWriter
+    store = os.path.join(tmp, "single")
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(32, 40), torch.nn.Linear(40, 3))
+    sd = {"model": m.state_dict(), "epoch": 2}
+    dcp.save(sd, storage_writer=LibckptStorageWriter(store), checkpoint_id=f"{store}/step-5")
+    torch.manual_seed(1)
+    m2 = torch.nn.Sequential(torch.nn.Linear(32, 40), torch.nn.Linear(40, 3))
+    got = {"model": m2.state_dict(), "epoch": 0}
+    dcp.load(got, storage_reader=LibckptStorageReader(store), checkpoint_id=store)
+    for k, v in m.state_dict().items():
+        assert torch.equal(got["model"][k], v), f"one process: {k} differs"
+    assert got["epoch"] == 2, got["epoch"]
+    rows = json.loads(ckptctl("list", "--json", store).stdout)
+    rows = rows.get("checkpoints", rows) if isinstance(rows, dict) else rows
+    assert [r["step"] for r in rows] == [5], rows
+    print("ok: one process (no torch.distributed): dcp.save of step 5, dcp.load of the newest")
+
+
 def main_part(tmp):
     import torch
     import libckpt
+    one_process(tmp)
     store = os.path.join(tmp, "store")
     libckpt.Store(store, create=True, chunk_size="64K").close()
     outs = run_world(__file__, 2, ["save", store])
