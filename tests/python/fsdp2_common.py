@@ -136,3 +136,18 @@ def result_line(out, key):
     vals = [ln.split(" ", 1)[1] for ln in out.splitlines() if ln.startswith(key + " ")]
     assert vals, f"no {key} line in:\n{out}"
     return vals[-1]
+
+
+def print_ok(outs):
+    """Prints rank 0's findings (its "ok: ..." lines) from run_world's outputs."""
+    for line in outs[0][1].splitlines():
+        if line.startswith("ok: "):
+            print(line)
+
+
+def entry(rank_main, main):
+    """A test script's entry: a rank process (argv --rank ...: rank_main(argv)) or the test."""
+    if len(sys.argv) > 1 and sys.argv[1] == "--rank":
+        rank_main(sys.argv)
+        sys.exit(0)
+    sys.exit(main())

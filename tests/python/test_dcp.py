@@ -35,8 +35,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from fsdp2_common import (ROOT, apply_state, build, full_state, init_rank, result_line,  # noqa: E402
-                          run_world, same_state, sharded_state, train)
+from fsdp2_common import (ROOT, apply_state, build, entry, full_state, init_rank,  # noqa: E402
+                          print_ok, result_line, run_world, same_state, sharded_state, train)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
 CKPTCTL = os.path.join(ROOT, os.environ.get("B", "build"), "bin", "ckptctl")
@@ -229,9 +229,7 @@ def load(n, store, *pairs, expect_error=None):
     args = [str(x) for pair in pairs for x in pair]
     outs = run_world(__file__, n, (["load-bad", store] + args + [expect_error]) if expect_error
                      else (["load", store] + args))
-    for line in outs[0][1].splitlines():  # rank 0's findings
-        if line.startswith("ok: "):
-            print(line)
+    print_ok(outs)
 
 
 def one_process(tmp):
@@ -371,7 +369,4 @@ def main():
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--rank":
-        rank_main(sys.argv)
-        sys.exit(0)
-    sys.exit(main())
+    entry(rank_main, main)

@@ -14,8 +14,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from fsdp2_common import (ROOT, apply_state, build, full_state, init_rank, run_world,  # noqa: E402
-                          same_state, sharded_state, train)
+from fsdp2_common import (ROOT, apply_state, build, entry, full_state, init_rank,  # noqa: E402
+                          print_ok, run_world, same_state, sharded_state, train)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
 
@@ -91,13 +91,10 @@ def main():
         print("ok: Store.load gives the consolidated tensors")
         for n, step in ((4, 2), (1, 1)):
             outs = run_world(__file__, n, ["restore", store, str(step)])
-            print("\n".join(ln for ln in outs[0][1].splitlines() if ln.startswith("ok: ")))
+            print_ok(outs)
     print("python fsdp2 ok")
     return 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--rank":
-        rank_main(sys.argv)
-        sys.exit(0)
-    sys.exit(main())
+    entry(rank_main, main)

@@ -18,7 +18,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from fsdp2_common import ROOT, init_rank, run_world  # noqa: E402
+from fsdp2_common import ROOT, entry, init_rank, run_world  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
 CKPTCTL = os.path.join(ROOT, os.environ.get("B", "build"), "bin", "ckptctl")
@@ -147,13 +147,14 @@ def main():
     return 0
 
 
+def rank_main(argv):
+    import torch.distributed as dist
+    r, w, args = init_rank(argv)
+    role_fsdp2(r, w, args[1], args[2])
+    dist.barrier()
+    dist.destroy_process_group()
+    print("RESULT ok", flush=True)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--rank":
-        import torch.distributed as dist
-        r, w, args = init_rank(sys.argv)
-        role_fsdp2(r, w, args[1], args[2])
-        dist.barrier()
-        dist.destroy_process_group()
-        print("RESULT ok", flush=True)
-        sys.exit(0)
-    sys.exit(main())
+    entry(rank_main, main)
