@@ -1,6 +1,8 @@
 #!/bin/sh
 # Installs the Debian 12 packages that libckpt needs to build and test, and only those that are
-# missing. Says what it installs; does nothing (and needs no network) when everything is present.
+# missing, then the Python virtual environments of the set (tools/deps.d/*.SET.venv, made by
+# tools/venv.sh outside the source tree; LIBCKPT_NO_VENV=1 leaves them out). Says what it installs;
+# does nothing (and needs no network) when everything is present.
 # Usage: tools/install-deps.sh [bootstrap|build|test|demo|fresh]   (default: test)
 # bootstrap: make alone (tools/bootstrap.sh); fresh: what `make check-fresh` needs on the host.
 set -eu
@@ -26,14 +28,21 @@ for p in $pkgs; do
   case "$st" in *"install ok installed"*) continue ;; esac
   case " $missing " in *" $p "*) ;; *) missing="$missing $p" ;; esac  # listed by two sets
 done
-[ -z "$missing" ] && exit 0
-
-echo "install-deps: installing missing Debian packages:$missing"
-if [ "$(id -u)" != 0 ]; then
-  echo "install-deps: not root; run as root or install them yourself: apt-get install$missing" >&2
-  exit 1
+if [ -n "$missing" ]; then
+  echo "install-deps: installing missing Debian packages:$missing"
+  if [ "$(id -u)" != 0 ]; then
+    echo "install-deps: not root; run as root or install them yourself: apt-get install$missing" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $missing
 fi
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-# shellcheck disable=SC2086
-apt-get install -y -qq --no-install-recommends $missing
+
+# Virtual environments (after the Debian packages: they need python3-venv).
+[ "${LIBCKPT_NO_VENV:-0}" = 1 ] && exit 0
+for f in "$(dirname "$0")"/deps.d/*."$what".venv; do
+  [ -f "$f" ] && sh "$(dirname "$0")/venv.sh" "$f"
+done
+exit 0

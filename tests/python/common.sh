@@ -15,3 +15,19 @@ fi
 CKPT_LIBRARY=$(cd "$(dirname "$LIB")" && pwd)/$(basename "$LIB")
 export CKPT_LIBRARY
 export PYTHONDONTWRITEBYTECODE=1
+
+# The torch 2.x virtual environment (tools/venv.sh, from tools/deps.d/torch2.test.venv; README.md):
+# $LIBCKPT_TORCH_VENV, default ~/.cache/libckpt/torch2-venv. use_torch2 points PY at its python,
+# or skips (77) naming the command that makes it.
+TORCH2_VENV=${LIBCKPT_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/libckpt/torch2-venv}
+use_torch2() {
+	if [ ! -x "$TORCH2_VENV/bin/python" ]; then
+		echo "skip: no torch 2.x virtual environment at $TORCH2_VENV (make it: sh tools/install-deps.sh test, or sh tools/venv.sh tools/deps.d/torch2.test.venv)"
+		exit 77
+	fi
+	PY=$TORCH2_VENV/bin/python
+	if ! "$PY" -c 'import torch, numpy, torch.distributed.checkpoint' 2>/dev/null; then
+		echo "FAIL: $PY cannot import torch, numpy and torch.distributed.checkpoint (remake it: rm -r $TORCH2_VENV; sh tools/venv.sh tools/deps.d/torch2.test.venv)"
+		exit 1
+	fi
+}
