@@ -28,7 +28,7 @@ static char *trim(char *s)
 /* State of one pass over an ini file looking for [sect] key (or [sect] sub = / key). */
 struct ini_scan {
 	const char *sect, *sub, *key;
-	int in_sect, in_sub;
+	int in_sect, in_sub, nested;
 };
 
 /* Looks at one line; returns 1 and sets *val when it is the key wanted. */
@@ -48,7 +48,7 @@ static int ini_line(struct ini_scan *st, char *line, char **val)
 		if (e && !st->in_sect && strncmp(st->sect, "profile ", 8) == 0 &&
 		    strncmp(name, "profile", 7) == 0 && (name[7] == ' ' || name[7] == '\t'))
 			st->in_sect = strcmp(trim(name + 8), st->sect + 8) == 0;
-		st->in_sub = 0;
+		st->in_sub = st->nested = 0;
 		return 0;
 	}
 	char *eq = strchr(s, '=');
@@ -56,9 +56,14 @@ static int ini_line(struct ini_scan *st, char *line, char **val)
 		return 0;
 	*eq = 0;
 	char *k = trim(s), *v = trim(eq + 1);
-	if (!indented)
+	/* An indented line belongs to the nested section that a key with no value opened
+	 * ("s3 =" and the lines under it); anywhere else indentation means nothing. */
+	int nested_line = indented && st->nested;
+	if (!nested_line) {
+		st->nested = !*v;
 		st->in_sub = st->sub && !*v && strcasecmp(k, st->sub) == 0;
-	if (indented != (st->sub != NULL) || (st->sub && !st->in_sub) || strcasecmp(k, st->key))
+	}
+	if (nested_line != (st->sub != NULL) || (st->sub && !st->in_sub) || strcasecmp(k, st->key))
 		return 0;
 	*val = v;
 	return 1;
@@ -70,7 +75,7 @@ int s3_ini_get(const char *path, const char *sect, const char *sub, const char *
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return 0; /* a profile file is optional; a missing one has no keys */
-	struct ini_scan st = { sect, sub, key, 0, 0 };
+	struct ini_scan st = { sect, sub, key, 0, 0, 0 };
 	char line[4096], *val = NULL;
 	int lineno = 0, found = 0;
 	while (fgets(line, sizeof line, f)) {

@@ -185,9 +185,10 @@ int64_t s3_xml_u64(struct s3_span in, const char *tag)
 	uint64_t v = 0;
 	int digits = 0;
 	for (; *p >= '0' && *p <= '9'; p++, digits++) {
-		if (v > (UINT64_C(1) << 63) / 10 - 1)
+		uint64_t d = (uint64_t)(*p - '0');
+		if (v > ((uint64_t)INT64_MAX - d) / 10)
 			return -1;
-		v = v * 10 + (uint64_t)(*p - '0');
+		v = v * 10 + d;
 	}
 	while (is_space(*p))
 		p++;

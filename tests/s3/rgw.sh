@@ -124,6 +124,9 @@ memstore device bytes = $(( ${RGW_MEMSTORE_MB:-1024} * 1024 * 1024 ))
 rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT
 rgw data = $RGW_DIR/rgw
 rgw thread pool size = 64
+# Virtual-hosted requests name the bucket in the host: BUCKET.localhost (libcurl resolves
+# *.localhost to loopback by itself).
+rgw dns name = localhost
 # The tests' quota case must see its limit at once, not after a stats refresh.
 rgw user quota bucket sync interval = 0
 rgw user quota sync interval = 0

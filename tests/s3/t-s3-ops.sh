@@ -19,6 +19,8 @@ run() {
 
 run s3://bkt mkbucket
 run "s3://bkt/pfx?page=2" basic
+# Virtual-hosted: the bucket in the host name (bkt.localhost; rgw.sh sets rgw dns name).
+run "s3://bkt/vh?addressing=virtual&endpoint=http://localhost:$RGW_PORT" basic
 run s3://bkt/mp multipart
 
 # A second user who may not read bkt: a refused request.

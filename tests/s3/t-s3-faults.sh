@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# radosgw killed (kill -9) in the middle of a multipart upload (issue 25, item 5):
+#   1. restarted at once: the put, retrying, either completes (the whole object is there) or fails
+#      cleanly; the key is never a part of the object;
+#   2. not restarted: the put fails within its few retries with an error naming the endpoint, and
+#      once radosgw is back the key is absent.
+# Also a single PUT (an object under the part size) killed the same way.
+# The uploads are slowed by the bandwidth cap (8 MiB/s) so that the kill lands in the middle;
+# the test waits for a mark file the uploader creates at a quarter of the bytes, never a sleep.
+set -u
+cd "$(dirname "$0")/../.."
+B=${B:-build}
+O=$PWD/$B/tests/bin/s3ops
+[ -x "$O" ] || { echo "skip: $O is not built (make tests)"; exit 77; }
+. tests/s3/rgw.sh
+rgw_require
+rgw_start || exit 1
+fail=0
+T=$RGW_DIR/t
+mkdir -p "$T"
+"$O" s3://bkt mkbucket || exit 1
+
+# wait_file FILE PID: until FILE exists (or PID has exited), at most 60 s.
+wait_file() {
+	local end=$((SECONDS + 60))
+	until [ -e "$1" ]; do
+		kill -0 "$2" 2>/dev/null || return 1
+		[ $SECONDS -lt $end ] || return 1
+		sleep 0.05
+	done
+}
+
+# killed_put KEY MIB RETRIES RESTART: starts the put, kills radosgw at a quarter, restarts it
+# (RESTART=1) or not until the put has ended; sets $put_rc and $verify_rc.
+killed_put() {
+	local key=$1 mib=$2 retries=$3 restart=$4 pid
+	rm -f "$T/mark"
+	"$O" s3://bkt/k slowput "$key" "$mib" "$retries" "$T/mark" >"$T/$key.out" 2>&1 &
+	pid=$!
+	if ! wait_file "$T/mark" "$pid"; then
+		echo "FAIL: $key: the upload never reached a quarter"; cat "$T/$key.out"; fail=1
+	fi
+	rgw_kill_gw
+	[ "$restart" = 1 ] && { rgw_start_gw || exit 1; }
+	wait "$pid"
+	put_rc=$?
+	[ "$restart" = 1 ] || { rgw_start_gw || exit 1; }
+	cat "$T/$key.out"
+	"$O" s3://bkt/k verify "$key" "$mib"
+	verify_rc=$?
+}
+
+echo "== 1. multipart, radosgw killed and restarted"
+killed_put mp-restart 24 14 1
+case "$put_rc/$verify_rc" in
+0/0) echo "the put succeeded after the restart: the object is whole" ;;
+3/4) echo "the put failed cleanly: the key is absent" ;;
+*) echo "FAIL: put exit $put_rc, key ${verify_rc} (0 whole, 4 absent, 1 partial or wrong)"; fail=1 ;;
+esac
+
+echo "== 2. multipart, radosgw killed and not restarted"
+killed_put mp-dead 24 2 0
+if [ "$put_rc" != 3 ] || [ "$verify_rc" != 4 ]; then
+	echo "FAIL: put exit $put_rc (want 3: -CKPT_E_IO), key $verify_rc (want 4: absent)"; fail=1
+fi
+grep -q "endpoint $RGW_ENDPOINT" "$T/mp-dead.out" ||
+	{ echo "FAIL: the error does not name the endpoint $RGW_ENDPOINT"; fail=1; }
+
+echo "== 3. single PUT, radosgw killed and restarted"
+killed_put single 4 14 1
+case "$put_rc/$verify_rc" in
+0/0 | 3/4) ;;
+*) echo "FAIL: single put exit $put_rc, key $verify_rc"; fail=1 ;;
+esac
+
+[ $fail = 0 ] && echo "s3 faults: all passed"
+exit $fail
