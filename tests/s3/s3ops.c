@@ -11,11 +11,14 @@
  *   s3ops URL slowput KEY MIB RETRIES MARK   puts MIB MiB at 8 MiB/s; creates MARK at a quarter
  *   s3ops URL verify KEY MIB         exit 0: the whole object; 4: absent; 1: anything else
  *   s3ops URL uploads                prints the multipart uploads in progress under the prefix
+ *   s3ops URL threads                8 threads on one handle: put/get/stat/list/del, a multipart
+ *   s3ops URL hung                   the server answers nothing: open fails in bounded time
  * Environment for errors: S3T_AK2/S3T_SK2, keys of a user who may not read the url's bucket. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -388,6 +391,74 @@ static int case_verify(const char *url, char **av)
 	return out;
 }
 
+struct thr {
+	struct rmt *r;
+	int id, fails;
+};
+
+static void *thread_main(void *arg)
+{
+	struct thr *t = arg;
+	char key[64], data[5000], back[5000];
+	for (int i = 0; i < 12; i++) {
+		snprintf(key, sizeof key, "t%d/k%d", t->id, i);
+		t_fill(data, sizeof data, (uint64_t)(t->id * 100 + i));
+		uint64_t size = 0;
+		struct names nm = { 0 };
+		if (put_buf(t->r, key, data, sizeof data, 0) || S3->get(t->r, key, 0, sizeof back, back) ||
+		    memcmp(data, back, sizeof data) || S3->stat(t->r, key, &size, NULL) ||
+		    size != sizeof data || S3->list(t->r, key, collect, &nm) || nm.n != 1 ||
+		    S3->del(t->r, key)) {
+			fprintf(stderr, "thread %d, %s: %s\n", t->id, key, ckpt_errmsg());
+			t->fails++;
+		}
+	}
+	if (t->id == 0) { /* one multipart upload among the small requests */
+		size_t n = 11u << 20;
+		char *big = malloc(n), *bb = malloc(n);
+		t_fill(big, n, 5);
+		if (!big || !bb || put_buf(t->r, "t0/big", big, n, 0) ||
+		    S3->get(t->r, "t0/big", 0, n, bb) || memcmp(big, bb, n) || S3->del(t->r, "t0/big"))
+			t->fails++;
+		free(big);
+		free(bb);
+	}
+	return NULL;
+}
+
+static int case_threads(const char *url)
+{
+	struct rmt_config cfg = { .parallel = 3, .part_size = 5u << 20 };
+	struct rmt *r = must_open(url, &cfg);
+	struct thr t[8];
+	pthread_t th[8];
+	for (int i = 0; i < 8; i++) {
+		t[i] = (struct thr){ r, i, 0 };
+		REQUIRE(pthread_create(&th[i], NULL, thread_main, &t[i]) == 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		CHECK(t[i].fails == 0);
+	}
+	S3->close(r);
+	return t_done();
+}
+
+/* The server accepts connections and says nothing (SIGSTOP): the open must fail within
+ * (timeout_s + backoff) * attempts, not hang. */
+static int case_hung(const char *url)
+{
+	struct rmt_config cfg = { .retries = 1, .timeout_s = 2, .connect_timeout_s = 2 };
+	struct rmt *r = NULL;
+	double t0 = ckpt_now();
+	CHECK_RC(S3->open(url, &cfg, &r), -CKPT_E_IO);
+	double dt = ckpt_now() - t0;
+	check_msg("a server that answers nothing", "Timeout", getenv("AWS_ENDPOINT_URL"));
+	printf("  failed after %.1f s\n", dt);
+	CHECK(dt >= 4 && dt < 30);
+	return t_done();
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -422,6 +493,10 @@ int main(int argc, char **argv)
 		return case_nospc(url);
 	if (!strcmp(c, "bandwidth"))
 		return case_bandwidth(url);
+	if (!strcmp(c, "threads"))
+		return case_threads(url);
+	if (!strcmp(c, "hung"))
+		return case_hung(url);
 	if (!strcmp(c, "slowput") && argc == 7)
 		return case_slowput(url, argv + 3);
 	if (!strcmp(c, "verify") && argc == 5)

@@ -4,7 +4,8 @@
 #      whole object (never a part of it);
 #   2. not restarted: the put fails within its few retries with an error naming the endpoint, and
 #      once radosgw is back the key is absent.
-# Also a single PUT (an object under the part size) killed the same way.
+# Also a single PUT (an object under the part size) killed the same way, and a radosgw that
+# hangs (SIGSTOP): the request times out, it does not hang.
 # The uploads are slowed by the bandwidth cap (8 MiB/s) so that the kill lands in the middle;
 # the test waits for a mark file the uploader creates at a quarter of the bytes, never a sleep.
 set -u
@@ -70,6 +71,11 @@ grep -q "endpoint $RGW_ENDPOINT" "$T/mp-dead.out" ||
 echo "== 3. single PUT, radosgw killed and restarted"
 killed_put single 4 14 1
 [ "$put_rc/$verify_rc" = 0/0 ] || { echo "FAIL: single put exit $put_rc, key $verify_rc"; fail=1; }
+
+echo "== 4. radosgw stopped (SIGSTOP): connections are accepted, nothing answers"
+kill -STOP "$RGW_PID_gw"
+"$O" s3://bkt/k hung || { echo "FAIL: a hung server"; fail=1; }
+kill -CONT "$RGW_PID_gw"
 
 [ $fail = 0 ] && echo "s3 faults: all passed"
 exit $fail

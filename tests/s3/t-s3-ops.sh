@@ -22,6 +22,7 @@ run "s3://bkt/pfx?page=2" basic
 # Virtual-hosted: the bucket in the host name (bkt.localhost; rgw.sh sets rgw dns name).
 run "s3://bkt/vh?addressing=virtual&endpoint=http://localhost:$RGW_PORT" basic
 run s3://bkt/mp multipart
+run s3://bkt/th threads
 
 # A second user who may not read bkt: a refused request.
 rgw_user other OTHERACCESSKEY000001 othersecret0000000000000000000000000001
