@@ -47,16 +47,27 @@ static void s3_close(struct rmt *r)
 	free(s);
 }
 
-/* Asks for one key under the prefix: the bucket exists and the credentials are good. */
-static int check_bucket(struct s3 *s)
+/* A GET of the bucket with the query head + the encoded prefix + tail; the answer in *req (to be
+ * freed with s3_req_free). */
+static int bucket_get(struct s3 *s, const char *head, const char *tail, const char *what,
+		      struct s3_req *req)
 {
 	char ep[3200], q[3300];
+	*req = (struct s3_req){ .method = "GET", .query = q, .what = what };
 	int rc = s3_encode(s->conf.prefix, 0, ep, sizeof ep);
 	if (rc)
 		return rc;
-	snprintf(q, sizeof q, "list-type=2&max-keys=1&prefix=%s", ep);
-	struct s3_req req = { .method = "GET", .query = q, .what = "open" };
-	rc = s3_call(s, &req, NULL);
+	snprintf(q, sizeof q, "%s%s%s", head, ep, tail);
+	rc = s3_call(s, req, NULL);
+	req->query = NULL; /* q ends here */
+	return rc;
+}
+
+/* Asks for one key under the prefix: the bucket exists and the credentials are good. */
+static int check_bucket(struct s3 *s)
+{
+	struct s3_req req;
+	int rc = bucket_get(s, "list-type=2&max-keys=1&prefix=", "", "open", &req);
 	s3_req_free(&req);
 	return rc;
 }
@@ -347,14 +358,8 @@ int s3_make_bucket(struct rmt *r)
 
 int s3_count_uploads(struct rmt *r, unsigned *n)
 {
-	struct s3 *s = (struct s3 *)r;
-	char ep[3600], q[3700];
-	int rc = s3_encode(s->conf.prefix, 0, ep, sizeof ep);
-	if (rc)
-		return rc;
-	snprintf(q, sizeof q, "prefix=%s&uploads=", ep);
-	struct s3_req req = { .method = "GET", .query = q, .what = "list uploads" };
-	rc = s3_call(s, &req, NULL);
+	struct s3_req req;
+	int rc = bucket_get((struct s3 *)r, "prefix=", "&uploads=", "list uploads", &req);
 	struct s3_span in = { req.resp, req.resp_len }, u;
 	for (*n = 0; rc == 0 && s3_xml_next(&in, "Upload", &u);)
 		++*n;

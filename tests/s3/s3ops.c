@@ -483,20 +483,14 @@ int main(int argc, char **argv)
 		S3->close(r);
 		return 0;
 	}
-	if (!strcmp(c, "basic"))
-		return case_basic(url);
-	if (!strcmp(c, "multipart"))
-		return case_multipart(url);
-	if (!strcmp(c, "errors"))
-		return case_errors(url);
-	if (!strcmp(c, "nospc"))
-		return case_nospc(url);
-	if (!strcmp(c, "bandwidth"))
-		return case_bandwidth(url);
-	if (!strcmp(c, "threads"))
-		return case_threads(url);
-	if (!strcmp(c, "hung"))
-		return case_hung(url);
+	static const struct { const char *name; int (*run)(const char *url); } cases[] = {
+		{ "basic", case_basic }, { "multipart", case_multipart }, { "errors", case_errors },
+		{ "nospc", case_nospc }, { "bandwidth", case_bandwidth }, { "threads", case_threads },
+		{ "hung", case_hung },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+		if (!strcmp(c, cases[i].name))
+			return cases[i].run(url);
 	if (!strcmp(c, "slowput") && argc == 7)
 		return case_slowput(url, argv + 3);
 	if (!strcmp(c, "verify") && argc == 5)

@@ -8,15 +8,8 @@
 # hangs (SIGSTOP): the request times out, it does not hang.
 # The uploads are slowed by the bandwidth cap (8 MiB/s) so that the kill lands in the middle;
 # the test waits for a mark file the uploader creates at a quarter of the bytes, never a sleep.
-set -u
-cd "$(dirname "$0")/../.."
-B=${B:-build}
-O=$PWD/$B/tests/bin/s3ops
-[ -x "$O" ] || { echo "skip: $O is not built (make tests)"; exit 77; }
-. tests/s3/rgw.sh
-rgw_require
-rgw_start || exit 1
-fail=0
+cd "$(dirname "$0")/../.." || exit 1
+. tests/s3/lib.sh
 T=$RGW_DIR/t
 mkdir -p "$T"
 "$O" s3://bkt mkbucket || exit 1

@@ -3,15 +3,8 @@
 # issue 25: put/get/range/stat/list in pages of 2 keys/NOREPLACE/delete, multipart (5 MiB parts),
 # the errors (wrong keys, a missing bucket, a refused request, a refused connection, a full
 # remote: each named in the message), the bandwidth cap, and a profile from the AWS files.
-set -u
-cd "$(dirname "$0")/../.."
-B=${B:-build}
-O=$PWD/$B/tests/bin/s3ops
-[ -x "$O" ] || { echo "skip: $O is not built (make tests)"; exit 77; }
-. tests/s3/rgw.sh
-rgw_require
-rgw_start || exit 1
-fail=0
+cd "$(dirname "$0")/../.." || exit 1
+. tests/s3/lib.sh
 run() {
 	echo "== $*"
 	"$O" "$@" || { echo "FAIL: s3ops $*"; fail=1; }
