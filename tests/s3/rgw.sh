@@ -20,6 +20,7 @@
 # processes are started in the foreground (-f) as this shell's children, so their PIDs are known
 # exactly ($RGW_DIR/pids) and nothing else is ever killed. Logs: $RGW_DIR/log/ (kept on failure).
 # The OSD keeps its data in RAM (memstore, RGW_MEMSTORE_MB, default 1024): size it to the test.
+# RGW_EXTRA_CONF: more lines for radosgw's section of ceph.conf.
 
 RGW_DEADLINE=${RGW_DEADLINE:-60}
 RGW_AK=CKPTTESTACCESSKEY0001
