@@ -30,6 +30,8 @@ static void fill_defaults(struct rmt_config *c)
 		c->part_size = 64ull << 20;
 	if (c->part_size < S3_MIN_PART)
 		c->part_size = S3_MIN_PART; /* S3 refuses smaller parts (EntityTooSmall) */
+	if (c->part_size > S3_MAX_SINGLE)
+		c->part_size = S3_MAX_SINGLE; /* and larger ones, or single PUTs (EntityTooLarge) */
 	if (!c->timeout_s)
 		c->timeout_s = 60;
 	if (!c->connect_timeout_s)
@@ -158,6 +160,8 @@ static unsigned s3_caps(struct rmt *r)
 	return RMT_CAP_RANGE | (noreplace_atomic((struct s3 *)r) ? RMT_CAP_ATOMIC_NOREPLACE : 0);
 }
 
+static int s3_get(struct rmt *r, const char *key, uint64_t off, uint64_t len, void *buf);
+
 static int s3_stat(struct rmt *r, const char *key, uint64_t *size, int64_t *mtime)
 {
 	struct s3 *s = (struct s3 *)r;
@@ -184,6 +188,25 @@ static int s3_stat(struct rmt *r, const char *key, uint64_t *size, int64_t *mtim
 	return rc;
 }
 
+/* Is the object at fk the bytes of src? For a NOREPLACE put that was sent twice: the first may
+ * have landed with its answer lost, and the 412 of the second is then our own object. Only for
+ * objects up to 64 MiB (manifests and small packs); larger ones stay -CKPT_E_EXISTS. */
+static int same_object(struct s3 *s, const char *key, const struct rmt_src *src)
+{
+	uint64_t size;
+	if (src->len > (64u << 20) || s3_stat(&s->base, key, &size, NULL) || size != src->len)
+		return 0;
+	char *a = malloc(src->len ? src->len : 1), *b = src->buf ? NULL : malloc(src->len ? src->len : 1);
+	int same = a && (src->buf || b) && s3_get(&s->base, key, 0, src->len, a) == 0;
+	if (same && !src->buf)
+		same = pread(src->fd, b, src->len, (off_t)src->off) == (ssize_t)src->len;
+	if (same)
+		same = !memcmp(a, src->buf ? (const char *)src->buf + src->off : b, src->len);
+	free(a);
+	free(b);
+	return same;
+}
+
 /* A single PUT (objects up to part_size, or NOREPLACE ones up to 5 GiB on a server whose
  * If-None-Match is atomic: one request is the only atomic check there is). */
 static int put_single(struct s3 *s, const char *fk, const struct rmt_src *src, int noreplace,
@@ -197,7 +220,9 @@ static int put_single(struct s3 *s, const char *fk, const struct rmt_src *src, i
 	if (noreplace)
 		req.hdr[0] = "If-None-Match: *";
 	int rc = s3_call(s, &req, NULL);
-	if (rc == -CKPT_E_EXISTS)
+	if (rc == -CKPT_E_EXISTS && req.attempts > 1 && same_object(s, fk + strlen(s->conf.prefix), src))
+		rc = 0;
+	else if (rc == -CKPT_E_EXISTS)
 		rc = ckpt_fail(CKPT_E_EXISTS, "s3 put %s/%s: the key exists (HTTP 412 "
 			       "PreconditionFailed)", s->conf.bucket, fk);
 	s3_req_free(&req);

@@ -412,6 +412,7 @@ int s3_do(struct s3 *s, struct s3_req *req)
 		backoff(tries);
 	}
 	give_handle(s, c);
+	req->attempts = tries + 1;
 	const char *obj = req->key ? req->key : s->conf.prefix;
 	if (x.read_errno)
 		return ckpt_fail(x.read_errno > 0 ? ckpt_errno_code(x.read_errno) : CKPT_E_IO,

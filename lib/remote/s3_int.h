@@ -107,6 +107,7 @@ struct s3_req {
 	int64_t mtime;           /* Last-Modified, 0 when none */
 	char etag[128];
 	char code[64];           /* the S3 error code of a failed request, "" when none */
+	unsigned attempts;       /* how many times it was sent */
 };
 #define S3_RESP_MAX (16u << 20)
 
