@@ -15,6 +15,10 @@ run "s3://bkt/pfx?page=2" basic
 # Virtual-hosted: the bucket in the host name (bkt.localhost; rgw.sh sets rgw dns name).
 run "s3://bkt/vh?addressing=virtual&endpoint=http://localhost:$RGW_PORT" basic
 run s3://bkt/mp multipart
+# NOREPLACE checked first (a server without conditional writes): a HEAD, then the put; for large
+# objects a multipart upload checked again before its completion.
+run "s3://bkt/nc?noreplace=check&page=3" basic
+run "s3://bkt/ncm?noreplace=check" multipart
 run s3://bkt/th threads
 
 # A second user who may not read bkt: a refused request.
