@@ -252,6 +252,7 @@ static void set_method(CURL *c, struct xfer *x, const char *url)
 	const struct rmt_config *cfg = &x->s->base.cfg;
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L); /* a key's "/../" is a name, not a step */
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, (long)cfg->connect_timeout_s);
 	/* "No progress for timeout_s" fails a request: a dead or hung server is an error. */
@@ -397,7 +398,7 @@ static void backoff(unsigned k)
 
 int s3_do(struct s3 *s, struct s3_req *req)
 {
-	char url[4096], err[CURL_ERROR_SIZE];
+	char url[12288], err[CURL_ERROR_SIZE];
 	int rc = make_url(s, req, url, sizeof url);
 	if (rc)
 		return rc;
