@@ -3,7 +3,8 @@
 # multipart parts in parallel, parallel ranged GETs) against `aws s3 cp` (Debian's awscli, its
 # defaults: 8 MiB parts, 10 requests in flight) to the same radosgw on loopback (tests/s3/rgw.sh),
 # issue 25 item 7. Runs interleaved (libckpt and aws alternate, the order swapped every run) and
-# prints the medians and the ratios aws / libckpt (above 1: libckpt is faster).
+# prints the medians and the ratios aws / libckpt (above 1: libckpt is faster), also as JSON in
+# build/bench/s3-bench.json (for bench/summary.py).
 # Not a test. Environment: S3_BENCH_SIZE (default 2G), S3_BENCH_RUNS (default 3), BENCH_DIR
 # (the files, default build/bench/work), S3_BENCH_PARALLEL / S3_BENCH_PART (s3-bench's).
 # radosgw keeps the objects in RAM (memstore) and does not give that memory back: each run gets
@@ -61,7 +62,11 @@ for ((i = 0; i < RUNS; i++)); do
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 mop=$(median "${OP[@]}") map=$(median "${AP[@]}") mog=$(median "${OG[@]}") mag=$(median "${AG[@]}")
-awk -v s="$mib" -v op="$mop" -v ap="$map" -v og="$mog" -v ag="$mag" -v n="$RUNS" 'BEGIN {
+J=$B/bench/s3-bench.json
+awk -v s="$mib" -v op="$mop" -v ap="$map" -v og="$mog" -v ag="$mag" -v n="$RUNS" -v j="$J" 'BEGIN {
+	printf "{\"s3_bench_mib\": %d, \"s3_bench_runs\": %d, \"s3_put_s\": %.3f, \"aws_put_s\": %.3f, " \
+	       "\"s3_get_s\": %.3f, \"aws_get_s\": %.3f, \"s3_put_ratio\": %.3f, \"s3_get_ratio\": %.3f}\n",
+	       s, n, op, ap, og, ag, ap / op, ag / og > j
 	printf "s3 bench, %d MiB object, radosgw on loopback, medians of %d interleaved runs:\n", s, n
 	printf "  upload:   libckpt %6.2f s (%5.0f MiB/s)   aws s3 cp %6.2f s (%5.0f MiB/s)   ratio %.2f\n", op, s / op, ap, s / ap, ap / op
 	printf "  download: libckpt %6.2f s (%5.0f MiB/s)   aws s3 cp %6.2f s (%5.0f MiB/s)   ratio %.2f\n", og, s / og, ag, s / ag, ag / og
