@@ -282,8 +282,8 @@ static int s3_get(struct rmt *r, const char *key, uint64_t off, uint64_t len, vo
 }
 
 /* Calls cb for each <Contents> of one page; sets *token to the next page's token, "" at the end. */
-static int list_page(struct s3 *s, const struct s3_req *req, rmt_list_cb cb, void *arg,
-		     char *token, size_t tsz)
+static int list_page(struct s3 *s, const struct s3_req *req, const char *fp, rmt_list_cb cb,
+		     void *arg, char *token, size_t tsz)
 {
 	struct s3_span all = { req->resp, req->resp_len }, in = all, c;
 	size_t pl = strlen(s->conf.prefix);
@@ -292,7 +292,7 @@ static int list_page(struct s3 *s, const struct s3_req *req, rmt_list_cb cb, voi
 		int64_t size = s3_xml_u64(c, "Size");
 		if (s3_xml_text(c, "Key", key, sizeof key) <= 0 || size < 0)
 			return ckpt_fail(CKPT_E_CORRUPT, "s3 list %s/%s: an entry without a usable "
-					 "Key or Size", s->conf.bucket, s->conf.prefix);
+					 "Key or Size", s->conf.bucket, fp);
 		if (strncmp(key, s->conf.prefix, pl) || !key[pl])
 			continue; /* not ours (a server that ignores prefix=) */
 		if (s3_xml_text(c, "LastModified", when, sizeof when) <= 0)
@@ -306,7 +306,7 @@ static int list_page(struct s3 *s, const struct s3_req *req, rmt_list_cb cb, voi
 	if (s3_xml_text(all, "IsTruncated", trunc, sizeof trunc) > 0 && !strcmp(trunc, "true") &&
 	    s3_xml_text(all, "NextContinuationToken", token, tsz) <= 0)
 		return ckpt_fail(CKPT_E_CORRUPT, "s3 list %s/%s: a truncated page without a usable "
-				 "NextContinuationToken", s->conf.bucket, s->conf.prefix);
+				 "NextContinuationToken", s->conf.bucket, fp);
 	return 0;
 }
 
@@ -331,7 +331,7 @@ static int s3_list(struct rmt *r, const char *prefix, rmt_list_cb cb, void *arg)
 		rc = s3_call(s, &req, NULL);
 		snprintf(prev, sizeof prev, "%s", tok);
 		if (rc == 0)
-			rc = list_page(s, &req, cb, arg, tok, sizeof tok);
+			rc = list_page(s, &req, fp, cb, arg, tok, sizeof tok);
 		s3_req_free(&req);
 		if (rc || !tok[0])
 			break;

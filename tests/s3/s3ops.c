@@ -13,6 +13,9 @@
  *   s3ops URL uploads                prints the multipart uploads in progress under the prefix
  *   s3ops URL threads                8 threads on one handle: put/get/stat/list/del, a multipart
  *   s3ops URL hung                   the server answers nothing: open fails in bounded time
+ *   s3ops URL fake                   against tests/s3/fakes3.py: retried 5xx, 429, SlowDown, dropped
+ *                                    connections, short bodies; a Range ignored; a completion
+ *                                    failing inside its 200; listings that lie
  * Environment for errors: S3T_AK2/S3T_SK2, keys of a user who may not read the url's bucket. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -459,6 +462,74 @@ static int case_hung(const char *url)
 	return t_done();
 }
 
+/* A put then a get of key on the fake server; returns the put's time. */
+static double fake_roundtrip(struct rmt *r, const char *key, size_t n)
+{
+	char *data = malloc(n), *back = malloc(n);
+	REQUIRE(data && back);
+	t_fill(data, n, n);
+	double t0 = ckpt_now();
+	CHECK_OK(put_buf(r, key, data, n, 0));
+	double dt = ckpt_now() - t0;
+	memset(back, 0, n);
+	CHECK_OK(S3->get(r, key, 0, n, back));
+	CHECK(memcmp(data, back, n) == 0);
+	free(data);
+	free(back);
+	return dt;
+}
+
+static void fake_lists(struct rmt *r)
+{
+	struct names nm = { 0 };
+	CHECK_OK(put_buf(r, "fnotoken/a", "a", 1, 0));
+	CHECK_RC(S3->list(r, "fnotoken/", collect, &nm), -CKPT_E_CORRUPT);
+	check_msg("a truncated listing without a token", "NextContinuationToken", "fnotoken");
+	CHECK_OK(put_buf(r, "floop/a", "a", 1, 0));
+	CHECK_OK(put_buf(r, "floop/b", "b", 1, 0));
+	CHECK_RC(S3->list(r, "floop/", collect, &nm), -CKPT_E_CORRUPT);
+	check_msg("a listing that repeats its token", "repeats", NULL);
+	int rc = S3->list(r, "fjunk/", collect, &nm);
+	CHECK(rc == 0 || rc == -CKPT_E_CORRUPT);
+}
+
+static int case_fake(const char *url)
+{
+	struct rmt_config cfg = { .retries = 3, .part_size = 5u << 20, .parallel = 2 };
+	struct rmt *r = must_open(url, &cfg);
+	/* two 503s, then the put: two backoffs of at least 0.125 s and 0.25 s */
+	CHECK(fake_roundtrip(r, "f503x2/a", 3000) >= 0.375);
+	fake_roundtrip(r, "fslowx2/a", 3000);
+	fake_roundtrip(r, "f429x1/a", 3000);
+	fake_roundtrip(r, "fdropx2/a", 2u << 20); /* the connection closed, twice */
+	fake_roundtrip(r, "fshortx1/a", 1u << 20); /* half the body, then closed */
+	fake_roundtrip(r, "f503x3/big", 11u << 20); /* the initiate refused three times */
+	double t0 = ckpt_now();
+	CHECK_RC(put_buf(r, "f500/a", "x", 1, 0), -CKPT_E_IO);
+	check_msg("500 every time", "HTTP 500 InternalError", "f500/a");
+	CHECK(ckpt_now() - t0 >= 0.125 + 0.25 + 0.5);
+	/* a server that ignores Range: the bytes asked for, from the whole object */
+	char data[3000], back[500];
+	t_fill(data, sizeof data, 9);
+	CHECK_OK(put_buf(r, "fnorange/a", data, sizeof data, 0));
+	CHECK_OK(S3->get(r, "fnorange/a", 1000, 500, back));
+	CHECK(memcmp(back, data + 1000, 500) == 0);
+	/* a completion that fails inside its 200: InternalError is retried, InvalidPart is not */
+	fake_roundtrip(r, "fcomplete/big", 11u << 20);
+	size_t n = 11u << 20;
+	char *big = calloc(1, n);
+	REQUIRE(big);
+	CHECK_RC(put_buf(r, "fbadpart/big", big, n, 0), -CKPT_E_IO);
+	check_msg("a completion refused inside a 200", "InvalidPart", "fbadpart/big");
+	uint64_t size;
+	CHECK_RC(S3->stat(r, "fbadpart/big", &size, NULL), -CKPT_E_NOTFOUND);
+	count_uploads(r, 0);
+	free(big);
+	fake_lists(r);
+	S3->close(r);
+	return t_done();
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -486,7 +557,7 @@ int main(int argc, char **argv)
 	static const struct { const char *name; int (*run)(const char *url); } cases[] = {
 		{ "basic", case_basic }, { "multipart", case_multipart }, { "errors", case_errors },
 		{ "nospc", case_nospc }, { "bandwidth", case_bandwidth }, { "threads", case_threads },
-		{ "hung", case_hung },
+		{ "hung", case_hung }, { "fake", case_fake },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
 		if (!strcmp(c, cases[i].name))
