@@ -302,17 +302,23 @@ static int case_errors(const char *url)
 	return t_done();
 }
 
+/* A put of n zero bytes refused with want, its message naming word and the key, the key absent. */
+static void put_refused(struct rmt *r, const char *what, const char *key, size_t n, int want,
+			const char *word)
+{
+	char *data = calloc(1, n);
+	REQUIRE(data);
+	CHECK_RC(put_buf(r, key, data, n, 0), want);
+	check_msg(what, word, key);
+	uint64_t size;
+	CHECK_RC(S3->stat(r, key, &size, NULL), -CKPT_E_NOTFOUND);
+	free(data);
+}
+
 static int case_nospc(const char *url)
 {
 	struct rmt *r = must_open(url, NULL);
-	size_t n = 3u << 20;
-	char *data = calloc(1, n);
-	REQUIRE(data);
-	CHECK_RC(put_buf(r, "over-quota", data, n, 0), -CKPT_E_NOSPC);
-	check_msg("over quota", "QuotaExceeded", "over-quota");
-	uint64_t size;
-	CHECK_RC(S3->stat(r, "over-quota", &size, NULL), -CKPT_E_NOTFOUND);
-	free(data);
+	put_refused(r, "over quota", "over-quota", 3u << 20, -CKPT_E_NOSPC, "QuotaExceeded");
 	S3->close(r);
 	return t_done();
 }
@@ -516,15 +522,9 @@ static int case_fake(const char *url)
 	CHECK(memcmp(back, data + 1000, 500) == 0);
 	/* a completion that fails inside its 200: InternalError is retried, InvalidPart is not */
 	fake_roundtrip(r, "fcomplete/big", 11u << 20);
-	size_t n = 11u << 20;
-	char *big = calloc(1, n);
-	REQUIRE(big);
-	CHECK_RC(put_buf(r, "fbadpart/big", big, n, 0), -CKPT_E_IO);
-	check_msg("a completion refused inside a 200", "InvalidPart", "fbadpart/big");
-	uint64_t size;
-	CHECK_RC(S3->stat(r, "fbadpart/big", &size, NULL), -CKPT_E_NOTFOUND);
+	put_refused(r, "a completion refused inside a 200", "fbadpart/big", 11u << 20, -CKPT_E_IO,
+		    "InvalidPart");
 	count_uploads(r, 0);
-	free(big);
 	fake_lists(r);
 	S3->close(r);
 	return t_done();
