@@ -19,11 +19,12 @@ B       := build
 # (whose first step installs the -dev packages) and `make deps` work on a machine that lacks them,
 # and asked once (the $(eval) memoizes). A missing one stops the build with its name, never a
 # link without it.
-PKGS    := liburing libzstd libxxhash
+PKGS    := liburing libzstd libxxhash libcurl
 PKG_REQUIRE := $(PKGS)
 pkgdev_liburing := liburing-dev
 pkgdev_libzstd := libzstd-dev
 pkgdev_libxxhash := libxxhash-dev
+pkgdev_libcurl := libcurl4-openssl-dev
 pkg_need = $(if $(shell command -v pkg-config >/dev/null 2>&1 && echo y),,$(error pkg-config is not installed: run 'make deps' as root (tools/install-deps.sh build)))$(foreach p,$(PKG_REQUIRE),$(if $(shell pkg-config --path $(p) >/dev/null 2>&1 && echo y),,$(error pkg-config file $(p).pc not found (Debian package $(or $(pkgdev_$(p)),providing it)): run 'make deps' as root (tools/install-deps.sh build))))
 PKG_CFLAGS = $(eval PKG_CFLAGS := $(call pkg_need)$(shell pkg-config --cflags $(PKGS)))$(PKG_CFLAGS)
 PKG_LIBS   = $(eval PKG_LIBS := $(call pkg_need)$(shell pkg-config --libs $(PKGS)))$(PKG_LIBS)

@@ -30,6 +30,11 @@ $(B)/bench/pipe-sweep: bench/pipe-sweep.c include/ckpt.h $(TLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Ilib $< -o $@ $(ALL_LDFLAGS) $(TLIB) $(LDLIBS)
 
+# s3-bench drives the S3 backend (internal to the library): the tests' archive too.
+$(B)/bench/s3-bench: bench/s3-bench.c lib/remote/remote.h $(TLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Ilib $< -o $@ $(ALL_LDFLAGS) $(TLIB) $(LDLIBS)
+
 .PHONY: bench bench-bins bench-import bench-quick bench-dist bench-plot
 bench-bins: lib $(BENCH_BINS)
 

@@ -39,6 +39,14 @@ $(MFSET): tests/cli/mfset.c $(TEST_HELPERS) tests/unit/t-mf-rewrite.h $(TLIB)
 	$(CC) $(ALL_CFLAGS) -Ilib -Itests/unit $< $(TEST_HELPERS) -o $@ $(ALL_LDFLAGS) $(TLIB) $(LDLIBS)
 TEST_EXTRA += $(MFSET)
 
+# The S3 backend against a real radosgw (tests/s3/t-s3-*.sh start one and run it): not a t-*
+# program, since without a server it has nothing to do.
+S3OPS := $(B)/tests/bin/s3ops
+$(S3OPS): tests/s3/s3ops.c $(TEST_HELPERS) $(TLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Ilib -Itests/unit $< $(TEST_HELPERS) -o $@ $(ALL_LDFLAGS) $(TLIB) $(LDLIBS)
+TEST_EXTRA += $(S3OPS)
+
 # The option tables of cli/common (parser, --help, __complete), linked with its objects only.
 $(B)/tests/bin/t-cli-opts: tests/cli/t-cli-opts.c $(CLI_COMMON_OBJ)
 	@mkdir -p $(dir $@)

@@ -81,7 +81,7 @@ int main(int argc, char **argv)
 C
 # shellcheck disable=SC2046
 if cc ${SANITIZE:-} -Iinclude "$tmp/user.c" -o "$tmp/user" "$B/lib/libckpt.a" \
-	$(pkg-config --libs liburing libzstd libxxhash) -lpthread -ldl 2>"$tmp/ld.err"; then
+	$(pkg-config --libs liburing libzstd libxxhash libcurl) -lpthread -ldl 2>"$tmp/ld.err"; then
 	"$tmp/user" "$tmp/store" || { echo "FAIL: the statically linked program failed"; fail=1; }
 else
 	echo "FAIL: a program with the library's internal names does not link against libckpt.a:"

@@ -27,6 +27,6 @@ mpi_tmpdir() { # DIR
 }
 mpi_build() { # SRC OUT
 	mpicc -std=gnu11 -D_GNU_SOURCE -O1 -Iinclude -Itests/unit "$1" "$tlib" \
-		$(pkg-config --libs liburing libzstd libxxhash) -lpthread -ldl -o "$2" ||
+		$(pkg-config --libs liburing libzstd libxxhash libcurl) -lpthread -ldl -o "$2" ||
 		{ echo "FAIL: mpicc $1"; exit 1; }
 }
