@@ -23,6 +23,7 @@
 #include "format/codec.h"
 #include "format/format.h"
 #include "io/engine.h"
+#include "read/reader.h"
 
 struct rpipe;
 struct ckpt_gpu_ops;
@@ -114,8 +115,6 @@ struct rjob {
 struct pack_fd *rd_pack(struct ckpt_reader *r, uint32_t id);
 /* Closes and frees the pack cache (ckpt_reader_close). */
 void rd_packs_close(struct ckpt_reader *r);
-int rd_check_hdr(const uint8_t *rec, const struct mf_chunk *c, const char *path);
-int rd_check_digest(const uint8_t *out, const struct mf_chunk *c, const char *path);
 int rd_check_record(struct ckpt_reader *r, ckpt_codec_ctx *codec, const uint8_t *rec,
 		    const struct mf_chunk *c, uint8_t *out, const char *path);
 int rd_read_result(struct ckpt_reader *r, const struct pack_fd *p, uint64_t off, size_t len,

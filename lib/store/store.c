@@ -368,8 +368,19 @@ out:
 	return rc;
 }
 
+void store_notify_commit(struct ckpt_store *s, uint64_t step)
+{
+	if (s->tier_commit)
+		s->tier_commit(s->tier, step);
+}
+
 void store_fini(struct ckpt_store *s)
 {
+	if (s->tier_free) /* first: its uploads read the store's paths */
+		s->tier_free(s->tier);
+	s->tier = NULL;
+	s->tier_commit = NULL;
+	s->tier_free = NULL;
 	store_unlock(s);
 	marker_end(s); /* a multi-rank save's, left by a handle closed with it in flight */
 	free(s->warning);

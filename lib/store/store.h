@@ -84,6 +84,13 @@ struct ckpt_store {
 	} pinned[STORE_PINNED_MAX];
 	unsigned npinned;
 	void (*pinned_free)(void *p, size_t size);
+	/* The remote tier of this handle (lib/tier, above every other folder), NULL when none is
+	 * set: tier_commit(tier, step) runs once a checkpoint of this handle is durable (a
+	 * one-process manifest, rank 0's global manifest; it must not block), tier_free(tier) at
+	 * the start of store_fini. Pointers, so that store, save and dist never call up into it. */
+	void *tier;
+	void (*tier_commit)(void *tier, uint64_t step);
+	void (*tier_free)(void *tier);
 };
 
 /* Pack ids of multi-rank saves: rank r allocates in [DIST_PACK_LO(r), DIST_PACK_LO(r+1)),
@@ -108,6 +115,8 @@ int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t
 /* Opens the store at path into *s (zeroed memory the caller owns: the public handle). On failure
  * s is left for store_fini. Returns 0 or -CKPT_E_*. */
 int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts);
+/* Tells the handle's remote tier, if any, that checkpoint step is durable (store.tier_commit). */
+void store_notify_commit(struct ckpt_store *s, uint64_t step);
 /* Releases what store_init set up (the writer lock included); s itself stays the caller's. */
 void store_fini(struct ckpt_store *s);
 
