@@ -173,6 +173,12 @@ typedef enum ckpt_option {
 	 * only by its age, since flock may be local to each node (see "Shared file systems" in
 	 * docs/format.md). 0: every other node's marker counts as dead (a job known to be gone). */
 	CKPT_OPT_GC_GRACE_S = 15,
+	/* Transfers in flight at once for a push or pull of this handle's remote (packs in
+	 * parallel; ckpt_store_set_remote), 1 to 64 (default 4). */
+	CKPT_OPT_REMOTE_PARALLEL = 16,
+	/* Bytes per second the uploads to this handle's remote may take, summed over its threads,
+	 * so that they do not starve training traffic (default 0: no cap). */
+	CKPT_OPT_REMOTE_BANDWIDTH = 17,
 } ckpt_option;
 
 #define CKPT_MAX_LOCK_WAIT_MS (24ll * 3600 * 1000)

@@ -34,6 +34,8 @@ struct ckpt_options {
 	int engine;
 	int64_t lock_wait_ms; /* 0: a busy lock refuses at once */
 	int64_t gc_grace_s;   /* in-flight markers of other nodes older than this are dead */
+	unsigned remote_parallel;  /* 0: the remote's default */
+	uint64_t remote_bandwidth; /* bytes/s, 0: no cap */
 	unsigned ndata_dirs;
 	char *data_dirs[MAX_DATA_DIRS];
 };

@@ -179,7 +179,9 @@ CKPT_API int ckpt_store_set_remote(ckpt_store *s, const char *url, unsigned flag
 	u->s = s;
 	u->upload = flags & CKPT_REMOTE_UPLOAD;
 	tier_id_of(s->hdr.uuid, u->ref.id);
-	int rc = rmt_open(url, NULL, &u->ref.r);
+	struct rmt_config cfg = {.parallel = s->opt.remote_parallel,
+				 .bandwidth = s->opt.remote_bandwidth};
+	int rc = rmt_open(url, &cfg, &u->ref.r);
 	if (!rc && u->upload)
 		rc = start_uploads(u);
 	if (rc) {

@@ -216,6 +216,8 @@ int tier_pull(struct ckpt_store *s, const struct tier_ref *t, uint64_t step, uin
 	      ckpt_remote_stats *st, rmt_progress_cb progress, void *arg)
 {
 	ckpt_remote_stats local = {0};
+	if (st)
+		*st = local;
 	struct manifest m;
 	uint8_t *raw;
 	uint64_t rawlen;

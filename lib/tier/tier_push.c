@@ -218,6 +218,7 @@ int tier_push(struct ckpt_store *s, const struct tier_ref *t, uint64_t step, ckp
 	ckpt_remote_stats local = {0};
 	if (!st)
 		st = &local;
+	*st = (ckpt_remote_stats){0};
 	struct manifest m;
 	int rc = store_load_manifest(s, step, &m);
 	if (rc)

@@ -41,4 +41,13 @@ static inline char *t_remote_url(const char *tag, char **cleanup)
 	return url;
 }
 
+/* base/name as a remote url (into buf): a directory remote's directory is made. */
+static inline void t_remote_sub(const char *base, const char *name, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s", base, name);
+	const char *path = !strncmp(buf, "file://", 7) ? buf + 7 : buf[0] == '/' ? buf : NULL;
+	if (path && mkdir(path, 0755) != 0)
+		perror(path);
+}
+
 #endif
