@@ -997,6 +997,10 @@ CKPT_API int ckpt_store_wait_uploaded(ckpt_store *store, uint64_t step, int64_t 
 /* The steps of the checkpoints on the handle's remote, ascending, into *steps (free() it).
  * Returns the count, or -CKPT_E_STATE (no remote) or the remote's error. */
 CKPT_API long ckpt_store_remote_steps(ckpt_store *store, uint64_t **steps);
+/* ckpt_store_list() of the checkpoints on the handle's remote (their manifests fetched and
+ * decoded; an invalid one listed with info.error when include_invalid). Free with
+ * ckpt_info_free(). Returns the count, or -CKPT_E_STATE (no remote) or the remote's error. */
+CKPT_API int ckpt_store_remote_list(ckpt_store *store, int include_invalid, ckpt_info **out);
 
 /* Binds a fresh local store to a store on remote url (the node-loss path): creates the store
  * directory path with the remote store's header (so both are one store: same id, chunk size and

@@ -11,7 +11,11 @@
 
 /* The commands, each declared with its options in its own file. */
 extern const struct cli_cmd ck_cmd_import, ck_cmd_export, ck_cmd_list, ck_cmd_verify, ck_cmd_show,
-	ck_cmd_diff, ck_cmd_du, ck_cmd_prune, ck_cmd_delete, ck_cmd_gc;
+	ck_cmd_diff, ck_cmd_du, ck_cmd_prune, ck_cmd_delete, ck_cmd_gc, ck_cmd_push, ck_cmd_pull;
+
+/* remote.c: sets the remote of store to url, or $CKPT_REMOTE when url is NULL or empty (a usage
+ * error when neither is given). Returns 0 or the exit status (reported). */
+int ck_set_remote(const char *cmd, ckpt_store *store, const char *url);
 
 /* The positional arguments of a command that works on a store: STORE first, then min-1 to
  * max-1 more (max < 0: no limit); step_next when a STEP may follow STORE (see ck_default_store).

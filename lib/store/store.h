@@ -118,7 +118,11 @@ int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t
  * s is left for store_fini. Returns 0 or -CKPT_E_*. */
 int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts);
 /* Tells the handle's remote tier, if any, that checkpoint step is durable (store.tier_commit). */
-void store_notify_commit(struct ckpt_store *s, uint64_t step);
+static inline void store_notify_commit(struct ckpt_store *s, uint64_t step)
+{
+	if (s->tier_commit)
+		s->tier_commit(s->tier, step);
+}
 /* Releases what store_init set up (the writer lock included); s itself stays the caller's. */
 void store_fini(struct ckpt_store *s);
 
@@ -208,6 +212,12 @@ int store_max_pack_id(struct ckpt_store *s, uint32_t *out);
  * at once (thread-safe), instead of one O_EXCL failure per id. No-op in other modes. */
 void store_skip_taken_ids(struct ckpt_store *s);
 
+/* ckpt_store_list's array (one block, freed by ckpt_info_free) for steps[0..n), each manifest
+ * from load (a local or a remote one); a step whose manifest does not load is listed with its
+ * error when include_invalid, else left out. Returns the count or -CKPT_E_*. */
+int store_info_list(const uint64_t *steps, long n, int include_invalid,
+		    int (*load)(void *arg, uint64_t step, struct manifest *m), void *arg,
+		    ckpt_info **out);
 /* Fills a ckpt_info from a decoded manifest. */
 void store_info_of(const struct manifest *m, ckpt_info *info);
 

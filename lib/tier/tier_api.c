@@ -328,6 +328,32 @@ CKPT_API long ckpt_store_remote_steps(ckpt_store *s, uint64_t **steps)
 	return u ? tier_remote_steps(&u->ref, steps) : -CKPT_E_STATE;
 }
 
+static int load_remote(void *arg, uint64_t step, struct manifest *m)
+{
+	struct tier_up *u = arg;
+	uint8_t *raw;
+	uint64_t len;
+	int rc = tier_fetch_manifest(&u->ref, u->s->hdr.uuid, step, m, &raw, &len);
+	if (!rc)
+		free(raw);
+	return rc;
+}
+
+CKPT_API int ckpt_store_remote_list(ckpt_store *s, int include_invalid, ckpt_info **out)
+{
+	*out = NULL;
+	struct tier_up *u = remote_of(s);
+	if (!u)
+		return -CKPT_E_STATE;
+	uint64_t *steps;
+	long n = tier_remote_steps(&u->ref, &steps);
+	if (n < 0)
+		return (int)n;
+	int rc = store_info_list(steps, n, include_invalid, load_remote, u, out);
+	free(steps);
+	return rc;
+}
+
 CKPT_API int ckpt_remote_adopt(const char *url, const char *store_id, const char *path)
 {
 	if (!url || !path || !*path)
