@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/common.h"
 #include "tier/tier.h"
@@ -61,10 +62,25 @@ static void enqueue(struct tier_up *u, uint64_t step)
 		u->q[u->nq++] = step;
 }
 
+/* Whether checkpoint step is still in the local store (a push that failed because it was pruned
+ * or deleted meanwhile is no failure: there is nothing left to upload). */
+static bool still_local(struct ckpt_store *s, uint64_t step)
+{
+	char name[64], p[4096];
+	store_mf_name(step, name, sizeof name);
+	snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
+	return access(p, F_OK) == 0;
+}
+
 /* Under u->mu: records the outcome of step's push. */
 static void record(struct tier_up *u, uint64_t step, int rc)
 {
 	struct tier_fail *f = failure_of(u, step);
+	if (rc && !still_local(u->s, step)) {
+		if (f)
+			*f = u->fail[--u->nfail];
+		return;
+	}
 	if (!rc) {
 		if (f)
 			*f = u->fail[--u->nfail];
