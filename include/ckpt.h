@@ -956,7 +956,13 @@ enum {
 
 /* Sets the remote of the handle (url NULL: none; a previous remote's uploads in flight are
  * canceled, to resume later from what that remote holds). Opening checks that the remote
- * answers. Call it while no save of the handle is in flight. ckpt_store_close() cancels the
+ * answers. With a remote set, ckpt_reader_open() (and ckpt_dist_reader_open()) of a checkpoint
+ * that is not local reads it from the remote without pulling it: its manifest is fetched, and
+ * from each pack that is not local only the records the checkpoint references, by range reads
+ * (adjacent records merged, several at once), each checked against its digest before use (a
+ * damaged remote object fails the restore naming it), into an anonymous temporary file (in the
+ * store directory, else $TMPDIR) that ckpt_reader_close() releases; nothing is added to the
+ * store (ckpt_store_pull() does that). A local checkpoint missing a pack reads that pack so too. Call it while no save of the handle is in flight. ckpt_store_close() cancels the
  * uploads in flight the same way (call ckpt_store_wait_uploaded() first to finish them).
  * Returns 0, or -CKPT_E_INVAL (a malformed url or unknown scheme, naming the known ones),
  * -CKPT_E_NOTFOUND (no such directory or bucket), -CKPT_E_PERM, -CKPT_E_IO, -CKPT_E_NOMEM. */

@@ -33,6 +33,7 @@ struct pack_fd {
 	unsigned dir;
 	int fd;     /* -1 after a failed open */
 	int err;    /* its error, reported again for every chunk of the pack */
+	bool remote; /* fd holds only this checkpoint's records, fetched from the remote (tier) */
 	char *msg;
 	/* Direct reads into the destination (rd_direct_plan): file offsets and lengths in multiples
 	 * of blk, memory addresses in multiples of mem_align (1 and 1 without O_DIRECT). */

@@ -67,9 +67,11 @@ CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 	 * until the reader is closed. */
 	struct lease *lease;
 	int rc = lease_take(s, &lease);
+	uint64_t want = step;
 	if (!rc)
 		rc = ckpt_store_resolve(s, step, &step);
-	if (rc) {
+	bool remote = rc == -CKPT_E_NOTFOUND && s->tier_manifest; /* not local: the remote's */
+	if (rc && !remote) {
 		lease_drop(lease);
 		return rc;
 	}
@@ -82,9 +84,11 @@ CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 	r->lease = lease;
 	pthread_mutex_init(&r->mu, NULL);
 	char name[64];
+	rc = remote ? s->tier_manifest(s->tier, want, &r->m) : store_load_manifest(s, step, &r->m);
+	step = rc ? step : r->m.step;
 	store_mf_name(step, name, sizeof name);
 	snprintf(r->mf_path, sizeof r->mf_path, "%s/%s", s->mf_dir, name);
-	if ((rc = store_load_manifest(s, step, &r->m))) {
+	if (rc) {
 		pthread_mutex_destroy(&r->mu);
 		lease_drop(r->lease);
 		free(r);

@@ -375,6 +375,8 @@ void store_fini(struct ckpt_store *s)
 	s->tier = NULL;
 	s->tier_commit = NULL;
 	s->tier_free = NULL;
+	s->tier_manifest = NULL;
+	s->tier_pack = NULL;
 	store_unlock(s);
 	marker_end(s); /* a multi-rank save's, left by a handle closed with it in flight */
 	free(s->warning);

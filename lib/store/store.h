@@ -93,6 +93,13 @@ struct ckpt_store {
 	void *tier;
 	void (*tier_commit)(void *tier, uint64_t step);
 	void (*tier_free)(void *tier);
+	/* Readers of a handle with a remote: tier_manifest(tier, step or CKPT_STEP_LATEST, m)
+	 * fetches a checkpoint's manifest that is not local, tier_pack(tier, m, id, what, len) a
+	 * pack that is not local: the fd of an anonymous file holding the pack's header and the
+	 * records m references, range-read and each checked against its digest (what gets the
+	 * remote object's name). Both return 0 / the fd, or -CKPT_E_*. */
+	int (*tier_manifest)(void *tier, uint64_t step, struct manifest *m);
+	int (*tier_pack)(void *tier, const struct manifest *m, uint32_t id, char *what, size_t len);
 };
 
 /* Pack ids of multi-rank saves: rank r allocates in [DIST_PACK_LO(r), DIST_PACK_LO(r+1)),

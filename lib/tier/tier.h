@@ -93,4 +93,14 @@ int tier_pull(struct ckpt_store *s, const struct tier_ref *t, uint64_t step, uin
  * when path holds another store). */
 int tier_adopt(struct rmt *r, const char *id, const char *path);
 
+/* ---- tier_fetch.c --------------------------------------------------------------------------- */
+/* The store's tier_pack hook: an anonymous file (the fd) holding pack id's header and the records
+ * m references in it, range-read from t and each checked against its digest; what gets the remote
+ * object's name; *bytes (atomic) counts the bytes read. Returns the fd or -CKPT_E_* (a damaged
+ * record: -CKPT_E_CHECKSUM / -CKPT_E_CORRUPT naming the object). */
+int tier_fetch_pack(struct ckpt_store *s, const struct tier_ref *t, const struct manifest *m,
+		    uint32_t id, char *what, size_t len, uint64_t *bytes);
+/* Bytes the readers of s read from its remote so far (tier_fetch_pack), for tests. */
+uint64_t tier_bytes_fetched(struct ckpt_store *s);
+
 #endif

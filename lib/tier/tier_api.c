@@ -35,6 +35,7 @@ struct tier_up {
 	size_t nfail, capfail;
 	bool has_thread;
 	pthread_t th;
+	uint64_t fetched; /* atomic: bytes readers read from the remote (tier_fetch_pack) */
 };
 
 static bool in(const uint64_t *v, size_t n, uint64_t x)
@@ -176,6 +177,30 @@ static int start_uploads(struct tier_up *u)
 	return rc;
 }
 
+/* The store's reader hooks (store.h): a checkpoint or a pack that is not local. */
+static int hook_manifest(void *arg, uint64_t step, struct manifest *m)
+{
+	struct tier_up *u = arg;
+	uint8_t *raw;
+	uint64_t len;
+	int rc = tier_fetch_manifest(&u->ref, u->s->hdr.uuid, step, m, &raw, &len);
+	if (!rc)
+		free(raw);
+	return rc;
+}
+
+static int hook_pack(void *arg, const struct manifest *m, uint32_t id, char *what, size_t len)
+{
+	struct tier_up *u = arg;
+	return tier_fetch_pack(u->s, &u->ref, m, id, what, len, &u->fetched);
+}
+
+uint64_t tier_bytes_fetched(struct ckpt_store *s)
+{
+	struct tier_up *u = s->tier;
+	return u ? __atomic_load_n(&u->fetched, __ATOMIC_RELAXED) : 0;
+}
+
 CKPT_API int ckpt_store_set_remote(ckpt_store *s, const char *url, unsigned flags)
 {
 	if (!s || (flags & ~(unsigned)CKPT_REMOTE_UPLOAD))
@@ -185,6 +210,8 @@ CKPT_API int ckpt_store_set_remote(ckpt_store *s, const char *url, unsigned flag
 	s->tier = NULL;
 	s->tier_commit = NULL;
 	s->tier_free = NULL;
+	s->tier_manifest = NULL;
+	s->tier_pack = NULL;
 	if (!url)
 		return 0;
 	struct tier_up *u = calloc(1, sizeof *u);
@@ -206,6 +233,8 @@ CKPT_API int ckpt_store_set_remote(ckpt_store *s, const char *url, unsigned flag
 	}
 	s->tier = u;
 	s->tier_free = up_free;
+	s->tier_manifest = hook_manifest;
+	s->tier_pack = hook_pack;
 	if (u->upload)
 		s->tier_commit = on_commit;
 	return 0;
@@ -344,17 +373,6 @@ CKPT_API long ckpt_store_remote_steps(ckpt_store *s, uint64_t **steps)
 	return u ? tier_remote_steps(&u->ref, steps) : -CKPT_E_STATE;
 }
 
-static int load_remote(void *arg, uint64_t step, struct manifest *m)
-{
-	struct tier_up *u = arg;
-	uint8_t *raw;
-	uint64_t len;
-	int rc = tier_fetch_manifest(&u->ref, u->s->hdr.uuid, step, m, &raw, &len);
-	if (!rc)
-		free(raw);
-	return rc;
-}
-
 CKPT_API int ckpt_store_remote_list(ckpt_store *s, int include_invalid, ckpt_info **out)
 {
 	*out = NULL;
@@ -365,7 +383,7 @@ CKPT_API int ckpt_store_remote_list(ckpt_store *s, int include_invalid, ckpt_inf
 	long n = tier_remote_steps(&u->ref, &steps);
 	if (n < 0)
 		return (int)n;
-	int rc = store_info_list(steps, n, include_invalid, load_remote, u, out);
+	int rc = store_info_list(steps, n, include_invalid, hook_manifest, u, out);
 	free(steps);
 	return rc;
 }

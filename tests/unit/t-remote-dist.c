@@ -2,10 +2,11 @@
  * store handle on one shared store) save a row-sharded global tensor and a replicated one, twice;
  * rank 0's handle uploads in the background (CKPT_REMOTE_UPLOAD) after each global commit, every
  * rank's packs and parts before the global manifest. Then the local store is deleted, a fresh one
- * adopts the remote store, pulls the latest checkpoint, and the global tensors restore
- * bit-identical and the parts verify. The remote is $CKPT_TEST_REMOTE (t-remote.h) or a
- * temporary directory. */
+ * adopts the remote store; the global tensors restore bit-identical read from the remote (range
+ * reads, nothing pulled), then pulled (and the parts verify). The remote is $CKPT_TEST_REMOTE
+ * (t-remote.h) or a temporary directory. */
 #include <pthread.h>
+#include <stdbool.h>
 
 #include "t-dist-tcomm.h"
 #include "t-remote.h"
@@ -56,6 +57,31 @@ static void *rank_main(void *arg)
 	return NULL;
 }
 
+/* The latest checkpoint's global tensors restore bit-identical (and the parts verify once they
+ * are local). */
+static void check_global(ckpt_store *s, bool parts)
+{
+	ckpt_dist_reader *dr;
+	CHECK_OK(ckpt_dist_reader_open(s, CKPT_STEP_LATEST, &dr));
+	if (!dr)
+		return;
+	CHECK(ckpt_dist_reader_world_size(dr) == NR);
+	static uint8_t gw[ROWS * COLS], gb[sizeof bias];
+	memset(gw, 0, sizeof gw);
+	memset(gb, 0, sizeof gb);
+	uint64_t o2[2] = {0, 0}, l2[2] = {ROWS, COLS}, o1[1] = {0}, l1[1] = {sizeof bias};
+	CHECK_OK(ckpt_dist_reader_restore_box(dr, (size_t)ckpt_dist_reader_find(dr, "w"), o2, l2, gw,
+					      sizeof gw));
+	CHECK(!memcmp(gw, w, sizeof w));
+	CHECK_OK(ckpt_dist_reader_restore_box(dr, (size_t)ckpt_dist_reader_find(dr, "bias"), o1, l1,
+					      gb, sizeof gb));
+	CHECK(!memcmp(gb, bias, sizeof bias));
+	if (parts)
+		CHECK(ckpt_dist_reader_verify_parts(dr, NULL, NULL) == 0);
+	CHECK(ckpt_reader_verify(ckpt_dist_reader_checkpoint(dr), NULL, NULL, NULL) == 0);
+	ckpt_dist_reader_close(dr);
+}
+
 int main(void)
 {
 	char *cleanup, *url = t_remote_url("remote-dist", &cleanup);
@@ -80,28 +106,14 @@ int main(void)
 	ckpt_store *s;
 	REQUIRE(ckpt_store_open(path2, NULL, &s) == 0);
 	REQUIRE(ckpt_store_set_remote(s, url, 0) == 0);
+	check_global(s, false); /* read from the remote, nothing pulled */
 	uint64_t got = 0;
 	ckpt_remote_stats st;
 	CHECK_OK(ckpt_store_pull(s, CKPT_STEP_LATEST, &got, &st, NULL, NULL));
 	CHECK(got == 2);
 	printf("pulled checkpoint %llu: %llu packs, %llu bytes\n", (unsigned long long)got,
 	       (unsigned long long)st.packs_sent, (unsigned long long)st.bytes_sent);
-	ckpt_dist_reader *dr;
-	CHECK_OK(ckpt_dist_reader_open(s, CKPT_STEP_LATEST, &dr));
-	if (dr) {
-		CHECK(ckpt_dist_reader_world_size(dr) == NR);
-		static uint8_t gw[ROWS * COLS], gb[sizeof bias];
-		uint64_t o2[2] = {0, 0}, l2[2] = {ROWS, COLS}, o1[1] = {0}, l1[1] = {sizeof bias};
-		CHECK_OK(ckpt_dist_reader_restore_box(dr, (size_t)ckpt_dist_reader_find(dr, "w"), o2, l2,
-						      gw, sizeof gw));
-		CHECK(!memcmp(gw, w, sizeof w));
-		CHECK_OK(ckpt_dist_reader_restore_box(dr, (size_t)ckpt_dist_reader_find(dr, "bias"), o1,
-						      l1, gb, sizeof gb));
-		CHECK(!memcmp(gb, bias, sizeof bias));
-		CHECK(ckpt_dist_reader_verify_parts(dr, NULL, NULL) == 0);
-		CHECK(ckpt_reader_verify(ckpt_dist_reader_checkpoint(dr), NULL, NULL, NULL) == 0);
-		ckpt_dist_reader_close(dr);
-	}
+	check_global(s, true);
 	ckpt_store_close(s);
 	t_rmrf(dir);
 	free(dir);

@@ -60,6 +60,34 @@ static void damage(const char *url, const char *key, uint64_t off)
 	rmt_close(r);
 }
 
+/* Without a pull: a reader of a checkpoint that is not local reads its manifest from the
+ * remote and, from each pack, only the records it references (range reads), checked; nothing
+ * lands in the store. */
+static void remote_reads(ckpt_store *s, const char *path, uint8_t **old)
+{
+	ckpt_reader *r;
+	CHECK_OK(ckpt_reader_open(s, CKPT_STEP_LATEST, &r));
+	if (!r)
+		return;
+	ckpt_info info;
+	ckpt_reader_info(r, &info);
+	CHECK(info.step == 2);
+	ckpt_reader_close(r);
+	uint64_t before = tier_bytes_fetched((struct ckpt_store *)s);
+	check_restore(s, 2, NULL);
+	uint64_t got = tier_bytes_fetched((struct ckpt_store *)s) - before;
+	printf("remote read of step 2: %" PRIu64 " bytes fetched for %" PRIu64 " referenced\n", got,
+	       info.stored_bytes);
+	/* Each record the checkpoint references once (the reader's restore and verify share the
+	 * fetched files), none of the records only step 1 references (tensor 3's old chunks). */
+	CHECK(got == info.stored_bytes);
+	check_restore(s, 1, old);
+	char pk[4400];
+	snprintf(pk, sizeof pk, "%s/packs", path);
+	CHECK(t_dir_bytes(pk) == 0);
+	CHECK(ckpt_store_list(s, 0, &(ckpt_info *){NULL}) == 0);
+}
+
 /* A fresh local store adopted from the remote, with the remote set. */
 static ckpt_store *adopt(const char *url, const char *id, const char *path)
 {
@@ -118,6 +146,7 @@ int main(void)
 	/* Node loss: the local store is gone; a new one binds to the remote and restores. */
 	t_rmrf(path);
 	s = adopt(url, NULL, path2);
+	remote_reads(s, path2, old);
 	char id2[33];
 	ckpt_store_id(s, id2);
 	CHECK(!strcmp(id, id2));
@@ -141,6 +170,16 @@ int main(void)
 	CHECK(strstr(ckpt_errmsg(), key) != NULL);
 	printf("damaged: %s\n", ckpt_errmsg());
 	CHECK(ckpt_store_list(s, 1, &(ckpt_info *){NULL}) == 0);
+	ckpt_reader *rd;
+	CHECK_OK(ckpt_reader_open(s, 1, &rd));
+	if (rd) { /* a remote read of it fails too, naming the object */
+		uint8_t *buf = malloc(TBYTES);
+		CHECK_RC(ckpt_reader_restore(rd, 0, CKPT_MEM_HOST, buf, TBYTES), -CKPT_E_CHECKSUM);
+		CHECK(strstr(ckpt_errmsg(), key) != NULL);
+		printf("remote read, damaged: %s\n", ckpt_errmsg());
+		free(buf);
+		ckpt_reader_close(rd);
+	}
 	char pk[4400];
 	snprintf(pk, sizeof pk, "%s/packs", path2);
 	CHECK(t_dir_bytes(pk) == 0 || t_first_file(pk, "00000001.pack") == NULL);
