@@ -952,6 +952,10 @@ enum {
 	 * never held), several packs in parallel; and, at once, the local checkpoints the remote
 	 * lacks, newest first: so a killed or failed upload resumes from what the remote holds. */
 	CKPT_REMOTE_UPLOAD = 1u << 0,
+	/* Readers of the handle read every checkpoint from the remote, local or not (its manifest
+	 * and each record it references, checked): what `ckptctl verify --remote` and `show
+	 * --remote` use to check the remote's copy itself. */
+	CKPT_REMOTE_READ = 1u << 1,
 };
 
 /* Sets the remote of the handle (url NULL: none; a previous remote's uploads in flight are

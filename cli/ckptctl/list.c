@@ -143,7 +143,7 @@ static void list_text(ckpt_store *store, const ckpt_info *list, int n, const boo
 static int merge_remote(const char *cmd, ckpt_store *store, const char *url, const ckpt_info *list,
 			int n, ckpt_info **rlist, ckpt_info **out, enum where **where)
 {
-	int rc = ck_set_remote(cmd, store, url);
+	int rc = ck_set_remote(cmd, store, url, 0);
 	if (rc)
 		return -rc;
 	int m = ckpt_store_remote_list(store, 0, rlist);

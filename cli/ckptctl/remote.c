@@ -83,13 +83,13 @@ const struct cli_cmd ck_cmd_pull = {
 
 static const struct ck_pos xfer_pos = {1, 2, true, {"expected STORE"}};
 
-int ck_set_remote(const char *cmd, ckpt_store *store, const char *url)
+int ck_set_remote(const char *cmd, ckpt_store *store, const char *url, unsigned flags)
 {
 	if (!url || !*url)
 		url = getenv("CKPT_REMOTE");
 	if (!url || !*url)
 		return cli_usage_err(cmd, "no remote: give --remote URL or set CKPT_REMOTE");
-	int rc = ckpt_store_set_remote(store, url, 0);
+	int rc = ckpt_store_set_remote(store, url, flags);
 	return rc ? ck_fail(cmd, rc, "cannot open the remote") : 0;
 }
 
@@ -154,7 +154,7 @@ static int cmd_push(int argc, char **argv)
 	ckpt_store *store;
 	if ((rc = ck_open_store(cmd, argv[1], true, NULL, &store)))
 		return rc;
-	if (!(rc = ck_set_remote(cmd, store, a.remote)) &&
+	if (!(rc = ck_set_remote(cmd, store, a.remote, 0)) &&
 	    (rc = ckpt_store_resolve(store, step, &step)))
 		rc = ck_fail(cmd, rc, "no such checkpoint");
 	if (!rc) {
@@ -207,7 +207,7 @@ static int cmd_pull(int argc, char **argv)
 	int created;
 	if ((rc = open_for_pull(cmd, &a, argv[1], &store, &created)))
 		return rc;
-	if (!(rc = ck_set_remote(cmd, store, a.remote))) {
+	if (!(rc = ck_set_remote(cmd, store, a.remote, 0))) {
 		struct xprog x;
 		ckpt_remote_stats st;
 		progress_start(&x.bar, "pull", 0, !a.no_progress && !a.json);

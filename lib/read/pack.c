@@ -58,7 +58,8 @@ struct pack_fd *rd_pack(struct ckpt_reader *r, uint32_t id)
 	char path[4096];
 	int fd = -1, rc = 0, e = ENOENT;
 	/* A pack lives in one of the store's pack directories (striping). */
-	for (unsigned d = 0; d < r->s->ndirs && fd < 0; d++) {
+	errno = ENOENT;
+	for (unsigned d = 0; d < r->s->ndirs && fd < 0 && !r->s->tier_read; d++) {
 		store_pack_path(r->s, d, id, path, sizeof path);
 		if (r->s->opt.direct_io)
 			fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);

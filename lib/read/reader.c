@@ -68,10 +68,13 @@ CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 	struct lease *lease;
 	int rc = lease_take(s, &lease);
 	uint64_t want = step;
-	if (!rc)
+	if (!rc && !s->tier_read)
 		rc = ckpt_store_resolve(s, step, &step);
-	bool remote = rc == -CKPT_E_NOTFOUND && s->tier_manifest; /* not local: the remote's */
-	if (rc && !remote) {
+	/* Not local (or CKPT_REMOTE_READ): the remote's. */
+	bool remote = s->tier_manifest && (s->tier_read || rc == -CKPT_E_NOTFOUND);
+	if (remote)
+		rc = 0;
+	if (rc) {
 		lease_drop(lease);
 		return rc;
 	}

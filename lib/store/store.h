@@ -99,6 +99,7 @@ struct ckpt_store {
 	 * records m references, range-read and each checked against its digest (what gets the
 	 * remote object's name). Both return 0 / the fd, or -CKPT_E_*. */
 	int (*tier_manifest)(void *tier, uint64_t step, struct manifest *m);
+	bool tier_read;            /* CKPT_REMOTE_READ: readers use the remote even for local ones */
 	int (*tier_pack)(void *tier, const struct manifest *m, uint32_t id, char *what, size_t len);
 };
 

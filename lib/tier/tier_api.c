@@ -203,7 +203,7 @@ uint64_t tier_bytes_fetched(struct ckpt_store *s)
 
 CKPT_API int ckpt_store_set_remote(ckpt_store *s, const char *url, unsigned flags)
 {
-	if (!s || (flags & ~(unsigned)CKPT_REMOTE_UPLOAD))
+	if (!s || (flags & ~(unsigned)(CKPT_REMOTE_UPLOAD | CKPT_REMOTE_READ)))
 		return ckpt_fail(CKPT_E_INVAL, "ckpt_store_set_remote: %s", s ? "unknown flags" : "no store");
 	if (s->tier_free)
 		s->tier_free(s->tier);
@@ -212,6 +212,7 @@ CKPT_API int ckpt_store_set_remote(ckpt_store *s, const char *url, unsigned flag
 	s->tier_free = NULL;
 	s->tier_manifest = NULL;
 	s->tier_pack = NULL;
+	s->tier_read = false;
 	if (!url)
 		return 0;
 	struct tier_up *u = calloc(1, sizeof *u);
@@ -235,6 +236,7 @@ CKPT_API int ckpt_store_set_remote(ckpt_store *s, const char *url, unsigned flag
 	s->tier_free = up_free;
 	s->tier_manifest = hook_manifest;
 	s->tier_pack = hook_pack;
+	s->tier_read = flags & CKPT_REMOTE_READ;
 	if (u->upload)
 		s->tier_commit = on_commit;
 	return 0;

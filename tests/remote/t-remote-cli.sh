@@ -51,6 +51,11 @@ expect "pull 20 shares the packs already local" sh -c \
 expect "pull of a local checkpoint does nothing" sh -c \
 	"'$CK' pull '$STORE' 20 --remote '$R' --json | grep -q '\"packs_sent\": 0'"
 
+# The remote's copy itself: verify and show read it (range reads), local or not.
+expect "verify --remote --all checks the remote's copies" ckptctl verify -q "$STORE" --all --remote "$R"
+expect "show --remote of a checkpoint only the remote has" sh -c \
+	"'$CK' show '$STORE' 20 --remote '$R' --json | grep -q '\"step\": 20'"
+
 # Bad input.
 ckptctl push "$STORE" > /dev/null 2> "$T/err"
 expect "push without a remote is a usage error" test $? = 2
@@ -80,6 +85,10 @@ PY
 	expect "a damaged remote pack fails the pull (1)" test $? = 1
 	expect "naming the object" grep -q "libckpt1/$id/packs/$pack" "$T/err"
 	expect "and no checkpoint is kept" test -z "$(ls "$T/fresh/manifests")"
+	ckptctl verify "$STORE" --all --remote "$R" > "$T/out" 2>&1
+	expect "verify --remote finds the damage (1)" test $? = 1
+	expect "naming the remote object" grep -q "DAMAGED.*libckpt1/$id/packs/$pack" "$T/out"
+	expect "the local copy is intact" ckptctl verify -q "$STORE" --all
 	;;
 esac
 finish
