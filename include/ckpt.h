@@ -1012,6 +1012,33 @@ CKPT_API long ckpt_store_remote_steps(ckpt_store *store, uint64_t **steps);
  * ckpt_info_free(). Returns the count, or -CKPT_E_STATE (no remote) or the remote's error. */
 CKPT_API int ckpt_store_remote_list(ckpt_store *store, int include_invalid, ckpt_info **out);
 
+/* What a remote prune or gc did (or, with CKPT_GC_DRY_RUN, would do). */
+typedef struct ckpt_remote_gc_report {
+	uint64_t manifests_removed; /* prune: checkpoints removed from the remote */
+	uint64_t packs_removed, bytes_freed; /* gc: packs no remote manifest references */
+	uint64_t parts_removed;     /* part files of steps without a manifest */
+	uint64_t packs_spared;      /* unreferenced packs left because an upload is in flight */
+	uint64_t uploads_in_flight; /* live upload markers seen (pushes of this store running) */
+} ckpt_remote_gc_report;
+
+/* Removes from the handle's remote the checkpoints of this store that policy does not keep (as
+ * ckpt_store_prune() chooses them, among the remote's; a damaged remote manifest is never
+ * removed), manifests first, then runs ckpt_store_remote_gc() unless flags has CKPT_GC_DRY_RUN
+ * (then it only reports). Local checkpoints are not touched. Returns 0 and fills *report (may be
+ * NULL), or -CKPT_E_STATE (no remote) or an error of ckpt_store_remote_gc(). */
+CKPT_API int ckpt_store_remote_prune(ckpt_store *store, const ckpt_prune_policy *policy, int flags,
+				     ckpt_remote_gc_report *report);
+/* Removes this store's objects on the remote that no remote manifest references (packs, part
+ * files of steps without a manifest, dead upload markers). Only keys under this store's id are
+ * listed or deleted: another store sharing the remote is never touched. Nothing is removed while
+ * a remote manifest of this store is damaged (-CKPT_E_CORRUPT naming the count; CKPT_GC_FORCE
+ * proceeds), and no pack while an upload of this store is in flight (a live marker: any push,
+ * background or not, from any process; one left by a killed push is dead after
+ * CKPT_OPT_GC_GRACE_S): those packs are counted as spared. flags: CKPT_GC_DRY_RUN,
+ * CKPT_GC_FORCE. Returns 0 and fills *report (may be NULL), or -CKPT_E_STATE, -CKPT_E_CORRUPT,
+ * or the remote's error. */
+CKPT_API int ckpt_store_remote_gc(ckpt_store *store, int flags, ckpt_remote_gc_report *report);
+
 /* Binds a fresh local store to a store on remote url (the node-loss path): creates the store
  * directory path with the remote store's header (so both are one store: same id, chunk size and
  * compression), or accepts a store at path that has that header already. store_id NULL: the

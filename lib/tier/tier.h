@@ -93,6 +93,23 @@ int tier_pull(struct ckpt_store *s, const struct tier_ref *t, uint64_t step, uin
  * when path holds another store). */
 int tier_adopt(struct rmt *r, const char *id, const char *path);
 
+/* ---- tier_gc.c ------------------------------------------------------------------------------ */
+/* An upload marker (TIER_ROOT/ID/uploads/RANDOM.upload: pid, host, since) put at a push's start
+ * and deleted at its end (key gets its name); a remote gc removes no pack while one younger than
+ * the grace age exists (a killed push's ages out). */
+int tier_mark_upload(const struct tier_ref *t, char *key, size_t len);
+void tier_unmark_upload(const struct tier_ref *t, const char *key);
+/* Removes the packs of store t no valid remote manifest references, the part files of steps
+ * without a manifest, and dead upload markers (older than grace_s); nothing while a manifest is
+ * damaged (-CKPT_E_CORRUPT) unless CKPT_GC_FORCE, no pack or part while an upload is live
+ * (counted as spared). CKPT_GC_DRY_RUN: only counts. Returns 0 or -CKPT_E_*. */
+int tier_gc(const struct tier_ref *t, const uint8_t uuid[16], int64_t grace_s, int flags,
+	    ckpt_remote_gc_report *rep);
+/* Removes the remote manifests of store t that the policy does not keep (never a damaged one:
+ * its step is kept); their packs are left to tier_gc. Returns 0 or -CKPT_E_*. */
+int tier_prune(const struct tier_ref *t, const uint8_t uuid[16], const ckpt_prune_policy *pol,
+	       int flags, ckpt_remote_gc_report *rep);
+
 /* ---- tier_fetch.c --------------------------------------------------------------------------- */
 /* The store's tier_pack hook: an anonymous file (the fd) holding pack id's header and the records
  * m references in it, range-read from t and each checked against its digest; what gets the remote

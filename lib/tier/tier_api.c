@@ -390,6 +390,39 @@ CKPT_API int ckpt_store_remote_list(ckpt_store *s, int include_invalid, ckpt_inf
 	return rc;
 }
 
+CKPT_API int ckpt_store_remote_gc(ckpt_store *s, int flags, ckpt_remote_gc_report *report)
+{
+	ckpt_remote_gc_report local;
+	struct tier_up *u = remote_of(s);
+	if (!u)
+		return -CKPT_E_STATE;
+	return tier_gc(&u->ref, s->hdr.uuid, s->opt.gc_grace_s, flags, report ? report : &local);
+}
+
+CKPT_API int ckpt_store_remote_prune(ckpt_store *s, const ckpt_prune_policy *policy, int flags,
+				     ckpt_remote_gc_report *report)
+{
+	ckpt_remote_gc_report local, gc;
+	struct tier_up *u = remote_of(s);
+	if (!u)
+		return -CKPT_E_STATE;
+	if (!policy)
+		return ckpt_fail(CKPT_E_INVAL, "ckpt_store_remote_prune: no policy");
+	if (!report)
+		report = &local;
+	int rc = tier_prune(&u->ref, s->hdr.uuid, policy, flags, report);
+	if (rc || (flags & CKPT_GC_DRY_RUN))
+		return rc;
+	uint64_t removed = report->manifests_removed;
+	rc = tier_gc(&u->ref, s->hdr.uuid, s->opt.gc_grace_s, flags, &gc);
+	*report = gc;
+	report->manifests_removed = removed;
+	pthread_mutex_lock(&u->mu); /* pruned steps are no longer known remote */
+	u->ndone = 0;
+	pthread_mutex_unlock(&u->mu);
+	return rc;
+}
+
 CKPT_API int ckpt_remote_adopt(const char *url, const char *store_id, const char *path)
 {
 	if (!url || !path || !*path)

@@ -194,11 +194,23 @@ static int put_file(const struct tier_ref *t, const char *path, const char *key,
 	return rc;
 }
 
-/* The part files of a multi-rank checkpoint, then its manifest. */
-static int push_tail(struct ckpt_store *s, const struct tier_ref *t, const struct manifest *m)
+/* The part files of a multi-rank checkpoint, then (every pack checked there still: a remote gc
+ * that began before this push's marker may have taken one it found present) its manifest. */
+static int push_tail(struct ckpt_store *s, const struct tier_ref *t, const struct manifest *m,
+		     const uint32_t *ids, size_t n)
 {
 	char path[4096], key[256], name[64];
 	unsigned world = tier_world(m);
+	uint64_t size;
+	for (size_t i = 0; i < n; i++) {
+		tier_key_pack(t, ids[i], key, sizeof key);
+		int rc = t->r->ops->stat(t->r, key, &size, NULL);
+		if (rc == -CKPT_E_NOTFOUND)
+			return ckpt_fail(CKPT_E_IO, "remote pack %s vanished during the push (a remote "
+					 "gc?): push again", key);
+		if (rc)
+			return rc;
+	}
 	for (unsigned rank = 0; rank < world; rank++) {
 		dist_part_path(s, m->step, (int)rank, path, sizeof path);
 		tier_key_part(t, m->step, rank, key, sizeof key);
@@ -233,8 +245,17 @@ int tier_push(struct ckpt_store *s, const struct tier_ref *t, uint64_t step, ckp
 			     .arg = arg, .cancel = cancel, .total = local_bytes(s, ids, (size_t)n)};
 	struct tier_par par = {.one = push_pack, .ctx = &j, .n = (size_t)n, .cancel = cancel};
 	pthread_mutex_init(&j.mu, NULL);
-	if (!(rc = ensure_hdr(s, t)) && !(rc = tier_parallel(&par, t->r->cfg.parallel)))
-		rc = push_tail(s, t, &m);
+	char mark[256] = "";
+	if (!(rc = ensure_hdr(s, t)) && !(rc = tier_mark_upload(t, mark, sizeof mark)) &&
+	    !(rc = tier_parallel(&par, t->r->cfg.parallel)))
+		rc = push_tail(s, t, &m, ids, (size_t)n);
+	if (*mark) {
+		char msg[1024];
+		snprintf(msg, sizeof msg, "%s", ckpt_errmsg());
+		tier_unmark_upload(t, mark);
+		if (rc) /* the push's own message, whatever the marker's removal said */
+			ckpt_fail(-rc, "%s", msg);
+	}
 	pthread_mutex_destroy(&j.mu);
 	if (rc)
 		ckpt_fail_prefix("push of checkpoint %" PRIu64 " to %s", step, t->r->url);

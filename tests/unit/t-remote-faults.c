@@ -66,6 +66,13 @@ static void save(ckpt_store *s, uint64_t step, uint8_t **data)
 	REQUIRE(ckpt_save_commit(sv, NULL) == 0);
 }
 
+static int count_key(void *arg, const struct rmt_obj *o)
+{
+	(void)o;
+	++*(int *)arg;
+	return 0;
+}
+
 static bool remote_lists(const struct tier_ref *t, uint64_t step)
 {
 	uint64_t *steps;
@@ -104,10 +111,10 @@ int main(void)
 
 	save(s, 1, data);
 	CHECK_OK(tier_push(s, &t, 1, NULL, NULL, NULL, NULL));
-	/* A put failing at each position of an upload of three new packs (header, packs,
-	 * manifest: 5 puts): the push fails naming the object, the checkpoint is not listed, and
-	 * the next push completes. */
-	int total = 5;
+	/* A put failing at each position of an upload of three new packs (header, upload marker,
+	 * packs, manifest: 6 puts): the push fails naming the object, the checkpoint is not
+	 * listed, and the next push completes. */
+	int total = 6;
 	for (int at = 1; at <= total; at++) {
 		uint64_t step = 10 * (uint64_t)at;
 		for (int k = 0; k < 3; k++) { /* three saves, each one new pack */
@@ -128,13 +135,13 @@ int main(void)
 		CHECK(remote_lists(&t, step));
 		printf("at %d: resumed push sent %" PRIu64 " packs, %" PRIu64 " present\n", at, st.packs_sent, st.packs_present);
 		/* Resumed: what the failed push had sent is not sent again. */
-		CHECK(st.packs_sent == (uint64_t)MIN(3, 3 - (at - 2 > 0 ? at - 2 : 0)));
+		CHECK(st.packs_sent == (uint64_t)(3 - MIN(3, MAX(at - 3, 0))));
 	}
 	/* A full remote: NOSPC naming the object, nothing listed, then (space freed) complete. */
 	t_fill(data[1], TBYTES, 7777);
 	save(s, 100, data);
 	f.puts = 0;
-	f.full_at = 2;
+	f.full_at = 3;
 	CHECK_RC(tier_push(s, &t, 100, NULL, NULL, NULL, NULL), -CKPT_E_NOSPC);
 	CHECK(strstr(ckpt_errmsg(), "no space") && strstr(ckpt_errmsg(), "libckpt1/"));
 	printf("full: %s\n", ckpt_errmsg());
@@ -154,6 +161,12 @@ int main(void)
 	uint64_t *steps;
 	long n = ckpt_store_remote_steps(s, &steps);
 	CHECK(n == total + 2);
+	/* No upload marker is left behind by the failed pushes. */
+	char up[128];
+	snprintf(up, sizeof up, "libckpt1/%s/uploads/", t.id);
+	int markers = 0;
+	CHECK_OK(f.in->ops->list(f.in, up, count_key, &markers));
+	CHECK(markers == 0);
 	for (long i = 0; i < n; i++) {
 		CHECK_OK(ckpt_store_pull(s, steps[i], NULL, NULL, NULL, NULL));
 		ckpt_reader *r;
