@@ -221,3 +221,62 @@ static int cmd_pull(int argc, char **argv)
 	ckpt_store_close(store);
 	return rc ? rc : ck_stdout_done(cmd);
 }
+
+/* The report of a remote prune or gc, as text or JSON. */
+static void remote_gc_print(bool json, bool dry, const char *url, const ckpt_remote_gc_report *r,
+			    bool prune)
+{
+	if (json) {
+		struct jw w;
+		jw_init(&w, stdout, true);
+		jw_obj_begin(&w);
+		jw_key(&w, "dry_run"); jw_bool(&w, dry);
+		jw_key(&w, "remote"); jw_str(&w, url);
+		if (prune) {
+			jw_key(&w, "manifests_removed"); jw_u64(&w, r->manifests_removed);
+		}
+		jw_key(&w, "packs_removed"); jw_u64(&w, r->packs_removed);
+		jw_key(&w, "bytes_freed"); jw_u64(&w, r->bytes_freed);
+		jw_key(&w, "parts_removed"); jw_u64(&w, r->parts_removed);
+		jw_key(&w, "packs_spared"); jw_u64(&w, r->packs_spared);
+		jw_key(&w, "uploads_in_flight"); jw_u64(&w, r->uploads_in_flight);
+		jw_obj_end(&w);
+		jw_finish(&w);
+		return;
+	}
+	const char *verb = dry ? "would remove" : "removed";
+	char b[32];
+	if (prune)
+		printf("%s %llu checkpoint%s from %s\n", verb, (unsigned long long)r->manifests_removed,
+		       r->manifests_removed == 1 ? "" : "s", url);
+	if (!prune || !dry)
+		printf("%s %llu pack%s (%s) and %llu part file%s from %s\n", verb,
+		       (unsigned long long)r->packs_removed, r->packs_removed == 1 ? "" : "s",
+		       cli_fmt_iec(r->bytes_freed, b, sizeof b), (unsigned long long)r->parts_removed,
+		       r->parts_removed == 1 ? "" : "s", url);
+	if (r->packs_spared)
+		printf("spared %llu unreferenced pack%s: %llu upload%s of this store in flight\n",
+		       (unsigned long long)r->packs_spared, r->packs_spared == 1 ? "" : "s",
+		       (unsigned long long)r->uploads_in_flight, r->uploads_in_flight == 1 ? "" : "s");
+}
+
+int ck_remote_gc(const char *cmd, const char *path, const char *url,
+		 const ckpt_prune_policy *pol, int flags, bool json)
+{
+	ckpt_store *store;
+	int rc = ck_open_store(cmd, path, true, NULL, &store);
+	if (rc)
+		return rc;
+	if (!(rc = ck_set_remote(cmd, store, url, 0))) {
+		ckpt_remote_gc_report r;
+		int e = pol ? ckpt_store_remote_prune(store, pol, flags, &r)
+			    : ckpt_store_remote_gc(store, flags, &r);
+		if (e)
+			rc = ck_fail(cmd, e, pol ? "remote prune failed" : "remote gc failed");
+		else
+			remote_gc_print(json, flags & CKPT_GC_DRY_RUN, ckpt_store_remote(store), &r,
+					pol != NULL);
+	}
+	ckpt_store_close(store);
+	return rc ? rc : ck_stdout_done(cmd);
+}

@@ -91,4 +91,25 @@ PY
 	expect "the local copy is intact" ckptctl verify -q "$STORE" --all
 	;;
 esac
+
+# prune and gc on the remote, with a second store on the same remote left alone.
+mkst model "$T/m4.safetensors" 4
+ckptctl import -q "$T/s2" --step 5 "$T/m4.safetensors" && ckptctl push "$T/s2" --remote "$R" > /dev/null ||
+	exit 1
+expect "a dry run removes nothing" test \
+	"$(ckptctl prune "$STORE" --remote "$R" --keep-last 1 --dry-run --json | j 'd["manifests_removed"]')" = 1
+expect "the remote still has both" test \
+	"$(ckptctl list "$STORE" --remote "$R" --json | j '[c["upload"] for c in d]')" = "['remote', 'remote']"
+expect "prune --remote removes step 20 there" test \
+	"$(ckptctl prune "$STORE" --remote "$R" --keep-last 1 --json | j 'd["manifests_removed"]')" = 1
+expect "locally it stays" test \
+	"$(ckptctl list "$STORE" --remote "$R" --json | j '[(c["step"], c["upload"]) for c in d]')" = \
+	"[(20, 'local'), (30, 'remote')]"
+expect "gc --remote then finds nothing" test \
+	"$(ckptctl gc "$STORE" --remote "$R" --json | j 'd["packs_removed"], d["packs_spared"]')" = "0 0"
+expect "the other store's checkpoint is untouched" ckptctl verify -q "$T/s2" --all --remote "$R"
+ckptctl prune "$STORE" --remote "$R" --keep-daily 3 > /dev/null 2> "$T/err"
+expect "prune --remote takes only --keep-last/-every/--keep (2)" test $? = 2
+ckptctl gc "$STORE" --remote "$R" --max-unused 5% > /dev/null 2> "$T/err"
+expect "gc --remote refuses the compaction options (2)" test $? = 2
 finish
