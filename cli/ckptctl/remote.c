@@ -141,37 +141,6 @@ static void print_result(const char *verb, const struct xfer_args *a, ckpt_store
 	putchar('\n');
 }
 
-static int cmd_push(int argc, char **argv)
-{
-	const char *cmd = "push";
-	struct xfer_args a = {0};
-	int rc = ck_parse(&ck_cmd_push, &a, &argc, &argv, &xfer_pos);
-	if (rc >= 0)
-		return rc;
-	uint64_t step = CKPT_STEP_LATEST;
-	if (argc > 2 && (rc = ck_parse_step(cmd, argv[2], &step)))
-		return rc;
-	ckpt_store *store;
-	if ((rc = ck_open_store(cmd, argv[1], true, NULL, &store)))
-		return rc;
-	if (!(rc = ck_set_remote(cmd, store, a.remote, 0)) &&
-	    (rc = ckpt_store_resolve(store, step, &step)))
-		rc = ck_fail(cmd, rc, "no such checkpoint");
-	if (!rc) {
-		struct xprog x;
-		ckpt_remote_stats st;
-		progress_start(&x.bar, "push", 0, !a.no_progress && !a.json);
-		int r = ckpt_store_push(store, step, &st, on_progress, &x);
-		progress_end(&x.bar);
-		if (r)
-			rc = ck_fail(cmd, r, "push failed");
-		else
-			print_result("pushed", &a, store, step, &st, -1);
-	}
-	ckpt_store_close(store);
-	return rc ? rc : ck_stdout_done(cmd);
-}
-
 /* STORE for a pull: opened for writing; created from the remote's store when it does not exist.
  * *created says so. Returns 0 or the exit status (reported). */
 static int open_for_pull(const char *cmd, const struct xfer_args *a, const char *path,
@@ -193,34 +162,44 @@ static int open_for_pull(const char *cmd, const struct xfer_args *a, const char 
 	return ck_open_store(cmd, path, false, NULL, store);
 }
 
-static int cmd_pull(int argc, char **argv)
+/* push and pull: STORE [STEP], the store opened (read-only for a push; for a pull, created from
+ * the remote when missing), the transfer with its progress, the result. */
+static int xfer_main(const struct cli_cmd *c, int argc, char **argv, bool pull)
 {
-	const char *cmd = "pull";
+	const char *cmd = c->name;
 	struct xfer_args a = {0};
-	int rc = ck_parse(&ck_cmd_pull, &a, &argc, &argv, &xfer_pos);
+	int rc = ck_parse(c, &a, &argc, &argv, &xfer_pos);
 	if (rc >= 0)
 		return rc;
 	uint64_t step = CKPT_STEP_LATEST;
 	if (argc > 2 && (rc = ck_parse_step(cmd, argv[2], &step)))
 		return rc;
 	ckpt_store *store;
-	int created;
-	if ((rc = open_for_pull(cmd, &a, argv[1], &store, &created)))
+	int created = -1;
+	if ((rc = pull ? open_for_pull(cmd, &a, argv[1], &store, &created)
+		       : ck_open_store(cmd, argv[1], true, NULL, &store)))
 		return rc;
-	if (!(rc = ck_set_remote(cmd, store, a.remote, 0))) {
+	if (!(rc = ck_set_remote(cmd, store, a.remote, 0)) && !pull &&
+	    (rc = ckpt_store_resolve(store, step, &step)))
+		rc = ck_fail(cmd, rc, "no such checkpoint");
+	if (!rc) {
 		struct xprog x;
 		ckpt_remote_stats st;
-		progress_start(&x.bar, "pull", 0, !a.no_progress && !a.json);
-		int r = ckpt_store_pull(store, step, &step, &st, on_progress, &x);
+		progress_start(&x.bar, cmd, 0, !a.no_progress && !a.json);
+		int r = pull ? ckpt_store_pull(store, step, &step, &st, on_progress, &x)
+			     : ckpt_store_push(store, step, &st, on_progress, &x);
 		progress_end(&x.bar);
 		if (r)
-			rc = ck_fail(cmd, r, "pull failed");
+			rc = ck_fail(cmd, r, pull ? "pull failed" : "push failed");
 		else
-			print_result("pulled", &a, store, step, &st, created);
+			print_result(pull ? "pulled" : "pushed", &a, store, step, &st, created);
 	}
 	ckpt_store_close(store);
 	return rc ? rc : ck_stdout_done(cmd);
 }
+
+static int cmd_push(int argc, char **argv) { return xfer_main(&ck_cmd_push, argc, argv, false); }
+static int cmd_pull(int argc, char **argv) { return xfer_main(&ck_cmd_pull, argc, argv, true); }
 
 /* The report of a remote prune or gc, as text or JSON. */
 static void remote_gc_print(bool json, bool dry, const char *url, const ckpt_remote_gc_report *r,

@@ -103,6 +103,13 @@ static int walk(struct frmt *f, const char *key, bool create, const char **base)
 	return fd;
 }
 
+/* check_key, then walk: the directory fd holding key, *base its last component. */
+static int key_dir(struct frmt *f, const char *key, bool create, const char **base)
+{
+	int rc = check_key(key, false);
+	return rc ? rc : walk(f, key, create, base);
+}
+
 /* Holds the caller until the bandwidth cap lets n more bytes go (summed over the handle's
  * threads). A timed pause is the cap itself, not a wait for a condition. */
 static void throttle(struct frmt *f, uint64_t n)
@@ -187,11 +194,8 @@ static int f_put(struct rmt *r, const char *key, const struct rmt_src *src, unsi
 		 rmt_progress_cb progress, void *arg)
 {
 	struct frmt *f = F(r);
-	int rc = check_key(key, false);
-	if (rc)
-		return rc;
 	const char *base;
-	int dfd = walk(f, key, true, &base);
+	int rc, dfd = key_dir(f, key, true, &base);
 	if (dfd < 0)
 		return dfd;
 	char tmp[300];
@@ -222,11 +226,8 @@ static int f_put(struct rmt *r, const char *key, const struct rmt_src *src, unsi
  * Returns 0 or -CKPT_E_* (-CKPT_E_NOTFOUND when absent). */
 static int open_obj(struct frmt *f, const char *key, int *fd, struct stat *st)
 {
-	int rc = check_key(key, false);
-	if (rc)
-		return rc;
 	const char *base;
-	int dfd = walk(f, key, false, &base);
+	int dfd = key_dir(f, key, false, &base);
 	if (dfd < 0)
 		return dfd;
 	*fd = openat(dfd, base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -268,11 +269,8 @@ static int f_get(struct rmt *r, const char *key, uint64_t off, uint64_t len, voi
 static int f_stat(struct rmt *r, const char *key, uint64_t *size, int64_t *mtime)
 {
 	struct frmt *f = F(r);
-	int rc = check_key(key, false);
-	if (rc)
-		return rc;
 	const char *base;
-	int dfd = walk(f, key, false, &base);
+	int rc, dfd = key_dir(f, key, false, &base);
 	if (dfd < 0)
 		return dfd;
 	struct stat st;
@@ -365,11 +363,8 @@ static int f_list(struct rmt *r, const char *prefix, rmt_list_cb cb, void *arg)
 static int f_del(struct rmt *r, const char *key)
 {
 	struct frmt *f = F(r);
-	int rc = check_key(key, false);
-	if (rc)
-		return rc;
 	const char *base;
-	int dfd = walk(f, key, false, &base);
+	int rc = 0, dfd = key_dir(f, key, false, &base);
 	if (dfd < 0)
 		return dfd == -CKPT_E_NOTFOUND ? 0 : dfd;
 	if (unlinkat(dfd, base, 0) && errno != ENOENT)

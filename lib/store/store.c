@@ -370,13 +370,7 @@ out:
 
 void store_fini(struct ckpt_store *s)
 {
-	if (s->tier_free) /* first: its uploads read the store's paths */
-		s->tier_free(s->tier);
-	s->tier = NULL;
-	s->tier_commit = NULL;
-	s->tier_free = NULL;
-	s->tier_manifest = NULL;
-	s->tier_pack = NULL;
+	store_tier_detach(s); /* first: its uploads read the store's paths */
 	store_unlock(s);
 	marker_end(s); /* a multi-rank save's, left by a handle closed with it in flight */
 	free(s->warning);

@@ -131,6 +131,19 @@ static inline void store_notify_commit(struct ckpt_store *s, uint64_t step)
 	if (s->tier_commit)
 		s->tier_commit(s->tier, step);
 }
+/* Detaches the handle's remote tier: its tier_free first (which stops its uploads), then every
+ * hook cleared. */
+static inline void store_tier_detach(struct ckpt_store *s)
+{
+	if (s->tier_free)
+		s->tier_free(s->tier);
+	s->tier = NULL;
+	s->tier_commit = NULL;
+	s->tier_free = NULL;
+	s->tier_manifest = NULL;
+	s->tier_pack = NULL;
+	s->tier_read = false;
+}
 /* Releases what store_init set up (the writer lock included); s itself stays the caller's. */
 void store_fini(struct ckpt_store *s);
 

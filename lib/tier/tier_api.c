@@ -205,14 +205,7 @@ CKPT_API int ckpt_store_set_remote(ckpt_store *s, const char *url, unsigned flag
 {
 	if (!s || (flags & ~(unsigned)(CKPT_REMOTE_UPLOAD | CKPT_REMOTE_READ)))
 		return ckpt_fail(CKPT_E_INVAL, "ckpt_store_set_remote: %s", s ? "unknown flags" : "no store");
-	if (s->tier_free)
-		s->tier_free(s->tier);
-	s->tier = NULL;
-	s->tier_commit = NULL;
-	s->tier_free = NULL;
-	s->tier_manifest = NULL;
-	s->tier_pack = NULL;
-	s->tier_read = false;
+	store_tier_detach(s);
 	if (!url)
 		return 0;
 	struct tier_up *u = calloc(1, sizeof *u);

@@ -115,11 +115,5 @@ int main(void)
 	       (unsigned long long)st.packs_sent, (unsigned long long)st.bytes_sent);
 	check_global(s, true);
 	ckpt_store_close(s);
-	t_rmrf(dir);
-	free(dir);
-	if (cleanup)
-		t_rmrf(cleanup);
-	free(cleanup);
-	free(url);
-	return t_done();
+	return t_remote_done(dir, cleanup, url);
 }

@@ -55,15 +55,7 @@ static const struct rmt_ops wrap_ops = {
 
 static void save(ckpt_store *s, uint64_t step, uint8_t **data)
 {
-	uint64_t shape[1] = {TBYTES};
-	ckpt_save *sv;
-	REQUIRE(ckpt_save_begin(s, step, &sv) == 0);
-	for (int i = 0; i < NT; i++) {
-		char name[32];
-		snprintf(name, sizeof name, "t%d", i);
-		CHECK_OK(ckpt_save_add_tensor(sv, name, CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, data[i]));
-	}
-	REQUIRE(ckpt_save_commit(sv, NULL) == 0);
+	t_remote_save(s, step, data, NT, TBYTES);
 }
 
 static int count_key(void *arg, const struct rmt_obj *o)
@@ -180,11 +172,5 @@ int main(void)
 	for (int i = 0; i < NT; i++)
 		free(data[i]);
 	t_rmrf(fresh);
-	t_rmrf(dir);
-	free(dir);
-	if (cleanup)
-		t_rmrf(cleanup);
-	free(cleanup);
-	free(url);
-	return t_done();
+	return t_remote_done(dir, cleanup, url);
 }

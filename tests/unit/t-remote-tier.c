@@ -207,11 +207,5 @@ int main(void)
 		free(data[i]);
 		free(old[i]);
 	}
-	t_rmrf(dir);
-	free(dir);
-	if (cleanup)
-		t_rmrf(cleanup);
-	free(cleanup);
-	free(url);
-	return t_done();
+	return t_remote_done(dir, cleanup, url);
 }

@@ -20,15 +20,7 @@ static uint8_t *data[NT];
 
 static void save(ckpt_store *s, uint64_t step)
 {
-	uint64_t shape[1] = {TBYTES};
-	ckpt_save *sv;
-	REQUIRE(ckpt_save_begin(s, step, &sv) == 0);
-	for (int i = 0; i < NT; i++) {
-		char name[32];
-		snprintf(name, sizeof name, "t%d", i);
-		CHECK_OK(ckpt_save_add_tensor(sv, name, CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, data[i]));
-	}
-	REQUIRE(ckpt_save_commit(sv, NULL) == 0);
+	t_remote_save(s, step, data, NT, TBYTES);
 }
 
 static ckpt_store *open_store(const char *path, int64_t bandwidth)
@@ -171,11 +163,5 @@ int main(void)
 	kills(path, url, trials, seed);
 	for (int i = 0; i < NT; i++)
 		free(data[i]);
-	t_rmrf(dir);
-	free(dir);
-	if (cleanup)
-		t_rmrf(cleanup);
-	free(cleanup);
-	free(url);
-	return t_done();
+	return t_remote_done(dir, cleanup, url);
 }

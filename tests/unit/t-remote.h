@@ -50,4 +50,32 @@ static inline void t_remote_sub(const char *base, const char *name, char *buf, s
 		perror(path);
 }
 
+/* Saves step into s: tensors "t0".."t<nt-1>", tbytes each, from data[]. */
+static inline void t_remote_save(ckpt_store *s, uint64_t step, uint8_t *const *data, int nt,
+				 uint64_t tbytes)
+{
+	uint64_t shape[1] = {tbytes};
+	ckpt_save *sv;
+	REQUIRE(ckpt_save_begin(s, step, &sv) == 0);
+	for (int i = 0; i < nt; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "t%d", i);
+		CHECK_OK(ckpt_save_add_tensor(sv, name, CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, data[i]));
+	}
+	REQUIRE(ckpt_save_commit(sv, NULL) == 0);
+}
+
+/* The end of a test: its local directory and a directory remote removed, the strings freed;
+ * returns t_done(). */
+static inline int t_remote_done(char *dir, char *cleanup, char *url)
+{
+	t_rmrf(dir);
+	free(dir);
+	if (cleanup)
+		t_rmrf(cleanup);
+	free(cleanup);
+	free(url);
+	return t_done();
+}
+
 #endif
