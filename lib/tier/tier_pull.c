@@ -1,5 +1,6 @@
 /* Pull of one checkpoint from the remote into the local store (tier.h), and the binding of a fresh
  * local store to a remote store (tier_adopt). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -259,6 +260,22 @@ static int mkdir_durable(const char *parent, const char *path)
 	return io_fsync_dir(parent);
 }
 
+/* Whether directory path holds nothing but what a store being created holds (packs/,
+ * manifests/, a temporary header): the only place a store may be created. */
+static bool empty_or_missing(const char *path)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return errno == ENOENT;
+	bool empty = true;
+	for (struct dirent *e; empty && (e = readdir(d));)
+		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+			!strcmp(e->d_name, PACK_DIR) || !strcmp(e->d_name, MF_DIR) ||
+			!strncmp(e->d_name, "." STORE_FILE ".tmp", 10);
+	closedir(d);
+	return empty;
+}
+
 /* The remote's one store id into id, or the error naming what is there. */
 static int only_store(struct rmt *r, char id[TIER_ID_LEN + 1])
 {
@@ -300,6 +317,9 @@ int tier_adopt(struct rmt *r, const char *id, const char *path)
 		return same ? 0 : ckpt_fail(CKPT_E_EXISTS, "%s holds another store than %s's %s",
 					    path, r->url, t.id);
 	}
+	if (!empty_or_missing(path))
+		return ckpt_fail(CKPT_E_EXISTS, "%s is not empty and not a libckpt store; refusing to "
+				 "create one there", path);
 	snprintf(parent, sizeof parent, "%s/..", path);
 	if ((rc = mkdir_durable(parent, path)))
 		return rc;

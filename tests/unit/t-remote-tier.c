@@ -202,6 +202,15 @@ int main(void)
 	ckpt_store *other = t_open_store(path, CHUNK, CKPT_COMPRESS_ZSTD);
 	ckpt_store_close(other);
 	CHECK_RC(ckpt_remote_adopt(url, id, path), -CKPT_E_EXISTS);
+	char junk[4300];
+	snprintf(junk, sizeof junk, "%s/junk", dir);
+	REQUIRE(mkdir(junk, 0755) == 0);
+	snprintf(junk, sizeof junk, "%s/junk/file", dir);
+	FILE *jf = fopen(junk, "w");
+	REQUIRE(jf && fclose(jf) == 0);
+	snprintf(junk, sizeof junk, "%s/junk", dir);
+	CHECK_RC(ckpt_remote_adopt(url, id, junk), -CKPT_E_EXISTS); /* not empty, not a store */
+	CHECK(strstr(ckpt_errmsg(), "not empty") != NULL);
 
 	for (int i = 0; i < NT; i++) {
 		free(data[i]);
