@@ -93,14 +93,20 @@ int ck_set_remote(const char *cmd, ckpt_store *store, const char *url, unsigned 
 	return rc ? ck_fail(cmd, rc, "cannot open the remote") : 0;
 }
 
-/* The progress of a transfer; the library calls it from its transfer threads, one at a time. */
+/* The progress of a transfer; the library calls it from its transfer threads, one at a time.
+ * The line starts at the first report, which knows the total. */
 struct xprog {
 	struct progress bar;
+	const char *label;
+	bool enable, started;
 };
 
 static int on_progress(void *arg, uint64_t done, uint64_t total)
 {
 	struct xprog *x = arg;
+	if (!x->started)
+		progress_start(&x->bar, x->label, total, x->enable);
+	x->started = true;
 	x->bar.total = total;
 	progress_update(&x->bar, done);
 	return 0;
@@ -183,12 +189,12 @@ static int xfer_main(const struct cli_cmd *c, int argc, char **argv, bool pull)
 	    (rc = ckpt_store_resolve(store, step, &step)))
 		rc = ck_fail(cmd, rc, "no such checkpoint");
 	if (!rc) {
-		struct xprog x;
+		struct xprog x = {.label = cmd, .enable = !a.no_progress && !a.json};
 		ckpt_remote_stats st;
-		progress_start(&x.bar, cmd, 0, !a.no_progress && !a.json);
 		int r = pull ? ckpt_store_pull(store, step, &step, &st, on_progress, &x)
 			     : ckpt_store_push(store, step, &st, on_progress, &x);
-		progress_end(&x.bar);
+		if (x.started)
+			progress_end(&x.bar);
 		if (r)
 			rc = ck_fail(cmd, r, pull ? "pull failed" : "push failed");
 		else

@@ -25,7 +25,7 @@ struct pull_job {
 	const struct manifest *m;
 	const uint32_t *ids;
 	pthread_mutex_t mu; /* done, st, progress */
-	uint64_t done;
+	uint64_t done, total; /* total: the sizes of the packs missing locally */
 	ckpt_remote_stats *st;
 	rmt_progress_cb progress;
 	void *arg;
@@ -90,7 +90,7 @@ static int fetch_into(struct pull_job *j, const char *key, uint64_t size, int fd
 			rc = io_write_all(&ckpt_io_psync, fd, buf, n, off, tmp);
 		pthread_mutex_lock(&j->mu);
 		j->done += n;
-		if (!rc && j->progress && j->progress(j->arg, j->done, 0))
+		if (!rc && j->progress && j->progress(j->arg, j->done, MAX(j->total, j->done)))
 			rc = ckpt_fail(CKPT_E_CANCELED, "pull of %s: canceled", key);
 		pthread_mutex_unlock(&j->mu);
 	}
@@ -201,6 +201,13 @@ static int pull_locked(struct ckpt_store *s, const struct tier_ref *t, const str
 	if (n < 0)
 		return (int)n;
 	j->ids = ids;
+	for (long i = 0; i < n && j->progress; i++) { /* the progress total: what is missing */
+		char key[256];
+		uint64_t size;
+		tier_key_pack(t, ids[i], key, sizeof key);
+		if (!have_local(s, ids[i]) && !t->r->ops->stat(t->r, key, &size, NULL))
+			j->total += size;
+	}
 	struct tier_par par = {.one = pull_pack, .ctx = j, .n = (size_t)n};
 	int rc = tier_parallel(&par, t->r->cfg.parallel);
 	if (!rc && !(rc = io_fsync_dir(s->pack_dir)) && !(rc = pull_parts(s, t, m))) {

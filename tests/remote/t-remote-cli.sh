@@ -92,6 +92,19 @@ PY
 	;;
 esac
 
+# Progress on a terminal: one line per transfer, with the bytes to move as its total.
+mkst big "$T/big.safetensors" 1
+ckptctl import -q "$T/p" --step 1 "$T/big.safetensors" || exit 1
+mkdir -p "$T/pr"
+python3 "$ROOT/tests/cli/ptyrun.py" "$CK" push "$T/p" --remote "$T/pr" > "$T/pty"
+expect "push draws its progress line, total 4.0 MiB" grep -q '^totals: push: 4.0 MiB$' "$T/pty"
+rm -rf "$T/p"
+python3 "$ROOT/tests/cli/ptyrun.py" "$CK" pull "$T/p" --remote "$T/pr" > "$T/pty"
+expect "pull draws its progress line, total 4.0 MiB" grep -q '^totals: pull: 4.0 MiB$' "$T/pty"
+mkdir -p "$T/pr2"
+python3 "$ROOT/tests/cli/ptyrun.py" "$CK" push "$T/p" --remote "$T/pr2" --no-progress > "$T/pty"
+expect "--no-progress draws none" grep -q '^progress lines: none' "$T/pty"
+
 # prune and gc on the remote, with a second store on the same remote left alone.
 mkst model "$T/m4.safetensors" 4
 ckptctl import -q "$T/s2" --step 5 "$T/m4.safetensors" && ckptctl push "$T/s2" --remote "$R" > /dev/null ||
