@@ -67,11 +67,12 @@ CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 	 * until the reader is closed. */
 	struct lease *lease;
 	int rc = lease_take(s, &lease);
+	bool leased = !rc;
 	uint64_t want = step;
 	if (!rc && !s->tier_read)
 		rc = ckpt_store_resolve(s, step, &step);
 	/* Not local (or CKPT_REMOTE_READ): the remote's. */
-	bool remote = s->tier_manifest && (s->tier_read || rc == -CKPT_E_NOTFOUND);
+	bool remote = leased && s->tier_manifest && (s->tier_read || rc == -CKPT_E_NOTFOUND);
 	if (remote)
 		rc = 0;
 	if (rc) {
