@@ -181,11 +181,11 @@ class CheckpointManager:
             self.store.pull()
 
     def wait_uploaded(self, timeout=None):
-        """Waits until every checkpoint saved so far is on the remote (rank 0 uploads; other
-        ranks return at once), at most timeout seconds. Raises the upload's error."""
+        """Waits until every checkpoint saved so far is on the remote, at most timeout seconds;
+        collective with a group (rank 0 uploads and waits, every rank returns after it, or
+        raises its error)."""
         self._reap(True)
-        if self._ctl is None or self._ctl.rank == 0:
-            self.store.wait_uploaded("latest", timeout)
+        self._on_root("waiting for the uploads", lambda: self.store.wait_uploaded("latest", timeout))
 
     # ------------------------------------------------------------------ collectives
     def _on_root(self, what, fn):
