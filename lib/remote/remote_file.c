@@ -129,15 +129,46 @@ static void throttle(struct frmt *f, uint64_t n)
 	}
 }
 
+/* A file source copied by the kernel (copy_file_range: a server-side copy on NFS 4.2, a reflink
+ * or an in-kernel copy elsewhere), from *done on. Returns 0 with *done at the end, or at where it
+ * stopped when the file systems do not support it (the caller copies the rest through memory),
+ * or -CKPT_E_*. */
+static int kernel_copy(struct frmt *f, const char *key, int fd, const struct rmt_src *src,
+		       rmt_progress_cb progress, void *arg, uint64_t *done)
+{
+	while (*done < src->len) {
+		size_t n = (size_t)MIN(4ull * COPY_BUF, src->len - *done);
+		loff_t in = (loff_t)(src->off + *done), out = (loff_t)*done;
+		throttle(f, n);
+		ssize_t k = copy_file_range(src->fd, &in, fd, &out, n, 0);
+		if (k < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
+			      errno == EOPNOTSUPP || errno == EBADF))
+			return 0; /* not here: through memory */
+		if (k < 0)
+			return path_error(f, "write", key, errno);
+		if (k == 0)
+			return ckpt_fail(CKPT_E_CORRUPT, "put %s/%s: the source ends at %llu of %llu bytes",
+					 f->root, key, (unsigned long long)*done,
+					 (unsigned long long)src->len);
+		*done += (uint64_t)k;
+		if (progress && progress(arg, *done, src->len))
+			return ckpt_fail(CKPT_E_CANCELED, "put %s/%s: canceled", f->root, key);
+	}
+	return 0;
+}
+
 /* Copies src into fd (the temporary file of key), reporting progress. Returns 0 or -CKPT_E_*. */
 static int copy_src(struct frmt *f, const char *key, int fd, const struct rmt_src *src,
 		    rmt_progress_cb progress, void *arg)
 {
+	uint64_t done = 0;
+	int rc = src->buf ? 0 : kernel_copy(f, key, fd, src, progress, arg, &done);
+	if (rc || done == src->len)
+		return rc;
 	uint8_t *tmp = src->buf ? NULL : malloc(COPY_BUF);
 	if (!src->buf && !tmp)
 		return ckpt_fail(CKPT_E_NOMEM, "put %s/%s: out of memory", f->root, key);
-	int rc = 0;
-	for (uint64_t done = 0; done < src->len && !rc;) {
+	while (done < src->len && !rc) {
 		size_t n = (size_t)MIN((uint64_t)COPY_BUF, src->len - done);
 		const uint8_t *p = src->buf ? (const uint8_t *)src->buf + done : tmp;
 		if (!src->buf) {
