@@ -173,6 +173,12 @@ typedef enum ckpt_option {
 	 * only by its age, since flock may be local to each node (see "Shared file systems" in
 	 * docs/format.md). 0: every other node's marker counts as dead (a job known to be gone). */
 	CKPT_OPT_GC_GRACE_S = 15,
+	/* Transfers in flight at once for a push or pull of this handle's remote (packs in
+	 * parallel; ckpt_store_set_remote), 1 to 64 (default 4). */
+	CKPT_OPT_REMOTE_PARALLEL = 16,
+	/* Bytes per second the uploads to this handle's remote may take, summed over its threads,
+	 * so that they do not starve training traffic (default 0: no cap). */
+	CKPT_OPT_REMOTE_BANDWIDTH = 17,
 } ckpt_option;
 
 #define CKPT_MAX_LOCK_WAIT_MS (24ll * 3600 * 1000)
@@ -940,6 +946,134 @@ CKPT_API int ckpt_dist_reader_replicated(const ckpt_dist_reader *reader, size_t 
  * single-process checkpoint), or a negative CKPT_E_* code. */
 CKPT_API long ckpt_dist_reader_verify_parts(ckpt_dist_reader *reader, ckpt_damage_fn on_damage,
 					    void *arg);
+
+/* ---------------------------------------------------------------------------------------------
+ * Remote tier (issue 25): a second copy of a store's checkpoints on a remote, so that they survive
+ * losing the node. A remote is named by a url: file:///dir or an absolute path (a directory on a
+ * shared file system: Lustre, GPFS, NFS), or s3://bucket/prefix where libckpt is built with S3.
+ * Several stores may share one remote (one bucket prefix): each keeps its objects under its store
+ * id (the uuid in the store header, 32 hex digits), and none ever reads or deletes another's
+ * (docs/format.md, "Remote layout"). A checkpoint exists on the remote only once its manifest is
+ * there, which is put after every pack it references.
+ * ------------------------------------------------------------------------------------------- */
+
+/* Counts of one push or pull. */
+typedef struct ckpt_remote_stats {
+	uint64_t packs_sent, bytes_sent;       /* push: uploaded; pull: downloaded */
+	uint64_t packs_present, bytes_present; /* already at the destination, not sent */
+} ckpt_remote_stats;
+
+/* Progress of a long transfer: bytes done so far of total (0 when unknown); returning non-zero
+ * cancels it (-CKPT_E_CANCELED). Called from the library's transfer threads, one at a time. */
+typedef int (*ckpt_remote_progress_fn)(void *arg, uint64_t done, uint64_t total);
+
+/* Upload states of a checkpoint (ckpt_store_upload_state). */
+enum {
+	CKPT_UPLOAD_LOCAL = 0,     /* only in the local store */
+	CKPT_UPLOAD_UPLOADING = 1, /* queued for the background upload, or being uploaded */
+	CKPT_UPLOAD_REMOTE = 2,    /* its manifest, and so every pack it needs, is on the remote */
+};
+
+/* ckpt_store_set_remote flags. */
+enum {
+	/* Upload every checkpoint in the background once it is durable locally (the next save is
+	 * never held), several packs in parallel; and, at once, the local checkpoints the remote
+	 * lacks, newest first: so a killed or failed upload resumes from what the remote holds. */
+	CKPT_REMOTE_UPLOAD = 1u << 0,
+	/* Readers of the handle read every checkpoint from the remote, local or not (its manifest
+	 * and each record it references, checked): what `ckptctl verify --remote` and `show
+	 * --remote` use to check the remote's copy itself. */
+	CKPT_REMOTE_READ = 1u << 1,
+};
+
+/* Sets the remote of the handle (url NULL: none; a previous remote's uploads in flight are
+ * canceled, to resume later from what that remote holds). Opening checks that the remote
+ * answers. With a remote set, ckpt_reader_open() (and ckpt_dist_reader_open()) of a checkpoint
+ * that is not local reads it from the remote without pulling it: its manifest is fetched, and
+ * from each pack that is not local only the records the checkpoint references, by range reads
+ * (adjacent records merged, several at once), each checked against its digest before use (a
+ * damaged remote object fails the restore naming it), into an anonymous temporary file (in the
+ * store directory, else $TMPDIR) that ckpt_reader_close() releases; nothing is added to the
+ * store (ckpt_store_pull() does that). A local checkpoint missing a pack reads that pack so too. Call it while no save of the handle is in flight. ckpt_store_close() cancels the
+ * uploads in flight the same way (call ckpt_store_wait_uploaded() first to finish them).
+ * Returns 0, or -CKPT_E_INVAL (a malformed url or unknown scheme, naming the known ones),
+ * -CKPT_E_NOTFOUND (no such directory or bucket), -CKPT_E_PERM, -CKPT_E_IO, -CKPT_E_NOMEM. */
+CKPT_API int ckpt_store_set_remote(ckpt_store *store, const char *url, unsigned flags);
+/* The url of the handle's remote, or NULL; valid until the remote is changed or the store closed. */
+CKPT_API const char *ckpt_store_remote(const ckpt_store *store);
+/* The store's id on a remote (32 lowercase hex digits and a NUL) into id. */
+CKPT_API void ckpt_store_id(const ckpt_store *store, char id[33]);
+
+/* Uploads checkpoint step (or CKPT_STEP_LATEST) to the handle's remote, on the caller's thread:
+ * the packs it references that the remote lacks (each checked by size once put), a multi-rank
+ * checkpoint's part files, then its manifest. A pack already on the remote is not sent again
+ * (stats->packs_present); one there under the same id with other contents is never replaced
+ * (-CKPT_E_CORRUPT naming it). stats and progress may be NULL. Returns 0 (also when the remote had
+ * it whole), -CKPT_E_STATE (no remote set), -CKPT_E_NOTFOUND (no such local checkpoint, or a pack
+ * of it missing locally), -CKPT_E_NOSPC (remote full), -CKPT_E_CANCELED, or the remote's error;
+ * the message names the object and the cause. After a failure the remote lists no part of it. */
+CKPT_API int ckpt_store_push(ckpt_store *store, uint64_t step, ckpt_remote_stats *stats,
+			     ckpt_remote_progress_fn progress, void *arg);
+/* Brings checkpoint step (or CKPT_STEP_LATEST: the remote's newest) of the handle's remote into
+ * the local store: the packs it needs that are missing locally (each record it references checked
+ * against its digest before the pack is linked into place, never over a file), its part files,
+ * then its manifest last; under the store's writer lock. *pulled (may be NULL) gets the step.
+ * Returns 0 (also when it was local already), -CKPT_E_STATE (no remote), -CKPT_E_NOTFOUND (not on
+ * the remote, or a pack it names missing there: the message names it), -CKPT_E_CHECKSUM /
+ * -CKPT_E_CORRUPT (a damaged remote object, named; nothing of it is kept), -CKPT_E_BUSY, or an
+ * I/O error. */
+CKPT_API int ckpt_store_pull(ckpt_store *store, uint64_t step, uint64_t *pulled,
+			     ckpt_remote_stats *stats, ckpt_remote_progress_fn progress, void *arg);
+/* Returns the upload state of checkpoint step (CKPT_UPLOAD_*), or -CKPT_E_STATE (no remote),
+ * -CKPT_E_NOTFOUND (neither local nor on the remote), or the remote's error. */
+CKPT_API int ckpt_store_upload_state(ckpt_store *store, uint64_t step);
+/* Waits until checkpoint step is on the remote (CKPT_STEP_LATEST: until the background upload
+ * has nothing queued), at most timeout_ms (negative: no limit). Returns 0; the error of its last
+ * failed upload attempt; -CKPT_E_BUSY (still uploading at the deadline); -CKPT_E_STATE (no
+ * remote, or a local checkpoint that is not queued: no CKPT_REMOTE_UPLOAD). */
+CKPT_API int ckpt_store_wait_uploaded(ckpt_store *store, uint64_t step, int64_t timeout_ms);
+/* The steps of the checkpoints on the handle's remote, ascending, into *steps (free() it).
+ * Returns the count, or -CKPT_E_STATE (no remote) or the remote's error. */
+CKPT_API long ckpt_store_remote_steps(ckpt_store *store, uint64_t **steps);
+/* ckpt_store_list() of the checkpoints on the handle's remote (their manifests fetched and
+ * decoded; an invalid one listed with info.error when include_invalid). Free with
+ * ckpt_info_free(). Returns the count, or -CKPT_E_STATE (no remote) or the remote's error. */
+CKPT_API int ckpt_store_remote_list(ckpt_store *store, int include_invalid, ckpt_info **out);
+
+/* What a remote prune or gc did (or, with CKPT_GC_DRY_RUN, would do). */
+typedef struct ckpt_remote_gc_report {
+	uint64_t manifests_removed; /* prune: checkpoints removed from the remote */
+	uint64_t packs_removed, bytes_freed; /* gc: packs no remote manifest references */
+	uint64_t parts_removed;     /* part files of steps without a manifest */
+	uint64_t packs_spared;      /* unreferenced packs left because an upload is in flight */
+	uint64_t uploads_in_flight; /* live upload markers seen (pushes of this store running) */
+} ckpt_remote_gc_report;
+
+/* Removes from the handle's remote the checkpoints of this store that policy does not keep (as
+ * ckpt_store_prune() chooses them, among the remote's; a damaged remote manifest is never
+ * removed), manifests first, then runs ckpt_store_remote_gc() unless flags has CKPT_GC_DRY_RUN
+ * (then it only reports). Local checkpoints are not touched. Returns 0 and fills *report (may be
+ * NULL), or -CKPT_E_STATE (no remote) or an error of ckpt_store_remote_gc(). */
+CKPT_API int ckpt_store_remote_prune(ckpt_store *store, const ckpt_prune_policy *policy, int flags,
+				     ckpt_remote_gc_report *report);
+/* Removes this store's objects on the remote that no remote manifest references (packs, part
+ * files of steps without a manifest, dead upload markers). Only keys under this store's id are
+ * listed or deleted: another store sharing the remote is never touched. Nothing is removed while
+ * a remote manifest of this store is damaged (-CKPT_E_CORRUPT naming the count; CKPT_GC_FORCE
+ * proceeds), and no pack while an upload of this store is in flight (a live marker: any push,
+ * background or not, from any process; one left by a killed push is dead after
+ * CKPT_OPT_GC_GRACE_S): those packs are counted as spared. flags: CKPT_GC_DRY_RUN,
+ * CKPT_GC_FORCE. Returns 0 and fills *report (may be NULL), or -CKPT_E_STATE, -CKPT_E_CORRUPT,
+ * or the remote's error. */
+CKPT_API int ckpt_store_remote_gc(ckpt_store *store, int flags, ckpt_remote_gc_report *report);
+
+/* Binds a fresh local store to a store on remote url (the node-loss path): creates the store
+ * directory path with the remote store's header (so both are one store: same id, chunk size and
+ * compression), or accepts a store at path that has that header already. store_id NULL: the
+ * remote's only store. Then open it, set the remote and pull. Returns 0, or -CKPT_E_NOTFOUND (no
+ * store on the remote), -CKPT_E_INVAL (several stores there and store_id NULL: the message lists
+ * them; a malformed id), -CKPT_E_EXISTS (path holds another store), or an I/O or remote error. */
+CKPT_API int ckpt_remote_adopt(const char *url, const char *store_id, const char *path);
 
 #ifdef __cplusplus
 }

@@ -11,7 +11,22 @@
 
 /* The commands, each declared with its options in its own file. */
 extern const struct cli_cmd ck_cmd_import, ck_cmd_export, ck_cmd_list, ck_cmd_verify, ck_cmd_show,
-	ck_cmd_diff, ck_cmd_du, ck_cmd_prune, ck_cmd_delete, ck_cmd_gc;
+	ck_cmd_diff, ck_cmd_du, ck_cmd_prune, ck_cmd_delete, ck_cmd_gc, ck_cmd_push, ck_cmd_pull;
+
+/* remote.c: sets the remote of store to url, or $CKPT_REMOTE when url is NULL or empty (a usage
+ * error when neither is given), with ckpt_store_set_remote's flags. Returns 0 or the exit status
+ * (reported). */
+int ck_set_remote(const char *cmd, ckpt_store *store, const char *url, unsigned flags);
+/* prune --remote (pol) or gc --remote (pol NULL) of STORE's objects on url (or $CKPT_REMOTE),
+ * flags CKPT_GC_DRY_RUN / CKPT_GC_FORCE, the grace age of upload markers from --grace when
+ * grace_s >= 0; prints the report (text or JSON). Returns the exit status. */
+int ck_remote_gc(const char *cmd, const char *path, const char *url,
+		 const ckpt_prune_policy *pol, int flags, bool json, int64_t grace_s);
+/* The --remote option of show and verify (their argument struct T has const char *remote). */
+#define CK_REMOTE_READ_OPT(T) \
+	{CLI_OPT(CLI_STRING, "remote", 'r', CLI_AT(T, remote), "URL", \
+	 "read the checkpoint from the remote URL instead (its manifest and\n" \
+	 "every record, range-read and checked): the remote's copy itself")}
 
 /* The positional arguments of a command that works on a store: STORE first, then min-1 to
  * max-1 more (max < 0: no limit); step_next when a STEP may follow STORE (see ck_default_store).

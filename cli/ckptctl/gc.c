@@ -10,6 +10,7 @@
 struct gc_args {
 	struct ck_gc_opts g;
 	bool json, dry, force, no_progress;
+	const char *remote;
 };
 
 
@@ -33,10 +34,16 @@ static const struct cli_opt gc_opts[] = {
 	{CLI_OPT(CLI_FLAG, "no-progress", 0, CLI_AT(struct gc_args, no_progress), NULL,
 	 "no progress line while compacting (it is shown only\n"
 	 "when standard error is a terminal, and not with --json)")},
+	{CLI_OPT(CLI_STRING, "remote", 'r', CLI_AT(struct gc_args, remote), "URL",
+	 "collect this store's garbage on the remote URL instead\n"
+	 "(packs no remote manifest references; never another store's\n"
+	 "objects, nor the packs of an upload in flight)")},
 	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct gc_args, json), NULL,
 	 "print a JSON object: dry_run, compact_below, max_unused,\n"
 	 "packs_removed, packs_compacted, manifests_rewritten,\n"
-	 "leftovers_removed, bytes_freed and bytes_copied (bytes)")},
+	 "leftovers_removed, bytes_freed and bytes_copied (bytes); with\n"
+	 "--remote: dry_run, remote, packs_removed, bytes_freed,\n"
+	 "parts_removed, packs_spared, uploads_in_flight")},
 	CLI_OPT_END,
 };
 
@@ -52,7 +59,9 @@ const struct cli_cmd ck_cmd_gc = {
 		"left is more than LIMIT of the pack bytes, the pack with the most garbage first. A kill at\n"
 		"any point leaves every checkpoint intact. Prints what was done, the bytes copied and the\n"
 		"space freed. Takes the store's writer lock: fails with exit status 3 while a save, prune\n"
-		"or gc runs. Refuses (exit 1, nothing removed) while a manifest is damaged, unless --force.\n",
+		"or gc runs. Refuses (exit 1, nothing removed) while a manifest is damaged, unless --force.\n"
+		"With --remote, the store's objects on the remote are collected instead (the local store\n"
+		"is opened read-only; --max-unused and --compact-below do not apply).\n",
 	.tail = "\n"
 		"Exit status: 0 collected (or nothing to do); 1 failed or refused (damaged manifest);\n"
 		"2 usage error; 3 busy (another process holds the lock); 4 no such store.\n"
@@ -67,7 +76,15 @@ static int cmd_gc(int argc, char **argv)
 	struct gc_args opt = {0};
 	ckpt_store *store;
 	int rc = ck_parse(&ck_cmd_gc, &opt, &argc, &argv, &ck_pos_store);
-	if (rc >= 0 || (rc = ck_open_for_gc(cmd, argv[1], &opt.g, &store)))
+	if (rc >= 0)
+		return rc;
+	if (opt.remote)
+		return opt.g.have_max_unused || opt.g.have_compact_below
+		       ? cli_usage_err(cmd, "--max-unused and --compact-below do not apply with --remote")
+		       : ck_remote_gc(cmd, argv[1], opt.remote, NULL,
+				      (opt.dry ? CKPT_GC_DRY_RUN : 0) | (opt.force ? CKPT_GC_FORCE : 0),
+				      opt.json, opt.g.have_grace ? opt.g.grace_s : -1);
+	if ((rc = ck_open_for_gc(cmd, argv[1], &opt.g, &store)))
 		return rc;
 	bool json = opt.json, dry = opt.dry, force = opt.force;
 	struct ck_gc_opts g = opt.g;

@@ -7,6 +7,7 @@
 
 struct list_args {
 	bool json;
+	const char *remote;
 	const char **tags; /* --tag, pointing into argv */
 	size_t ntags;
 };
@@ -22,10 +23,15 @@ static const struct cli_opt list_opts[] = {
 	{CLI_OPT(CLI_CALL, "tag", 't', 0, "TAG",
 	 "only the checkpoints tagged TAG (repeated: those with any of them)"),
 	 .call = list_tag, .complete_fn = ck_complete_tags},
+	{CLI_OPT(CLI_STRING, "remote", 'r', CLI_AT(struct list_args, remote), "URL",
+	 "also the checkpoints on the remote URL (file:///DIR, /DIR,\n"
+	 "s3://BUCKET/PREFIX; or $CKPT_REMOTE), with an UPLOAD column: local\n"
+	 "(not on the remote), remote (on both) or remote-only")},
 	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct list_args, json), NULL,
 	 "print a JSON array of objects with step, time (unix seconds), tensors,\n"
 	 "logical_bytes, new_bytes, stored_bytes (REFERENCED), chunks, new_chunks\n"
-	 "and tags (an array of strings)")},
+	 "and tags (an array of strings); with a remote, upload (as the\n"
+	 "UPLOAD column) and store_id")},
 	CLI_OPT_END,
 };
 
@@ -43,7 +49,10 @@ const struct cli_cmd ck_cmd_list = {
 		"each one alone holds). Sizes are in IEC units (KiB, MiB, GiB). A damaged manifest is\n"
 		"reported on standard error and not listed. The store is opened read-only: listing works\n"
 		"while a save runs. When the store holds a multi-rank checkpoint, a RANKS column gives\n"
-		"each one's world size; when a checkpoint has tags, a TAGS column lists them.\n",
+		"each one's world size; when a checkpoint has tags, a TAGS column lists them.\n"
+		"With --remote (or $CKPT_REMOTE set), the checkpoints of this store on the remote are\n"
+		"listed too, and an UPLOAD column says where each one is: local, remote (both), or\n"
+		"remote-only (lost locally: 'ckptctl pull' brings it back).\n",
 	.tail = "\n"
 		"Exit status: 0 listed (even with damaged manifests); 1 failed; 2 usage error; 4 no such\n"
 		"store.\n"
@@ -53,8 +62,15 @@ const struct cli_cmd ck_cmd_list = {
 		"  ckptctl list /mnt/nvme/ckpt --tag release --tag best\n",
 };
 
-static void list_json(const ckpt_info *list, int n, const bool *shown, const unsigned *worlds)
+/* Where each listed checkpoint is, with a remote (the UPLOAD column). */
+enum where { W_LOCAL, W_REMOTE, W_REMOTE_ONLY };
+static const char *const where_names[] = {"local", "remote", "remote-only"};
+
+static void list_json(ckpt_store *store, const ckpt_info *list, int n, const bool *shown,
+		      const unsigned *worlds, const enum where *where)
 {
+	char id[33];
+	ckpt_store_id(store, id);
 	struct jw w;
 	jw_init(&w, stdout, true);
 	jw_arr_begin(&w);
@@ -65,6 +81,10 @@ static void list_json(const ckpt_info *list, int n, const bool *shown, const uns
 		jw_obj_begin(&w);
 		ck_info_json(&w, i);
 		ck_dist_list_json(&w, worlds, k);
+		if (where) {
+			jw_key(&w, "upload"); jw_str(&w, where_names[where[k]]);
+			jw_key(&w, "store_id"); jw_str(&w, id);
+		}
 		jw_obj_end(&w);
 	}
 	jw_arr_end(&w);
@@ -74,7 +94,7 @@ static void list_json(const ckpt_info *list, int n, const bool *shown, const uns
 /* The table, then the line of the whole store: how many checkpoints (shown of all, with --tag)
  * and the size of its packs. */
 static void list_text(ckpt_store *store, const ckpt_info *list, int n, const bool *shown,
-		      const unsigned *worlds, bool filtered)
+		      const unsigned *worlds, const enum where *where, bool filtered)
 {
 	bool tags = false;
 	size_t nshown = 0, nvalid = 0;
@@ -85,6 +105,8 @@ static void list_text(ckpt_store *store, const ckpt_info *list, int n, const boo
 	}
 	printf("%12s  %-19s  %8s  %12s  %12s  %12s", "STEP", "TIME (UTC)", "TENSORS", "LOGICAL",
 	       "NEW", "REFERENCED");
+	if (where)
+		printf("  %-11s", "UPLOAD");
 	ck_dist_list_col(worlds, -1);
 	printf("%s\n", tags ? "  TAGS" : "");
 	for (int k = 0; k < n; k++) {
@@ -96,6 +118,8 @@ static void list_text(ckpt_store *store, const ckpt_info *list, int n, const boo
 		       cli_fmt_time(i->time, t, sizeof t), (unsigned long long)i->tensors,
 		       cli_fmt_iec(i->logical_bytes, a, sizeof a), cli_fmt_iec(i->new_bytes, b, sizeof b),
 		       cli_fmt_iec(i->stored_bytes, d, sizeof d));
+		if (where)
+			printf("  %-11s", where_names[where[k]]);
 		ck_dist_list_col(worlds, k);
 		if (tags)
 			printf("  %s", *i->tags ? i->tags : "-");
@@ -113,6 +137,40 @@ static void list_text(ckpt_store *store, const ckpt_info *list, int n, const boo
 	ckpt_du_free(du);
 }
 
+/* With a remote: the local list (*list, n) and the remote's, merged by step into *out (entries
+ * copied; their strings stay in the two lists), *where saying where each is. Returns the count,
+ * or the exit status as a negative number (reported). */
+static int merge_remote(const char *cmd, ckpt_store *store, const char *url, const ckpt_info *list,
+			int n, ckpt_info **rlist, ckpt_info **out, enum where **where)
+{
+	int rc = ck_set_remote(cmd, store, url, 0);
+	if (rc)
+		return -rc;
+	int m = ckpt_store_remote_list(store, 0, rlist);
+	if (m < 0)
+		return -ck_fail(cmd, m, "cannot list the remote");
+	*out = calloc((size_t)(n + m) + 1, sizeof **out);
+	*where = calloc((size_t)(n + m) + 1, sizeof **where);
+	if (!*out || !*where) {
+		cli_err("%s: out of memory", cmd);
+		return -EXIT_FAIL;
+	}
+	int k = 0, i = 0, j = 0;
+	while (i < n || j < m) {
+		const ckpt_info *r = j < m ? &(*rlist)[j] : NULL;
+		if (i < n && (!r || list[i].step <= r->step)) {
+			bool both = r && r->step == list[i].step && !list[i].error;
+			(*where)[k] = both ? W_REMOTE : W_LOCAL;
+			(*out)[k++] = list[i++];
+			j += both;
+		} else {
+			(*where)[k] = W_REMOTE_ONLY;
+			(*out)[k++] = (*rlist)[j++];
+		}
+	}
+	return k;
+}
+
 static int cmd_list(int argc, char **argv)
 {
 	const char *cmd = "list";
@@ -124,37 +182,52 @@ static int cmd_list(int argc, char **argv)
 		return rc;
 	}
 	rc = 0;
-	ckpt_info *list = NULL;
+	ckpt_info *list = NULL, *rlist = NULL, *merged = NULL, *rows;
+	enum where *where = NULL;
+	unsigned *worlds = NULL;
 	int n = ckpt_store_list(store, 1, &list);
-	bool *shown = n >= 0 ? calloc((size_t)n + 1, sizeof *shown) : NULL;
+	bool *shown = NULL;
 	if (n < 0) {
 		rc = ck_fail(cmd, n, "cannot list the store");
 		goto out;
 	}
-	if (!shown) {
+	rows = list;
+	if (opt.remote || getenv("CKPT_REMOTE")) {
+		int k = merge_remote(cmd, store, opt.remote, list, n, &rlist, &merged, &where);
+		if (k < 0) {
+			rc = -k;
+			goto out;
+		}
+		rows = merged;
+		n = k;
+	}
+	if (!(shown = calloc((size_t)n + 1, sizeof *shown))) {
 		cli_err("%s: out of memory", cmd);
 		rc = EXIT_FAIL;
 		goto out;
 	}
 	for (int k = 0; k < n; k++) {
-		shown[k] = !list[k].error &&
-			   (!opt.ntags || ck_tags_any(list[k].tags, opt.tags, opt.ntags));
-		if (!list[k].error)
+		shown[k] = !rows[k].error &&
+			   (!opt.ntags || ck_tags_any(rows[k].tags, opt.tags, opt.ntags));
+		if (!rows[k].error)
 			continue;
 		char why[1024];
-		cli_err("warning: step %llu: %s", (unsigned long long)list[k].step,
-			ck_invalid_reason(store, &list[k], why, sizeof why));
+		cli_err("warning: step %llu: %s", (unsigned long long)rows[k].step,
+			ck_invalid_reason(store, &rows[k], why, sizeof why));
 	}
-	unsigned *worlds = ck_dist_list_worlds(store, list, n);
+	worlds = ck_dist_list_worlds(store, rows, n);
 	if (opt.json)
-		list_json(list, n, shown, worlds);
+		list_json(store, rows, n, shown, worlds, where);
 	else
-		list_text(store, list, n, shown, worlds, opt.ntags > 0);
+		list_text(store, rows, n, shown, worlds, where, opt.ntags > 0);
 	rc = ck_stdout_done(cmd);
-	free(worlds);
 out:
+	free(worlds);
 	free(shown);
 	free(opt.tags);
+	free(merged);
+	free(where);
+	ckpt_info_free(rlist);
 	ckpt_info_free(list);
 	ckpt_store_close(store);
 	return rc;

@@ -8,12 +8,14 @@
 
 struct show_args {
 	bool json, all;
+	const char *remote;
 };
 
 static const struct cli_opt show_opts[] = {
 	{CLI_OPT(CLI_FLAG, "all", 0, CLI_AT(struct show_args, all), NULL,
 	 "also the Python binding's own metadata entries (libckpt.python,\n"
 	 "the saved structure, and libckpt.names), left out otherwise")},
+	CK_REMOTE_READ_OPT(struct show_args),
 	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct show_args, json), NULL,
 	 "print a JSON object: step, time, tensors, logical_bytes, new_bytes,\n"
 	 "stored_bytes, chunks, new_chunks, tags (an array of strings), metadata\n"
@@ -171,8 +173,9 @@ static int cmd_show(int argc, char **argv)
 	rc = ck_open_store(cmd, argv[1], true, NULL, &store);
 	if (rc)
 		return rc;
-	ckpt_reader *rd;
-	rc = ck_open_reader(cmd, store, step, &rd);
+	ckpt_reader *rd = NULL;
+	if (!opt.remote || !(rc = ck_set_remote(cmd, store, opt.remote, CKPT_REMOTE_READ)))
+		rc = ck_open_reader(cmd, store, step, &rd);
 	struct ck_names names = {0};
 	if (!rc)
 		rc = ck_names_load(cmd, rd, &names);

@@ -9,9 +9,11 @@
 
 struct verify_args {
 	bool all, json, quiet, no_progress;
+	const char *remote;
 };
 
 static const struct cli_opt verify_opts[] = {
+	CK_REMOTE_READ_OPT(struct verify_args),
 	{CLI_OPT(CLI_FLAG, "all", 'a', CLI_AT(struct verify_args, all), NULL,
 	 "verify every checkpoint of the store, then print how many\n"
 	 "distinct chunks and bytes were read")},
@@ -38,7 +40,10 @@ const struct cli_cmd ck_cmd_verify = {
 		"everything verified is intact, 1 when damage was found (or reading failed), 2 for a\n"
 		"usage error, 4 when the store or step does not exist.\n"
 		"A multi-rank checkpoint's parts are checked too (size, checksum, chunks in the global\n"
-		"table); a damaged part or chunk is reported with the rank that wrote it.\n",
+		"table); a damaged part or chunk is reported with the rank that wrote it.\n"
+		"With --remote, the checkpoints are read from the remote instead (latest and --all:\n"
+		"the remote's), every record range-read and checked: the remote's copy is verified\n"
+		"(a multi-rank checkpoint's part files are not).\n",
 	.tail = "\n"
 		"Example:\n"
 		"  ckptctl verify /mnt/nvme/ckpt --all\n",
@@ -181,7 +186,9 @@ static void verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 	progress_start(&v->bar, label, info.logical_bytes, v->progress); /* what on_progress counts */
 	long n = ckpt_reader_verify_cached(rd, v->cache, on_damage, on_progress, v);
 	progress_end(&v->bar);
-	long parts = ck_dist_verify_parts(store, info.step, v->json ? &v->w : NULL);
+	/* Read from a remote (--remote), the parts are not local: its chunks are checked. */
+	long parts = ckpt_store_remote(store) ? 0
+		     : ck_dist_verify_parts(store, info.step, v->json ? &v->w : NULL);
 	const char *status = "ok";
 	long unread = v->unreadable_chunks - ubefore;
 	if (n > 0)
@@ -236,7 +243,8 @@ static int choose_steps(const char *cmd, ckpt_store *store, const char *store_pa
 {
 	*target = step;
 	if (all || step == CKPT_STEP_LATEST) {
-		*n = ckpt_store_list(store, 1, list);
+		*n = ckpt_store_remote(store) ? ckpt_store_remote_list(store, 1, list)
+					      : ckpt_store_list(store, 1, list);
 		if (*n < 0)
 			return ck_fail(cmd, *n, "cannot list the store");
 	}
@@ -353,6 +361,10 @@ static int cmd_verify(int argc, char **argv)
 	rc = ck_open_store(cmd, argv[1], true, NULL, &store);
 	if (rc)
 		return rc;
+	if (opt.remote && (rc = ck_set_remote(cmd, store, opt.remote, CKPT_REMOTE_READ))) {
+		ckpt_store_close(store);
+		return rc;
+	}
 	ckpt_info *list = NULL;
 	int n = 0;
 	rc = choose_steps(cmd, store, argv[1], step, opt.all, &list, &n, &target);

@@ -448,6 +448,8 @@ static int commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine)
 			if (sums)
 				rc = dist_write_global(d->s, d->step, (unsigned)n, sums,
 						       d->comm.rank, kill_point);
+			if (!rc) /* every rank's packs are durable: the remote may take them */
+				store_notify_commit(d->s, d->step);
 			free(sums);
 		}
 		out.rc = rc;

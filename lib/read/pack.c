@@ -58,7 +58,8 @@ struct pack_fd *rd_pack(struct ckpt_reader *r, uint32_t id)
 	char path[4096];
 	int fd = -1, rc = 0, e = ENOENT;
 	/* A pack lives in one of the store's pack directories (striping). */
-	for (unsigned d = 0; d < r->s->ndirs && fd < 0; d++) {
+	errno = ENOENT;
+	for (unsigned d = 0; d < r->s->ndirs && fd < 0 && !r->s->tier_read; d++) {
 		store_pack_path(r->s, d, id, path, sizeof path);
 		if (r->s->opt.direct_io)
 			fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
@@ -69,7 +70,16 @@ struct pack_fd *rd_pack(struct ckpt_reader *r, uint32_t id)
 		if (fd >= 0)
 			p->dir = d;
 	}
-	if (fd < 0 && errno == ENOENT && r->s->ndirs > 1) {
+	if (fd < 0 && errno == ENOENT && r->s->tier_pack) {
+		/* Not local: the records this checkpoint needs, from the remote (lib/tier). */
+		fd = r->s->tier_pack(r->s->tier, &r->m, id, path, sizeof path);
+		if (fd < 0)
+			rc = fd;
+		p->remote = fd >= 0;
+	}
+	if (rc) {
+		/* the remote's error (naming the object), kept below */
+	} else if (fd < 0 && errno == ENOENT && r->s->ndirs > 1) {
 		/* Striped store: say where it was looked for. */
 		char where[2048] = "";
 		for (unsigned d = 0; d < r->s->ndirs; d++) {

@@ -23,6 +23,7 @@
 #include "format/codec.h"
 #include "format/format.h"
 #include "io/engine.h"
+#include "read/reader.h"
 
 struct rpipe;
 struct ckpt_gpu_ops;
@@ -32,6 +33,7 @@ struct pack_fd {
 	unsigned dir;
 	int fd;     /* -1 after a failed open */
 	int err;    /* its error, reported again for every chunk of the pack */
+	bool remote; /* fd holds only this checkpoint's records, fetched from the remote (tier) */
 	char *msg;
 	/* Direct reads into the destination (rd_direct_plan): file offsets and lengths in multiples
 	 * of blk, memory addresses in multiples of mem_align (1 and 1 without O_DIRECT). */
@@ -114,8 +116,6 @@ struct rjob {
 struct pack_fd *rd_pack(struct ckpt_reader *r, uint32_t id);
 /* Closes and frees the pack cache (ckpt_reader_close). */
 void rd_packs_close(struct ckpt_reader *r);
-int rd_check_hdr(const uint8_t *rec, const struct mf_chunk *c, const char *path);
-int rd_check_digest(const uint8_t *out, const struct mf_chunk *c, const char *path);
 int rd_check_record(struct ckpt_reader *r, ckpt_codec_ctx *codec, const uint8_t *rec,
 		    const struct mf_chunk *c, uint8_t *out, const char *path);
 int rd_read_result(struct ckpt_reader *r, const struct pack_fd *p, uint64_t off, size_t len,

@@ -67,8 +67,14 @@ CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 	 * until the reader is closed. */
 	struct lease *lease;
 	int rc = lease_take(s, &lease);
-	if (!rc)
+	bool leased = !rc;
+	uint64_t want = step;
+	if (!rc && !s->tier_read)
 		rc = ckpt_store_resolve(s, step, &step);
+	/* Not local (or CKPT_REMOTE_READ): the remote's. */
+	bool remote = leased && s->tier_manifest && (s->tier_read || rc == -CKPT_E_NOTFOUND);
+	if (remote)
+		rc = 0;
 	if (rc) {
 		lease_drop(lease);
 		return rc;
@@ -82,9 +88,11 @@ CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 	r->lease = lease;
 	pthread_mutex_init(&r->mu, NULL);
 	char name[64];
+	rc = remote ? s->tier_manifest(s->tier, want, &r->m) : store_load_manifest(s, step, &r->m);
+	step = rc ? step : r->m.step;
 	store_mf_name(step, name, sizeof name);
 	snprintf(r->mf_path, sizeof r->mf_path, "%s/%s", s->mf_dir, name);
-	if ((rc = store_load_manifest(s, step, &r->m))) {
+	if (rc) {
 		pthread_mutex_destroy(&r->mu);
 		lease_drop(r->lease);
 		free(r);

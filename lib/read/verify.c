@@ -62,7 +62,8 @@ static long report_pack_tails(struct ckpt_reader *r, struct rres *x, const int *
 		bool chunk_damage = false;
 		for (uint32_t c = 0; c < r->m.n_chunks && !chunk_damage; c++)
 			chunk_damage = r->m.chunks[c].pack_id == p->id && state[c] != 1;
-		if (p->fd < 0 || chunk_damage || !check_pack_tail(r, x, p))
+		/* A pack fetched from the remote holds only this checkpoint's records: no tail. */
+		if (p->fd < 0 || p->remote || chunk_damage || !check_pack_tail(r, x, p))
 			continue;
 		bad++;
 		if (on_damage) {

@@ -498,5 +498,7 @@ static int save_commit(struct pipe_save *ps, bool *keep_packs)
 	}
 	free(buf);
 	free(m.tensors);
+	if (!rc && !s->part_mode)
+		store_notify_commit(s, sv->step); /* a remote's background upload (lib/tier) */
 	return rc;
 }

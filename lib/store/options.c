@@ -143,6 +143,18 @@ CKPT_API int ckpt_options_set(ckpt_options *o, ckpt_option opt, int64_t v)
 				    "24 hours");
 	case CKPT_OPT_GC_GRACE_S:
 		return set_duration(&o->gc_grace_s, v, CKPT_MAX_GC_GRACE_S, "gc grace", "s", "30 days");
+	case CKPT_OPT_REMOTE_PARALLEL:
+		if (v < 1 || v > 64)
+			return ckpt_fail(CKPT_E_INVAL, "remote parallelism %lld: must be 1 to 64",
+					 (long long)v);
+		o->remote_parallel = (unsigned)v;
+		return 0;
+	case CKPT_OPT_REMOTE_BANDWIDTH:
+		if (v < 0)
+			return ckpt_fail(CKPT_E_INVAL, "remote bandwidth %lld: must be 0 (no cap) or "
+					 "bytes per second", (long long)v);
+		o->remote_bandwidth = (uint64_t)v;
+		return 0;
 	case CKPT_OPT_PACK_SIZE:
 		if (v < (1ll << 20))
 			return ckpt_fail(CKPT_E_INVAL, "pack size %lld: must be at least 1 MiB",

@@ -370,6 +370,7 @@ out:
 
 void store_fini(struct ckpt_store *s)
 {
+	store_tier_detach(s); /* first: its uploads read the store's paths */
 	store_unlock(s);
 	marker_end(s); /* a multi-rank save's, left by a handle closed with it in flight */
 	free(s->warning);
@@ -583,20 +584,23 @@ static ckpt_info *info_pack(ckpt_info *v, char **tags, long n)
 	return out;
 }
 
-CKPT_API int ckpt_store_list(ckpt_store *s, int include_invalid, ckpt_info **out)
+static int load_local(void *arg, uint64_t step, struct manifest *m)
+{
+	return store_load_manifest(arg, step, m);
+}
+
+int store_info_list(const uint64_t *steps, long n, int include_invalid,
+		    int (*load)(void *arg, uint64_t step, struct manifest *m), void *arg,
+		    ckpt_info **out)
 {
 	*out = NULL;
-	uint64_t *steps;
-	long n = store_steps(s, &steps);
-	if (n < 0)
-		return (int)n;
 	ckpt_info *v = calloc((size_t)n + 1, sizeof *v);
 	char **tags = calloc((size_t)n + 1, sizeof *tags);
 	long k = 0;
 	int rc = v && tags ? 0 : ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	for (long i = 0; !rc && i < n; i++) {
 		struct manifest m;
-		rc = store_load_manifest(s, steps[i], &m);
+		rc = load(arg, steps[i], &m);
 		if (rc && rc != -CKPT_E_NOMEM) {
 			if (include_invalid) {
 				v[k].step = steps[i];
@@ -613,7 +617,6 @@ CKPT_API int ckpt_store_list(ckpt_store *s, int include_invalid, ckpt_info **out
 		k++;
 		manifest_free(&m);
 	}
-	free(steps);
 	if (rc) {
 		for (long j = 0; tags && j < k; j++)
 			free(tags[j]);
@@ -624,6 +627,18 @@ CKPT_API int ckpt_store_list(ckpt_store *s, int include_invalid, ckpt_info **out
 	if (!(*out = info_pack(v, tags, k)))
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	return (int)k;
+}
+
+CKPT_API int ckpt_store_list(ckpt_store *s, int include_invalid, ckpt_info **out)
+{
+	*out = NULL;
+	uint64_t *steps;
+	long n = store_steps(s, &steps);
+	if (n < 0)
+		return (int)n;
+	int rc = store_info_list(steps, n, include_invalid, load_local, s, out);
+	free(steps);
+	return rc;
 }
 
 CKPT_API void ckpt_info_free(ckpt_info *list)

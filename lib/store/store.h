@@ -34,6 +34,8 @@ struct ckpt_options {
 	int engine;
 	int64_t lock_wait_ms; /* 0: a busy lock refuses at once */
 	int64_t gc_grace_s;   /* in-flight markers of other nodes older than this are dead */
+	unsigned remote_parallel;  /* 0: the remote's default */
+	uint64_t remote_bandwidth; /* bytes/s, 0: no cap */
 	unsigned ndata_dirs;
 	char *data_dirs[MAX_DATA_DIRS];
 };
@@ -84,6 +86,21 @@ struct ckpt_store {
 	} pinned[STORE_PINNED_MAX];
 	unsigned npinned;
 	void (*pinned_free)(void *p, size_t size);
+	/* The remote tier of this handle (lib/tier, above every other folder), NULL when none is
+	 * set: tier_commit(tier, step) runs once a checkpoint of this handle is durable (a
+	 * one-process manifest, rank 0's global manifest; it must not block), tier_free(tier) at
+	 * the start of store_fini. Pointers, so that store, save and dist never call up into it. */
+	void *tier;
+	void (*tier_commit)(void *tier, uint64_t step);
+	void (*tier_free)(void *tier);
+	/* Readers of a handle with a remote: tier_manifest(tier, step or CKPT_STEP_LATEST, m)
+	 * fetches a checkpoint's manifest that is not local, tier_pack(tier, m, id, what, len) a
+	 * pack that is not local: the fd of an anonymous file holding the pack's header and the
+	 * records m references, range-read and each checked against its digest (what gets the
+	 * remote object's name). Both return 0 / the fd, or -CKPT_E_*. */
+	int (*tier_manifest)(void *tier, uint64_t step, struct manifest *m);
+	bool tier_read;            /* CKPT_REMOTE_READ: readers use the remote even for local ones */
+	int (*tier_pack)(void *tier, const struct manifest *m, uint32_t id, char *what, size_t len);
 };
 
 /* Pack ids of multi-rank saves: rank r allocates in [DIST_PACK_LO(r), DIST_PACK_LO(r+1)),
@@ -108,6 +125,25 @@ int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t
 /* Opens the store at path into *s (zeroed memory the caller owns: the public handle). On failure
  * s is left for store_fini. Returns 0 or -CKPT_E_*. */
 int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts);
+/* Tells the handle's remote tier, if any, that checkpoint step is durable (store.tier_commit). */
+static inline void store_notify_commit(struct ckpt_store *s, uint64_t step)
+{
+	if (s->tier_commit)
+		s->tier_commit(s->tier, step);
+}
+/* Detaches the handle's remote tier: its tier_free first (which stops its uploads), then every
+ * hook cleared. */
+static inline void store_tier_detach(struct ckpt_store *s)
+{
+	if (s->tier_free)
+		s->tier_free(s->tier);
+	s->tier = NULL;
+	s->tier_commit = NULL;
+	s->tier_free = NULL;
+	s->tier_manifest = NULL;
+	s->tier_pack = NULL;
+	s->tier_read = false;
+}
 /* Releases what store_init set up (the writer lock included); s itself stays the caller's. */
 void store_fini(struct ckpt_store *s);
 
@@ -197,6 +233,12 @@ int store_max_pack_id(struct ckpt_store *s, uint32_t *out);
  * at once (thread-safe), instead of one O_EXCL failure per id. No-op in other modes. */
 void store_skip_taken_ids(struct ckpt_store *s);
 
+/* ckpt_store_list's array (one block, freed by ckpt_info_free) for steps[0..n), each manifest
+ * from load (a local or a remote one); a step whose manifest does not load is listed with its
+ * error when include_invalid, else left out. Returns the count or -CKPT_E_*. */
+int store_info_list(const uint64_t *steps, long n, int include_invalid,
+		    int (*load)(void *arg, uint64_t step, struct manifest *m), void *arg,
+		    ckpt_info **out);
 /* Fills a ckpt_info from a decoded manifest. */
 void store_info_of(const struct manifest *m, ckpt_info *info);
 

@@ -21,6 +21,9 @@ BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U6
 OPT_CREATE, OPT_CHUNK_SIZE, OPT_COMPRESS, OPT_ZSTD_LEVEL, OPT_READ_ONLY, OPT_DIRECT_IO, \
     OPT_IO_SIZE, OPT_OVERWRITE, OPT_PACK_SIZE, OPT_THREADS, OPT_POOL_SIZE, OPT_QUEUE_DEPTH, \
     OPT_IO_ENGINE, OPT_LOCK_WAIT_MS = range(1, 15)
+OPT_REMOTE_PARALLEL, OPT_REMOTE_BANDWIDTH = 16, 17
+REMOTE_UPLOAD = 1  # ckpt_store_set_remote flag
+UPLOAD_STATES = {0: "local", 1: "uploading", 2: "remote"}  # ckpt_store_upload_state
 COMPRESS = {"none": 0, "zstd": 1}
 ENGINE = {"auto": 0, "io_uring": 1, "psync": 2}
 
@@ -34,6 +37,11 @@ class Info(ctypes.Structure):
     _fields_ = [("step", u64), ("time", ctypes.c_int64), ("tensors", u64), ("logical_bytes", u64),
                 ("new_bytes", u64), ("stored_bytes", u64), ("chunks", u64), ("new_chunks", u64),
                 ("error", ci), ("tags", cp)]
+
+
+class RemoteStats(ctypes.Structure):
+    _fields_ = [("packs_sent", ctypes.c_uint64), ("bytes_sent", ctypes.c_uint64),
+                ("packs_present", ctypes.c_uint64), ("bytes_present", ctypes.c_uint64)]
 
 
 class Stats(ctypes.Structure):
@@ -153,6 +161,15 @@ _OPTIONAL = {
     "ckpt_save_add_tag": (ci, [vp, cp]),
     "ckpt_tag_check": (ci, [cp]),
     "ckpt_store_prune_gc": (ci, [vp, P(Retention), vp, ci, P(P(GcReport))]),
+    # the remote tier (issue 25)
+    "ckpt_store_set_remote": (ci, [vp, cp, ctypes.c_uint]),
+    "ckpt_store_remote": (cp, [vp]),
+    "ckpt_store_push": (ci, [vp, u64, P(RemoteStats), vp, vp]),
+    "ckpt_store_pull": (ci, [vp, u64, P(u64), P(RemoteStats), vp, vp]),
+    "ckpt_store_upload_state": (ci, [vp, u64]),
+    "ckpt_store_wait_uploaded": (ci, [vp, u64, ctypes.c_int64]),
+    "ckpt_store_remote_list": (ci, [vp, ci, P(P(Info))]),
+    "ckpt_remote_adopt": (ci, [cp, cp, cp]),
 }
 
 _lock = threading.Lock()

@@ -116,6 +116,11 @@ class CheckpointManager:
                       save_interval_secs=None, save_on_preemption=False, keep_tags=None,
                       **store_options)
 
+    - remote= (a store option): a second copy off the node (file:///dir, s3://bucket/prefix).
+      Each checkpoint is uploaded in the background once durable (rank 0's handle, after the
+      global commit); wait_uploaded(timeout=None) waits for them.  On a replacement node (no
+      checkpoint locally) the remote's newest is pulled when the manager opens, so restore()
+      finds it.
     - group: None (this process alone, as before), True or "default" (the default group when
       torch.distributed is initialized, else this process alone), a ProcessGroup or a
       libckpt.DistGroup.  With a group, saves are multi-rank (Store.save_async(group=)), and
@@ -165,12 +170,28 @@ class CheckpointManager:
         self.preempted = False  # every rank agreed on a preemption and its save is durable
         self._dg, self._ctl = _groups(group)
         store_options.setdefault("create", True)
+        if self._ctl is not None and self._ctl.rank != 0 and store_options.get("remote"):
+            store_options["remote_upload"] = False  # rank 0 uploads each global checkpoint
         self.store = self._open(path, store_options)
+        if store_options.get("remote"):  # a replacement node: the remote's latest comes back
+            self._on_root("pulling from the remote", self._pull_if_empty)
         self._steps = self._on_root("listing the checkpoints", self.store.steps)
         self._last_time = self._on_root("the last save's time", self._latest_time)
         self._old_handlers = {}
         for s in self._signals:
             self._old_handlers[s] = signal.signal(s, self._on_signal)
+
+    def _pull_if_empty(self):
+        """No checkpoint locally but some on the remote: the newest is pulled."""
+        if not self.store.steps() and self.store.remote_steps():
+            self.store.pull()
+
+    def wait_uploaded(self, timeout=None):
+        """Waits until every checkpoint saved so far is on the remote, at most timeout seconds;
+        collective with a group (rank 0 uploads and waits, every rank returns after it, or
+        raises its error)."""
+        self._reap(True)
+        self._on_root("waiting for the uploads", lambda: self.store.wait_uploaded("latest", timeout))
 
     # ------------------------------------------------------------------ collectives
     def _on_root(self, what, fn):

@@ -38,6 +38,20 @@ def _size(name, v):
     raise ValueError(f"{name}: expected a size in bytes (int or '64M'), got {v!r}")
 
 
+def _adopt(path, remote, store_id, create):
+    """Store(path, remote=...) where path holds no store: bound to the remote's store (its header
+    copied: the same store id), the way back after losing the node. A remote holding no store
+    leaves the path to the usual create (or NotFoundError)."""
+    import os
+    if os.path.exists(os.path.join(str(path), "store")):
+        return
+    rc = L.load().ckpt_remote_adopt(str(remote).encode(), None if store_id is None
+                                    else str(store_id).encode(), str(path).encode())
+    if rc == -NotFoundError.code and store_id is None and create:
+        return  # an empty remote: a new store, created as usual
+    L.check(rc, f"binding {path} to the remote {remote}")
+
+
 def _meta_dict(metadata):
     """The user's metadata, checked: str keys (the prefix 'libckpt.' is reserved), str values."""
     meta = {}
@@ -126,12 +140,21 @@ class Store:
 
     Store(path, create=False, chunk_size=None, compress=None, zstd_level=None, pool_size=None,
           threads=None, queue_depth=None, io_engine=None, direct_io=None, io_size=None,
-          pack_size=None, overwrite=None, data_dirs=None, read_only=False, lock_wait=None)
+          pack_size=None, overwrite=None, data_dirs=None, read_only=False, lock_wait=None,
+          remote=None, remote_upload=True, remote_parallel=None, remote_bandwidth=None,
+          remote_store_id=None)
 
     Options left at None keep libckpt's defaults (see include/ckpt.h, CKPT_OPT_*).  Sizes are
     ints or strings like '4M'.  compress: 'none' | 'zstd' (or a bool); io_engine: 'auto' |
     'io_uring' | 'psync'.  A missing store raises NotFoundError unless create=True (a read-only
     store is never created).
+
+    remote: a second copy off the node (file:///dir or an absolute path on a shared file system,
+    s3://bucket/prefix).  With remote_upload (the default) every checkpoint is uploaded in the
+    background once durable (remote_parallel transfers at once, at most remote_bandwidth bytes/s);
+    upload_state(step) and wait_uploaded() tell when it is there.  A path that holds no store is
+    bound to the remote's store (remote_store_id names one when the remote holds several): then
+    pull() and load() restore what the lost node saved.
 
     A store has one writer at a time: one process's saves, prune and gc (or the ranks of one
     multi-rank save) hold its writer lock.  Another writer gets BusyError naming the holder
@@ -142,7 +165,8 @@ class Store:
     def __init__(self, path, *, create=None, chunk_size=None, compress=None, zstd_level=None,
                  pool_size=None, threads=None, queue_depth=None, io_engine=None, direct_io=None,
                  io_size=None, pack_size=None, overwrite=None, data_dirs=None, read_only=False,
-                 lock_wait=None):
+                 lock_wait=None, remote=None, remote_upload=True, remote_parallel=None,
+                 remote_bandwidth=None, remote_store_id=None):
         lib = L.load()
         self._ptr = None
         self._lock = threading.RLock()
@@ -196,6 +220,13 @@ class Store:
                 if isinstance(lock_wait, bool) or not lock_wait >= 0:
                     raise ValueError(f"lock_wait must be a number of seconds >= 0, got {lock_wait!r}")
                 setopt(L.OPT_LOCK_WAIT_MS, "lock_wait", round(lock_wait * 1000))
+            if remote_parallel is not None:
+                setopt(L.OPT_REMOTE_PARALLEL, "remote_parallel", remote_parallel)
+            if remote_bandwidth is not None:
+                setopt(L.OPT_REMOTE_BANDWIDTH, "remote_bandwidth",
+                       _size("remote_bandwidth", remote_bandwidth))
+            if remote is not None and not read_only:
+                _adopt(path, remote, remote_store_id, create)
             if isinstance(data_dirs, (str, bytes)):
                 data_dirs = [data_dirs]
             for d in data_dirs or ():
@@ -210,6 +241,60 @@ class Store:
             lib.ckpt_options_free(opts)
         self.path = str(path)
         self.read_only = bool(read_only)
+        self.remote = None
+        if remote is not None:
+            self.set_remote(remote, upload=remote_upload and not read_only)
+
+    # ------------------------------------------------------------------ the remote tier
+    def set_remote(self, url, upload=True):
+        """Sets the store's remote (file:///dir, an absolute path, s3://bucket/prefix; None: none).
+        With upload, every checkpoint is uploaded in the background once it is durable locally
+        (never holding the next save), and the local ones the remote lacks at once: an upload
+        that was killed resumes. close() cancels the uploads in flight (wait_uploaded first)."""
+        flags = L.REMOTE_UPLOAD if upload else 0
+        L.check(L.load().ckpt_store_set_remote(self._handle(), None if url is None
+                                               else str(url).encode(), flags),
+                f"remote {url!r}")
+        self.remote = None if url is None else str(url)
+
+    def push(self, step="latest"):
+        """Uploads checkpoint `step` to the remote now (only the packs it lacks, the manifest
+        last). Returns {"packs_sent", "bytes_sent", "packs_present", "bytes_present"}."""
+        st = L.RemoteStats()
+        L.check(L.load().ckpt_store_push(self._handle(), _step_arg(step), ctypes.byref(st), None,
+                                         None), "push")
+        return {k: getattr(st, k) for k, _ in L.RemoteStats._fields_}
+
+    def pull(self, step="latest"):
+        """Brings checkpoint `step` (default: the remote's newest) into the local store, every
+        record checked against its digest. Returns the step pulled."""
+        got = ctypes.c_uint64()
+        L.check(L.load().ckpt_store_pull(self._handle(), _step_arg(step), ctypes.byref(got), None,
+                                         None, None), "pull")
+        return got.value
+
+    def upload_state(self, step):
+        """'local', 'uploading' or 'remote' for checkpoint `step`."""
+        rc = L.check(L.load().ckpt_store_upload_state(self._handle(), _step_arg(step)))
+        return L.UPLOAD_STATES[rc]
+
+    def wait_uploaded(self, step="latest", timeout=None):
+        """Waits until checkpoint `step` is on the remote ("latest": until no upload is queued),
+        at most `timeout` seconds (None: no limit). Raises the upload's error, or BusyError at
+        the deadline."""
+        ms = -1 if timeout is None else max(0, round(timeout * 1000))
+        L.check(L.load().ckpt_store_wait_uploaded(self._handle(), _step_arg(step), ms),
+                "waiting for the upload")
+
+    def remote_steps(self):
+        """The steps of this store's checkpoints on the remote, ascending."""
+        out = ctypes.POINTER(L.Info)()
+        lib = L.load()
+        n = L.check(lib.ckpt_store_remote_list(self._handle(), 0, ctypes.byref(out)))
+        try:
+            return [out[i].step for i in range(n)]
+        finally:
+            lib.ckpt_info_free(out)
 
     # ------------------------------------------------------------------ lifecycle
     def _handle(self):

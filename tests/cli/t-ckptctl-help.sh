@@ -7,7 +7,7 @@ check help-noargs ckptctl
 check help-top ckptctl --help
 check help-top-h ckptctl -h
 check help-help ckptctl help
-for c in import export list verify show diff du prune gc; do
+for c in import export list verify show diff du prune gc push pull; do
 	check "help-$c" ckptctl "$c" --help
 	check "help-$c-h" ckptctl "$c" -h
 	check "help-$c-cmd" ckptctl help "$c"

@@ -10,6 +10,8 @@ machine, init_method file://).
   manager) the saved metrics still decide.
 - 2 ranks: the retention's delete on rank 0 waits until every rank's save let go of the store's
   lock, even when one rank's wait() comes late.
+- 2 ranks, remote=: rank 0 uploads each checkpoint; after the store is deleted, a manager on a
+  new path pulls the latest from the remote and every rank restores its shard bit-exact.
 - 4 ranks, save_on_preemption: rank 2's process gets SIGTERM in the middle of the loop; every rank
   saves the same step, then leaves the loop.
 
@@ -105,6 +107,32 @@ def role_best(store, rank, world):
         result(first=first, restarted=mgr.all_steps(), best=mgr.best_step())
 
 
+def role_remote(store, rank, world):
+    """CheckpointManager(remote=): rank 0 uploads each global checkpoint; after the store is lost,
+    a manager on a new path pulls the latest from the remote and restores every rank's shard."""
+    import shutil
+    import torch
+    import torch.distributed as dist
+    loop = Loop(rank, world)
+    url = store + "-remote"  # made by the parent
+    with manager(store, remote=url) as mgr:
+        for step in (1, 2, 3):
+            mgr.save(step, loop.step(step))
+        mgr.wait_until_finished()
+        mgr.wait_uploaded(timeout=60)
+        uploaded = mgr.store.remote_steps()
+    dist.barrier()
+    if rank == 0:
+        shutil.rmtree(store)  # the node is lost
+    dist.barrier()
+    loop.w.zero_()
+    with manager(store + "-new", remote=url) as mgr:
+        latest = mgr.latest_step()
+        mgr.restore(loop.state)
+        exact = torch.equal(loop.w, matrix(3)[loop.r0:loop.r0 + loop.rows])
+    result(uploaded=uploaded, latest=latest, exact=exact)
+
+
 def role_release(store, rank, world):
     """Rank 0 prunes only once every rank let go of the store's shared lock (its wait() of the
     commit returned): rank 1 delays its wait until rank 0 tried its delete, or 2 s passed."""
@@ -155,7 +183,7 @@ def role_preempt(store, rank, world):
 
 
 ROLES = {"loop": role_loop, "resume": role_resume, "best": role_best, "preempt": role_preempt,
-         "release": role_release}
+         "release": role_release, "remote": role_remote}
 
 
 def worker(argv):
@@ -252,7 +280,9 @@ def main():
             sys.exit(f"FAIL: SIGTERM on rank 2 at step 5: {res}")
         with libckpt.Store(pre, read_only=True) as st:
             check(st.steps(), [res["stopped"]], "SIGTERM on rank 2: every rank saved that step")
-        outs = run_world(2, [("resume", store), ("best", best), ("release", rel)])
+        rem = os.path.join(tmp, "rem")
+        os.makedirs(rem + "-remote")
+        outs = run_world(2, [("resume", store), ("best", best), ("release", rel), ("remote", rem)])
         res = same([o[0] for o in outs], "2-rank resume")
         check((res["start"], res["restored"]), (10, 10), "2 ranks: latest_step and restore")
         check(res["kept"], [4, 8, 12, 14], "2 ranks: kept after continuing to step 14")
@@ -264,6 +294,9 @@ def main():
         check((res["restarted"], res["best"]), ([2, 7], 7), "after a restart, by saved metrics")
         res = same([o[2] for o in outs], "retention after the lock's release")
         check(res, {"steps": [2], "error": None}, "rank 0 prunes once every rank's wait returned")
+        res = same([o[3] for o in outs], "remote")
+        check(res, {"uploaded": [1, 2, 3], "latest": 3, "exact": True},
+              "remote=: uploaded by rank 0, the latest restored on a replacement store")
     print("python manager dist ok")
     return 0
 

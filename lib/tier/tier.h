@@ -1,0 +1,123 @@
+/* The remote tier: a store's checkpoints copied to a remote (lib/remote) and brought back, in the
+ * layout of docs/format.md, "Remote layout". Above every other folder of lib/. Internal to lib/.
+ *
+ * Push order (the crash safety of the remote): the store header (once, never replaced), then
+ * every pack the checkpoint references that the remote lacks (sizes checked after each put), then
+ * a multi-rank checkpoint's part files, then the manifest, with RMT_PUT_NOREPLACE. A checkpoint
+ * exists on the remote only once its manifest is there, so a killed push leaves at worst packs no
+ * remote manifest references, which the next push finds and skips. Pull is the mirror: packs
+ * (each record the manifest names checked against its digest before the pack is linked into
+ * place), parts, and the manifest last. */
+#ifndef CKPT_TIER_H
+#define CKPT_TIER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ckpt.h"
+#include "remote/remote.h"
+#include "store/store.h"
+
+#define TIER_ROOT "libckpt1" /* the remote layout's version: docs/format.md */
+#define TIER_ID_LEN 32        /* a store id: its uuid in lowercase hex */
+
+/* One store's place on one remote. */
+struct tier_ref {
+	struct rmt *r;
+	char id[TIER_ID_LEN + 1];
+};
+
+
+/* ---- tier_layout.c -------------------------------------------------------------------------- */
+void tier_id_of(const uint8_t uuid[16], char out[TIER_ID_LEN + 1]);
+/* Parses a store id (32 hex digits). Returns 0, or -CKPT_E_INVAL naming it. */
+int tier_parse_id(const char *id, uint8_t uuid[16]);
+/* The keys of docs/format.md's remote layout, for store id. */
+void tier_key_hdr(const struct tier_ref *t, char *buf, size_t len);
+void tier_key_pack(const struct tier_ref *t, uint32_t id, char *buf, size_t len);
+void tier_key_mf(const struct tier_ref *t, uint64_t step, char *buf, size_t len);
+void tier_key_part(const struct tier_ref *t, uint64_t step, unsigned rank, char *buf, size_t len);
+/* The steps whose manifests the remote holds for t, ascending, into *steps (malloc'd). Returns
+ * the count or -CKPT_E_*. */
+long tier_remote_steps(const struct tier_ref *t, uint64_t **steps);
+/* The ids of the stores on remote r, into ids (up to max). Returns the count or -CKPT_E_*. */
+long tier_remote_stores(struct rmt *r, char (*ids)[TIER_ID_LEN + 1], size_t max);
+/* Reads a whole object (at most max bytes) into a malloc'd buffer. Returns 0 or -CKPT_E_*. */
+int tier_get_all(const struct tier_ref *t, const char *key, uint64_t max, uint8_t **out,
+		 uint64_t *len);
+/* Fetches and decodes the remote manifest of step (CKPT_STEP_LATEST: the newest that decodes)
+ * and checks it belongs to uuid; *raw keeps its bytes (for the local copy). Returns 0 or
+ * -CKPT_E_* (NOTFOUND, CORRUPT/CHECKSUM naming the object). */
+int tier_fetch_manifest(const struct tier_ref *t, const uint8_t uuid[16], uint64_t step,
+			struct manifest *m, uint8_t **raw, uint64_t *rawlen);
+/* The world of a multi-rank checkpoint (its DIST_WORLD metadata), 0 for a one-process one. */
+unsigned tier_world(const struct manifest *m);
+/* The distinct pack ids m references, into *ids (malloc'd, ascending). Returns the count or
+ * -CKPT_E_NOMEM. */
+long tier_packs_of(const struct manifest *m, uint32_t **ids);
+
+/* Runs one(ctx, i) for i in [0, n) on up to threads threads (TIER_MAX_THREADS at most), stopping
+ * at the first failure or when *cancel (may be NULL) turns true. Returns 0, the first failure
+ * (its message on the caller's thread) or -CKPT_E_CANCELED. */
+#define TIER_MAX_THREADS 64
+struct tier_par {
+	int (*one)(void *ctx, size_t i);
+	void *ctx;
+	size_t n;
+	const bool *cancel;
+	/* The run's state. */
+	pthread_mutex_t mu;
+	size_t next;
+	int rc;
+	char msg[1024];
+};
+int tier_parallel(struct tier_par *p, unsigned threads);
+
+/* ---- tier_push.c ---------------------------------------------------------------------------- */
+/* Pushes checkpoint step (a committed local one) of s to t: the order above. progress gets bytes
+ * sent over the bytes to send; cancel (may be NULL) is polled between and inside puts. Returns 0
+ * or -CKPT_E_* (the message names the object and the cause). */
+int tier_push(struct ckpt_store *s, const struct tier_ref *t, uint64_t step, ckpt_remote_stats *st,
+	      rmt_progress_cb progress, void *arg, const bool *cancel);
+
+/* ---- tier_pull.c ---------------------------------------------------------------------------- */
+/* Pulls checkpoint step (CKPT_STEP_LATEST: the remote's newest) of t into s, under the store's
+ * writer lock. *got is the step pulled. Returns 0 or -CKPT_E_*; a damaged remote object is
+ * -CKPT_E_CHECKSUM or -CKPT_E_CORRUPT naming it, and nothing of it is kept. */
+int tier_pull(struct ckpt_store *s, const struct tier_ref *t, uint64_t step, uint64_t *got,
+	      ckpt_remote_stats *st, rmt_progress_cb progress, void *arg);
+/* Creates a local store at path holding the remote store's header (its uuid, so the two are one
+ * store), or accepts one that has it already. id NULL: the remote's only store. Returns 0 or
+ * -CKPT_E_* (-CKPT_E_INVAL when the remote holds several stores and id is NULL, -CKPT_E_EXISTS
+ * when path holds another store). */
+int tier_adopt(struct rmt *r, const char *id, const char *path);
+
+/* ---- tier_gc.c ------------------------------------------------------------------------------ */
+/* An upload marker (TIER_ROOT/ID/uploads/RANDOM.upload: pid, host, since) put at a push's start
+ * and deleted at its end (key gets its name); a remote gc removes no pack while one younger than
+ * the grace age exists (a killed push's ages out). */
+int tier_mark_upload(const struct tier_ref *t, char *key, size_t len);
+void tier_unmark_upload(const struct tier_ref *t, const char *key);
+/* Removes the packs of store t no valid remote manifest references, the part files of steps
+ * without a manifest, and dead upload markers (older than grace_s); nothing while a manifest is
+ * damaged (-CKPT_E_CORRUPT) unless CKPT_GC_FORCE, no pack or part while an upload is live
+ * (counted as spared). CKPT_GC_DRY_RUN: only counts. Returns 0 or -CKPT_E_*. */
+int tier_gc(const struct tier_ref *t, const uint8_t uuid[16], int64_t grace_s, int flags,
+	    ckpt_remote_gc_report *rep);
+/* Removes the remote manifests of store t that the policy does not keep (never a damaged one:
+ * its step is kept); their packs are left to tier_gc. Returns 0 or -CKPT_E_*. */
+int tier_prune(const struct tier_ref *t, const uint8_t uuid[16], const ckpt_prune_policy *pol,
+	       int flags, ckpt_remote_gc_report *rep);
+
+/* ---- tier_fetch.c --------------------------------------------------------------------------- */
+/* The store's tier_pack hook: an anonymous file (the fd) holding pack id's header and the records
+ * m references in it, range-read from t and each checked against its digest; what gets the remote
+ * object's name; *bytes (atomic) counts the bytes read. Returns the fd or -CKPT_E_* (a damaged
+ * record: -CKPT_E_CHECKSUM / -CKPT_E_CORRUPT naming the object). */
+int tier_fetch_pack(struct ckpt_store *s, const struct tier_ref *t, const struct manifest *m,
+		    uint32_t id, char *what, size_t len, uint64_t *bytes);
+/* Bytes the readers of s read from its remote so far (tier_fetch_pack), for tests. */
+uint64_t tier_bytes_fetched(struct ckpt_store *s);
+
+#endif

@@ -1,0 +1,430 @@
+/* The remote tier's public API (include/ckpt.h, "Remote tier") and the background upload: one
+ * thread per handle with CKPT_REMOTE_UPLOAD, taking steps from a FIFO that the store's commit hook
+ * (store_notify_commit) fills, each pushed with the remote's parallelism. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "tier/tier.h"
+
+struct tier_fail {
+	uint64_t step;
+	int rc;
+	char msg[512];
+};
+
+struct tier_up {
+	struct tier_ref ref;
+	struct ckpt_store *s;
+	bool upload;          /* CKPT_REMOTE_UPLOAD */
+	bool stop;            /* atomic: cancels the push in flight (tier_push's cancel) */
+	pthread_mutex_t mu;   /* everything below; a leaf */
+	pthread_cond_t cv;    /* queue changes, a push ends */
+	uint64_t *q;          /* steps to upload, FIFO */
+	size_t nq, capq;
+	bool busy;            /* cur is being pushed */
+	uint64_t cur;
+	uint64_t *done;       /* steps known to be on the remote */
+	size_t ndone, capdone;
+	struct tier_fail *fail; /* the last failure of each step that failed, until it succeeds */
+	size_t nfail, capfail;
+	bool has_thread;
+	pthread_t th;
+	uint64_t fetched; /* atomic: bytes readers read from the remote (tier_fetch_pack) */
+};
+
+static bool in(const uint64_t *v, size_t n, uint64_t x)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == x)
+			return true;
+	return false;
+}
+
+static struct tier_fail *failure_of(struct tier_up *u, uint64_t step)
+{
+	for (size_t i = 0; i < u->nfail; i++)
+		if (u->fail[i].step == step)
+			return &u->fail[i];
+	return NULL;
+}
+
+/* Under u->mu: queues step unless it is queued or known remote. */
+static void enqueue(struct tier_up *u, uint64_t step)
+{
+	if (in(u->q, u->nq, step) || in(u->done, u->ndone, step) || (u->busy && u->cur == step))
+		return;
+	if (!ckpt_grow((void **)&u->q, &u->capq, u->nq + 1, sizeof *u->q))
+		u->q[u->nq++] = step;
+}
+
+/* Whether checkpoint step is still in the local store (a push that failed because it was pruned
+ * or deleted meanwhile is no failure: there is nothing left to upload). */
+static bool still_local(struct ckpt_store *s, uint64_t step)
+{
+	char name[64], p[4096];
+	store_mf_name(step, name, sizeof name);
+	snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
+	return access(p, F_OK) == 0;
+}
+
+/* Under u->mu: records the outcome of step's push. */
+static void record(struct tier_up *u, uint64_t step, int rc)
+{
+	struct tier_fail *f = failure_of(u, step);
+	if (rc && !still_local(u->s, step)) {
+		if (f)
+			*f = u->fail[--u->nfail];
+		return;
+	}
+	if (!rc) {
+		if (f)
+			*f = u->fail[--u->nfail];
+		if (!ckpt_grow((void **)&u->done, &u->capdone, u->ndone + 1, sizeof *u->done))
+			u->done[u->ndone++] = step;
+		return;
+	}
+	if (!f && !ckpt_grow((void **)&u->fail, &u->capfail, u->nfail + 1, sizeof *u->fail))
+		f = &u->fail[u->nfail++];
+	if (f) {
+		f->step = step;
+		f->rc = rc;
+		snprintf(f->msg, sizeof f->msg, "%s", ckpt_errmsg());
+	}
+}
+
+static void *upload_thread(void *arg)
+{
+	struct tier_up *u = arg;
+	pthread_mutex_lock(&u->mu);
+	while (!__atomic_load_n(&u->stop, __ATOMIC_ACQUIRE)) {
+		if (!u->nq) {
+			pthread_cond_wait(&u->cv, &u->mu);
+			continue;
+		}
+		uint64_t step = u->q[0];
+		memmove(u->q, u->q + 1, --u->nq * sizeof *u->q);
+		u->busy = true;
+		u->cur = step;
+		pthread_mutex_unlock(&u->mu);
+		int rc = tier_push(u->s, &u->ref, step, NULL, NULL, NULL, &u->stop);
+		pthread_mutex_lock(&u->mu);
+		u->busy = false;
+		if (rc != -CKPT_E_CANCELED) /* a canceled one resumes later from the remote */
+			record(u, step, rc);
+		pthread_cond_broadcast(&u->cv);
+	}
+	pthread_mutex_unlock(&u->mu);
+	return NULL;
+}
+
+/* The store's commit hook: queue the new checkpoint, and again those whose upload failed. */
+static void on_commit(void *arg, uint64_t step)
+{
+	struct tier_up *u = arg;
+	pthread_mutex_lock(&u->mu);
+	for (size_t i = 0; i < u->nfail; i++)
+		enqueue(u, u->fail[i].step);
+	enqueue(u, step);
+	pthread_cond_broadcast(&u->cv);
+	pthread_mutex_unlock(&u->mu);
+}
+
+static void up_free(void *arg)
+{
+	struct tier_up *u = arg;
+	if (!u)
+		return;
+	pthread_mutex_lock(&u->mu);
+	__atomic_store_n(&u->stop, true, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&u->cv);
+	pthread_mutex_unlock(&u->mu);
+	if (u->has_thread)
+		pthread_join(u->th, NULL);
+	rmt_close(u->ref.r);
+	pthread_mutex_destroy(&u->mu);
+	pthread_cond_destroy(&u->cv);
+	free(u->q);
+	free(u->done);
+	free(u->fail);
+	free(u);
+}
+
+/* Queues the local checkpoints the remote lacks, newest first (the resumption of an upload that
+ * was killed or failed), and starts the thread. */
+static int start_uploads(struct tier_up *u)
+{
+	uint64_t *local = NULL, *remote = NULL;
+	long nl = store_steps(u->s, &local);
+	long nr = nl < 0 ? 0 : tier_remote_steps(&u->ref, &remote);
+	int rc = nl < 0 ? (int)nl : nr < 0 ? (int)nr : 0;
+	for (long i = nl - 1; !rc && i >= 0; i--) {
+		if (in(remote, (size_t)MAX(nr, 0), local[i]))
+			record(u, local[i], 0);
+		else
+			enqueue(u, local[i]);
+	}
+	free(local);
+	free(remote);
+	if (!rc && pthread_create(&u->th, NULL, upload_thread, u))
+		rc = ckpt_fail(CKPT_E_NOMEM, "store %s: cannot start the upload thread", u->s->path);
+	u->has_thread = !rc;
+	return rc;
+}
+
+/* The store's reader hooks (store.h): a checkpoint or a pack that is not local. */
+static int hook_manifest(void *arg, uint64_t step, struct manifest *m)
+{
+	struct tier_up *u = arg;
+	uint8_t *raw;
+	uint64_t len;
+	int rc = tier_fetch_manifest(&u->ref, u->s->hdr.uuid, step, m, &raw, &len);
+	if (!rc)
+		free(raw);
+	return rc;
+}
+
+static int hook_pack(void *arg, const struct manifest *m, uint32_t id, char *what, size_t len)
+{
+	struct tier_up *u = arg;
+	return tier_fetch_pack(u->s, &u->ref, m, id, what, len, &u->fetched);
+}
+
+uint64_t tier_bytes_fetched(struct ckpt_store *s)
+{
+	struct tier_up *u = s->tier;
+	return u ? __atomic_load_n(&u->fetched, __ATOMIC_RELAXED) : 0;
+}
+
+CKPT_API int ckpt_store_set_remote(ckpt_store *s, const char *url, unsigned flags)
+{
+	if (!s || (flags & ~(unsigned)(CKPT_REMOTE_UPLOAD | CKPT_REMOTE_READ)))
+		return ckpt_fail(CKPT_E_INVAL, "ckpt_store_set_remote: %s", s ? "unknown flags" : "no store");
+	store_tier_detach(s);
+	if (!url)
+		return 0;
+	struct tier_up *u = calloc(1, sizeof *u);
+	if (!u)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	pthread_mutex_init(&u->mu, NULL);
+	pthread_cond_init(&u->cv, NULL);
+	u->s = s;
+	u->upload = flags & CKPT_REMOTE_UPLOAD;
+	tier_id_of(s->hdr.uuid, u->ref.id);
+	struct rmt_config cfg = {.parallel = s->opt.remote_parallel,
+				 .bandwidth = s->opt.remote_bandwidth};
+	int rc = rmt_open(url, &cfg, &u->ref.r);
+	if (!rc && u->upload)
+		rc = start_uploads(u);
+	if (rc) {
+		up_free(u);
+		return rc;
+	}
+	s->tier = u;
+	s->tier_free = up_free;
+	s->tier_manifest = hook_manifest;
+	s->tier_pack = hook_pack;
+	s->tier_read = flags & CKPT_REMOTE_READ;
+	if (u->upload)
+		s->tier_commit = on_commit;
+	return 0;
+}
+
+CKPT_API const char *ckpt_store_remote(const ckpt_store *s)
+{
+	const struct tier_up *u = s ? s->tier : NULL;
+	return u ? u->ref.r->url : NULL;
+}
+
+CKPT_API void ckpt_store_id(const ckpt_store *s, char id[33])
+{
+	tier_id_of(s->hdr.uuid, id);
+}
+
+static struct tier_up *remote_of(ckpt_store *s)
+{
+	struct tier_up *u = s ? s->tier : NULL;
+	if (!u)
+		ckpt_fail(CKPT_E_STATE, "store %s has no remote (ckpt_store_set_remote)",
+			  s ? s->path : "(null)");
+	return u;
+}
+
+CKPT_API int ckpt_store_push(ckpt_store *s, uint64_t step, ckpt_remote_stats *stats,
+			     ckpt_remote_progress_fn progress, void *arg)
+{
+	struct tier_up *u = remote_of(s);
+	if (!u)
+		return -CKPT_E_STATE;
+	if (stats)
+		*stats = (ckpt_remote_stats){0};
+	uint64_t got;
+	int rc = ckpt_store_resolve(s, step, &got);
+	if (rc)
+		return rc;
+	rc = tier_push(s, &u->ref, got, stats, progress, arg, NULL);
+	pthread_mutex_lock(&u->mu);
+	record(u, got, rc);
+	pthread_mutex_unlock(&u->mu);
+	return rc;
+}
+
+CKPT_API int ckpt_store_pull(ckpt_store *s, uint64_t step, uint64_t *pulled,
+			     ckpt_remote_stats *stats, ckpt_remote_progress_fn progress, void *arg)
+{
+	struct tier_up *u = remote_of(s);
+	if (!u)
+		return -CKPT_E_STATE;
+	if (stats)
+		*stats = (ckpt_remote_stats){0};
+	if (s->opt.read_only)
+		return ckpt_fail(CKPT_E_PERM, "store %s is open read-only: cannot pull into it", s->path);
+	return tier_pull(s, &u->ref, step, pulled, stats, progress, arg);
+}
+
+CKPT_API int ckpt_store_upload_state(ckpt_store *s, uint64_t step)
+{
+	struct tier_up *u = remote_of(s);
+	if (!u)
+		return -CKPT_E_STATE;
+	pthread_mutex_lock(&u->mu);
+	int st = in(u->q, u->nq, step) || (u->busy && u->cur == step) ? CKPT_UPLOAD_UPLOADING
+		 : in(u->done, u->ndone, step) ? CKPT_UPLOAD_REMOTE : -1;
+	pthread_mutex_unlock(&u->mu);
+	if (st >= 0)
+		return st;
+	char key[256];
+	uint64_t size;
+	tier_key_mf(&u->ref, step, key, sizeof key);
+	int rc = u->ref.r->ops->stat(u->ref.r, key, &size, NULL);
+	if (!rc)
+		return CKPT_UPLOAD_REMOTE;
+	if (rc != -CKPT_E_NOTFOUND)
+		return rc;
+	struct manifest m;
+	if ((rc = store_load_manifest(s, step, &m)))
+		return rc;
+	manifest_free(&m);
+	return CKPT_UPLOAD_LOCAL;
+}
+
+/* Under u->mu: whether the wait for step is over, and its outcome in *rc. */
+static bool wait_over(struct tier_up *u, uint64_t step, int *rc)
+{
+	if (step == CKPT_STEP_LATEST) {
+		if (u->nq || u->busy)
+			return false;
+		*rc = u->nfail ? ckpt_fail(-u->fail[0].rc, "%s", u->fail[0].msg) : 0;
+		return true;
+	}
+	if (in(u->q, u->nq, step) || (u->busy && u->cur == step))
+		return false;
+	const struct tier_fail *f = failure_of(u, step);
+	*rc = in(u->done, u->ndone, step) ? 0 : f ? ckpt_fail(-f->rc, "%s", f->msg) : 1;
+	return true;
+}
+
+CKPT_API int ckpt_store_wait_uploaded(ckpt_store *s, uint64_t step, int64_t timeout_ms)
+{
+	struct tier_up *u = remote_of(s);
+	if (!u)
+		return -CKPT_E_STATE;
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	int64_t ns = dl.tv_nsec + (timeout_ms % 1000) * 1000000;
+	dl.tv_sec += (time_t)(timeout_ms / 1000 + ns / 1000000000);
+	dl.tv_nsec = (long)(ns % 1000000000);
+	int rc = 0;
+	pthread_mutex_lock(&u->mu);
+	while (!wait_over(u, step, &rc)) {
+		if (timeout_ms < 0) {
+			pthread_cond_wait(&u->cv, &u->mu);
+		} else if (pthread_cond_timedwait(&u->cv, &u->mu, &dl) == ETIMEDOUT &&
+			   !wait_over(u, step, &rc)) {
+			rc = ckpt_fail(CKPT_E_BUSY, "checkpoint %" PRIu64 " of %s: still uploading to "
+				       "%s after %" PRId64 " ms", step, s->path, u->ref.r->url, timeout_ms);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&u->mu);
+	if (rc != 1)
+		return rc;
+	rc = ckpt_store_upload_state(s, step); /* not queued: on the remote already? */
+	if (rc == CKPT_UPLOAD_REMOTE)
+		return 0;
+	return rc < 0 ? rc : ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " of %s is not queued for "
+				       "upload (CKPT_REMOTE_UPLOAD is not set)", step, s->path);
+}
+
+CKPT_API long ckpt_store_remote_steps(ckpt_store *s, uint64_t **steps)
+{
+	*steps = NULL;
+	struct tier_up *u = remote_of(s);
+	return u ? tier_remote_steps(&u->ref, steps) : -CKPT_E_STATE;
+}
+
+CKPT_API int ckpt_store_remote_list(ckpt_store *s, int include_invalid, ckpt_info **out)
+{
+	*out = NULL;
+	struct tier_up *u = remote_of(s);
+	if (!u)
+		return -CKPT_E_STATE;
+	uint64_t *steps;
+	long n = tier_remote_steps(&u->ref, &steps);
+	if (n < 0)
+		return (int)n;
+	int rc = store_info_list(steps, n, include_invalid, hook_manifest, u, out);
+	free(steps);
+	return rc;
+}
+
+CKPT_API int ckpt_store_remote_gc(ckpt_store *s, int flags, ckpt_remote_gc_report *report)
+{
+	ckpt_remote_gc_report local;
+	struct tier_up *u = remote_of(s);
+	if (!u)
+		return -CKPT_E_STATE;
+	return tier_gc(&u->ref, s->hdr.uuid, s->opt.gc_grace_s, flags, report ? report : &local);
+}
+
+CKPT_API int ckpt_store_remote_prune(ckpt_store *s, const ckpt_prune_policy *policy, int flags,
+				     ckpt_remote_gc_report *report)
+{
+	ckpt_remote_gc_report local, gc;
+	struct tier_up *u = remote_of(s);
+	if (!u)
+		return -CKPT_E_STATE;
+	if (!policy)
+		return ckpt_fail(CKPT_E_INVAL, "ckpt_store_remote_prune: no policy");
+	if (!report)
+		report = &local;
+	int rc = tier_prune(&u->ref, s->hdr.uuid, policy, flags, report);
+	if (rc || (flags & CKPT_GC_DRY_RUN))
+		return rc;
+	uint64_t removed = report->manifests_removed;
+	rc = tier_gc(&u->ref, s->hdr.uuid, s->opt.gc_grace_s, flags, &gc);
+	*report = gc;
+	report->manifests_removed = removed;
+	pthread_mutex_lock(&u->mu); /* pruned steps are no longer known remote */
+	u->ndone = 0;
+	pthread_mutex_unlock(&u->mu);
+	return rc;
+}
+
+CKPT_API int ckpt_remote_adopt(const char *url, const char *store_id, const char *path)
+{
+	if (!url || !path || !*path)
+		return ckpt_fail(CKPT_E_INVAL, "ckpt_remote_adopt: no %s", url ? "path" : "url");
+	struct rmt *r;
+	int rc = rmt_open(url, NULL, &r);
+	if (rc)
+		return rc;
+	rc = tier_adopt(r, store_id, path);
+	rmt_close(r);
+	return rc;
+}

@@ -1,0 +1,236 @@
+/* Prune and gc of a store's objects on its remote (tier.h), and the upload markers that keep a
+ * gc off the packs of a push in flight. Only keys under this store's id are listed, read or
+ * deleted, so stores sharing a remote never touch each other's objects. The rules, as the local
+ * gc's: manifests go first (then their part files); a pack goes only when no manifest on the
+ * remote references it, no manifest is damaged (their references are unknown) unless forced, and
+ * no upload is in flight (a live marker: its packs land before its manifest). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "format/format.h"
+#include "tier/tier.h"
+
+int tier_mark_upload(const struct tier_ref *t, char *key, size_t len)
+{
+	unsigned long long rnd = 0;
+	if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
+		rnd = (unsigned long long)ckpt_wall_ns() * 0x9e3779b97f4a7c15ull;
+	snprintf(key, len, TIER_ROOT "/%s/uploads/%016llx.upload", t->id, rnd);
+	char host[96], rec[256];
+	store_host(host, sizeof host);
+	int n = snprintf(rec, sizeof rec, "pid %d\nhost %s\nsince %lld\n", (int)getpid(), host,
+			 (long long)time(NULL));
+	struct rmt_src src = {.buf = rec, .len = (uint64_t)n};
+	return t->r->ops->put(t->r, key, &src, 0, NULL, NULL);
+}
+
+void tier_unmark_upload(const struct tier_ref *t, const char *key)
+{
+	t->r->ops->del(t->r, key); /* a marker left behind ages out */
+}
+
+/* The keys under this store's id, by kind. */
+struct keys {
+	const struct tier_ref *t;
+	int64_t now, grace;
+	uint32_t *packs;      /* pack ids present */
+	uint64_t *sizes;
+	size_t npacks, cap;
+	uint64_t *part_steps; /* steps of part objects (repeated per rank) */
+	char (*parts)[128];
+	size_t nparts, capparts;
+	size_t live_uploads;  /* markers younger than the grace age */
+	char stale[16][128];  /* dead markers, to remove */
+	size_t nstale;
+	int err;
+};
+
+/* Sorts one listed key of this store into k. */
+static int on_key(void *arg, const struct rmt_obj *o)
+{
+	struct keys *k = arg;
+	const char *rel = o->key + strlen(TIER_ROOT "/") + TIER_ID_LEN + 1;
+	unsigned id;
+	unsigned long long step;
+	unsigned rank;
+	char tail[8];
+	if (sscanf(rel, "packs/%8u.pac%1[k]", &id, tail) == 2 && strlen(rel) == 19) {
+		if (ckpt_grow((void **)&k->packs, &k->cap, k->npacks + 1, sizeof *k->packs) ||
+		    !(k->sizes = realloc(k->sizes, k->cap * sizeof *k->sizes)))
+			return k->err = -CKPT_E_NOMEM;
+		k->sizes[k->npacks] = o->size;
+		k->packs[k->npacks++] = id;
+	} else if (sscanf(rel, "parts/%20llu/%u.par%1[t]", &step, &rank, tail) == 3) {
+		if (ckpt_grow((void **)&k->parts, &k->capparts, k->nparts + 1, sizeof *k->parts) ||
+		    !(k->part_steps = realloc(k->part_steps, k->capparts * sizeof *k->part_steps)))
+			return k->err = -CKPT_E_NOMEM;
+		k->part_steps[k->nparts] = step;
+		snprintf(k->parts[k->nparts++], sizeof k->parts[0], "%s", o->key);
+	} else if (!strncmp(rel, "uploads/", 8)) {
+		if (o->mtime && k->now - o->mtime >= k->grace) {
+			if (k->nstale < ARRAY_SIZE(k->stale))
+				snprintf(k->stale[k->nstale++], sizeof k->stale[0], "%s", o->key);
+		} else {
+			k->live_uploads++;
+		}
+	}
+	return 0;
+}
+
+/* Marks in live[] the packs (by index into k->packs, sorted) that some valid manifest references;
+ * counts the damaged manifests. */
+static int mark_live(const struct tier_ref *t, const uint8_t uuid[16], const uint64_t *steps,
+		     long n, const struct keys *k, bool *live, long *damaged)
+{
+	*damaged = 0;
+	for (long i = 0; i < n; i++) {
+		struct manifest m;
+		uint8_t *raw;
+		uint64_t len;
+		int rc = tier_fetch_manifest(t, uuid, steps[i], &m, &raw, &len);
+		if (rc == -CKPT_E_NOMEM || rc == -CKPT_E_IO)
+			return rc;
+		if (rc) {
+			(*damaged)++;
+			continue;
+		}
+		free(raw);
+		for (uint32_t c = 0; c < m.n_chunks; c++)
+			for (size_t p = 0; p < k->npacks; p++)
+				if (k->packs[p] == m.chunks[c].pack_id)
+					live[p] = true;
+		manifest_free(&m);
+	}
+	return 0;
+}
+
+static bool has_step(const uint64_t *v, long n, uint64_t x)
+{
+	for (long i = 0; i < n; i++)
+		if (v[i] == x)
+			return true;
+	return false;
+}
+
+/* Deletes what is garbage in k: packs not live (unless an upload is in flight), parts of steps
+ * without a manifest, dead upload markers. */
+static int collect(const struct tier_ref *t, struct keys *k, const bool *live, const uint64_t *steps,
+		   long n, bool dry, ckpt_remote_gc_report *rep)
+{
+	int rc = 0;
+	for (size_t p = 0; !rc && p < k->npacks; p++) {
+		if (live[p])
+			continue;
+		if (k->live_uploads) {
+			rep->packs_spared++;
+			continue;
+		}
+		char key[256];
+		tier_key_pack(t, k->packs[p], key, sizeof key);
+		rc = dry ? 0 : t->r->ops->del(t->r, key);
+		rep->packs_removed += !rc;
+		rep->bytes_freed += rc ? 0 : k->sizes[p];
+	}
+	for (size_t i = 0; !rc && i < k->nparts; i++)
+		if (!has_step(steps, n, k->part_steps[i]) && !k->live_uploads) {
+			rc = dry ? 0 : t->r->ops->del(t->r, k->parts[i]);
+			rep->parts_removed += !rc;
+		}
+	for (size_t i = 0; !rc && !dry && i < k->nstale; i++)
+		rc = t->r->ops->del(t->r, k->stale[i]);
+	rep->uploads_in_flight = k->live_uploads;
+	return rc;
+}
+
+int tier_gc(const struct tier_ref *t, const uint8_t uuid[16], int64_t grace_s, int flags,
+	    ckpt_remote_gc_report *rep)
+{
+	memset(rep, 0, sizeof *rep);
+	char prefix[128];
+	snprintf(prefix, sizeof prefix, TIER_ROOT "/%s/", t->id);
+	struct keys k = {.t = t, .now = (int64_t)time(NULL), .grace = grace_s};
+	int rc = t->r->ops->list(t->r, prefix, on_key, &k);
+	uint64_t *steps = NULL;
+	long n = rc ? 0 : tier_remote_steps(t, &steps);
+	bool *live = calloc(k.npacks + 1, sizeof *live);
+	long damaged = 0;
+	if (!rc && n < 0)
+		rc = (int)n;
+	if (!rc && !live)
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	if (!rc)
+		rc = mark_live(t, uuid, steps, n, &k, live, &damaged);
+	if (!rc && damaged && !(flags & CKPT_GC_FORCE))
+		rc = ckpt_fail(CKPT_E_CORRUPT, "remote %s: %ld damaged manifest%s of store %s: their "
+			       "packs are unknown, nothing removed (force to proceed)", t->r->url,
+			       damaged, damaged == 1 ? "" : "s", t->id);
+	if (!rc) { /* an upload that began meanwhile: its marker is there now */
+		struct keys again = {.t = t, .now = k.now, .grace = grace_s};
+		char up[160];
+		snprintf(up, sizeof up, "%suploads/", prefix);
+		rc = t->r->ops->list(t->r, up, on_key, &again);
+		k.live_uploads = again.live_uploads; /* the markers now */
+	}
+	if (!rc)
+		rc = collect(t, &k, live, steps, n, flags & CKPT_GC_DRY_RUN, rep);
+	if (rc == -CKPT_E_NOMEM && !k.err)
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	free(live);
+	free(steps);
+	free(k.packs);
+	free(k.sizes);
+	free(k.parts);
+	free(k.part_steps);
+	return rc;
+}
+
+/* Whether the policy keeps steps[i] (of n, ascending): the newest keep_last (at least one), the
+ * multiples of keep_every, the listed ones. */
+static bool kept(const ckpt_prune_policy *p, const uint64_t *steps, long n, long i)
+{
+	uint64_t last = p->keep_last ? p->keep_last : 1;
+	if ((uint64_t)(n - i) <= last || (p->keep_every && steps[i] % p->keep_every == 0))
+		return true;
+	for (size_t j = 0; j < p->n_keep_steps; j++)
+		if (p->keep_steps[j] == steps[i])
+			return true;
+	return false;
+}
+
+int tier_prune(const struct tier_ref *t, const uint8_t uuid[16], const ckpt_prune_policy *pol,
+	       int flags, ckpt_remote_gc_report *rep)
+{
+	memset(rep, 0, sizeof *rep);
+	uint64_t *steps;
+	long n = tier_remote_steps(t, &steps);
+	if (n < 0)
+		return (int)n;
+	int rc = 0;
+	for (long i = 0; !rc && i < n; i++) {
+		if (kept(pol, steps, n, i))
+			continue;
+		struct manifest m;
+		uint8_t *raw;
+		uint64_t len;
+		if ((rc = tier_fetch_manifest(t, uuid, steps[i], &m, &raw, &len))) {
+			/* Damaged: never removed (what it references is unknown). */
+			rc = rc == -CKPT_E_NOMEM || rc == -CKPT_E_IO ? rc : 0;
+			continue;
+		}
+		manifest_free(&m);
+		free(raw);
+		char key[256];
+		tier_key_mf(t, steps[i], key, sizeof key);
+		/* The manifest first: the part files and packs are garbage once it is gone. */
+		rc = flags & CKPT_GC_DRY_RUN ? 0 : t->r->ops->del(t->r, key);
+		rep->manifests_removed += !rc;
+	}
+	free(steps);
+	return rc;
+}

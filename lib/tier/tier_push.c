@@ -1,0 +1,265 @@
+/* Push of one checkpoint to the remote (tier.h): header, the packs the remote lacks (several in
+ * parallel, each checked by size afterwards), parts, manifest last. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "format/format.h"
+#include "io/io.h"
+#include "tier/tier.h"
+
+/* Opens local pack id from whichever pack directory holds it (never through a link). Returns
+ * the fd and sets *size and path, or -CKPT_E_* (-CKPT_E_NOTFOUND naming the pack). */
+static int open_local_pack(struct ckpt_store *s, uint32_t id, uint64_t *size, char *path,
+			   size_t plen)
+{
+	for (unsigned d = 0; d < s->ndirs; d++) {
+		store_pack_path(s, d, id, path, plen);
+		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0 && errno == ENOENT)
+			continue;
+		if (fd < 0)
+			return ckpt_fail(ckpt_errno_code(errno), "open %s: %s", path, strerror(errno));
+		if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+			close(fd);
+			return ckpt_fail(CKPT_E_CORRUPT, "%s: not a plain file", path);
+		}
+		*size = (uint64_t)st.st_size;
+		return fd;
+	}
+	store_pack_path(s, 0, id, path, plen);
+	return ckpt_fail(CKPT_E_NOTFOUND, "pack %s is missing locally", path);
+}
+
+/* The remote store header: put once (never replacing); one already there must be this store's
+ * byte for byte. */
+static int ensure_hdr(struct ckpt_store *s, const struct tier_ref *t)
+{
+	uint8_t mine[STORE_HDR_LEN], theirs[STORE_HDR_LEN];
+	store_hdr_encode(&s->hdr, mine);
+	char key[256];
+	tier_key_hdr(t, key, sizeof key);
+	struct rmt_src src = {.buf = mine, .len = sizeof mine};
+	int rc = t->r->ops->put(t->r, key, &src, RMT_PUT_NOREPLACE, NULL, NULL);
+	if (rc != -CKPT_E_EXISTS)
+		return rc;
+	if ((rc = t->r->ops->get(t->r, key, 0, sizeof theirs, theirs)))
+		return rc;
+	if (memcmp(mine, theirs, sizeof mine))
+		return ckpt_fail(CKPT_E_CORRUPT, "remote %s: %s is not the header of store %s (%s)",
+				 t->r->url, key, s->path, "another store with the same id?");
+	return 0;
+}
+
+/* Whether the remote holds pack id whole: absent (0), present (1: the same size, the same
+ * header as the local file fd), or -CKPT_E_* (present but another pack: never replaced, since
+ * remote manifests may reference it). */
+static int remote_has_pack(const struct tier_ref *t, uint32_t id, int fd, uint64_t size,
+			   const char *path)
+{
+	char key[256];
+	tier_key_pack(t, id, key, sizeof key);
+	uint64_t rsize;
+	int rc = t->r->ops->stat(t->r, key, &rsize, NULL);
+	if (rc == -CKPT_E_NOTFOUND)
+		return 0;
+	if (rc)
+		return rc;
+	uint8_t a[PACK_HDR_LEN], b[PACK_HDR_LEN];
+	if (rsize == size && size >= PACK_HDR_LEN &&
+	    !(rc = io_read_all(&ckpt_io_psync, fd, a, sizeof a, 0, path)) &&
+	    !(rc = t->r->ops->get(t->r, key, 0, sizeof b, b)) && !memcmp(a, b, sizeof a))
+		return 1;
+	if (rc)
+		return rc;
+	return ckpt_fail(CKPT_E_CORRUPT, "remote pack %s (%" PRIu64 " bytes) is not local pack %s "
+			 "(%" PRIu64 " bytes): refusing to replace it", key, rsize, path, size);
+}
+
+/* The packs of one push, shared by its threads (tier_parallel). */
+struct push_job {
+	struct ckpt_store *s;
+	const struct tier_ref *t;
+	const uint32_t *ids;
+	pthread_mutex_t mu; /* done, st, progress calls */
+	uint64_t done, total;
+	ckpt_remote_stats *st;
+	rmt_progress_cb progress;
+	void *arg;
+	const bool *cancel;
+};
+
+struct put_prog {
+	struct push_job *j;
+	uint64_t last;
+};
+
+/* A put's progress, added to the push's (under the job's lock); non-zero cancels the put. */
+static int put_progress(void *arg, uint64_t done, uint64_t total)
+{
+	struct put_prog *p = arg;
+	struct push_job *j = p->j;
+	pthread_mutex_lock(&j->mu);
+	j->done += done - p->last;
+	p->last = done;
+	int stop = j->cancel && __atomic_load_n(j->cancel, __ATOMIC_ACQUIRE);
+	if (!stop && j->progress)
+		stop = j->progress(j->arg, j->done, j->total);
+	pthread_mutex_unlock(&j->mu);
+	return stop;
+}
+
+/* Sends pack ids[i] unless the remote has it, then checks the remote's size. */
+static int push_pack(void *ctx, size_t i)
+{
+	struct push_job *j = ctx;
+	uint32_t id = j->ids[i];
+	char path[4096], key[256];
+	uint64_t size = 0;
+	int fd = open_local_pack(j->s, id, &size, path, sizeof path);
+	if (fd < 0)
+		return fd;
+	int rc = remote_has_pack(j->t, id, fd, size, path);
+	if (rc == 0) {
+		tier_key_pack(j->t, id, key, sizeof key);
+		struct rmt_src src = {.fd = fd, .len = size};
+		struct put_prog pp = {.j = j};
+		rc = j->t->r->ops->put(j->t->r, key, &src, 0, put_progress, &pp);
+		uint64_t rsize = 0;
+		if (!rc && !(rc = j->t->r->ops->stat(j->t->r, key, &rsize, NULL)) && rsize != size)
+			rc = ckpt_fail(CKPT_E_IO, "remote pack %s: %" PRIu64 " bytes after the put of %"
+				       PRIu64, key, rsize, size);
+		pthread_mutex_lock(&j->mu);
+		if (!rc)
+			j->st->packs_sent++, j->st->bytes_sent += size;
+		pthread_mutex_unlock(&j->mu);
+	} else if (rc == 1) {
+		pthread_mutex_lock(&j->mu);
+		j->st->packs_present++, j->st->bytes_present += size;
+		j->done += size;
+		pthread_mutex_unlock(&j->mu);
+		rc = 0;
+	}
+	close(fd);
+	return rc;
+}
+
+/* The sizes of the packs to consider, for the progress total. */
+static uint64_t local_bytes(struct ckpt_store *s, const uint32_t *ids, size_t n)
+{
+	uint64_t sum = 0;
+	for (size_t i = 0; i < n; i++) {
+		char path[4096];
+		struct stat st;
+		for (unsigned d = 0; d < s->ndirs; d++) {
+			store_pack_path(s, d, ids[i], path, sizeof path);
+			if (!lstat(path, &st)) {
+				sum += (uint64_t)st.st_size;
+				break;
+			}
+		}
+	}
+	return sum;
+}
+
+/* Puts the local file path at key (parts and manifests: small). NOREPLACE for the manifest: one
+ * there already must hold the same bytes. */
+static int put_file(const struct tier_ref *t, const char *path, const char *key, unsigned flags)
+{
+	uint8_t *buf;
+	size_t len;
+	int rc = io_slurp(path, MF_MAX_LEN, &buf, &len);
+	if (rc)
+		return rc;
+	struct rmt_src src = {.buf = buf, .len = len};
+	rc = t->r->ops->put(t->r, key, &src, flags, NULL, NULL);
+	if (rc == -CKPT_E_EXISTS) {
+		uint8_t *theirs;
+		uint64_t tl;
+		if (!(rc = tier_get_all(t, key, MF_MAX_LEN, &theirs, &tl))) {
+			if (tl != len || memcmp(buf, theirs, len))
+				rc = ckpt_fail(CKPT_E_EXISTS, "remote %s holds another checkpoint of "
+					       "that step than %s", key, path);
+			free(theirs);
+		}
+	}
+	free(buf);
+	return rc;
+}
+
+/* The part files of a multi-rank checkpoint, then (every pack checked there still: a remote gc
+ * that began before this push's marker may have taken one it found present) its manifest. */
+static int push_tail(struct ckpt_store *s, const struct tier_ref *t, const struct manifest *m,
+		     const uint32_t *ids, size_t n)
+{
+	char path[4096], key[256], name[64];
+	unsigned world = tier_world(m);
+	uint64_t size;
+	for (size_t i = 0; i < n; i++) {
+		tier_key_pack(t, ids[i], key, sizeof key);
+		int rc = t->r->ops->stat(t->r, key, &size, NULL);
+		if (rc == -CKPT_E_NOTFOUND)
+			return ckpt_fail(CKPT_E_IO, "remote pack %s vanished during the push (a remote "
+					 "gc?): push again", key);
+		if (rc)
+			return rc;
+	}
+	for (unsigned rank = 0; rank < world; rank++) {
+		dist_part_path(s, m->step, (int)rank, path, sizeof path);
+		tier_key_part(t, m->step, rank, key, sizeof key);
+		int rc = put_file(t, path, key, 0);
+		if (rc)
+			return rc;
+	}
+	store_mf_name(m->step, name, sizeof name);
+	snprintf(path, sizeof path, "%s/%s", s->mf_dir, name);
+	tier_key_mf(t, m->step, key, sizeof key);
+	return put_file(t, path, key, RMT_PUT_NOREPLACE);
+}
+
+int tier_push(struct ckpt_store *s, const struct tier_ref *t, uint64_t step, ckpt_remote_stats *st,
+	      rmt_progress_cb progress, void *arg, const bool *cancel)
+{
+	ckpt_remote_stats local = {0};
+	if (!st)
+		st = &local;
+	*st = (ckpt_remote_stats){0};
+	struct manifest m;
+	int rc = store_load_manifest(s, step, &m);
+	if (rc)
+		return rc;
+	uint32_t *ids = NULL;
+	long n = tier_packs_of(&m, &ids);
+	if (n < 0) {
+		manifest_free(&m);
+		return (int)n;
+	}
+	struct push_job j = {.s = s, .t = t, .ids = ids, .st = st, .progress = progress,
+			     .arg = arg, .cancel = cancel, .total = local_bytes(s, ids, (size_t)n)};
+	struct tier_par par = {.one = push_pack, .ctx = &j, .n = (size_t)n, .cancel = cancel};
+	pthread_mutex_init(&j.mu, NULL);
+	char mark[256] = "";
+	if (!(rc = ensure_hdr(s, t)) && !(rc = tier_mark_upload(t, mark, sizeof mark)) &&
+	    !(rc = tier_parallel(&par, t->r->cfg.parallel)))
+		rc = push_tail(s, t, &m, ids, (size_t)n);
+	if (*mark) {
+		char msg[1024];
+		snprintf(msg, sizeof msg, "%s", ckpt_errmsg());
+		tier_unmark_upload(t, mark);
+		if (rc) /* the push's own message, whatever the marker's removal said */
+			ckpt_fail(-rc, "%s", msg);
+	}
+	pthread_mutex_destroy(&j.mu);
+	if (rc)
+		ckpt_fail_prefix("push of checkpoint %" PRIu64 " to %s", step, t->r->url);
+	free(ids);
+	manifest_free(&m);
+	return rc;
+}

@@ -1,0 +1,69 @@
+/* The node-loss drill of a 4-rank checkpoint under Open MPI (issue 25), run by
+ * tests/mpi/t-mpi-remote.sh:
+ *   t-mpi-remote STORE save STEP URL   every rank saves its shards (t-dist-scen.h); rank 0's
+ *                                      handle uploads in the background and waits for it
+ *   t-mpi-remote STORE check STEP URL  every rank restores its rows and its columns of the
+ *                                      global tensors, from the local store or, where the
+ *                                      checkpoint or a pack is not local, from the remote */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt_mpi.h"
+#include "t-dist-scen.h"
+
+int main(int argc, char **argv)
+{
+	MPI_Init(&argc, &argv);
+	if (argc != 5) {
+		fprintf(stderr, "usage: t-mpi-remote STORE save|check STEP URL\n");
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	ckpt_mpi_comm cm;
+	if (ckpt_mpi_comm_init(&cm, MPI_COMM_WORLD)) {
+		fprintf(stderr, "%s\n", cm.msg);
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	uint64_t step = strtoull(argv[3], NULL, 10);
+	bool save = !strcmp(argv[2], "save");
+	ckpt_options *o = ckpt_options_create();
+	ckpt_options_set(o, CKPT_OPT_CREATE, save);
+	ckpt_options_set(o, CKPT_OPT_CHUNK_SIZE, SCEN_CHUNK);
+	ckpt_store *s = NULL;
+	int rc = ckpt_store_open(argv[1], o, &s);
+	ckpt_options_free(o);
+	MPI_Barrier(MPI_COMM_WORLD); /* rank 0's uploads see the store every rank opened */
+	unsigned flags = save && cm.comm.rank == 0 ? CKPT_REMOTE_UPLOAD : 0;
+	if (!rc)
+		rc = ckpt_store_set_remote(s, argv[4], flags);
+	long bad = rc != 0;
+	if (rc) {
+		fprintf(stderr, "rank %d: open %s with %s: %s\n", cm.comm.rank, argv[1], argv[4],
+			ckpt_errmsg());
+	} else if (save) {
+		ckpt_stats st;
+		if ((rc = scen_save(s, &cm.comm, step, &st)) ||
+		    (cm.comm.rank == 0 && (rc = ckpt_store_wait_uploaded(s, step, 60000)))) {
+			fprintf(stderr, "rank %d: save %s: %s\n", cm.comm.rank, argv[3], ckpt_errmsg());
+			bad = 1;
+		} else if (cm.comm.rank == 0) {
+			printf("step %s: uploaded (%s)\n", argv[3],
+			       ckpt_store_upload_state(s, step) == CKPT_UPLOAD_REMOTE ? "remote" : "?");
+			bad = ckpt_store_upload_state(s, step) != CKPT_UPLOAD_REMOTE;
+		}
+	} else {
+		unsigned q = (unsigned)cm.comm.rank, n = (unsigned)cm.comm.size;
+		uint64_t ro[2] = {W_ROWS * q / n, 0}, rl[2] = {W_ROWS * (q + 1) / n - ro[0], W_COLS};
+		uint64_t co[2] = {0, W_COLS * q / n}, cl[2] = {W_ROWS, W_COLS * (q + 1) / n - co[1]};
+		bad = scen_check_box(s, step, ro, rl) != 0 || scen_check_box(s, step, co, cl) != 0;
+	}
+	ckpt_store_close(s);
+	int any = 0, mine = bad != 0;
+	MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	if (mine)
+		fprintf(stderr, "rank %d: FAILED\n", cm.comm.rank);
+	ckpt_mpi_comm_free(&cm);
+	MPI_Finalize();
+	return any;
+}

@@ -1,0 +1,119 @@
+/* The node-loss drill of a 4-rank checkpoint (issue 25): four ranks (threads, each with its own
+ * store handle on one shared store) save a row-sharded global tensor and a replicated one, twice;
+ * rank 0's handle uploads in the background (CKPT_REMOTE_UPLOAD) after each global commit, every
+ * rank's packs and parts before the global manifest. Then the local store is deleted, a fresh one
+ * adopts the remote store; the global tensors restore bit-identical read from the remote (range
+ * reads, nothing pulled), then pulled (and the parts verify). The remote is $CKPT_TEST_REMOTE
+ * (t-remote.h) or a temporary directory. */
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "t-dist-tcomm.h"
+#include "t-remote.h"
+
+#define NR 4
+enum { ROWS = 256, COLS = 4096, CHUNK = 64 << 10 };
+
+static uint8_t w[ROWS * COLS], bias[COLS * 3];
+static const char *store_path, *remote_url;
+static struct tc_shared sh;
+static struct tc_rank ranks[NR];
+
+static void *rank_main(void *arg)
+{
+	struct tc_rank *r = arg;
+	ckpt_options *o = ckpt_options_create();
+	ckpt_options_set(o, CKPT_OPT_CREATE, 1);
+	ckpt_options_set(o, CKPT_OPT_CHUNK_SIZE, CHUNK);
+	ckpt_options_set(o, CKPT_OPT_THREADS, 1);
+	ckpt_store *s;
+	REQUIRE(ckpt_store_open(store_path, o, &s) == 0);
+	ckpt_options_free(o);
+	tc_barrier(r); /* every rank sees the one store rank 0 may have created */
+	if (r->rank == 0)
+		REQUIRE(ckpt_store_set_remote(s, remote_url, CKPT_REMOTE_UPLOAD) == 0);
+	ckpt_comm comm = tc_comm(r);
+	uint64_t gshape[2] = {ROWS, COLS}, rows = ROWS / NR;
+	uint64_t off[2] = {rows * (uint64_t)r->rank, 0}, ext[2] = {rows, COLS}, bshape[1] = {sizeof bias};
+	for (uint64_t step = 1; step <= 2; step++) {
+		tc_barrier(r);
+		if (r->rank == 0 && step == 2) /* the second checkpoint changes rank 2's rows */
+			t_fill(w + 2 * rows * COLS, rows * COLS, 77);
+		tc_barrier(r);
+		ckpt_dist_save *sv;
+		REQUIRE(ckpt_dist_save_begin(s, &comm, step, &sv) == 0);
+		CHECK_OK(ckpt_dist_save_add_shard(sv, "w", CKPT_DTYPE_U8, 2, gshape, off, ext,
+						  CKPT_MEM_HOST, w + off[0] * COLS));
+		CHECK_OK(ckpt_dist_save_add_replicated(sv, "bias", CKPT_DTYPE_U8, 1, bshape,
+						       (unsigned)r->rank, NR, CKPT_MEM_HOST, bias));
+		CHECK_OK(ckpt_dist_save_commit(sv, NULL));
+	}
+	if (r->rank == 0) {
+		CHECK_OK(ckpt_store_wait_uploaded(s, CKPT_STEP_LATEST, 60000));
+		CHECK(ckpt_store_upload_state(s, 1) == CKPT_UPLOAD_REMOTE);
+		CHECK(ckpt_store_upload_state(s, 2) == CKPT_UPLOAD_REMOTE);
+	}
+	ckpt_store_close(s);
+	return NULL;
+}
+
+/* The latest checkpoint's global tensors restore bit-identical (and the parts verify once they
+ * are local). */
+static void check_global(ckpt_store *s, bool parts)
+{
+	ckpt_dist_reader *dr;
+	CHECK_OK(ckpt_dist_reader_open(s, CKPT_STEP_LATEST, &dr));
+	if (!dr)
+		return;
+	CHECK(ckpt_dist_reader_world_size(dr) == NR);
+	static uint8_t gw[ROWS * COLS], gb[sizeof bias];
+	memset(gw, 0, sizeof gw);
+	memset(gb, 0, sizeof gb);
+	uint64_t o2[2] = {0, 0}, l2[2] = {ROWS, COLS}, o1[1] = {0}, l1[1] = {sizeof bias};
+	CHECK_OK(ckpt_dist_reader_restore_box(dr, (size_t)ckpt_dist_reader_find(dr, "w"), o2, l2, gw,
+					      sizeof gw));
+	CHECK(!memcmp(gw, w, sizeof w));
+	CHECK_OK(ckpt_dist_reader_restore_box(dr, (size_t)ckpt_dist_reader_find(dr, "bias"), o1, l1,
+					      gb, sizeof gb));
+	CHECK(!memcmp(gb, bias, sizeof bias));
+	if (parts)
+		CHECK(ckpt_dist_reader_verify_parts(dr, NULL, NULL) == 0);
+	CHECK(ckpt_reader_verify(ckpt_dist_reader_checkpoint(dr), NULL, NULL, NULL) == 0);
+	ckpt_dist_reader_close(dr);
+}
+
+int main(void)
+{
+	char *cleanup, *url = t_remote_url("remote-dist", &cleanup);
+	char *dir = t_tmpdir("remote-dist-local");
+	char path[4200], path2[4200];
+	snprintf(path, sizeof path, "%s/a", dir);
+	snprintf(path2, sizeof path2, "%s/b", dir);
+	store_path = path;
+	remote_url = url;
+	t_fill(w, sizeof w, 1);
+	t_fill(bias, sizeof bias, 2);
+	tc_init(&sh, ranks, NR);
+	pthread_t th[NR];
+	for (int i = 0; i < NR; i++)
+		REQUIRE(pthread_create(&th[i], NULL, rank_main, &ranks[i]) == 0);
+	for (int i = 0; i < NR; i++)
+		pthread_join(th[i], NULL);
+
+	/* Node loss. */
+	t_rmrf(path);
+	CHECK_OK(ckpt_remote_adopt(url, NULL, path2));
+	ckpt_store *s;
+	REQUIRE(ckpt_store_open(path2, NULL, &s) == 0);
+	REQUIRE(ckpt_store_set_remote(s, url, 0) == 0);
+	check_global(s, false); /* read from the remote, nothing pulled */
+	uint64_t got = 0;
+	ckpt_remote_stats st;
+	CHECK_OK(ckpt_store_pull(s, CKPT_STEP_LATEST, &got, &st, NULL, NULL));
+	CHECK(got == 2);
+	printf("pulled checkpoint %llu: %llu packs, %llu bytes\n", (unsigned long long)got,
+	       (unsigned long long)st.packs_sent, (unsigned long long)st.bytes_sent);
+	check_global(s, true);
+	ckpt_store_close(s);
+	return t_remote_done(dir, cleanup, url);
+}
