@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "common/common.h"
 #include "remote/remote.h"
 #include "t-remote.h"
 #include "tier/tier.h"
@@ -99,6 +100,37 @@ static void check_whole(ckpt_store *s, const char *url)
 	rmt_close(t.r);
 }
 
+struct keys {
+	char **k;
+	size_t n, cap;
+};
+
+static int collect(void *arg, const struct rmt_obj *o)
+{
+	struct keys *ks = arg;
+	if (ckpt_grow((void **)&ks->k, &ks->cap, ks->n + 1, sizeof *ks->k))
+		return -1;
+	ks->k[ks->n++] = strdup(o->key);
+	return 0;
+}
+
+/* Removes what a trial put on the remote once it is checked: 50 trials of whole uploads would
+ * otherwise fill an S3 server whose data lives in RAM (radosgw on memstore). Listed first, then
+ * deleted, so that no listing page moves under the deletions. */
+static void drop_remote(const char *url)
+{
+	struct rmt *r;
+	struct keys ks = {0};
+	REQUIRE(rmt_open(url, NULL, &r) == 0);
+	CHECK_OK(r->ops->list(r, "", collect, &ks));
+	for (size_t i = 0; i < ks.n; i++) {
+		CHECK(ks.k[i] && r->ops->del(r, ks.k[i]) == 0);
+		free(ks.k[i]);
+	}
+	free(ks.k);
+	rmt_close(r);
+}
+
 /* The child of a trial: uploads everything, until killed. */
 static void upload_child(const char *path, const char *url)
 {
@@ -137,6 +169,7 @@ static void kills(const char *path, const char *url_base, int trials, uint64_t s
 			CHECK(ckpt_store_upload_state(s, step) == CKPT_UPLOAD_REMOTE);
 		check_whole(s, url);
 		ckpt_store_close(s);
+		drop_remote(url);
 	}
 	printf("%d kill trials, %d uploads finished before their kill\n", trials, finished);
 	CHECK(finished < trials); /* the kills landed inside uploads */
