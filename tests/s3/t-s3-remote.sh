@@ -17,7 +17,9 @@ run_one() {  # NAME COMMAND...: one test, its log kept in the output on failure
 	"$@" >"$RGW_DIR/$name.log" 2>&1
 	local rc=$?
 	case $rc in
-	0) echo "ok: $name against S3 ($((SECONDS - start)) s)" ;;
+	0) echo "ok: $name against S3 ($((SECONDS - start)) s)"
+	   # the figures the tests print (bytes uploaded against new bytes, kill trials)
+	   grep -E 'kill trials|bytes' "$RGW_DIR/$name.log" | head -n 5 | sed 's/^/    /' ;;
 	77) echo "skipped: $name: $(tail -n 1 "$RGW_DIR/$name.log")" ;;
 	*) echo "FAIL: $name against S3 (exit $rc):"; tail -n 40 "$RGW_DIR/$name.log"; fail=1 ;;
 	esac
