@@ -13,21 +13,6 @@ static const struct rmt_ops *const backends[] = {
 	&rmt_s3_ops,
 };
 
-/* Fills the zero fields of cfg with the defaults remote.h states. */
-static void fill_defaults(struct rmt_config *cfg)
-{
-	if (!cfg->parallel)
-		cfg->parallel = 4;
-	if (!cfg->retries)
-		cfg->retries = 5;
-	if (!cfg->part_size)
-		cfg->part_size = 64ull << 20;
-	if (!cfg->timeout_s)
-		cfg->timeout_s = 60;
-	if (!cfg->connect_timeout_s)
-		cfg->connect_timeout_s = 10;
-}
-
 /* The backend whose scheme starts url ("scheme://"), or file for an absolute path; NULL with
  * the message naming the url and the schemes there are. */
 static const struct rmt_ops *pick(const char *url)
@@ -58,7 +43,7 @@ int rmt_open(const char *url, const struct rmt_config *cfg, struct rmt **out)
 	if (!ops)
 		return -CKPT_E_INVAL;
 	struct rmt_config c = cfg ? *cfg : (struct rmt_config){0};
-	fill_defaults(&c);
+	rmt_config_defaults(&c);
 	return ops->open(url, &c, out);
 }
 

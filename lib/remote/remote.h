@@ -94,6 +94,23 @@ struct rmt {
 	struct rmt_config cfg;     /* with the defaults filled in */
 };
 
+/* Fills the zero fields of cfg with the defaults stated above (rmt_open does it; a backend's own
+ * open too, for callers that open it directly). Inline: remote.c dispatches to the backends, so
+ * they cannot call into it without a cycle. */
+static inline void rmt_config_defaults(struct rmt_config *cfg)
+{
+	if (!cfg->parallel)
+		cfg->parallel = 4;
+	if (!cfg->retries)
+		cfg->retries = 5;
+	if (!cfg->part_size)
+		cfg->part_size = 64ull << 20;
+	if (!cfg->timeout_s)
+		cfg->timeout_s = 60;
+	if (!cfg->connect_timeout_s)
+		cfg->connect_timeout_s = 10;
+}
+
 extern const struct rmt_ops rmt_file_ops; /* file:///abs/dir, or an absolute path */
 extern const struct rmt_ops rmt_s3_ops;   /* s3://bucket/prefix */
 

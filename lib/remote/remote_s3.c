@@ -22,20 +22,11 @@ static void curl_init(void)
 
 static void fill_defaults(struct rmt_config *c)
 {
-	if (!c->parallel)
-		c->parallel = 4;
-	if (!c->retries)
-		c->retries = 5;
-	if (!c->part_size)
-		c->part_size = 64ull << 20;
+	rmt_config_defaults(c);
 	if (c->part_size < S3_MIN_PART)
 		c->part_size = S3_MIN_PART; /* S3 refuses smaller parts (EntityTooSmall) */
 	if (c->part_size > S3_MAX_SINGLE)
 		c->part_size = S3_MAX_SINGLE; /* and larger ones, or single PUTs (EntityTooLarge) */
-	if (!c->timeout_s)
-		c->timeout_s = 60;
-	if (!c->connect_timeout_s)
-		c->connect_timeout_s = 10;
 }
 
 static void s3_close(struct rmt *r)
