@@ -32,6 +32,8 @@ if [ ! -x "$dir/bin/python" ]; then
 fi
 # The stamp goes only after pip succeeded: an interrupted install is redone by the next run.
 rm -f "$stamp"
-"$dir/bin/python" -m pip install --quiet --progress-bar off -r "$req"
+# --no-cache-dir: the wheels (about 4 GB for torch and its CUDA runtime) would otherwise be kept a
+# second time in pip's cache.
+"$dir/bin/python" -m pip install --quiet --progress-bar off --no-cache-dir -r "$req"
 printf '%s\n' "$hash" >"$stamp"
 echo "venv: $dir ready in $(( $(date +%s) - start )) s"
