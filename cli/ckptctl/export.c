@@ -289,12 +289,15 @@ static int list_tensors(struct export *e)
 }
 
 /* The metadata to write: the checkpoint's, without the binding's entry under --select and
- * without the shard layout when consolidating. Returns 0 or an exit status, reported. */
+ * without the shard layout when consolidating. Under --select (a model for another tool) it
+ * also says "format": "pt" unless the checkpoint has a "format" of its own, as
+ * safetensors.torch.save_file and transformers' save_pretrained write it: transformers 4.x
+ * refuses a file without it. Returns 0 or an exit status, reported. */
 static int list_meta(struct export *e, bool select)
 {
 	size_t nm = ckpt_reader_meta_count(e->rd), n = 0;
-	e->keys = calloc(nm ? nm : 1, sizeof *e->keys);
-	e->vals = calloc(nm ? nm : 1, sizeof *e->vals);
+	e->keys = calloc(nm + 1, sizeof *e->keys);
+	e->vals = calloc(nm + 1, sizeof *e->vals);
 	if (!e->keys || !e->vals) {
 		cli_err("%s: out of memory", e->cmd);
 		return EXIT_FAIL;
@@ -307,6 +310,13 @@ static int list_meta(struct export *e, bool select)
 			n++;
 	}
 	e->nm = select ? ck_drop_binding_meta(e->keys, e->vals, n) : n;
+	bool has_format = false;
+	for (size_t k = 0; k < e->nm; k++)
+		has_format |= !strcmp(e->keys[k], "format");
+	if (select && !has_format) {
+		e->keys[e->nm] = "format";
+		e->vals[e->nm++] = "pt";
+	}
 	return 0;
 }
 

@@ -70,7 +70,8 @@ check export-names-list ckptctl list "$STORE"
 # --select: one subtree of a state dict the Python binding saved (escaped keys, its
 # "libckpt.python" metadata entry), as load_state_dict() takes it: only that subtree's tensors,
 # named relative to it and unescaped, the binding's entry gone, the other metadata and every
-# byte kept.
+# byte kept, and "format": "pt" added as safetensors.torch writes it (transformers 4.x
+# refuses a file without it).
 mkst pysaved "$T/py.safetensors" 3
 ckptctl import -q "$T/pystore" --step 7 "$T/py.safetensors" || exit 1
 check export-select ckptctl export "$T/pystore" 7 -o "$T/model.safetensors" --select model
@@ -85,7 +86,7 @@ def load(p):
             for k, v in h.items()}, meta
 src, _ = load(sys.argv[1])
 out, meta = load(sys.argv[2])
-assert meta == {"note": "kept"}, meta
+assert meta == {"note": "kept", "format": "pt"}, meta
 want = {"conv1.weight": "model.conv1%2Eweight", "fc.bias": "model.fc%2Ebias",
         "100%.scale": "model.100%25%2Escale"}
 assert set(out) == set(want), sorted(out)

@@ -92,7 +92,7 @@ expect "--select model.layers.1 is layer 1 alone, not layer 10" python3 -c '
 import json, struct, sys
 b = open(sys.argv[1], "rb").read()
 h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
-assert sorted(h) == ["__metadata__", "attn.weight"] and h["__metadata__"] == {"note": "new"}, h
+assert sorted(h) == ["__metadata__", "attn.weight"] and h["__metadata__"] == {"note": "new", "format": "pt"}, h
 ' "$T/l1.safetensors"
 check names-new-select-literal ckptctl export "$T/new" 1 -o "$T/x.safetensors" --select model.lit.key
 expect "--select model of new names keeps a literal %2E" python3 -c '

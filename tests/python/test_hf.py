@@ -64,6 +64,8 @@ def check_export(out, outdir, ref, what, cfg):
         assert v.dtype == ref[k].dtype and torch.equal(v, ref[k]), f"{what}: {k} differs"
     with safe_open(out, framework="pt") as f:
         fmt = (f.metadata() or {}).get("format")
+    # as safetensors.torch.save_file writes it: transformers 4.x refuses a file without it
+    assert fmt == "pt", f"{what}: the export's __metadata__ format is {fmt!r}, not 'pt'"
     m = AutoModelForCausalLM.from_pretrained(outdir)
     for k, v in m.state_dict().items():
         assert torch.equal(v, ref[k]), f"{what}: from_pretrained: {k} differs"
