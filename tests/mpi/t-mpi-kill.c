@@ -69,10 +69,7 @@ static int save_loop(ckpt_store *s, const ckpt_comm *c, uint64_t first, uint64_t
 /* Restores this rank's rows and columns of step; every rank's result is gathered on rank 0. */
 static int check_step(ckpt_store *s, const ckpt_comm *c, uint64_t step)
 {
-	unsigned q = (unsigned)c->rank, n = (unsigned)c->size;
-	uint64_t ro[2] = {W_ROWS * q / n, 0}, rl[2] = {W_ROWS * (q + 1) / n - ro[0], W_COLS};
-	uint64_t co[2] = {0, W_COLS * q / n}, cl[2] = {W_ROWS, W_COLS * (q + 1) / n - co[1]};
-	int mine = scen_check_box(s, step, ro, rl) != 0 || scen_check_box(s, step, co, cl) != 0;
+	int mine = scen_check_rank(s, step, (unsigned)c->rank, (unsigned)c->size) != 0;
 	int any = 0;
 	MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 	if (mine)

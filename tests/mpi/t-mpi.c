@@ -65,10 +65,7 @@ static long check_visible(ckpt_store *s, const ckpt_comm *c, uint64_t step, int 
 			bad++;
 		ckpt_reader_close(r);
 	}
-	unsigned q = (unsigned)c->rank, n = (unsigned)c->size;
-	uint64_t ro[2] = {W_ROWS * q / n, 0}, rl[2] = {W_ROWS * (q + 1) / n - ro[0], W_COLS};
-	uint64_t co[2] = {0, W_COLS * q / n}, cl[2] = {W_ROWS, W_COLS * (q + 1) / n - co[1]};
-	return bad + (scen_check_box(s, step, ro, rl) != 0) + (scen_check_box(s, step, co, cl) != 0);
+	return bad + (scen_check_rank(s, step, (unsigned)c->rank, (unsigned)c->size) != 0);
 }
 
 /* Step 2 (saved before the kills) restores byte-exact: this rank's rows. Every chunk of every
@@ -171,10 +168,7 @@ int main(int argc, char **argv)
 		bad = kill_round(s, &cm.comm, step, argv);
 	} else {
 		/* This rank's rows and its columns of a world of this size. */
-		unsigned q = (unsigned)cm.comm.rank, n = (unsigned)cm.comm.size;
-		uint64_t ro[2] = {W_ROWS * q / n, 0}, rl[2] = {W_ROWS * (q + 1) / n - ro[0], W_COLS};
-		uint64_t co[2] = {0, W_COLS * q / n}, cl[2] = {W_ROWS, W_COLS * (q + 1) / n - co[1]};
-		bad = scen_check_box(s, step, ro, rl) != 0 || scen_check_box(s, step, co, cl) != 0;
+		bad = scen_check_rank(s, step, (unsigned)cm.comm.rank, (unsigned)cm.comm.size) != 0;
 	}
 	ckpt_store_close(s);
 	int any = 0, mine = bad != 0;

@@ -117,15 +117,23 @@ static long scen_check_box(ckpt_store *s, uint64_t step, const uint64_t o[2], co
 	return bad;
 }
 
+/* Checks what rank q of a world of n ranks restores of step: its rows, then its columns.
+ * Returns the number of differences, or -1 when a restore failed. */
+static long scen_check_rank(ckpt_store *s, uint64_t step, unsigned q, unsigned n)
+{
+	uint64_t ro[2] = {W_ROWS * q / n, 0}, rl[2] = {W_ROWS * (q + 1) / n - ro[0], W_COLS};
+	uint64_t co[2] = {0, W_COLS * q / n}, cl[2] = {W_ROWS, W_COLS * (q + 1) / n - co[1]};
+	long a = scen_check_box(s, step, ro, rl), b = a < 0 ? a : scen_check_box(s, step, co, cl);
+	return a < 0 || b < 0 ? -1 : a + b;
+}
+
 /* Checks step as a world of n ranks would restore it: by rows, then by columns. */
 static long scen_check_layout(ckpt_store *s, uint64_t step, unsigned n)
 {
 	long bad = 0;
 	for (unsigned q = 0; q < n && bad >= 0; q++) {
-		uint64_t ro[2] = {W_ROWS * q / n, 0}, rl[2] = {W_ROWS * (q + 1) / n - ro[0], W_COLS};
-		uint64_t co[2] = {0, W_COLS * q / n}, cl[2] = {W_ROWS, W_COLS * (q + 1) / n - co[1]};
-		long a = scen_check_box(s, step, ro, rl), b = a < 0 ? a : scen_check_box(s, step, co, cl);
-		bad = a < 0 || b < 0 ? -1 : bad + a + b;
+		long x = scen_check_rank(s, step, q, n);
+		bad = x < 0 ? -1 : bad + x;
 	}
 	return bad;
 }
