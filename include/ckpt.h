@@ -787,7 +787,8 @@ CKPT_API int ckpt_dist_save_add_replicated(ckpt_dist_save *save, const char *nam
 					   const void *data);
 
 /* Sets metadata of the checkpoint (rank 0's are kept; keys starting "ckpt.dist." are reserved:
- * -CKPT_E_INVAL). */
+ * -CKPT_E_INVAL). Before submit; after a submit with CKPT_DIST_DEFER also until
+ * ckpt_dist_save_release() (an entry of the same key is replaced), then -CKPT_E_STATE. */
 CKPT_API int ckpt_dist_save_set_meta(ckpt_dist_save *save, const char *key, const char *value);
 /* Adds a tag to the checkpoint, as ckpt_save_add_tag() (rank 0's tags are kept). */
 CKPT_API int ckpt_dist_save_add_tag(ckpt_dist_save *save, const char *tag);
@@ -815,6 +816,11 @@ CKPT_API void ckpt_dist_save_abort(ckpt_dist_save *save);
  * the caller's threads go on (MPI initialized with MPI_THREAD_MULTIPLE, a communicator or group
  * that only libckpt uses, the Python binding's own gloo group). */
 #define CKPT_DIST_THREADED 1u
+/* Submit flag, with CKPT_DIST_THREADED only (else -CKPT_E_INVAL): once this rank's part is
+ * durable, the library's thread waits for ckpt_dist_save_release() before the collective commit,
+ * so that the caller can decide late whether the checkpoint is made, and what metadata it holds
+ * (a framework whose own protocol finishes after the data is written, as DCP's finish() does). */
+#define CKPT_DIST_DEFER 2u
 
 /* For CUDA tensors, as ckpt_save_after_stream(): the part's copies follow stream. Call before
  * submit. Returns 0 or -CKPT_E_STATE after submit. */
@@ -845,6 +851,15 @@ CKPT_API int ckpt_dist_save_fence(ckpt_dist_save *save, void *stream);
  * commit finished (successfully or not); without, once this rank's part finished (the exchange
  * and rank 0's commit are still to come in wait). 0 otherwise, and for a save not submitted. */
 CKPT_API int ckpt_dist_save_poll(const ckpt_dist_save *save);
+
+/* After a submit with CKPT_DIST_DEFER: lets this rank's commit go on. rc 0: the part's outcome
+ * goes to the commit as it is; a negative CKPT_E_* code: this rank fails the save with that code
+ * and why (NULL: a default text), so every rank's wait fails naming it and no checkpoint is
+ * made. Metadata set before the release goes into the global manifest (rank 0's). A deferred save
+ * waited for or aborted before its release fails as if released with -CKPT_E_STATE. May be
+ * called from any thread, once. Returns 0, -CKPT_E_STATE (not submitted with CKPT_DIST_DEFER,
+ * released already) or -CKPT_E_INVAL (rc > 0). */
+CKPT_API int ckpt_dist_save_release(ckpt_dist_save *save, int rc, const char *why);
 
 /* Collective: waits until the global checkpoint is durable and visible, or failed, on every rank
  * alike (as ckpt_dist_save_commit() returns), fills *stats with this rank's part, frees save. */

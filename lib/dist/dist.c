@@ -51,7 +51,7 @@ struct ckpt_dist_save {
 	char **keys;             /* reserved metadata of the part, added at commit */
 	size_t nkeys;
 	/* Asynchronous saves (ckpt_dist_save_submit). */
-	bool submitted, threaded;
+	bool submitted, threaded, deferred;
 	int submit_rc;           /* submit's own failure: the part never ran */
 	struct async_commit *ac; /* threaded: the commit thread's state */
 };
@@ -351,6 +351,8 @@ CKPT_API int ckpt_dist_save_add_replicated(ckpt_dist_save *d, const char *name, 
 	return rc ? rc : add_key(d, name, v);
 }
 
+static int late_meta(ckpt_dist_save *d, const char *key, const char *value);
+
 CKPT_API int ckpt_dist_save_set_meta(ckpt_dist_save *d, const char *key, const char *value)
 {
 	if (!d || !key)
@@ -358,6 +360,8 @@ CKPT_API int ckpt_dist_save_set_meta(ckpt_dist_save *d, const char *key, const c
 	if (!strncmp(key, DIST_KEY, strlen(DIST_KEY)))
 		return ckpt_fail(CKPT_E_INVAL, "metadata key %s: keys starting %s are reserved", key,
 				 DIST_KEY);
+	if (d->submitted)
+		return late_meta(d, key, value);
 	return ckpt_save_set_meta(d->part, key, value);
 }
 
@@ -365,6 +369,9 @@ CKPT_API int ckpt_dist_save_add_tag(ckpt_dist_save *d, const char *tag)
 {
 	if (!d)
 		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
+	if (d->submitted)
+		return ckpt_fail(CKPT_E_STATE, "tag '%.40s': checkpoint %" PRIu64 " was already "
+				 "submitted (tags are added before submit)", tag ? tag : "", d->step);
 	return ckpt_save_add_tag(d->part, tag);
 }
 
@@ -421,6 +428,9 @@ static int gathered_error(const ckpt_dist_save *d, const struct part_msg *all)
 	return 0;
 }
 
+static const char *const *late_list(const ckpt_dist_save *d);
+static size_t late_count(const ckpt_dist_save *d);
+
 static int commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine)
 {
 	size_t n = (size_t)d->comm.size;
@@ -447,7 +457,8 @@ static int commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine)
 			}
 			if (sums)
 				rc = dist_write_global(d->s, d->step, (unsigned)n, sums,
-						       d->comm.rank, kill_point);
+						       late_list(d), late_count(d), d->comm.rank,
+						       kill_point);
 			if (!rc) /* every rank's packs are durable: the remote may take them */
 				store_notify_commit(d->s, d->step);
 			free(sums);
@@ -479,10 +490,14 @@ static void forget_part(struct ckpt_store *s)
 }
 
 /* The rest of a save after submit: the part durable, the exchange, rank 0's commit. */
+static void await_release(ckpt_dist_save *d, struct part_msg *m);
+
 static int finish(ckpt_dist_save *d, ckpt_stats *st)
 {
 	struct part_msg mine = {0};
 	finish_part(d, d->submit_rc, st, &mine);
+	if (d->deferred)
+		await_release(d, &mine);
 	int rc = commit_all(d, st, &mine);
 	if (rc)
 		forget_part(d->s);
@@ -512,10 +527,115 @@ struct async_commit {
 	pthread_cond_t cv;
 	int inside;              /* caller calls on the part in progress */
 	bool snap_done, done;
+	bool released;           /* CKPT_DIST_DEFER: ckpt_dist_save_release() was called */
+	bool gathering;          /* the commit's exchange began: no more late metadata */
+	int rel_rc;              /* its outcome for this rank (0 or a negative CKPT_E_*) */
+	char rel_msg[224];
+	char **late;             /* metadata set after submit: key, value, key, value, ... */
+	size_t nlate;
 	int snap_rc, rc;
 	char snap_msg[512], msg[1024];
 	ckpt_stats st;
 };
+
+static int not_submitted(const ckpt_dist_save *d);
+
+/* Metadata set after a deferred submit (late_meta): read by rank 0's commit once the exchange
+ * began, when nobody adds to it any more. */
+static const char *const *late_list(const ckpt_dist_save *d)
+{
+	return d->ac ? (const char *const *)d->ac->late : NULL;
+}
+
+static size_t late_count(const ckpt_dist_save *d)
+{
+	return d->ac ? d->ac->nlate : 0;
+}
+
+/* CKPT_DIST_DEFER: this rank's part is durable; its outcome goes to the exchange only once the
+ * caller released it (and as the caller's failure when it released with one). */
+static void await_release(ckpt_dist_save *d, struct part_msg *m)
+{
+	struct async_commit *ac = d->ac;
+	pthread_mutex_lock(&ac->mu);
+	while (!ac->released)
+		pthread_cond_wait(&ac->cv, &ac->mu);
+	ac->gathering = true;
+	if (ac->rel_rc && !m->rc) {
+		m->rc = ac->rel_rc;
+		snprintf(m->msg, sizeof m->msg, "%s", ac->rel_msg);
+	}
+	pthread_mutex_unlock(&ac->mu);
+}
+
+/* Metadata set after a deferred submit: kept for the global manifest (rank 0's), replacing an
+ * entry of the same key, until the commit's exchange begins. */
+static int late_meta(ckpt_dist_save *d, const char *key, const char *value)
+{
+	struct async_commit *ac = d->ac;
+	if (!d->deferred || !ac)
+		return ckpt_fail(CKPT_E_STATE, "metadata '%s': checkpoint %" PRIu64 " was already "
+				 "submitted (after submit only a CKPT_DIST_DEFER save takes metadata, "
+				 "until ckpt_dist_save_release)", key, d->step);
+	if (!*key || !value || !strcmp(key, CKPT_TAGS_KEY))
+		return ckpt_fail(CKPT_E_INVAL, "metadata: key must be a non-empty string other than "
+				 "%s, value a string", CKPT_TAGS_KEY);
+	char *k = strdup(key), *v = strdup(value);
+	int rc = k && v ? 0 : ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	pthread_mutex_lock(&ac->mu);
+	if (!rc && (ac->released || ac->gathering))
+		rc = ckpt_fail(CKPT_E_STATE, "metadata '%s': checkpoint %" PRIu64 " was released "
+			       "for its commit already", key, d->step);
+	size_t i = 0;
+	while (!rc && i < ac->nlate && strcmp(ac->late[i], key))
+		i += 2;
+	if (!rc && i == ac->nlate) {
+		char **n = realloc(ac->late, (ac->nlate + 2) * sizeof *n);
+		if (n) {
+			ac->late = n;
+			ac->late[i] = NULL;
+			ac->late[i + 1] = NULL;
+			ac->nlate += 2;
+		} else
+			rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	}
+	if (!rc) {
+		free(ac->late[i]);
+		free(ac->late[i + 1]);
+		ac->late[i] = k;
+		ac->late[i + 1] = v;
+		k = v = NULL;
+	}
+	pthread_mutex_unlock(&ac->mu);
+	free(k);
+	free(v);
+	return rc;
+}
+
+CKPT_API int ckpt_dist_save_release(ckpt_dist_save *d, int rc, const char *why)
+{
+	if (!d || !d->submitted)
+		return not_submitted(d);
+	if (!d->deferred)
+		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was not submitted with "
+				 "CKPT_DIST_DEFER", d->step);
+	if (rc > 0)
+		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": release with rc %d (0 or a "
+				 "negative CKPT_E_* code)", d->step, rc);
+	struct async_commit *ac = d->ac;
+	pthread_mutex_lock(&ac->mu);
+	bool again = ac->released;
+	if (!again) {
+		ac->released = true;
+		ac->rel_rc = rc;
+		snprintf(ac->rel_msg, sizeof ac->rel_msg, "%s", rc ? (why && *why ? why :
+				"the caller gave the save up on this rank") : "");
+		pthread_cond_broadcast(&ac->cv);
+	}
+	pthread_mutex_unlock(&ac->mu);
+	return again ? ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was released already",
+				 d->step) : 0;
+}
 
 static void *commit_thread(void *arg)
 {
@@ -565,13 +685,31 @@ CKPT_API int ckpt_dist_save_submit(ckpt_dist_save *d, unsigned flags)
 		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
 	if (d->submitted)
 		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was already submitted", d->step);
-	if (flags & ~CKPT_DIST_THREADED)
+	unsigned known = CKPT_DIST_THREADED | CKPT_DIST_DEFER;
+	if (flags & ~known)
 		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": unknown submit flags %#x",
-				 d->step, flags & ~CKPT_DIST_THREADED);
+				 d->step, flags & ~known);
+	if ((flags & CKPT_DIST_DEFER) && !(flags & CKPT_DIST_THREADED))
+		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": CKPT_DIST_DEFER needs "
+				 "CKPT_DIST_THREADED (the commit waits for the release on the library's "
+				 "thread)", d->step);
 	d->submitted = true;
 	d->submit_rc = submit_part(d);
+	d->deferred = flags & CKPT_DIST_DEFER;
 	/* Without a thread (none allowed, or none to be had) the collective runs in wait(). */
 	d->threaded = (flags & CKPT_DIST_THREADED) && start_thread(d) == 0;
+	if (d->deferred && !d->threaded) {
+		/* No thread to wait for the release on: the part fails, so every rank's commit
+		 * does (in wait(), where the exchange then runs). */
+		d->deferred = false;
+		if (d->part) {
+			ckpt_save_abort(d->part);
+			d->part = NULL;
+		}
+		if (!d->submit_rc)
+			d->submit_rc = ckpt_fail(CKPT_E_NOMEM, "checkpoint %" PRIu64 ": cannot start "
+						 "the commit thread", d->step);
+	}
 	return d->submit_rc;
 }
 
@@ -658,6 +796,9 @@ static int join_thread(ckpt_dist_save *d, ckpt_stats *st)
 		*st = ac->st;
 	if (rc)
 		ckpt_fail(-rc, "%s", ac->msg);
+	for (size_t i = 0; i < ac->nlate; i++)
+		free(ac->late[i]);
+	free(ac->late);
 	pthread_mutex_destroy(&ac->mu);
 	pthread_cond_destroy(&ac->cv);
 	free(ac);
@@ -665,10 +806,24 @@ static int join_thread(ckpt_dist_save *d, ckpt_stats *st)
 	return rc;
 }
 
+/* A deferred save that is waited for or aborted before its release fails (never a commit the
+ * caller did not release, never a wait for ever). */
+static void release_unreleased(ckpt_dist_save *d, const char *why)
+{
+	if (!d->deferred)
+		return;
+	pthread_mutex_lock(&d->ac->mu);
+	bool done = d->ac->released;
+	pthread_mutex_unlock(&d->ac->mu);
+	if (!done)
+		ckpt_dist_save_release(d, -CKPT_E_STATE, why);
+}
+
 CKPT_API int ckpt_dist_save_wait(ckpt_dist_save *d, ckpt_stats *st)
 {
 	if (!d || !d->submitted)
 		return not_submitted(d);
+	release_unreleased(d, "waited for before ckpt_dist_save_release()");
 	int rc = d->threaded ? join_thread(d, st) : finish(d, st);
 	dist_free(d, !rc);
 	return rc;
@@ -679,7 +834,9 @@ CKPT_API void ckpt_dist_save_abort(ckpt_dist_save *d)
 	if (!d)
 		return;
 	if (d->threaded) {
-		/* The collective commit is under way on the thread: one rank cannot take it back. */
+		/* The collective commit is under way on the thread: one rank cannot take it back
+		 * (a deferred one not yet released fails). */
+		release_unreleased(d, "the save was aborted on this rank");
 		int rc = join_thread(d, NULL);
 		dist_free(d, !rc);
 		return;

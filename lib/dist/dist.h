@@ -57,9 +57,11 @@ int dist_parse_piece(const char *v, const struct mf_tensor *t, struct dist_piece
 size_t dist_piece_suffix(const char *name, unsigned k);
 
 /* Rank 0: reads the n parts of step, checks them against sums, merges them and commits the
- * global manifest. kill is the crash-test hook (called with rank at each point). */
+ * global manifest. late: nlate strings, key, value, ...: metadata set after a deferred submit,
+ * which replaces rank 0's entries of the same keys. kill is the crash-test hook (called with rank at each point). */
 int dist_write_global(struct ckpt_store *s, uint64_t step, unsigned n,
-		      const struct dist_part_sum *sums, int rank, void (*kill)(int rank));
+		      const struct dist_part_sum *sums, const char *const *late, size_t nlate,
+		      int rank, void (*kill)(int rank));
 
 /* Rank 0 at a multi-rank save's begin (dist_parts.c): claims step for this job, holding an
  * exclusive flock on STORE/parts/<step>/CLAIM (fd in *out), then checks that the checkpoint does

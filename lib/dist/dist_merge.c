@@ -52,6 +52,8 @@ struct merge {
 	const struct dist_part_sum *sums;
 	struct mf_meta *meta;
 	size_t nmeta;
+	const char *const *late; /* key, value, ...: rank 0's metadata set after submit */
+	size_t nlate;
 	char **owned;           /* strings the output owns */
 	size_t nowned;
 	bool pieces;            /* a rank holds several boxes of a tensor: format version 3 */
@@ -418,15 +420,28 @@ static int add_meta(struct merge *m, char *k, char *v)
 	return 0;
 }
 
-/* Rank 0's user metadata, the world size and each part's size and checksum. */
+static bool late_has(const struct merge *m, const char *key, uint32_t klen)
+{
+	for (size_t i = 0; i + 1 < m->nlate; i += 2)
+		if (strlen(m->late[i]) == klen && !memcmp(m->late[i], key, klen))
+			return true;
+	return false;
+}
+
+/* Rank 0's user metadata (its late entries replacing those of the same key), the world size and
+ * each part's size and checksum. */
 static int merge_meta(struct merge *m)
 {
 	const struct manifest *p0 = &m->parts[0];
-	if (!(m->meta = calloc(p0->n_meta + m->n + 1 + m->ng, sizeof *m->meta)))
+	if (!(m->meta = calloc(p0->n_meta + m->nlate / 2 + m->n + 1 + m->ng, sizeof *m->meta)))
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	for (uint32_t i = 0; i < p0->n_meta; i++)
-		if (strncmp(p0->meta[i].key, DIST_KEY, strlen(DIST_KEY)))
+		if (strncmp(p0->meta[i].key, DIST_KEY, strlen(DIST_KEY)) &&
+		    !late_has(m, p0->meta[i].key, p0->meta[i].klen))
 			m->meta[m->nmeta++] = p0->meta[i];
+	for (size_t i = 0; i + 1 < m->nlate; i += 2) /* the merge frees what it owns: copies */
+		if (add_meta(m, strdup(m->late[i]), strdup(m->late[i + 1])))
+			return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	char *k = malloc(32), *v = malloc(32);
 	if (k && v) {
 		snprintf(k, 32, "%s", DIST_WORLD);
@@ -543,9 +558,11 @@ static int commit(struct merge *m, int rank, void (*kill)(int))
 }
 
 int dist_write_global(struct ckpt_store *s, uint64_t step, unsigned n,
-		      const struct dist_part_sum *sums, int rank, void (*kill)(int rank))
+		      const struct dist_part_sum *sums, const char *const *late, size_t nlate,
+		      int rank, void (*kill)(int rank))
 {
-	struct merge m = {.s = s, .step = step, .n = n, .sums = sums};
+	struct merge m = {.s = s, .step = step, .n = n, .sums = sums, .late = late,
+			  .nlate = nlate};
 	m.parts = calloc(n, sizeof *m.parts);
 	m.refbase = calloc(n, sizeof *m.refbase);
 	m.remap = calloc(n, sizeof *m.remap);
