@@ -15,31 +15,33 @@ any other multi-rank checkpoint; DCP's resharding works on load because every re
 of a global tensor (ckpt_dist_reader_restore_box reads only the chunks under it, re-hashing each).
 
 How DCP's protocol maps onto libckpt's multi-rank save (include/ckpt.h, ckpt_dist_*):
-- DCP coordinates with its own collectives; this module issues none.  The coordinator begins its
-  part in prepare_global_plan (ckpt_dist_save_begin on rank 0 claims the step and clears what a
-  dead save of it left) before DCP scatters the plan, so every other rank begins its part (in
-  write_data) after that claim.
-- libckpt's communicator (ckpt_comm) is carried by DCP's messages: the begin exchange agrees
-  locally (DCP already agreed the step: the coordinator chose it and sent it in the plan); at
-  commit each rank's part message (its part's size, checksum and outcome) goes back to the
-  coordinator in its write results, and rank 0's commit thread waits in the allgather until
-  finish() hands it every rank's message.  So the global manifest is written by finish() and
-  only there: a save that dies before finish() leaves parts that gc collects, never a checkpoint.
-- Ranks other than 0 finish their part at once (their broadcast reports success locally; rank 0's
-  outcome reaches them as DCP's exception).  Each save opens the store anew, so that a dedup index
-  never names chunks of a save whose commit failed.
-
-Reads the messages' first field (int32 rc, then the text at byte 32 of a part message), which is
-how lib/dist/dist.c lays out struct part_msg.
-
-async_save: LibckptStorageWriter is also DCP's AsyncStager (BlockingAsyncStager, as
-FileSystemWriter is): dcp.async_save copies the state into host memory (cached between saves)
-and returns; hashing, writing and the commit run on DCP's thread.
+- The save's collectives run on libckpt's own gloo group over DCP's process group (the writer's
+  process_group; libckpt.dist_group), made on the main thread by reset().  Rank 0 opens (or
+  creates) the store and picks the step; every rank then begins its part collectively
+  (ckpt_dist_save_begin: rank 0 claims the step; a step that exists, or a busy one, raises on
+  every rank before anything is written).
+- The part is submitted with CKPT_DIST_THREADED | CKPT_DIST_DEFER: it is hashed, written and made
+  durable in libckpt's pipeline, and the collective commit then waits on libckpt's thread for
+  ckpt_dist_save_release.  Ranks other than 0 release in write_data; rank 0 in finish(), after
+  setting DCP's Metadata (metadata entry set after submit) and checking every rank's part.  So
+  the global manifest is written by finish() and only there: a save that fails or dies before
+  finish() leaves parts that gc collects, never a checkpoint, and every rank's commit learns the
+  real outcome (a failure or a give-up is released as an error, which fails every rank).
+- dcp.save: write_data begins the part and adds the items of DCP's plan (DCP deduplicated the
+  replicated ones); it returns once they are copied.
+- dcp.async_save: the writer is DCP's AsyncStager.  stage() begins the part and snapshots the
+  whole state into the store's pinned pool (no copy of the state: host and CUDA tensors, the
+  fence on torch's current stream, as libckpt's own save_async), named as DCP's default planner
+  names them, and saved once across ranks (DTensor boxes split among their replicas, plain
+  tensors whole by one rank each, objects by rank 0); it returns when the copy is done.  DCP's
+  plan, made later on its thread from a copy of the state's containers, is checked in finish()
+  against what the ranks staged.  stage_in_pool=False stages with a host copy instead.
 """
 
 import base64
 import ctypes
 import dataclasses
+import datetime
 import io
 import os
 import pickle
@@ -53,7 +55,7 @@ try:
     import torch
     from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex, StorageMeta
     from torch.distributed.checkpoint.planner import LoadItemType, WriteItemType
-    from torch.distributed.checkpoint.staging import BlockingAsyncStager
+    from torch.distributed.checkpoint.staging import AsyncStager
     from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, WriteResult
     from torch.futures import Future
 except ImportError as _e:  # Debian 12's torch 1.13 has an older DCP without these
@@ -82,7 +84,8 @@ __all__ = ["LibckptStorageWriter", "LibckptStorageReader", "resolve_checkpoint_i
 
 METADATA_KEY = "dcp.metadata"  # zlib-compressed pickle of DCP's Metadata, base64
 _STEP_RE = re.compile(r"^(?:step[-_]?)?(\d+)$")
-_PART_FQN = "__libckpt_part__"  # the write result that carries a rank's part message
+_PART_FQN = "__libckpt_part__"  # the write result that carries a rank's part
+DEFER = 2  # CKPT_DIST_DEFER: the commit waits for ckpt_dist_save_release (finish() on rank 0)
 
 
 def _is_store(path):
@@ -115,7 +118,6 @@ class _Plan:
     """SavePlan.storage_data: where a rank's part goes."""
     rank: int
     world: int
-    step: int
     save_id: str
 
 
@@ -129,76 +131,28 @@ class _Item:
 
 @dataclasses.dataclass(frozen=True)
 class _Part:
-    """The extra WriteResult of each rank: its part's message for rank 0's commit."""
+    """The extra WriteResult of each rank: the step of its part, and (staged saves) the items
+    it holds, for finish() to check that the plan's items are all saved."""
     rank: int
     world: int
     step: int
     save_id: str
-    msg: bytes
+    held: frozenset
 
 
-def _msg_rc(msg):
-    return int.from_bytes(msg[:4], "little", signed=True) if msg and len(msg) >= 4 else -CkptIOError.code
+class _SoloComm:
+    """ckpt_comm of a save without torch.distributed: one rank, nothing to exchange."""
 
+    def __init__(self):
+        self._cbs = (D.AG_FN(self._allgather), D.BC_FN(lambda _c, _b, _n, _r: 0),
+                     D.BAR_FN(lambda _c: 0), D.ERR_FN(lambda _c: None))
+        self.struct = D.CommStruct(0, 1, None, *self._cbs)
+        self.local_fail = False
 
-def _msg_text(msg):
-    return msg[32:].split(b"\0", 1)[0].decode(errors="replace") if msg else ""
-
-
-class _Comm:
-    """ckpt_comm carried by DCP's own messages (the module docstring says how)."""
-
-    def __init__(self, rank, size, timeout):
-        self.rank, self.size, self.timeout = rank, size, timeout
-        self.phase = "begin"
-        self.mine = None             # this rank's part message (the commit allgather's input)
-        self.entered = threading.Event()
-        self.released = threading.Event()
-        self.gathered = None         # rank 0: every rank's message, in rank order
-        self.fail = None             # why the commit was given up
-        self._msg = ctypes.create_string_buffer(1024)
-        self._cbs = (D.AG_FN(self._allgather), D.BC_FN(self._broadcast), D.BAR_FN(self._barrier),
-                     D.ERR_FN(self._errmsg))
-        self.struct = D.CommStruct(rank, size, None, *self._cbs)
-
-    def _error(self, text):
-        self._msg.value = text.encode(errors="replace")[:1023]
-        return -CkptIOError.code
-
-    def _allgather(self, _ctx, inp, n, out):
-        try:
-            if self.phase == "begin":
-                self.phase = "commit"
-                for i in range(self.size):  # agreed already: DCP's plan carries the step
-                    ctypes.memmove(out + i * n, inp, n)
-                return 0
-            self.mine = ctypes.string_at(inp, n)
-            self.entered.set()
-            if self.rank != 0:
-                ctypes.memset(out, 0, n * self.size)  # read by rank 0 only
-                return 0
-            if not self.released.wait(self.timeout):
-                self.fail = f"finish() did not come within {self.timeout} s"
-            if self.fail is not None:
-                return self._error(f"DCP save given up: {self.fail}")
-            if len(self.gathered) != n * self.size:
-                return self._error(f"DCP save: {len(self.gathered)} bytes of part messages, "
-                                   f"expected {n * self.size} (libckpt versions differ?)")
-            ctypes.memmove(out, self.gathered, n * self.size)
-            return 0
-        except Exception as e:  # noqa: BLE001  an exception must not cross into C
-            return self._error(f"DCP save: {e}")
-
-    def _broadcast(self, _ctx, buf, n, root):
-        if self.rank != root:
-            ctypes.memset(buf, 0, n)  # rank 0's outcome comes back as DCP's exception
+    @staticmethod
+    def _allgather(_ctx, inp, n, out):
+        ctypes.memmove(out, inp, n)
         return 0
-
-    def _barrier(self, _ctx):
-        return 0
-
-    def _errmsg(self, _ctx):
-        return ctypes.addressof(self._msg) if self._msg.value else None
 
 
 def _dtype(t, fqn):
@@ -206,6 +160,10 @@ def _dtype(t, fqn):
     if dt is None:
         raise UnsupportedError(f"DCP item {fqn!r}: libckpt has no dtype for {t.dtype}")
     return dt
+
+
+def _mem(t):
+    return L.MEM_HOST if t.device.type == "cpu" else (t.device.index or 0)
 
 
 class _Where:
@@ -233,49 +191,247 @@ class _Where:
         return _is_store(path)
 
 
-class _Part0:
-    """Rank 0's part, begun in prepare_global_plan and committed by finish()."""
+class _Save:
+    """This rank's part of one DCP save: begun (collectively) by stage() or write_data(),
+    submitted with CKPT_DIST_DEFER, released by finish() on rank 0 and by write_data() on the
+    others, then waited for."""
 
-    def __init__(self, store, comm, ptr, step, world, save_id):
+    def __init__(self, store, comm, ptr, step, rank, world):
         self.store, self.comm, self.ptr = store, comm, ptr
-        self.step, self.world, self.save_id = step, world, save_id
-        self.submitted = False
-        self.metadata = None
+        self.step, self.rank, self.world = step, rank, world
+        self.staged = False
+        self.held = frozenset()   # (fqn, offsets) of the items this rank's part holds
+        self.keep = []            # what the part's tensors point into, until the snapshot
+        self.metadata = None      # rank 0: the planner's Metadata seen in write_data
+        self.released = False
+        self.where = None         # staged: (store, step argument) of the save
+        self.reset_seen = False   # staged: DCP's thread reset the writer for it
 
 
-class LibckptStorageWriter(_Where, StorageWriter, BlockingAsyncStager):
+def _freeze(obj):
+    """The containers of a state dict copied (its leaves shared): DCP plans a staged save from
+    it later, on its thread, while training goes on changing the original dicts."""
+    if isinstance(obj, dict):
+        out = type(obj).__new__(type(obj))
+        try:
+            out.__init__()
+        except TypeError:
+            out = {}
+        for k, v in obj.items():
+            out[k] = _freeze(v)
+        return out
+    if isinstance(obj, list):
+        return [_freeze(v) for v in obj]
+    return obj
+
+
+def _replica(dt):
+    """(replica, nreplicas) of a DTensor's local box: its coordinate along the mesh dimensions
+    that Replicate it (all holders of one box agree on the box; each has its own index)."""
+    mesh = dt.device_mesh
+    coord = mesh.get_coordinate()
+    replica, n = 0, 1
+    for i, p in enumerate(dt.placements):
+        if p.is_replicate():
+            replica = replica * mesh.size(i) + coord[i]
+            n *= mesh.size(i)
+    return replica, n
+
+
+def _assign(items, world):
+    """Plain tensors (replicated on every rank, as DCP assumes): each saved whole by one rank,
+    the largest first to the least loaded, the same on every rank (sorted by size, then name)."""
+    load = [0] * world
+    owner = {}
+    for nbytes, fqn in sorted(items, key=lambda x: (-x[0], x[1])):
+        r = min(range(world), key=lambda k: (load[k], k))
+        owner[fqn] = r
+        load[r] += nbytes
+    return owner
+
+
+class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
     """DCP StorageWriter into a libckpt store (module docstring).
 
-    LibckptStorageWriter(path=None, *, step=None, timeout=1800, cache_staged_state_dict=True,
-                         **store_options)
+    LibckptStorageWriter(path=None, *, step=None, timeout=None, process_group=None,
+                         stage_in_pool=True, **store_options)
 
     path: the store (created if missing; or a checkpoint_id as resolve_checkpoint_id takes it);
     dcp.save's checkpoint_id replaces it.  step: the checkpoint's step (default: from the
-    checkpoint_id, else the newest step + 1).  timeout: seconds rank 0's commit waits for finish()
-    after its part is durable.  store_options go to libckpt.Store (chunk_size, compress, ...:
-    every rank must open the store alike).  A step that has a checkpoint already raises
-    ExistsError (a multi-rank checkpoint is never replaced).  One save at a time per writer:
-    wait for async_save's future before the next save through the same writer (a save whose
-    finish() never came, after a failure on some rank, is given up by the next reset(), close()
-    or the writer's end)."""
+    checkpoint_id, else the newest step + 1).  process_group: the group dcp.save is given (None:
+    the default group); libckpt's own gloo group over it carries the save's collectives.
+    timeout: of those collectives (default: the group's).  stage_in_pool: dcp.async_save's
+    staging snapshots the state into the store's pinned pool (no copy of the state: the pool,
+    store option pool_size, bounds the memory; a state larger than the pool blocks until the
+    pool drains to disk); False copies it into host memory first, as DCP's default stager does.
+    store_options go to libckpt.Store (chunk_size, compress, pool_size ...: every rank must open
+    the store alike).  A step that has a checkpoint already raises ExistsError on every rank (a
+    multi-rank checkpoint is never replaced).  One save at a time per writer: wait for
+    async_save's future before the next save through the same writer."""
 
-    def __init__(self, path=None, *, step=None, timeout=1800.0, cache_staged_state_dict=True,
-                 **store_options):
+    def __init__(self, path=None, *, step=None, timeout=None, process_group=None,
+                 stage_in_pool=True, cache_staged_state_dict=False, **store_options):
         StorageWriter.__init__(self)
-        BlockingAsyncStager.__init__(self, cache_staged_state_dict=cache_staged_state_dict)
         self._set_where(path, step)
-        self._timeout = float(timeout)
+        self._timeout = None if timeout is None else datetime.timedelta(seconds=float(timeout))
+        self._group = process_group
+        self._pool = bool(stage_in_pool)
+        self._cache = cache_staged_state_dict
+        self._cache_sd = None
         self._opts = store_options
-        self._rank = None
-        self._part0 = None
+        self._store = None
+        self._dg = None
+        self._cur = None      # the save in flight (_Save)
+        self._last = None     # a save released, still to be waited for
         self.save_id = uuid.uuid4().hex
         self.last_stats = None  # this rank's SaveStats of the last save (bytes written, ...)
 
+    # -------------------------------------------------------------- the group and the store
+    def _group_of(self):
+        """libckpt's gloo group (made on the main thread: reset() runs there), or None."""
+        import torch.distributed as dist
+        if self._dg is None and dist.is_available() and dist.is_initialized():
+            self._dg = D.dist_group(self._group, self._timeout)
+        return self._dg
+
+    def _open_store(self, rank):
+        if self._store is not None and self._store.path == os.path.abspath(self._path):
+            return self._store
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        self._store = Store(self._path, create=rank == 0 or None, **self._opts)
+        return self._store
+
+    def _agree(self, dg):
+        """Rank 0 opens (or creates) the store and picks the step; the others learn both, then
+        open it.  Raises on every rank alike."""
+        rank = 0 if dg is None else dg.rank
+        got, err = None, None
+        if rank == 0:
+            try:
+                store = self._open_store(0)
+                step = self._step
+                if step is None:
+                    latest = store.latest_step()
+                    step = 0 if latest is None else latest + 1
+                got = ("ok", step)
+            except Exception as e:  # noqa: BLE001  the others must hear of it
+                err, got = e, ("error", f"{type(e).__name__}: {e}")
+        if dg is not None:
+            got = dg.broadcast_object(got, "DCP save: the step from rank 0")
+        if err is not None:
+            raise err
+        if got[0] != "ok":
+            raise CkptIOError(f"DCP save into {self._path}: rank 0 could not begin: {got[1]}")
+        if rank != 0:
+            self._open_store(rank)
+        return got[1]
+
+    def _begin(self):
+        """Collective: this rank's part of the next step begun (rank 0 claims it)."""
+        self._join_last()
+        dg = self._group_of()
+        step = self._agree(dg)
+        comm = _SoloComm() if dg is None else D._Comm(dg)
+        rank, world = (0, 1) if dg is None else (dg.rank, dg.size)
+        out = ctypes.c_void_p()
+        with self._store._lock:
+            rc = D.lib().ckpt_dist_save_begin(self._store._handle(), ctypes.byref(comm.struct),
+                                              step, ctypes.byref(out))
+        L.check(rc, f"DCP save of step {step} into {self._path}, rank {rank}")
+        return _Save(self._store, comm, out.value, step, rank, world)
+
+    def _submit(self, sv, add):
+        """add() adds this rank's tensors; then every rank learns every rank's outcome (a
+        failing rank fails all, each raising), and the part is submitted, deferred, and its
+        snapshot awaited."""
+        dg, lb = self._dg, D.lib()
+        err = None
+        try:
+            with self._store._lock:
+                add()
+                devs = sorted({_mem(t) for t in sv.keep if _mem(t) >= 0})
+                if devs:
+                    import torch
+                    streams = {dv: torch.cuda.current_stream(dv) for dv in devs}
+                    for dv in devs[1:]:
+                        ev = torch.cuda.Event()
+                        ev.record(streams[dv])
+                        streams[devs[0]].wait_event(ev)
+                    L.check(lb.ckpt_dist_save_after_stream(sv.ptr, streams[devs[0]].cuda_stream),
+                            "ordering the copies")
+        except Exception as e:  # noqa: BLE001  raised below, after the exchange
+            err = e
+        mine = None if err is None else f"{type(err).__name__}: {err}"
+        errs = [mine] if dg is None else dg.gather_object(mine, f"DCP save of step {sv.step}: "
+                                                                f"exchanging the adds")
+        failed = [(r, e) for r, e in enumerate(errs) if e is not None]
+        if failed:
+            sv.comm.local_fail = True  # every rank knows: the abort's collectives do nothing
+            with self._store._lock:
+                lb.ckpt_dist_save_abort(sv.ptr)
+            if err is not None:
+                raise err
+            raise CkptIOError(f"DCP save of step {sv.step}: rank {failed[0][0]} failed: "
+                              f"{failed[0][1]}")
+        with self._store._lock:
+            rc = lb.ckpt_dist_save_submit(sv.ptr, D.THREADED | DEFER)
+        self._cur = sv
+        if rc >= 0:
+            rc = lb.ckpt_dist_save_wait_snapshot(sv.ptr)
+        sv.keep = []
+        if rc < 0:
+            e = L.make_error(rc, f"DCP save of step {sv.step}, rank {sv.rank}")
+            self._give_up(str(e))
+            raise e
+
+    def _release(self, sv, rc=0, why=None):
+        if not sv.released:
+            sv.released = True
+            D.lib().ckpt_dist_save_release(sv.ptr, rc, why.encode()[:220] if why else None)
+
+    def _wait(self, sv):
+        st = L.Stats()
+        rc = D.lib().ckpt_dist_save_wait(sv.ptr, ctypes.byref(st))
+        sv.ptr = None
+        L.check(rc, f"DCP checkpoint {sv.step} in {self._path}")
+        self.last_stats = L.stats_dict(st)
+        return self.last_stats
+
+    def _join_last(self):
+        """Waits for the previous save's commit (its outcome reached the caller through DCP)."""
+        sv, self._last = self._last, None
+        if sv is not None and sv.ptr is not None:
+            try:
+                self._wait(sv)
+            except Exception:  # noqa: BLE001  DCP raised it already, on every rank
+                pass
+
+    def _give_up(self, why):
+        """The save in flight fails on every rank (released with an error); no checkpoint."""
+        sv, self._cur = self._cur, None
+        if sv is None:
+            return
+        self._release(sv, -CkptIOError.code, f"DCP save given up: {why}")
+        self._last = sv
+        self._join_last()
+
     # -------------------------------------------------------------- DCP's calls, in order
     def reset(self, checkpoint_id=None):
-        self._abandon("a new save began before the previous one's finish()")
+        sv = self._cur
+        before = (self._path, self._step)
         self._reset_where(checkpoint_id)
+        if sv is not None and sv.staged and not sv.reset_seen and \
+                (self._path, self._step) == sv.where == before:
+            # dcp.async_save's thread: its save() resets the writer it staged with
+            sv.reset_seen = True
+            return
+        self._give_up("a new save began before the previous one's finish()")
+        self._join_last()
         self.save_id = uuid.uuid4().hex
+        if self._path is not None:
+            self._group_of()
 
     def set_up_storage_writer(self, is_coordinator, *args, **kwargs):
         if not kwargs.get("use_collectives", True):
@@ -284,7 +440,6 @@ class LibckptStorageWriter(_Where, StorageWriter, BlockingAsyncStager):
         if self._path is None:
             raise InvalidArgumentError("libckpt.dcp: no store: give LibckptStorageWriter(path) or "
                                        "dcp.save(checkpoint_id=...)")
-        self._rank = kwargs.get("rank")
 
     def storage_meta(self):
         return StorageMeta(checkpoint_id=self._path, save_id=self.save_id)
@@ -294,23 +449,7 @@ class LibckptStorageWriter(_Where, StorageWriter, BlockingAsyncStager):
 
     def prepare_global_plan(self, plans):
         world = len(plans)
-        store = Store(self._path, create=True, **self._opts)
-        try:
-            step = self._step
-            if step is None:
-                latest = store.latest_step()
-                step = 0 if latest is None else latest + 1
-            comm = _Comm(0, world, self._timeout)
-            out = ctypes.c_void_p()
-            with store._lock:
-                rc = D.lib().ckpt_dist_save_begin(store._handle(), ctypes.byref(comm.struct), step,
-                                                  ctypes.byref(out))
-            L.check(rc, f"DCP save of step {step} into {self._path}")
-        except BaseException:
-            store.close()
-            raise
-        self._part0 = _Part0(store, comm, out.value, step, world, self.save_id)
-        return [dataclasses.replace(p, storage_data=_Plan(i, world, step, self.save_id))
+        return [dataclasses.replace(p, storage_data=_Plan(i, world, self.save_id))
                 for i, p in enumerate(plans)]
 
     def write_data(self, plan, planner):
@@ -318,188 +457,221 @@ class LibckptStorageWriter(_Where, StorageWriter, BlockingAsyncStager):
         if not isinstance(sp, _Plan):
             raise StateError("libckpt.dcp: the plan was not made by LibckptStorageWriter's "
                              "prepare_global_plan")
-        if sp.rank == 0:
-            results, msg = self._write_rank0(sp, plan, planner)
-        else:
-            results, msg = self._write_other(sp, plan, planner)
+        try:
+            sv = self._cur
+            if sv is None:  # dcp.save, or a stager of DCP's own: the plan's items, now
+                sv = self._begin()
+                self._submit(sv, lambda: self._add_plan(sv, plan, planner))
+            if (sv.rank, sv.world) != (sp.rank, sp.world):
+                raise StateError(f"libckpt.dcp: DCP's rank {sp.rank} of {sp.world} is libckpt's "
+                                 f"rank {sv.rank} of {sv.world} (give LibckptStorageWriter the "
+                                 f"process_group that dcp.save is given)")
+            results = [self._result(item) for item in plan.items]
+            if sv.rank == 0:
+                md = getattr(planner, "metadata", None)
+                if not isinstance(md, Metadata):
+                    raise UnsupportedError("libckpt.dcp: the save planner keeps no global Metadata "
+                                           "(planner.metadata, as DefaultSavePlanner has)")
+                sv.metadata = md
+            else:  # rank 0's finish() decides; this rank's part goes to the exchange now
+                self._release(sv)
+                self._cur, self._last = None, sv
+        except BaseException as e:
+            self._give_up(f"rank {sp.rank}: {e}")
+            raise
         results.append(WriteResult(index=MetadataIndex(f"{_PART_FQN}/{sp.rank}"), size_in_bytes=0,
-                                   storage_data=_Part(sp.rank, sp.world, sp.step, sp.save_id, msg)))
+                                   storage_data=_Part(sp.rank, sp.world, sv.step, sp.save_id,
+                                                      sv.held if sv.staged else frozenset())))
         fut = Future()
         fut.set_result(results)
         return fut
 
     def finish(self, metadata, results):
-        p = self._part0
-        if p is None or not p.submitted:
+        sv = self._cur
+        if sv is None or sv.rank != 0:
             raise StateError("libckpt.dcp: finish() without this writer's write_data on rank 0")
         try:
-            msgs = {}
+            parts = {}
             for wl in results:
                 for wr in wl:
                     sd = wr.storage_data
                     if isinstance(sd, _Part):
-                        if (sd.step, sd.world, sd.save_id) != (p.step, p.world, p.save_id):
+                        if (sd.step, sd.world) != (sv.step, sv.world):
                             raise StateError(f"libckpt.dcp: rank {sd.rank} wrote step {sd.step} of "
-                                             f"{sd.world} ranks (save {sd.save_id}), rank 0 step "
-                                             f"{p.step} of {p.world} ({p.save_id})")
-                        msgs[sd.rank] = sd.msg
-            if sorted(msgs) != list(range(p.world)):
-                raise StateError(f"libckpt.dcp: part messages of ranks {sorted(msgs)}, expected "
-                                 f"0..{p.world - 1}")
-            if metadata is not p.metadata and (p.metadata is None or metadata.state_dict_metadata
-                                               != p.metadata.state_dict_metadata):
+                                             f"{sd.world} ranks, rank 0 step {sv.step} of "
+                                             f"{sv.world}")
+                        parts[sd.rank] = sd
+            if sorted(parts) != list(range(sv.world)):
+                raise StateError(f"libckpt.dcp: parts of ranks {sorted(parts)}, expected "
+                                 f"0..{sv.world - 1}")
+            if metadata is not sv.metadata and (sv.metadata is None or metadata.state_dict_metadata
+                                                != sv.metadata.state_dict_metadata):
                 raise StateError("libckpt.dcp: finish() got other metadata than the planner held "
                                  "in write_data (a planner that changes it is not supported)")
+            if sv.staged:
+                _check_held(metadata, frozenset().union(*(p.held for p in parts.values())))
+            metadata.storage_data = _storage_data(results)
+            L.check(D.lib().ckpt_dist_save_set_meta(sv.ptr, METADATA_KEY.encode(),
+                                                    _pack(metadata)), "DCP metadata")
         except BaseException as e:
-            self._abandon(str(e))
+            self._give_up(str(e))
             raise
-        p.comm.gathered = b"".join(msgs[r] for r in range(p.world))
-        p.comm.released.set()
-        self._part0 = None
-        try:
-            self.last_stats = self._wait(p)
-        finally:
-            p.store.close()
-        metadata.storage_data = _storage_data(results)
+        self._release(sv)
+        self._cur = None
+        self._wait(sv)
 
     # -------------------------------------------------------------- the parts
-    def _add_items(self, ptr, plan, planner):
-        """Adds every item of the plan to the part at ptr; returns (results, tensors to keep)."""
+    def _result(self, item):
+        fqn = item.index.fqn
+        if item.type == WriteItemType.BYTE_IO:
+            return WriteResult(index=item.index, size_in_bytes=0,
+                               storage_data=_Item(fqn, "bytes"))
+        ch = item.tensor_data.chunk
+        n = 1
+        for x in ch.sizes:
+            n *= int(x)
+        es = item.tensor_data.properties.dtype.itemsize
+        return WriteResult(index=item.index, size_in_bytes=n * es, storage_data=_Item(fqn, "tensor"))
+
+    def _add(self, sv, fqn, t, gshape, off, replica=0, nreplicas=1):
+        """One box of global tensor fqn from tensor t (contiguous; kept until the snapshot)."""
+        lshape = tuple(t.shape)
+        if not t.numel():  # an empty chunk (an uneven split's last rank) holds nothing
+            return
         lb = D.lib()
-        results, keep = [], []
+        rc = lb.ckpt_dist_save_add_shard_replica(sv.ptr, fqn.encode(), _dtype(t, fqn), len(gshape),
+                                                 D._u64s(gshape), D._u64s(off), D._u64s(lshape),
+                                                 replica, nreplicas, _mem(t), t.data_ptr())
+        L.check(rc, f"DCP item {fqn!r}")
+        sv.keep.append(t)
+
+    def _bytes(self, sv, fqn, data):
+        import torch
+        t = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.empty(0)
+        self._add(sv, fqn, t, (len(data),), (0,))
+
+    def _add_plan(self, sv, plan, planner):
+        """dcp.save: the items DCP's plan gives this rank (already deduplicated by DCP)."""
         for item in plan.items:
             fqn = item.index.fqn
             if item.type == WriteItemType.BYTE_IO:
-                data = planner.resolve_data(item).getvalue()
-                t = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else None
-                gshape, off, lshape = (len(data),), (0,), (len(data),)
-                kind, dt, nbytes = "bytes", L.U8, len(data)
-            else:
-                t = planner.resolve_data(item).detach()
-                t = t.to("cpu").contiguous() if t.device.type != "cpu" else t.contiguous()
-                ch = item.tensor_data.chunk
-                gshape, off, lshape = tuple(item.tensor_data.size), tuple(ch.offsets), tuple(ch.sizes)
-                if tuple(t.shape) != lshape:
-                    raise InvalidArgumentError(f"DCP item {fqn!r}: data of shape {list(t.shape)} "
-                                               f"for a chunk of {list(lshape)}")
-                kind, dt, nbytes = "tensor", _dtype(t, fqn), t.numel() * t.element_size()
-            if nbytes:  # an empty chunk (an uneven split's last rank) holds nothing to save
-                rc = lb.ckpt_dist_save_add_shard(ptr, fqn.encode(), dt, len(gshape),
-                                                 D._u64s(gshape), D._u64s(off), D._u64s(lshape),
-                                                 L.MEM_HOST, t.data_ptr())
-                L.check(rc, f"DCP item {fqn!r}")
-                keep.append(t)
-            results.append(WriteResult(index=item.index, size_in_bytes=nbytes,
-                                       storage_data=_Item(fqn, kind)))
-        return results, keep
+                self._bytes(sv, fqn, planner.resolve_data(item).getvalue())
+                continue
+            t = planner.resolve_data(item).detach()
+            t = t.to("cpu").contiguous() if t.device.type != "cpu" else t.contiguous()
+            ch = item.tensor_data.chunk
+            if tuple(t.shape) != tuple(ch.sizes):
+                raise InvalidArgumentError(f"DCP item {fqn!r}: data of shape {list(t.shape)} "
+                                           f"for a chunk of {list(ch.sizes)}")
+            self._add(sv, fqn, t, tuple(item.tensor_data.size), tuple(ch.offsets))
 
-    def _write_rank0(self, sp, plan, planner):
-        p = self._part0
-        if p is None or p.step != sp.step or p.save_id != sp.save_id:
-            raise StateError("libckpt.dcp: rank 0's part was not begun by prepare_global_plan")
-        lb = D.lib()
-        try:
-            results, keep = self._add_items(p.ptr, plan, planner)
-            md = getattr(planner, "metadata", None)
-            if not isinstance(md, Metadata):
-                raise UnsupportedError("libckpt.dcp: the save planner keeps no global Metadata "
-                                       "(planner.metadata, as DefaultSavePlanner has)")
-            p.metadata = md
-            L.check(lb.ckpt_dist_save_set_meta(p.ptr, METADATA_KEY.encode(), _pack(md)),
-                    "DCP metadata")
-            rc = lb.ckpt_dist_save_submit(p.ptr, D.THREADED)
-            p.submitted = True
-            L.check(rc, f"DCP save of step {p.step}")
-        except BaseException as e:
-            self._abandon(f"rank 0 failed: {e}")
-            raise
-        # the part is durable (or failed) when the commit thread enters the exchange
-        deadline = time.monotonic() + self._timeout
-        while not p.comm.entered.wait(0.05):
-            if D.lib().ckpt_dist_save_poll(p.ptr) == 1:  # ended before the exchange
-                self._abandon("rank 0's commit ended before its part's exchange")
-                raise CkptIOError(f"DCP save of step {p.step}: rank 0's commit ended early")
-            if time.monotonic() > deadline:
-                self._abandon("rank 0's part did not finish in time")
-                raise CkptIOError(f"DCP save of step {p.step}: rank 0's part took over "
-                                  f"{self._timeout} s")
-        del keep
-        if _msg_rc(p.comm.mine):
-            text = _msg_text(p.comm.mine)
-            self._abandon("rank 0's part failed")
-            raise L.make_error(_msg_rc(p.comm.mine), f"DCP save of step {p.step}, rank 0: {text}")
-        return results, p.comm.mine
+    def _add_staged(self, sv, state_dict):
+        """dcp.async_save's staging: every item of this rank's state, as DCP's default planner
+        names them (its create_local_plan), saved once across ranks: a DTensor's box by its
+        replicas in turn (ckpt_dist_save_add_shard_replica splits it), a plain tensor whole by
+        one rank (_assign), an object (BYTE_IO) by rank 0."""
+        from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+        planner = DefaultSavePlanner()
+        planner.set_up_planner(state_dict, None, sv.rank == 0)
+        items = planner.create_local_plan().items
+        plain = [(item.tensor_data.properties.dtype.itemsize * _numel(item.tensor_data.size),
+                  item.index.fqn) for item in items if item.type == WriteItemType.TENSOR]
+        owner = _assign(plain, sv.world)
+        held = set()
+        dm = D.dtensor_module()
+        for item in items:
+            fqn = item.index.fqn
+            if item.type == WriteItemType.BYTE_IO:
+                if sv.rank == 0:
+                    self._bytes(sv, fqn, planner.resolve_data(item).getvalue())
+                held.add((fqn, None))
+                continue
+            ch = item.tensor_data.chunk
+            key = (fqn, tuple(int(o) for o in ch.offsets))
+            held.add(key)
+            if item.type == WriteItemType.TENSOR and owner[fqn] != sv.rank:
+                continue
+            obj = planner.state_dict[fqn]
+            replica, n = (0, 1)
+            if dm is not None and isinstance(obj, dm.DTensor):
+                replica, n = _replica(obj)
+            t = planner.resolve_data(item).detach()
+            if not t.is_contiguous():
+                t = t.contiguous()  # a copy: the pool takes contiguous boxes
+            if tuple(t.shape) != tuple(ch.sizes):
+                raise InvalidArgumentError(f"DCP item {fqn!r}: data of shape {list(t.shape)} "
+                                           f"for a chunk of {list(ch.sizes)}")
+            self._add(sv, fqn, t, tuple(item.tensor_data.size), key[1], replica, n)
+        sv.held = frozenset(held)
+        sv.staged = True
 
-    def _write_other(self, sp, plan, planner):
-        lb = D.lib()
-        with Store(self._path, **self._opts) as store:
-            comm = _Comm(sp.rank, sp.world, self._timeout)
-            out = ctypes.c_void_p()
-            with store._lock:
-                L.check(lb.ckpt_dist_save_begin(store._handle(), ctypes.byref(comm.struct),
-                                                sp.step, ctypes.byref(out)),
-                        f"DCP save of step {sp.step}, rank {sp.rank}")
-            try:
-                results, keep = self._add_items(out.value, plan, planner)
-            except BaseException:
-                comm.fail = "this rank failed"
-                lb.ckpt_dist_save_abort(out.value)
-                raise
-            st = L.Stats()
-            rc = lb.ckpt_dist_save_commit(out.value, ctypes.byref(st))
-            del keep
-            if rc < 0 or _msg_rc(comm.mine):
-                raise L.make_error(rc if rc < 0 else _msg_rc(comm.mine),
-                                   f"DCP save of step {sp.step}, rank {sp.rank}: {_msg_text(comm.mine)}")
-            self.last_stats = L.stats_dict(st)
-        return results, comm.mine
+    # -------------------------------------------------------------- async_save's staging
+    @property
+    def should_synchronize_after_execute(self):
+        return False
 
-    def _wait(self, p):
-        st = L.Stats()
-        rc = D.lib().ckpt_dist_save_wait(p.ptr, ctypes.byref(st))
-        L.check(rc, f"DCP checkpoint {p.step} in {self._path}")
-        return L.stats_dict(st)
-
-    def _abandon(self, why):
-        """Gives up rank 0's part (no checkpoint is made; its packs are garbage for gc)."""
-        p, self._part0 = self._part0, None
-        if p is None:
-            return
-        p.comm.fail = why
-        p.comm.released.set()
-        try:
-            if p.submitted:
-                try:
-                    self._wait(p)
-                except Exception:  # noqa: BLE001  the failure is what we asked for
-                    pass
-            else:
-                D.lib().ckpt_dist_save_abort(p.ptr)
-        finally:
-            p.store.close()
+    def synchronize_staging(self):
+        pass
 
     def stage(self, state_dict):
-        """AsyncStager.stage: a copy of state_dict in host memory (pinned where CUDA is available:
-        BlockingAsyncStager pins always, which fails without a GPU), into the buffers of the
-        previous call when cache_staged_state_dict and the state has the same structure."""
-        from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
-        if self.state_dict_cache is None or not self.cache_staged_state_dict:
-            cache = _create_cpu_state_dict(state_dict, pin_memory=torch.cuda.is_available())
-            if not self.cache_staged_state_dict:
-                return _copy_state_dict(state_dict, cache)
-            self.state_dict_cache = cache
-        return _copy_state_dict(state_dict, self.state_dict_cache)
+        """AsyncStager.stage (dcp.async_save, on every rank at once): begins this rank's part,
+        snapshots the state into the store's pinned pool (host and CUDA tensors, on torch's
+        current streams), and returns once the copy is done; hashing, writing and the commit go
+        on in libckpt's pipeline and DCP's thread.  With stage_in_pool=False: a copy in host
+        memory (cached between saves with cache_staged_state_dict), as DCP's default."""
+        if not self._pool:
+            from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
+            if self._cache_sd is None or not self._cache:
+                cache = _create_cpu_state_dict(state_dict, pin_memory=torch.cuda.is_available())
+                if not self._cache:
+                    return _copy_state_dict(state_dict, cache)
+                self._cache_sd = cache
+            return _copy_state_dict(state_dict, self._cache_sd)
+        self._give_up("a new save was staged before the previous one's finish()")
+        sv = self._begin()
+        sv.where = (self._path, self._step)
+        self._submit(sv, lambda: self._add_staged(sv, state_dict))
+        return _freeze(state_dict)
 
     def close(self):
-        """Gives up a save whose finish() never came, and frees the staging cache."""
-        self._abandon("the writer was closed")
-        BlockingAsyncStager.close(self)
+        """Gives up a save whose finish() never came, waits for the last commit, closes the
+        store."""
+        self._give_up("the writer was closed")
+        self._join_last()
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        self._cache_sd = None
 
     def __del__(self):
         try:
-            self._abandon("the writer was dropped")
+            self.close()
         except Exception:  # noqa: BLE001
             pass
+
+
+def _numel(size):
+    n = 1
+    for x in size:
+        n *= int(x)
+    return n
+
+
+def _check_held(metadata, held):
+    """Every chunk of DCP's metadata is in some rank's staged part (a planner other than
+    DefaultSavePlanner may name items otherwise: then the save fails, naming one)."""
+    from torch.distributed.checkpoint.metadata import BytesStorageMetadata
+    for fqn, md in metadata.state_dict_metadata.items():
+        if isinstance(md, BytesStorageMetadata):
+            keys = [(fqn, None)]
+        else:
+            keys = [(fqn, tuple(int(o) for o in c.offsets)) for c in md.chunks]
+        for k in keys:
+            if k not in held:
+                raise UnsupportedError(f"libckpt.dcp: DCP's plan has item {k[0]!r} (offsets "
+                                       f"{list(k[1] or ())}) that the staging did not save: a "
+                                       f"planner other than DefaultSavePlanner? use "
+                                       f"LibckptStorageWriter(stage_in_pool=False) with it")
 
 
 def _storage_data(results):

@@ -69,6 +69,7 @@ _PROTOS = {
     "ckpt_dist_save_wait_snapshot": (ctypes.c_int, [_vp]),
     "ckpt_dist_save_fence": (ctypes.c_int, [_vp, _vp]),
     "ckpt_dist_save_poll": (ctypes.c_int, [_vp]),
+    "ckpt_dist_save_release": (ctypes.c_int, [_vp, ctypes.c_int, ctypes.c_char_p]),
     "ckpt_dist_save_wait": (ctypes.c_int, [_vp, _P(L.Stats)]),
     "ckpt_dist_save_abort": (None, [_vp]),
     "ckpt_dist_reader_open": (ctypes.c_int, [_vp, _u64, _P(_vp)]),
