@@ -4,6 +4,8 @@ CPU mesh over gloo, state dicts from get_state_dict / set_state_dict.
 
 test_dcp.py main (tests/python/t-python-dcp.sh):
 - One process without torch.distributed: dcp.save of a plain state dict, dcp.load of the newest.
+- Pool staging: dcp.async_save of a 96 MiB state through a 16 MiB pool keeps the values of the
+  call, and adds under 48 MiB of peak memory (stage_in_pool=False, DCP's host copy: >= 90 MiB).
 - 2 ranks dcp.save step 1 (checkpoint_id STORE/step-1), the same state again (checkpoint_id STORE:
   the next step, 2), one changed bias (checkpoint_id (STORE, 3)), and dcp.async_save of step 4 whose
   parameters change right after async_save returns.
@@ -255,10 +257,60 @@ def one_process(tmp):
     print("ok: one process (no torch.distributed): dcp.save of step 5, dcp.load of the newest")
 
 
+def _rss(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) << 10
+    raise AssertionError(f"no {field} in /proc/self/status")
+
+
+def pool_staging(tmp):
+    """dcp.async_save without torch.distributed, a 96 MiB state through a 16 MiB pool: it keeps
+    the values of the call (the snapshot streams through the pool), and the peak memory it adds
+    is the pool's, not a copy of the state, unlike stage_in_pool=False (DCP's host copy)."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from libckpt.dcp import LibckptStorageReader, LibckptStorageWriter
+    mib = 1 << 20
+    state = {"w": {f"t{i}": torch.full((mib,), float(i)) for i in range(24)}, "epoch": 7}
+    grown = {}
+    for pool in (True, False):
+        store = os.path.join(tmp, f"pool-{pool}")
+        w = LibckptStorageWriter(store, stage_in_pool=pool, pool_size="16M", chunk_size="1M")
+        dcp.save(state, storage_writer=w, checkpoint_id=(store, 1))  # the store and its pool
+        for t in state["w"].values():
+            t.add_(1.0)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM to the current RSS
+        base = _rss("VmRSS")
+        fut = dcp.async_save(state, storage_writer=w, checkpoint_id=(store, 2))
+        grown[pool] = _rss("VmHWM") - base
+        for t in state["w"].values():  # training goes on
+            t.add_(100.0)
+        fut.result()
+        w.close()
+        got = {"w": {k: torch.empty(mib) for k in state["w"]}, "epoch": 0}
+        dcp.load(got, storage_reader=LibckptStorageReader(store), checkpoint_id=(store, 2))
+        for i in range(24):
+            assert torch.equal(got["w"][f"t{i}"], torch.full((mib,), float(i) + 1.0)), \
+                f"stage_in_pool={pool}: t{i} does not hold the values of the call"
+        assert got["epoch"] == 7
+        for t in state["w"].values():
+            t.sub_(101.0)
+    mb = {k: v / mib for k, v in grown.items()}
+    assert mb[True] < 48, f"async_save through the pool added {mb[True]:.0f} MiB of peak memory"
+    assert mb[False] >= 90, f"the host-copy staging added only {mb[False]:.0f} MiB (the test " \
+                            f"measures nothing?)"
+    print(f"ok: async_save of a 96 MiB state through a 16 MiB pool keeps the values of the call; "
+          f"peak memory +{mb[True]:.0f} MiB (host-copy staging +{mb[False]:.0f} MiB)")
+
+
 def main_part(tmp):
     import torch
     import libckpt
     one_process(tmp)
+    pool_staging(tmp)
     store = os.path.join(tmp, "store")
     libckpt.Store(store, create=True, chunk_size="64K").close()
     outs = run_world(__file__, 2, ["save", store])
