@@ -22,6 +22,7 @@
 #include "common/common.h"
 #include "dist/dist.h"
 #include "dist/dist_layout.h"
+#include "dist/dist_save.h"
 #include "io/io.h"
 #include "save/save.h"
 #include "store/store.h"
@@ -29,7 +30,7 @@
 /* Crash testing, in test builds only: CKPT_DIST_KILL_AT="RANK:N" kills rank RANK at the Nth
  * point of its multi-rank save (tests/unit/t-dist kills at every point in turn). */
 #ifdef CKPT_TEST_HOOKS
-static void kill_point(int rank)
+void dist_kill_point(int rank)
 {
 	static long n;
 	const char *e = getenv("CKPT_DIST_KILL_AT");
@@ -38,23 +39,9 @@ static void kill_point(int rank)
 		raise(SIGKILL);
 }
 #else
-static inline void kill_point(int rank) { (void)rank; }
+void dist_kill_point(int rank) { (void)rank; }
 #endif
 
-struct ckpt_dist_save {
-	ckpt_store *s;
-	ckpt_comm comm;
-	uint64_t step;
-	ckpt_save *part;
-	int lock_fd;             /* shared flock held from begin to the global commit */
-	int claim_fd;            /* rank 0: the step's claim (dist_parts.c), or -1 */
-	char **keys;             /* reserved metadata of the part, added at commit */
-	size_t nkeys;
-	/* Asynchronous saves (ckpt_dist_save_submit). */
-	bool submitted, threaded, deferred;
-	int submit_rc;           /* submit's own failure: the part never ran */
-	struct async_commit *ac; /* threaded: the commit thread's state */
-};
 
 /* What each rank tells the others at begin: whether its part could begin, and what it saves. */
 struct begin_msg {
@@ -65,16 +52,8 @@ struct begin_msg {
 	char msg[232];
 };
 
-/* What each rank tells the others at commit: its part's outcome. */
-struct part_msg {
-	int32_t rc;
-	uint32_t pad;
-	uint64_t size;
-	uint8_t digest[16];
-	char msg[224];
-};
 
-static void dist_free(ckpt_dist_save *d, bool committed)
+void dist_free(ckpt_dist_save *d, bool committed)
 {
 	for (size_t i = 0; i < d->nkeys; i++)
 		free(d->keys[i]);
@@ -351,8 +330,6 @@ CKPT_API int ckpt_dist_save_add_replicated(ckpt_dist_save *d, const char *name, 
 	return rc ? rc : add_key(d, name, v);
 }
 
-static int late_meta(ckpt_dist_save *d, const char *key, const char *value);
-
 CKPT_API int ckpt_dist_save_set_meta(ckpt_dist_save *d, const char *key, const char *value)
 {
 	if (!d || !key)
@@ -361,7 +338,7 @@ CKPT_API int ckpt_dist_save_set_meta(ckpt_dist_save *d, const char *key, const c
 		return ckpt_fail(CKPT_E_INVAL, "metadata key %s: keys starting %s are reserved", key,
 				 DIST_KEY);
 	if (d->submitted)
-		return late_meta(d, key, value);
+		return dist_late_meta(d, key, value);
 	return ckpt_save_set_meta(d->part, key, value);
 }
 
@@ -377,12 +354,12 @@ CKPT_API int ckpt_dist_save_add_tag(ckpt_dist_save *d, const char *tag)
 
 /* Adds the reserved metadata and submits the part's save (kill point 1). Returns 0 or the error
  * (the part is then gone). */
-static int submit_part(ckpt_dist_save *d)
+int dist_submit_part(ckpt_dist_save *d)
 {
 	int rc = 0;
 	for (size_t i = 0; i < d->nkeys && !rc; i += 2)
 		rc = ckpt_save_set_meta(d->part, d->keys[i], d->keys[i + 1]);
-	kill_point(d->comm.rank);
+	dist_kill_point(d->comm.rank);
 	if (!rc)
 		rc = ckpt_save_submit(d->part);
 	if (rc) {
@@ -399,7 +376,7 @@ static void finish_part(ckpt_dist_save *d, int rc, ckpt_stats *st, struct part_m
 	if (d->part)
 		rc = ckpt_save_wait(d->part, st);
 	d->part = NULL;
-	kill_point(d->comm.rank);
+	dist_kill_point(d->comm.rank);
 	char p[4096];
 	dist_part_path(d->s, d->step, d->comm.rank, p, sizeof p);
 	uint8_t *buf = NULL;
@@ -428,10 +405,7 @@ static int gathered_error(const ckpt_dist_save *d, const struct part_msg *all)
 	return 0;
 }
 
-static const char *const *late_list(const ckpt_dist_save *d);
-static size_t late_count(const ckpt_dist_save *d);
-
-static int commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine)
+int dist_commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine)
 {
 	size_t n = (size_t)d->comm.size;
 	struct part_msg *all = calloc(n, sizeof *all);
@@ -443,7 +417,7 @@ static int commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine)
 		free(all);
 		return rc;
 	}
-	kill_point(d->comm.rank);
+	dist_kill_point(d->comm.rank);
 	struct part_msg out = {0};
 	if (d->comm.rank == 0) {
 		rc = gathered_error(d, all);
@@ -457,8 +431,8 @@ static int commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine)
 			}
 			if (sums)
 				rc = dist_write_global(d->s, d->step, (unsigned)n, sums,
-						       late_list(d), late_count(d), d->comm.rank,
-						       kill_point);
+						       dist_late_list(d), dist_late_count(d), d->comm.rank,
+						       dist_kill_point);
 			if (!rc) /* every rank's packs are durable: the remote may take them */
 				store_notify_commit(d->s, d->step);
 			free(sums);
@@ -482,7 +456,7 @@ static int commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine)
  * handle's dedup index (its part committed) but no manifest names them, so gc may remove them;
  * the next save must not reuse them. The index is rebuilt from the manifests at its next use
  * (rare: only after a failure). */
-static void forget_part(struct ckpt_store *s)
+void dist_forget_part(struct ckpt_store *s)
 {
 	pthread_mutex_lock(&s->idx_mu);
 	s->idx_valid = false;
@@ -490,17 +464,15 @@ static void forget_part(struct ckpt_store *s)
 }
 
 /* The rest of a save after submit: the part durable, the exchange, rank 0's commit. */
-static void await_release(ckpt_dist_save *d, struct part_msg *m);
-
-static int finish(ckpt_dist_save *d, ckpt_stats *st)
+int dist_finish(ckpt_dist_save *d, ckpt_stats *st)
 {
 	struct part_msg mine = {0};
 	finish_part(d, d->submit_rc, st, &mine);
 	if (d->deferred)
-		await_release(d, &mine);
-	int rc = commit_all(d, st, &mine);
+		dist_await_release(d, &mine);
+	int rc = dist_commit_all(d, st, &mine);
 	if (rc)
-		forget_part(d->s);
+		dist_forget_part(d->s);
 	return rc;
 }
 
@@ -511,341 +483,8 @@ CKPT_API int ckpt_dist_save_commit(ckpt_dist_save *d, ckpt_stats *st)
 	if (d->submitted)
 		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was submitted: wait for it with "
 				 "ckpt_dist_save_wait()", d->step);
-	d->submit_rc = submit_part(d);
-	int rc = finish(d, st);
+	d->submit_rc = dist_submit_part(d);
+	int rc = dist_finish(d, st);
 	dist_free(d, !rc);
 	return rc;
-}
-
-/* A threaded asynchronous save: a library thread waits for the part and runs the collective
- * commit, because the caller's communicator allows collectives from another thread. The caller
- * may still fence or wait for the snapshot on the part meanwhile: the thread frees the part only
- * once the snapshot is done and no such call is inside it. */
-struct async_commit {
-	pthread_t th;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int inside;              /* caller calls on the part in progress */
-	bool snap_done, done;
-	bool released;           /* CKPT_DIST_DEFER: ckpt_dist_save_release() was called */
-	bool gathering;          /* the commit's exchange began: no more late metadata */
-	int rel_rc;              /* its outcome for this rank (0 or a negative CKPT_E_*) */
-	char rel_msg[224];
-	char **late;             /* metadata set after submit: key, value, key, value, ... */
-	size_t nlate;
-	int snap_rc, rc;
-	char snap_msg[512], msg[1024];
-	ckpt_stats st;
-};
-
-static int not_submitted(const ckpt_dist_save *d);
-
-/* Metadata set after a deferred submit (late_meta): read by rank 0's commit once the exchange
- * began, when nobody adds to it any more. */
-static const char *const *late_list(const ckpt_dist_save *d)
-{
-	return d->ac ? (const char *const *)d->ac->late : NULL;
-}
-
-static size_t late_count(const ckpt_dist_save *d)
-{
-	return d->ac ? d->ac->nlate : 0;
-}
-
-/* CKPT_DIST_DEFER: this rank's part is durable; its outcome goes to the exchange only once the
- * caller released it (and as the caller's failure when it released with one). */
-static void await_release(ckpt_dist_save *d, struct part_msg *m)
-{
-	struct async_commit *ac = d->ac;
-	pthread_mutex_lock(&ac->mu);
-	while (!ac->released)
-		pthread_cond_wait(&ac->cv, &ac->mu);
-	ac->gathering = true;
-	if (ac->rel_rc && !m->rc) {
-		m->rc = ac->rel_rc;
-		snprintf(m->msg, sizeof m->msg, "%s", ac->rel_msg);
-	}
-	pthread_mutex_unlock(&ac->mu);
-}
-
-/* Metadata set after a deferred submit: kept for the global manifest (rank 0's), replacing an
- * entry of the same key, until the commit's exchange begins. */
-static int late_meta(ckpt_dist_save *d, const char *key, const char *value)
-{
-	struct async_commit *ac = d->ac;
-	if (!d->deferred || !ac)
-		return ckpt_fail(CKPT_E_STATE, "metadata '%s': checkpoint %" PRIu64 " was already "
-				 "submitted (after submit only a CKPT_DIST_DEFER save takes metadata, "
-				 "until ckpt_dist_save_release)", key, d->step);
-	if (!*key || !value || !strcmp(key, CKPT_TAGS_KEY))
-		return ckpt_fail(CKPT_E_INVAL, "metadata: key must be a non-empty string other than "
-				 "%s, value a string", CKPT_TAGS_KEY);
-	char *k = strdup(key), *v = strdup(value);
-	int rc = k && v ? 0 : ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	pthread_mutex_lock(&ac->mu);
-	if (!rc && (ac->released || ac->gathering))
-		rc = ckpt_fail(CKPT_E_STATE, "metadata '%s': checkpoint %" PRIu64 " was released "
-			       "for its commit already", key, d->step);
-	size_t i = 0;
-	while (!rc && i < ac->nlate && strcmp(ac->late[i], key))
-		i += 2;
-	if (!rc && i == ac->nlate) {
-		char **n = realloc(ac->late, (ac->nlate + 2) * sizeof *n);
-		if (n) {
-			ac->late = n;
-			ac->late[i] = NULL;
-			ac->late[i + 1] = NULL;
-			ac->nlate += 2;
-		} else
-			rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	}
-	if (!rc) {
-		free(ac->late[i]);
-		free(ac->late[i + 1]);
-		ac->late[i] = k;
-		ac->late[i + 1] = v;
-		k = v = NULL;
-	}
-	pthread_mutex_unlock(&ac->mu);
-	free(k);
-	free(v);
-	return rc;
-}
-
-CKPT_API int ckpt_dist_save_release(ckpt_dist_save *d, int rc, const char *why)
-{
-	if (!d || !d->submitted)
-		return not_submitted(d);
-	if (!d->deferred)
-		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was not submitted with "
-				 "CKPT_DIST_DEFER", d->step);
-	if (rc > 0)
-		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": release with rc %d (0 or a "
-				 "negative CKPT_E_* code)", d->step, rc);
-	struct async_commit *ac = d->ac;
-	pthread_mutex_lock(&ac->mu);
-	bool again = ac->released;
-	if (!again) {
-		ac->released = true;
-		ac->rel_rc = rc;
-		snprintf(ac->rel_msg, sizeof ac->rel_msg, "%s", rc ? (why && *why ? why :
-				"the caller gave the save up on this rank") : "");
-		pthread_cond_broadcast(&ac->cv);
-	}
-	pthread_mutex_unlock(&ac->mu);
-	return again ? ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was released already",
-				 d->step) : 0;
-}
-
-static void *commit_thread(void *arg)
-{
-	ckpt_dist_save *d = arg;
-	struct async_commit *ac = d->ac;
-	int snap = d->part ? ckpt_save_wait_snapshot(d->part) : d->submit_rc;
-	pthread_mutex_lock(&ac->mu);
-	ac->snap_rc = snap;
-	if (snap)
-		snprintf(ac->snap_msg, sizeof ac->snap_msg, "%s", ckpt_errmsg());
-	ac->snap_done = true;
-	pthread_cond_broadcast(&ac->cv);
-	while (ac->inside)
-		pthread_cond_wait(&ac->cv, &ac->mu);
-	pthread_mutex_unlock(&ac->mu);
-	int rc = finish(d, &ac->st);
-	pthread_mutex_lock(&ac->mu);
-	ac->rc = rc;
-	if (rc) /* ckpt_errmsg() is per thread: the caller's wait() sets it from this */
-		snprintf(ac->msg, sizeof ac->msg, "%s", ckpt_errmsg());
-	ac->done = true;
-	pthread_cond_broadcast(&ac->cv);
-	pthread_mutex_unlock(&ac->mu);
-	return NULL;
-}
-
-static int start_thread(ckpt_dist_save *d)
-{
-	struct async_commit *ac = calloc(1, sizeof *ac);
-	if (!ac)
-		return -1;
-	pthread_mutex_init(&ac->mu, NULL);
-	pthread_cond_init(&ac->cv, NULL);
-	d->ac = ac;
-	if (pthread_create(&ac->th, NULL, commit_thread, d) == 0)
-		return 0;
-	pthread_mutex_destroy(&ac->mu);
-	pthread_cond_destroy(&ac->cv);
-	free(ac);
-	d->ac = NULL;
-	return -1;
-}
-
-CKPT_API int ckpt_dist_save_submit(ckpt_dist_save *d, unsigned flags)
-{
-	if (!d)
-		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
-	if (d->submitted)
-		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was already submitted", d->step);
-	unsigned known = CKPT_DIST_THREADED | CKPT_DIST_DEFER;
-	if (flags & ~known)
-		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": unknown submit flags %#x",
-				 d->step, flags & ~known);
-	if ((flags & CKPT_DIST_DEFER) && !(flags & CKPT_DIST_THREADED))
-		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": CKPT_DIST_DEFER needs "
-				 "CKPT_DIST_THREADED (the commit waits for the release on the library's "
-				 "thread)", d->step);
-	d->submitted = true;
-	d->submit_rc = submit_part(d);
-	d->deferred = flags & CKPT_DIST_DEFER;
-	/* Without a thread (none allowed, or none to be had) the collective runs in wait(). */
-	d->threaded = (flags & CKPT_DIST_THREADED) && start_thread(d) == 0;
-	if (d->deferred && !d->threaded) {
-		/* No thread to wait for the release on: the part fails, so every rank's commit
-		 * does (in wait(), where the exchange then runs). */
-		d->deferred = false;
-		if (d->part) {
-			ckpt_save_abort(d->part);
-			d->part = NULL;
-		}
-		if (!d->submit_rc)
-			d->submit_rc = ckpt_fail(CKPT_E_NOMEM, "checkpoint %" PRIu64 ": cannot start "
-						 "the commit thread", d->step);
-	}
-	return d->submit_rc;
-}
-
-static int not_submitted(const ckpt_dist_save *d)
-{
-	return !d ? ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save")
-		  : ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was not submitted", d->step);
-}
-
-/* Runs call on the part unless the commit thread is past the snapshot (then the part may be
- * gone, and the snapshot's outcome is the answer). */
-static int on_part(ckpt_dist_save *d, int (*call)(ckpt_save *, void *), void *arg)
-{
-	if (!d || !d->submitted)
-		return not_submitted(d);
-	if (!d->threaded)
-		return d->part ? call(d->part, arg) : d->submit_rc;
-	struct async_commit *ac = d->ac;
-	pthread_mutex_lock(&ac->mu);
-	if (ac->snap_done) {
-		int rc = ac->snap_rc;
-		pthread_mutex_unlock(&ac->mu);
-		return rc ? ckpt_fail(-rc, "%s", ac->snap_msg) : 0;
-	}
-	ac->inside++;
-	pthread_mutex_unlock(&ac->mu);
-	int rc = call(d->part, arg);
-	pthread_mutex_lock(&ac->mu);
-	ac->inside--;
-	pthread_cond_broadcast(&ac->cv);
-	pthread_mutex_unlock(&ac->mu);
-	return rc;
-}
-
-static int call_wait_snapshot(ckpt_save *part, void *arg)
-{
-	(void)arg;
-	return ckpt_save_wait_snapshot(part);
-}
-
-static int call_fence(ckpt_save *part, void *stream)
-{
-	return ckpt_save_fence(part, stream);
-}
-
-CKPT_API int ckpt_dist_save_wait_snapshot(ckpt_dist_save *d)
-{
-	return on_part(d, call_wait_snapshot, NULL);
-}
-
-CKPT_API int ckpt_dist_save_fence(ckpt_dist_save *d, void *stream)
-{
-	return on_part(d, call_fence, stream);
-}
-
-CKPT_API int ckpt_dist_save_after_stream(ckpt_dist_save *d, void *stream)
-{
-	if (!d)
-		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
-	if (d->submitted)
-		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was already submitted", d->step);
-	return ckpt_save_after_stream(d->part, stream);
-}
-
-CKPT_API int ckpt_dist_save_poll(const ckpt_dist_save *d)
-{
-	if (!d || !d->submitted)
-		return 0;
-	if (!d->threaded)
-		return d->part ? ckpt_save_poll(d->part) : 1;
-	pthread_mutex_lock(&d->ac->mu);
-	int done = d->ac->done;
-	pthread_mutex_unlock(&d->ac->mu);
-	return done;
-}
-
-/* Joins the commit thread; its outcome (and statistics into st) become the caller's. */
-static int join_thread(ckpt_dist_save *d, ckpt_stats *st)
-{
-	struct async_commit *ac = d->ac;
-	pthread_join(ac->th, NULL);
-	int rc = ac->rc;
-	if (st)
-		*st = ac->st;
-	if (rc)
-		ckpt_fail(-rc, "%s", ac->msg);
-	for (size_t i = 0; i < ac->nlate; i++)
-		free(ac->late[i]);
-	free(ac->late);
-	pthread_mutex_destroy(&ac->mu);
-	pthread_cond_destroy(&ac->cv);
-	free(ac);
-	d->ac = NULL;
-	return rc;
-}
-
-/* A deferred save that is waited for or aborted before its release fails (never a commit the
- * caller did not release, never a wait for ever). */
-static void release_unreleased(ckpt_dist_save *d, const char *why)
-{
-	if (!d->deferred)
-		return;
-	pthread_mutex_lock(&d->ac->mu);
-	bool done = d->ac->released;
-	pthread_mutex_unlock(&d->ac->mu);
-	if (!done)
-		ckpt_dist_save_release(d, -CKPT_E_STATE, why);
-}
-
-CKPT_API int ckpt_dist_save_wait(ckpt_dist_save *d, ckpt_stats *st)
-{
-	if (!d || !d->submitted)
-		return not_submitted(d);
-	release_unreleased(d, "waited for before ckpt_dist_save_release()");
-	int rc = d->threaded ? join_thread(d, st) : finish(d, st);
-	dist_free(d, !rc);
-	return rc;
-}
-
-CKPT_API void ckpt_dist_save_abort(ckpt_dist_save *d)
-{
-	if (!d)
-		return;
-	if (d->threaded) {
-		/* The collective commit is under way on the thread: one rank cannot take it back
-		 * (a deferred one not yet released fails). */
-		release_unreleased(d, "the save was aborted on this rank");
-		int rc = join_thread(d, NULL);
-		dist_free(d, !rc);
-		return;
-	}
-	ckpt_save_abort(d->part);
-	d->part = NULL;
-	struct part_msg mine = {.rc = -CKPT_E_STATE};
-	snprintf(mine.msg, sizeof mine.msg, "the save was aborted on this rank");
-	commit_all(d, NULL, &mine);
-	forget_part(d->s);
-	dist_free(d, false);
 }

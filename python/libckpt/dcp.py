@@ -295,7 +295,7 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
         return self._dg
 
     def _open_store(self, rank):
-        if self._store is not None and self._store.path == os.path.abspath(self._path):
+        if self._store is not None and os.path.abspath(self._store.path) == os.path.abspath(self._path):
             return self._store
         if self._store is not None:
             self._store.close()
@@ -383,7 +383,8 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
         sv.keep = []
         if rc < 0:
             e = L.make_error(rc, f"DCP save of step {sv.step}, rank {sv.rank}")
-            self._give_up(str(e))
+            # the other ranks go on into DCP's plan: the commit fails once they release
+            self._give_up(str(e), join=False)
             raise e
 
     def _release(self, sv, rc=0, why=None):
@@ -408,14 +409,17 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
             except Exception:  # noqa: BLE001  DCP raised it already, on every rank
                 pass
 
-    def _give_up(self, why):
-        """The save in flight fails on every rank (released with an error); no checkpoint."""
+    def _give_up(self, why, join=True):
+        """The save in flight fails on every rank (released with an error); no checkpoint.
+        join: wait for its commit (else the next save or close() does)."""
         sv, self._cur = self._cur, None
         if sv is None:
             return
         self._release(sv, -CkptIOError.code, f"DCP save given up: {why}")
-        self._last = sv
         self._join_last()
+        self._last = sv
+        if join:
+            self._join_last()
 
     # -------------------------------------------------------------- DCP's calls, in order
     def reset(self, checkpoint_id=None):
