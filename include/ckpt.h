@@ -615,6 +615,11 @@ typedef struct ckpt_gc_report {
 	 * removes no unreferenced pack, compacts nothing and removes no leftover; a later gc does. */
 	uint64_t packs_spared;
 	char *in_flight; /* then the first such save: "process P on host H (save since T)" */
+	/* With packs_deferred: the first reader that needs them, "process P on host H (reader of
+	 * step S since T)" (a reader's lease of another node counts while it was refreshed less
+	 * than CKPT_OPT_GC_GRACE_S ago), or the lease file of a reader that did not record itself
+	 * (an older libckpt's); NULL otherwise. */
+	char *reader;
 } ckpt_gc_report;
 
 /* Retention: which checkpoints prune keeps. The newest valid checkpoint is always kept. */

@@ -20,6 +20,7 @@ CKPT_API void ckpt_gc_report_free(ckpt_gc_report *r)
 	free(r->steps_removed);
 	free(r->left_alone);
 	free(r->in_flight);
+	free(r->reader);
 	free(r);
 }
 
@@ -72,6 +73,16 @@ int gc_refuse_invalid(struct ckpt_store *s, const struct mfset *ms, int flags)
 			 s->path, ms->ninvalid, list, ms->ninvalid > shown ? ", ..." : "");
 }
 
+void gc_defer(ckpt_gc_report *rep, const struct lease_set *ls)
+{
+	rep->packs_deferred++;
+	if (!rep->reader && ls->live) {
+		char one[300];
+		snprintf(one, sizeof one, "%s%s", ls->who, ls->live > 1 ? ", and more" : "");
+		rep->reader = strdup(one);
+	}
+}
+
 /* Removes packs without live records; fsyncs the directories touched. */
 static int remove_dead_packs(struct ckpt_store *s, struct pk *pv, size_t np, bool dry,
 			     ckpt_gc_report *rep)
@@ -96,7 +107,7 @@ static int remove_dead_packs(struct ckpt_store *s, struct pk *pv, size_t np, boo
 			continue;
 		}
 		if (!dry && lease_needs(&ls, pv[i].id)) {
-			rep->packs_deferred++;
+			gc_defer(rep, &ls);
 			continue;
 		}
 		rep->packs_removed++;
