@@ -171,7 +171,9 @@ typedef enum ckpt_option {
 	 * refreshed every minute; while a live one exists gc removes no pack and no leftover (the
 	 * report says so). A marker of this node is judged by its lock, at once; another node's
 	 * only by its age, since flock may be local to each node (see "Shared file systems" in
-	 * docs/format.md). 0: every other node's marker counts as dead (a job known to be gone). */
+	 * docs/format.md). 0: every other node's marker counts as dead (a job known to be gone).
+	 * The same age applies to the leases of readers on another node (STORE/leases/, also
+	 * refreshed every minute): while fresh they keep the packs their checkpoint needs. */
 	CKPT_OPT_GC_GRACE_S = 15,
 	/* Transfers in flight at once for a push or pull of this handle's remote (packs in
 	 * parallel; ckpt_store_set_remote), 1 to 64 (default 4). */

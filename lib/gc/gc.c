@@ -73,16 +73,6 @@ int gc_refuse_invalid(struct ckpt_store *s, const struct mfset *ms, int flags)
 			 s->path, ms->ninvalid, list, ms->ninvalid > shown ? ", ..." : "");
 }
 
-void gc_defer(ckpt_gc_report *rep, const struct lease_set *ls)
-{
-	rep->packs_deferred++;
-	if (!rep->reader && ls->live) {
-		char one[300];
-		snprintf(one, sizeof one, "%s%s", ls->who, ls->live > 1 ? ", and more" : "");
-		rep->reader = strdup(one);
-	}
-}
-
 /* Removes packs without live records; fsyncs the directories touched. */
 static int remove_dead_packs(struct ckpt_store *s, struct pk *pv, size_t np, bool dry,
 			     ckpt_gc_report *rep)

@@ -120,7 +120,7 @@ int gc_collect(struct ckpt_store *s, struct mfset *ms, const bool *skip, const c
 
 ckpt_gc_report *gc_new_report(void);
 
-/* Counts a pack deferred for an open reader of ls in rep, naming the first reader. */
+/* gc_scan.c: counts a pack deferred for an open reader of ls in rep, naming the first reader. */
 void gc_defer(ckpt_gc_report *rep, const struct lease_set *ls);
 
 /* Whether a save is in flight: a live in-flight marker (store/marker.h) under the handle's
