@@ -923,6 +923,21 @@ CKPT_API int ckpt_dist_reader_restore_range(ckpt_dist_reader *reader, size_t ind
 					    uint64_t offset, uint64_t count, int mem, void *dst,
 					    uint64_t size);
 
+/* Collective over comm (every rank of it calls it, with the same index and root): restores
+ * global tensor index whole into contiguous host memory dst (size bytes, the tensor's nbytes)
+ * on every rank, reading it from the store (and verifying it) on rank root alone and sending it
+ * to the others with comm->broadcast, in pieces of at most 64 MiB. For an entry every rank
+ * restores whole (one saved with ckpt_dist_save_add_replicated()), the store is read once per
+ * job instead of once per rank; spread the entries' roots over the ranks (entry k on rank
+ * k % size) so that the reads run in parallel. ckpt_comm has no subgroups, so this is once per
+ * job, not once per node: it pays where reading the store costs more than the broadcast (a
+ * shared file system or a remote tier read by many nodes). Returns 0 on every rank, or on every
+ * rank: root's error (the message names root; -CKPT_E_CHECKSUM for a damaged chunk, and then
+ * no rank's dst is written), -CKPT_E_INVAL (a rank's index, size or root is wrong: that rank's
+ * message says which, the others' name it), or a communicator error (-CKPT_E_IO). */
+CKPT_API int ckpt_dist_reader_restore_shared(ckpt_dist_reader *reader, const ckpt_comm *comm,
+					     size_t index, int root, void *dst, uint64_t size);
+
 /* One shard of a global tensor: the box of it that one tensor of the checkpoint holds. */
 typedef struct ckpt_dist_shard {
 	size_t tensor;           /* that tensor's index, for ckpt_reader_* on the same checkpoint */
