@@ -929,9 +929,10 @@ CKPT_API int ckpt_dist_reader_restore_range(ckpt_dist_reader *reader, size_t ind
  * to the others with comm->broadcast, in pieces of at most 64 MiB. For an entry every rank
  * restores whole (one saved with ckpt_dist_save_add_replicated()), the store is read once per
  * job instead of once per rank; spread the entries' roots over the ranks (entry k on rank
- * k % size) so that the reads run in parallel. ckpt_comm has no subgroups, so this is once per
- * job, not once per node: it pays where reading the store costs more than the broadcast (a
- * shared file system or a remote tier read by many nodes). Returns 0 on every rank, or on every
+ * k % size) so that the reads run in parallel. Over the job's communicator this is once per
+ * job: it pays where reading the store costs more than the broadcast (a shared file system or
+ * a remote tier read by many nodes); over a communicator of one node's ranks (MPI:
+ * MPI_Comm_split_type with MPI_COMM_TYPE_SHARED), once per node. Returns 0 on every rank, or on every
  * rank: root's error (the message names root; -CKPT_E_CHECKSUM for a damaged chunk, and then
  * no rank's dst is written), -CKPT_E_INVAL (a rank's index, size or root is wrong: that rank's
  * message says which, the others' name it), or a communicator error (-CKPT_E_IO). */
