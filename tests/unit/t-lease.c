@@ -8,8 +8,9 @@
  * names another node, as such a mount does, and the two handles are given node identities: the
  * reader's lease keeps its packs through prune and gc while it is fresh (its refresh thread
  * touches it: CKPT_TEST_REFRESH_MS shortens the period), and not once older than the grace age.
- * An older libckpt's lease (no record) is judged by its lock as before. Ages are set with
- * utimensat, not waited for. */
+ * An older libckpt's lease (no record) is judged by its lock as before, and a reader whose
+ * manifest comes from the remote tier takes its lease too. Ages are set with utimensat, not
+ * waited for. */
 #include "helpers.h"
 
 #include <dirent.h>
@@ -92,6 +93,16 @@ static int restore_all(ckpt_reader *r, uint64_t step)
 	return bad;
 }
 
+/* Restores the newest checkpoint through s and compares; returns the number of failures. */
+static int newest_restores(ckpt_store *s)
+{
+	ckpt_reader *r;
+	REQUIRE(ckpt_reader_open(s, STEPS, &r) == 0);
+	int bad = restore_all(r, STEPS);
+	ckpt_reader_close(r);
+	return bad;
+}
+
 static int count_leases(const char *dir)
 {
 	char p[4096];
@@ -143,10 +154,7 @@ static void readers_survive(void)
 	CHECK_OK(ckpt_store_du(gs, &du));
 	CHECK(du->garbage_bytes == 0);
 	ckpt_du_free(du);
-	ckpt_reader *r5;
-	REQUIRE(ckpt_reader_open(rs, STEPS, &r5) == 0);
-	CHECK(restore_all(r5, STEPS) == 0);
-	ckpt_reader_close(r5);
+	CHECK(newest_restores(rs) == 0);
 	ckpt_store_close(rs);
 	ckpt_store_close(gs);
 	t_rmrf(dir);
@@ -190,10 +198,7 @@ static void killed_reader(void)
 	CHECK_OK(ckpt_store_gc(s, 0.99, 0, &rep));
 	CHECK(rep && rep->packs_deferred == 0);
 	ckpt_gc_report_free(rep);
-	ckpt_reader *r;
-	REQUIRE(ckpt_reader_open(s, STEPS, &r) == 0);
-	CHECK(restore_all(r, STEPS) == 0);
-	ckpt_reader_close(r);
+	CHECK(newest_restores(s) == 0);
 	ckpt_store_close(s);
 	t_rmrf(dir);
 	free(dir);
@@ -270,10 +275,7 @@ static void other_node_reader(void)
 	CHECK(count_leases(dir) == 0);
 	ckpt_reader_close(r1);
 	unsetenv("CKPT_TEST_LOCAL_LOCK");
-	ckpt_reader *r;
-	REQUIRE(ckpt_reader_open(b, STEPS, &r) == 0);
-	CHECK(restore_all(r, STEPS) == 0);
-	ckpt_reader_close(r);
+	CHECK(newest_restores(b) == 0);
 	free(lp);
 	ckpt_store_close(a);
 	ckpt_store_close(b);
@@ -328,6 +330,40 @@ static void unrecorded_leases(void)
 	free(dir);
 }
 
+/* A reader whose manifest comes from the remote tier (the checkpoint is not local) takes its
+ * lease as any reader does, with its record. */
+static void remote_reader(void)
+{
+	char *dir = t_tmpdir("leaser"), *remote = t_tmpdir("leaser-remote"), a[4200], b[4200];
+	snprintf(a, sizeof a, "%s/a", dir);
+	snprintf(b, sizeof b, "%s/b", dir);
+	build(a);
+	ckpt_store *s = open_small(a);
+	char *url = realpath(remote, NULL);
+	REQUIRE(url && ckpt_store_set_remote(s, url, 0) == 0);
+	CHECK_OK(ckpt_store_push(s, STEPS, NULL, NULL, NULL));
+	ckpt_store_close(s);
+	REQUIRE(ckpt_remote_adopt(url, NULL, b) == 0);
+	REQUIRE(ckpt_store_open(b, NULL, &s) == 0 && ckpt_store_set_remote(s, url, 0) == 0);
+	ckpt_reader *r;
+	REQUIRE(ckpt_reader_open(s, STEPS, &r) == 0);
+	char ld[4300], want[64];
+	snprintf(ld, sizeof ld, "%s/leases", b);
+	char *lp = t_first_file(ld, ".lease");
+	snprintf(want, sizeof want, "\nwhat reader of step %d\n", STEPS);
+	CHECK(lp && holds(lp, want) && holds(lp, "\nnode "));
+	CHECK(restore_all(r, STEPS) == 0);
+	ckpt_reader_close(r);
+	CHECK(count_leases(b) == 0);
+	free(lp);
+	free(url);
+	ckpt_store_close(s);
+	t_rmrf(dir);
+	t_rmrf(remote);
+	free(dir);
+	free(remote);
+}
+
 int main(void)
 {
 	setenv("CKPT_TEST_REFRESH_MS", "20", 1); /* read once, when the refresh thread starts */
@@ -335,5 +371,6 @@ int main(void)
 	killed_reader();
 	other_node_reader();
 	unrecorded_leases();
+	remote_reader();
 	return t_done();
 }
