@@ -96,17 +96,18 @@ int lease_take(struct ckpt_store *s, struct lease **out)
 	l->s = s;
 	l->f.fd = -1;
 	l->dirfd = marker_dir_open(s, LEASE_DIR, true);
-	int e = l->dirfd < 0 ? l->dirfd : -EEXIST;
-	for (int attempt = 0; attempt < 8 && (e == -EEXIST || e == -ENOENT); attempt++)
+	bool dir = l->dirfd >= 0;
+	int e = dir ? -EEXIST : l->dirfd;
+	for (int attempt = 0; dir && attempt < 8 && (e == -EEXIST || e == -ENOENT); attempt++)
 		e = lease_create(l);
-	if (e && l->dirfd >= 0)
+	if (e && dir)
 		close(l->dirfd);
 	if (e)
 		free(l);
 	/* A store (or leases/) this user may not write to: read without a lease, as before. */
 	if (e == -EACCES || e == -EROFS || e == -EPERM)
 		return 0;
-	if (e == -EEXIST || e == -ENOENT)
+	if (dir && (e == -EEXIST || e == -ENOENT))
 		return ckpt_fail(CKPT_E_IO, "reader lease in %s/%s: no free name", s->path, LEASE_DIR);
 	if (e)
 		return ckpt_fail(e == -ELOOP ? CKPT_E_PERM : ckpt_errno_code(-e), "reader lease in "
