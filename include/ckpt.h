@@ -171,7 +171,9 @@ typedef enum ckpt_option {
 	 * refreshed every minute; while a live one exists gc removes no pack and no leftover (the
 	 * report says so). A marker of this node is judged by its lock, at once; another node's
 	 * only by its age, since flock may be local to each node (see "Shared file systems" in
-	 * docs/format.md). 0: every other node's marker counts as dead (a job known to be gone). */
+	 * docs/format.md). 0: every other node's marker counts as dead (a job known to be gone).
+	 * The same age applies to the leases of readers on another node (STORE/leases/, also
+	 * refreshed every minute): while fresh they keep the packs their checkpoint needs. */
 	CKPT_OPT_GC_GRACE_S = 15,
 	/* Transfers in flight at once for a push or pull of this handle's remote (packs in
 	 * parallel; ckpt_store_set_remote), 1 to 64 (default 4). */
@@ -615,6 +617,11 @@ typedef struct ckpt_gc_report {
 	 * removes no unreferenced pack, compacts nothing and removes no leftover; a later gc does. */
 	uint64_t packs_spared;
 	char *in_flight; /* then the first such save: "process P on host H (save since T)" */
+	/* With packs_deferred: the first reader that needs them, "process P on host H (reader of
+	 * step S since T)" (a reader's lease of another node counts while it was refreshed less
+	 * than CKPT_OPT_GC_GRACE_S ago), or the lease file of a reader that did not record itself
+	 * (an older libckpt's); NULL otherwise. */
+	char *reader;
 } ckpt_gc_report;
 
 /* Retention: which checkpoints prune keeps. The newest valid checkpoint is always kept. */
@@ -930,6 +937,22 @@ CKPT_API int ckpt_dist_reader_restore_box_strided(ckpt_dist_reader *reader, size
 CKPT_API int ckpt_dist_reader_restore_range(ckpt_dist_reader *reader, size_t index,
 					    uint64_t offset, uint64_t count, int mem, void *dst,
 					    uint64_t size);
+
+/* Collective over comm (every rank of it calls it, with the same index and root): restores
+ * global tensor index whole into contiguous host memory dst (size bytes, the tensor's nbytes)
+ * on every rank, reading it from the store (and verifying it) on rank root alone and sending it
+ * to the others with comm->broadcast, in pieces of at most 64 MiB. For an entry every rank
+ * restores whole (one saved with ckpt_dist_save_add_replicated()), the store is read once per
+ * job instead of once per rank; spread the entries' roots over the ranks (entry k on rank
+ * k % size) so that the reads run in parallel. Over the job's communicator this is once per
+ * job: it pays where reading the store costs more than the broadcast (a shared file system or
+ * a remote tier read by many nodes); over a communicator of one node's ranks (MPI:
+ * MPI_Comm_split_type with MPI_COMM_TYPE_SHARED), once per node. Returns 0 on every rank, or on every
+ * rank: root's error (the message names root; -CKPT_E_CHECKSUM for a damaged chunk, and then
+ * no rank's dst is written), -CKPT_E_INVAL (a rank's index, size or root is wrong: that rank's
+ * message says which, the others' name it), or a communicator error (-CKPT_E_IO). */
+CKPT_API int ckpt_dist_reader_restore_shared(ckpt_dist_reader *reader, const ckpt_comm *comm,
+					     size_t index, int root, void *dst, uint64_t size);
 
 /* One shard of a global tensor: the box of it that one tensor of the checkpoint holds. */
 typedef struct ckpt_dist_shard {

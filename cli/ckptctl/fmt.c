@@ -97,6 +97,7 @@ void ck_report_json(struct jw *w, const ckpt_gc_report *r)
 	}
 	if (r->packs_deferred) {
 		jw_key(w, "packs_deferred"); jw_u64(w, r->packs_deferred);
+		jw_key(w, "reader"); jw_str(w, r->reader ? r->reader : "");
 	}
 	if (r->parts_removed) { /* of leftovers_removed: multi-rank checkpoints' parts */
 		jw_key(w, "parts_removed"); jw_u64(w, r->parts_removed);
@@ -137,9 +138,10 @@ void ck_report_text(const ckpt_gc_report *r, bool dry)
 		       (unsigned long long)r->manifests_rewritten,
 		       plural(r->manifests_rewritten, "", "s"));
 	if (r->packs_deferred)
-		printf("deferred %llu pack%s that open readers may still read (a later gc removes "
-		       "%s)\n", (unsigned long long)r->packs_deferred,
-		       plural(r->packs_deferred, "", "s"), plural(r->packs_deferred, "it", "them"));
+		printf("deferred %llu pack%s that open readers may still read: %s (a later gc "
+		       "removes %s)\n", (unsigned long long)r->packs_deferred,
+		       plural(r->packs_deferred, "", "s"), r->reader ? r->reader : "?",
+		       plural(r->packs_deferred, "it", "them"));
 	if (r->packs_spared || r->in_flight)
 		printf("spared %llu unreferenced pack%s, leftovers and compaction: a save is in "
 		       "flight, %s (a later gc collects them)\n",

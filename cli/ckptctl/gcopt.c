@@ -1,6 +1,6 @@
 /* Options that gc, prune --gc and delete share: how compaction chooses its packs (--max-unused,
  * --compact-below), parsed into a ckpt_gc_policy, and how old another node's in-flight marker
- * must be to be dead (--grace, the handle's CKPT_OPT_GC_GRACE_S). */
+ * or reader lease must be to be dead (--grace, the handle's CKPT_OPT_GC_GRACE_S). */
 #include "ckptctl.h"
 
 #include <math.h>

@@ -347,6 +347,82 @@ CKPT_API int ckpt_dist_reader_restore_range(ckpt_dist_reader *d, size_t index, u
 	return rc;
 }
 
+/* ckpt_dist_reader_restore_shared's pieces: at most this many bytes per broadcast (MPI counts
+ * are ints). */
+#define SHARED_PIECE ((uint64_t)64 << 20)
+
+/* This rank's check of a shared restore: 0, or the error (its message set). */
+static int shared_check(ckpt_dist_reader *d, const ckpt_comm *c, size_t index, int root,
+			const void *dst, uint64_t size)
+{
+	ckpt_tensor_info ti;
+	if (root < 0 || root >= c->size)
+		return ckpt_fail(CKPT_E_INVAL, "shared restore: root %d of %d ranks", root, c->size);
+	int rc = ckpt_dist_reader_tensor(d, index, &ti);
+	if (rc)
+		return rc;
+	if (ti.nbytes != size || (!dst && size))
+		return ckpt_fail(CKPT_E_INVAL, "shared restore of %s: buffer of %" PRIu64 " bytes "
+				 "at %p, the tensor has %" PRIu64, ti.name, size, dst, ti.nbytes);
+	return 0;
+}
+
+/* The failure the ranks agreed on (all[k]: rank k's code): root's read, or a rank's check. */
+static int shared_failure(const ckpt_comm *c, const int32_t *all, int root, const char *rmsg,
+			  size_t index)
+{
+	if (all[root] && c->rank != root)
+		return ckpt_fail(-all[root], "shared restore of global tensor %zu: rank %d, which reads "
+				 "it for every rank, failed: %s", index, root, rmsg);
+	if (all[c->rank])
+		return all[c->rank]; /* ours, its message set */
+	for (int k = 0; k < c->size; k++)
+		if (all[k])
+			return ckpt_fail(CKPT_E_INVAL, "shared restore of global tensor %zu: rank %d "
+					 "refused its arguments", index, k);
+	return 0;
+}
+
+CKPT_API int ckpt_dist_reader_restore_shared(ckpt_dist_reader *d, const ckpt_comm *c,
+					     size_t index, int root, void *dst, uint64_t size)
+{
+	if (!d || !c || !c->allgather || !c->broadcast || c->size < 1)
+		return ckpt_fail(CKPT_E_INVAL, "shared restore: NULL reader or communicator");
+	int rc = shared_check(d, c, index, root, dst, size);
+	/* root reads before the exchange, so that its failure reaches every rank before any rank
+	 * waits for data */
+	if (!rc && c->rank == root) {
+		const struct dist_global *g = &d->l.g[index];
+		uint64_t n = 1;
+		for (unsigned k = 0; k < g->ndim; k++)
+			n *= g->shape[k];
+		rc = ckpt_dist_reader_restore_range(d, index, 0, n, CKPT_MEM_HOST, dst, size);
+	}
+	char rmsg[512] = "";
+	int32_t mine = rc, *all = calloc((size_t)c->size, sizeof *all);
+	if (!all)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	if (rc)
+		snprintf(rmsg, sizeof rmsg, "%s", ckpt_errmsg());
+	int e = c->allgather(c->ctx, &mine, sizeof mine, all);
+	if (!e && all[root])
+		e = c->broadcast(c->ctx, rmsg, sizeof rmsg, root); /* its message, for the others */
+	rmsg[sizeof rmsg - 1] = 0;
+	rc = e ? 0 : shared_failure(c, all, root, rmsg, index);
+	free(all);
+	for (uint64_t off = 0; !e && !rc && off < size; off += SHARED_PIECE) {
+		uint64_t len = size - off < SHARED_PIECE ? size - off : SHARED_PIECE;
+		e = c->broadcast(c->ctx, (uint8_t *)dst + off, (size_t)len, root);
+	}
+	if (e) {
+		const char *m = c->errmsg ? c->errmsg(c->ctx) : NULL;
+		return ckpt_fail(e < 0 ? -e : CKPT_E_IO, "shared restore of global tensor %zu, rank "
+				 "%d: the communicator failed: %s", index, c->rank,
+				 m ? m : ckpt_strerror(e));
+	}
+	return rc;
+}
+
 CKPT_API ckpt_reader *ckpt_dist_reader_checkpoint(const ckpt_dist_reader *d)
 {
 	return d ? d->r : NULL;

@@ -20,6 +20,7 @@ CKPT_API void ckpt_gc_report_free(ckpt_gc_report *r)
 	free(r->steps_removed);
 	free(r->left_alone);
 	free(r->in_flight);
+	free(r->reader);
 	free(r);
 }
 
@@ -96,7 +97,7 @@ static int remove_dead_packs(struct ckpt_store *s, struct pk *pv, size_t np, boo
 			continue;
 		}
 		if (!dry && lease_needs(&ls, pv[i].id)) {
-			rep->packs_deferred++;
+			gc_defer(rep, &ls);
 			continue;
 		}
 		rep->packs_removed++;

@@ -14,12 +14,14 @@
 #include "store/store.h"
 
 /* Whether an open reader may still read pack id (compaction leaves the old pack to a later gc
- * then). Sets *rc on failure to read the leases. */
-static bool reader_needs(struct ckpt_store *s, uint32_t id, int *rc)
+ * then, and counts it in rep). Sets *rc on failure to read the leases. */
+static bool reader_needs(struct ckpt_store *s, uint32_t id, ckpt_gc_report *rep, int *rc)
 {
 	struct lease_set ls;
 	*rc = lease_scan(s, &ls);
 	bool needed = *rc || lease_needs(&ls, id);
+	if (needed && !*rc)
+		gc_defer(rep, &ls);
 	lease_set_free(&ls);
 	return needed;
 }
@@ -205,15 +207,14 @@ static int compact_run(struct ckpt_store *s, struct mfset *ms, const bool *skip,
 		/* A save that began during the copy may have loaded the old manifests: it spares
 		 * the old pack as an open reader does. */
 		bool saving = gc_save_in_flight(s, false, rep, &rc);
-		if (saving || reader_needs(s, cv[i].p->id, &rc)) {
-			/* An open reader may still read it, or a save in flight reference it: no
-			 * manifest names it now, so a later gc removes it as unreferenced. */
+		if (saving || reader_needs(s, cv[i].p->id, rep, &rc)) {
+			/* An open reader may still read it (counted deferred), or a save in flight
+			 * reference it: no manifest names it now, so a later gc removes it as
+			 * unreferenced. */
 			if (!rc) {
 				rep->packs_compacted++;
 				if (saving)
 					rep->packs_spared++;
-				else
-					rep->packs_deferred++;
 			}
 			continue;
 		}

@@ -25,6 +25,8 @@
 
 #include "store/store.h"
 
+struct lease_set;
+
 /* Crash testing, in test builds only (CKPT_TEST_HOOKS: the tests' archive and the tests' ckptctl,
  * never the release library): CKPT_GC_KILL_AT=N kills the process at the Nth point where the
  * store's state on disk changes (tests/unit/t-gc and tests/cli/t-ckptctl-crash kill at every point
@@ -117,6 +119,9 @@ int gc_collect(struct ckpt_store *s, struct mfset *ms, const bool *skip, const c
 	       bool dry, ckpt_gc_report *rep);
 
 ckpt_gc_report *gc_new_report(void);
+
+/* gc_scan.c: counts a pack deferred for an open reader of ls in rep, naming the first reader. */
+void gc_defer(ckpt_gc_report *rep, const struct lease_set *ls);
 
 /* Whether a save is in flight: a live in-flight marker (store/marker.h) under the handle's
  * grace age; dead markers are removed unless dry. The first live one is named in

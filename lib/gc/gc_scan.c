@@ -15,6 +15,7 @@
 #include "dist/dist.h"
 #include "store/marker.h"
 #include "gc/gc_int.h"
+#include "store/lease.h"
 #include "store/store.h"
 
 #ifdef CKPT_TEST_HOOKS
@@ -325,6 +326,16 @@ uint64_t gc_leftovers(struct ckpt_store *s, bool remove, const uint64_t *gone, s
 	if (parts)
 		*parts += np;
 	return bytes;
+}
+
+void gc_defer(ckpt_gc_report *rep, const struct lease_set *ls)
+{
+	rep->packs_deferred++;
+	if (!rep->reader && ls->live) {
+		char one[300];
+		snprintf(one, sizeof one, "%s%s", ls->who, ls->live > 1 ? ", and more" : "");
+		rep->reader = strdup(one);
+	}
 }
 
 /* Whether a save is in flight anywhere (its in-flight marker, store/marker.c): gc then removes

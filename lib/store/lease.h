@@ -11,7 +11,8 @@
 struct lease;
 
 /* Announces a reader: creates and share-locks STORE/leases/<random>.lease in the "pending" state
- * (gc then defers every pack removal). Call before loading the manifest. Sets *out (NULL where
+ * (gc then defers every pack removal), with the reader's record (pid, host, node), refreshed
+ * every MARKER_REFRESH_S by the process's refresh thread. Call before loading the manifest. Sets *out (NULL where
  * the store cannot be written: read-only file system, no permission). Returns 0 or -CKPT_E_*. */
 int lease_take(struct ckpt_store *s, struct lease **out);
 
@@ -27,11 +28,14 @@ struct lease_set {
 	uint32_t *ids;     /* pack ids named by live leases (duplicates possible) */
 	size_t n;
 	unsigned live, stale;
+	char who[256];     /* the first live reader: "process P on host H (reader of step S since T)" */
 };
 
-/* Reads every lease of the store; removes those whose reader is gone (their lock is free).
- * Call after the manifests no longer name what is about to be removed. Returns 0 or
- * -CKPT_E_*. */
+/* Reads every lease of the store; removes those whose reader is gone: a lease of this node (its
+ * record names our boot id) or without a record, whose lock is free; one of another node, older
+ * than the handle's grace age (CKPT_OPT_GC_GRACE_S; its reader refreshes it every
+ * MARKER_REFRESH_S). Call after the manifests no longer name what is about to be removed.
+ * Returns 0 or -CKPT_E_*. */
 int lease_scan(struct ckpt_store *s, struct lease_set *ls);
 
 /* Whether a live reader may still read pack_id. */

@@ -39,50 +39,59 @@
 #define MARKER_SUFFIX ".writer"
 
 struct marker {
-	int dirfd, fd;
+	int dirfd;
+	struct marker_fresh f; /* its fd, refreshed while the save lives */
 	char name[64];
-	struct marker *next; /* in the live list (live_mu) */
 };
 
-/* The live markers of the process, refreshed by one thread started with the first (and never
- * stopped: a thread per save would come and go with every save). */
-static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct marker *live;
+/* The files the process keeps fresh (markers and reader leases), refreshed by one thread started
+ * with the first (and never stopped: a thread per save or reader would come and go with each). */
+static pthread_mutex_t fresh_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct marker_fresh *fresh;
 static pthread_once_t refresher_once = PTHREAD_ONCE_INIT;
 
-/* STORE/writers, created when create; never through a symbolic link. Returns the fd or -errno. */
-static int marker_dir(struct ckpt_store *s, bool create)
+int marker_dir_open(struct ckpt_store *s, const char *name, bool create)
 {
 	int top = open(s->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (top < 0)
 		return -errno;
-	if (create && mkdirat(top, MARKER_DIR, 0755) && errno != EEXIST) {
+	if (create && mkdirat(top, name, 0755) && errno != EEXIST) {
 		int e = errno;
 		close(top);
 		return -e;
 	}
-	int fd = openat(top, MARKER_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = openat(top, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	int e = errno;
 	close(top);
 	return fd < 0 ? -e : fd;
 }
 
-/* Touches every live marker every MARKER_REFRESH_S: its mtime says the save lives. If a touch
- * fails the marker ages out, and gc then takes the save for dead. */
+/* Touches every registered file every MARKER_REFRESH_S: its mtime says its process lives. If a
+ * touch fails the file ages out, and gc then takes its owner for dead. */
 static void *refresh_main(void *arg)
 {
 	(void)arg;
+	long ms = MARKER_REFRESH_S * 1000L;
+#ifdef CKPT_TEST_HOOKS
+	/* CKPT_TEST_REFRESH_MS (test builds only): a shorter period, so that a test sees a refresh
+	 * (t-lease-node) */
+	const char *t = getenv("CKPT_TEST_REFRESH_MS");
+	if (t && atol(t) > 0)
+		ms = atol(t);
+#endif
 	for (;;) {
-		sleep(MARKER_REFRESH_S);
-		pthread_mutex_lock(&live_mu);
-		for (struct marker *m = live; m; m = m->next)
-			(void)futimens(m->fd, NULL);
-		pthread_mutex_unlock(&live_mu);
+		struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+		while (nanosleep(&ts, &ts) && errno == EINTR)
+			;
+		pthread_mutex_lock(&fresh_mu);
+		for (struct marker_fresh *f = fresh; f; f = f->next)
+			(void)futimens(f->fd, NULL);
+		pthread_mutex_unlock(&fresh_mu);
 	}
 	return NULL;
 }
 
-/* Without the thread a marker still guards its save for the grace age. */
+/* Without the thread a marker or lease still guards its owner for the grace age. */
 static void start_refresher(void)
 {
 	pthread_t t;
@@ -97,17 +106,78 @@ static void start_refresher(void)
 	pthread_attr_destroy(&at);
 }
 
-/* Creates the marker file: under a temporary name, share-locked, the record written through a
- * second descriptor that is closed (NFS writes a file's data back at each close: another node
- * reads the record, close-to-open), then renamed into place. Returns 0, -EEXIST (name taken) or
- * -errno. */
-static int create_marker(struct ckpt_store *s, struct marker *m, const char *what)
+void marker_fresh_add(struct marker_fresh *f)
+{
+	pthread_once(&refresher_once, start_refresher);
+	pthread_mutex_lock(&fresh_mu);
+	f->next = fresh;
+	fresh = f;
+	pthread_mutex_unlock(&fresh_mu);
+}
+
+void marker_fresh_del(struct marker_fresh *f)
+{
+	pthread_mutex_lock(&fresh_mu);
+	for (struct marker_fresh **pp = &fresh; *pp; pp = &(*pp)->next)
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+	pthread_mutex_unlock(&fresh_mu);
+}
+
+void marker_random_name(char *buf, size_t len, const char *suffix)
 {
 	uint64_t r = 0;
 	if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
 		r = (uint64_t)ckpt_wall_ns() * 0x9e3779b97f4a7c15ull + (uint64_t)getpid();
+	snprintf(buf, len, "%016llx%s", (unsigned long long)r, suffix);
+}
+
+int marker_write_file(int dirfd, const char *name, const char *text, size_t len)
+{
+	int w = openat(dirfd, name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (w < 0)
+		return -errno;
+	int e = 0;
+	for (size_t off = 0; off < len && !e;) {
+		ssize_t n = pwrite(w, text + off, len - off, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			e = n < 0 ? errno : EIO;
+		else
+			off += (size_t)n;
+	}
+	if (!e && ftruncate(w, (off_t)len))
+		e = errno;
+	if (close(w) && !e)
+		e = errno;
+	return -e;
+}
+
+bool marker_file_name(const char *name, const char *suffix, bool *tmp)
+{
+	size_t len = strlen(name), sl = strlen(suffix);
+	*tmp = name[0] == '.' && len > 4 && !strcmp(name + len - 4, ".tmp");
+	return *tmp || (len > sl && !strcmp(name + len - sl, suffix));
+}
+
+bool marker_aged(int fd, int64_t grace_s)
+{
+	struct stat st;
+	if (fstat(fd, &st))
+		return false;
+	return (int64_t)time(NULL) - (int64_t)st.st_mtim.tv_sec >= grace_s;
+}
+
+/* Creates the marker file: under a temporary name, share-locked, the record written through a
+ * second descriptor that is closed (marker_write_file), then renamed into place. Returns 0,
+ * -EEXIST (name taken) or -errno. */
+static int create_marker(struct ckpt_store *s, struct marker *m, const char *what)
+{
 	char tmp[160], rec[512];
-	snprintf(m->name, sizeof m->name, "%016llx" MARKER_SUFFIX, (unsigned long long)r);
+	marker_random_name(m->name, sizeof m->name, MARKER_SUFFIX);
 	/* The temporary name says whose it is (pid and node): a writer killed before its record is
 	 * written leaves a file only its name describes (marker_dead). */
 	snprintf(tmp, sizeof tmp, ".%s.%ld.%s.tmp", m->name, (long)getpid(), store_node(s));
@@ -115,33 +185,31 @@ static int create_marker(struct ckpt_store *s, struct marker *m, const char *wha
 	if (fd < 0)
 		return -errno;
 	int n = store_format_record(s, what, rec, sizeof rec), e = 0;
-	int w = flock(fd, LOCK_SH) ? -1 : openat(m->dirfd, tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (w < 0 || pwrite(w, rec, (size_t)n, 0) != n)
-		e = errno ? errno : EIO;
-	if (w >= 0 && close(w) && !e)
+	if (flock(fd, LOCK_SH))
 		e = errno;
-	if (!e && renameat(m->dirfd, tmp, m->dirfd, m->name))
+	else if ((e = -marker_write_file(m->dirfd, tmp, rec, (size_t)n)) == 0 &&
+		 renameat(m->dirfd, tmp, m->dirfd, m->name))
 		e = errno;
 	if (e) {
 		unlinkat(m->dirfd, tmp, 0);
 		close(fd);
 		return -e;
 	}
-	m->fd = fd;
+	m->f.fd = fd;
 	return 0;
 }
 
 int marker_begin(struct ckpt_store *s, const char *what)
 {
 	if (s->marker) {
-		futimens(s->marker->fd, NULL);
+		futimens(s->marker->f.fd, NULL);
 		return 0;
 	}
 	struct marker *m = calloc(1, sizeof *m);
 	if (!m)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	m->fd = -1;
-	m->dirfd = marker_dir(s, true);
+	m->f.fd = -1;
+	m->dirfd = marker_dir_open(s, MARKER_DIR, true);
 	int e = m->dirfd < 0 ? m->dirfd : -EEXIST;
 	for (int attempt = 0; attempt < 8 && e == -EEXIST; attempt++)
 		e = create_marker(s, m, what);
@@ -153,11 +221,7 @@ int marker_begin(struct ckpt_store *s, const char *what)
 				 "in-flight marker in %s/%s: %s", s->path, MARKER_DIR,
 				 e == -ELOOP ? "is a symbolic link; refusing it" : strerror(-e));
 	}
-	pthread_once(&refresher_once, start_refresher);
-	pthread_mutex_lock(&live_mu);
-	m->next = live;
-	live = m;
-	pthread_mutex_unlock(&live_mu);
+	marker_fresh_add(&m->f);
 	s->marker = m;
 	return 0;
 }
@@ -168,25 +232,11 @@ void marker_end(struct ckpt_store *s)
 	if (!m)
 		return;
 	s->marker = NULL;
-	pthread_mutex_lock(&live_mu); /* out of the list before its fd is closed */
-	for (struct marker **pp = &live; *pp; pp = &(*pp)->next)
-		if (*pp == m) {
-			*pp = m->next;
-			break;
-		}
-	pthread_mutex_unlock(&live_mu);
+	marker_fresh_del(&m->f); /* out of the list before its fd is closed */
 	unlinkat(m->dirfd, m->name, 0); /* before the unlock: gc never sees a free marker of ours */
-	close(m->fd);
+	close(m->f.fd);
 	close(m->dirfd);
 	free(m);
-}
-
-/* Whether a directory entry is a marker or a marker's temporary file. */
-static bool marker_name(const char *n)
-{
-	size_t len = strlen(n), sl = strlen(MARKER_SUFFIX);
-	return (n[0] == '.' && len > 4 && !strcmp(n + len - 4, ".tmp")) ||
-	       (len > sl && !strcmp(n + len - sl, MARKER_SUFFIX));
 }
 
 /* A temporary marker ".NAME.PID.NODE.tmp" of this node whose writer process is gone (it was
@@ -216,16 +266,13 @@ static bool marker_dead(struct ckpt_store *s, const char *name, int fd, int64_t 
 		return flock(fd, LOCK_EX | LOCK_NB) == 0;
 	if (!*have && tmp_writer_gone(s, name))
 		return true;
-	struct stat st;
-	if (fstat(fd, &st))
-		return false;
-	return (int64_t)time(NULL) - (int64_t)st.st_mtim.tv_sec >= grace_s;
+	return marker_aged(fd, grace_s);
 }
 
 int marker_scan(struct ckpt_store *s, int64_t grace_s, bool remove, struct marker_set *ms)
 {
 	memset(ms, 0, sizeof *ms);
-	int dfd = marker_dir(s, false);
+	int dfd = marker_dir_open(s, MARKER_DIR, false);
 	if (dfd == -ENOENT)
 		return 0;
 	DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
@@ -238,7 +285,8 @@ int marker_scan(struct ckpt_store *s, int64_t grace_s, bool remove, struct marke
 	}
 	struct dirent *e;
 	while ((e = readdir(d))) {
-		if (!marker_name(e->d_name))
+		bool tmp;
+		if (!marker_file_name(e->d_name, MARKER_SUFFIX, &tmp))
 			continue;
 		int fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (fd < 0)

@@ -1,5 +1,6 @@
 /* In-flight markers (marker.c): which saves are running, for gc and prune, seen through the
- * shared file system whatever its locks do. */
+ * shared file system whatever its locks do; and what they share with reader leases (lease.c):
+ * files of a store directory that a live process share-locks and keeps fresh. */
 #ifndef CKPT_MARKER_H
 #define CKPT_MARKER_H
 
@@ -11,6 +12,40 @@
 /* Default of CKPT_OPT_GC_GRACE_S, and how often a live save refreshes its marker. */
 #define MARKER_GRACE_DEFAULT_S (6 * 3600)
 #define MARKER_REFRESH_S 60
+
+/* A file a live process keeps fresh: the process's refresh thread touches fd (its mtime)
+ * every MARKER_REFRESH_S while the entry is registered. */
+struct marker_fresh {
+	int fd;
+	struct marker_fresh *next; /* the registered list (marker.c) */
+};
+
+/* Registers f (f->fd set), starting the refresh thread with the first. */
+void marker_fresh_add(struct marker_fresh *f);
+
+/* Unregisters f; after it returns the thread no longer uses f->fd. */
+void marker_fresh_del(struct marker_fresh *f);
+
+/* STORE/name, created when create; never through a symbolic link (-ELOOP). Returns the fd or
+ * -errno. */
+int marker_dir_open(struct ckpt_store *s, const char *name, bool create);
+
+/* A fresh name "<16 random hex digits><suffix>" into buf of len bytes. */
+void marker_random_name(char *buf, size_t len, const char *suffix);
+
+/* Writes text as the whole content of dirfd/name through a descriptor of its own that is
+ * closed at once: NFS writes a file's data back at each close, so another node reads it whole
+ * (close-to-open). Never grows an empty window: the text is written, then the file cut to it.
+ * Returns 0 or -errno. */
+int marker_write_file(int dirfd, const char *name, const char *text, size_t len);
+
+/* Whether a directory entry is a state file NAME<suffix> or a temporary one (".NAME...tmp",
+ * *tmp then true). */
+bool marker_file_name(const char *name, const char *suffix, bool *tmp);
+
+/* Whether the file open at fd was last refreshed grace_s or more seconds ago (false when it
+ * cannot be told). */
+bool marker_aged(int fd, int64_t grace_s);
 
 /* Creates s's marker STORE/writers/<random>.writer (its writer record, share-locked, refreshed
  * every MARKER_REFRESH_S by a thread) unless s has one, which is refreshed instead. Call under

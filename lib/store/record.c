@@ -1,7 +1,7 @@
 /* The writer record (issue 23 G7, issue 24 item 5): who holds the store's LOCK or an in-flight
  * marker, as "pid N\nhost H\nwhat W\nsince YYYY-MM-DDTHH:MM:SSZ\nnode B\n", node being the boot
- * id (markers from another node are judged by age, not flock). Below lock.c and marker.c, which
- * both write and read it. */
+ * id (markers and reader leases from another node are judged by age, not flock). Below lock.c,
+ * marker.c and lease.c, which write and read it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +46,7 @@ int store_format_record(struct ckpt_store *s, const char *what, char *buf, size_
 	store_host(host, sizeof host);
 	if (gmtime_r(&now, &tm))
 		strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	if (s->part_mode)
+	if (s->part_mode && strncmp(what, "reader", 6)) /* a reader's lease says what it reads */
 		snprintf(w, sizeof w, "multi-rank save, rank %u,", s->part_rank);
 	else
 		snprintf(w, sizeof w, "%s", what);

@@ -244,15 +244,145 @@ class _Restore:
         return sorted(set(plan.dropped))
 
     def fill(self, dropped):
+        res = self.fill_reads(dropped)
+        self.apply()
+        return res
+
+    def fill_reads(self, dropped, skip=()):
+        """The strict check and every read but those of the entries in skip (indices another
+        rank of the node reads for this one)."""
         plan = self.plan
         plan.dropped = list(dropped)
         dropped = R.finish(plan, self.strict, self.step)
         for idx, t, off in self.jobs:
-            _fill(self.v, idx, t, off)
-        R.load_stateful(plan, self.strict)
-        if self.tree is not None:
-            R.merge(self.state, self.tree, [], plan, apply=True)
+            if idx not in skip:
+                _fill(self.v, idx, t, off)
         return R.RestoreResult(self.step, dropped)
+
+    def apply(self):
+        """What follows the reads: Stateful objects loaded, non-tensor values merged."""
+        R.load_stateful(self.plan, self.strict)
+        if self.tree is not None:
+            R.merge(self.state, self.tree, [], self.plan, apply=True)
+
+    def whole(self):
+        """The global tensors this rank restores whole, into one target each (the entries a
+        node's ranks may read once and share): their indices, ascending."""
+        seen, whole = {}, set()
+        for idx, t, off in self.jobs:
+            seen[idx] = seen.get(idx, 0) + 1
+            shape = tuple(self.v.tensor(idx)["shape"])
+            n = _numel(t.shape)
+            if off and off[0] == "F":
+                ok = off[1] == 0 and n == _numel(shape)
+            else:
+                ok = tuple(int(x) for x in t.shape) == shape and not any(off)
+            if ok and n > 0:
+                whole.add(idx)
+        return sorted(i for i in whole if seen[i] == 1)
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _bytes_read(v):
+    st = L.Stats()
+    L.load().ckpt_reader_stats(v.base(), ctypes.byref(st))
+    return int(st.bytes_read)
+
+
+def node_key():
+    """This process's node, as the ranks of a group compare it: host name and boot id (two
+    containers of one host with one name are still two kernels only if their boot ids differ)."""
+    import socket
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()}/{boot}"
+
+
+class _Share:
+    """Replicated entries read once per node (issue 24 item 3b): of the global tensors that every
+    rank of a node restores whole, each is read (and verified) by one rank of the node, the
+    largest first to the least loaded rank so that the node's reads run in parallel, and
+    broadcast to the others over the node's gloo group.  Every rank computes the same plan from
+    the exchanged checks."""
+
+    def __init__(self, dg, v, nodes, wholes):
+        me = nodes[dg.rank]
+        self.members = [r for r in range(dg.size) if nodes[r] == me]
+        order = []
+        for n in nodes:
+            if n not in order:
+                order.append(n)
+        self.nodes = [[r for r in range(dg.size) if nodes[r] == n] for n in order]
+        common = set(wholes[self.members[0]])
+        for r in self.members[1:]:
+            common &= set(wholes[r])
+        sizes = {i: v.tensor(i)["nbytes"] for i in common} if len(self.members) > 1 else {}
+        load = dict.fromkeys(self.members, 0)
+        self.reader = {}
+        for i in sorted(sizes, key=lambda i: (-sizes[i], i)):
+            r = min(self.members, key=lambda m: (load[m], m))
+            self.reader[i] = r
+            load[r] += sizes[i]
+        self.sizes = sizes
+        self.names = {i: v.tensor(i)["name"] for i in sizes}
+        self.pg = None
+
+    def active(self):
+        return bool(self.reader)
+
+    def skip(self, rank):
+        """The entries rank receives instead of reading."""
+        return {i for i, r in self.reader.items() if r != rank}
+
+    def broadcast(self, dg, jobs, what):
+        """Sends this rank's entries to the node's other ranks and receives theirs, entry by entry
+        in index order (the same on every rank).  Returns the bytes received."""
+        import torch.distributed as dist
+        targets = {idx: t for idx, t, _ in jobs}
+        got = 0
+        for i in sorted(self.reader):
+            src = self.reader[i]
+            t = targets[i]
+            buf, back = _wire(t, src == dg.rank)
+            dg._run(f"{what}: sharing global tensor {self.names[i]!r} from rank {src}",
+                    lambda: dist.broadcast(buf, src=dg.ranks[src], group=self.pg))
+            if src != dg.rank:
+                back()
+                got += self.sizes[i]
+        return got
+
+
+def _wire(t, sending):
+    """A contiguous CPU uint8 tensor over the bytes of target t (a torch tensor or numpy array, in
+    native byte order) to broadcast, and what copies a received one into t (nothing when the
+    tensor is t's own memory)."""
+    import torch
+    if T.is_np_array(t):
+        import numpy as np
+        native = t.dtype.newbyteorder("=")
+        if t.flags.c_contiguous and t.flags.writeable and (t.dtype.isnative or t.itemsize == 1):
+            return torch.from_numpy(t.reshape(-1).view(np.uint8)), lambda: None
+        a = np.ascontiguousarray(t, dtype=native) if sending else np.empty(t.shape, native)
+        return (torch.from_numpy(a.reshape(-1).view(np.uint8)),
+                lambda: np.copyto(t, a))
+    x = t.detach()
+    if x.device.type == "cpu" and x.is_contiguous():
+        return x.reshape(-1).view(torch.uint8), lambda: None
+    tmp = x.contiguous().cpu() if sending else torch.empty(tuple(x.shape), dtype=x.dtype)
+
+    def back():
+        with torch.no_grad():
+            x.copy_(tmp)
+    return tmp.reshape(-1).view(torch.uint8), back
 
 
 def restore_local(r, v, state, strict):
@@ -275,7 +405,7 @@ def _outcome(err):
     return None if err is None else (getattr(err, "code", 0) or 0, f"{type(err).__name__}: {err}")
 
 
-def restore(store, state, step, strict, dg):
+def restore(store, state, step, strict, dg, share=True):
     """Store.restore with a group: every rank restores the same checkpoint (rank 0 resolves
     'latest'); every rank's targets are checked before any rank writes; an entry counts as left
     out (strict) only when no rank restores it; a failure on any rank raises on every rank,
@@ -283,10 +413,10 @@ def restore(store, state, step, strict, dg):
     _step_arg(step)  # a bad argument raises alike on every rank, before any collective
     store._dist_wait()
     with contextlib.ExitStack() as opened:
-        return _restore_group(store, opened, state, step, strict, dg)
+        return _restore_group(store, opened, state, step, strict, dg, share)
 
 
-def _restore_group(store, opened, state, step, strict, dg):
+def _restore_group(store, opened, state, step, strict, dg, share):
     """restore() once the checkpoints it opens are closed by opened (an ExitStack). Rank 0's
     open resolves 'latest' and stays the checkpoint it restores (a second open by the step
     could find it pruned meanwhile); the other ranks open the step it broadcasts."""
@@ -301,32 +431,56 @@ def _restore_group(store, opened, state, step, strict, dg):
     if s[0] == "err":
         _raise_remote("restore", [(s[1], s[2])])
     what = f"restore of checkpoint {s[1]}"
-    rs, err, mine = None, None, []
+    rs, err, mine, whole = None, None, [], []
     try:
         if rv is None:
             rv = opened.enter_context(store._open_checkpoint(s[1], boxes=True))
         rs = _Restore(rv[0].tree(), rv[1], state, strict)
         mine = rs.check()
+        whole = rs.whole() if share else []
     except Exception as e:  # noqa: BLE001  reported to the other ranks, then raised here
         err = e
-    outs = dg.gather_object((_outcome(err), mine), f"{what}: exchanging the checks")
+    outs = dg.gather_object((_outcome(err), mine, node_key(), whole),
+                            f"{what}: exchanging the checks")
     if err is not None:
         raise err
     _raise_remote(what, [o[0] for o in outs])
     left = set(mine)
     for o in outs:
         left &= set(o[1])
-    res = None
+    sh = _Share(dg, rs.v, [o[2] for o in outs], [o[3] for o in outs]) if share else None
+    if sh is not None and sh.active():
+        sh.pg = dg.node_group(sh.nodes, sh.members)  # collective over the node (or all) ranks
+    if sh is not None and (sh.pg is None or not sh.active()):
+        sh = None
+    before, got = _bytes_read(rs.v), 0
     try:
-        rs.fill(sorted(left))  # raises (strict) alike on every rank
-        res = R.RestoreResult(rs.step, mine)
+        # raises (strict) alike on every rank; a read fails on the rank that reads it
+        rs.fill_reads(sorted(left), sh.skip(dg.rank) if sh else ())
     except Exception as e:  # noqa: BLE001
         err = e
-    outs = dg.gather_object(_outcome(err), f"{what}: exchanging the outcome")
+    if sh is not None:
+        # the reading rank's failure (a damaged chunk) raises on every rank, before any
+        # rank waits for a broadcast that would never come
+        outs = dg.gather_object(_outcome(err), f"{what}: exchanging the reads")
+        if err is not None:
+            raise err
+        _raise_remote(what, outs)
+    try:
+        if sh is not None:
+            got = sh.broadcast(dg, rs.jobs, what)
+        rs.apply()
+    except Exception as e:  # noqa: BLE001
+        err = e
+    done = _bytes_read(rs.v) - before
+    outs = dg.gather_object((_outcome(err), done), f"{what}: exchanging the outcome")
     if err is not None:
         raise err
-    _raise_remote(what, outs)
-    return res
+    _raise_remote(what, [o[0] for o in outs])
+    mine_read = sum(1 for r in sh.reader.values() if r == dg.rank) if sh else 0
+    return R.RestoreResult(rs.step, mine, stats={
+        "bytes_read": done, "bytes_read_per_rank": [o[1] for o in outs], "bytes_received": got,
+        "shared_entries": len(sh.reader) if sh else 0, "entries_read_for_node": mine_read})
 
 
 def alloc_checked(kind, ti, device, step):

@@ -21,12 +21,17 @@ class PartialRestoreWarning(UserWarning):
 class RestoreResult(int):
     """What Store.restore() returns: the restored step (an int), with `.step` and
     `.not_restored`, the dotted names of the checkpoint's entries that were left out (only
-    ever non-empty with strict=False, which also warns about them)."""
+    ever non-empty with strict=False, which also warns about them), and `.stats`: for a restore
+    with a group, a dict of this rank's reads (bytes_read from the store's pack files,
+    bytes_read_per_rank of every rank of the group, bytes_received from the other ranks of its
+    node, shared_entries read once for its node, entries_read_for_node by this rank); None
+    otherwise."""
 
-    def __new__(cls, step, not_restored=()):
+    def __new__(cls, step, not_restored=(), stats=None):
         obj = int.__new__(cls, step)
         obj.step = int(step)
         obj.not_restored = list(not_restored)
+        obj.stats = stats
         return obj
 
 

@@ -421,6 +421,41 @@ class DistGroup:
                                                            group=self.pg))
         return box[0]
 
+    def node_group(self, nodes, mine):
+        """The gloo group over the ranks of this process's node (nodes: every node's ranks, as
+        indices in this group, lists in one order on every rank; mine: this node's), for
+        broadcasts within the node; this group itself when the node holds all its ranks.  Made
+        on first use and kept.  Collective over the node's ranks only (new_group with
+        use_local_synchronization), or, with a torch that lacks it, over every process of the
+        default group (each node's group made by every rank, in order) when this group spans
+        it.  None where neither is possible (the caller then reads without sharing)."""
+        import inspect
+        import torch.distributed as dist
+        if len(mine) == self.size:
+            return self.pg
+        key = tuple(mine)
+        cache = self.__dict__.setdefault("_node_pgs", {})
+        if key in cache:
+            return cache[key]
+        local = "use_local_synchronization" in inspect.signature(dist.new_group).parameters
+        if not local and sorted(self.ranks) != list(range(dist.get_world_size())):
+            return None
+
+        def make(members):
+            ranks = [self.ranks[r] for r in members]
+            if local:
+                return dist.new_group(ranks=ranks, timeout=self.timeout, backend="gloo",
+                                      use_local_synchronization=True)
+            return dist.new_group(ranks=ranks, timeout=self.timeout, backend="gloo")
+
+        def run():
+            if local:
+                return make(mine)
+            pgs = [make(m) for m in nodes]  # every rank makes every node's, in one order
+            return pgs[[tuple(m) for m in nodes].index(key)]
+        cache[key] = self._run("making the group of this node's ranks", run)
+        return cache[key]
+
     def dead_peers(self, wait=5.0):
         """Ranks on this host whose process is gone (exited, or a zombie).  A peer's sockets
         close before it becomes a zombie, so a rank that sees the failure first polls briefly;

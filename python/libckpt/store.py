@@ -736,7 +736,7 @@ class Store:
             return TensorSlice(self, r.step, stored, ti, kind or ("torch" if _has_torch() else "numpy"),
                                glob)
 
-    def restore(self, state, step="latest", strict=True, group=None):
+    def restore(self, state, step="latest", strict=True, group=None, share_replicated=True):
         """Restores `state` from a checkpoint; returns its step (a RestoreResult: an int with
         .not_restored, the names of the saved entries left out).
 
@@ -753,11 +753,16 @@ class Store:
         process alone): every rank restores the same checkpoint and raises when any rank fails.
         libckpt.Shard targets (and DTensors) are filled with their box of the saved global
         tensor, whatever the split and world size of the save; other tensors with the whole
-        global tensor.
+        global tensor.  share_replicated (with a group): an entry that every rank of a node
+        restores whole (a replicated tensor, a DTensor with Replicate placements) is read and
+        verified by one rank of the node, the node's entries spread over its ranks, and
+        broadcast to the others (gloo, through host memory); a read that fails raises on every
+        rank.  False: every rank reads all it restores.  The result's .stats says what this
+        rank read (bytes_read, bytes_read_per_rank, bytes_received).
         """
         dg = _dist.resolve_group(group)
         if dg is not None:
-            return _dread.restore(self, state, step, strict, dg)
+            return _dread.restore(self, state, step, strict, dg, share_replicated)
         with self._open_checkpoint(step, boxes=_dist.holds_boxes(state)) as (r, v):
             if v is not None:
                 return _dread.restore_local(r, v, state, strict)

@@ -9,6 +9,9 @@
   `ckptctl export` of the multi-rank checkpoint (consolidated).
 - 2 ranks restore the 4-rank checkpoint by column shards (into non-contiguous views) and the
   replicated tensors, whole, on every rank.
+- 4 ranks of one node restore entries they all want whole (replicated, sharded, single-rank):
+  each is read from the store by one rank and broadcast (the bytes read by all ranks about those
+  of one rank without sharing), bit-identical; a damaged chunk raises ChecksumError everywhere.
 - A rank SIGKILLed in the middle of its save (after its part is durable, at libckpt's first
   collective; and while the plan is exchanged): every other rank raises naming it, no checkpoint
   is listed, the store verifies, and gc removes the dead save's parts.
@@ -333,13 +336,40 @@ def role_errors(store_path, rank, world):
     result(rank=rank, errors=seen)
 
 
+def role_share(store_path, rank, world, mode):
+    """Entries every rank restores whole, read once per node (mode "on", the default) or by
+    every rank ("off"); "damage": the one entry is damaged in the store."""
+    import numpy as np
+    import torch
+    import libckpt
+    with libckpt.Store(store_path, read_only=True) as st:
+        if mode == "damage":
+            try:
+                st.restore({"bias": torch.zeros(256, 256)}, 3, strict=False)
+            except libckpt.CkptError as e:
+                result(rank=rank, error=type(e).__name__, msg=str(e)[:300])
+                return
+            result(rank=rank, error=None)
+            return
+        # a replicated tensor (into a transposed view on rank 2: received through a buffer),
+        # a sharded one restored whole, a single-rank one into a numpy array
+        bias_t = torch.zeros(256, 256).t() if rank == 2 else torch.zeros(256, 256)
+        got = {"bias": bias_t, "w": torch.zeros(GROWS, GCOLS),
+               "only0": np.zeros(1000, dtype=np.int32)}
+        res = st.restore(got, 3, strict=False, share_replicated=mode == "on")
+        ok = (torch.equal(got["bias"], bias()) and torch.equal(got["w"], matrix(3)) and
+              np.array_equal(got["only0"], only(0).numpy()))
+    result(rank=rank, ok=ok, stats=res.stats)
+
+
 def worker(argv):
     import torch.distributed as dist
     rank, world, init, role, store = int(argv[2]), int(argv[4]), argv[6], argv[7], argv[8]
     dist.init_process_group("gloo", init_method="file://" + init, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=TIMEOUT))
     fn = {"save": role_save, "restore2": role_restore2, "kill": role_kill,
-          "errors": role_errors, "hang": role_hang, "flat": role_flat, "flat3": role_flat3}[role]
+          "errors": role_errors, "hang": role_hang, "flat": role_flat, "flat3": role_flat3,
+          "share": role_share}[role]
     fn(store, rank, world, *argv[9:])
     if role not in ("kill", "hang"):
         dist.barrier()
@@ -549,6 +579,53 @@ def check_hang(store):
     print(f"ok: rank 2 hung: the others raised after the group's timeout ({outs[0][1]['raised']})")
 
 
+def check_share(store, tmp):
+    """Replicated entries restored by 4 ranks of one node are read from the store about once, not
+    4 times (each rank's bytes_read), spread over the ranks, bit-identical; a damaged chunk raises
+    ChecksumError on every rank, the reading rank's failure broadcast (no hang)."""
+    outs = run_world(4, "share", store, "on")
+    check_world(outs, "4 ranks restore replicated entries, each read once per node")
+    off = run_world(4, "share", store, "off")
+    check_world(off, "4 ranks restore replicated entries, each rank reading all (off)")
+    for what, o in (("on", outs), ("off", off)):
+        bad = [r for r, (_, res, _) in enumerate(o) if not res["ok"]]
+        assert not bad, f"{what}: ranks {bad} restored other values"
+    per_on, per_off = outs[0][1]["stats"]["bytes_read_per_rank"], off[0][1]["stats"][
+        "bytes_read_per_rank"]
+    assert per_on == [o[1]["stats"]["bytes_read"] for o in outs], per_on
+    on_sum, off_sum = sum(per_on), sum(per_off)
+    # every rank read everything with sharing off; about a quarter of that with it on
+    assert min(per_off) > 0 and max(per_off) - min(per_off) < 0.05 * max(per_off), per_off
+    assert abs(on_sum - per_off[0]) <= 0.02 * per_off[0], (per_on, per_off)
+    assert sum(1 for b in per_on if b > 0) == 3, per_on  # 3 entries over 4 ranks: spread
+    got = [o[1]["stats"]["bytes_received"] for o in outs]
+    assert all(g > 0 for g in got), got
+    print(f"ok: bytes read from the store by 4 ranks: {on_sum} shared (per rank {per_on}), "
+          f"{off_sum} without sharing ({off_sum / on_sum:.2f}x)")
+    # damage the replicated tensor's first chunk (raw bytes: the store is uncompressed)
+    import shutil
+    dmg = os.path.join(tmp, "damaged")
+    shutil.copytree(store, dmg)
+    want = bias().numpy().tobytes()[4096:8192]
+    hits = 0
+    for name in sorted(os.listdir(os.path.join(dmg, "packs"))):
+        path = os.path.join(dmg, "packs", name)
+        with open(path, "r+b") as f:
+            data = f.read()
+            at = data.find(want)
+            while at >= 0:
+                f.seek(at + 100)
+                f.write(bytes([data[at + 100] ^ 0xFF]))
+                hits += 1
+                at = data.find(want, at + 1)
+    assert hits >= 1, "the replicated tensor's bytes were not found in the packs"
+    outs = run_world(4, "share", dmg, "damage")
+    check_world(outs, "a damaged replicated chunk, read once for the node")
+    errs = [o[1]["error"] for o in outs]
+    assert errs == ["ChecksumError"] * 4, [(o[1]["error"], o[1].get("msg")) for o in outs]
+    print(f"ok: the damaged chunk raises ChecksumError on every rank ({outs[1][1]['msg'][:120]})")
+
+
 def main():
     import torch.distributed as dist
     if not dist.is_available() or not dist.is_gloo_available():
@@ -576,6 +653,7 @@ def main():
         check_bad_shapes(store, tmp)
         check_world(run_world(2, "restore2", store), "2 ranks restore the 4-rank checkpoints by "
                     "column shards (non-contiguous targets) and replicated tensors")
+        check_share(store, tmp)
         for where in ("commit", "plan"):
             check_kill(store, where)
         check_hang(store)

@@ -519,6 +519,21 @@ class Tags(Base):
         self.store.save({"a": torch.ones(4)}, 5, tags=["ok"])  # nothing was left half-begun
         self.assertEqual(self.store.info(5)["tags"], ["ok"])
 
+    def test_reader_lease_names_reader(self):
+        """A reader of the binding takes a lease (STORE/leases/) with its record: pid, what it
+        reads, its node, so that gc on another node keeps its packs (docs/format.md)."""
+        self.store.save({"a": torch.ones(4)}, 3)
+        with self.store._open_checkpoint(3) as _:
+            ld = os.path.join(self.path, "leases")
+            names = [n for n in os.listdir(ld) if n.endswith(".lease")]
+            self.assertEqual(len(names), 1)
+            with open(os.path.join(ld, names[0])) as f:
+                text = f.read()
+            self.assertIn(f"\npid {os.getpid()}\n", text)
+            self.assertIn("\nwhat reader of step 3\n", text)
+            self.assertIn("\nnode ", text)
+        self.assertEqual([n for n in os.listdir(ld) if n.endswith(".lease")], [])
+
     def test_prune_keep_tags(self):
         for i in range(1, 6):
             self.store.save({"a": torch.full((1024,), float(i))}, i,

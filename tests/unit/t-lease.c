@@ -1,13 +1,28 @@
 /* Readers are never broken by gc or prune (issue 11): a reader that opened a checkpoint reads all
  * of it while prune removes that checkpoint and gc compacts or removes its packs; the packs it
  * needs are deferred and removed by a later gc once it is closed. A lease left by a killed reader
- * defers nothing (its lock died with it). Synchronisation is by pipes and waitpid, never time. */
+ * defers nothing (its lock died with it). Synchronisation is by pipes and waitpid, never time.
+ *
+ * Readers of another node (issue 24): where flock is node-local, gc on node B takes the lock of a
+ * reader's lease on node A. CKPT_TEST_LOCAL_LOCK=1 hides the lease locks of readers whose record
+ * names another node, as such a mount does, and the two handles are given node identities: the
+ * reader's lease keeps its packs through prune and gc while it is fresh (its refresh thread
+ * touches it: CKPT_TEST_REFRESH_MS shortens the period), and not once older than the grace age.
+ * An older libckpt's lease (no record) is judged by its lock as before, and a reader whose
+ * manifest comes from the remote tier takes its lease too. Ages are set with utimensat, not
+ * waited for. */
 #include "helpers.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "store/store.h"
 
 enum { NT = 3, TB = 8 * (64 << 10) + 123, CHUNK = 64 << 10, STEPS = 5 };
 
@@ -78,6 +93,16 @@ static int restore_all(ckpt_reader *r, uint64_t step)
 	return bad;
 }
 
+/* Restores the newest checkpoint through s and compares; returns the number of failures. */
+static int newest_restores(ckpt_store *s)
+{
+	ckpt_reader *r;
+	REQUIRE(ckpt_reader_open(s, STEPS, &r) == 0);
+	int bad = restore_all(r, STEPS);
+	ckpt_reader_close(r);
+	return bad;
+}
+
 static int count_leases(const char *dir)
 {
 	char p[4096];
@@ -129,10 +154,7 @@ static void readers_survive(void)
 	CHECK_OK(ckpt_store_du(gs, &du));
 	CHECK(du->garbage_bytes == 0);
 	ckpt_du_free(du);
-	ckpt_reader *r5;
-	REQUIRE(ckpt_reader_open(rs, STEPS, &r5) == 0);
-	CHECK(restore_all(r5, STEPS) == 0);
-	ckpt_reader_close(r5);
+	CHECK(newest_restores(rs) == 0);
 	ckpt_store_close(rs);
 	ckpt_store_close(gs);
 	t_rmrf(dir);
@@ -176,18 +198,179 @@ static void killed_reader(void)
 	CHECK_OK(ckpt_store_gc(s, 0.99, 0, &rep));
 	CHECK(rep && rep->packs_deferred == 0);
 	ckpt_gc_report_free(rep);
-	ckpt_reader *r;
-	REQUIRE(ckpt_reader_open(s, STEPS, &r) == 0);
-	CHECK(restore_all(r, STEPS) == 0);
-	ckpt_reader_close(r);
+	CHECK(newest_restores(s) == 0);
 	ckpt_store_close(s);
 	t_rmrf(dir);
 	free(dir);
 }
 
+/* s as a handle of node (its boot id otherwise): which leases it judges by their lock. */
+static ckpt_store *on_node(ckpt_store *s, const char *node)
+{
+	snprintf(((struct ckpt_store *)s)->node, sizeof ((struct ckpt_store *)s)->node, "%s", node);
+	return s;
+}
+
+static void age(const char *p, time_t seconds)
+{
+	struct timespec t[2] = {{time(NULL) - seconds, 0}, {time(NULL) - seconds, 0}};
+	REQUIRE(utimensat(AT_FDCWD, p, t, 0) == 0);
+}
+
+static time_t mtime_of(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) ? 0 : st.st_mtime;
+}
+
+/* Whether the file p contains text. */
+static bool holds(const char *p, const char *text)
+{
+	char buf[4096];
+	FILE *f = fopen(p, "r");
+	size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	return strstr(buf, text) != NULL;
+}
+
+/* A reader on node A, gc and prune on node B, whose flock does not see A's locks. */
+static void other_node_reader(void)
+{
+	char *dir = t_tmpdir("leasen"), ld[4096], want[64];
+	build(dir);
+	snprintf(ld, sizeof ld, "%s/leases", dir);
+	ckpt_store *a = on_node(open_small(dir), "node-a"), *b = on_node(open_small(dir), "node-b");
+	setenv("CKPT_TEST_LOCAL_LOCK", "1", 1);
+	ckpt_reader *r1;
+	REQUIRE(ckpt_reader_open(a, 2, &r1) == 0);
+	char *lp = t_first_file(ld, ".lease");
+	REQUIRE(lp);
+	snprintf(want, sizeof want, "\npid %ld\n", (long)getpid());
+	CHECK(holds(lp, "packs ") && holds(lp, "\nend\n") && holds(lp, want) &&
+	      holds(lp, "\nnode node-a\n") && holds(lp, "\nwhat reader of step 2\n"));
+	ckpt_prune_policy pol = {.keep_last = 1};
+	ckpt_gc_report *rep = NULL;
+	CHECK_OK(ckpt_store_prune(b, &pol, 0, &rep));
+	snprintf(want, sizeof want, "process %ld on host ", (long)getpid());
+	CHECK(rep && rep->n_steps_removed == STEPS - 1 && rep->packs_deferred > 0);
+	CHECK(rep && rep->reader && strstr(rep->reader, want) &&
+	      strstr(rep->reader, "(reader of step 2 since "));
+	ckpt_gc_report_free(rep);
+	CHECK_OK(ckpt_store_gc(b, 0.99, 0, &rep));
+	CHECK(rep && rep->packs_deferred > 0);
+	ckpt_gc_report_free(rep);
+	CHECK(restore_all(r1, 2) == 0);
+	/* Its process refreshes it: an hour old now, fresh again soon. */
+	age(lp, 3600);
+	for (int i = 0; i < 1000 && mtime_of(lp) < time(NULL) - 60; i++)
+		usleep(10000);
+	CHECK(mtime_of(lp) >= time(NULL) - 60);
+	/* Older than the grace age (the reader's node stopped refreshing it): dead, removed. */
+	age(lp, 7 * 3600);
+	CHECK_OK(ckpt_store_gc(b, 0.99, 0, &rep));
+	CHECK(rep && rep->packs_deferred == 0 && rep->packs_removed > 0 && !rep->reader);
+	ckpt_gc_report_free(rep);
+	CHECK(count_leases(dir) == 0);
+	ckpt_reader_close(r1);
+	unsetenv("CKPT_TEST_LOCAL_LOCK");
+	CHECK(newest_restores(b) == 0);
+	free(lp);
+	ckpt_store_close(a);
+	ckpt_store_close(b);
+	t_rmrf(dir);
+	free(dir);
+}
+
+/* Writes dir/leases/<name> with text; returns its path (malloc'd). */
+static char *fake_lease(const char *dir, const char *name, const char *text)
+{
+	char p[4096];
+	snprintf(p, sizeof p, "%s/leases", dir);
+	mkdir(p, 0755);
+	snprintf(p, sizeof p, "%s/leases/%s", dir, name);
+	FILE *f = fopen(p, "w");
+	REQUIRE(f && fputs(text, f) >= 0 && fclose(f) == 0);
+	return strdup(p);
+}
+
+/* An older libckpt's lease (no record) counts while locked, as before; a lease being written
+ * (no complete head or record) while locked or younger than the grace age. */
+static void unrecorded_leases(void)
+{
+	char *dir = t_tmpdir("leaseo");
+	build(dir);
+	ckpt_store *s = open_small(dir);
+	char *old = fake_lease(dir, "00000000000000aa.lease", "pending\n");
+	int fd = open(old, O_RDONLY);
+	REQUIRE(fd >= 0 && flock(fd, LOCK_SH) == 0);
+	age(old, 7 * 3600); /* an old libckpt does not refresh it: its lock says it lives */
+	ckpt_prune_policy pol = {.keep_last = 1};
+	ckpt_gc_report *rep = NULL;
+	CHECK_OK(ckpt_store_prune(s, &pol, 0, &rep));
+	CHECK(rep && rep->packs_deferred > 0 && rep->packs_removed == 0);
+	CHECK(rep && rep->reader && strstr(rep->reader, "00000000000000aa.lease (its reader not "));
+	ckpt_gc_report_free(rep);
+	close(fd); /* its reader gone */
+	char *half = fake_lease(dir, "00000000000000bb.lease", "packs 3\n1\n");
+	CHECK_OK(ckpt_store_gc(s, 0, 0, &rep));
+	CHECK(rep && rep->packs_deferred > 0 && rep->packs_removed == 0);
+	ckpt_gc_report_free(rep);
+	CHECK(access(old, F_OK) != 0 && access(half, F_OK) == 0);
+	age(half, 7 * 3600);
+	CHECK_OK(ckpt_store_gc(s, 0, 0, &rep));
+	CHECK(rep && rep->packs_deferred == 0 && rep->packs_removed > 0);
+	ckpt_gc_report_free(rep);
+	CHECK(count_leases(dir) == 0);
+	free(old);
+	free(half);
+	ckpt_store_close(s);
+	t_rmrf(dir);
+	free(dir);
+}
+
+/* A reader whose manifest comes from the remote tier (the checkpoint is not local) takes its
+ * lease as any reader does, with its record. */
+static void remote_reader(void)
+{
+	char *dir = t_tmpdir("leaser"), *remote = t_tmpdir("leaser-remote"), a[4200], b[4200];
+	snprintf(a, sizeof a, "%s/a", dir);
+	snprintf(b, sizeof b, "%s/b", dir);
+	build(a);
+	ckpt_store *s = open_small(a);
+	char *url = realpath(remote, NULL);
+	REQUIRE(url && ckpt_store_set_remote(s, url, 0) == 0);
+	CHECK_OK(ckpt_store_push(s, STEPS, NULL, NULL, NULL));
+	ckpt_store_close(s);
+	REQUIRE(ckpt_remote_adopt(url, NULL, b) == 0);
+	REQUIRE(ckpt_store_open(b, NULL, &s) == 0 && ckpt_store_set_remote(s, url, 0) == 0);
+	ckpt_reader *r;
+	REQUIRE(ckpt_reader_open(s, STEPS, &r) == 0);
+	char ld[4300], want[64];
+	snprintf(ld, sizeof ld, "%s/leases", b);
+	char *lp = t_first_file(ld, ".lease");
+	snprintf(want, sizeof want, "\nwhat reader of step %d\n", STEPS);
+	CHECK(lp && holds(lp, want) && holds(lp, "\nnode "));
+	CHECK(restore_all(r, STEPS) == 0);
+	ckpt_reader_close(r);
+	CHECK(count_leases(b) == 0);
+	free(lp);
+	free(url);
+	ckpt_store_close(s);
+	t_rmrf(dir);
+	t_rmrf(remote);
+	free(dir);
+	free(remote);
+}
+
 int main(void)
 {
+	setenv("CKPT_TEST_REFRESH_MS", "20", 1); /* read once, when the refresh thread starts */
 	readers_survive();
 	killed_reader();
+	other_node_reader();
+	unrecorded_leases();
+	remote_reader();
 	return t_done();
 }
