@@ -108,6 +108,19 @@ struct ckpt_store {
 #define DIST_PACK_SPAN (1u << 22)
 #define DIST_PACK_LO(r) (((uint32_t)(r) + 1) * DIST_PACK_SPAN)
 #define DIST_MAX_RANKS 1022u
+/* STORE/packids (packids.c; docs/format.md): per id range (id >> STORE_PACK_RANGE_BITS: 0 for
+ * single-process saves and gc, r + 1 for rank r), the highest id a pack ever had that may be
+ * gone now; writers allocate above it, so no id names two packs (a remote holds packs by id). */
+#define STORE_PACKIDS "packids"
+#define STORE_PACK_RANGE_BITS 22
+#define STORE_PACK_RANGES 1024u
+/* *mark: range's mark in the store of directory dir (0 without one). Returns 0 or -CKPT_E_*
+ * (-CKPT_E_CORRUPT naming a file that does not parse). */
+int store_packid_mark(const char *dir, uint32_t range, uint32_t *mark);
+/* Raises the marks of the store in dir to cover ids[0..n) (each range to its highest id there),
+ * writing the file atomically and durably when a mark changes. Callers hold the writer lock
+ * exclusively, or own a store nobody uses yet. Returns 0 or -CKPT_E_*. */
+int store_packids_raise(const char *dir, const uint32_t *ids, size_t n);
 #define PART_DIR "parts"
 /* The part files are store layout (store.c), used by the save (a part-mode save writes its
  * manifest there), dist_merge.c (reads them) and gc (counts leftovers). */

@@ -41,6 +41,9 @@ void tier_key_part(const struct tier_ref *t, uint64_t step, unsigned rank, char 
 /* The steps whose manifests the remote holds for t, ascending, into *steps (malloc'd). Returns
  * the count or -CKPT_E_*. */
 long tier_remote_steps(const struct tier_ref *t, uint64_t **steps);
+/* The ids of the packs the remote holds for t (any order), into *ids (malloc'd). Returns the
+ * count or -CKPT_E_*. */
+long tier_remote_packs(const struct tier_ref *t, uint32_t **ids);
 /* The ids of the stores on remote r, into ids (up to max). Returns the count or -CKPT_E_*. */
 long tier_remote_stores(struct rmt *r, char (*ids)[TIER_ID_LEN + 1], size_t max);
 /* Reads a whole object (at most max bytes) into a malloc'd buffer. Returns 0 or -CKPT_E_*. */

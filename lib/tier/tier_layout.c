@@ -91,6 +91,40 @@ long tier_remote_steps(const struct tier_ref *t, uint64_t **steps)
 	return (long)s.n;
 }
 
+struct ids {
+	uint32_t *v;
+	size_t n, cap;
+	size_t plen; /* of the listing's prefix */
+};
+
+/* A pack key is the prefix, exactly 8 digits and ".pack". */
+static int on_pack(void *arg, const struct rmt_obj *o)
+{
+	struct ids *s = arg;
+	const char *name = o->key + s->plen;
+	if (strlen(name) != 13 || strspn(name, "0123456789") != 8 || strcmp(name + 8, ".pack"))
+		return 0;
+	if (ckpt_grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v))
+		return -CKPT_E_NOMEM;
+	s->v[s->n++] = (uint32_t)strtoul(name, NULL, 10);
+	return 0;
+}
+
+long tier_remote_packs(const struct tier_ref *t, uint32_t **ids)
+{
+	char prefix[128];
+	snprintf(prefix, sizeof prefix, TIER_ROOT "/%s/packs/", t->id);
+	struct ids s = {.plen = strlen(prefix)};
+	int rc = t->r->ops->list(t->r, prefix, on_pack, &s);
+	if (rc) {
+		free(s.v);
+		*ids = NULL;
+		return rc == -CKPT_E_NOMEM ? ckpt_fail(CKPT_E_NOMEM, "out of memory") : rc;
+	}
+	*ids = s.v;
+	return (long)s.n;
+}
+
 struct stores {
 	char (*ids)[TIER_ID_LEN + 1];
 	size_t n, max;

@@ -59,8 +59,10 @@ static int ensure_hdr(struct ckpt_store *s, const struct tier_ref *t)
 }
 
 /* Whether the remote holds pack id whole: absent (0), present (1: the same size, the same
- * header as the local file fd), or -CKPT_E_* (present but another pack: never replaced, since
- * remote manifests may reference it). */
+ * header and first record header as the local file fd), or -CKPT_E_* (present but another pack:
+ * never replaced, since remote manifests may reference it). Pack ids are never reused
+ * (store/packids.c); the first record's header (its digest) catches a store that reused one
+ * before that rule, within the header's one-second creation time. */
 static int remote_has_pack(const struct tier_ref *t, uint32_t id, int fd, uint64_t size,
 			   const char *path)
 {
@@ -72,10 +74,11 @@ static int remote_has_pack(const struct tier_ref *t, uint32_t id, int fd, uint64
 		return 0;
 	if (rc)
 		return rc;
-	uint8_t a[PACK_HDR_LEN], b[PACK_HDR_LEN];
+	uint8_t a[PACK_HDR_LEN + REC_HDR_LEN], b[PACK_HDR_LEN + REC_HDR_LEN];
+	size_t n = size >= sizeof a ? sizeof a : PACK_HDR_LEN;
 	if (rsize == size && size >= PACK_HDR_LEN &&
-	    !(rc = io_read_all(&ckpt_io_psync, fd, a, sizeof a, 0, path)) &&
-	    !(rc = t->r->ops->get(t->r, key, 0, sizeof b, b)) && !memcmp(a, b, sizeof a))
+	    !(rc = io_read_all(&ckpt_io_psync, fd, a, n, 0, path)) &&
+	    !(rc = t->r->ops->get(t->r, key, 0, n, b)) && !memcmp(a, b, n))
 		return 1;
 	if (rc)
 		return rc;
