@@ -43,6 +43,7 @@ struct keys {
 	uint64_t *sizes;
 	size_t npacks, cap;
 	uint64_t *part_steps; /* steps of part objects (repeated per rank) */
+	int64_t *part_mtimes;
 	char (*parts)[128];
 	size_t nparts, capparts;
 	size_t live_uploads;  /* markers younger than the grace age */
@@ -68,8 +69,10 @@ static int on_key(void *arg, const struct rmt_obj *o)
 		k->packs[k->npacks++] = id;
 	} else if (sscanf(rel, "parts/%20llu/%u.par%1[t]", &step, &rank, tail) == 3) {
 		if (ckpt_grow((void **)&k->parts, &k->capparts, k->nparts + 1, sizeof *k->parts) ||
-		    !(k->part_steps = realloc(k->part_steps, k->capparts * sizeof *k->part_steps)))
+		    !(k->part_steps = realloc(k->part_steps, k->capparts * sizeof *k->part_steps)) ||
+		    !(k->part_mtimes = realloc(k->part_mtimes, k->capparts * sizeof *k->part_mtimes)))
 			return k->err = -CKPT_E_NOMEM;
+		k->part_mtimes[k->nparts] = o->mtime;
 		k->part_steps[k->nparts] = step;
 		snprintf(k->parts[k->nparts++], sizeof k->parts[0], "%s", o->key);
 	} else if (!strncmp(rel, "uploads/", 8)) {
@@ -116,6 +119,25 @@ static bool has_step(const uint64_t *v, long n, uint64_t x)
 		if (v[i] == x)
 			return true;
 	return false;
+}
+
+/* The multi-rank uploads in flight: steps without a manifest with a part younger than the grace
+ * age (a rank's share is there, rank 0 has yet to finish: docs/format.md). Each such step counts
+ * as a live upload (the first 64 told apart; more count as one each). */
+static size_t shares_in_flight(const struct keys *k, const uint64_t *steps, long n)
+{
+	uint64_t seen[64];
+	size_t live = 0, nseen = 0;
+	for (size_t i = 0; i < k->nparts; i++) {
+		uint64_t st = k->part_steps[i];
+		bool young = !k->part_mtimes[i] || k->now - k->part_mtimes[i] < k->grace;
+		if (!young || has_step(steps, n, st) || has_step((const uint64_t *)seen, (long)nseen, st))
+			continue;
+		if (nseen < ARRAY_SIZE(seen))
+			seen[nseen++] = st;
+		live++;
+	}
+	return live;
 }
 
 /* Deletes what is garbage in k: packs not live (unless an upload is in flight), parts of steps
@@ -175,7 +197,7 @@ int tier_gc(const struct tier_ref *t, const uint8_t uuid[16], int64_t grace_s, i
 		char up[160];
 		snprintf(up, sizeof up, "%suploads/", prefix);
 		rc = t->r->ops->list(t->r, up, on_key, &again);
-		k.live_uploads = again.live_uploads; /* the markers now */
+		k.live_uploads = again.live_uploads + shares_in_flight(&k, steps, n); /* now */
 	}
 	if (!rc)
 		rc = collect(t, &k, live, steps, n, flags & CKPT_GC_DRY_RUN, rep);
@@ -187,6 +209,7 @@ int tier_gc(const struct tier_ref *t, const uint8_t uuid[16], int64_t grace_s, i
 	free(k.sizes);
 	free(k.parts);
 	free(k.part_steps);
+	free(k.part_mtimes);
 	return rc;
 }
 

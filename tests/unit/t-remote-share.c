@@ -11,6 +11,8 @@
  *   - a rank whose share never reaches the remote (CKPT_TEST_SHARE_STALL: as if it died after
  *     the commit, before its upload): rank 0 sends that share itself once no rank made progress
  *     for CKPT_REMOTE_SHARE_WAIT_S, and the checkpoint is complete on the remote;
+ *   - remote gc spares a young part object of a step without a manifest (a share in flight),
+ *     and every unreferenced pack with it, until the grace age;
  *   - the node-loss drill: the local store deleted, a store adopted from the remote restores
  *     every step bit-identical, read from the remote and then pulled (the parts verify).
  * The remote is $CKPT_TEST_REMOTE (t-remote.h) or a temporary directory. */
@@ -175,6 +177,41 @@ static void check_order(ckpt_store *s)
 	}
 }
 
+/* Remote gc: a part object of a step without a manifest (a share whose checkpoint rank 0 has not
+ * finished) is live while younger than the grace age: it and every unreferenced pack stay; with
+ * no grace both go. */
+static void check_gc(const char *id)
+{
+	struct rmt *r;
+	REQUIRE(rmt_open(remote_url, NULL, &r) == 0);
+	char part[256], pack[256];
+	snprintf(part, sizeof part, "libckpt1/%s/parts/%020d/1.part", id, 99);
+	snprintf(pack, sizeof pack, "libckpt1/%s/packs/%08u.pack", id, (2u << 22) + 999);
+	struct rmt_src src = {.buf = "x", .len = 1};
+	REQUIRE(r->ops->put(r, part, &src, 0, NULL, NULL) == 0);
+	REQUIRE(r->ops->put(r, pack, &src, 0, NULL, NULL) == 0);
+	for (int grace = 3600; grace >= 0; grace -= 3600) {
+		ckpt_options *o = ckpt_options_create();
+		ckpt_options_set(o, CKPT_OPT_GC_GRACE_S, grace);
+		ckpt_store *s;
+		REQUIRE(ckpt_store_open(store_path, o, &s) == 0);
+		ckpt_options_free(o);
+		REQUIRE(ckpt_store_set_remote(s, remote_url, 0) == 0);
+		ckpt_remote_gc_report rep;
+		CHECK_OK(ckpt_store_remote_gc(s, 0, &rep));
+		printf("remote gc, grace %d s: %" PRIu64 " uploads in flight, %" PRIu64 " packs "
+		       "spared, %" PRIu64 " removed, %" PRIu64 " parts removed\n", grace,
+		       rep.uploads_in_flight, rep.packs_spared, rep.packs_removed, rep.parts_removed);
+		uint64_t size;
+		CHECK((r->ops->stat(r, part, &size, NULL) == 0) == (grace > 0));
+		CHECK((r->ops->stat(r, pack, &size, NULL) == 0) == (grace > 0));
+		CHECK(grace ? rep.uploads_in_flight == 1 && rep.packs_spared == 1
+		      : rep.parts_removed == 1 && rep.packs_removed == 1);
+		ckpt_store_close(s);
+	}
+	rmt_close(r);
+}
+
 /* Every step's global tensors restore bit-identical (and the parts verify once local). */
 static void check_global(ckpt_store *s, bool parts)
 {
@@ -232,6 +269,7 @@ int main(void)
 	check_puts(id);
 	check_order(s);
 	ckpt_store_close(s);
+	check_gc(id);
 
 	/* Node loss. */
 	t_rmrf(path);
