@@ -13,6 +13,8 @@
  *     for CKPT_REMOTE_SHARE_WAIT_S, and the checkpoint is complete on the remote;
  *   - remote gc spares a young part object of a step without a manifest (a share in flight),
  *     and every unreferenced pack with it, until the grace age;
+ *   - resume: a step saved by a job killed before any upload is put by the next job's handles,
+ *     each its own share, once their first commit tells them their ranks;
  *   - the node-loss drill: the local store deleted, a store adopted from the remote restores
  *     every step bit-identical, read from the remote and then pulled (the parts verify).
  * The remote is $CKPT_TEST_REMOTE (t-remote.h) or a temporary directory. */
@@ -26,7 +28,7 @@
 #include "tier/tier.h"
 
 #define NR 4
-#define STEPS 3
+#define STEPS 5
 enum { ROWS = 256, COLS = 4096, CHUNK = 64 << 10 };
 
 static uint8_t w[STEPS + 1][ROWS * COLS], bias[COLS * 3];
@@ -50,9 +52,8 @@ static void save_step(ckpt_store *s, struct tc_rank *r, uint64_t step)
 	CHECK_OK(ckpt_dist_save_commit(sv, NULL));
 }
 
-static void *rank_main(void *arg)
+static ckpt_store *open_rank(struct tc_rank *r, unsigned flags)
 {
-	struct tc_rank *r = arg;
 	ckpt_options *o = ckpt_options_create();
 	ckpt_options_set(o, CKPT_OPT_CREATE, 1);
 	ckpt_options_set(o, CKPT_OPT_CHUNK_SIZE, CHUNK);
@@ -61,7 +62,41 @@ static void *rank_main(void *arg)
 	REQUIRE(ckpt_store_open(store_path, o, &s) == 0);
 	ckpt_options_free(o);
 	tc_barrier(r); /* every rank sees the one store rank 0 may have created */
-	REQUIRE(ckpt_store_set_remote(s, remote_url, CKPT_REMOTE_UPLOAD) == 0);
+	REQUIRE(ckpt_store_set_remote(s, remote_url, flags) == 0);
+	return s;
+}
+
+/* The handle's upload counters added to sent[], then closed. */
+static void close_rank(ckpt_store *s, struct tc_rank *r)
+{
+	ckpt_remote_stats st;
+	tier_upload_stats((struct ckpt_store *)s, &st);
+	sent[r->rank].packs_sent += st.packs_sent;
+	ckpt_store_close(s);
+}
+
+/* Step 4 is saved by a job killed before any upload (handles without CKPT_REMOTE_UPLOAD); the
+ * next job's handles resume it: once its first commit (step 5) tells each its rank, each puts
+ * its share of 4 and of 5, rank 0 finishing both. */
+static void resume(struct tc_rank *r)
+{
+	ckpt_store *s = open_rank(r, 0);
+	save_step(s, r, 4);
+	ckpt_store_close(s);
+	s = open_rank(r, CKPT_REMOTE_UPLOAD);
+	CHECK(ckpt_store_upload_state(s, 4) == CKPT_UPLOAD_UPLOADING); /* waits for the rank */
+	save_step(s, r, 5);
+	for (uint64_t step = 4; step <= 5; step++) {
+		CHECK_OK(ckpt_store_wait_uploaded(s, step, 60000));
+		CHECK(ckpt_store_upload_state(s, step) == CKPT_UPLOAD_REMOTE);
+	}
+	close_rank(s, r);
+}
+
+static void *rank_main(void *arg)
+{
+	struct tc_rank *r = arg;
+	ckpt_store *s = open_rank(r, CKPT_REMOTE_UPLOAD);
 	/* Steps 1 and 2: rank 1 is slow (CKPT_TEST_SHARE_STALL=1:300, set by main); rank 0 waits. */
 	for (uint64_t step = 1; step <= 2; step++) {
 		save_step(s, r, step);
@@ -82,8 +117,12 @@ static void *rank_main(void *arg)
 	tc_barrier(r);
 	if (r->rank == 3) /* still stalled: its share of 3 is in flight */
 		CHECK(ckpt_store_wait_uploaded(s, CKPT_STEP_LATEST, 0) == -CKPT_E_BUSY);
-	tier_upload_stats((struct ckpt_store *)s, &sent[r->rank]);
-	ckpt_store_close(s); /* rank 3's stalled share is canceled */
+	close_rank(s, r); /* rank 3's stalled share is canceled */
+	tc_barrier(r);
+	if (r->rank == 0)
+		unsetenv("CKPT_TEST_SHARE_STALL");
+	tc_barrier(r);
+	resume(r);
 	return NULL;
 }
 
@@ -253,6 +292,10 @@ int main(void)
 	memcpy(w[3], w[2], sizeof w[1]);
 	t_fill(w[3] + 3 * (ROWS / NR) * COLS, (ROWS / NR) * COLS, 78); /* rank 3's rows change */
 	t_fill(w[3], (ROWS / NR) * COLS, 79);                         /* and rank 0's */
+	memcpy(w[4], w[3], sizeof w[1]);
+	t_fill(w[4] + 1 * (ROWS / NR) * COLS, (ROWS / NR) * COLS, 80); /* rank 1's rows */
+	memcpy(w[5], w[4], sizeof w[1]);
+	t_fill(w[5] + 2 * (ROWS / NR) * COLS, (ROWS / NR) * COLS, 81); /* rank 2's rows */
 	t_fill(bias, sizeof bias, 2);
 	tc_init(&sh, ranks, NR);
 	pthread_t th[NR];
