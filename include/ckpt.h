@@ -1064,6 +1064,15 @@ typedef struct ckpt_remote_gc_report {
  * NULL), or -CKPT_E_STATE (no remote) or an error of ckpt_store_remote_gc(). */
 CKPT_API int ckpt_store_remote_prune(ckpt_store *store, const ckpt_prune_policy *policy, int flags,
 				     ckpt_remote_gc_report *report);
+/* ckpt_store_remote_prune() with every rule of ckpt_store_prune_gc() (the same struct and the
+ * same choice: times are the commit times the remote manifests record, retention->now the clock;
+ * tags; the newest valid remote checkpoint always stays; a damaged remote manifest is never
+ * removed), then ckpt_store_remote_gc() unless CKPT_GC_DRY_RUN. removed (may be NULL) gets a
+ * malloc'd array (free() it) of the report->manifests_removed steps removed, ascending (dry run:
+ * that would be). Returns 0, -CKPT_E_INVAL (NULL retention, a negative keep_within, a bad tag),
+ * -CKPT_E_STATE (no remote) or an error of ckpt_store_remote_gc(). */
+CKPT_API int ckpt_store_remote_prune_gc(ckpt_store *store, const ckpt_retention *retention,
+					int flags, ckpt_remote_gc_report *report, uint64_t **removed);
 /* Removes this store's objects on the remote that no remote manifest references (packs, part
  * files of steps without a manifest, dead upload markers). Only keys under this store's id are
  * listed or deleted: another store sharing the remote is never touched. Nothing is removed while

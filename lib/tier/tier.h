@@ -140,10 +140,12 @@ void tier_unmark_upload(const struct tier_ref *t, const char *key);
  * (counted as spared). CKPT_GC_DRY_RUN: only counts. Returns 0 or -CKPT_E_*. */
 int tier_gc(const struct tier_ref *t, const uint8_t uuid[16], int64_t grace_s, int flags,
 	    ckpt_remote_gc_report *rep);
-/* Removes the remote manifests of store t that the policy does not keep (never a damaged one:
- * its step is kept); their packs are left to tier_gc. Returns 0 or -CKPT_E_*. */
-int tier_prune(const struct tier_ref *t, const uint8_t uuid[16], const ckpt_prune_policy *pol,
-	       int flags, ckpt_remote_gc_report *rep);
+/* Removes the remote manifests of store t that retention r does not keep, as a local prune
+ * chooses them (gc/gc.h; never a damaged one: its step is kept); their packs are left to
+ * tier_gc. *removed (malloc'd, rep->manifests_removed entries, ascending) gets the steps removed
+ * (CKPT_GC_DRY_RUN: that would be). Returns 0 or -CKPT_E_*. */
+int tier_prune(const struct tier_ref *t, const uint8_t uuid[16], const ckpt_retention *r,
+	       int flags, ckpt_remote_gc_report *rep, uint64_t **removed);
 
 /* ---- tier_fetch.c --------------------------------------------------------------------------- */
 /* The store's tier_pack hook: an anonymous file (the fd) holding pack id's header and the records

@@ -11,6 +11,7 @@
 
 #include "common/common.h"
 #include "common/hash.h"
+#include "gc/gc.h"
 #include "tier/tier.h"
 
 struct tier_fail {
@@ -551,29 +552,47 @@ CKPT_API int ckpt_store_remote_gc(ckpt_store *s, int flags, ckpt_remote_gc_repor
 	return tier_gc(&u->ref, s->hdr.uuid, s->opt.gc_grace_s, flags, report ? report : &local);
 }
 
-CKPT_API int ckpt_store_remote_prune(ckpt_store *s, const ckpt_prune_policy *policy, int flags,
-				     ckpt_remote_gc_report *report)
+CKPT_API int ckpt_store_remote_prune_gc(ckpt_store *s, const ckpt_retention *retention,
+					int flags, ckpt_remote_gc_report *report, uint64_t **removed)
 {
 	ckpt_remote_gc_report local, gc;
+	uint64_t *steps = NULL;
+	if (removed)
+		*removed = NULL;
 	struct tier_up *u = remote_of(s);
 	if (!u)
 		return -CKPT_E_STATE;
-	if (!policy)
-		return ckpt_fail(CKPT_E_INVAL, "ckpt_store_remote_prune: no policy");
+	if (!retention)
+		return ckpt_fail(CKPT_E_INVAL, "remote prune: no retention policy");
 	if (!report)
 		report = &local;
-	int rc = tier_prune(&u->ref, s->hdr.uuid, policy, flags, report);
-	if (rc || (flags & CKPT_GC_DRY_RUN))
-		return rc;
-	uint64_t removed = report->manifests_removed;
-	rc = tier_gc(&u->ref, s->hdr.uuid, s->opt.gc_grace_s, flags, &gc);
-	*report = gc;
-	report->manifests_removed = removed;
-	pthread_mutex_lock(&u->mu); /* pruned steps are no longer known remote */
-	u->ndone = 0;
-	u->nshared = 0;
-	pthread_mutex_unlock(&u->mu);
+	int rc = gc_retention_check(retention);
+	if (!rc)
+		rc = tier_prune(&u->ref, s->hdr.uuid, retention, flags, report, &steps);
+	if (!rc && !(flags & CKPT_GC_DRY_RUN)) {
+		uint64_t n = report->manifests_removed;
+		rc = tier_gc(&u->ref, s->hdr.uuid, s->opt.gc_grace_s, flags, &gc);
+		*report = gc;
+		report->manifests_removed = n;
+		pthread_mutex_lock(&u->mu); /* pruned steps are no longer known remote */
+		u->ndone = 0;
+		u->nshared = 0;
+		pthread_mutex_unlock(&u->mu);
+	}
+	if (removed && !rc)
+		*removed = steps;
+	else
+		free(steps);
 	return rc;
+}
+
+CKPT_API int ckpt_store_remote_prune(ckpt_store *s, const ckpt_prune_policy *policy, int flags,
+				     ckpt_remote_gc_report *report)
+{
+	if (!policy)
+		return ckpt_fail(CKPT_E_INVAL, "ckpt_store_remote_prune: no policy");
+	ckpt_retention r = {.keep = *policy};
+	return ckpt_store_remote_prune_gc(s, &r, flags, report, NULL);
 }
 
 CKPT_API int ckpt_remote_adopt(const char *url, const char *store_id, const char *path)
