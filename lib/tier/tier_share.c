@@ -224,7 +224,8 @@ int tier_push_dist(struct ckpt_store *s, const struct tier_ref *t, uint64_t step
 		manifest_free(&m);
 		return 0;
 	}
-	if (!(rc = tier_ensure_hdr(s, t)) && !(rc = tier_mark_upload(t, mark, sizeof mark)))
+	/* The header is rank 0's to put (before the manifest): no object is put by two ranks. */
+	if (!(rc = rank ? 0 : tier_ensure_hdr(s, t)) && !(rc = tier_mark_upload(t, mark, sizeof mark)))
 		rc = put_share(s, t, &m, rank, st, cancel);
 	if (!rc && rank == 0)
 		rc = wait_shares(t, &m, sharing, nshare, wait_ms, cancel);

@@ -259,16 +259,8 @@ static void check_global(ckpt_store *s, bool parts)
 		CHECK_OK(ckpt_dist_reader_open(s, step, &dr));
 		if (!dr)
 			continue;
-		static uint8_t gw[ROWS * COLS], gb[sizeof bias];
-		memset(gw, 0, sizeof gw);
-		memset(gb, 0, sizeof gb);
-		uint64_t o2[2] = {0, 0}, l2[2] = {ROWS, COLS}, o1[1] = {0}, l1[1] = {sizeof bias};
-		CHECK_OK(ckpt_dist_reader_restore_box(dr, (size_t)ckpt_dist_reader_find(dr, "w"), o2,
-						      l2, gw, sizeof gw));
-		CHECK(!memcmp(gw, w[step], sizeof gw));
-		CHECK_OK(ckpt_dist_reader_restore_box(dr, (size_t)ckpt_dist_reader_find(dr, "bias"),
-						      o1, l1, gb, sizeof gb));
-		CHECK(!memcmp(gb, bias, sizeof bias));
+		t_remote_check_whole(dr, "w", 2, (uint64_t[]){ROWS, COLS}, w[step], sizeof w[step]);
+		t_remote_check_whole(dr, "bias", 1, (uint64_t[]){sizeof bias}, bias, sizeof bias);
 		if (parts)
 			CHECK(ckpt_dist_reader_verify_parts(dr, NULL, NULL) == 0);
 		ckpt_dist_reader_close(dr);
