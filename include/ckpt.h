@@ -1016,7 +1016,13 @@ enum {
 enum {
 	/* Upload every checkpoint in the background once it is durable locally (the next save is
 	 * never held), several packs in parallel; and, at once, the local checkpoints the remote
-	 * lacks, newest first: so a killed or failed upload resumes from what the remote holds. */
+	 * lacks, newest first: so a killed or failed upload resumes from what the remote holds.
+	 * A multi-rank checkpoint is uploaded by every rank whose handle has this remote: each puts
+	 * the packs of its own pack id range and its part, rank 0 then what is missing and the
+	 * manifest last (docs/format.md, "Remote layout"); rank 0 waits for a rank that makes no
+	 * progress at most CKPT_REMOTE_SHARE_WAIT_S seconds (environment; default 300), then sends
+	 * its share itself. A handle resumes a multi-rank checkpoint once its next multi-rank commit
+	 * tells it its rank. */
 	CKPT_REMOTE_UPLOAD = 1u << 0,
 	/* Readers of the handle read every checkpoint from the remote, local or not (its manifest
 	 * and each record it references, checked): what `ckptctl verify --remote` and `show
@@ -1066,7 +1072,9 @@ CKPT_API int ckpt_store_pull(ckpt_store *store, uint64_t step, uint64_t *pulled,
  * -CKPT_E_NOTFOUND (neither local nor on the remote), or the remote's error. */
 CKPT_API int ckpt_store_upload_state(ckpt_store *store, uint64_t step);
 /* Waits until checkpoint step is on the remote (CKPT_STEP_LATEST: until the background upload
- * has nothing queued), at most timeout_ms (negative: no limit). Returns 0; the error of its last
+ * has nothing queued), at most timeout_ms (negative: no limit). On a rank other than 0 of a
+ * multi-rank checkpoint: until its own share is up, then (for a step) until rank 0 has put the
+ * manifest, polling the remote; LATEST waits for its own shares only. Returns 0; the error of its last
  * failed upload attempt; -CKPT_E_BUSY (still uploading at the deadline); -CKPT_E_STATE (no
  * remote, or a local checkpoint that is not queued: no CKPT_REMOTE_UPLOAD). */
 CKPT_API int ckpt_store_wait_uploaded(ckpt_store *store, uint64_t step, int64_t timeout_ms);
@@ -1094,6 +1102,15 @@ typedef struct ckpt_remote_gc_report {
  * NULL), or -CKPT_E_STATE (no remote) or an error of ckpt_store_remote_gc(). */
 CKPT_API int ckpt_store_remote_prune(ckpt_store *store, const ckpt_prune_policy *policy, int flags,
 				     ckpt_remote_gc_report *report);
+/* ckpt_store_remote_prune() with every rule of ckpt_store_prune_gc() (the same struct and the
+ * same choice: times are the commit times the remote manifests record, retention->now the clock;
+ * tags; the newest valid remote checkpoint always stays; a damaged remote manifest is never
+ * removed), then ckpt_store_remote_gc() unless CKPT_GC_DRY_RUN. removed (may be NULL) gets a
+ * malloc'd array (free() it) of the report->manifests_removed steps removed, ascending (dry run:
+ * that would be). Returns 0, -CKPT_E_INVAL (NULL retention, a negative keep_within, a bad tag),
+ * -CKPT_E_STATE (no remote) or an error of ckpt_store_remote_gc(). */
+CKPT_API int ckpt_store_remote_prune_gc(ckpt_store *store, const ckpt_retention *retention,
+					int flags, ckpt_remote_gc_report *report, uint64_t **removed);
 /* Removes this store's objects on the remote that no remote manifest references (packs, part
  * files of steps without a manifest, dead upload markers). Only keys under this store's id are
  * listed or deleted: another store sharing the remote is never touched. Nothing is removed while

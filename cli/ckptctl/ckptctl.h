@@ -17,11 +17,12 @@ extern const struct cli_cmd ck_cmd_import, ck_cmd_export, ck_cmd_list, ck_cmd_ve
  * error when neither is given), with ckpt_store_set_remote's flags. Returns 0 or the exit status
  * (reported). */
 int ck_set_remote(const char *cmd, ckpt_store *store, const char *url, unsigned flags);
-/* prune --remote (pol) or gc --remote (pol NULL) of STORE's objects on url (or $CKPT_REMOTE),
+/* prune --remote (pol: every rule of a local prune) or gc --remote (pol NULL) of STORE's objects
+ * on url (or $CKPT_REMOTE),
  * flags CKPT_GC_DRY_RUN / CKPT_GC_FORCE, the grace age of upload markers from --grace when
  * grace_s >= 0; prints the report (text or JSON). Returns the exit status. */
 int ck_remote_gc(const char *cmd, const char *path, const char *url,
-		 const ckpt_prune_policy *pol, int flags, bool json, int64_t grace_s);
+		 const ckpt_retention *pol, int flags, bool json, int64_t grace_s);
 /* The --remote option of show and verify (their argument struct T has const char *remote). */
 #define CK_REMOTE_READ_OPT(T) \
 	{CLI_OPT(CLI_STRING, "remote", 'r', CLI_AT(T, remote), "URL", \

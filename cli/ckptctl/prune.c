@@ -111,9 +111,8 @@ static const struct cli_opt prune_opts[] = {
 	PRUNE_RULE("keep", 0, OPT_KEEP, "STEP", "also keep the checkpoint of STEP (may be repeated)"),
 	{.kind = CLI_GROUP, .help = "Options:"},
 	{CLI_OPT(CLI_STRING, "remote", 'r', CLI_AT(struct prune_args, remote), "URL",
-	 "prune this store's checkpoints on the remote URL instead (with\n"
-	 "--keep-last, --keep-every and --keep), then collect its garbage\n"
-	 "there")},
+	 "prune this store's checkpoints on the remote URL instead (the\n"
+	 "same rules), then collect its garbage there")},
 	CK_REMOVAL_OPTS(struct prune_args,
 			"proceed although manifests are damaged (they stay; chunks only\n"
 			"they reference may be removed)"),
@@ -141,9 +140,10 @@ const struct cli_cmd ck_cmd_prune = {
 		"checkpoint removed and the space freed. Takes the store's writer lock: fails with exit\n"
 		"status 3 while a save, prune or gc runs. Refuses (exit 1, nothing removed) while a\n"
 		"manifest is damaged, unless --force.\n"
-		"With --remote, the store's checkpoints on the remote are pruned instead (--keep-last,\n"
-		"--keep-every and --keep; a damaged remote manifest is never removed), then the remote\n"
-		"garbage is collected as 'ckptctl gc --remote' does; the local store is not touched.\n",
+		"With --remote, the store's checkpoints on the remote are pruned instead, by the same\n"
+		"rules on the commit times the remote manifests record (a damaged remote manifest is\n"
+		"never removed), then the remote garbage is collected as 'ckptctl gc --remote' does\n"
+		"(not with --dry-run); the local store is not touched.\n",
 	.tail = "\n"
 		"Exit status: 0 pruned (or nothing to prune); 1 failed or refused (damaged manifest);\n"
 		"2 usage error; 3 busy (another process holds the lock); 4 no such store.\n"
@@ -201,22 +201,17 @@ static int cmd_prune(int argc, char **argv)
 		rc = cli_usage_err(cmd, "a retention policy is required: --keep-last N, --keep-within "
 				   "DURATION, --keep-hourly, --keep-daily, --keep-weekly, "
 				   "--keep-monthly or --keep-yearly N");
-	else if (a.remote)
-		rc = a.r.keep_within || a.r.keep_hourly || a.r.keep_daily || a.r.keep_weekly ||
-		     a.r.keep_monthly || a.r.keep_yearly || a.ntags
-		     ? cli_usage_err(cmd, "with --remote the policy is --keep-last, --keep-every and "
-				     "--keep")
-		     : ck_remote_gc(cmd, argv[1], a.remote, &(ckpt_prune_policy){
-					.keep_last = a.r.keep.keep_last, .keep_every = a.r.keep.keep_every,
-					.keep_steps = a.keep, .n_keep_steps = a.nkeep},
-				    (a.rm.dry ? CKPT_GC_DRY_RUN : 0) | (a.rm.force ? CKPT_GC_FORCE : 0),
-				    a.rm.json, a.rm.g.have_grace ? a.rm.g.grace_s : -1);
-	else if ((rc = ck_removal_check(cmd, &a.rm)) < 0) {
+	else {
 		a.r.keep.keep_steps = a.keep;
 		a.r.keep.n_keep_steps = a.nkeep;
 		a.r.keep_tags = a.tags;
 		a.r.n_keep_tags = a.ntags;
-		rc = ck_removal_run(cmd, argv[1], &a.rm, &prune_ops, &a);
+		if (a.remote)
+			rc = ck_remote_gc(cmd, argv[1], a.remote, &a.r, (a.rm.dry ? CKPT_GC_DRY_RUN : 0) |
+					  (a.rm.force ? CKPT_GC_FORCE : 0), a.rm.json,
+					  a.rm.g.have_grace ? a.rm.g.grace_s : -1);
+		else if ((rc = ck_removal_check(cmd, &a.rm)) < 0)
+			rc = ck_removal_run(cmd, argv[1], &a.rm, &prune_ops, &a);
 	}
 	free(a.keep);
 	free(a.tags);

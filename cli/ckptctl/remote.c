@@ -209,7 +209,7 @@ static int cmd_pull(int argc, char **argv) { return xfer_main(&ck_cmd_pull, argc
 
 /* The report of a remote prune or gc, as text or JSON. */
 static void remote_gc_print(bool json, bool dry, const char *url, const ckpt_remote_gc_report *r,
-			    bool prune)
+			    bool prune, const uint64_t *removed)
 {
 	if (json) {
 		struct jw w;
@@ -219,6 +219,11 @@ static void remote_gc_print(bool json, bool dry, const char *url, const ckpt_rem
 		jw_key(&w, "remote"); jw_str(&w, url);
 		if (prune) {
 			jw_key(&w, "manifests_removed"); jw_u64(&w, r->manifests_removed);
+			jw_key(&w, "steps_removed");
+			jw_arr_begin(&w);
+			for (uint64_t i = 0; removed && i < r->manifests_removed; i++)
+				jw_u64(&w, removed[i]);
+			jw_arr_end(&w);
 		}
 		jw_key(&w, "packs_removed"); jw_u64(&w, r->packs_removed);
 		jw_key(&w, "bytes_freed"); jw_u64(&w, r->bytes_freed);
@@ -231,6 +236,8 @@ static void remote_gc_print(bool json, bool dry, const char *url, const ckpt_rem
 	}
 	const char *verb = dry ? "would remove" : "removed";
 	char b[32];
+	for (uint64_t i = 0; prune && removed && i < r->manifests_removed; i++)
+		printf("%s step %llu\n", verb, (unsigned long long)removed[i]);
 	if (prune)
 		printf("%s %llu checkpoint%s from %s\n", verb, (unsigned long long)r->manifests_removed,
 		       r->manifests_removed == 1 ? "" : "s", url);
@@ -246,7 +253,7 @@ static void remote_gc_print(bool json, bool dry, const char *url, const ckpt_rem
 }
 
 int ck_remote_gc(const char *cmd, const char *path, const char *url,
-		 const ckpt_prune_policy *pol, int flags, bool json, int64_t grace_s)
+		 const ckpt_retention *pol, int flags, bool json, int64_t grace_s)
 {
 	ckpt_store *store;
 	ckpt_options *o = ckpt_options_create();
@@ -262,13 +269,15 @@ int ck_remote_gc(const char *cmd, const char *path, const char *url,
 		return rc;
 	if (!(rc = ck_set_remote(cmd, store, url, 0))) {
 		ckpt_remote_gc_report r;
-		int e = pol ? ckpt_store_remote_prune(store, pol, flags, &r)
+		uint64_t *removed = NULL;
+		int e = pol ? ckpt_store_remote_prune_gc(store, pol, flags, &r, &removed)
 			    : ckpt_store_remote_gc(store, flags, &r);
 		if (e)
 			rc = ck_fail(cmd, e, pol ? "remote prune failed" : "remote gc failed");
 		else
 			remote_gc_print(json, flags & CKPT_GC_DRY_RUN, ckpt_store_remote(store), &r,
-					pol != NULL);
+					pol != NULL, removed);
+		free(removed);
 	}
 	ckpt_store_close(store);
 	return rc ? rc : ck_stdout_done(cmd);

@@ -53,6 +53,18 @@ struct begin_msg {
 };
 
 
+/* Rank 0, after the global commit: which ranks upload their own packs to rank 0's remote. */
+static void notify_rank0(ckpt_dist_save *d, const struct part_msg *all, size_t n, uint64_t key)
+{
+	bool *sharing = calloc(n, sizeof *sharing);
+	if (!sharing) /* no one shares: rank 0's upload puts every pack itself */
+		return store_notify_commit(d->s, d->step);
+	for (size_t r = 0; r < n; r++)
+		sharing[r] = key && all[r].upkey == key;
+	store_notify_dist(d->s, d->step, 0, (unsigned)n, sharing);
+	free(sharing);
+}
+
 void dist_free(ckpt_dist_save *d, bool committed)
 {
 	for (size_t i = 0; i < d->nkeys; i++)
@@ -411,6 +423,8 @@ int dist_commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine)
 	struct part_msg *all = calloc(n, sizeof *all);
 	if (!all)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	uint64_t key = __atomic_load_n(&d->s->tier_upkey, __ATOMIC_ACQUIRE);
+	mine->upkey = key;
 	int rc = d->comm.allgather(d->comm.ctx, mine, sizeof *mine, all);
 	if (rc) {
 		rc = comm_error(&d->comm, d->step, rc, "gathering the parts' outcome");
@@ -434,10 +448,11 @@ int dist_commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine)
 						       dist_late_list(d), dist_late_count(d), d->comm.rank,
 						       dist_kill_point);
 			if (!rc) /* every rank's packs are durable: the remote may take them */
-				store_notify_commit(d->s, d->step);
+				notify_rank0(d, all, n, key);
 			free(sums);
 		}
 		out.rc = rc;
+		out.upkey = key;
 		if (rc)
 			snprintf(out.msg, sizeof out.msg, "%s", ckpt_errmsg());
 	}
@@ -448,6 +463,8 @@ int dist_commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine)
 	if (d->comm.rank != 0 && out.rc)
 		return ckpt_fail(-out.rc, "checkpoint %" PRIu64 ": rank 0 could not commit: %.*s",
 				 d->step, (int)sizeof out.msg, out.msg);
+	if (d->comm.rank != 0 && key && out.upkey == key) /* rank 0 finishes what we upload */
+		store_notify_dist(d->s, d->step, d->comm.rank, (unsigned)n, NULL);
 	(void)st;
 	return out.rc;
 }

@@ -25,13 +25,15 @@ struct ckpt_dist_save {
 	struct async_commit *ac; /* threaded: the commit thread's state */
 };
 
-/* What each rank tells the others at commit: its part's outcome. */
+/* What each rank tells the others at commit: its part's outcome, and the remote its handle
+ * uploads to in the background (store.tier_upkey, 0: none); rank 0's reply the same. */
 struct part_msg {
 	int32_t rc;
 	uint32_t pad;
 	uint64_t size;
+	uint64_t upkey;
 	uint8_t digest[16];
-	char msg[224];
+	char msg[216];
 };
 
 /* A threaded asynchronous save: a library thread waits for the part and runs the collective
@@ -47,7 +49,7 @@ struct async_commit {
 	bool released;           /* CKPT_DIST_DEFER: ckpt_dist_save_release() was called */
 	bool gathering;          /* the commit's exchange began: no more late metadata */
 	int rel_rc;              /* its outcome for this rank (0 or a negative CKPT_E_*) */
-	char rel_msg[224];
+	char rel_msg[216];
 	char **late;             /* metadata set after submit: key, value, key, value, ... */
 	size_t nlate;
 	int snap_rc, rc;

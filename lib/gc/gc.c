@@ -121,6 +121,21 @@ static int remove_dead_packs(struct ckpt_store *s, struct pk *pv, size_t np, boo
 	return 0;
 }
 
+/* Before any pack goes (removed dead, or compacted away): its id must never name another pack,
+ * since a remote copy of the store holds packs by id (store/packids.c). One mark per id range,
+ * raised to the highest pack present. */
+static int retire_pack_ids(struct ckpt_store *s, const struct pk *pv, size_t np)
+{
+	uint32_t *ids = malloc((np ? np : 1) * sizeof *ids);
+	if (!ids)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	for (size_t i = 0; i < np; i++)
+		ids[i] = pv[i].id;
+	int rc = store_packids_raise(s->path, ids, np);
+	free(ids);
+	return rc;
+}
+
 /* The common tail of prune and gc: dead packs, leftovers, compaction (g NULL: none). skip marks
  * manifests that prune removes (already gone from disk, or not in a dry run). */
 int gc_collect(struct ckpt_store *s, struct mfset *ms, const bool *skip,
@@ -130,6 +145,8 @@ int gc_collect(struct ckpt_store *s, struct mfset *ms, const bool *skip,
 	struct loc *lv = NULL;
 	size_t np = 0, nl = 0;
 	int rc = gc_list_packs(s, &pv, &np, rep);
+	if (!rc && !dry)
+		rc = retire_pack_ids(s, pv, np);
 	if (!rc)
 		rc = gc_collect_locs(ms, skip, &lv, &nl);
 	if (!rc) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "gc/gc.h"
 #include "gc/gc_int.h"
 #include "store/store.h"
 
@@ -131,12 +132,8 @@ static void keep_split(const struct by_time *bt, char rule, uint64_t n, bool *ke
 /* Retention (ckpt_retention), in borg's order: within, last, hourly, daily, weekly, monthly,
  * yearly; then the tagged checkpoints, the multiples of keep_every, the listed steps and the newest
  * valid checkpoint. */
-static int choose_retention(struct ckpt_store *s, const struct mfset *ms, const void *ctx,
-			    int flags, bool *drop)
+static int retention(const struct mfset *ms, const ckpt_retention *r, bool *drop)
 {
-	(void)s;
-	(void)flags;
-	const ckpt_retention *r = ctx;
 	struct by_time bt = {ms, calloc(ms->n + 1, sizeof(size_t)), 0};
 	bool *keep = calloc(ms->n + 1, sizeof *keep);
 	if (!bt.idx || !keep) {
@@ -186,13 +183,24 @@ static int choose_retention(struct ckpt_store *s, const struct mfset *ms, const 
 	return 0;
 }
 
-CKPT_API int ckpt_store_prune_gc(ckpt_store *s, const ckpt_retention *r, const ckpt_gc_policy *g,
-				 int flags, ckpt_gc_report **report)
+static int choose_retention(struct ckpt_store *s, const struct mfset *ms, const void *ctx,
+			    int flags, bool *drop)
 {
-	if (report)
-		*report = NULL;
-	if (!s || !r)
-		return ckpt_fail(CKPT_E_INVAL, "prune: NULL store or policy");
+	(void)s;
+	(void)flags;
+	return retention(ms, ctx, drop);
+}
+
+int gc_retention_choose(const uint64_t *steps, const struct manifest *m, const int *err, size_t n,
+			const ckpt_retention *r, bool *drop)
+{
+	struct mfset ms = {.n = n, .steps = (uint64_t *)steps, .m = (struct manifest *)m,
+			   .err = (int *)err};
+	return retention(&ms, r, drop);
+}
+
+int gc_retention_check(const ckpt_retention *r)
+{
 	if (r->keep_within < 0)
 		return ckpt_fail(CKPT_E_INVAL, "prune: keep_within must not be negative");
 	for (size_t q = 0; q < r->n_keep_tags; q++) {
@@ -201,6 +209,19 @@ CKPT_API int ckpt_store_prune_gc(ckpt_store *s, const ckpt_retention *r, const c
 		if (rc)
 			return rc;
 	}
+	return 0;
+}
+
+CKPT_API int ckpt_store_prune_gc(ckpt_store *s, const ckpt_retention *r, const ckpt_gc_policy *g,
+				 int flags, ckpt_gc_report **report)
+{
+	if (report)
+		*report = NULL;
+	if (!s || !r)
+		return ckpt_fail(CKPT_E_INVAL, "prune: NULL store or policy");
+	int rc = gc_retention_check(r);
+	if (rc)
+		return rc;
 	if (g && (!(g->compact_below >= 0 && g->compact_below <= 1) ||
 		  !(g->max_unused >= 0 && g->max_unused <= 1)))
 		return ckpt_fail(CKPT_E_INVAL, "prune: compact_below and max_unused must be 0 to 1");

@@ -746,16 +746,22 @@ int store_max_pack_id(struct ckpt_store *s, uint32_t *out)
 	/* Each writer allocates in its own id range (store.h, DIST_PACK_LO). */
 	uint64_t lo = s->part_mode ? DIST_PACK_LO(s->part_rank) : 0;
 	uint64_t hi = s->part_mode ? DIST_PACK_LO(s->part_rank + 1) : DIST_PACK_LO(0);
+	/* Never below an id gc removed (or a remote holds): packids.c. */
+	uint32_t mark;
+	int rc = store_packid_mark(s->path, (uint32_t)(lo >> STORE_PACK_RANGE_BITS), &mark);
+	if (rc)
+		return rc;
 	if (s->part_mode) {
 		/* Every rank of every save: listing the shared directories (all ranks' packs) would
 		 * cost each rank O(packs of the store) per save; probing the rank's own range from
-		 * this handle's last id (its previous save's, when it was this rank's) costs a few
-		 * stats. */
+		 * this handle's last id (its previous save's, when it was this rank's) or the mark
+		 * costs a few stats. */
 		uint32_t last = __atomic_load_n(&s->next_pack_id, __ATOMIC_SEQ_CST);
-		*out = probe_taken(s, last >= lo && last < hi ? last : (uint32_t)lo, (uint32_t)hi);
+		uint32_t from = last >= lo && last < hi ? last : (uint32_t)lo;
+		*out = probe_taken(s, MAX(from, mark), (uint32_t)hi);
 		return 0;
 	}
-	uint32_t mx = 0;
+	uint32_t mx = mark;
 	for (unsigned i = 0; i < s->ndirs; i++) {
 		DIR *d = opendir(s->pack_dirs[i]);
 		if (!d) {

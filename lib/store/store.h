@@ -93,6 +93,14 @@ struct ckpt_store {
 	void *tier;
 	void (*tier_commit)(void *tier, uint64_t step);
 	void (*tier_free)(void *tier);
+	/* Multi-rank commits (dist.c): tier_upkey is non-zero while the handle uploads in the
+	 * background (the remote's identity, a hash of its url; atomic), and each rank tells it to
+	 * rank 0 at commit; then tier_commit_dist(tier, step, rank, world, sharing) runs on rank 0
+	 * after the global commit (sharing[r]: rank r uploads its own packs to the same remote)
+	 * and, with sharing NULL, on every other rank whose upkey is rank 0's. Must not block. */
+	uint64_t tier_upkey;
+	void (*tier_commit_dist)(void *tier, uint64_t step, int rank, unsigned world,
+				 const bool *sharing);
 	/* Readers of a handle with a remote: tier_manifest(tier, step or CKPT_STEP_LATEST, m)
 	 * fetches a checkpoint's manifest that is not local, tier_pack(tier, m, id, what, len) a
 	 * pack that is not local: the fd of an anonymous file holding the pack's header and the
@@ -108,6 +116,19 @@ struct ckpt_store {
 #define DIST_PACK_SPAN (1u << 22)
 #define DIST_PACK_LO(r) (((uint32_t)(r) + 1) * DIST_PACK_SPAN)
 #define DIST_MAX_RANKS 1022u
+/* STORE/packids (packids.c; docs/format.md): per id range (id >> STORE_PACK_RANGE_BITS: 0 for
+ * single-process saves and gc, r + 1 for rank r), the highest id a pack ever had that may be
+ * gone now; writers allocate above it, so no id names two packs (a remote holds packs by id). */
+#define STORE_PACKIDS "packids"
+#define STORE_PACK_RANGE_BITS 22
+#define STORE_PACK_RANGES 1024u
+/* *mark: range's mark in the store of directory dir (0 without one). Returns 0 or -CKPT_E_*
+ * (-CKPT_E_CORRUPT naming a file that does not parse). */
+int store_packid_mark(const char *dir, uint32_t range, uint32_t *mark);
+/* Raises the marks of the store in dir to cover ids[0..n) (each range to its highest id there),
+ * writing the file atomically and durably when a mark changes. Callers hold the writer lock
+ * exclusively, or own a store nobody uses yet. Returns 0 or -CKPT_E_*. */
+int store_packids_raise(const char *dir, const uint32_t *ids, size_t n);
 #define PART_DIR "parts"
 /* The part files are store layout (store.c), used by the save (a part-mode save writes its
  * manifest there), dist_merge.c (reads them) and gc (counts leftovers). */
@@ -131,6 +152,13 @@ static inline void store_notify_commit(struct ckpt_store *s, uint64_t step)
 	if (s->tier_commit)
 		s->tier_commit(s->tier, step);
 }
+/* A multi-rank checkpoint is durable (store.tier_commit_dist). */
+static inline void store_notify_dist(struct ckpt_store *s, uint64_t step, int rank, unsigned world,
+				     const bool *sharing)
+{
+	if (s->tier_commit_dist)
+		s->tier_commit_dist(s->tier, step, rank, world, sharing);
+}
 /* Detaches the handle's remote tier: its tier_free first (which stops its uploads), then every
  * hook cleared. */
 static inline void store_tier_detach(struct ckpt_store *s)
@@ -139,6 +167,8 @@ static inline void store_tier_detach(struct ckpt_store *s)
 		s->tier_free(s->tier);
 	s->tier = NULL;
 	s->tier_commit = NULL;
+	s->tier_commit_dist = NULL;
+	__atomic_store_n(&s->tier_upkey, 0, __ATOMIC_RELEASE);
 	s->tier_free = NULL;
 	s->tier_manifest = NULL;
 	s->tier_pack = NULL;

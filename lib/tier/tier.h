@@ -21,6 +21,9 @@
 
 #define TIER_ROOT "libckpt1" /* the remote layout's version: docs/format.md */
 #define TIER_ID_LEN 32        /* a store id: its uuid in lowercase hex */
+/* Rank 0's background upload of a multi-rank checkpoint waits this long for a sharing rank that
+ * makes no progress (CKPT_REMOTE_SHARE_WAIT_S overrides), then sends that rank's share itself. */
+#define TIER_SHARE_WAIT_S 300
 
 /* One store's place on one remote. */
 struct tier_ref {
@@ -41,6 +44,9 @@ void tier_key_part(const struct tier_ref *t, uint64_t step, unsigned rank, char 
 /* The steps whose manifests the remote holds for t, ascending, into *steps (malloc'd). Returns
  * the count or -CKPT_E_*. */
 long tier_remote_steps(const struct tier_ref *t, uint64_t **steps);
+/* The ids of the packs the remote holds for t (any order), into *ids (malloc'd). Returns the
+ * count or -CKPT_E_*. */
+long tier_remote_packs(const struct tier_ref *t, uint32_t **ids);
 /* The ids of the stores on remote r, into ids (up to max). Returns the count or -CKPT_E_*. */
 long tier_remote_stores(struct rmt *r, char (*ids)[TIER_ID_LEN + 1], size_t max);
 /* Reads a whole object (at most max bytes) into a malloc'd buffer. Returns 0 or -CKPT_E_*. */
@@ -81,6 +87,35 @@ int tier_parallel(struct tier_par *p, unsigned threads);
 int tier_push(struct ckpt_store *s, const struct tier_ref *t, uint64_t step, ckpt_remote_stats *st,
 	      rmt_progress_cb progress, void *arg, const bool *cancel);
 
+/* The remote store header: put once (never replacing); one already there must be this store's
+ * byte for byte. Returns 0 or -CKPT_E_*. */
+int tier_ensure_hdr(struct ckpt_store *s, const struct tier_ref *t);
+/* Sends the local packs ids[0..n) the remote lacks, cfg.parallel at a time, each checked by size
+ * once put; a remote pack of the same id that is another pack is -CKPT_E_CORRUPT. st (counts
+ * added), progress and cancel as tier_push's. Returns 0 or -CKPT_E_*. */
+int tier_push_packs(struct ckpt_store *s, const struct tier_ref *t, const uint32_t *ids, size_t n,
+		    ckpt_remote_stats *st, rmt_progress_cb progress, void *arg, const bool *cancel);
+/* Whether the remote still holds packs ids[0..n): 0, or -CKPT_E_IO naming the first gone. */
+int tier_check_present(const struct tier_ref *t, const uint32_t *ids, size_t n);
+/* Puts rank's local part file of step unless the remote holds those bytes already; another
+ * object there (a stale part of a save that never reached the remote) is replaced. */
+int tier_put_part(struct ckpt_store *s, const struct tier_ref *t, uint64_t step, unsigned rank);
+/* Deletes upload marker mark (when set), keeping the message of failure rc for the caller. */
+void tier_unmark_keep_error(const struct tier_ref *t, const char *mark, int rc);
+
+/* ---- tier_share.c --------------------------------------------------------------------------- */
+/* The background upload of multi-rank checkpoint step by the handle of rank (docs/format.md,
+ * "Remote layout"): the packs of the rank's own id range that the global manifest references and
+ * the remote lacks, then its part object. Rank 0 then waits until the part objects of the ranks
+ * with sharing[r] (nshare entries) are there, as long as one of them makes progress within
+ * wait_ms, and pushes the rest (tier_push: what is missing, the parts, the manifest last). st
+ * gets what this handle sent. Returns 0 or -CKPT_E_*. */
+int tier_push_dist(struct ckpt_store *s, const struct tier_ref *t, uint64_t step, unsigned rank,
+		   const bool *sharing, unsigned nshare, int64_t wait_ms, ckpt_remote_stats *st,
+		   const bool *cancel);
+/* Background upload counters of s's handle (what its upload thread sent), for tests. */
+void tier_upload_stats(struct ckpt_store *s, ckpt_remote_stats *st);
+
 /* ---- tier_pull.c ---------------------------------------------------------------------------- */
 /* Pulls checkpoint step (CKPT_STEP_LATEST: the remote's newest) of t into s, under the store's
  * writer lock. *got is the step pulled. Returns 0 or -CKPT_E_*; a damaged remote object is
@@ -105,10 +140,12 @@ void tier_unmark_upload(const struct tier_ref *t, const char *key);
  * (counted as spared). CKPT_GC_DRY_RUN: only counts. Returns 0 or -CKPT_E_*. */
 int tier_gc(const struct tier_ref *t, const uint8_t uuid[16], int64_t grace_s, int flags,
 	    ckpt_remote_gc_report *rep);
-/* Removes the remote manifests of store t that the policy does not keep (never a damaged one:
- * its step is kept); their packs are left to tier_gc. Returns 0 or -CKPT_E_*. */
-int tier_prune(const struct tier_ref *t, const uint8_t uuid[16], const ckpt_prune_policy *pol,
-	       int flags, ckpt_remote_gc_report *rep);
+/* Removes the remote manifests of store t that retention r does not keep, as a local prune
+ * chooses them (gc/gc.h; never a damaged one: its step is kept); their packs are left to
+ * tier_gc. *removed (malloc'd, rep->manifests_removed entries, ascending) gets the steps removed
+ * (CKPT_GC_DRY_RUN: that would be). Returns 0 or -CKPT_E_*. */
+int tier_prune(const struct tier_ref *t, const uint8_t uuid[16], const ckpt_retention *r,
+	       int flags, ckpt_remote_gc_report *rep, uint64_t **removed);
 
 /* ---- tier_fetch.c --------------------------------------------------------------------------- */
 /* The store's tier_pack hook: an anonymous file (the fd) holding pack id's header and the records

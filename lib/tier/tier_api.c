@@ -10,12 +10,24 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/hash.h"
+#include "gc/gc.h"
 #include "tier/tier.h"
 
 struct tier_fail {
 	uint64_t step;
+	int rank; /* the job's: -1 a whole push, else this handle's share of a multi-rank one */
 	int rc;
 	char msg[512];
+};
+
+/* One upload: a whole push (rank -1), or the handle's share of a multi-rank checkpoint (rank
+ * 0 also finishes it: sharing[r] for r < world says which ranks put their own shares). */
+struct up_job {
+	uint64_t step;
+	int rank;
+	unsigned world;
+	bool *sharing;
 };
 
 struct tier_up {
@@ -23,18 +35,25 @@ struct tier_up {
 	struct ckpt_store *s;
 	bool upload;          /* CKPT_REMOTE_UPLOAD */
 	bool stop;            /* atomic: cancels the push in flight (tier_push's cancel) */
+	int64_t wait_ms;      /* rank 0: how long a sharing rank may make no progress */
 	pthread_mutex_t mu;   /* everything below; a leaf */
 	pthread_cond_t cv;    /* queue changes, a push ends */
-	uint64_t *q;          /* steps to upload, FIFO */
+	struct up_job *q;     /* uploads to do, FIFO */
 	size_t nq, capq;
 	bool busy;            /* cur is being pushed */
-	uint64_t cur;
+	struct up_job cur;
 	uint64_t *done;       /* steps known to be on the remote */
 	size_t ndone, capdone;
+	uint64_t *shared;     /* multi-rank steps whose share this handle (rank > 0) put */
+	size_t nshared, capshared;
+	uint64_t *pending;    /* multi-rank steps to resume once the handle's rank is known */
+	size_t npending, cappending;
+	bool ranked;          /* a multi-rank commit told this handle its rank */
 	struct tier_fail *fail; /* the last failure of each step that failed, until it succeeds */
 	size_t nfail, capfail;
 	bool has_thread;
 	pthread_t th;
+	ckpt_remote_stats sent; /* what the upload thread sent (tier_upload_stats) */
 	uint64_t fetched; /* atomic: bytes readers read from the remote (tier_fetch_pack) */
 };
 
@@ -46,6 +65,22 @@ static bool in(const uint64_t *v, size_t n, uint64_t x)
 	return false;
 }
 
+/* Under u->mu: appends x to v unless there (out of memory: left out, as a step not recorded). */
+static void add(uint64_t **v, size_t *n, size_t *cap, uint64_t x)
+{
+	if (!in(*v, *n, x) && !ckpt_grow((void **)v, cap, *n + 1, sizeof **v))
+		(*v)[(*n)++] = x;
+}
+
+/* Under u->mu: whether step is queued or being pushed. */
+static bool queued(const struct tier_up *u, uint64_t step)
+{
+	for (size_t i = 0; i < u->nq; i++)
+		if (u->q[i].step == step)
+			return true;
+	return u->busy && u->cur.step == step;
+}
+
 static struct tier_fail *failure_of(struct tier_up *u, uint64_t step)
 {
 	for (size_t i = 0; i < u->nfail; i++)
@@ -54,13 +89,22 @@ static struct tier_fail *failure_of(struct tier_up *u, uint64_t step)
 	return NULL;
 }
 
-/* Under u->mu: queues step unless it is queued or known remote. */
-static void enqueue(struct tier_up *u, uint64_t step)
+/* Under u->mu: queues an upload of step unless one is queued or it is known remote (or, for a
+ * share, put). sharing (world entries, rank 0) is copied. */
+static void enqueue(struct tier_up *u, uint64_t step, int rank, unsigned world, const bool *sharing)
 {
-	if (in(u->q, u->nq, step) || in(u->done, u->ndone, step) || (u->busy && u->cur == step))
+	if (queued(u, step) || in(u->done, u->ndone, step) ||
+	    (rank > 0 && in(u->shared, u->nshared, step)))
 		return;
-	if (!ckpt_grow((void **)&u->q, &u->capq, u->nq + 1, sizeof *u->q))
-		u->q[u->nq++] = step;
+	struct up_job j = {.step = step, .rank = rank, .world = world};
+	if (sharing && !(j.sharing = malloc(world * sizeof *sharing)))
+		j.rank = -1; /* out of memory: a whole push, which needs no one */
+	if (j.sharing)
+		memcpy(j.sharing, sharing, world * sizeof *sharing);
+	if (ckpt_grow((void **)&u->q, &u->capq, u->nq + 1, sizeof *u->q))
+		free(j.sharing);
+	else
+		u->q[u->nq++] = j;
 }
 
 /* Whether checkpoint step is still in the local store (a push that failed because it was pruned
@@ -73,8 +117,8 @@ static bool still_local(struct ckpt_store *s, uint64_t step)
 	return access(p, F_OK) == 0;
 }
 
-/* Under u->mu: records the outcome of step's push. */
-static void record(struct tier_up *u, uint64_t step, int rc)
+/* Under u->mu: records the outcome of an upload of step (a share: rank > 0). */
+static void record(struct tier_up *u, uint64_t step, int rank, int rc)
 {
 	struct tier_fail *f = failure_of(u, step);
 	if (rc && !still_local(u->s, step)) {
@@ -85,14 +129,17 @@ static void record(struct tier_up *u, uint64_t step, int rc)
 	if (!rc) {
 		if (f)
 			*f = u->fail[--u->nfail];
-		if (!ckpt_grow((void **)&u->done, &u->capdone, u->ndone + 1, sizeof *u->done))
-			u->done[u->ndone++] = step;
+		if (rank > 0)
+			add(&u->shared, &u->nshared, &u->capshared, step);
+		else
+			add(&u->done, &u->ndone, &u->capdone, step);
 		return;
 	}
 	if (!f && !ckpt_grow((void **)&u->fail, &u->capfail, u->nfail + 1, sizeof *u->fail))
 		f = &u->fail[u->nfail++];
 	if (f) {
 		f->step = step;
+		f->rank = rank > 0 ? rank : -1; /* rank 0's retry: a whole push, waiting for no one */
 		f->rc = rc;
 		snprintf(f->msg, sizeof f->msg, "%s", ckpt_errmsg());
 	}
@@ -107,30 +154,70 @@ static void *upload_thread(void *arg)
 			pthread_cond_wait(&u->cv, &u->mu);
 			continue;
 		}
-		uint64_t step = u->q[0];
+		struct up_job j = u->q[0];
 		memmove(u->q, u->q + 1, --u->nq * sizeof *u->q);
 		u->busy = true;
-		u->cur = step;
+		u->cur = j;
 		pthread_mutex_unlock(&u->mu);
-		int rc = tier_push(u->s, &u->ref, step, NULL, NULL, NULL, &u->stop);
+		ckpt_remote_stats st = {0};
+		int rc = j.rank < 0 ? tier_push(u->s, &u->ref, j.step, &st, NULL, NULL, &u->stop)
+			 : tier_push_dist(u->s, &u->ref, j.step, (unsigned)j.rank, j.sharing, j.world,
+					  u->wait_ms, &st, &u->stop);
+		free(j.sharing);
 		pthread_mutex_lock(&u->mu);
 		u->busy = false;
+		u->sent.packs_sent += st.packs_sent;
+		u->sent.bytes_sent += st.bytes_sent;
+		u->sent.packs_present += st.packs_present;
+		u->sent.bytes_present += st.bytes_present;
 		if (rc != -CKPT_E_CANCELED) /* a canceled one resumes later from the remote */
-			record(u, step, rc);
+			record(u, j.step, j.rank, rc);
 		pthread_cond_broadcast(&u->cv);
 	}
 	pthread_mutex_unlock(&u->mu);
 	return NULL;
 }
 
-/* The store's commit hook: queue the new checkpoint, and again those whose upload failed. */
+void tier_upload_stats(struct ckpt_store *s, ckpt_remote_stats *st)
+{
+	struct tier_up *u = s->tier;
+	*st = (ckpt_remote_stats){0};
+	if (!u)
+		return;
+	pthread_mutex_lock(&u->mu);
+	*st = u->sent;
+	pthread_mutex_unlock(&u->mu);
+}
+
+/* Under u->mu: the failed uploads again, then the resumed multi-rank steps in the role the
+ * handle now has (rank -1: it has none, they are pushed whole). */
+static void requeue(struct tier_up *u, int rank, unsigned world, const bool *sharing)
+{
+	for (size_t i = 0; i < u->nfail; i++)
+		enqueue(u, u->fail[i].step, u->fail[i].rank, 0, NULL);
+	for (size_t i = 0; i < u->npending; i++)
+		enqueue(u, u->pending[i], rank, world, sharing);
+	u->npending = 0;
+}
+
+/* The store's commit hooks: queue the new checkpoint, and again those whose upload failed. */
 static void on_commit(void *arg, uint64_t step)
 {
 	struct tier_up *u = arg;
 	pthread_mutex_lock(&u->mu);
-	for (size_t i = 0; i < u->nfail; i++)
-		enqueue(u, u->fail[i].step);
-	enqueue(u, step);
+	requeue(u, -1, 0, NULL);
+	enqueue(u, step, -1, 0, NULL);
+	pthread_cond_broadcast(&u->cv);
+	pthread_mutex_unlock(&u->mu);
+}
+
+static void on_commit_dist(void *arg, uint64_t step, int rank, unsigned world, const bool *sharing)
+{
+	struct tier_up *u = arg;
+	pthread_mutex_lock(&u->mu);
+	u->ranked = true;
+	requeue(u, rank, world, sharing);
+	enqueue(u, step, rank, world, sharing);
 	pthread_cond_broadcast(&u->cv);
 	pthread_mutex_unlock(&u->mu);
 }
@@ -149,14 +236,31 @@ static void up_free(void *arg)
 	rmt_close(u->ref.r);
 	pthread_mutex_destroy(&u->mu);
 	pthread_cond_destroy(&u->cv);
+	for (size_t i = 0; i < u->nq; i++)
+		free(u->q[i].sharing);
 	free(u->q);
 	free(u->done);
+	free(u->shared);
+	free(u->pending);
 	free(u->fail);
 	free(u);
 }
 
+/* Whether local checkpoint step is a multi-rank one (a manifest that does not load: no). */
+static bool multi_rank(struct ckpt_store *s, uint64_t step)
+{
+	struct manifest m;
+	if (store_load_manifest(s, step, &m))
+		return false;
+	bool dist = tier_world(&m) > 0;
+	manifest_free(&m);
+	return dist;
+}
+
 /* Queues the local checkpoints the remote lacks, newest first (the resumption of an upload that
- * was killed or failed), and starts the thread. */
+ * was killed or failed), and starts the thread. A multi-rank one waits until the handle's first
+ * commit says its rank (every rank then puts its share again, rank 0 finishing), or is pushed
+ * whole when the handle turns out to have none (a one-process commit, a wait). */
 static int start_uploads(struct tier_up *u)
 {
 	uint64_t *local = NULL, *remote = NULL;
@@ -165,9 +269,11 @@ static int start_uploads(struct tier_up *u)
 	int rc = nl < 0 ? (int)nl : nr < 0 ? (int)nr : 0;
 	for (long i = nl - 1; !rc && i >= 0; i--) {
 		if (in(remote, (size_t)MAX(nr, 0), local[i]))
-			record(u, local[i], 0);
+			record(u, local[i], -1, 0);
+		else if (multi_rank(u->s, local[i]))
+			add(&u->pending, &u->npending, &u->cappending, local[i]);
 		else
-			enqueue(u, local[i]);
+			enqueue(u, local[i], -1, 0, NULL);
 	}
 	free(local);
 	free(remote);
@@ -219,6 +325,8 @@ CKPT_API int ckpt_store_set_remote(ckpt_store *s, const char *url, unsigned flag
 	struct rmt_config cfg = {.parallel = s->opt.remote_parallel,
 				 .bandwidth = s->opt.remote_bandwidth};
 	int rc = rmt_open(url, &cfg, &u->ref.r);
+	const char *w = getenv("CKPT_REMOTE_SHARE_WAIT_S");
+	u->wait_ms = w && *w ? (int64_t)(strtod(w, NULL) * 1000) : TIER_SHARE_WAIT_S * 1000;
 	if (!rc && u->upload)
 		rc = start_uploads(u);
 	if (rc) {
@@ -230,8 +338,11 @@ CKPT_API int ckpt_store_set_remote(ckpt_store *s, const char *url, unsigned flag
 	s->tier_manifest = hook_manifest;
 	s->tier_pack = hook_pack;
 	s->tier_read = flags & CKPT_REMOTE_READ;
-	if (u->upload)
+	if (u->upload) {
 		s->tier_commit = on_commit;
+		s->tier_commit_dist = on_commit_dist;
+		__atomic_store_n(&s->tier_upkey, ckpt_checksum64(url, strlen(url)) | 1, __ATOMIC_RELEASE);
+	}
 	return 0;
 }
 
@@ -269,7 +380,7 @@ CKPT_API int ckpt_store_push(ckpt_store *s, uint64_t step, ckpt_remote_stats *st
 		return rc;
 	rc = tier_push(s, &u->ref, got, stats, progress, arg, NULL);
 	pthread_mutex_lock(&u->mu);
-	record(u, got, rc);
+	record(u, got, -1, rc);
 	pthread_mutex_unlock(&u->mu);
 	return rc;
 }
@@ -287,25 +398,33 @@ CKPT_API int ckpt_store_pull(ckpt_store *s, uint64_t step, uint64_t *pulled,
 	return tier_pull(s, &u->ref, step, pulled, stats, progress, arg);
 }
 
+/* Whether the remote holds step's manifest: 1, 0, or -CKPT_E_*. */
+static int manifest_there(struct tier_up *u, uint64_t step)
+{
+	char key[256];
+	uint64_t size;
+	tier_key_mf(&u->ref, step, key, sizeof key);
+	int rc = u->ref.r->ops->stat(u->ref.r, key, &size, NULL);
+	return rc == -CKPT_E_NOTFOUND ? 0 : rc ? rc : 1;
+}
+
 CKPT_API int ckpt_store_upload_state(ckpt_store *s, uint64_t step)
 {
 	struct tier_up *u = remote_of(s);
 	if (!u)
 		return -CKPT_E_STATE;
 	pthread_mutex_lock(&u->mu);
-	int st = in(u->q, u->nq, step) || (u->busy && u->cur == step) ? CKPT_UPLOAD_UPLOADING
+	int st = queued(u, step) || in(u->pending, u->npending, step) ? CKPT_UPLOAD_UPLOADING
 		 : in(u->done, u->ndone, step) ? CKPT_UPLOAD_REMOTE : -1;
+	bool shared = in(u->shared, u->nshared, step);
 	pthread_mutex_unlock(&u->mu);
 	if (st >= 0)
 		return st;
-	char key[256];
-	uint64_t size;
-	tier_key_mf(&u->ref, step, key, sizeof key);
-	int rc = u->ref.r->ops->stat(u->ref.r, key, &size, NULL);
-	if (!rc)
-		return CKPT_UPLOAD_REMOTE;
-	if (rc != -CKPT_E_NOTFOUND)
-		return rc;
+	int rc = manifest_there(u, step);
+	if (rc)
+		return rc < 0 ? rc : CKPT_UPLOAD_REMOTE;
+	if (shared) /* our share is there, rank 0 finishes the checkpoint */
+		return CKPT_UPLOAD_UPLOADING;
 	struct manifest m;
 	if ((rc = store_load_manifest(s, step, &m)))
 		return rc;
@@ -313,20 +432,60 @@ CKPT_API int ckpt_store_upload_state(ckpt_store *s, uint64_t step)
 	return CKPT_UPLOAD_LOCAL;
 }
 
-/* Under u->mu: whether the wait for step is over, and its outcome in *rc. */
+/* Under u->mu: whether the wait for step is over, and its outcome in *rc (2: this handle's share
+ * is there, the manifest is rank 0's to put; 1: not queued). */
 static bool wait_over(struct tier_up *u, uint64_t step, int *rc)
 {
+	if (!u->ranked && u->npending) { /* no rank learned: the resumed ones go whole */
+		requeue(u, -1, 0, NULL);
+		pthread_cond_broadcast(&u->cv);
+	}
 	if (step == CKPT_STEP_LATEST) {
 		if (u->nq || u->busy)
 			return false;
 		*rc = u->nfail ? ckpt_fail(-u->fail[0].rc, "%s", u->fail[0].msg) : 0;
 		return true;
 	}
-	if (in(u->q, u->nq, step) || (u->busy && u->cur == step))
+	if (queued(u, step))
 		return false;
 	const struct tier_fail *f = failure_of(u, step);
-	*rc = in(u->done, u->ndone, step) ? 0 : f ? ckpt_fail(-f->rc, "%s", f->msg) : 1;
+	*rc = in(u->done, u->ndone, step) ? 0 : f ? ckpt_fail(-f->rc, "%s", f->msg)
+	      : in(u->shared, u->nshared, step) ? 2 : 1;
 	return true;
+}
+
+/* The deadline timeout_ms from now (CLOCK_REALTIME, for pthread_cond_timedwait). */
+static struct timespec deadline_of(int64_t timeout_ms)
+{
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	int64_t ns = dl.tv_nsec + (timeout_ms % 1000) * 1000000;
+	dl.tv_sec += (time_t)(timeout_ms / 1000 + ns / 1000000000);
+	dl.tv_nsec = (long)(ns % 1000000000);
+	return dl;
+}
+
+/* A rank's share is there: polls the remote (with backoff) for the manifest rank 0 puts. */
+static int wait_manifest(struct tier_up *u, uint64_t step, int64_t timeout_ms)
+{
+	double end = ckpt_now() + (double)timeout_ms / 1e3;
+	for (unsigned ms = 5;; ms = MIN(ms * 2, 1000u)) {
+		int rc = manifest_there(u, step);
+		if (rc < 0)
+			return rc;
+		if (rc) {
+			pthread_mutex_lock(&u->mu);
+			add(&u->done, &u->ndone, &u->capdone, step);
+			pthread_mutex_unlock(&u->mu);
+			return 0;
+		}
+		if (timeout_ms >= 0 && ckpt_now() >= end)
+			return ckpt_fail(CKPT_E_BUSY, "checkpoint %" PRIu64 " of %s: this rank's share is "
+					 "on %s, rank 0 has not put the manifest after %" PRId64 " ms",
+					 step, u->s->path, u->ref.r->url, timeout_ms);
+		struct timespec ts = {0, (long)ms * 1000000};
+		nanosleep(&ts, NULL);
+	}
 }
 
 CKPT_API int ckpt_store_wait_uploaded(ckpt_store *s, uint64_t step, int64_t timeout_ms)
@@ -334,11 +493,8 @@ CKPT_API int ckpt_store_wait_uploaded(ckpt_store *s, uint64_t step, int64_t time
 	struct tier_up *u = remote_of(s);
 	if (!u)
 		return -CKPT_E_STATE;
-	struct timespec dl;
-	clock_gettime(CLOCK_REALTIME, &dl);
-	int64_t ns = dl.tv_nsec + (timeout_ms % 1000) * 1000000;
-	dl.tv_sec += (time_t)(timeout_ms / 1000 + ns / 1000000000);
-	dl.tv_nsec = (long)(ns % 1000000000);
+	struct timespec dl = deadline_of(timeout_ms);
+	double start = ckpt_now();
 	int rc = 0;
 	pthread_mutex_lock(&u->mu);
 	while (!wait_over(u, step, &rc)) {
@@ -352,6 +508,10 @@ CKPT_API int ckpt_store_wait_uploaded(ckpt_store *s, uint64_t step, int64_t time
 		}
 	}
 	pthread_mutex_unlock(&u->mu);
+	if (rc == 2) {
+		int64_t left = (int64_t)((ckpt_now() - start) * 1e3);
+		return wait_manifest(u, step, timeout_ms < 0 ? -1 : MAX(timeout_ms - left, 0));
+	}
 	if (rc != 1)
 		return rc;
 	rc = ckpt_store_upload_state(s, step); /* not queued: on the remote already? */
@@ -392,28 +552,47 @@ CKPT_API int ckpt_store_remote_gc(ckpt_store *s, int flags, ckpt_remote_gc_repor
 	return tier_gc(&u->ref, s->hdr.uuid, s->opt.gc_grace_s, flags, report ? report : &local);
 }
 
-CKPT_API int ckpt_store_remote_prune(ckpt_store *s, const ckpt_prune_policy *policy, int flags,
-				     ckpt_remote_gc_report *report)
+CKPT_API int ckpt_store_remote_prune_gc(ckpt_store *s, const ckpt_retention *retention,
+					int flags, ckpt_remote_gc_report *report, uint64_t **removed)
 {
 	ckpt_remote_gc_report local, gc;
+	uint64_t *steps = NULL;
+	if (removed)
+		*removed = NULL;
 	struct tier_up *u = remote_of(s);
 	if (!u)
 		return -CKPT_E_STATE;
-	if (!policy)
-		return ckpt_fail(CKPT_E_INVAL, "ckpt_store_remote_prune: no policy");
+	if (!retention)
+		return ckpt_fail(CKPT_E_INVAL, "remote prune: no retention policy");
 	if (!report)
 		report = &local;
-	int rc = tier_prune(&u->ref, s->hdr.uuid, policy, flags, report);
-	if (rc || (flags & CKPT_GC_DRY_RUN))
-		return rc;
-	uint64_t removed = report->manifests_removed;
-	rc = tier_gc(&u->ref, s->hdr.uuid, s->opt.gc_grace_s, flags, &gc);
-	*report = gc;
-	report->manifests_removed = removed;
-	pthread_mutex_lock(&u->mu); /* pruned steps are no longer known remote */
-	u->ndone = 0;
-	pthread_mutex_unlock(&u->mu);
+	int rc = gc_retention_check(retention);
+	if (!rc)
+		rc = tier_prune(&u->ref, s->hdr.uuid, retention, flags, report, &steps);
+	if (!rc && !(flags & CKPT_GC_DRY_RUN)) {
+		uint64_t n = report->manifests_removed;
+		rc = tier_gc(&u->ref, s->hdr.uuid, s->opt.gc_grace_s, flags, &gc);
+		*report = gc;
+		report->manifests_removed = n;
+		pthread_mutex_lock(&u->mu); /* pruned steps are no longer known remote */
+		u->ndone = 0;
+		u->nshared = 0;
+		pthread_mutex_unlock(&u->mu);
+	}
+	if (removed && !rc)
+		*removed = steps;
+	else
+		free(steps);
 	return rc;
+}
+
+CKPT_API int ckpt_store_remote_prune(ckpt_store *s, const ckpt_prune_policy *policy, int flags,
+				     ckpt_remote_gc_report *report)
+{
+	if (!policy)
+		return ckpt_fail(CKPT_E_INVAL, "ckpt_store_remote_prune: no policy");
+	ckpt_retention r = {.keep = *policy};
+	return ckpt_store_remote_prune_gc(s, &r, flags, report, NULL);
 }
 
 CKPT_API int ckpt_remote_adopt(const char *url, const char *store_id, const char *path)

@@ -14,6 +14,7 @@
 
 #include "common/common.h"
 #include "format/format.h"
+#include "gc/gc.h"
 #include "tier/tier.h"
 
 int tier_mark_upload(const struct tier_ref *t, char *key, size_t len)
@@ -43,6 +44,7 @@ struct keys {
 	uint64_t *sizes;
 	size_t npacks, cap;
 	uint64_t *part_steps; /* steps of part objects (repeated per rank) */
+	int64_t *part_mtimes;
 	char (*parts)[128];
 	size_t nparts, capparts;
 	size_t live_uploads;  /* markers younger than the grace age */
@@ -68,8 +70,10 @@ static int on_key(void *arg, const struct rmt_obj *o)
 		k->packs[k->npacks++] = id;
 	} else if (sscanf(rel, "parts/%20llu/%u.par%1[t]", &step, &rank, tail) == 3) {
 		if (ckpt_grow((void **)&k->parts, &k->capparts, k->nparts + 1, sizeof *k->parts) ||
-		    !(k->part_steps = realloc(k->part_steps, k->capparts * sizeof *k->part_steps)))
+		    !(k->part_steps = realloc(k->part_steps, k->capparts * sizeof *k->part_steps)) ||
+		    !(k->part_mtimes = realloc(k->part_mtimes, k->capparts * sizeof *k->part_mtimes)))
 			return k->err = -CKPT_E_NOMEM;
+		k->part_mtimes[k->nparts] = o->mtime;
 		k->part_steps[k->nparts] = step;
 		snprintf(k->parts[k->nparts++], sizeof k->parts[0], "%s", o->key);
 	} else if (!strncmp(rel, "uploads/", 8)) {
@@ -116,6 +120,25 @@ static bool has_step(const uint64_t *v, long n, uint64_t x)
 		if (v[i] == x)
 			return true;
 	return false;
+}
+
+/* The multi-rank uploads in flight: steps without a manifest with a part younger than the grace
+ * age (a rank's share is there, rank 0 has yet to finish: docs/format.md). Each such step counts
+ * as a live upload (the first 64 told apart; more count as one each). */
+static size_t shares_in_flight(const struct keys *k, const uint64_t *steps, long n)
+{
+	uint64_t seen[64];
+	size_t live = 0, nseen = 0;
+	for (size_t i = 0; i < k->nparts; i++) {
+		uint64_t st = k->part_steps[i];
+		bool young = !k->part_mtimes[i] || k->now - k->part_mtimes[i] < k->grace;
+		if (!young || has_step(steps, n, st) || has_step((const uint64_t *)seen, (long)nseen, st))
+			continue;
+		if (nseen < ARRAY_SIZE(seen))
+			seen[nseen++] = st;
+		live++;
+	}
+	return live;
 }
 
 /* Deletes what is garbage in k: packs not live (unless an upload is in flight), parts of steps
@@ -175,7 +198,7 @@ int tier_gc(const struct tier_ref *t, const uint8_t uuid[16], int64_t grace_s, i
 		char up[160];
 		snprintf(up, sizeof up, "%suploads/", prefix);
 		rc = t->r->ops->list(t->r, up, on_key, &again);
-		k.live_uploads = again.live_uploads; /* the markers now */
+		k.live_uploads = again.live_uploads + shares_in_flight(&k, steps, n); /* now */
 	}
 	if (!rc)
 		rc = collect(t, &k, live, steps, n, flags & CKPT_GC_DRY_RUN, rep);
@@ -187,50 +210,79 @@ int tier_gc(const struct tier_ref *t, const uint8_t uuid[16], int64_t grace_s, i
 	free(k.sizes);
 	free(k.parts);
 	free(k.part_steps);
+	free(k.part_mtimes);
 	return rc;
 }
 
-/* Whether the policy keeps steps[i] (of n, ascending): the newest keep_last (at least one), the
- * multiples of keep_every, the listed ones. */
-static bool kept(const ckpt_prune_policy *p, const uint64_t *steps, long n, long i)
+/* The remote's checkpoints of the store, each manifest fetched (err[k]: why it does not decode). */
+struct remote_set {
+	uint64_t *steps;
+	struct manifest *m;
+	int *err;
+	long n;
+};
+
+static void remote_set_free(struct remote_set *rs)
 {
-	uint64_t last = p->keep_last ? p->keep_last : 1;
-	if ((uint64_t)(n - i) <= last || (p->keep_every && steps[i] % p->keep_every == 0))
-		return true;
-	for (size_t j = 0; j < p->n_keep_steps; j++)
-		if (p->keep_steps[j] == steps[i])
-			return true;
-	return false;
+	for (long i = 0; i < rs->n && rs->m && rs->err; i++)
+		if (!rs->err[i])
+			manifest_free(&rs->m[i]);
+	free(rs->steps);
+	free(rs->m);
+	free(rs->err);
 }
 
-int tier_prune(const struct tier_ref *t, const uint8_t uuid[16], const ckpt_prune_policy *pol,
-	       int flags, ckpt_remote_gc_report *rep)
+static int remote_set_load(const struct tier_ref *t, const uint8_t uuid[16], struct remote_set *rs)
 {
-	memset(rep, 0, sizeof *rep);
-	uint64_t *steps;
-	long n = tier_remote_steps(t, &steps);
+	*rs = (struct remote_set){0};
+	long n = tier_remote_steps(t, &rs->steps);
 	if (n < 0)
 		return (int)n;
-	int rc = 0;
-	for (long i = 0; !rc && i < n; i++) {
-		if (kept(pol, steps, n, i))
-			continue;
-		struct manifest m;
+	rs->m = calloc((size_t)n + 1, sizeof *rs->m);
+	rs->err = calloc((size_t)n + 1, sizeof *rs->err);
+	if (!rs->m || !rs->err)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	for (; rs->n < n; rs->n++) {
 		uint8_t *raw;
 		uint64_t len;
-		if ((rc = tier_fetch_manifest(t, uuid, steps[i], &m, &raw, &len))) {
-			/* Damaged: never removed (what it references is unknown). */
-			rc = rc == -CKPT_E_NOMEM || rc == -CKPT_E_IO ? rc : 0;
+		int rc = tier_fetch_manifest(t, uuid, rs->steps[rs->n], &rs->m[rs->n], &raw, &len);
+		if (rc == -CKPT_E_NOMEM || rc == -CKPT_E_IO)
+			return rc;
+		rs->err[rs->n] = rc; /* damaged: kept (what it references is unknown) */
+		if (!rc)
+			free(raw);
+	}
+	return 0;
+}
+
+int tier_prune(const struct tier_ref *t, const uint8_t uuid[16], const ckpt_retention *r,
+	       int flags, ckpt_remote_gc_report *rep, uint64_t **removed)
+{
+	memset(rep, 0, sizeof *rep);
+	*removed = NULL;
+	struct remote_set rs;
+	int rc = remote_set_load(t, uuid, &rs);
+	bool *drop = rc ? NULL : calloc((size_t)rs.n + 1, sizeof *drop);
+	uint64_t *out = rc ? NULL : calloc((size_t)rs.n + 1, sizeof *out);
+	if (!rc && (!drop || !out))
+		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	if (!rc)
+		rc = gc_retention_choose(rs.steps, rs.m, rs.err, (size_t)rs.n, r, drop);
+	for (long i = 0; !rc && i < rs.n; i++) {
+		if (!drop[i])
 			continue;
-		}
-		manifest_free(&m);
-		free(raw);
 		char key[256];
-		tier_key_mf(t, steps[i], key, sizeof key);
+		tier_key_mf(t, rs.steps[i], key, sizeof key);
 		/* The manifest first: the part files and packs are garbage once it is gone. */
 		rc = flags & CKPT_GC_DRY_RUN ? 0 : t->r->ops->del(t->r, key);
-		rep->manifests_removed += !rc;
+		if (!rc)
+			out[rep->manifests_removed++] = rs.steps[i];
 	}
-	free(steps);
+	remote_set_free(&rs);
+	free(drop);
+	if (rc)
+		free(out);
+	else
+		*removed = out;
 	return rc;
 }

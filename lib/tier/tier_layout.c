@@ -49,23 +49,43 @@ void tier_key_part(const struct tier_ref *t, uint64_t step, unsigned rank, char 
 	snprintf(buf, len, TIER_ROOT "/%s/parts/%020" PRIu64 "/%u.part", t->id, step, rank);
 }
 
-struct steps {
+/* A listing of numbered keys: prefix, exactly digits decimal digits, then ext. */
+struct numbered {
 	uint64_t *v;
 	size_t n, cap;
-	size_t plen; /* of the listing's prefix */
+	size_t plen, digits; /* of the listing's prefix; of the number */
+	const char *ext;
 };
 
-/* A manifest key is the prefix, exactly 20 digits and ".ckpt": anything else is not ours. */
-static int on_mf(void *arg, const struct rmt_obj *o)
+/* Anything else under the prefix is not ours. */
+static int on_numbered(void *arg, const struct rmt_obj *o)
 {
-	struct steps *s = arg;
+	struct numbered *s = arg;
 	const char *name = o->key + s->plen;
-	if (strlen(name) != 25 || strspn(name, "0123456789") != 20 || strcmp(name + 20, ".ckpt"))
+	if (strlen(name) != s->digits + strlen(s->ext) || strspn(name, "0123456789") != s->digits ||
+	    strcmp(name + s->digits, s->ext))
 		return 0;
 	if (ckpt_grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v))
 		return -CKPT_E_NOMEM;
 	s->v[s->n++] = strtoull(name, NULL, 10);
 	return 0;
+}
+
+/* The numbers of the keys TIER_ROOT/ID/dir/<digits>ext, in listing order, into *out. */
+static long list_numbered(const struct tier_ref *t, const char *dir, size_t digits,
+			  const char *ext, uint64_t **out)
+{
+	char prefix[128];
+	snprintf(prefix, sizeof prefix, TIER_ROOT "/%s/%s/", t->id, dir);
+	struct numbered s = {.plen = strlen(prefix), .digits = digits, .ext = ext};
+	int rc = t->r->ops->list(t->r, prefix, on_numbered, &s);
+	if (rc) {
+		free(s.v);
+		*out = NULL;
+		return rc == -CKPT_E_NOMEM ? ckpt_fail(CKPT_E_NOMEM, "out of memory") : rc;
+	}
+	*out = s.v;
+	return (long)s.n;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -76,19 +96,23 @@ static int cmp_u64(const void *a, const void *b)
 
 long tier_remote_steps(const struct tier_ref *t, uint64_t **steps)
 {
-	char prefix[128];
-	snprintf(prefix, sizeof prefix, TIER_ROOT "/%s/manifests/", t->id);
-	struct steps s = {.plen = strlen(prefix)};
-	int rc = t->r->ops->list(t->r, prefix, on_mf, &s);
-	if (rc) {
-		free(s.v);
-		*steps = NULL;
-		return rc == -CKPT_E_NOMEM ? ckpt_fail(CKPT_E_NOMEM, "out of memory") : rc;
-	}
-	if (s.n)
-		qsort(s.v, s.n, sizeof *s.v, cmp_u64);
-	*steps = s.v;
-	return (long)s.n;
+	long n = list_numbered(t, "manifests", 20, ".ckpt", steps);
+	if (n > 0)
+		qsort(*steps, (size_t)n, sizeof **steps, cmp_u64);
+	return n;
+}
+
+long tier_remote_packs(const struct tier_ref *t, uint32_t **ids)
+{
+	uint64_t *v;
+	long n = list_numbered(t, "packs", 8, ".pack", &v);
+	*ids = n < 0 ? NULL : malloc((size_t)n * sizeof **ids + 1);
+	if (n >= 0 && !*ids)
+		n = ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	for (long i = 0; i < n; i++)
+		(*ids)[i] = (uint32_t)v[i]; /* 8 digits fit */
+	free(v);
+	return n;
 }
 
 struct stores {

@@ -336,6 +336,15 @@ int tier_adopt(struct rmt *r, const char *id, const char *path)
 		if ((rc = mkdir_durable(path, sub)))
 			return rc;
 	}
+	/* The remote's pack ids are this store's too: its saves must allocate above them. */
+	uint32_t *ids;
+	long n = tier_remote_packs(&t, &ids);
+	if (n < 0)
+		return (int)n;
+	rc = store_packids_raise(path, ids, (size_t)n);
+	free(ids);
+	if (rc)
+		return rc;
 	rc = io_write_new(path, STORE_FILE, hb, sizeof hb, NULL); /* last: then it is a store */
 	return rc > 0 ? ckpt_fail(CKPT_E_EXISTS, "%s: a store appeared meanwhile", path) : rc;
 }

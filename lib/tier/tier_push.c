@@ -38,9 +38,7 @@ static int open_local_pack(struct ckpt_store *s, uint32_t id, uint64_t *size, ch
 	return ckpt_fail(CKPT_E_NOTFOUND, "pack %s is missing locally", path);
 }
 
-/* The remote store header: put once (never replacing); one already there must be this store's
- * byte for byte. */
-static int ensure_hdr(struct ckpt_store *s, const struct tier_ref *t)
+int tier_ensure_hdr(struct ckpt_store *s, const struct tier_ref *t)
 {
 	uint8_t mine[STORE_HDR_LEN], theirs[STORE_HDR_LEN];
 	store_hdr_encode(&s->hdr, mine);
@@ -59,8 +57,10 @@ static int ensure_hdr(struct ckpt_store *s, const struct tier_ref *t)
 }
 
 /* Whether the remote holds pack id whole: absent (0), present (1: the same size, the same
- * header as the local file fd), or -CKPT_E_* (present but another pack: never replaced, since
- * remote manifests may reference it). */
+ * header and first record header as the local file fd), or -CKPT_E_* (present but another pack:
+ * never replaced, since remote manifests may reference it). Pack ids are never reused
+ * (store/packids.c); the first record's header (its digest) catches a store that reused one
+ * before that rule, within the header's one-second creation time. */
 static int remote_has_pack(const struct tier_ref *t, uint32_t id, int fd, uint64_t size,
 			   const char *path)
 {
@@ -72,10 +72,11 @@ static int remote_has_pack(const struct tier_ref *t, uint32_t id, int fd, uint64
 		return 0;
 	if (rc)
 		return rc;
-	uint8_t a[PACK_HDR_LEN], b[PACK_HDR_LEN];
+	uint8_t a[PACK_HDR_LEN + REC_HDR_LEN], b[PACK_HDR_LEN + REC_HDR_LEN];
+	size_t n = size >= sizeof a ? sizeof a : PACK_HDR_LEN;
 	if (rsize == size && size >= PACK_HDR_LEN &&
-	    !(rc = io_read_all(&ckpt_io_psync, fd, a, sizeof a, 0, path)) &&
-	    !(rc = t->r->ops->get(t->r, key, 0, sizeof b, b)) && !memcmp(a, b, sizeof a))
+	    !(rc = io_read_all(&ckpt_io_psync, fd, a, n, 0, path)) &&
+	    !(rc = t->r->ops->get(t->r, key, 0, n, b)) && !memcmp(a, b, n))
 		return 1;
 	if (rc)
 		return rc;
@@ -169,9 +170,11 @@ static uint64_t local_bytes(struct ckpt_store *s, const uint32_t *ids, size_t n)
 	return sum;
 }
 
-/* Puts the local file path at key (parts and manifests: small). NOREPLACE for the manifest: one
- * there already must hold the same bytes. */
-static int put_file(const struct tier_ref *t, const char *path, const char *key, unsigned flags)
+/* Puts the local file path at key (parts and manifests: small) unless key holds its bytes
+ * already (the put is then skipped: no object is sent twice). Another object at key: the
+ * manifest (replace false) fails with -CKPT_E_EXISTS; a part (replace true: a stale one of a save
+ * of that step that never reached the remote) is replaced. Returns 0 or -CKPT_E_*. */
+static int put_file(const struct tier_ref *t, const char *path, const char *key, bool replace)
 {
 	uint8_t *buf;
 	size_t len;
@@ -179,12 +182,15 @@ static int put_file(const struct tier_ref *t, const char *path, const char *key,
 	if (rc)
 		return rc;
 	struct rmt_src src = {.buf = buf, .len = len};
-	rc = t->r->ops->put(t->r, key, &src, flags, NULL, NULL);
+	rc = t->r->ops->put(t->r, key, &src, RMT_PUT_NOREPLACE, NULL, NULL);
 	if (rc == -CKPT_E_EXISTS) {
 		uint8_t *theirs;
 		uint64_t tl;
 		if (!(rc = tier_get_all(t, key, MF_MAX_LEN, &theirs, &tl))) {
-			if (tl != len || memcmp(buf, theirs, len))
+			bool same = tl == len && !memcmp(buf, theirs, len);
+			if (!same && replace)
+				rc = t->r->ops->put(t->r, key, &src, 0, NULL, NULL);
+			else if (!same)
 				rc = ckpt_fail(CKPT_E_EXISTS, "remote %s holds another checkpoint of "
 					       "that step than %s", key, path);
 			free(theirs);
@@ -194,13 +200,17 @@ static int put_file(const struct tier_ref *t, const char *path, const char *key,
 	return rc;
 }
 
-/* The part files of a multi-rank checkpoint, then (every pack checked there still: a remote gc
- * that began before this push's marker may have taken one it found present) its manifest. */
-static int push_tail(struct ckpt_store *s, const struct tier_ref *t, const struct manifest *m,
-		     const uint32_t *ids, size_t n)
+int tier_put_part(struct ckpt_store *s, const struct tier_ref *t, uint64_t step, unsigned rank)
 {
-	char path[4096], key[256], name[64];
-	unsigned world = tier_world(m);
+	char path[4096], key[256];
+	dist_part_path(s, step, (int)rank, path, sizeof path);
+	tier_key_part(t, step, rank, key, sizeof key);
+	return put_file(t, path, key, true);
+}
+
+int tier_check_present(const struct tier_ref *t, const uint32_t *ids, size_t n)
+{
+	char key[256];
 	uint64_t size;
 	for (size_t i = 0; i < n; i++) {
 		tier_key_pack(t, ids[i], key, sizeof key);
@@ -211,17 +221,48 @@ static int push_tail(struct ckpt_store *s, const struct tier_ref *t, const struc
 		if (rc)
 			return rc;
 	}
-	for (unsigned rank = 0; rank < world; rank++) {
-		dist_part_path(s, m->step, (int)rank, path, sizeof path);
-		tier_key_part(t, m->step, rank, key, sizeof key);
-		int rc = put_file(t, path, key, 0);
-		if (rc)
-			return rc;
-	}
+	return 0;
+}
+
+/* The part files of a multi-rank checkpoint, then (every pack checked there still: a remote gc
+ * that began before this push's marker may have taken one it found present) its manifest. */
+static int push_tail(struct ckpt_store *s, const struct tier_ref *t, const struct manifest *m,
+		     const uint32_t *ids, size_t n)
+{
+	char path[4096], key[256], name[64];
+	unsigned world = tier_world(m);
+	int rc = tier_check_present(t, ids, n);
+	for (unsigned rank = 0; !rc && rank < world; rank++)
+		rc = tier_put_part(s, t, m->step, rank);
+	if (rc)
+		return rc;
 	store_mf_name(m->step, name, sizeof name);
 	snprintf(path, sizeof path, "%s/%s", s->mf_dir, name);
 	tier_key_mf(t, m->step, key, sizeof key);
-	return put_file(t, path, key, RMT_PUT_NOREPLACE);
+	return put_file(t, path, key, false);
+}
+
+int tier_push_packs(struct ckpt_store *s, const struct tier_ref *t, const uint32_t *ids, size_t n,
+		    ckpt_remote_stats *st, rmt_progress_cb progress, void *arg, const bool *cancel)
+{
+	struct push_job j = {.s = s, .t = t, .ids = ids, .st = st, .progress = progress,
+			     .arg = arg, .cancel = cancel, .total = local_bytes(s, ids, n)};
+	struct tier_par par = {.one = push_pack, .ctx = &j, .n = n, .cancel = cancel};
+	pthread_mutex_init(&j.mu, NULL);
+	int rc = tier_parallel(&par, t->r->cfg.parallel);
+	pthread_mutex_destroy(&j.mu);
+	return rc;
+}
+
+void tier_unmark_keep_error(const struct tier_ref *t, const char *mark, int rc)
+{
+	if (!*mark)
+		return;
+	char msg[1024];
+	snprintf(msg, sizeof msg, "%s", ckpt_errmsg());
+	tier_unmark_upload(t, mark);
+	if (rc) /* the push's own message, whatever the marker's removal said */
+		ckpt_fail(-rc, "%s", msg);
 }
 
 int tier_push(struct ckpt_store *s, const struct tier_ref *t, uint64_t step, ckpt_remote_stats *st,
@@ -241,22 +282,11 @@ int tier_push(struct ckpt_store *s, const struct tier_ref *t, uint64_t step, ckp
 		manifest_free(&m);
 		return (int)n;
 	}
-	struct push_job j = {.s = s, .t = t, .ids = ids, .st = st, .progress = progress,
-			     .arg = arg, .cancel = cancel, .total = local_bytes(s, ids, (size_t)n)};
-	struct tier_par par = {.one = push_pack, .ctx = &j, .n = (size_t)n, .cancel = cancel};
-	pthread_mutex_init(&j.mu, NULL);
 	char mark[256] = "";
-	if (!(rc = ensure_hdr(s, t)) && !(rc = tier_mark_upload(t, mark, sizeof mark)) &&
-	    !(rc = tier_parallel(&par, t->r->cfg.parallel)))
+	if (!(rc = tier_ensure_hdr(s, t)) && !(rc = tier_mark_upload(t, mark, sizeof mark)) &&
+	    !(rc = tier_push_packs(s, t, ids, (size_t)n, st, progress, arg, cancel)))
 		rc = push_tail(s, t, &m, ids, (size_t)n);
-	if (*mark) {
-		char msg[1024];
-		snprintf(msg, sizeof msg, "%s", ckpt_errmsg());
-		tier_unmark_upload(t, mark);
-		if (rc) /* the push's own message, whatever the marker's removal said */
-			ckpt_fail(-rc, "%s", msg);
-	}
-	pthread_mutex_destroy(&j.mu);
+	tier_unmark_keep_error(t, mark, rc);
 	if (rc)
 		ckpt_fail_prefix("push of checkpoint %" PRIu64 " to %s", step, t->r->url);
 	free(ids);

@@ -117,8 +117,8 @@ class CheckpointManager:
                       **store_options)
 
     - remote= (a store option): a second copy off the node (file:///dir, s3://bucket/prefix).
-      Each checkpoint is uploaded in the background once durable (rank 0's handle, after the
-      global commit); wait_uploaded(timeout=None) waits for them.  On a replacement node (no
+      Each checkpoint is uploaded in the background once durable (with a group, every rank's
+      handle its own packs, rank 0 the manifest last); wait_uploaded(timeout=None) waits for them.  On a replacement node (no
       checkpoint locally) the remote's newest is pulled when the manager opens, so restore()
       finds it.
     - group: None (this process alone, as before), True or "default" (the default group when
@@ -170,8 +170,6 @@ class CheckpointManager:
         self.preempted = False  # every rank agreed on a preemption and its save is durable
         self._dg, self._ctl = _groups(group)
         store_options.setdefault("create", True)
-        if self._ctl is not None and self._ctl.rank != 0 and store_options.get("remote"):
-            store_options["remote_upload"] = False  # rank 0 uploads each global checkpoint
         self.store = self._open(path, store_options)
         if store_options.get("remote"):  # a replacement node: the remote's latest comes back
             self._on_root("pulling from the remote", self._pull_if_empty)
@@ -188,9 +186,14 @@ class CheckpointManager:
 
     def wait_uploaded(self, timeout=None):
         """Waits until every checkpoint saved so far is on the remote, at most timeout seconds;
-        collective with a group (rank 0 uploads and waits, every rank returns after it, or
-        raises its error)."""
+        collective with a group (every rank waits for the packs its handle uploads, then rank 0
+        for the rest and the manifests; every rank returns after it, or raises its error)."""
         self._reap(True)
+        if self._ctl is not None and self._ctl.rank != 0 and self.store.remote:
+            try:  # our own packs first, so that closing after this cancels nothing
+                self.store.wait_uploaded("latest", timeout)
+            except Exception:  # noqa: BLE001  rank 0 sends a share that did not come
+                pass
         self._on_root("waiting for the uploads", lambda: self.store.wait_uploaded("latest", timeout))
 
     # ------------------------------------------------------------------ collectives

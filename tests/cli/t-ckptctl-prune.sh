@@ -26,7 +26,8 @@ for s in 100 200 300 400 500 600; do ckptctl export -q "$STORE" "$s" -o "$T/befo
 
 # Total size of the regular files under a store (packs, manifests, leftovers).
 # (STORE/LOCK is left out: a writer records its pid there.)
-filebytes() { find "$1" -type f ! -name LOCK -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
+# STORE/packids (a few bytes gc writes before it frees any) is left out, as LOCK is.
+filebytes() { find "$1" -type f ! -name LOCK ! -name packids -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
 # busy CMD...: runs CMD with the lock holder in its "busy" message left out (its wording and pid
 # vary).
 busy() {

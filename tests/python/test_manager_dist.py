@@ -108,7 +108,8 @@ def role_best(store, rank, world):
 
 
 def role_remote(store, rank, world):
-    """CheckpointManager(remote=): rank 0 uploads each global checkpoint; after the store is lost,
+    """CheckpointManager(remote=): every rank uploads its own packs, rank 0 the manifest last, and
+    wait_uploaded() returns on every rank once each is remote; after the store is lost,
     a manager on a new path pulls the latest from the remote and restores every rank's shard."""
     import shutil
     import torch
@@ -121,6 +122,7 @@ def role_remote(store, rank, world):
         mgr.wait_until_finished()
         mgr.wait_uploaded(timeout=60)
         uploaded = mgr.store.remote_steps()
+        states = [mgr.store.upload_state(s) for s in (1, 2, 3)]
     dist.barrier()
     if rank == 0:
         shutil.rmtree(store)  # the node is lost
@@ -130,7 +132,7 @@ def role_remote(store, rank, world):
         latest = mgr.latest_step()
         mgr.restore(loop.state)
         exact = torch.equal(loop.w, matrix(3)[loop.r0:loop.r0 + loop.rows])
-    result(uploaded=uploaded, latest=latest, exact=exact)
+    result(uploaded=uploaded, states=states, latest=latest, exact=exact)
 
 
 def role_release(store, rank, world):
@@ -295,8 +297,8 @@ def main():
         res = same([o[2] for o in outs], "retention after the lock's release")
         check(res, {"steps": [2], "error": None}, "rank 0 prunes once every rank's wait returned")
         res = same([o[3] for o in outs], "remote")
-        check(res, {"uploaded": [1, 2, 3], "latest": 3, "exact": True},
-              "remote=: uploaded by rank 0, the latest restored on a replacement store")
+        check(res, {"uploaded": [1, 2, 3], "states": ["remote"] * 3, "latest": 3, "exact": True},
+              "remote=: every rank's packs uploaded, the latest restored on a replacement store")
     print("python manager dist ok")
     return 0
 

@@ -121,8 +121,8 @@ expect "locally it stays" test \
 expect "gc --remote then finds nothing" test \
 	"$(ckptctl gc "$STORE" --remote "$R" --json | j 'd["packs_removed"], d["packs_spared"]')" = "0 0"
 expect "the other store's checkpoint is untouched" ckptctl verify -q "$T/s2" --all --remote "$R"
-ckptctl prune "$STORE" --remote "$R" --keep-daily 3 > /dev/null 2> "$T/err"
-expect "prune --remote takes only --keep-last/-every/--keep (2)" test $? = 2
+ckptctl prune "$STORE" --remote "$R" --keep-daily 0 > /dev/null 2> "$T/err"
+expect "prune --remote checks its rules as prune does (2)" test $? = 2
 ckptctl gc "$STORE" --remote "$R" --max-unused 5% > /dev/null 2> "$T/err"
 expect "gc --remote refuses the compaction options (2)" test $? = 2
 finish

@@ -2,10 +2,12 @@
 # The remote tier against a real S3 server (issue 25, item 6): the same tests that run against a
 # directory remote, with CKPT_TEST_REMOTE=s3://... on a radosgw started for this script
 # (tests/s3/rgw.sh, through lib.sh): uploads of only the new packs, the node-loss drill of a
-# one-process and of a 4-rank checkpoint (local store deleted, restored bit-identical from the
+# one-process and of a 4-rank checkpoint, every rank uploading its own packs (t-remote-share; pack
+# ids never reused, t-remote-packid) (local store deleted, restored bit-identical from the
 # remote), faults of the backend, the background uploader with kill -9 at random points of an
 # upload (50 trials: the remote never lists a partial checkpoint, the next upload completes),
-# remote prune and gc with two stores on one bucket prefix, ckptctl push/pull/list --remote, and
+# remote prune (every local retention rule: t-remote-prune, t-remote-prune-cli) and gc with two
+# stores on one bucket prefix, ckptctl push/pull/list --remote, and
 # the Python binding's remote= (one process and CheckpointManager on 2 ranks).
 cd "$(dirname "$0")/../.." || exit 1
 . tests/s3/lib.sh
@@ -24,11 +26,13 @@ run_one() {  # NAME COMMAND...: one test, its log kept in the output on failure
 	*) echo "FAIL: $name against S3 (exit $rc):"; tail -n 40 "$RGW_DIR/$name.log"; fail=1 ;;
 	esac
 }
-for t in t-remote-tier t-remote-faults t-remote-upload t-remote-dist t-remote-gc; do
+for t in t-remote-tier t-remote-faults t-remote-upload t-remote-dist t-remote-share t-remote-packid \
+	t-remote-prune t-remote-gc; do
 	[ -x "$B/tests/bin/$t" ] || { echo "FAIL: $B/tests/bin/$t is not built"; fail=1; continue; }
 	run_one "$t" "$B/tests/bin/$t"
 done
 run_one t-remote-cli tests/remote/t-remote-cli.sh
+run_one t-remote-prune-cli tests/remote/t-remote-prune-cli.sh
 run_one t-mpi-remote tests/mpi/t-mpi-remote.sh
 run_one t-python-remote tests/python/t-python-remote.sh
 exit $fail

@@ -66,16 +66,8 @@ static void check_global(ckpt_store *s, bool parts)
 	if (!dr)
 		return;
 	CHECK(ckpt_dist_reader_world_size(dr) == NR);
-	static uint8_t gw[ROWS * COLS], gb[sizeof bias];
-	memset(gw, 0, sizeof gw);
-	memset(gb, 0, sizeof gb);
-	uint64_t o2[2] = {0, 0}, l2[2] = {ROWS, COLS}, o1[1] = {0}, l1[1] = {sizeof bias};
-	CHECK_OK(ckpt_dist_reader_restore_box(dr, (size_t)ckpt_dist_reader_find(dr, "w"), o2, l2, gw,
-					      sizeof gw));
-	CHECK(!memcmp(gw, w, sizeof w));
-	CHECK_OK(ckpt_dist_reader_restore_box(dr, (size_t)ckpt_dist_reader_find(dr, "bias"), o1, l1,
-					      gb, sizeof gb));
-	CHECK(!memcmp(gb, bias, sizeof bias));
+	t_remote_check_whole(dr, "w", 2, (uint64_t[]){ROWS, COLS}, w, sizeof w);
+	t_remote_check_whole(dr, "bias", 1, (uint64_t[]){sizeof bias}, bias, sizeof bias);
 	if (parts)
 		CHECK(ckpt_dist_reader_verify_parts(dr, NULL, NULL) == 0);
 	CHECK(ckpt_reader_verify(ckpt_dist_reader_checkpoint(dr), NULL, NULL, NULL) == 0);

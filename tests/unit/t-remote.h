@@ -65,6 +65,22 @@ static inline void t_remote_save(ckpt_store *s, uint64_t step, uint8_t *const *d
 	REQUIRE(ckpt_save_commit(sv, NULL) == 0);
 }
 
+/* Restores the whole of global tensor name (ndim 1 or 2 dimensions of shape) of dr and compares
+ * it with want (len bytes). */
+static inline void t_remote_check_whole(ckpt_dist_reader *dr, const char *name, unsigned ndim,
+					const uint64_t *shape, const uint8_t *want, size_t len)
+{
+	uint8_t *got = calloc(1, len);
+	uint64_t off[2] = {0, 0};
+	long k = ckpt_dist_reader_find(dr, name);
+	REQUIRE(got && ndim <= 2);
+	CHECK(k >= 0);
+	if (k >= 0)
+		CHECK_OK(ckpt_dist_reader_restore_box(dr, (size_t)k, off, shape, got, len));
+	CHECK(!memcmp(got, want, len));
+	free(got);
+}
+
 /* The end of a test: its local directory and a directory remote removed, the strings freed;
  * returns t_done(). */
 static inline int t_remote_done(char *dir, char *cleanup, char *url)
