@@ -15,7 +15,8 @@ state), rows x 1024 columns, random contents, plus a small non-tensor entry ({"s
 1 MiB blocks of the global tensors (256 rows, libckpt's default chunk; chosen at random, fixed
 seed) get +1.0 on every element: 5% of the bytes, in whole chunks.
 
-Every method, in each run (the order rotates from run to run, so a drifting disk is spread over
+After a warm-up of every method on a 2 MiB state (not timed: DCP's thread pool, libckpt's groups
+and the imports are first-call costs, not a save's), every method, in each run (the order rotates from run to run, so a drifting disk is spread over
 all of them), into a fresh directory: save the state (step 1), change it, save again (step 2:
 the "5%-changed" save), for the sync savers load step 2 back (page cache of its files dropped
 first), compare every tensor bit for bit (not timed), and delete the directory.  Times are the
@@ -29,7 +30,8 @@ slowest rank's, from a barrier; the median over BENCH_RUNS runs is reported.
             directory holding the rename) and for torch.save an fsync of each file and directory
 
 Environment: BENCH_DCP_SIZE (default 1G), BENCH_RUNS (default 3), BENCH_DCP_WORLDS (default
-"1 2 4"), BENCH_DIR (default $B/bench/work), B (default build: results merged into
+"1 2 4"), BENCH_DCP_METHODS (default all: torch fs_save fs_async ckpt_save
+ckpt_async ckptdcp_save ckptdcp_async), BENCH_DCP_WARMUP=0 (no warm-up), BENCH_DIR (default $B/bench/work), B (default build: results merged into
 $B/bench/results.json), BENCH_DCP_OUT (another results file), BENCH_DCP_TIMEOUT (seconds per
 world, default 1800).  See bench/README.md ("libckpt against DCP") for every key.
 """
@@ -133,17 +135,25 @@ def evict(path):
 
 # ----------------------------------------------------------------------------- one rank
 class Rank:
-    def __init__(self, rank, world, size, bdir):
+    def __init__(self, rank, world, size, bdir, like=None):
+        """This rank's part of the state of `size` bytes; like: a Rank whose mesh and groups
+        this one shares (the warm-up's small state)."""
         import torch
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.tensor import DTensor, Shard
         self.torch, self.dist = torch, dist
         self.rank, self.world, self.bdir = rank, world, bdir
-        self.mesh = init_device_mesh("cpu", (world,))
-        # DCP's async save runs its collectives on its own thread: a group of its own, so that
-        # the barriers and reductions of this bench (default group) never interleave with them
-        self.g_async = dist.new_group(backend="gloo")
+        if like is None:
+            self.mesh = init_device_mesh("cpu", (world,))
+            # DCP's async save runs its collectives on its own thread: a group of its own, so
+            # that the barriers and reductions of this bench (default group) never interleave
+            self.g_async = dist.new_group(backend="gloo")
+        else:
+            self.mesh, self.g_async = like.mesh, like.g_async
+        # one LibckptStorageWriter for every async save, as a training job keeps its writer:
+        # its staging copy (cache_staged_state_dict) is made by its first save and reused
+        self.async_writer = None
         self.lay = layout(size)
         self.changes, self.n_changed, self.n_blocks = changed_blocks(self.lay)
         g = torch.Generator().manual_seed(1000 + rank)
@@ -257,7 +267,9 @@ class Rank:
                 dcp.save(self.state, storage_writer=w, checkpoint_id=cid)
                 t1 = time.perf_counter()
             else:
-                w = ctx.setdefault("writer", LibckptStorageWriter(d))  # kept: its staging cache
+                if self.async_writer is None:
+                    self.async_writer = LibckptStorageWriter(d)
+                w = self.async_writer
                 fut = dcp.async_save(self.state, storage_writer=w, checkpoint_id=cid,
                                      process_group=self.g_async)
                 t1 = time.perf_counter()
@@ -297,10 +309,10 @@ class Rank:
                 st.restore(self.target, step)
         return time.perf_counter() - t0
 
-    def run_method(self, method, run):
+    def run_method(self, method, run, tag="dcp"):
         """Full save, 5%-changed save, load (sync savers); returns this method's figures."""
         import libckpt
-        d = os.path.join(self.bdir, f"dcp-{method}-{self.world}")
+        d = os.path.join(self.bdir, f"{tag}-{method}-{self.world}")
         if self.rank == 0:
             shutil.rmtree(d, ignore_errors=True)
             os.makedirs(d)
@@ -339,8 +351,6 @@ class Rank:
             self.set_changed(False)
             if "store" in ctx:
                 ctx["store"].close()
-            if "writer" in ctx:
-                ctx["writer"].close()
             self.barrier()
             if self.rank == 0:
                 shutil.rmtree(d, ignore_errors=True)
@@ -355,9 +365,20 @@ def rank_main(argv):
     dist.init_process_group("gloo", init_method="file://" + init, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=600))
     try:
+        import warnings
+        warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
         r = Rank(rank, world, size, bdir)
+        names = [m for m in METHODS if m in os.environ.get("BENCH_DCP_METHODS", m).split()]
+        # A warm-up of every method on a 2 MiB state, not timed: the first call's costs (DCP's
+        # thread pool, libckpt's library and groups, imports) are not a save's
+        if os.environ.get("BENCH_DCP_WARMUP", "1") != "0":
+            w = Rank(rank, world, 2 * MiB, bdir, like=r)
+            for m in names:
+                w.run_method(m, 0, tag="warmup")
+            if w.async_writer is not None:
+                w.async_writer.close()
+            del w
         samples = {}
-        names = list(METHODS)
         for run in range(runs):
             order = names[run % len(names):] + names[:run % len(names)]
             for m in order:
@@ -367,6 +388,8 @@ def rank_main(argv):
                 print(f"N={world} run {run + 1}/{runs}: " + ", ".join(
                     f"{k.replace('_seconds', '')} {v[-1]:.3f}s" for k, v in samples.items()
                     if k.endswith("_seconds")), flush=True)
+        if r.async_writer is not None:
+            r.async_writer.close()
         if rank == 0:
             with open(outp, "w") as f:
                 json.dump({"samples": samples, "local_bytes": r.local_bytes,
