@@ -40,6 +40,7 @@ import datetime
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -427,6 +428,9 @@ def run_world(n, size, runs, bdir, timeout):
                 p.kill()
                 p.wait()
         shutil.rmtree(tmp, ignore_errors=True)
+        for m in METHODS:  # what a killed rank 0 left
+            for tag in ("dcp", "warmup"):
+                shutil.rmtree(os.path.join(bdir, f"{tag}-{m}-{n}"), ignore_errors=True)
 
 
 def figures(n, got):
@@ -491,6 +495,8 @@ def main():
     results_path = os.environ.get("BENCH_DCP_OUT") or os.path.join(ROOT, b, "bench", "results.json")
     timeout = float(os.environ.get("BENCH_DCP_TIMEOUT", "1800"))
     os.makedirs(bdir, exist_ok=True)
+    # a TERM (a test's timeout, kill) unwinds run_world's finally: the ranks are killed with it
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("dcp_bench: terminated"))
     import torch
     import libckpt
     load0 = list(os.getloadavg())
