@@ -49,6 +49,8 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_vs_ckpt import fsync_dir, parse_size  # noqa: E402  (the Python bench's helpers)
 
 MiB = 1 << 20
 COLS = 1024                  # float32 columns: 4 KiB a row
@@ -67,12 +69,6 @@ METHODS = {
 }
 LOAD_LABEL = {"torch": "torch.load (per-rank files)", "fs_save": "dcp.load, FileSystemReader",
               "ckpt_save": "libckpt Store.restore", "ckptdcp_save": "dcp.load, LibckptStorageReader"}
-
-
-def parse_size(s):
-    s = s.strip().upper().rstrip("B").rstrip("I")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(s[-1:], 1)
-    return int(float(s[:-1] if s[-1:] in "KMGT" else s) * mult)
 
 
 def layout(total):
@@ -99,14 +95,6 @@ def changed_blocks(lay):
 
 
 # ----------------------------------------------------------------------------- helpers
-def fsync_path(p):
-    fd = os.open(p, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def du(path):
     """Bytes of the files under path (their sizes; what a save put on the disk)."""
     n = 0
@@ -231,8 +219,8 @@ class Rank:
                 torch.save(self.local_state(self.state), fh)
                 fh.flush()
                 os.fsync(fh.fileno())
-            fsync_path(os.path.dirname(f))
-            fsync_path(d)
+            fsync_dir(os.path.dirname(f))
+            fsync_dir(d)
             t = time.perf_counter() - t0
             return t, t
         if method in ("fs_save", "fs_async"):
@@ -247,8 +235,8 @@ class Rank:
                 t1 = time.perf_counter()
                 fut.result()
             if self.rank == 0:  # the rename of .metadata, made durable
-                fsync_path(cid)
-                fsync_path(d)
+                fsync_dir(cid)
+                fsync_dir(d)
             return t1 - t0, time.perf_counter() - t0
         if method in ("ckpt_save", "ckpt_async"):
             st = ctx["store"]
