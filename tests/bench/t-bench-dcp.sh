@@ -7,7 +7,7 @@
 # 5%-changed saves put fewer bytes on the disk than its full ones while DCP's rewrite everything,
 # and bench/summary.py shows the goal rows from it.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 . tests/python/common.sh
 use_torch2
 W=$(mktemp -d)
