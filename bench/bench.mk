@@ -10,6 +10,8 @@
 #                      (throughput against fio, cp and torch.save; a save's blocked, snapshot and
 #                      persist time); `make bench` and `make bench-quick` end with it
 #   make bench-quick   BENCH_SIZE=256M BENCH_RUNS=1 BENCH_IMPORT_SIZE=128M (development)
+#   make bench-dcp     only bench/python/dcp_bench.py (issue 26: libckpt against DCP's
+#                      FileSystemWriter and torch.save, 1, 2, 4 gloo ranks; the torch 2.x venv)
 #   make bench-dist    only dist_bench.sh (issue 14: mpirun -np 4 saves against fio --numjobs=4,
 #                      replicated snapshot per rank against one rank alone; issue 24: 1, 2, 4 ranks
 #                      against fio --numjobs=N, async blocked time, bench/dist-commit's commit of
@@ -50,6 +52,7 @@ bench: test-deps
 	if /usr/bin/python3 -c 'import torch' 2>/dev/null; then \
 		B='$(B)' BENCH_CUDA=0 /usr/bin/python3 bench/python/torch_vs_ckpt.py; \
 	else echo "bench: /usr/bin/python3 has no torch (python3-torch): Python figures skipped"; fi
+	$(bench_dcp_run)
 	B='$(B)' python3 bench/summary.py
 	@$(MAKE) --no-print-directory bench-plot
 
@@ -72,5 +75,23 @@ bench-quick: test-deps
 bench-import: test-deps
 	$(MAKE) all
 	B='$(B)' sh bench/import_bench.sh
+
+# libckpt against PyTorch DCP (issue 26): bench/python/dcp_bench.py on the torch 2.x virtual
+# environment (tools/venv.sh; $LIBCKPT_TORCH_VENV moves it), against $(B)'s library; skipped, with
+# a line saying how to make it, without the venv. BENCH_DCP_SIZE (default 1G), BENCH_RUNS,
+# BENCH_DCP_WORLDS (default "1 2 4"): bench/README.md.
+BENCH_TORCH2_VENV := $(or $(LIBCKPT_TORCH_VENV),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/libckpt/torch2-venv)
+define bench_dcp_run
+	if [ -x '$(BENCH_TORCH2_VENV)/bin/python' ]; then \
+		B='$(B)' CKPT_LIBRARY='$(abspath $(B))/lib/libckpt.so.0' '$(BENCH_TORCH2_VENV)/bin/python' \
+		  bench/python/dcp_bench.py; \
+	else echo "bench: no torch 2.x virtual environment at $(BENCH_TORCH2_VENV): DCP figures skipped (make it: sh tools/venv.sh tools/deps.d/torch2.test.venv)"; fi
+endef
+
+.PHONY: bench-dcp
+bench-dcp: test-deps
+	$(MAKE) lib
+	$(bench_dcp_run)
+	B='$(B)' python3 bench/summary.py
 
 .DEFAULT_GOAL := $(BENCH_SAVED_GOAL)

@@ -45,6 +45,25 @@ ROWS = [
      "<= 1.10 x one-process async", lambda r: r <= 1.1),
 ]
 
+# libckpt against PyTorch DCP (issue 26, bench/python/dcp_bench.py), at 1 and 4 gloo ranks: libckpt's
+# own API (Store.save_async blocked, Store.save durable and 5%-changed) and libckpt as DCP's storage
+# ("backend": dcp.async_save / dcp.save with LibckptStorageWriter) against the same DCP call with
+# FileSystemWriter, measured in the same run; N=2 and every other figure are in results.json.
+for _n in (1, 4):
+    for _who, _a, _s, _k in (("own", "ckpt_async", "ckpt_save", ""),
+                             ("backend", "ckptdcp_async", "ckptdcp_save", "backend_")):
+        ROWS += [
+            ("DCP %s blocked N=%d" % (_who, _n), "dcp_%s_blocked_seconds_%d" % (_a, _n), "s",
+             "dcp_fs_async_blocked_seconds_%d" % _n, "dcp_%sblocked_vs_async_%d" % (_k, _n),
+             "<= 0.50 x dcp.async_save", lambda r: r <= 0.5),
+            ("DCP %s durable N=%d" % (_who, _n), "dcp_%s_durable_seconds_%d" % (_s, _n), "s",
+             "dcp_fs_save_durable_seconds_%d" % _n, "dcp_%sdurable_vs_save_%d" % (_k, _n),
+             "<= 1.00 x dcp.save", lambda r: r <= 1.0),
+            ("DCP %s 5%% chg N=%d" % (_who, _n), "dcp_%s_incr5_durable_seconds_%d" % (_s, _n), "s",
+             "dcp_fs_save_incr5_durable_seconds_%d" % _n, "dcp_%sincr5_vs_save_%d" % (_k, _n),
+             "<= 0.10 x dcp.save, 5% chg", lambda r: r <= 0.1),
+        ]
+
 # Figures without a target of their own, shown for context.
 INFO = [
     ("fio write best (median)", "fio_write_best_gbps", "GB/s", "fio_write_best_at"),
