@@ -251,14 +251,11 @@ class Rank:
             return t1 - t0, time.perf_counter() - t0
         if method in ("ckptdcp_save", "ckptdcp_async"):
             cid = f"{d}/step-{step}"
+            w = ctx.get("writer") or LibckptStorageWriter(d)
             if method == "ckptdcp_save":
-                w = LibckptStorageWriter(d)
                 dcp.save(self.state, storage_writer=w, checkpoint_id=cid)
                 t1 = time.perf_counter()
             else:
-                if self.async_writer is None:
-                    self.async_writer = LibckptStorageWriter(d)
-                w = self.async_writer
                 fut = dcp.async_save(self.state, storage_writer=w, checkpoint_id=cid,
                                      process_group=self.g_async)
                 t1 = time.perf_counter()
@@ -312,6 +309,15 @@ class Rank:
             # outside the timing (reserve: the state plus two I/O buffers)
             ctx["store"] = libckpt.Store(d, create=True)
             ctx["store"].reserve(self.state)
+        if method in ("ckptdcp_save", "ckptdcp_async"):
+            # the same for libckpt as DCP's backend: one writer for the run (it keeps its store
+            # and pool), the pool reserved outside the timing
+            from libckpt.dcp import LibckptStorageWriter
+            if self.rank == 0:
+                libckpt.Store(d, create=True).close()
+            self.barrier()
+            ctx["writer"] = LibckptStorageWriter(d)
+            ctx["writer"].reserve(self.state)
         out = {}
         try:
             for step, tag in ((1, ""), (2, "incr5_")):
@@ -340,6 +346,8 @@ class Rank:
             self.set_changed(False)
             if "store" in ctx:
                 ctx["store"].close()
+            if "writer" in ctx:
+                ctx["writer"].close()
             self.barrier()
             if self.rank == 0:
                 shutil.rmtree(d, ignore_errors=True)

@@ -284,7 +284,7 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
         self._cur = None      # the save in flight (_Save)
         self._last = None     # a save released, still to be waited for
         self.save_id = uuid.uuid4().hex
-        self.last_stats = None  # this rank's SaveStats of the last save (bytes written, ...)
+        self._stats = None
 
     # -------------------------------------------------------------- the group and the store
     def _group_of(self):
@@ -397,8 +397,15 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
         rc = D.lib().ckpt_dist_save_wait(sv.ptr, ctypes.byref(st))
         sv.ptr = None
         L.check(rc, f"DCP checkpoint {sv.step} in {self._path}")
-        self.last_stats = L.stats_dict(st)
-        return self.last_stats
+        self._stats = L.stats_dict(st)
+        return self._stats
+
+    @property
+    def last_stats(self):
+        """This rank's SaveStats of the last save (bytes written, ...), or None.  On ranks
+        other than 0 the commit ends after dcp.save returns: this waits for it."""
+        self._join_last()
+        return self._stats
 
     def _join_last(self):
         """Waits for the previous save's commit (its outcome reached the caller through DCP)."""
@@ -420,6 +427,16 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
         self._last = sv
         if join:
             self._join_last()
+
+    def reserve(self, size=None):
+        """Opens the writer's store (it must exist, or this is rank 0: it is created) and
+        allocates its pinned pool now, as Store.reserve (size: bytes, or a state: its tensor
+        bytes and two I/O buffers), so that the first save does not pay for it.  Returns the
+        pool's size."""
+        if self._path is None:
+            raise InvalidArgumentError("libckpt.dcp: no store: give LibckptStorageWriter(path)")
+        dg = self._group_of()
+        return self._open_store(0 if dg is None else dg.rank).reserve(size)
 
     # -------------------------------------------------------------- DCP's calls, in order
     def reset(self, checkpoint_id=None):

@@ -5,7 +5,7 @@ CPU mesh over gloo, state dicts from get_state_dict / set_state_dict.
 test_dcp.py main (tests/python/t-python-dcp.sh):
 - One process without torch.distributed: dcp.save of a plain state dict, dcp.load of the newest.
 - Pool staging: dcp.async_save of a 96 MiB state through a 16 MiB pool keeps the values of the
-  call, and adds under 48 MiB of peak memory (stage_in_pool=False, DCP's host copy: >= 90 MiB).
+  call, and adds under 40 MiB of peak memory (stage_in_pool=False, DCP's host copy: >= 64 MiB).
 - 2 ranks dcp.save step 1 (checkpoint_id STORE/step-1), the same state again (checkpoint_id STORE:
   the next step, 2), one changed bias (checkpoint_id (STORE, 3)), and dcp.async_save of step 4 whose
   parameters change right after async_save returns.
@@ -299,8 +299,8 @@ def pool_staging(tmp):
         for t in state["w"].values():
             t.sub_(101.0)
     mb = {k: v / mib for k, v in grown.items()}
-    assert mb[True] < 48, f"async_save through the pool added {mb[True]:.0f} MiB of peak memory"
-    assert mb[False] >= 90, f"the host-copy staging added only {mb[False]:.0f} MiB (the test " \
+    assert mb[True] < 40, f"async_save through the pool added {mb[True]:.0f} MiB of peak memory"
+    assert mb[False] >= 64, f"the host-copy staging added only {mb[False]:.0f} MiB (the test " \
                             f"measures nothing?)"
     print(f"ok: async_save of a 96 MiB state through a 16 MiB pool keeps the values of the call; "
           f"peak memory +{mb[True]:.0f} MiB (host-copy staging +{mb[False]:.0f} MiB)")
