@@ -10,6 +10,8 @@
 #                      (throughput against fio, cp and torch.save; a save's blocked, snapshot and
 #                      persist time); `make bench` and `make bench-quick` end with it
 #   make bench-quick   BENCH_SIZE=256M BENCH_RUNS=1 BENCH_IMPORT_SIZE=128M (development)
+#   make bench-s3      only remote_bench.sh (issue 25: a 2 GiB checkpoint pushed to radosgw and
+#                      pulled back against aws s3 cp; the 5%-changed push); `make bench` runs it
 #   make bench-dist    only dist_bench.sh (issue 14: mpirun -np 4 saves against fio --numjobs=4,
 #                      replicated snapshot per rank against one rank alone; issue 24: 1, 2, 4 ranks
 #                      against fio --numjobs=N, async blocked time, bench/dist-commit's commit of
@@ -50,6 +52,7 @@ bench: test-deps
 	if /usr/bin/python3 -c 'import torch' 2>/dev/null; then \
 		B='$(B)' BENCH_CUDA=0 /usr/bin/python3 bench/python/torch_vs_ckpt.py; \
 	else echo "bench: /usr/bin/python3 has no torch (python3-torch): Python figures skipped"; fi
+	B='$(B)' bash bench/remote_bench.sh
 	B='$(B)' python3 bench/summary.py
 	@$(MAKE) --no-print-directory bench-plot
 
@@ -72,5 +75,14 @@ bench-quick: test-deps
 bench-import: test-deps
 	$(MAKE) all
 	B='$(B)' sh bench/import_bench.sh
+
+# Issue 25 item 7: bench/remote_bench.sh alone (a checkpoint pushed to a radosgw on loopback and
+# pulled back, against aws s3 cp; the 5%-changed push), merged into results.json, then the table.
+# It skips, saying why, without radosgw (tools/deps.d/s3.test) or awscli.
+.PHONY: bench-s3
+bench-s3: test-deps
+	$(MAKE) all bench-bins
+	B='$(B)' bash bench/remote_bench.sh
+	B='$(B)' python3 bench/summary.py
 
 .DEFAULT_GOAL := $(BENCH_SAVED_GOAL)

@@ -45,6 +45,17 @@ ROWS = [
      "<= 1.10 x one-process async", lambda r: r <= 1.1),
 ]
 
+# Issue 25 item 7 (bench/remote_bench.sh): a checkpoint to S3 (radosgw) and back against
+# `aws s3 cp --recursive` of the store; the ratios are aws seconds / libckpt seconds.
+ROWS += [
+    ("S3 upload vs aws s3 cp", "remote_push_seconds", "s", "aws_upload_seconds",
+     "remote_upload_vs_aws", ">= 1.0 (aws s / ckpt s)", lambda r: r >= 1.0),
+    ("S3 download vs aws s3 cp", "remote_pull_seconds", "s", "aws_download_seconds",
+     "remote_download_vs_aws", ">= 1.0 (aws s / ckpt s)", lambda r: r >= 1.0),
+    ("S3 5%-changed push", "remote_incr5_sent_mib", "MiB", "remote_incr5_new_mib",
+     "remote_incr5_sent_vs_new", "<= 1.05 x new bytes", lambda r: r <= 1.05),
+]
+
 # Figures without a target of their own, shown for context.
 INFO = [
     ("fio write best (median)", "fio_write_best_gbps", "GB/s", "fio_write_best_at"),
@@ -65,6 +76,8 @@ INFO = [
     ("commit, 64 ranks", "dist_commit_seconds_64", "s", None),
     ("commit, 256 ranks", "dist_commit_seconds_256", "s", None),
 ]
+
+INFO += [("S3 restore without pull", "remote_restore_seconds", "s", None)]
 
 
 def fmt(v):
