@@ -10,7 +10,8 @@
 #             file of the store directory)
 #   download  `ckptctl pull` into a missing store (the node-loss path: the store is created from
 #             the remote's, every record checked, fdatasynced) against `aws s3 cp --recursive`
-#             of the aws copy into an empty directory (no check, no sync)
+#             of the aws copy into an empty directory (no check, no sync; a sync after each
+#             transfer, not timed, so that the next one does not pay for its writeback)
 #   restore   bench/remote-bench restore: an empty store bound to the remote, its checkpoint
 #             read straight from the remote into memory without a pull (shown, no target)
 # libckpt and aws alternate, the order swapped every run; the objects are deleted after each run;
@@ -62,11 +63,14 @@ fresh_rgw() {
 	aws_ s3 mb s3://bench >/dev/null || exit 1
 }
 aws_() { "$AWS" --endpoint-url "$RGW_ENDPOINT" "$@"; } # Debian's aws 2.9 ignores AWS_ENDPOINT_URL
-# seconds of a command, from bash's clock
+# seconds of a command, from bash's clock; then a sync (not timed), so that no transfer pays for
+# the writeback of the one before (aws leaves its download dirty in the page cache)
 timed() {
-	local t0=$EPOCHREALTIME
+	local t0=$EPOCHREALTIME t1
 	"$@" >/dev/null || { echo "remote bench: failed: $*" >&2; return 1; }
-	awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.3f\n", b - a}'
+	t1=$EPOCHREALTIME
+	sync
+	awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f\n", b - a}'
 }
 up_ours() { timed "$CK" push "$W/src" --remote "s3://bench/$P/ours" --no-progress; }
 up_aws() { timed aws_ s3 cp --recursive --only-show-errors "$W/src" "s3://bench/$P/aws/"; }
@@ -94,6 +98,7 @@ one_run() {
 	fi
 	rm -rf "$W/rst"
 	r1=$("$RB" restore "$W/rst" "s3://bench/$P/ours") || exit 1
+	sync
 	check_copies
 	aws_ s3 rm --recursive --only-show-errors "s3://bench/$P/" || exit 1
 }
