@@ -63,14 +63,15 @@ fresh_rgw() {
 	aws_ s3 mb s3://bench >/dev/null || exit 1
 }
 aws_() { "$AWS" --endpoint-url "$RGW_ENDPOINT" "$@"; } # Debian's aws 2.9 ignores AWS_ENDPOINT_URL
-# seconds of a command, from bash's clock; then a sync (not timed), so that no transfer pays for
-# the writeback of the one before (aws leaves its download dirty in the page cache)
+# seconds of a command, from bash's clock, then the same with the sync after it: so that no
+# transfer pays for the writeback of the one before (aws leaves its download dirty in the page
+# cache), and aws's download made durable as a pull is ("A B": without, with the sync)
 timed() {
 	local t0=$EPOCHREALTIME t1
 	"$@" >/dev/null || { echo "remote bench: failed: $*" >&2; return 1; }
 	t1=$EPOCHREALTIME
 	sync
-	awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f\n", b - a}'
+	awk -v a="$t0" -v b="$t1" -v c="$EPOCHREALTIME" 'BEGIN {printf "%.3f %.3f\n", b - a, c - a}'
 }
 up_ours() { timed "$CK" push "$W/src" --remote "s3://bench/$P/ours" --no-progress; }
 up_aws() { timed aws_ s3 cp --recursive --only-show-errors "$W/src" "s3://bench/$P/aws/"; }
@@ -103,15 +104,17 @@ one_run() {
 	aws_ s3 rm --recursive --only-show-errors "s3://bench/$P/" || exit 1
 }
 
-declare -a UO UA DO DA RO
+declare -a UO UA DO DA DS RO
 if [ "${BENCH_S3_WARMUP:-1}" = 1 ]; then
 	one_run 1
-	echo "warm-up: push $u1 s, aws up $u2 s; pull $d1 s, aws down $d2 s; restore $r1 s (not counted)"
+	echo "warm-up: push ${u1% *} s, aws up ${u2% *} s; pull ${d1% *} s, aws down ${d2% *} s;" \
+		"restore $r1 s (not counted)"
 fi
 for ((i = 0; i < RUNS; i++)); do
 	one_run "$i"
-	UO[i]=$u1 UA[i]=$u2 DO[i]=$d1 DA[i]=$d2 RO[i]=$r1
-	echo "run $((i + 1)): push $u1 s, aws up $u2 s; pull $d1 s, aws down $d2 s; restore $r1 s" \
+	UO[i]=${u1% *} UA[i]=${u2% *} DO[i]=${d1% *} DA[i]=${d2% *} DS[i]=${d2#* } RO[i]=$r1
+	echo "run $((i + 1)): push ${UO[i]} s, aws up ${UA[i]} s; pull ${DO[i]} s, aws down ${DA[i]} s" \
+		"(${DS[i]} s with its sync); restore $r1 s" \
 		"(load $(cut -d' ' -f1 /proc/loadavg))"
 done
 
@@ -126,16 +129,17 @@ rgw_stop
 
 load_end=$(cut -d' ' -f1 /proc/loadavg)
 python3 - "$RESULTS" "$mib" "$npacks" "$load_start" "$load_end" "$new_bytes" "$sent" \
-	"${UO[*]}" "${UA[*]}" "${DO[*]}" "${DA[*]}" "${RO[*]}" <<'EOF'
+	"${UO[*]}" "${UA[*]}" "${DO[*]}" "${DA[*]}" "${RO[*]}" "${DS[*]}" <<'EOF'
 import json, os, statistics, sys
 path, mib, npacks, l0, l1, new, sent = sys.argv[1:8]
-uo, ua, do, da, ro = ([float(x) for x in a.split()] for a in sys.argv[8:13])
+uo, ua, do, da, ro, ds = ([float(x) for x in a.split()] for a in sys.argv[8:14])
 med = statistics.median
 r = {
     "remote_bench_mib": int(mib), "remote_bench_packs": int(npacks), "remote_bench_runs": len(uo),
     "remote_push_seconds": med(uo), "aws_upload_seconds": med(ua),
     "remote_pull_seconds": med(do), "aws_download_seconds": med(da),
-    "remote_restore_seconds": med(ro),
+    "remote_restore_seconds": med(ro), "aws_download_sync_seconds": med(ds),
+    "remote_download_vs_aws_sync": med(ds) / med(do),
     "remote_upload_vs_aws": med(ua) / med(uo), "remote_download_vs_aws": med(da) / med(do),
     "remote_restore_vs_aws_download": med(da) / med(ro),
     "remote_incr5_new_bytes": int(new), "remote_incr5_bytes_sent": int(sent),
@@ -143,7 +147,7 @@ r = {
     "remote_incr5_sent_mib": int(sent) / 2**20, "remote_incr5_new_mib": int(new) / 2**20,
     "remote_load_avg_start": float(l0), "remote_load_avg_end": float(l1),
     "remote_bench_samples": {"push": uo, "aws_upload": ua, "pull": do, "aws_download": da,
-                             "restore": ro},
+                             "restore": ro, "aws_download_sync": ds},
 }
 res = {}
 try:
@@ -162,6 +166,8 @@ print("remote bench, %d MiB checkpoint, medians of %d interleaved runs (load %s 
 for what, a, b in (("upload", med(uo), med(ua)), ("download", med(do), med(da))):
     print("  %-9s libckpt %6.2f s (%5.0f MiB/s)   aws s3 cp %6.2f s (%5.0f MiB/s)   ratio %.2f"
           % (what + ":", a, s / a, b, s / b, b / a))
+print("  download against aws s3 cp + sync (as durable as a pull): %.2f s, ratio %.2f"
+      % (med(ds), med(ds) / med(do)))
 print("  restore from the remote without pull: %.2f s (%.0f MiB/s)" % (med(ro), s / med(ro)))
 print("  5%%-changed push: %d bytes sent for %d new bytes: %.3f x" % (int(sent), int(new),
                                                                       int(sent) / int(new)))

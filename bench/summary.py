@@ -77,7 +77,9 @@ INFO = [
     ("commit, 256 ranks", "dist_commit_seconds_256", "s", None),
 ]
 
-INFO += [("S3 restore without pull", "remote_restore_seconds", "s", None)]
+INFO += [("S3 restore without pull", "remote_restore_seconds", "s", None),
+         ("aws s3 cp down + sync", "aws_download_sync_seconds", "s", None),
+         ("S3 pull vs aws + sync", "remote_download_vs_aws_sync", "x", None)]
 
 
 def fmt(v):
