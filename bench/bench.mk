@@ -12,6 +12,8 @@
 #   make bench-quick   BENCH_SIZE=256M BENCH_RUNS=1 BENCH_IMPORT_SIZE=128M (development)
 #   make bench-dcp     only bench/python/dcp_bench.py (issue 26: libckpt against DCP's
 #                      FileSystemWriter and torch.save, 1, 2, 4 gloo ranks; the torch 2.x venv)
+#   make bench-s3      only remote_bench.sh (issue 25: a 2 GiB checkpoint pushed to radosgw and
+#                      pulled back against aws s3 cp; the 5%-changed push); `make bench` runs it
 #   make bench-dist    only dist_bench.sh (issue 14: mpirun -np 4 saves against fio --numjobs=4,
 #                      replicated snapshot per rank against one rank alone; issue 24: 1, 2, 4 ranks
 #                      against fio --numjobs=N, async blocked time, bench/dist-commit's commit of
@@ -53,6 +55,7 @@ bench: test-deps
 		B='$(B)' BENCH_CUDA=0 /usr/bin/python3 bench/python/torch_vs_ckpt.py; \
 	else echo "bench: /usr/bin/python3 has no torch (python3-torch): Python figures skipped"; fi
 	$(bench_dcp_run)
+	B='$(B)' bash bench/remote_bench.sh
 	B='$(B)' python3 bench/summary.py
 	@$(MAKE) --no-print-directory bench-plot
 
@@ -92,6 +95,13 @@ endef
 bench-dcp: test-deps
 	$(MAKE) lib
 	$(bench_dcp_run)
+# Issue 25 item 7: bench/remote_bench.sh alone (a checkpoint pushed to a radosgw on loopback and
+# pulled back, against aws s3 cp; the 5%-changed push), merged into results.json, then the table.
+# It skips, saying why, without radosgw (tools/deps.d/s3.test) or awscli.
+.PHONY: bench-s3
+bench-s3: test-deps
+	$(MAKE) all bench-bins
+	B='$(B)' bash bench/remote_bench.sh
 	B='$(B)' python3 bench/summary.py
 
 .DEFAULT_GOAL := $(BENCH_SAVED_GOAL)

@@ -63,6 +63,16 @@ for _n in (1, 4):
              "dcp_fs_save_incr5_durable_seconds_%d" % _n, "dcp_%sincr5_vs_save_%d" % (_k, _n),
              "<= 0.10 x dcp.save, 5% chg", lambda r: r <= 0.1),
         ]
+# Issue 25 item 7 (bench/remote_bench.sh): a checkpoint to S3 (radosgw) and back against
+# `aws s3 cp --recursive` of the store; the ratios are aws seconds / libckpt seconds.
+ROWS += [
+    ("S3 upload vs aws s3 cp", "remote_push_seconds", "s", "aws_upload_seconds",
+     "remote_upload_vs_aws", ">= 1.0 (aws s / ckpt s)", lambda r: r >= 1.0),
+    ("S3 download vs aws s3 cp", "remote_pull_seconds", "s", "aws_download_seconds",
+     "remote_download_vs_aws", ">= 1.0 (aws s / ckpt s)", lambda r: r >= 1.0),
+    ("S3 5%-changed push", "remote_incr5_sent_mib", "MiB", "remote_incr5_new_mib",
+     "remote_incr5_sent_vs_new", "<= 1.05 x new bytes", lambda r: r <= 1.05),
+]
 
 # Figures without a target of their own, shown for context.
 INFO = [
@@ -84,6 +94,10 @@ INFO = [
     ("commit, 64 ranks", "dist_commit_seconds_64", "s", None),
     ("commit, 256 ranks", "dist_commit_seconds_256", "s", None),
 ]
+
+INFO += [("S3 restore without pull", "remote_restore_seconds", "s", None),
+         ("aws s3 cp down + sync", "aws_download_sync_seconds", "s", None),
+         ("S3 pull vs aws + sync", "remote_download_vs_aws_sync", "x", None)]
 
 
 def fmt(v):

@@ -3,7 +3,7 @@
  * AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE,
  * AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE, AWS_S3_ADDRESSING_STYLE) and the profile files
  * (~/.aws/credentials, ~/.aws/config). docs/remote-s3.md has the order of precedence. No I/O
- * beyond reading those two files. */
+ * beyond reading those two files, and running a profile's credential_process (s3_cred.c). */
 #include "remote/s3_int.h"
 
 #include <ctype.h>
@@ -158,8 +158,9 @@ static int copy_env(const char *v, char *out, size_t outsz, const char *var)
 	return 1;
 }
 
-/* Credentials: the environment, then the credentials file, then the config file (a profile
- * named in the url comes before the environment, as --profile does for the AWS CLI). */
+/* Credentials: the environment, then the credentials file, then the config file's
+ * credential_process, then its static keys (a profile named in the url comes before the
+ * environment, as --profile does for the AWS CLI). */
 static int resolve_keys(struct s3_conf *c, const struct s3_files *f, int url_profile,
 			const char *(*env)(const char *))
 {
@@ -176,13 +177,18 @@ static int resolve_keys(struct s3_conf *c, const struct s3_files *f, int url_pro
 			return rc;
 		return 0;
 	}
-	if ((rc = keys_from(f->cred, c->profile, NULL, c)) != 0 ||
-	    (rc = keys_from(NULL, NULL, f, c)) != 0)
+	if ((rc = keys_from(f->cred, c->profile, NULL, c)) != 0)
+		return rc < 0 ? rc : 0;
+	/* as botocore: the process after the credentials file, before the config's static keys */
+	if ((rc = conf_get(f, NULL, "credential_process", c->cred_process,
+			   sizeof c->cred_process)) != 0)
+		return rc < 0 ? rc : s3_cred_process(c);
+	if ((rc = keys_from(NULL, NULL, f, c)) != 0)
 		return rc < 0 ? rc : 0;
 	return ckpt_fail(CKPT_E_PERM, "s3://%s: no credentials: set AWS_ACCESS_KEY_ID and "
 			 "AWS_SECRET_ACCESS_KEY, or give profile '%s' aws_access_key_id and "
-			 "aws_secret_access_key in %s or %s", c->bucket, c->profile, f->cred,
-			 f->config);
+			 "aws_secret_access_key in %s or %s, or a credential_process in %s", c->bucket,
+			 c->profile, f->cred, f->config, f->config);
 }
 
 /* The first non-empty of: the url's option, the environment variables, the profile's key. */

@@ -25,6 +25,7 @@ struct xfer {
 	uint64_t skip;      /* download: bytes to drop first (a server that ignored our Range) */
 	int ranged, full;   /* full: dst is filled; the rest is not wanted */
 	int read_errno, canceled;
+	int auth_rc;        /* the credentials could not be had (a credential_process failed) */
 	int64_t sent;       /* progress reported for this attempt (taken back if it fails) */
 };
 
@@ -290,10 +291,14 @@ static void set_method(CURL *c, struct xfer *x, const char *url)
  * UNSIGNED-PAYLOAD. */
 static int set_auth(CURL *c, struct s3 *s, struct s3_req *req, struct curl_slist **hl)
 {
-	char tok[4200];
+	char tok[4200], ak[sizeof s->conf.access_key], sk[sizeof s->conf.secret_key];
+	char token[sizeof s->conf.token];
+	int rc = s3_cred_current(s, ak, sk, token); /* a credential_process's keys may expire */
+	if (rc)
+		return rc;
 	struct curl_slist *h = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-	if (h && s->conf.token[0]) {
-		snprintf(tok, sizeof tok, "x-amz-security-token: %s", s->conf.token);
+	if (h && token[0]) {
+		snprintf(tok, sizeof tok, "x-amz-security-token: %s", token);
 		h = curl_slist_append(h, tok) ? h : (curl_slist_free_all(h), NULL);
 	}
 	for (size_t i = 0; h && i < ARRAY_SIZE(req->hdr) && req->hdr[i]; i++)
@@ -306,8 +311,8 @@ static int set_auth(CURL *c, struct s3 *s, struct s3_req *req, struct curl_slist
 	*hl = h;
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 	curl_easy_setopt(c, CURLOPT_AWS_SIGV4, s->sigv4);
-	curl_easy_setopt(c, CURLOPT_USERNAME, s->conf.access_key);
-	curl_easy_setopt(c, CURLOPT_PASSWORD, s->conf.secret_key);
+	curl_easy_setopt(c, CURLOPT_USERNAME, ak); /* libcurl keeps its own copies */
+	curl_easy_setopt(c, CURLOPT_PASSWORD, sk);
 	return 0;
 }
 
@@ -360,8 +365,8 @@ static CURLcode attempt(struct s3 *s, struct s3_req *req, CURL *c, const char *u
 			x->ranged = 1, x->skip = a;
 	}
 	set_method(c, x, url);
-	if (set_auth(c, s, req, &h))
-		return CURLE_OUT_OF_MEMORY;
+	if ((x->auth_rc = set_auth(c, s, req, &h)) != 0)
+		return CURLE_OUT_OF_MEMORY; /* final: s3_do returns auth_rc */
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
 	err[0] = 0;
 	CURLcode cc = curl_easy_perform(c);
@@ -418,6 +423,8 @@ int s3_do(struct s3 *s, struct s3_req *req)
 	give_handle(s, c);
 	req->attempts = tries + 1;
 	const char *obj = req->key ? req->key : s->conf.prefix;
+	if (x.auth_rc)
+		return x.auth_rc; /* its message names the profile and the command */
 	if (x.read_errno)
 		return ckpt_fail(x.read_errno > 0 ? ckpt_errno_code(x.read_errno) : CKPT_E_IO,
 				 "s3 %s %s/%s: reading the source at byte %llu of the part: %s",

@@ -32,6 +32,8 @@ struct s3_conf {
 	unsigned page;       /* max-keys of a listing page; 0: the server's (1000) */
 	int noreplace;       /* -1: probe the server, 0: check first, 1: If-None-Match is atomic */
 	int custom_endpoint; /* 1 when the endpoint came from the url, environment or profile */
+	char cred_process[1024]; /* the profile's credential_process, "" when the keys are static */
+	int64_t expires;     /* unix seconds the keys expire (credential_process), 0: never */
 };
 
 /* Fills *c from url ("s3://bucket[/prefix][?opt=v&...]"), the environment and the profile files
@@ -40,6 +42,11 @@ struct s3_conf {
 int s3_conf_resolve(const char *url, struct s3_conf *c);
 /* The same with an explicit environment lookup, for the tests (getenv otherwise). */
 int s3_conf_resolve_env(const char *url, struct s3_conf *c, const char *(*env)(const char *));
+
+/* Runs c->cred_process (s3_cred.c) and sets c's keys, token and expires from the JSON it prints
+ * (Version 1). Returns 0, or -CKPT_E_PERM naming the profile and the command: it could not run,
+ * exited non-zero, or printed no usable credentials (and then c is unchanged). */
+int s3_cred_process(struct s3_conf *c);
 
 /* Reads key of section [sect] of an AWS ini file into out (outsz bytes); sub, when not NULL, is a
  * nested section ("s3" for "s3 =" followed by indented lines). Returns 1 when found, 0 when not
@@ -129,6 +136,10 @@ void s3_req_free(struct s3_req *req);
 int s3_encode(const char *in, int keep_slash, char *out, size_t outsz);
 /* The full key of key under the remote's prefix into out. -CKPT_E_INVAL: empty or too long. */
 int s3_full_key(struct s3 *s, const char *key, char *out, size_t outsz);
+/* Copies the handle's keys into ak, sk, tok (the sizes of struct s3_conf's), after running the
+ * credential_process again when they expire within 5 minutes (a failed refresh keeps keys that
+ * have not expired yet). Returns 0 or the refresh's error. Thread-safe (under s->mu). */
+int s3_cred_current(struct s3 *s, char *ak, char *sk, char *tok);
 /* Frees the idle curl handles. */
 void s3_http_fini(struct s3 *s);
 

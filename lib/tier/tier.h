@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "ckpt.h"
+#include "format/codec.h"
 #include "remote/remote.h"
 #include "store/store.h"
 
@@ -154,6 +155,11 @@ int tier_prune(const struct tier_ref *t, const uint8_t uuid[16], const ckpt_rete
  * record: -CKPT_E_CHECKSUM / -CKPT_E_CORRUPT naming the object). */
 int tier_fetch_pack(struct ckpt_store *s, const struct tier_ref *t, const struct manifest *m,
 		    uint32_t id, char *what, size_t len, uint64_t *bytes);
+/* Checks one record read from a remote (rec: its header and payload, as in the pack) against
+ * manifest entry c: the header, then the decoded bytes (into out, c->raw_len at least) against the
+ * digest. what names the object. Returns 0, -CKPT_E_CHECKSUM or -CKPT_E_CORRUPT. */
+int tier_check_record(ckpt_codec_ctx *codec, uint8_t *out, const uint8_t *rec,
+		      const struct mf_chunk *c, const char *what);
 /* Bytes the readers of s read from its remote so far (tier_fetch_pack), for tests. */
 uint64_t tier_bytes_fetched(struct ckpt_store *s);
 

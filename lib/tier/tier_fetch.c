@@ -62,6 +62,17 @@ static int cmp_off(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+int tier_check_record(ckpt_codec_ctx *codec, uint8_t *out, const uint8_t *rec,
+		      const struct mf_chunk *c, const char *what)
+{
+	int rc = rd_check_hdr(rec, c, what);
+	if (!rc && c->codec == CKPT_CODEC_RAW && c->stored_len == c->raw_len)
+		return rd_check_digest(rec + REC_HDR_LEN, c, what); /* in place: no copy to decode */
+	if (!rc)
+		rc = ckpt_codec_decode(codec, c->codec, rec + REC_HDR_LEN, c->stored_len, out, c->raw_len);
+	return rc ? rc : rd_check_digest(out, c, what);
+}
+
 /* Fetches run i, checks each of its records, writes them at their offsets. */
 static int fetch_run(void *ctx, size_t i)
 {
@@ -73,14 +84,8 @@ static int fetch_run(void *ctx, size_t i)
 	int rc = buf && out && codec ? 0 : ckpt_fail(CKPT_E_NOMEM, "out of memory (%s)", j->key);
 	if (!rc && !(rc = j->t->r->ops->get(j->t->r, j->key, u->off, u->len, buf)))
 		__atomic_add_fetch(j->bytes, u->len, __ATOMIC_RELAXED);
-	for (size_t k = u->first; !rc && k <= u->last; k++) {
-		const struct mf_chunk *c = j->c[k];
-		const uint8_t *rec = buf + (c->offset - u->off);
-		if (!(rc = rd_check_hdr(rec, c, j->key)) &&
-		    !(rc = ckpt_codec_decode(codec, c->codec, rec + REC_HDR_LEN, c->stored_len, out,
-					     c->raw_len)))
-			rc = rd_check_digest(out, c, j->key);
-	}
+	for (size_t k = u->first; !rc && k <= u->last; k++)
+		rc = tier_check_record(codec, out, buf + (j->c[k]->offset - u->off), j->c[k], j->key);
 	if (rc)
 		ckpt_fail_prefix("damaged remote object");
 	else

@@ -17,20 +17,51 @@
 #include "read/reader.h"
 #include "tier/tier.h"
 
-#define PIECE (8u << 20)
+#define PIECE (8u << 20) /* bytes of one ranged read of a pack (as aws s3 cp's 8 MiB parts) */
+#define PULL_BATCH 64    /* packs downloaded at once: their temporary files are open */
+
+/* A pack the checkpoint references. */
+struct pull_pack {
+	uint32_t id;
+	bool present;               /* local already */
+	uint64_t size;              /* on the remote */
+	char key[256], tmp[4096];
+	int fd;                     /* the temporary file, -1 when none */
+	const struct mf_chunk **c;  /* the records the manifest references in it, by offset */
+	size_t nc;
+};
+
+/* One ranged read: [off, off + len) of a pack, holding its records c[first, last) whole. */
+struct pull_piece {
+	struct pull_pack *p;
+	uint64_t off, len;
+	size_t first, last;
+};
+
+/* The scratch of one read in flight: its buffer, a decoder, one chunk's decoded bytes. */
+struct pull_slot {
+	struct pull_slot *next;
+	uint8_t *buf, *out;
+	size_t cap;
+	ckpt_codec_ctx *codec;
+};
 
 struct pull_job {
 	struct ckpt_store *s;
 	const struct tier_ref *t;
 	const struct manifest *m;
-	const uint32_t *ids;
-	pthread_mutex_t mu; /* done, st, progress */
+	struct pull_pack *packs;
+	size_t npacks, from; /* from: the first pack of the batch in flight */
+	const struct mf_chunk **byp; /* every chunk reference, by pack then offset */
+	struct pull_piece *pieces;
+	size_t npieces, cap_pieces;
+	pthread_mutex_t mu; /* done, st, progress, slots */
+	struct pull_slot *slots;
 	uint64_t done, total; /* total: the sizes of the packs missing locally */
 	ckpt_remote_stats *st;
 	rmt_progress_cb progress;
 	void *arg;
 };
-
 static bool have_local(struct ckpt_store *s, uint32_t id)
 {
 	char path[4096];
@@ -43,107 +74,262 @@ static bool have_local(struct ckpt_store *s, uint32_t id)
 	return false;
 }
 
-/* Checks every record m references in pack id, read back from fd (the downloaded copy): the
- * pack header, then each record's header and decoded digest. Errors name the remote key. */
-static int check_pack(struct pull_job *j, uint32_t id, int fd, const char *key)
-{
-	uint8_t hb[PACK_HDR_LEN];
-	struct pack_hdr h;
-	int rc = io_read_all(&ckpt_io_psync, fd, hb, sizeof hb, 0, key);
-	if (!rc && !(rc = pack_hdr_decode(hb, sizeof hb, &h, key)) &&
-	    (h.pack_id != id || memcmp(h.uuid, j->s->hdr.uuid, 16)))
-		rc = ckpt_fail(CKPT_E_CORRUPT, "remote pack %s: header of %s", key,
-			       h.pack_id != id ? "another pack" : "another store's pack");
-	ckpt_codec_ctx *codec = rc ? NULL : ckpt_codec_ctx_create(j->m->chunk_size);
-	uint8_t *rec = rc ? NULL : malloc(rec_span(ckpt_codec_bound(j->m->chunk_size)));
-	uint8_t *out = rc ? NULL : malloc(j->m->chunk_size);
-	if (!rc && (!codec || !rec || !out))
-		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory (checking %s)", key);
-	for (uint32_t i = 0; !rc && i < j->m->n_chunks; i++) {
-		const struct mf_chunk *c = &j->m->chunks[i];
-		if (c->pack_id != id)
-			continue;
-		if (!(rc = io_read_all(&ckpt_io_psync, fd, rec, REC_HDR_LEN + c->stored_len, c->offset, key)) &&
-		    !(rc = rd_check_hdr(rec, c, key)) &&
-		    !(rc = ckpt_codec_decode(codec, c->codec, rec + REC_HDR_LEN, c->stored_len, out,
-					     c->raw_len)))
-			rc = rd_check_digest(out, c, key);
-	}
-	if (rc)
-		ckpt_fail_prefix("damaged remote object");
-	ckpt_codec_ctx_free(codec);
-	free(rec);
-	free(out);
-	return rc;
-}
-
-/* Copies remote key (size bytes) into fd in pieces, counting progress. */
-static int fetch_into(struct pull_job *j, const char *key, uint64_t size, int fd, const char *tmp)
-{
-	uint8_t *buf = malloc(PIECE);
-	if (!buf)
-		return ckpt_fail(CKPT_E_NOMEM, "out of memory (%s)", key);
-	int rc = 0;
-	for (uint64_t off = 0; !rc && off < size; off += PIECE) {
-		size_t n = (size_t)MIN((uint64_t)PIECE, size - off);
-		if (!(rc = j->t->r->ops->get(j->t->r, key, off, n, buf)))
-			rc = io_write_all(&ckpt_io_psync, fd, buf, n, off, tmp);
-		pthread_mutex_lock(&j->mu);
-		j->done += n;
-		if (!rc && j->progress && j->progress(j->arg, j->done, MAX(j->total, j->done)))
-			rc = ckpt_fail(CKPT_E_CANCELED, "pull of %s: canceled", key);
-		pthread_mutex_unlock(&j->mu);
-	}
-	free(buf);
-	return rc;
-}
-
-/* Brings pack ids[i] local unless it is: downloaded to a temporary file in the store directory,
- * checked, fdatasynced, then linked into packs/ (never over a file). */
-static int pull_pack(void *ctx, size_t i)
+/* Pack i: local already, or its size on the remote (a parallel step: one HEAD each). */
+static int pull_stat(void *ctx, size_t i)
 {
 	struct pull_job *j = ctx;
-	uint32_t id = j->ids[i];
-	if (have_local(j->s, id)) {
+	struct pull_pack *p = &j->packs[i];
+	if ((p->present = have_local(j->s, p->id))) {
 		pthread_mutex_lock(&j->mu);
 		j->st->packs_present++;
 		pthread_mutex_unlock(&j->mu);
 		return 0;
 	}
-	char key[256], name[32], tmp[4096], dst[4096];
-	tier_key_pack(j->t, id, key, sizeof key);
-	uint64_t size;
-	int rc = j->t->r->ops->stat(j->t->r, key, &size, NULL);
+	tier_key_pack(j->t, p->id, p->key, sizeof p->key);
+	int rc = j->t->r->ops->stat(j->t->r, p->key, &p->size, NULL);
 	if (rc == -CKPT_E_NOTFOUND)
 		ckpt_fail_prefix("remote checkpoint %" PRIu64 " names pack %u, which the remote lacks",
-				 j->m->step, id);
-	if (rc)
-		return rc;
-	snprintf(name, sizeof name, "%08u.pack", id);
-	int fd = io_create_tmp(j->s->path, name, tmp, sizeof tmp);
-	if (fd < 0)
-		return fd;
-	rc = fetch_into(j, key, size, fd, tmp);
-	if (!rc && fdatasync(fd))
-		rc = ckpt_fail(ckpt_errno_code(errno), "fdatasync %s: %s", tmp, strerror(errno));
-	close(fd);
-	/* Checked as it lies on the disk, through a read-only descriptor of its own. */
-	int rfd = rc ? -1 : open(tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (!rc && rfd < 0)
-		rc = ckpt_fail(ckpt_errno_code(errno), "open %s: %s", tmp, strerror(errno));
-	if (!rc)
-		rc = check_pack(j, id, rfd, key);
-	if (rfd >= 0)
-		close(rfd);
-	store_pack_path(j->s, 0, id, dst, sizeof dst);
-	if (!rc && link(tmp, dst) && errno != EEXIST) /* EEXIST: another pull placed it */
-		rc = ckpt_fail(ckpt_errno_code(errno), "link %s to %s: %s", tmp, dst, strerror(errno));
-	unlink(tmp);
+				 j->m->step, p->id);
 	if (!rc) {
 		pthread_mutex_lock(&j->mu);
-		j->st->packs_sent++, j->st->bytes_sent += size;
+		j->total += p->size;
 		pthread_mutex_unlock(&j->mu);
 	}
+	return rc;
+}
+
+static int cmp_pack_off(const void *a, const void *b)
+{
+	const struct mf_chunk *x = *(const struct mf_chunk *const *)a;
+	const struct mf_chunk *y = *(const struct mf_chunk *const *)b;
+	if (x->pack_id != y->pack_id)
+		return x->pack_id < y->pack_id ? -1 : 1;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* The packs of m (distinct ids, ascending), each with its records (j->byp sorted by pack and
+ * offset, sliced). Returns 0 or -CKPT_E_NOMEM. */
+static int pull_plan_packs(struct pull_job *j, const uint32_t *ids, size_t n)
+{
+	const struct manifest *m = j->m;
+	j->packs = calloc(n ? n : 1, sizeof *j->packs);
+	j->byp = malloc((m->n_chunks ? m->n_chunks : 1) * sizeof *j->byp);
+	if (!j->packs || !j->byp)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory (pull of checkpoint %" PRIu64 ")",
+				 m->step);
+	for (uint32_t i = 0; i < m->n_chunks; i++)
+		j->byp[i] = &m->chunks[i];
+	qsort(j->byp, m->n_chunks, sizeof *j->byp, cmp_pack_off);
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct pull_pack *p = &j->packs[i];
+		p->id = ids[i];
+		p->fd = -1;
+		while (k < m->n_chunks && j->byp[k]->pack_id < p->id)
+			k++;
+		p->c = &j->byp[k];
+		while (k < m->n_chunks && j->byp[k]->pack_id == p->id)
+			k++, p->nc++;
+	}
+	j->npacks = n;
+	return 0;
+}
+
+static int add_piece(struct pull_job *j, struct pull_pack *p, uint64_t off, uint64_t len,
+		     size_t first, size_t last)
+{
+	if (ckpt_grow((void **)&j->pieces, &j->cap_pieces, j->npieces + 1, sizeof *j->pieces))
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory (%s)", p->key);
+	j->pieces[j->npieces++] = (struct pull_piece){p, off, len, first, last};
+	return 0;
+}
+
+/* Cuts pack p into pieces of about PIECE bytes, never inside a record the manifest references:
+ * each piece is checked as it arrives, before it is written. */
+static int plan_pieces(struct pull_job *j, struct pull_pack *p)
+{
+	const struct mf_chunk *last = p->nc ? p->c[p->nc - 1] : NULL;
+	uint64_t need = last ? last->offset + REC_HDR_LEN + last->stored_len : PACK_HDR_LEN;
+	if (p->size < MAX(need, (uint64_t)PACK_HDR_LEN) || (p->nc && p->c[0]->offset < PACK_HDR_LEN))
+		return ckpt_fail(CKPT_E_CORRUPT, "damaged remote object: pack %s holds %" PRIu64
+				 " bytes, the checkpoint names records up to byte %" PRIu64, p->key,
+				 p->size, need);
+	size_t k = 0;
+	int rc = 0;
+	for (uint64_t pos = 0; !rc && pos < p->size;) {
+		uint64_t cut = MIN(pos + PIECE, p->size);
+		size_t first = k;
+		for (; k < p->nc && p->c[k]->offset < cut; k++) {
+			uint64_t end = p->c[k]->offset + REC_HDR_LEN + p->c[k]->stored_len;
+			if (end <= cut)
+				continue;
+			if (p->c[k]->offset > pos && k > first) {
+				cut = p->c[k]->offset; /* the record starts the next piece */
+				break;
+			}
+			cut = end; /* a record larger than a piece: the piece holds it whole */
+		}
+		rc = add_piece(j, p, pos, cut - pos, first, k);
+		pos = cut;
+	}
+	return rc;
+}
+
+static struct pull_slot *slot_take(struct pull_job *j, size_t len)
+{
+	pthread_mutex_lock(&j->mu);
+	struct pull_slot *sl = j->slots;
+	if (sl)
+		j->slots = sl->next;
+	pthread_mutex_unlock(&j->mu);
+	if (!sl && (sl = calloc(1, sizeof *sl)) &&
+	    (!(sl->codec = ckpt_codec_ctx_create(j->m->chunk_size)) ||
+	     !(sl->out = malloc(j->m->chunk_size)))) {
+		ckpt_codec_ctx_free(sl->codec);
+		free(sl);
+		sl = NULL;
+	}
+	if (sl && sl->cap < len) {
+		free(sl->buf);
+		sl->cap = (sl->buf = malloc(len)) ? len : 0;
+	}
+	return sl && sl->buf ? sl : NULL; /* a slot without a buffer goes back below */
+}
+
+static void slot_give(struct pull_job *j, struct pull_slot *sl)
+{
+	pthread_mutex_lock(&j->mu);
+	sl->next = j->slots;
+	j->slots = sl;
+	pthread_mutex_unlock(&j->mu);
+}
+
+static void slots_free(struct pull_job *j)
+{
+	for (struct pull_slot *sl = j->slots, *nx; sl; sl = nx) {
+		nx = sl->next;
+		ckpt_codec_ctx_free(sl->codec);
+		free(sl->buf);
+		free(sl->out);
+		free(sl);
+	}
+	j->slots = NULL;
+}
+
+/* The pack header in the first piece: this pack of this store. */
+static int check_pack_hdr(struct pull_job *j, const struct pull_pack *p, const uint8_t *buf)
+{
+	struct pack_hdr h;
+	int rc = pack_hdr_decode(buf, PACK_HDR_LEN, &h, p->key);
+	if (!rc && (h.pack_id != p->id || memcmp(h.uuid, j->s->hdr.uuid, 16)))
+		rc = ckpt_fail(CKPT_E_CORRUPT, "remote pack %s: header of %s", p->key,
+			       h.pack_id != p->id ? "another pack" : "another store's pack");
+	return rc;
+}
+
+/* Piece i: read, checked (the pack header, every record the manifest references in it, against
+ * its digest), written at its offset in the temporary file, its writeback started (so that the
+ * pack's fdatasync finds little left to do). */
+static int pull_piece(void *ctx, size_t i)
+{
+	struct pull_job *j = ctx;
+	const struct pull_piece *pc = &j->pieces[i];
+	struct pull_pack *p = pc->p;
+	struct pull_slot *sl = slot_take(j, pc->len);
+	if (!sl)
+		return ckpt_fail(CKPT_E_NOMEM, "out of memory (%s)", p->key);
+	int rc = j->t->r->ops->get(j->t->r, p->key, pc->off, pc->len, sl->buf);
+	int damaged = 0;
+	if (!rc && pc->off == 0)
+		damaged = rc = check_pack_hdr(j, p, sl->buf);
+	for (size_t k = pc->first; !rc && k < pc->last; k++)
+		damaged = rc = tier_check_record(sl->codec, sl->out, sl->buf + (p->c[k]->offset - pc->off),
+						 p->c[k], p->key);
+	if (damaged)
+		ckpt_fail_prefix("damaged remote object");
+	if (!rc && !(rc = io_write_all(&ckpt_io_psync, p->fd, sl->buf, pc->len, pc->off, p->tmp)))
+		sync_file_range(p->fd, (off_t)pc->off, (off_t)pc->len, SYNC_FILE_RANGE_WRITE);
+	slot_give(j, sl);
+	pthread_mutex_lock(&j->mu);
+	j->done += pc->len;
+	if (!rc && j->progress && j->progress(j->arg, j->done, MAX(j->total, j->done)))
+		rc = ckpt_fail(CKPT_E_CANCELED, "pull of %s: canceled", p->key);
+	pthread_mutex_unlock(&j->mu);
+	return rc;
+}
+
+/* Pack i of the batch, whole and checked: fdatasynced, then linked into packs/ (never over a
+ * file). */
+static int pull_finish(void *ctx, size_t i)
+{
+	struct pull_job *j = ctx;
+	struct pull_pack *p = &j->packs[j->from + i];
+	char dst[4096];
+	if (p->fd < 0)
+		return 0;
+	int rc = fdatasync(p->fd) ? ckpt_fail(ckpt_errno_code(errno), "fdatasync %s: %s", p->tmp,
+					      strerror(errno)) : 0;
+	store_pack_path(j->s, 0, p->id, dst, sizeof dst);
+	if (!rc && link(p->tmp, dst) && errno != EEXIST) /* EEXIST: another pull placed it */
+		rc = ckpt_fail(ckpt_errno_code(errno), "link %s to %s: %s", p->tmp, dst, strerror(errno));
+	if (!rc) {
+		pthread_mutex_lock(&j->mu);
+		j->st->packs_sent++, j->st->bytes_sent += p->size;
+		pthread_mutex_unlock(&j->mu);
+	}
+	return rc;
+}
+
+/* Packs [from, to) that are not local: their temporary files, every piece of them (all packs'
+ * pieces in one parallel run: a large pack is read by several requests at once, several small
+ * ones side by side), then each made durable and put in place. Temporary files never outlive
+ * it. */
+static int pull_batch(struct pull_job *j, size_t from, size_t to)
+{
+	int rc = 0;
+	char name[32];
+	j->npieces = 0;
+	for (size_t i = from; !rc && i < to; i++) {
+		struct pull_pack *p = &j->packs[i];
+		if (p->present)
+			continue;
+		snprintf(name, sizeof name, "%08u.pack", p->id);
+		if ((p->fd = io_create_tmp(j->s->path, name, p->tmp, sizeof p->tmp)) < 0)
+			rc = p->fd;
+		else
+			rc = plan_pieces(j, p);
+	}
+	struct tier_par par = {.one = pull_piece, .ctx = j, .n = j->npieces};
+	if (!rc)
+		rc = tier_parallel(&par, j->t->r->cfg.parallel);
+	j->from = from;
+	struct tier_par fin = {.one = pull_finish, .ctx = j, .n = to - from};
+	if (!rc)
+		rc = tier_parallel(&fin, j->t->r->cfg.parallel);
+	for (size_t i = from; i < to; i++) {
+		struct pull_pack *p = &j->packs[i];
+		if (p->fd >= 0) {
+			close(p->fd);
+			unlink(p->tmp);
+			p->fd = -1;
+		}
+	}
+	return rc;
+}
+
+/* Every pack of m that is not local (ids: their distinct ids), in batches of PULL_BATCH. */
+static int pull_packs(struct pull_job *j, const uint32_t *ids, size_t n)
+{
+	int rc = pull_plan_packs(j, ids, n);
+	struct tier_par par = {.one = pull_stat, .ctx = j, .n = n};
+	if (!rc)
+		rc = tier_parallel(&par, j->t->r->cfg.parallel);
+	for (size_t from = 0; !rc && from < n; from += PULL_BATCH)
+		rc = pull_batch(j, from, MIN(n, from + PULL_BATCH));
+	slots_free(j);
+	free(j->pieces);
+	free(j->packs);
+	free(j->byp);
 	return rc;
 }
 
@@ -200,16 +386,7 @@ static int pull_locked(struct ckpt_store *s, const struct tier_ref *t, const str
 	long n = tier_packs_of(m, &ids);
 	if (n < 0)
 		return (int)n;
-	j->ids = ids;
-	for (long i = 0; i < n && j->progress; i++) { /* the progress total: what is missing */
-		char key[256];
-		uint64_t size;
-		tier_key_pack(t, ids[i], key, sizeof key);
-		if (!have_local(s, ids[i]) && !t->r->ops->stat(t->r, key, &size, NULL))
-			j->total += size;
-	}
-	struct tier_par par = {.one = pull_pack, .ctx = j, .n = (size_t)n};
-	int rc = tier_parallel(&par, t->r->cfg.parallel);
+	int rc = pull_packs(j, ids, (size_t)n);
 	if (!rc && !(rc = io_fsync_dir(s->pack_dir)) && !(rc = pull_parts(s, t, m))) {
 		rc = io_write_new(s->mf_dir, name, raw, rawlen, NULL); /* the commit point */
 		if (rc > 0)

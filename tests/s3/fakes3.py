@@ -10,6 +10,11 @@ by a segment of the key (or of a listing's prefix):
   fdropxN                   the first N requests: the connection is closed without an answer
   fshortxN                  the first N GETs: half the body, then the connection is closed
   fnorange                  GETs ignore Range (200 and the whole object)
+  fmidxN                    the first N ranged GETs that start past byte 0: a 206 with the
+                            right headers, half the body, then the connection is closed
+  fflip                     ranged GETs that start past byte 0: one bit of the body flipped
+  fless                     ranged GETs that start past byte 0: a well-formed 206 of half the
+                            range asked for (a short answer that no transport error reveals)
   fcomplete                 the first multipart completion: 200 with an InternalError inside
   fbadpart                  every multipart completion: 200 with an InvalidPart inside
   fnotoken/, floop/, fjunk/ listings: truncated without a token, the same token again, junk
@@ -33,10 +38,11 @@ NEXT_ID = [0]
 
 
 def fault_of(key):
-    m = re.search(r"(?:^|/)(f503|f429|fslow|fdrop|fshort)x(\d+)(?:/|$)", key)
+    m = re.search(r"(?:^|/)(f503|f429|fslow|fdrop|fshort|fmid)x(\d+)(?:/|$)", key)
     if m:
         return m.group(1), int(m.group(2))
-    for f in ("f500", "fnorange", "fcomplete", "fbadpart", "fnotoken", "floop", "fjunk"):
+    for f in ("f500", "fnorange", "fcomplete", "fbadpart", "fnotoken", "floop", "fjunk",
+              "fflip", "fless"):
         if re.search(r"(?:^|/)%s(?:/|$)" % f, key):
             return f, 0
     return None, 0
@@ -131,8 +137,24 @@ class Handler(BaseHTTPRequestHandler):
             a, b = int(a), min(int(b), len(data) - 1)
             if a >= len(data):
                 return self.send(416, err_xml("InvalidRange", "past the end"))
+            body = data[a: b + 1]
+            if a > 0 and fault == "fmid" and count(fault, key, "GET") <= n:
+                self.send_response(206)
+                self.send_header("Content-Range", "bytes %d-%d/%d" % (a, b, len(data)))
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body[: len(body) // 2])
+                self.close_connection = True
+                return
+            if a > 0 and fault == "fflip":
+                body = bytearray(body)
+                body[len(body) // 2] ^= 1
+                body = bytes(body)
+            if a > 0 and fault == "fless":
+                body = body[: max(1, len(body) // 2)]
+                b = a + len(body) - 1
             hdr["Content-Range"] = "bytes %d-%d/%d" % (a, b, len(data))
-            return self.send(206, data[a: b + 1], hdr)
+            return self.send(206, body, hdr)
         if self.command == "HEAD":
             self.send_response(200)
             for k, v in hdr.items():

@@ -16,8 +16,13 @@
  *   s3ops URL fake                   against tests/s3/fakes3.py: retried 5xx, 429, SlowDown, dropped
  *                                    connections, short bodies; a Range ignored; a completion
  *                                    failing inside its 200; listings that lie
+ *   s3ops URL pull                   against fakes3.py: ckpt_store_pull of a pushed checkpoint
+ *                                    whose ranged pieces fail mid-way (retried: bit-identical),
+ *                                    fail every time, come back damaged or short (the pull
+ *                                    fails naming the pack, nothing of it is kept)
  * Environment for errors: S3T_AK2/S3T_SK2, keys of a user who may not read the url's bucket. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -30,6 +35,7 @@
 
 #include "common/common.h"
 #include "helpers.h"
+#include "t-remote.h"
 #include "remote/s3_int.h"
 
 static const struct rmt_ops *S3 = &rmt_s3_ops;
@@ -530,6 +536,77 @@ static int case_fake(const char *url)
 	return t_done();
 }
 
+/* Nothing of a failed pull in the store at path: no manifest, no pack, no temporary file. */
+static void check_nothing_kept(const char *path)
+{
+	char sub[4400];
+	snprintf(sub, sizeof sub, "%s/packs", path);
+	CHECK(t_dir_bytes(sub) == 0);
+	snprintf(sub, sizeof sub, "%s/manifests", path);
+	CHECK(t_dir_bytes(sub) == 0);
+	DIR *d = opendir(path);
+	REQUIRE(d);
+	for (struct dirent *e; (e = readdir(d));)
+		if (strstr(e->d_name, ".pack.tmp"))
+			CHECK(!"a temporary file of the pull is left");
+	closedir(d);
+}
+
+/* Pushes 24 MiB (one pack: several 8 MiB pieces) under url/sub, pulls it into a fresh store:
+ * want 0 (then restored bit-identical) or the error, whose message names the pack. */
+static void pull_with(const char *dir, const char *url, const char *sub, int want)
+{
+	enum { NT = 3, TB = 8u << 20 };
+	static uint8_t *data[NT];
+	char u[2048], src[4200], dst[4200];
+	snprintf(u, sizeof u, "%s/%s", url, sub);
+	snprintf(src, sizeof src, "%s/src-%s", dir, sub);
+	snprintf(dst, sizeof dst, "%s/dst-%s", dir, sub);
+	for (int i = 0; i < NT; i++)
+		if (!data[i] && (data[i] = malloc(TB)))
+			t_fill(data[i], TB, 40 + (uint64_t)i);
+	ckpt_store *s = t_open_store(src, 1u << 20, 0);
+	REQUIRE(s && ckpt_store_set_remote(s, u, 0) == 0);
+	t_remote_save(s, 1, data, NT, TB);
+	CHECK_OK(ckpt_store_push(s, 1, NULL, NULL, NULL));
+	ckpt_store_close(s);
+	CHECK_OK(ckpt_remote_adopt(u, NULL, dst));
+	REQUIRE(ckpt_store_open(dst, NULL, &s) == 0 && ckpt_store_set_remote(s, u, 0) == 0);
+	ckpt_remote_stats st;
+	int rc = ckpt_store_pull(s, 1, NULL, &st, NULL, NULL);
+	CHECK_RC(rc, want);
+	if (want) {
+		check_msg(sub, "packs/00000001.pack", sub);
+		printf("pull %s: %s\n", sub, ckpt_errmsg());
+		check_nothing_kept(dst);
+	} else {
+		CHECK(st.packs_sent == 1);
+		uint8_t *back = malloc(TB);
+		ckpt_reader *rd;
+		REQUIRE(back && ckpt_reader_open(s, 1, &rd) == 0);
+		for (int i = 0; i < NT; i++) {
+			memset(back, 0, TB);
+			CHECK_OK(ckpt_reader_restore(rd, (size_t)i, CKPT_MEM_HOST, back, TB));
+			CHECK(memcmp(back, data[i], TB) == 0);
+		}
+		ckpt_reader_close(rd);
+		free(back);
+	}
+	ckpt_store_close(s);
+}
+
+static int case_pull(const char *url)
+{
+	char *dir = t_tmpdir("s3ops-pull");
+	pull_with(dir, url, "fmidx3", 0);           /* pieces cut mid-way: retried */
+	pull_with(dir, url, "fmidx50", -CKPT_E_IO); /* cut every time: the pull fails */
+	pull_with(dir, url, "fflip", -CKPT_E_CHECKSUM);
+	pull_with(dir, url, "fless", -CKPT_E_CORRUPT); /* a short answer, never a short file */
+	t_rmrf(dir);
+	free(dir);
+	return t_done();
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -557,7 +634,7 @@ int main(int argc, char **argv)
 	static const struct { const char *name; int (*run)(const char *url); } cases[] = {
 		{ "basic", case_basic }, { "multipart", case_multipart }, { "errors", case_errors },
 		{ "nospc", case_nospc }, { "bandwidth", case_bandwidth }, { "threads", case_threads },
-		{ "hung", case_hung }, { "fake", case_fake },
+		{ "hung", case_hung }, { "fake", case_fake }, { "pull", case_pull },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
 		if (!strcmp(c, cases[i].name))

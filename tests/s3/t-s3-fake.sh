@@ -3,7 +3,8 @@
 # do on demand (issue 25, item 5): 503, 429 and SlowDown answers and dropped connections that must
 # be retried with backoff, short bodies, a Range ignored, a multipart completion that fails inside
 # its 200 (retried when InternalError, aborted when InvalidPart), listings without a token or with
-# the same token again (an error, not a loop). No radosgw needed: python3 only.
+# the same token again (an error, not a loop); a pull's ranged pieces cut mid-way, damaged or
+# short; a profile's credential_process and its refresh. No radosgw needed: python3 only.
 cd "$(dirname "$0")/../.." || exit 1
 set -u
 B=${B:-build}
@@ -21,4 +22,29 @@ until [ -s "$T/port" ]; do
 done
 export AWS_ENDPOINT_URL=http://127.0.0.1:$(cat "$T/port") AWS_ACCESS_KEY_ID=AK AWS_SECRET_ACCESS_KEY=SK
 "$O" "s3://bkt/p?noreplace=check" fake || { tail -n 30 "$T/server.log"; echo "FAIL: s3ops fake"; exit 1; }
+# A pull's ranged pieces cut mid-way, damaged or short (tier_pull's parallel pieces).
+"$O" s3://bkt/pull pull || { tail -n 30 "$T/server.log"; echo "FAIL: s3ops pull"; exit 1; }
+# credential_process: run once at open; keys expiring within 5 minutes are fetched again before
+# each request (the fake checks no signature: the number of runs is what is checked).
+cat >"$T/creds.sh" <<'EOF'
+#!/bin/sh
+echo run >>"$0.count.$1"
+printf '{"Version": 1, "AccessKeyId": "PAK", "SecretAccessKey": "PSK", "Expiration": "%s"}\n' \
+	"$(date -u -d "+$2 sec" +%Y-%m-%dT%H:%M:%SZ)"
+EOF
+chmod +x "$T/creds.sh"
+printf '[profile soon]\ncredential_process = %s soon 60\n[profile later]\ncredential_process = %s later 3600\n' \
+	"$T/creds.sh" "$T/creds.sh" >"$T/config"
+for p in soon later; do
+	env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY AWS_CONFIG_FILE="$T/config" \
+		AWS_SHARED_CREDENTIALS_FILE="$T/none" AWS_PROFILE=$p "$O" s3://bkt/cred verify absent 1
+	rc=$?
+	[ $rc = 4 ] || { echo "FAIL: s3ops verify with profile $p: exit $rc (4: absent)"; exit 1; }
+done
+soon=$(wc -l <"$T/creds.sh.count.soon") later=$(wc -l <"$T/creds.sh.count.later")
+[ "$soon" -ge 3 ] && [ "$later" = 1 ] || {
+	echo "FAIL: credential_process runs: $soon for keys expiring in 60 s (want >= 3), $later for an hour (want 1)"
+	exit 1
+}
+echo "credential_process: $soon runs for keys expiring in 60 s, $later for keys of an hour"
 echo "s3 fake: all passed"

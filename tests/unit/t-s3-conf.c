@@ -131,6 +131,70 @@ static void test_profiles(void)
 	CHECK(!strcmp(c.access_key, "HOMEAK"));
 }
 
+/* A profile's credential_process (a script here), as the AWS CLI runs it: its JSON's keys, token
+ * and expiration; after the credentials file, before the config's static keys; each failure a
+ * clear -CKPT_E_PERM naming the profile and the command. */
+static void test_process(void)
+{
+	char script[4300], cp[4300], cf[8400], cr[8400], text[20000];
+	snprintf(script, sizeof script, "%s/creds.sh", dir);
+	snprintf(cp, sizeof cp, "%s/config-proc", dir);
+	snprintf(cf, sizeof cf, "AWS_CONFIG_FILE=%s", cp);
+	snprintf(cr, sizeof cr, "AWS_SHARED_CREDENTIALS_FILE=%s/none", dir);
+	/* MODE chooses what the script prints: one script, several profiles */
+	write_file(script, "#!/bin/sh\ncase $1 in\n"
+		   "ok) echo '{ \"Version\": 1, \"AccessKeyId\": \"PAK\", \"SecretAccessKey\": \"P\\/SK\",'"
+		   " '\"SessionToken\": \"PTOK\", \"Expiration\": \"2030-01-02T03:04:05Z\" }' ;;\n"
+		   "static) echo '{\"Version\":1,\"AccessKeyId\":\"SAK\",\"SecretAccessKey\":\"SSK\"}' ;;\n"
+		   "offset) echo '{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\","
+		   "\"Expiration\":\"2030-01-02T05:04:05.123+02:00\"}' ;;\n"
+		   "fail) echo 'no such role' >&2; exit 3 ;;\n"
+		   "nover) echo '{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"}' ;;\n"
+		   "nosecret) echo '{\"Version\": 1, \"AccessKeyId\": \"A\"}' ;;\n"
+		   "badexp) echo '{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\","
+		   "\"Expiration\":\"tomorrow\"}' ;;\n"
+		   "esac\n");
+	REQUIRE(chmod(script, 0755) == 0);
+	int n = 0;
+	const char *modes[] = { "ok", "static", "offset", "fail", "nover", "nosecret", "badexp" };
+	for (size_t i = 0; i < ARRAY_SIZE(modes); i++)
+		n += snprintf(text + n, sizeof text - (size_t)n, "[profile %s]\ncredential_process = %s %s\n"
+			      "aws_access_key_id = CFGAK\naws_secret_access_key = CFGSK\n", modes[i],
+			      script, modes[i]);
+	write_file(cp, text);
+	struct s3_conf c;
+	char prof[64];
+	const char *env[] = { cf, cr, home, prof, NULL };
+	snprintf(prof, sizeof prof, "AWS_PROFILE=ok");
+	CHECK_OK(resolve("s3://bkt/p", &c, env));
+	CHECK(!strcmp(c.access_key, "PAK") && !strcmp(c.secret_key, "P/SK") && !strcmp(c.token, "PTOK"));
+	CHECK(c.expires == 1893553445); /* 2030-01-02T03:04:05Z */
+	snprintf(prof, sizeof prof, "AWS_PROFILE=static");
+	CHECK_OK(resolve("s3://bkt/p", &c, env));
+	CHECK(!strcmp(c.access_key, "SAK") && !c.token[0] && c.expires == 0);
+	snprintf(prof, sizeof prof, "AWS_PROFILE=offset");
+	CHECK_OK(resolve("s3://bkt/p", &c, env));
+	CHECK(c.expires == 1893553445);
+	const char *want[][2] = { { "fail", "exit status 3" }, { "nover", "Version" },
+				  { "nosecret", "SecretAccessKey" }, { "badexp", "Expiration" } };
+	for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
+		snprintf(prof, sizeof prof, "AWS_PROFILE=%s", want[i][0]);
+		CHECK_RC(resolve("s3://bkt/p", &c, env), -CKPT_E_PERM);
+		CHECK(strstr(ckpt_errmsg(), want[i][1]) && strstr(ckpt_errmsg(), "credential_process"));
+		CHECK(strstr(ckpt_errmsg(), want[i][0]) && strstr(ckpt_errmsg(), script));
+	}
+	/* the credentials file's keys come first; the environment's before both */
+	snprintf(cr, sizeof cr, "AWS_SHARED_CREDENTIALS_FILE=%s", cred);
+	write_file(cred, "[ok]\naws_access_key_id = FILEAK\naws_secret_access_key = FILESK\n");
+	snprintf(prof, sizeof prof, "AWS_PROFILE=ok");
+	CHECK_OK(resolve("s3://bkt/p", &c, env));
+	CHECK(!strcmp(c.access_key, "FILEAK") && !c.cred_process[0]);
+	const char *envk[] = { cf, cr, home, prof, "AWS_ACCESS_KEY_ID=EAK", "AWS_SECRET_ACCESS_KEY=ESK",
+			       NULL };
+	CHECK_OK(resolve("s3://bkt/p", &c, envk));
+	CHECK(!strcmp(c.access_key, "EAK"));
+}
+
 static void test_errors(void)
 {
 	struct s3_conf c;
@@ -170,6 +234,7 @@ int main(void)
 	snprintf(home, sizeof home, "HOME=%s", dir);
 	test_env_only();
 	test_profiles();
+	test_process();
 	test_errors();
 	t_rmrf(d);
 	free(d);
