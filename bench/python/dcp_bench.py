@@ -140,9 +140,6 @@ class Rank:
             self.g_async = dist.new_group(backend="gloo")
         else:
             self.mesh, self.g_async = like.mesh, like.g_async
-        # one LibckptStorageWriter for every async save, as a training job keeps its writer:
-        # its staging copy (cache_staged_state_dict) is made by its first save and reused
-        self.async_writer = None
         self.lay = layout(size)
         self.changes, self.n_changed, self.n_blocks = changed_blocks(self.lay)
         g = torch.Generator().manual_seed(1000 + rank)
@@ -372,8 +369,6 @@ def rank_main(argv):
             w = Rank(rank, world, 2 * MiB, bdir, like=r)
             for m in names:
                 w.run_method(m, 0, tag="warmup")
-            if w.async_writer is not None:
-                w.async_writer.close()
             del w
         samples = {}
         for run in range(runs):
@@ -385,8 +380,6 @@ def rank_main(argv):
                 print(f"N={world} run {run + 1}/{runs}: " + ", ".join(
                     f"{k.replace('_seconds', '')} {v[-1]:.3f}s" for k, v in samples.items()
                     if k.endswith("_seconds")), flush=True)
-        if r.async_writer is not None:
-            r.async_writer.close()
         if rank == 0:
             with open(outp, "w") as f:
                 json.dump({"samples": samples, "local_bytes": r.local_bytes,

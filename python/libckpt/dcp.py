@@ -547,12 +547,8 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
         if item.type == WriteItemType.BYTE_IO:
             return WriteResult(index=item.index, size_in_bytes=0,
                                storage_data=_Item(fqn, "bytes"))
-        ch = item.tensor_data.chunk
-        n = 1
-        for x in ch.sizes:
-            n *= int(x)
-        es = item.tensor_data.properties.dtype.itemsize
-        return WriteResult(index=item.index, size_in_bytes=n * es, storage_data=_Item(fqn, "tensor"))
+        nbytes = _numel(item.tensor_data.chunk.sizes) * item.tensor_data.properties.dtype.itemsize
+        return WriteResult(index=item.index, size_in_bytes=nbytes, storage_data=_Item(fqn, "tensor"))
 
     def _add(self, sv, fqn, t, gshape, off, replica=0, nreplicas=1):
         """One box of global tensor fqn from tensor t (contiguous; kept until the snapshot)."""
