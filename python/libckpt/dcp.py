@@ -85,7 +85,6 @@ __all__ = ["LibckptStorageWriter", "LibckptStorageReader", "resolve_checkpoint_i
 METADATA_KEY = "dcp.metadata"  # zlib-compressed pickle of DCP's Metadata, base64
 _STEP_RE = re.compile(r"^(?:step[-_]?)?(\d+)$")
 _PART_FQN = "__libckpt_part__"  # the write result that carries a rank's part
-DEFER = 2  # CKPT_DIST_DEFER: the commit waits for ckpt_dist_save_release (finish() on rank 0)
 
 
 def _is_store(path):
@@ -376,7 +375,7 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
             raise CkptIOError(f"DCP save of step {sv.step}: rank {failed[0][0]} failed: "
                               f"{failed[0][1]}")
         with self._store._lock:
-            rc = lb.ckpt_dist_save_submit(sv.ptr, D.THREADED | DEFER)
+            rc = lb.ckpt_dist_save_submit(sv.ptr, D.THREADED | D.DEFER)
         self._cur = sv
         if rc >= 0:
             rc = lb.ckpt_dist_save_wait_snapshot(sv.ptr)

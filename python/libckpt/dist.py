@@ -32,6 +32,7 @@ from . import _tree as T
 from .errors import CkptIOError, InvalidArgumentError, UnsupportedError
 
 THREADED = 1  # CKPT_DIST_THREADED: libckpt's thread may call the communicator (our own group)
+DEFER = 2  # CKPT_DIST_DEFER: the commit waits for ckpt_dist_save_release
 LOCAL = object()  # group=libckpt.LOCAL: this process alone, even under an initialized group
 DIST_WORLD_KEY = "ckpt.dist.world"
 

@@ -361,7 +361,10 @@ class Store:
         elif isinstance(size, (int, str)) and not isinstance(size, bool):
             want = _size("size", size)
         else:
-            _, leaves = T.flatten(size)
+            # the leaves as a save takes them: a DTensor or Shard counts its local tensor (a
+            # plain flatten sees it as an object of no tensor bytes, and the pool fell back to
+            # pool_size: the snapshot of an FSDP2 state then waited for the disk)
+            _, leaves = T.flatten(size, leaf_hook=_dist._leaf_hook)
             # records carry a 4 KiB header per 1 MiB chunk; two I/O buffers keep the disk busy
             data = sum(lf.nbytes for lf in leaves)
             want = data + data // 256 + 2 * (self._io_size + 4096) + (1 << 20)

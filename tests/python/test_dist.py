@@ -328,6 +328,25 @@ def role_errors(store_path, rank, world):
             seen.append(None)
         except libckpt.CkptError as e:
             seen.append(str(e))
+        # a failure on one rank after the plan, while it adds its tensors: it joins the commit
+        # with its failure (no exchange of its own), in save() and in save_async()
+        import libckpt._dsave as dsave
+        real = dsave._order_streams
+        if rank == 2:
+            def broken(*a):
+                raise RuntimeError("injected: adding the tensors failed")
+            dsave._order_streams = broken
+        for how in ("save", "save_async"):
+            try:
+                if how == "save":
+                    st.save(state_for(rank, world, 5), 5)
+                else:
+                    st.save_async(state_for(rank, world, 5), 5).wait()
+                seen.append(None)
+            except (RuntimeError, libckpt.CkptError) as e:
+                seen.append(f"{type(e).__name__}: {e}")
+            assert 5 not in st.steps(), (how, st.steps())
+        dsave._order_streams = real
         st.save(state_for(rank, world, 5), 5)
         got = {"w": libckpt.Shard(torch.zeros(GROWS // world, GCOLS), (GROWS, GCOLS),
                                   (rank * GROWS // world, 0))}
@@ -670,14 +689,18 @@ def main():
         outs = run_world(4, "errors", store)
         check_world(outs, "failures on one live rank, then a save of step 5")
         for r, (_, res, _) in enumerate(outs):
-            e1, e2, e3 = res["errors"]
+            e1, e2, e3, e4, e5 = res["errors"]
+            for e in (e4, e5):
+                assert e and "injected: adding the tensors failed" in e and (
+                    r == 2 and e.startswith("RuntimeError") or
+                    "rank 2 failed" in e and e.startswith("CkptIOError")), (r, e)
             assert e3 and "gap" in e3 and (r == 0 or "rank 0 could not commit" in e3), (r, e3)
             assert e1 and ("rank 1 could not prepare" in e1 or r == 1 and "oops" in e1), (r, e1)
             assert e2 and "'bias'" in e2 and "rank 3: F64" in e2, (r, e2)
         with libckpt.Store(store) as st:
             assert st.steps() == [1, 2, 3, 5], st.steps()
         print("ok: a failure on one rank raises on every rank (" +
-              "; ".join(outs[1][1]["errors"][i] for i in range(3)) + "); the next save works")
+              "; ".join(outs[1][1]["errors"][i] for i in range(5)) + "); the next save works")
     print("python dist ok")
     return 0
 

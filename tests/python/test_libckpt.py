@@ -276,6 +276,12 @@ class Async(Base):
         with self.assertRaises(libckpt.CkptError):
             self.store.reserve(4096)
 
+    def test_reserve_counts_shards(self):
+        # a Shard (as a DTensor) counts its local tensor, as the save takes it: the pool holds
+        # the state and the snapshot never waits for the disk
+        state = {"w": libckpt.Shard(torch.ones(3 << 20), global_shape=(6 << 20,), offset=(0,))}
+        self.assertGreaterEqual(self.store.reserve(state), 12 << 20)
+
 
 class Restore(Base):
     def make(self):
