@@ -35,7 +35,8 @@ How DCP's protocol maps onto libckpt's multi-rank save (include/ckpt.h, ckpt_dis
   names them, and saved once across ranks (DTensor boxes split among their replicas, plain
   tensors whole by one rank each, objects by rank 0); it returns when the copy is done.  DCP's
   plan, made later on its thread from a copy of the state's containers, is checked in finish()
-  against what the ranks staged.  stage_in_pool=False stages with a host copy instead.
+  against what the ranks staged.  The pool grows to the state at the first stage() unless
+  the store option pool_size bounds it.  stage_in_pool=False stages with a host copy instead.
 """
 
 import base64
@@ -260,9 +261,11 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
     checkpoint_id, else the newest step + 1).  process_group: the group dcp.save is given (None:
     the default group); libckpt's own gloo group over it carries the save's collectives.
     timeout: of those collectives (default: the group's).  stage_in_pool: dcp.async_save's
-    staging snapshots the state into the store's pinned pool (no copy of the state: the pool,
-    store option pool_size, bounds the memory; a state larger than the pool blocks until the
-    pool drains to disk); False copies it into host memory first, as DCP's default stager does.
+    staging snapshots the state into the store's pinned pool (no copy of the state): the pool
+    grows at the first async_save to hold this rank's tensors, as DCP's own stager holds a copy
+    of them, and is kept; with store option pool_size it stays that size instead, and a state
+    larger blocks until the pool drains to disk.  False copies the state into host memory
+    first, as DCP's default stager does.
     store_options go to libckpt.Store (chunk_size, compress, pool_size ...: every rank must open
     the store alike).  A step that has a checkpoint already raises ExistsError on every rank (a
     multi-rank checkpoint is never replaced).  One save at a time per writer: wait for
@@ -644,6 +647,12 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
                 self._cache_sd = cache
             return _copy_state_dict(state_dict, self._cache_sd)
         self._give_up("a new save was staged before the previous one's finish()")
+        if "pool_size" not in self._opts:
+            # DCP's own stager holds a host copy of the state; the pool grows to hold it as
+            # well (once: it is kept), so that async_save blocks for the copy only, not until
+            # a default-sized pool drains to disk. A pool_size given bounds it instead.
+            self._join_last()  # a pool is replaced only with no save in flight
+            self.reserve(state_dict)
         sv = self._begin()
         sv.where = (self._path, self._step)
         self._submit(sv, lambda: self._add_staged(sv, state_dict))

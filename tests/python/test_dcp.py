@@ -306,11 +306,41 @@ def pool_staging(tmp):
           f"peak memory +{mb[True]:.0f} MiB (host-copy staging +{mb[False]:.0f} MiB)")
 
 
+def pool_grows(tmp):
+    """Without pool_size, dcp.async_save grows the pool to the state (288 MiB, over the 256 MiB
+    default) at its first call, as DCP's own stager holds a copy of it: the call blocks for the
+    copy only; the state changed right after it returned is saved as it was at the call."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from libckpt.dcp import LibckptStorageReader, LibckptStorageWriter
+    mib = 1 << 20
+    state = {f"t{i}": torch.full((4 * mib,), float(i)) for i in range(18)}  # 16 MiB each
+    store = os.path.join(tmp, "pool-grows")
+    w = LibckptStorageWriter(store)
+    dcp.async_save(state, storage_writer=w, checkpoint_id=(store, 1)).result()
+    pool = w.last_stats["pool_bytes"]
+    assert pool >= 288 * mib, f"the pool of a 288 MiB async_save is {pool / mib:.0f} MiB"
+    assert w.last_stats["wait_seconds"] == 0, w.last_stats  # no job waited for a slab
+    fut = dcp.async_save(state, storage_writer=w, checkpoint_id=(store, 2))
+    for t in state.values():
+        t.add_(1.0)
+    fut.result()
+    assert w.last_stats["pool_bytes"] == pool, "the grown pool was not kept"
+    w.close()
+    got = {k: torch.empty(4 * mib) for k in state}
+    dcp.load(got, storage_reader=LibckptStorageReader(store), checkpoint_id=(store, 2))
+    for i in range(18):
+        assert torch.equal(got[f"t{i}"], torch.full((4 * mib,), float(i))), f"t{i} changed"
+    print(f"ok: without pool_size, async_save of a 288 MiB state grew the pool to "
+          f"{pool / mib:.0f} MiB and kept it; the values of the call were saved")
+
+
 def main_part(tmp):
     import torch
     import libckpt
     one_process(tmp)
     pool_staging(tmp)
+    pool_grows(tmp)
     store = os.path.join(tmp, "store")
     libckpt.Store(store, create=True, chunk_size="64K").close()
     outs = run_world(__file__, 2, ["save", store])
