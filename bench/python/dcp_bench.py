@@ -191,6 +191,35 @@ class Rank:
     def barrier(self):
         self.dist.barrier()
 
+    def floors(self):
+        """The CPU's limits on this state, every rank at once (the slowest rank's seconds): a
+        copy of its local tensors into buffers allocated outside the timing (what any staging
+        must do at least; DCP's stager does this copy), and XXH3-128 over them with Debian's
+        libxxhash (what any incremental save must do at least: every byte is read to learn
+        that it did not change)."""
+        import ctypes
+
+        class H128(ctypes.Structure):
+            _fields_ = [("lo", ctypes.c_uint64), ("hi", ctypes.c_uint64)]
+        xx = ctypes.CDLL("libxxhash.so.0")
+        xx.XXH3_128bits.restype = H128
+        xx.XXH3_128bits.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        local = [v.to_local() for k, v in self.state.items() if k != "extra"]
+        dst = [self.torch.empty_like(t).fill_(0.0) for t in local]
+        self.barrier()
+        t0 = time.perf_counter()
+        for a, b in zip(dst, local):
+            a.copy_(b)
+        t_copy = time.perf_counter() - t0
+        del dst
+        self.barrier()
+        t0 = time.perf_counter()
+        for t in local:
+            xx.XXH3_128bits(t.data_ptr(), t.numel() * t.element_size())
+        t_hash = time.perf_counter() - t0
+        return dict(zip(("floor_copy_seconds", "floor_hash_seconds"),
+                        self.slowest([t_copy, t_hash])))
+
     def slowest(self, vals):
         """The largest of each value over the ranks (float64 all_reduce MAX)."""
         t = self.torch.tensor(vals, dtype=self.torch.float64)
@@ -373,6 +402,8 @@ def rank_main(argv):
         samples = {}
         for run in range(runs):
             order = names[run % len(names):] + names[:run % len(names)]
+            for k, v in r.floors().items():
+                samples.setdefault(k, []).append(v)
             for m in order:
                 for k, v in r.run_method(m, run).items():
                     samples.setdefault(f"{m}_{k}", []).append(v)
@@ -440,6 +471,13 @@ def figures(n, got):
           "fs_save_incr5_durable_seconds")
     ratio("async_durable_vs_async", "ckpt_async_durable_seconds", "fs_async_durable_seconds")
     ratio("load_vs_dcp", "ckpt_save_load_seconds", "fs_save_load_seconds")
+    # against the CPU's limits in the same run (floors): the snapshot against a copy, the
+    # 5%-changed save against hashing every byte
+    ratio("blocked_vs_copy_floor", "ckpt_async_blocked_seconds", "floor_copy_seconds")
+    ratio("backend_blocked_vs_copy_floor", "ckptdcp_async_blocked_seconds", "floor_copy_seconds")
+    ratio("incr5_vs_hash_floor", "ckpt_save_incr5_durable_seconds", "floor_hash_seconds")
+    ratio("backend_incr5_vs_hash_floor", "ckptdcp_save_incr5_durable_seconds",
+          "floor_hash_seconds")
     ratio("backend_load_vs_dcp", "ckptdcp_save_load_seconds", "fs_save_load_seconds")
     res[f"dcp_samples_{n}"] = got["samples"]
     return res
@@ -462,6 +500,11 @@ def table(res, worlds):
                 "blocked_seconds", "durable_seconds", "incr5_blocked_seconds",
                 "incr5_durable_seconds", "load_seconds"))
         lines.append(row)
+    row = "%-38s" % "CPU floor: copy / XXH3 of the state"
+    for n in worlds:
+        row += " |     " + f(f"dcp_floor_copy_seconds_{n}") + " " + \
+            f(f"dcp_floor_hash_seconds_{n}") + " " * 24
+    lines.append(row)
     lines.append("")
     lines.append("%-38s" % "MiB on disk: full / 5%-changed" + "".join(
         " | N=%d" % n + " " * 40 for n in worlds))
@@ -514,7 +557,8 @@ def main():
         print(f"N={n}: " + ", ".join(f"{k} {res[f'dcp_{k}_{n}']:.3f}" for k in (
             "blocked_vs_async", "durable_vs_save", "incr5_vs_save", "backend_blocked_vs_async",
             "backend_durable_vs_save", "backend_incr5_vs_save", "load_vs_dcp",
-            "backend_load_vs_dcp") if f"dcp_{k}_{n}" in res))
+            "backend_load_vs_dcp", "blocked_vs_copy_floor", "backend_blocked_vs_copy_floor",
+            "incr5_vs_hash_floor", "backend_incr5_vs_hash_floor") if f"dcp_{k}_{n}" in res))
     print(f"load average {load0[0]:.2f} at start, {res['dcp_load_avg_end'][0]:.2f} at end "
           f"({os.cpu_count()} CPUs)")
     old = {}

@@ -46,13 +46,18 @@ want = {
 }
 ratios = ["blocked_vs_async", "durable_vs_save", "incr5_vs_save", "backend_blocked_vs_async",
           "backend_durable_vs_save", "backend_incr5_vs_save", "async_durable_vs_async",
-          "load_vs_dcp", "backend_load_vs_dcp"]
+          "load_vs_dcp", "backend_load_vs_dcp", "blocked_vs_copy_floor",
+          "backend_blocked_vs_copy_floor", "incr5_vs_hash_floor", "backend_incr5_vs_hash_floor"]
 for n in (1, 2):
     for m, ks in want.items():
         for k in ks:
             v = r.get(f"dcp_{m}_{k}_{n}")
             if not isinstance(v, (int, float)) or v <= 0:
                 bad.append(f"dcp_{m}_{k}_{n} is {v!r}")
+    for k in ("floor_copy_seconds", "floor_hash_seconds"):
+        v = r.get(f"dcp_{k}_{n}")
+        if not isinstance(v, float) or v <= 0:
+            bad.append(f"dcp_{k}_{n} is {v!r}")
     for k in ratios:
         if not isinstance(r.get(f"dcp_{k}_{n}"), float):
             bad.append(f"no ratio dcp_{k}_{n}")
