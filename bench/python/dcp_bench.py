@@ -192,12 +192,14 @@ class Rank:
         self.dist.barrier()
 
     def floors(self):
-        """The CPU's limits on this state, every rank at once (the slowest rank's seconds): a
-        copy of its local tensors into buffers allocated outside the timing (what any staging
-        must do at least; DCP's stager does this copy), and XXH3-128 over them with Debian's
-        libxxhash (what any incremental save must do at least: every byte is read to learn
-        that it did not change)."""
+        """The CPU's limits on this state, every rank at once: a copy of its local tensors into
+        buffers allocated outside the timing (what any staging must do at least; DCP's stager
+        does this copy, with torch's threads), and XXH3-128 over them with Debian's libxxhash
+        on cpus/N threads a rank (what any incremental save must do at least: every byte is
+        read to learn that it did not change). Each is timed from a barrier to a barrier after
+        the work, so that it is the wall time of all the ranks, not of each rank alone."""
         import ctypes
+        from concurrent.futures import ThreadPoolExecutor
 
         class H128(ctypes.Structure):
             _fields_ = [("lo", ctypes.c_uint64), ("hi", ctypes.c_uint64)]
@@ -206,17 +208,26 @@ class Rank:
         xx.XXH3_128bits.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
         local = [v.to_local() for k, v in self.state.items() if k != "extra"]
         dst = [self.torch.empty_like(t).fill_(0.0) for t in local]
-        self.barrier()
-        t0 = time.perf_counter()
-        for a, b in zip(dst, local):
-            a.copy_(b)
-        t_copy = time.perf_counter() - t0
+        nthreads = max(1, (os.cpu_count() or 1) // self.world)
+
+        def hash_some(i):  # ctypes releases the GIL: the threads hash in parallel
+            for t in local[i::nthreads]:
+                xx.XXH3_128bits(t.data_ptr(), t.numel() * t.element_size())
+
+        def timed(fn):
+            self.barrier()
+            t0 = time.perf_counter()
+            fn()
+            self.barrier()
+            return time.perf_counter() - t0
+
+        def copy():
+            for a, b in zip(dst, local):
+                a.copy_(b)
+        t_copy = timed(copy)
         del dst
-        self.barrier()
-        t0 = time.perf_counter()
-        for t in local:
-            xx.XXH3_128bits(t.data_ptr(), t.numel() * t.element_size())
-        t_hash = time.perf_counter() - t0
+        with ThreadPoolExecutor(nthreads) as pool:
+            t_hash = timed(lambda: list(pool.map(hash_some, range(nthreads))))
         return dict(zip(("floor_copy_seconds", "floor_hash_seconds"),
                         self.slowest([t_copy, t_hash])))
 
