@@ -344,10 +344,12 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
         L.check(rc, f"DCP save of step {step} into {self._path}, rank {rank}")
         return _Save(self._store, comm, out.value, step, rank, world)
 
-    def _submit(self, sv, add):
+    def _submit(self, sv, add, exchange=True):
         """add() adds this rank's tensors; then every rank learns every rank's outcome (a
         failing rank fails all, each raising), and the part is submitted, deferred, and its
-        snapshot awaited."""
+        snapshot awaited.  exchange=False (write_data, whose failure DCP gathers and raises on
+        every rank itself): no exchange; a failing rank submits its part and gives it up, so
+        that the commit fails on every rank as well, and raises."""
         dg, lb = self._dg, D.lib()
         err = None
         try:
@@ -366,8 +368,17 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
         except Exception as e:  # noqa: BLE001  raised below, after the exchange
             err = e
         mine = None if err is None else f"{type(err).__name__}: {err}"
-        errs = [mine] if dg is None else dg.gather_object(mine, f"DCP save of step {sv.step}: "
-                                                                f"exchanging the adds")
+        if not exchange and err is not None:
+            with self._store._lock:
+                lb.ckpt_dist_save_submit(sv.ptr, D.THREADED | D.DEFER)
+            self._cur = sv
+            self._give_up(mine, join=False)
+            raise err
+        if not exchange:
+            errs = [None]
+        else:
+            errs = [mine] if dg is None else dg.gather_object(mine, f"DCP save of step {sv.step}: "
+                                                                    f"exchanging the adds")
         failed = [(r, e) for r, e in enumerate(errs) if e is not None]
         if failed:
             sv.comm.local_fail = True  # every rank knows: the abort's collectives do nothing
@@ -484,7 +495,7 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
             sv = self._cur
             if sv is None:  # dcp.save, or a stager of DCP's own: the plan's items, now
                 sv = self._begin()
-                self._submit(sv, lambda: self._add_plan(sv, plan, planner))
+                self._submit(sv, lambda: self._add_plan(sv, plan, planner), exchange=False)
             if (sv.rank, sv.world) != (sp.rank, sp.world):
                 raise StateError(f"libckpt.dcp: DCP's rank {sp.rank} of {sp.world} is libckpt's "
                                  f"rank {sv.rank} of {sv.world} (give LibckptStorageWriter the "
