@@ -3,7 +3,9 @@ part each rank adds (ckpt_dist_save_*), and the collective commit, in the foregr
 background thread (DistSaveHandle).  See dist.py for the collective rules."""
 
 import ctypes
+import hashlib
 import json
+import pickle
 import threading
 import time
 
@@ -144,14 +146,45 @@ def _order_streams(lb, d, leaves):
     return streams
 
 
+def _digest(obj):
+    return hashlib.blake2b(pickle.dumps(obj, protocol=4), digest_size=16).digest()
+
+
 def _prepare(state, step, dg):
-    """Flattens this rank's state and exchanges the plan; raises on every rank alike."""
+    """Flattens this rank's state and exchanges the plan; raises on every rank alike.  Returns
+    the tree, the leaves and every rank's [step, entries, tree] (the trees on rank 0 only,
+    which alone writes the global manifest's metadata; None elsewhere).
+
+    The ranks first exchange digests of their step, entries and tree (one small all_gather).
+    When every rank is ready, the steps are alike, every rank's entries are those of the
+    group's last full exchange (a job saving the same layout again) and rank 0 knows every
+    tree (each is rank 0's own, or the one it had from that rank last time: scalars such as the
+    step may change, alike on every rank), the plan is made from those: no exchange of the
+    entries, whose pickling grows with tensors x ranks.  Otherwise (the first save, a changed
+    layout, a rank's failure, ranks that differ) every rank sends its whole item, as the
+    checks and their messages need.  The choice is made from what every rank received alike,
+    so every rank takes the same path."""
     local, item = None, None
+    head = b"\0" * 49
     try:
         tree, leaves = T.flatten(state, leaf_hook=D._leaf_hook)
-        item = ["ok", step, _entries(leaves), tree]
+        ents = _entries(leaves)
+        item = ["ok", step, ents, tree]
+        head = b"\1" + _digest(step) + _digest(ents) + _digest(tree)
     except Exception as e:  # noqa: BLE001  reported to the other ranks, then raised here
         local, item = e, ["error", f"{type(e).__name__}: {e}"]
+    heads = dg.gather_bytes(head, f"checkpoint {step}: exchanging the plan's digests")
+    cached = getattr(dg, "_plan_cache", None)  # entries' and trees' digests, entries, trees
+    if cached and all(h[:17] == heads[0][:17] and h[0] == 1 for h in heads) and \
+            cached[0] == [h[17:33] for h in heads] and \
+            all(h[33:] in (cached[1][r], heads[0][33:]) for r, h in enumerate(heads)):
+        trees = [None] * len(heads)
+        if dg.rank == 0:
+            trees = [cached[3][r] if h[33:] == cached[1][r] else tree
+                     for r, h in enumerate(heads)]
+        # the digests alike on every rank (the next choice depends on them), the trees on 0
+        dg._plan_cache = (cached[0], [h[33:] for h in heads], cached[2], trees)
+        return tree, leaves, [[step, e, t] for e, t in zip(cached[2], trees)]
     gathered = dg.gather_object(item, f"checkpoint {step}: exchanging the plan")
     if local is not None:
         raise local
@@ -164,6 +197,8 @@ def _prepare(state, step, dg):
         raise InvalidArgumentError(f"checkpoint {step}: the ranks save different steps (" +
                                    ", ".join(f"rank {r}: {s}" for r, s in enumerate(steps)) + ")")
     gathered = [g[1:] for g in gathered]
+    dg._plan_cache = ([h[17:33] for h in heads], [h[33:] for h in heads],
+                      [g[1] for g in gathered], [g[2] if dg.rank == 0 else None for g in gathered])
     return tree, leaves, gathered
 
 
@@ -210,7 +245,8 @@ def save_async(store, state, step, meta, dg, background=True, tags=()):
     tree, leaves, gathered = _prepare(state, step, dg)
     mine = plan(dg.rank, gathered)
     meta = dict(meta)
-    meta.update(T.binding_meta(merge_trees([g[2] for g in gathered])))
+    if dg.rank == 0:  # the global manifest keeps rank 0's metadata only
+        meta.update(T.binding_meta(merge_trees([g[2] for g in gathered])))
     comm = D._Comm(dg)
     keep = [leaves]
     err, streams = None, {}

@@ -355,6 +355,76 @@ def role_errors(store_path, rank, world):
     result(rank=rank, errors=seen)
 
 
+def role_repeat(store_path, rank, world):
+    """Saves of one layout need no exchange of the plan after the first (its digests only); a
+    layout that changes on one rank makes every rank exchange it again; what is saved either
+    way restores bit for bit, and rank 0's metadata knows every rank's entries."""
+    import torch
+    import libckpt
+    import libckpt.dist as D
+    exchanges = {}
+    real = D.DistGroup.gather_object
+
+    def counting(self, obj, what):
+        if "exchanging the plan" in what:
+            exchanges[what.split(":")[0]] = exchanges.get(what.split(":")[0], 0) + 1
+        return real(self, obj, what)
+    D.DistGroup.gather_object = counting
+    rows = GROWS // world
+
+    def state(step):
+        # steps 1-3: one layout, a scalar that changes alike on every rank; steps 4-5: no
+        # such scalar, and rank 2 has entries of its own (a tree rank 0 knows from step 4)
+        s = {"w": libckpt.Shard(matrix(step)[rank * rows:(rank + 1) * rows].clone(),
+                                global_shape=(GROWS, GCOLS), offset=(rank * rows, 0)),
+             "bias": bias() + step, "opt": {"lr": 0.1 if step >= 4 else 0.1 * step}}
+        if step <= 3:
+            s["step"] = step
+        if step >= 4 and rank == 2:
+            s["extra2"] = {"t": torch.full((10,), float(step)), "seed": 7}
+        return s
+    with libckpt.Store(store_path) as st:
+        for step in (1, 2, 3, 4, 5):
+            if step == 3:
+                st.save_async(state(step), step).wait()
+            else:
+                st.save(state(step), step)
+        for step in (1, 2, 3, 4, 5):
+            got = {"w": libckpt.Shard(torch.zeros(rows, GCOLS), (GROWS, GCOLS), (rank * rows, 0)),
+                   "bias": torch.zeros(256, 256), "opt": {"lr": None}}
+            if step <= 3:
+                got["step"] = None
+            st.restore(got, step, strict=False)
+            want = state(step)
+            assert torch.equal(got["w"].tensor, want["w"].tensor), (rank, step)
+            assert torch.equal(got["bias"], want["bias"]), (rank, step)
+            assert got.get("step") == want.get("step"), (rank, step)
+            assert got["opt"]["lr"] == want["opt"]["lr"], (rank, step, got["opt"])
+    D.DistGroup.gather_object = real
+    result(rank=rank, exchanges=exchanges)
+
+
+def check_repeat(tmp):
+    import torch
+    import libckpt
+    store = os.path.join(tmp, "repeat")
+    libckpt.Store(store, create=True).close()
+    outs = run_world(4, "repeat", store)
+    check_world(outs, "4 ranks save one layout 3 times, then one that changes on rank 2, twice")
+    ex = [o[1]["exchanges"] for o in outs]
+    assert all(e == {"checkpoint 1": 1, "checkpoint 4": 1} for e in ex), \
+        f"full exchanges of the plan per rank {ex}: expected at checkpoints 1 and 4 only"
+    with libckpt.Store(store, read_only=True) as st:
+        got = st.load(5)
+        assert sorted(got) == ["bias", "extra2", "opt", "w"], sorted(got)
+        assert torch.equal(got["extra2"]["t"], torch.full((10,), 5.0)), got
+        assert st.load(3)["step"] == 3 and sorted(st.load(2)) == ["bias", "opt", "step", "w"]
+        assert got["extra2"]["seed"] == 7 and tuple(got["w"].shape) == (GROWS, GCOLS)
+    print("ok: saves of an unchanged layout exchange the plan's digests only (full exchanges "
+          "at checkpoints 1 and 4, where rank 2's layout changed); every step restores, and "
+          "load() of step 5 has rank 2's entries")
+
+
 def role_share(store_path, rank, world, mode):
     """Entries every rank restores whole, read once per node (mode "on", the default) or by
     every rank ("off"); "damage": the one entry is damaged in the store."""
@@ -388,7 +458,7 @@ def worker(argv):
                             timeout=datetime.timedelta(seconds=TIMEOUT))
     fn = {"save": role_save, "restore2": role_restore2, "kill": role_kill,
           "errors": role_errors, "hang": role_hang, "flat": role_flat, "flat3": role_flat3,
-          "share": role_share}[role]
+          "share": role_share, "repeat": role_repeat}[role]
     fn(store, rank, world, *argv[9:])
     if role not in ("kill", "hang"):
         dist.barrier()
@@ -673,6 +743,7 @@ def main():
         check_world(run_world(2, "restore2", store), "2 ranks restore the 4-rank checkpoints by "
                     "column shards (non-contiguous targets) and replicated tensors")
         check_share(store, tmp)
+        check_repeat(tmp)
         for where in ("commit", "plan"):
             check_kill(store, where)
         check_hang(store)
