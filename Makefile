@@ -107,7 +107,7 @@ $(ALIB): $(LIB_OBJ)
 HOOK_SRC := lib/gc/gc.c lib/gc/gc_compact.c lib/gc/gc_prune.c lib/gc/gc_scan.c \
 	    lib/io/engine.c lib/save/save.c lib/dist/dist.c lib/store/index_sync.c \
 	    lib/dist/dist_merge.c lib/store/lock.c lib/store/lease.c lib/store/marker.c \
-	    lib/tier/tier_share.c
+	    lib/tier/tier_share.c lib/tier/tier_fence.c lib/tier/tier_push.c lib/tier/tier_gc.c
 # io.c chooses the fault engine while one is armed; TEST_ONLY_SRC is compiled as the hooks are.
 HOOK_SRC += lib/io/io.c
 HOOK_OBJ := $(HOOK_SRC:%.c=$(B)/obj/hooks/%.o)

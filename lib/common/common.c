@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/random.h>
 #include <time.h>
 
 #ifndef CKPT_VERSION_STRING
@@ -127,4 +128,12 @@ int ckpt_grow(void **p, size_t *cap, size_t need, size_t elem)
 	*p = q;
 	*cap = n;
 	return 0;
+}
+
+uint64_t ckpt_random64(void)
+{
+	uint64_t r = 0;
+	if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+		r = (uint64_t)ckpt_wall_ns() * 0x9e3779b97f4a7c15ull;
+	return r ? r : 1;
 }

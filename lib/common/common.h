@@ -27,6 +27,9 @@ int ckpt_errno_code(int e);
 /* Monotonic and wall clocks. */
 double ckpt_now(void);
 int64_t ckpt_wall_ns(void);
+/* 64 random bits from the kernel (never 0: 0 means "none" where it is stored); the clock mixed
+ * when the kernel has none to give yet. */
+uint64_t ckpt_random64(void);
 
 /* Allocation of 4 KiB-aligned buffers for O_DIRECT; NULL when out of memory. */
 /* Grows the array *p of *cap elements of elem bytes (doubling, from 16) to hold at least need.

@@ -67,6 +67,7 @@ void pack_hdr_encode(const struct pack_hdr *h, uint8_t out[PACK_HDR_LEN])
 	memcpy(out + 16, h->uuid, 16);
 	put_le32(out + 32, h->pack_id);
 	put_le64(out + 40, (uint64_t)h->created);
+	put_le64(out + 48, h->nonce);
 	put_le64(out + 56, ckpt_checksum64(out, 56));
 }
 
@@ -95,6 +96,7 @@ int pack_hdr_decode(const uint8_t *buf, size_t len, struct pack_hdr *h, const ch
 	memcpy(h->uuid, buf + 16, 16);
 	h->pack_id = get_le32(buf + 32);
 	h->created = (int64_t)get_le64(buf + 40);
+	h->nonce = get_le64(buf + 48);
 	return 0;
 }
 

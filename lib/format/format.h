@@ -45,6 +45,10 @@ struct pack_hdr {
 	uint8_t uuid[16];
 	uint32_t pack_id;
 	int64_t created;
+	/* 64 random bits drawn when the pack is written (ckpt_random64), 0 in packs of a libckpt
+	 * before them: with the id they name the pack's bytes, so that a remote tells one writer's
+	 * pack N from another's (two writers of one store id allocate the same ids). */
+	uint64_t nonce;
 };
 /* Encodes into a full PACK_HDR_LEN block (zero padded). */
 void pack_hdr_encode(const struct pack_hdr *h, uint8_t out[PACK_HDR_LEN]);

@@ -88,7 +88,8 @@ static int compact_copy(struct ckpt_store *s, const struct loc *l, struct cpk *c
 	}
 	c->made = true;
 	struct pack_hdr ph = {.version = CKPT_FORMAT_VERSION, .pack_id = c->new_id,
-			      .created = ckpt_wall_ns() / 1000000000};
+			      .created = ckpt_wall_ns() / 1000000000,
+			      .nonce = ckpt_random64()};
 	memcpy(ph.uuid, s->hdr.uuid, 16);
 	pack_hdr_encode(&ph, b->buf);
 	int rc = io_write_all(&ckpt_io_psync, outfd, b->buf, PACK_HDR_LEN, 0, dst);

@@ -19,7 +19,7 @@ static int write_pack_hdr(struct ckpt_store *s, struct spack *pk, const char *pa
 	if (!hdr)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	struct pack_hdr h = {.version = CKPT_FORMAT_VERSION, .pack_id = pk->id,
-			     .created = ckpt_wall_ns() / 1000000000};
+			     .created = ckpt_wall_ns() / 1000000000, .nonce = ckpt_random64()};
 	memcpy(h.uuid, s->hdr.uuid, 16);
 	pack_hdr_encode(&h, hdr);
 	/* Some file systems accept O_DIRECT at open and refuse it (EINVAL) at the first write: the

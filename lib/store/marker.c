@@ -68,6 +68,22 @@ int marker_dir_open(struct ckpt_store *s, const char *name, bool create)
 
 /* Touches every registered file every MARKER_REFRESH_S: its mtime says its process lives. If a
  * touch fails the file ages out, and gc then takes its owner for dead. */
+#ifdef CKPT_TEST_HOOKS
+/* Test builds: a test stops the refreshes, as a node that stopped refreshing its markers, to age
+ * one with no refresh racing it. Set under fresh_mu: once it returns, no touch is in flight. */
+static bool test_paused;
+void marker_test_pause_refresh(bool on);
+void marker_test_pause_refresh(bool on)
+{
+	pthread_mutex_lock(&fresh_mu);
+	test_paused = on;
+	pthread_mutex_unlock(&fresh_mu);
+}
+static bool marker_test_paused(void) { return test_paused; }
+#else
+static bool marker_test_paused(void) { return false; }
+#endif
+
 static void *refresh_main(void *arg)
 {
 	(void)arg;
@@ -84,7 +100,7 @@ static void *refresh_main(void *arg)
 		while (nanosleep(&ts, &ts) && errno == EINTR)
 			;
 		pthread_mutex_lock(&fresh_mu);
-		for (struct marker_fresh *f = fresh; f; f = f->next)
+		for (struct marker_fresh *f = fresh; f && !marker_test_paused(); f = f->next)
 			(void)futimens(f->fd, NULL);
 		pthread_mutex_unlock(&fresh_mu);
 	}

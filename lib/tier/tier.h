@@ -5,7 +5,10 @@
  * every pack the checkpoint references that the remote lacks (sizes checked after each put), then
  * a multi-rank checkpoint's part files, then the manifest, with RMT_PUT_NOREPLACE. A checkpoint
  * exists on the remote only once its manifest is there, so a killed push leaves at worst packs no
- * remote manifest references, which the next push finds and skips. Pull is the mirror: packs
+ * remote manifest references, which the next push finds and skips. Packs are put never replacing,
+ * and one found present counts only when it is the same pack (its header's nonce), so two writers
+ * of one store id are refused, not mixed; a push and a remote gc fence each other through their
+ * markers (tier_fence.c). Pull is the mirror: packs
  * (each record the manifest names checked against its digest before the pack is linked into
  * place), parts, and the manifest last. */
 #ifndef CKPT_TIER_H
@@ -128,6 +131,51 @@ int tier_pull(struct ckpt_store *s, const struct tier_ref *t, uint64_t step, uin
  * -CKPT_E_* (-CKPT_E_INVAL when the remote holds several stores and id is NULL, -CKPT_E_EXISTS
  * when path holds another store). */
 int tier_adopt(struct rmt *r, const char *id, const char *path);
+
+/* ---- tier_fence.c ---------------------------------------------------------------------------- */
+/* A remote gc's marker (TIER_ROOT/ID/gc/RANDOM.gc) is re-put every TIER_GC_REFRESH_S while it
+ * deletes; one unchanged for TIER_GC_STALE_S (CKPT_REMOTE_GC_STALE_S overrides; the refresh
+ * scales with it) is a dead gc's. */
+#define TIER_GC_STALE_S 120
+#define TIER_GC_REFRESH_S 10
+int64_t tier_gc_stale_s(void);
+struct tier_gc_mark {
+	char key[160];
+	unsigned round;
+	double at;   /* ckpt_now() of the last put */
+	bool lapsed; /* a refresh came later than half the stale age: pushes may have gone on */
+};
+/* Puts a new gc marker. Returns 0 or -CKPT_E_*. */
+int tier_gc_mark(const struct tier_ref *t, struct tier_gc_mark *g);
+/* Whether the marker is due for its refresh (and the gc for another look at the uploads). */
+bool tier_gc_due(const struct tier_gc_mark *g);
+int tier_gc_refresh(const struct tier_ref *t, struct tier_gc_mark *g);
+void tier_gc_unmark(const struct tier_ref *t, const struct tier_gc_mark *g);
+/* The gc markers a push has seen, each with the last time (ckpt_now) it saw it change. */
+struct tier_gc_seen {
+	struct {
+		char key[160];
+		int64_t mtime;
+		uint64_t size;
+		double changed;
+		bool listed;
+	} m[16];
+	size_t n;
+};
+/* Lists the gc markers of t into g (those gone are dropped, changes noted). */
+int tier_gc_look(const struct tier_ref *t, struct tier_gc_seen *g);
+/* Waits until every gc in g has ended (its marker gone) or died (unchanged for the stale age),
+ * looking again with a backoff up to 1 s. Returns 0, -CKPT_E_CANCELED or a listing's error. */
+int tier_gc_wait(const struct tier_ref *t, struct tier_gc_seen *g, const bool *cancel);
+/* Puts (replaces) this store's writer record TIER_ROOT/ID/writers/H.writer: host, path, pid and
+ * the time of its last push, so that two writers of one store id can be named. */
+int tier_note_writer(struct ckpt_store *s, const struct tier_ref *t);
+/* "host:path (last push T), ..." of every writer recorded for t, into out. */
+void tier_describe_writers(const struct tier_ref *t, char *out, size_t len);
+#ifdef CKPT_TEST_HOOKS
+/* Test builds: called at named points (tests/unit/t-remote-fence.c forces interleavings). */
+extern void (*tier_test_hook)(const char *point);
+#endif
 
 /* ---- tier_gc.c ------------------------------------------------------------------------------ */
 /* An upload marker (TIER_ROOT/ID/uploads/RANDOM.upload: pid, host, since) put at a push's start

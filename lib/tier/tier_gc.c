@@ -76,6 +76,9 @@ static int on_key(void *arg, const struct rmt_obj *o)
 		k->part_mtimes[k->nparts] = o->mtime;
 		k->part_steps[k->nparts] = step;
 		snprintf(k->parts[k->nparts++], sizeof k->parts[0], "%s", o->key);
+	} else if (!strncmp(rel, "gc/", 3)) { /* a killed gc's marker: removed as upload markers are */
+		if (o->mtime && k->now - o->mtime >= k->grace && k->nstale < ARRAY_SIZE(k->stale))
+			snprintf(k->stale[k->nstale++], sizeof k->stale[0], "%s", o->key);
 	} else if (!strncmp(rel, "uploads/", 8)) {
 		if (o->mtime && k->now - o->mtime >= k->grace) {
 			if (k->nstale < ARRAY_SIZE(k->stale))
@@ -90,10 +93,13 @@ static int on_key(void *arg, const struct rmt_obj *o)
 /* Marks in live[] the packs (by index into k->packs, sorted) that some valid manifest references;
  * counts the damaged manifests. */
 static int mark_live(const struct tier_ref *t, const uint8_t uuid[16], const uint64_t *steps,
-		     long n, const struct keys *k, bool *live, long *damaged)
+		     long n, const struct keys *k, bool *live, long *damaged, struct tier_gc_mark *g)
 {
 	*damaged = 0;
 	for (long i = 0; i < n; i++) {
+		int rr = g && tier_gc_due(g) ? tier_gc_refresh(t, g) : 0; /* a long look: it lives */
+		if (rr)
+			return rr;
 		struct manifest m;
 		uint8_t *raw;
 		uint64_t len;
@@ -141,25 +147,59 @@ static size_t shares_in_flight(const struct keys *k, const uint64_t *steps, long
 	return live;
 }
 
-/* Deletes what is garbage in k: packs not live (unless an upload is in flight), parts of steps
- * without a manifest, dead upload markers. */
-static int collect(const struct tier_ref *t, struct keys *k, const bool *live, const uint64_t *steps,
-		   long n, bool dry, ckpt_remote_gc_report *rep)
+/* The upload markers live now, counted into k (the uploads of before are counted already). */
+static int look_again(const struct tier_ref *t, struct keys *k)
 {
+	struct keys again = {.t = t, .now = (int64_t)time(NULL), .grace = k->grace};
+	char up[160];
+	snprintf(up, sizeof up, TIER_ROOT "/%s/uploads/", t->id);
+	int rc = t->r->ops->list(t->r, up, on_key, &again);
+	k->live_uploads += again.live_uploads;
+	return rc;
+}
+
+/* The marker's refresh when due, and with it a look for uploads begun since: a push that put
+ * its marker after the last look may have found a pack present that is next to go, and waits
+ * for this gc (tier_fence.c) only while the marker changes. */
+static int keep_fence(const struct tier_ref *t, struct tier_gc_mark *g, struct keys *k)
+{
+	if (!g || !tier_gc_due(g))
+		return 0;
+	int rc = tier_gc_refresh(t, g);
+	if (!rc && g->lapsed) /* stalled past half the stale age: a push may have taken this gc
+			       * for dead and trusted a pack it would delete */
+		k->live_uploads++;
+	return rc ? rc : look_again(t, k);
+}
+
+/* Deletes what is garbage in k: packs not live (unless an upload is in flight), parts of steps
+ * without a manifest, dead upload markers. g: this gc's marker (NULL for a dry run). */
+static int collect(const struct tier_ref *t, struct keys *k, const bool *live, const uint64_t *steps,
+		   long n, struct tier_gc_mark *g, ckpt_remote_gc_report *rep)
+{
+	bool dry = !g;
 	int rc = 0;
 	for (size_t p = 0; !rc && p < k->npacks; p++) {
 		if (live[p])
 			continue;
-		if (k->live_uploads) {
+		if (!k->live_uploads)
+			rc = keep_fence(t, g, k);
+		if (!rc && k->live_uploads) {
 			rep->packs_spared++;
 			continue;
 		}
 		char key[256];
 		tier_key_pack(t, k->packs[p], key, sizeof key);
-		rc = dry ? 0 : t->r->ops->del(t->r, key);
+#ifdef CKPT_TEST_HOOKS
+		if (!rc && !dry && tier_test_hook)
+			tier_test_hook("gc-pack-delete");
+#endif
+		rc = rc ? rc : dry ? 0 : t->r->ops->del(t->r, key);
 		rep->packs_removed += !rc;
 		rep->bytes_freed += rc ? 0 : k->sizes[p];
 	}
+	if (!rc && !k->live_uploads)
+		rc = keep_fence(t, g, k);
 	for (size_t i = 0; !rc && i < k->nparts; i++)
 		if (!has_step(steps, n, k->part_steps[i]) && !k->live_uploads) {
 			rc = dry ? 0 : t->r->ops->del(t->r, k->parts[i]);
@@ -178,7 +218,10 @@ int tier_gc(const struct tier_ref *t, const uint8_t uuid[16], int64_t grace_s, i
 	char prefix[128];
 	snprintf(prefix, sizeof prefix, TIER_ROOT "/%s/", t->id);
 	struct keys k = {.t = t, .now = (int64_t)time(NULL), .grace = grace_s};
-	int rc = t->r->ops->list(t->r, prefix, on_key, &k);
+	struct tier_gc_mark g, *gp = flags & CKPT_GC_DRY_RUN ? NULL : &g;
+	int rc = gp ? tier_gc_mark(t, gp) : 0; /* first: a push that misses it is seen below */
+	if (!rc)
+		rc = t->r->ops->list(t->r, prefix, on_key, &k);
 	uint64_t *steps = NULL;
 	long n = rc ? 0 : tier_remote_steps(t, &steps);
 	bool *live = calloc(k.npacks + 1, sizeof *live);
@@ -188,20 +231,24 @@ int tier_gc(const struct tier_ref *t, const uint8_t uuid[16], int64_t grace_s, i
 	if (!rc && !live)
 		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	if (!rc)
-		rc = mark_live(t, uuid, steps, n, &k, live, &damaged);
+		rc = mark_live(t, uuid, steps, n, &k, live, &damaged, gp);
 	if (!rc && damaged && !(flags & CKPT_GC_FORCE))
 		rc = ckpt_fail(CKPT_E_CORRUPT, "remote %s: %ld damaged manifest%s of store %s: their "
 			       "packs are unknown, nothing removed (force to proceed)", t->r->url,
 			       damaged, damaged == 1 ? "" : "s", t->id);
 	if (!rc) { /* an upload that began meanwhile: its marker is there now */
-		struct keys again = {.t = t, .now = k.now, .grace = grace_s};
-		char up[160];
-		snprintf(up, sizeof up, "%suploads/", prefix);
-		rc = t->r->ops->list(t->r, up, on_key, &again);
-		k.live_uploads = again.live_uploads + shares_in_flight(&k, steps, n); /* now */
+		k.live_uploads = shares_in_flight(&k, steps, n);
+		rc = look_again(t, &k);
 	}
 	if (!rc)
-		rc = collect(t, &k, live, steps, n, flags & CKPT_GC_DRY_RUN, rep);
+		rc = collect(t, &k, live, steps, n, gp, rep);
+	if (gp) {
+		char msg[1024];
+		snprintf(msg, sizeof msg, "%s", ckpt_errmsg());
+		tier_gc_unmark(t, gp);
+		if (rc)
+			ckpt_fail(-rc, "%s", msg);
+	}
 	if (rc == -CKPT_E_NOMEM && !k.err)
 		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	free(live);
