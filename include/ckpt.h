@@ -1060,12 +1060,15 @@ CKPT_API int ckpt_store_push(ckpt_store *store, uint64_t step, ckpt_remote_stats
 			     ckpt_remote_progress_fn progress, void *arg);
 /* Brings checkpoint step (or CKPT_STEP_LATEST: the remote's newest) of the handle's remote into
  * the local store: the packs it needs that are missing locally (each record it references checked
- * against its digest before the pack is linked into place, never over a file), its part files,
- * then its manifest last; under the store's writer lock. *pulled (may be NULL) gets the step.
- * Returns 0 (also when it was local already), -CKPT_E_STATE (no remote), -CKPT_E_NOTFOUND (not on
- * the remote, or a pack it names missing there: the message names it), -CKPT_E_CHECKSUM /
- * -CKPT_E_CORRUPT (a damaged remote object, named; nothing of it is kept), -CKPT_E_BUSY, or an
- * I/O error. */
+ * against its digest, its padding and the pack's record walk as verify checks them, before the
+ * pack is linked into place, never over a file), its part files (each checked against the
+ * global manifest's record of it), then its manifest last; under the store's writer lock. A local
+ * pack of an id it needs counts as present only once the records it names there check out.
+ * *pulled (may be NULL) gets the step. Returns 0 (also when it was local already), -CKPT_E_STATE
+ * (no remote), -CKPT_E_NOTFOUND (not on the remote), -CKPT_E_CHECKSUM / -CKPT_E_CORRUPT (a damaged
+ * remote object, or a pack or part it names missing there, named; nothing of it is kept; or a
+ * local pack of an id it needs that is another pack: two writers of the store id used the same
+ * pack ids), -CKPT_E_BUSY, or an I/O error. */
 CKPT_API int ckpt_store_pull(ckpt_store *store, uint64_t step, uint64_t *pulled,
 			     ckpt_remote_stats *stats, ckpt_remote_progress_fn progress, void *arg);
 /* Returns the upload state of checkpoint step (CKPT_UPLOAD_*), or -CKPT_E_STATE (no remote),
@@ -1124,10 +1127,12 @@ CKPT_API int ckpt_store_remote_gc(ckpt_store *store, int flags, ckpt_remote_gc_r
 
 /* Binds a fresh local store to a store on remote url (the node-loss path): creates the store
  * directory path with the remote store's header (so both are one store: same id, chunk size and
- * compression), or accepts a store at path that has that header already. store_id NULL: the
- * remote's only store. Then open it, set the remote and pull. Returns 0, or -CKPT_E_NOTFOUND (no
- * store on the remote), -CKPT_E_INVAL (several stores there and store_id NULL: the message lists
- * them; a malformed id), -CKPT_E_EXISTS (path holds another store), or an I/O or remote error. */
+ * compression), or accepts a store at path that has that header already, or completes what an
+ * adopt killed before it wrote the header left there. store_id NULL: the remote's only store. Then
+ * open it, set the remote and pull. Returns 0, or -CKPT_E_NOTFOUND (no store on the remote),
+ * -CKPT_E_INVAL (several stores there and store_id NULL: the message lists them; a malformed id),
+ * -CKPT_E_EXISTS (path holds another store, or files that are not a store's), -CKPT_E_CORRUPT (a
+ * remote header that is not its id's store's), or an I/O or remote error. */
 CKPT_API int ckpt_remote_adopt(const char *url, const char *store_id, const char *path);
 
 #ifdef __cplusplus

@@ -21,5 +21,8 @@ int rd_check_hdr(const uint8_t *rec, const struct mf_chunk *c, const char *path)
 /* Checks the decoded bytes of chunk c (raw_len at out) against its digest. Returns 0 or
  * -CKPT_E_CHECKSUM naming path and the offset. */
 int rd_check_digest(const uint8_t *out, const struct mf_chunk *c, const char *path);
+/* Checks the zero padding of a record (rec: its whole span, rec_span(c->stored_len) bytes): the
+ * digest does not cover it. Returns 0 or -CKPT_E_CORRUPT naming path and the offset. */
+int rd_check_padding(const uint8_t *rec, const struct mf_chunk *c, const char *path);
 
 #endif

@@ -12,7 +12,7 @@
 
 /* The bytes between a record's end and its 4 KiB boundary are written as zeros: anything else
  * there is damage the digest cannot see. */
-static int check_padding(const uint8_t *rec, const struct mf_chunk *c, const char *path)
+int rd_check_padding(const uint8_t *rec, const struct mf_chunk *c, const char *path)
 {
 	uint64_t end = rec_span(c->stored_len), nz = 0;
 	for (uint64_t k = REC_HDR_LEN + (uint64_t)c->stored_len; k < end; k++)
@@ -98,7 +98,7 @@ static int verify_chunk(struct ckpt_reader *r, ckpt_verify_cache *cache, struct 
 		rc = ckpt_fail(-p->err, "%s", p->msg ? p->msg : "pack unreadable");
 	else if (!(rc = rd_read_group(r, x, p, c->offset, (size_t)rec_span(c->stored_len))) &&
 		 !(rc = rd_check_record(r, r->codec, r->buf, c, r->scratch, path)))
-		rc = check_padding(r->buf, c, path);
+		rc = rd_check_padding(r->buf, c, path);
 	int state = rc ? rc : 1;
 	*own = rc ? strdup(ckpt_errmsg()) : NULL;
 	*msg = *own;

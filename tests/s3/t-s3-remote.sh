@@ -9,7 +9,8 @@
 # remote prune (every local retention rule: t-remote-prune, t-remote-prune-cli) and gc with two
 # stores on one bucket prefix, two writers of one store id and a gc racing a push (t-remote-fence),
 # ckptctl push/pull/list --remote, and
-# the Python binding's remote= (one process and CheckpointManager on 2 ranks).
+# the Python binding's remote= (one process and CheckpointManager on 2 ranks); what a pull and an
+# adopt refuse (t-remote-pull: another writer's pack of the same id, cut or wrongly padded packs).
 cd "$(dirname "$0")/../.." || exit 1
 . tests/s3/lib.sh
 "$O" s3://tier mkbucket || { echo "FAIL: could not create the test bucket"; exit 1; }
@@ -28,7 +29,7 @@ run_one() {  # NAME COMMAND...: one test, its log kept in the output on failure
 	esac
 }
 for t in t-remote-tier t-remote-faults t-remote-upload t-remote-dist t-remote-share t-remote-packid \
-	t-remote-prune t-remote-gc t-remote-fence; do
+	t-remote-prune t-remote-gc t-remote-fence t-remote-pull; do
 	[ -x "$B/tests/bin/$t" ] || { echo "FAIL: $B/tests/bin/$t is not built"; fail=1; continue; }
 	run_one "$t" "$B/tests/bin/$t"
 done

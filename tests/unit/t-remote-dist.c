@@ -3,13 +3,16 @@
  * rank 0's handle uploads in the background (CKPT_REMOTE_UPLOAD) after each global commit, every
  * rank's packs and parts before the global manifest. Then the local store is deleted, a fresh one
  * adopts the remote store; the global tensors restore bit-identical read from the remote (range
- * reads, nothing pulled), then pulled (and the parts verify). The remote is $CKPT_TEST_REMOTE
- * (t-remote.h) or a temporary directory. */
+ * reads, nothing pulled), then pulled (and the parts verify). A damaged part object (a byte
+ * flipped, or cut) fails the pull naming it, and no part of it is written. The remote is
+ * $CKPT_TEST_REMOTE (t-remote.h) or a temporary directory. */
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "remote/remote.h"
 #include "t-dist-tcomm.h"
 #include "t-remote.h"
+#include "tier/tier.h"
 
 #define NR 4
 enum { ROWS = 256, COLS = 4096, CHUNK = 64 << 10 };
@@ -74,6 +77,50 @@ static void check_global(ckpt_store *s, bool parts)
 	ckpt_dist_reader_close(dr);
 }
 
+/* Part 2 of step 1 on the remote damaged two ways (a byte flipped inside: its size and trailer
+ * kept; cut by one byte): the pull of step 1 fails naming the object, and leaves no part file and
+ * no checkpoint; repaired, it pulls and its parts verify. */
+static void damaged_part(ckpt_store *s, const char *url, const char *path)
+{
+	char id[33], key[256], parts[4400];
+	struct tier_ref ref = {0};
+	ckpt_store_id(s, id);
+	snprintf(ref.id, sizeof ref.id, "%s", id);
+	tier_key_part(&ref, 1, 2, key, sizeof key);
+	snprintf(parts, sizeof parts, "%s/parts/%020d", path, 1);
+	struct rmt *r;
+	REQUIRE(rmt_open(url, NULL, &r) == 0);
+	uint64_t size;
+	REQUIRE(r->ops->stat(r, key, &size, NULL) == 0);
+	uint8_t *b = malloc(size);
+	REQUIRE(b && r->ops->get(r, key, 0, size, b) == 0);
+	for (int way = 0; way < 2; way++) {
+		b[size / 2] ^= way == 0 ? 0x10 : 0;
+		struct rmt_src bad = {.buf = b, .len = way == 0 ? size : size - 1};
+		REQUIRE(r->ops->put(r, key, &bad, 0, NULL, NULL) == 0);
+		b[size / 2] ^= way == 0 ? 0x10 : 0;
+		int rc = ckpt_store_pull(s, 1, NULL, NULL, NULL, NULL);
+		CHECK(rc == -CKPT_E_CHECKSUM || rc == -CKPT_E_CORRUPT);
+		CHECK(strstr(ckpt_errmsg(), key) != NULL);
+		printf("damaged part (%s): %s\n", way == 0 ? "a byte flipped" : "cut", ckpt_errmsg());
+		CHECK(t_dir_bytes(parts) == 0);
+		ckpt_info *list;
+		CHECK(ckpt_store_list(s, 1, &list) == 1); /* step 2 only */
+		ckpt_info_free(list);
+	}
+	struct rmt_src good = {.buf = b, .len = size};
+	REQUIRE(r->ops->put(r, key, &good, 0, NULL, NULL) == 0);
+	rmt_close(r);
+	free(b);
+	CHECK_OK(ckpt_store_pull(s, 1, NULL, NULL, NULL, NULL));
+	ckpt_dist_reader *dr;
+	CHECK_OK(ckpt_dist_reader_open(s, 1, &dr));
+	if (dr) {
+		CHECK(ckpt_dist_reader_verify_parts(dr, NULL, NULL) == 0);
+		ckpt_dist_reader_close(dr);
+	}
+}
+
 int main(void)
 {
 	char *cleanup, *url = t_remote_url("remote-dist", &cleanup);
@@ -106,6 +153,7 @@ int main(void)
 	printf("pulled checkpoint %llu: %llu packs, %llu bytes\n", (unsigned long long)got,
 	       (unsigned long long)st.packs_sent, (unsigned long long)st.bytes_sent);
 	check_global(s, true);
+	damaged_part(s, url, path2);
 	ckpt_store_close(s);
 	return t_remote_done(dir, cleanup, url);
 }

@@ -2,8 +2,9 @@
  * sent by a 5%-changed checkpoint equal its new bytes on disk; a second push sends nothing); the
  * node-loss drill (the local store deleted, a new one adopted from the remote, the latest and an
  * older checkpoint pulled and restored bit-identical); a damaged remote pack is refused naming the
- * object and leaves nothing local; a remote manifest whose pack is missing is refused naming the
- * pack. The remote is $CKPT_TEST_REMOTE (t-remote.h) or a temporary directory. */
+ * object and leaves nothing local; a remote manifest whose pack is missing is refused as damage
+ * (CKPT_E_CORRUPT) naming the pack. The remote is $CKPT_TEST_REMOTE (t-remote.h) or a temporary
+ * directory. */
 #include <inttypes.h>
 
 #include "remote/remote.h"
@@ -199,8 +200,10 @@ int main(void)
 	tier_key_pack(&ref, 1, key, sizeof key);
 	CHECK_OK(r->ops->del(r, key));
 	rmt_close(r);
-	CHECK_RC(ckpt_store_pull(s, 1, NULL, NULL, NULL, NULL), -CKPT_E_NOTFOUND);
+	/* Damage of the remote checkpoint, not a checkpoint the remote lacks (ckptctl's exit 4). */
+	CHECK_RC(ckpt_store_pull(s, 1, NULL, NULL, NULL, NULL), -CKPT_E_CORRUPT);
 	CHECK(strstr(ckpt_errmsg(), "lacks") != NULL && strstr(ckpt_errmsg(), key) != NULL);
+	CHECK(local_count(s) == 0);
 	printf("missing: %s\n", ckpt_errmsg());
 	ckpt_store_close(s);
 
