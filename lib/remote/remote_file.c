@@ -151,7 +151,7 @@ static int kernel_copy(struct frmt *f, const char *key, int fd, const struct rmt
 					 f->root, key, (unsigned long long)*done,
 					 (unsigned long long)src->len);
 		*done += (uint64_t)k;
-		if (progress && progress(arg, *done, src->len))
+		if (rmt_canceled(&f->base) || (progress && progress(arg, *done, src->len)))
 			return ckpt_fail(CKPT_E_CANCELED, "put %s/%s: canceled", f->root, key);
 	}
 	return 0;
@@ -193,7 +193,7 @@ static int copy_src(struct frmt *f, const char *key, int fd, const struct rmt_sr
 			w += (size_t)k;
 		}
 		done += n;
-		if (!rc && progress && progress(arg, done, src->len))
+		if (!rc && (rmt_canceled(&f->base) || (progress && progress(arg, done, src->len))))
 			rc = ckpt_fail(CKPT_E_CANCELED, "put %s/%s: canceled", f->root, key);
 	}
 	free(tmp);

@@ -121,7 +121,8 @@ static int probe_noreplace(struct s3 *s)
 			break;
 		atomic = i == 1 && st == 412;
 	}
-	struct s3_req del = { .method = "DELETE", .key = key, .what = "delete (probe)" };
+	struct s3_req del = { .method = "DELETE", .key = key, .what = "delete (probe)",
+			      .cleanup = 1 };
 	s3_do(s, &del);
 	s3_req_free(&del);
 	return atomic;
@@ -333,20 +334,31 @@ static int s3_list(struct rmt *r, const char *prefix, rmt_list_cb cb, void *arg)
 	return rc;
 }
 
-static int s3_del(struct rmt *r, const char *key)
+static int del_key(struct rmt *r, const char *key, int cleanup)
 {
 	struct s3 *s = (struct s3 *)r;
 	char fk[1200];
 	int rc = s3_full_key(s, key, fk, sizeof fk);
 	if (rc)
 		return rc;
-	struct s3_req req = { .method = "DELETE", .key = fk, .what = "delete" };
+	struct s3_req req = { .method = "DELETE", .key = fk, .what = cleanup ? "delete (cleanup)"
+			      : "delete", .cleanup = cleanup };
 	static const long ok[] = { 200, 204, 0 };
 	rc = s3_do(s, &req);
 	if (rc == 0 && !(req.status == 404 && strcmp(req.code, "NoSuchBucket")))
 		rc = s3_check(s, &req, ok);
 	s3_req_free(&req);
 	return rc;
+}
+
+static int s3_del(struct rmt *r, const char *key)
+{
+	return del_key(r, key, 0);
+}
+
+static int s3_del_cleanup(struct rmt *r, const char *key)
+{
+	return del_key(r, key, 1);
 }
 
 const struct rmt_ops rmt_s3_ops = {
@@ -359,6 +371,7 @@ const struct rmt_ops rmt_s3_ops = {
 	.stat = s3_stat,
 	.list = s3_list,
 	.del = s3_del,
+	.del_cleanup = s3_del_cleanup,
 };
 
 int s3_make_bucket(struct rmt *r)

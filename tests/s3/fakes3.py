@@ -18,6 +18,9 @@ by a segment of the key (or of a listing's prefix):
   fcomplete                 the first multipart completion: 200 with an InternalError inside
   fbadpart                  every multipart completion: 200 with an InvalidPart inside
   fnotoken/, floop/, fjunk/ listings: truncated without a token, the same token again, junk
+  fstall                    every request on the key but the initiate of a multipart upload:
+                            the request (and its body) is read, then nothing is answered until
+                            the client hangs up (a stopped server); logged as "stall METHOD PATH"
 Usage: fakes3.py PORTFILE   (writes the port it listens on, 127.0.0.1, to PORTFILE; runs until
 killed). Requests are logged to stderr.
 """
@@ -41,7 +44,7 @@ def fault_of(key):
     m = re.search(r"(?:^|/)(f503|f429|fslow|fdrop|fshort|fmid)x(\d+)(?:/|$)", key)
     if m:
         return m.group(1), int(m.group(2))
-    for f in ("f500", "fnorange", "fcomplete", "fbadpart", "fnotoken", "floop", "fjunk",
+    for f in ("f500", "fstall", "fnorange", "fcomplete", "fbadpart", "fnotoken", "floop", "fjunk",
               "fflip", "fless"):
         if re.search(r"(?:^|/)%s(?:/|$)" % f, key):
             return f, 0
@@ -76,8 +79,26 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def body(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
+        # Read once a request (do_POST reads it before injected() may); the handler serves every
+        # request of a connection, so the cache is the request's, keyed by its headers.
+        if getattr(self, "_body_of", None) is not self.headers:
+            n = int(self.headers.get("Content-Length") or 0)
+            self._body = self.rfile.read(n) if n else b""
+            self._body_of = self.headers
+        return self._body
+
+    def stall(self):
+        """Answers nothing until the client hangs up (a SIGSTOPped server, but one request)."""
+        self.body() if self.command in ("PUT", "POST") else None
+        self.log_message("stall %s %s", self.command, self.path)
+        sys.stderr.flush()
+        self.close_connection = True
+        try:
+            self.connection.settimeout(None)
+            while self.connection.recv(65536):
+                pass
+        except OSError:
+            pass
 
     def parse(self):
         u = urlsplit(self.path)
@@ -93,6 +114,11 @@ class Handler(BaseHTTPRequestHandler):
         if fault is None:
             return False
         method = self.command
+        if fault == "fstall":
+            if method == "POST" and urlsplit(self.path).query == "uploads=":
+                return False
+            self.stall()
+            return True
         if fault in ("f503", "f429", "fslow", "fdrop") and count(fault, key, "*") <= n:
             if fault == "fdrop":
                 self.close_connection = True
