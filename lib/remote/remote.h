@@ -16,7 +16,10 @@
  *   the listing and list returns that value.
  * - Transient failures (timeouts, connection refused or reset, HTTP 5xx, 429) are retried inside
  *   the backend with exponential backoff up to cfg.retries times; what reaches the caller is
- *   final. Every function may be called from several threads at once on one handle.
+ *   final. A request that moves no byte for cfg.timeout_s fails (an endpoint that stopped
+ *   answering fails each request within (retries + 1) timeouts and the backoffs: the exact
+ *   bounds are in docs/remote-s3.md). Every function may be called from several threads at once
+ *   on one handle.
  */
 #ifndef CKPT_REMOTE_H
 #define CKPT_REMOTE_H

@@ -18,6 +18,7 @@ by a segment of the key (or of a listing's prefix):
   fcomplete                 the first multipart completion: 200 with an InternalError inside
   fbadpart                  every multipart completion: 200 with an InvalidPart inside
   fnotoken/, floop/, fjunk/ listings: truncated without a token, the same token again, junk
+  fold                      ListMultipartUploads: the key's uploads were initiated in 2000
   fstall                    every request on the key but the initiate of a multipart upload:
                             the request (and its body) is read, then nothing is answered until
                             the client hangs up (a stopped server); logged as "stall METHOD PATH"
@@ -192,12 +193,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def list(self, bucket, q):
         if "uploads" in q:
-            with LOCK:
-                ups = [u for u, (b, k, _) in UPLOADS.items()
-                       if b == bucket and k.startswith(q.get("prefix", ""))]
-            x = "".join("<Upload><UploadId>%s</UploadId></Upload>" % u for u in ups)
-            return self.send(200, ("<ListMultipartUploadsResult>%s</ListMultipartUploadsResult>"
-                                   % x).encode())
+            return self.list_uploads(bucket, q)
         prefix = q.get("prefix", "")
         fault, _ = fault_of(prefix)
         if fault == "fjunk":
@@ -222,6 +218,28 @@ class Handler(BaseHTTPRequestHandler):
             x += "<IsTruncated>true</IsTruncated><NextContinuationToken>%s</NextContinuationToken>" \
                  % escape(more)
         self.send(200, ("<ListBucketResult>%s</ListBucketResult>" % x).encode())
+
+    def list_uploads(self, bucket, q):
+        """ListMultipartUploads, in pages of max-uploads after key-marker/upload-id-marker;
+        uploads of a key with a segment "fold" say they were initiated in 2000."""
+        km, um = q.get("key-marker", ""), q.get("upload-id-marker", "")
+        with LOCK:
+            ups = sorted((k, u) for u, (b, k, _) in UPLOADS.items()
+                         if b == bucket and k.startswith(q.get("prefix", "")))
+        if km:
+            ups = [(k, u) for k, u in ups if k > km or (um and k == km and u > um)]
+        mx = int(q.get("max-uploads", "1000"))
+        page = ups[:mx]
+        now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+        x = "".join("<Upload><Key>%s</Key><UploadId>%s</UploadId><Initiated>%s</Initiated>"
+                    "</Upload>" % (escape(k), u, "2000-01-01T00:00:00.000Z"
+                                   if re.search(r"(?:^|/)fold(?:/|$)", k) else now)
+                    for k, u in page)
+        if len(ups) > mx:
+            x += ("<IsTruncated>true</IsTruncated><NextKeyMarker>%s</NextKeyMarker>"
+                  "<NextUploadIdMarker>%s</NextUploadIdMarker>" % (escape(page[-1][0]), page[-1][1]))
+        self.send(200, ("<ListMultipartUploadsResult>%s</ListMultipartUploadsResult>"
+                        % x).encode())
 
     def do_PUT(self):
         bucket, key, q = self.parse()

@@ -19,6 +19,7 @@
  *   s3ops URL stall                  against fakes3.py (FAKES3_LOG its log): a stalled server
  *                                    times each operation out, a failed upload's abort is one
  *                                    bounded attempt, a cancel stops a request awaiting its answer
+ *   s3ops URL sweep                  against fakes3.py: the sweep aborts old incomplete uploads
  *   s3ops URL pull                   against fakes3.py: ckpt_store_pull of a pushed checkpoint
  *                                    whose ranged pieces fail mid-way (retried: bit-identical),
  *                                    fail every time, come back damaged or short (the pull
@@ -671,6 +672,42 @@ static int case_stall(const char *url)
 	return t_done();
 }
 
+/* Starts a multipart upload of key and leaves it, as a killed put does. */
+static void initiate_only(struct rmt *r, const char *key)
+{
+	struct s3 *s = (struct s3 *)r;
+	char fk[1200];
+	REQUIRE(s3_full_key(s, key, fk, sizeof fk) == 0);
+	struct s3_req req = { .method = "POST", .key = fk, .query = "uploads=", .what = "initiate" };
+	CHECK_OK(s3_call(s, &req, NULL));
+	s3_req_free(&req);
+}
+
+/* The sweep aborts the old incomplete uploads under a prefix (pages of 2 uploads: url's page=2),
+ * not the young ones, not others', never an object. fakes3.py says uploads of a key with a
+ * segment "fold" are from 2000. */
+static int case_sweep(const char *url)
+{
+	struct rmt *r = must_open(url, NULL);
+	const char *keys[] = { "a/fold/1", "a/fold/2", "a/fold/3", "a/new/4", "b/fold/5" };
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+		initiate_only(r, keys[i]);
+	CHECK_OK(put_buf(r, "a/fold/obj", "object", 6, 0));
+	count_uploads(r, 5);
+	uint64_t n = 0, bytes = 0, size = 0;
+	REQUIRE(S3->sweep != NULL);
+	CHECK_OK(S3->sweep(r, "a/", 3600, &n, &bytes));
+	CHECK(n == 3 && bytes == 0);
+	count_uploads(r, 2);
+	CHECK_OK(S3->stat(r, "a/fold/obj", &size, NULL));
+	CHECK_OK(S3->sweep(r, "", 3600, &n, &bytes));
+	CHECK(n == 4);
+	count_uploads(r, 1); /* the young one */
+	CHECK_OK(S3->del(r, "a/fold/obj"));
+	S3->close(r);
+	return t_done();
+}
+
 /* Nothing of a failed pull in the store at path: no manifest, no pack, no temporary file. */
 static void check_nothing_kept(const char *path)
 {
@@ -770,7 +807,7 @@ int main(int argc, char **argv)
 		{ "basic", case_basic }, { "multipart", case_multipart }, { "errors", case_errors },
 		{ "nospc", case_nospc }, { "bandwidth", case_bandwidth }, { "threads", case_threads },
 		{ "hung", case_hung }, { "fake", case_fake }, { "pull", case_pull },
-		{ "stall", case_stall },
+		{ "stall", case_stall }, { "sweep", case_sweep },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
 		if (!strcmp(c, cases[i].name))

@@ -24,6 +24,8 @@ export AWS_ENDPOINT_URL=http://127.0.0.1:$(cat "$T/port") AWS_ACCESS_KEY_ID=AK A
 "$O" "s3://bkt/p?noreplace=check" fake || { tail -n 30 "$T/server.log"; echo "FAIL: s3ops fake"; exit 1; }
 # A stalled server (reads the request, never answers): timeouts, bounded cleanup, cancel.
 FAKES3_LOG="$T/server.log" "$O" s3://bkt/st stall || { tail -n 30 "$T/server.log"; echo "FAIL: s3ops stall"; exit 1; }
+# The sweep of incomplete multipart uploads, in pages of 2.
+"$O" "s3://bkt/sw?page=2" sweep || { tail -n 30 "$T/server.log"; echo "FAIL: s3ops sweep"; exit 1; }
 # A pull's ranged pieces cut mid-way, damaged or short (tier_pull's parallel pieces).
 "$O" s3://bkt/pull pull || { tail -n 30 "$T/server.log"; echo "FAIL: s3ops pull"; exit 1; }
 # credential_process: run once at open; keys expiring within 5 minutes are fetched again before
