@@ -20,6 +20,7 @@
  *                                    times each operation out, a failed upload's abort is one
  *                                    bounded attempt, a cancel stops a request awaiting its answer
  *   s3ops URL sweep                  against fakes3.py: the sweep aborts old incomplete uploads
+ *   s3ops URL sweeprgw               the same against radosgw (ages of +-1 h: its clock)
  *   s3ops URL pull                   against fakes3.py: ckpt_store_pull of a pushed checkpoint
  *                                    whose ranged pieces fail mid-way (retried: bit-identical),
  *                                    fail every time, come back damaged or short (the pull
@@ -708,6 +709,31 @@ static int case_sweep(const char *url)
 	return t_done();
 }
 
+/* The sweep against a real server (radosgw): uploads initiated now are young for an age of an
+ * hour, and old for an age of minus an hour (before now + 1 h). Pages of 2 (url's page=2). */
+static int case_sweep_rgw(const char *url)
+{
+	struct rmt *r = must_open(url, NULL);
+	const char *keys[] = { "a/1", "a/2", "a/3", "b/4" };
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+		initiate_only(r, keys[i]);
+	CHECK_OK(put_buf(r, "a/obj", "object", 6, 0));
+	uint64_t n = 0, bytes = 0, size = 0;
+	CHECK_OK(S3->sweep(r, "", 3600, &n, &bytes));
+	CHECK(n == 0);
+	count_uploads(r, 4);
+	CHECK_OK(S3->sweep(r, "a/", -3600, &n, &bytes));
+	CHECK(n == 3);
+	count_uploads(r, 1);
+	CHECK_OK(S3->sweep(r, "", -3600, &n, &bytes));
+	CHECK(n == 4);
+	count_uploads(r, 0);
+	CHECK_OK(S3->stat(r, "a/obj", &size, NULL));
+	CHECK_OK(S3->del(r, "a/obj"));
+	S3->close(r);
+	return t_done();
+}
+
 /* Nothing of a failed pull in the store at path: no manifest, no pack, no temporary file. */
 static void check_nothing_kept(const char *path)
 {
@@ -807,7 +833,7 @@ int main(int argc, char **argv)
 		{ "basic", case_basic }, { "multipart", case_multipart }, { "errors", case_errors },
 		{ "nospc", case_nospc }, { "bandwidth", case_bandwidth }, { "threads", case_threads },
 		{ "hung", case_hung }, { "fake", case_fake }, { "pull", case_pull },
-		{ "stall", case_stall }, { "sweep", case_sweep },
+		{ "stall", case_stall }, { "sweep", case_sweep }, { "sweeprgw", case_sweep_rgw },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
 		if (!strcmp(c, cases[i].name))
