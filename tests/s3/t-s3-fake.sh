@@ -4,7 +4,10 @@
 # be retried with backoff, short bodies, a Range ignored, a multipart completion that fails inside
 # its 200 (retried when InternalError, aborted when InvalidPart), listings without a token or with
 # the same token again (an error, not a loop); a pull's ranged pieces cut mid-way, damaged or
-# short; a profile's credential_process and its refresh. No radosgw needed: python3 only.
+# short; a profile's credential_process and its refresh; a stalled server (the request read,
+# never answered): every operation times out within its bound, the cleanup after a failed or
+# canceled upload is one bounded attempt, a cancel stops a request that awaits its answer; the
+# sweep of incomplete multipart uploads. No radosgw needed: python3 only.
 cd "$(dirname "$0")/../.." || exit 1
 set -u
 B=${B:-build}
