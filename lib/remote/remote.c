@@ -52,3 +52,8 @@ void rmt_close(struct rmt *r)
 	if (r)
 		r->ops->close(r);
 }
+
+int rmt_del_cleanup(struct rmt *r, const char *key)
+{
+	return r->ops->del_cleanup ? r->ops->del_cleanup(r, key) : r->ops->del(r, key);
+}

@@ -16,7 +16,10 @@
  *   the listing and list returns that value.
  * - Transient failures (timeouts, connection refused or reset, HTTP 5xx, 429) are retried inside
  *   the backend with exponential backoff up to cfg.retries times; what reaches the caller is
- *   final. Every function may be called from several threads at once on one handle.
+ *   final. A request that moves no byte for cfg.timeout_s fails (an endpoint that stopped
+ *   answering fails each request within (retries + 1) timeouts and the backoffs: the exact
+ *   bounds are in docs/remote-s3.md). Every function may be called from several threads at once
+ *   on one handle.
  */
 #ifndef CKPT_REMOTE_H
 #define CKPT_REMOTE_H
@@ -66,8 +69,14 @@ struct rmt_obj {
 typedef int (*rmt_list_cb)(void *arg, const struct rmt_obj *obj);
 
 /* Progress of a long put or get: called from the calling thread (or a transfer thread of the same
- * call) with the bytes moved so far; returning non-zero cancels the call (-CKPT_E_CANCELED). */
+ * call) with the bytes moved so far; returning non-zero cancels the call (-CKPT_E_CANCELED). It is
+ * also called with done unchanged while a request waits for its answer (S3: about every 0.2 s to
+ * 1 s), so that a cancel takes effect in flight, not only when bytes move. */
 typedef int (*rmt_progress_cb)(void *arg, uint64_t done, uint64_t total);
+
+/* The bound of a cleanup request (rmt_del_cleanup, the abort of a failed multipart upload): one
+ * attempt of at most min(cfg.timeout_s, RMT_CLEANUP_S) seconds, connection included. */
+#define RMT_CLEANUP_S 5
 
 struct rmt_ops {
 	const char *scheme; /* "s3", "file" */
@@ -85,6 +94,20 @@ struct rmt_ops {
 	int (*list)(struct rmt *r, const char *prefix, rmt_list_cb cb, void *arg);
 	/* Deleting a missing key succeeds (as S3's DELETE does). */
 	int (*del)(struct rmt *r, const char *key);
+	/* Optional (NULL: del is bounded already, as a directory's is): del as the cleanup after a
+	 * failed or canceled transfer (an upload marker): a single attempt bounded as RMT_CLEANUP_S
+	 * says, no retries, and not stopped by rmt_cancel. Callers use rmt_del_cleanup. */
+	int (*del_cleanup)(struct rmt *r, const char *key);
+	/* Optional (NULL: the backend leaves nothing behind): removes what killed puts of this
+	 * backend left under prefix (a key prefix as list takes, "" for all) that is older than
+	 * older_than_s seconds: a directory's dot temporaries (regular files named as put names
+	 * them, links never followed), S3's incomplete multipart uploads (initiated before then,
+	 * aborted). Objects are never touched. Adds what it removed to *removed and their bytes to
+	 * *bytes (S3: the parts' bytes are not known, 0). Returns 0, or the first failure's
+	 * -CKPT_E_* after removing what it could. A put still running is safe when older_than_s is
+	 * longer than a put can last (the tier's gc uses its grace period). */
+	int (*sweep)(struct rmt *r, const char *prefix, int64_t older_than_s, uint64_t *removed,
+		     uint64_t *bytes);
 };
 
 /* Every handle starts with this; a backend's own state follows in its private struct. */
@@ -92,7 +115,24 @@ struct rmt {
 	const struct rmt_ops *ops;
 	char *url;                 /* as given */
 	struct rmt_config cfg;     /* with the defaults filled in */
+	int canceled;              /* atomic: rmt_cancel was called */
 };
+
+/* Stops every request of r in flight, and fails those that start later, with -CKPT_E_CANCELED,
+ * as soon as the backend can (S3: within about a second, even while waiting for an answer; a
+ * directory: between the chunks of a put's copy); cleanups excepted (rmt_del_cleanup and the
+ * abort of a multipart upload still get their one bounded attempt). For a close that must not
+ * wait on a stalled endpoint: call it, join the threads that use r, then rmt_close. Cannot be
+ * undone. Thread-safe. */
+static inline void rmt_cancel(struct rmt *r)
+{
+	__atomic_store_n(&r->canceled, 1, __ATOMIC_RELEASE);
+}
+
+static inline int rmt_canceled(const struct rmt *r)
+{
+	return __atomic_load_n(&r->canceled, __ATOMIC_ACQUIRE);
+}
 
 /* Fills the zero fields of cfg with the defaults stated above (rmt_open does it; a backend's own
  * open too, for callers that open it directly). Inline: remote.c dispatches to the backends, so
@@ -119,5 +159,7 @@ extern const struct rmt_ops rmt_s3_ops;   /* s3://bucket/prefix */
  * scheme, naming the schemes there are. */
 int rmt_open(const char *url, const struct rmt_config *cfg, struct rmt **out);
 void rmt_close(struct rmt *r);
+/* r's del_cleanup, or its del where it has none. */
+int rmt_del_cleanup(struct rmt *r, const char *key);
 
 #endif

@@ -151,7 +151,7 @@ static int kernel_copy(struct frmt *f, const char *key, int fd, const struct rmt
 					 f->root, key, (unsigned long long)*done,
 					 (unsigned long long)src->len);
 		*done += (uint64_t)k;
-		if (progress && progress(arg, *done, src->len))
+		if (rmt_canceled(&f->base) || (progress && progress(arg, *done, src->len)))
 			return ckpt_fail(CKPT_E_CANCELED, "put %s/%s: canceled", f->root, key);
 	}
 	return 0;
@@ -193,7 +193,7 @@ static int copy_src(struct frmt *f, const char *key, int fd, const struct rmt_sr
 			w += (size_t)k;
 		}
 		done += n;
-		if (!rc && progress && progress(arg, done, src->len))
+		if (!rc && (rmt_canceled(&f->base) || (progress && progress(arg, done, src->len))))
 			rc = ckpt_fail(CKPT_E_CANCELED, "put %s/%s: canceled", f->root, key);
 	}
 	free(tmp);
@@ -380,7 +380,9 @@ static int f_list(struct rmt *r, const char *prefix, rmt_list_cb cb, void *arg)
 			return pfd == -CKPT_E_NOTFOUND ? 0 : pfd;
 		fd = pfd;
 	} else {
-		fd = fcntl(f->root_fd, F_DUPFD_CLOEXEC, 0);
+		/* A new open file, not a dup: a dup shares the root's read offset, which one listing
+		 * leaves at the end for every later one. */
+		fd = openat(f->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (fd < 0)
 			return path_error(f, "list", "", errno);
 	}
@@ -389,6 +391,106 @@ static int f_list(struct rmt *r, const char *prefix, rmt_list_cb cb, void *arg)
 	size_t klen = slash ? (size_t)(slash - key) + 1 : 0;
 	key[klen] = 0;
 	return list_dir(f, fd, key, klen, m, 0, cb, arg);
+}
+
+/* Is name one of put's temporaries: "." NAME ".tmp." PID "." 16 hex digits? */
+static bool is_temp(const char *name)
+{
+	size_t n = strlen(name), i = n;
+	if (name[0] != '.' || n < 1 + 1 + 5 + 1 + 1 + 16)
+		return false;
+	for (i = n - 16; i < n; i++)
+		if (!strchr("0123456789abcdef", name[i]))
+			return false;
+	i = n - 17;
+	if (name[i] != '.')
+		return false;
+	size_t digits = i;
+	while (i > 0 && name[i - 1] >= '0' && name[i - 1] <= '9')
+		i--;
+	return i < digits && i >= 7 && !memcmp(name + i - 5, ".tmp.", 5); /* NAME not empty */
+}
+
+struct sweep {
+	time_t before;           /* temporaries last written before this go */
+	uint64_t removed, bytes;
+	int rc;                  /* the first failure */
+};
+
+/* Removes the old temporaries in the directory fd (key: its key prefix, klen bytes) whose NAME
+ * starts with match, and below it (any NAME), never through a link. Closes fd. */
+static void sweep_dir(struct frmt *f, int fd, char *key, size_t klen, const char *match, int depth,
+		      struct sweep *sw)
+{
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		if (!sw->rc)
+			sw->rc = path_error(f, "sweep", key, errno);
+		return;
+	}
+	size_t ml = strlen(match);
+	for (struct dirent *de; (errno = 0, de = readdir(d));) {
+		const char *nm = de->d_name;
+		size_t nl = strlen(nm);
+		struct stat st;
+		bool temp = nm[0] == '.' && is_temp(nm);
+		if ((nm[0] == '.' && !temp) || strncmp(nm + temp, match, ml) || klen + nl + 2 > KEY_MAX ||
+		    fstatat(dirfd(d), nm, &st, AT_SYMLINK_NOFOLLOW))
+			continue;
+		if (temp && S_ISREG(st.st_mode) && st.st_mtime < sw->before) {
+			if (unlinkat(dirfd(d), nm, 0) == 0) {
+				sw->removed++;
+				sw->bytes += (uint64_t)st.st_size;
+			} else if (errno != ENOENT && !sw->rc) {
+				memcpy(key + klen, nm, nl + 1);
+				sw->rc = path_error(f, "sweep", key, errno);
+			}
+		} else if (!temp && S_ISDIR(st.st_mode) && depth < LIST_DEPTH) {
+			int sub = openat(dirfd(d), nm, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			memcpy(key + klen, nm, nl);
+			key[klen + nl] = '/';
+			key[klen + nl + 1] = 0;
+			if (sub >= 0)
+				sweep_dir(f, sub, key, klen + nl + 1, "", depth + 1, sw);
+		}
+		key[klen] = 0;
+	}
+	if (errno && !sw->rc)
+		sw->rc = path_error(f, "sweep", key, errno);
+	closedir(d);
+}
+
+/* The dot temporaries that killed puts left (a failed put removes its own), found by their name
+ * only: an object is never one (keys have no dot component). */
+static int f_sweep(struct rmt *r, const char *prefix, int64_t older_than_s, uint64_t *removed,
+		   uint64_t *bytes)
+{
+	struct frmt *f = F(r);
+	char key[KEY_MAX + 2], dir[KEY_MAX + 2], m[KEY_MAX + 2];
+	snprintf(key, sizeof key, "%s", prefix ? prefix : "");
+	char *slash = strrchr(key, '/');
+	snprintf(m, sizeof m, "%s", slash ? slash + 1 : key);
+	snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - key) : 0, key);
+	int rc = check_key(dir, true), fd;
+	if (rc)
+		return rc;
+	if (*dir) {
+		char probe[KEY_MAX + 4];
+		snprintf(probe, sizeof probe, "%s/x", dir); /* walk opens every directory of dir */
+		const char *base;
+		if ((fd = walk(f, probe, false, &base)) < 0)
+			return fd == -CKPT_E_NOTFOUND ? 0 : fd;
+	} else if ((fd = openat(f->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		return path_error(f, "sweep", "", errno);
+	}
+	struct sweep sw = { .before = time(NULL) - (time_t)older_than_s };
+	size_t klen = slash ? (size_t)(slash - key) + 1 : 0;
+	key[klen] = 0;
+	sweep_dir(f, fd, key, klen, m, 0, &sw);
+	*removed += sw.removed;
+	*bytes += sw.bytes;
+	return sw.rc;
 }
 
 static int f_del(struct rmt *r, const char *key)
@@ -455,5 +557,5 @@ static int f_open(const char *url, const struct rmt_config *cfg, struct rmt **ou
 
 const struct rmt_ops rmt_file_ops = {
 	.scheme = "file", .open = f_open, .close = f_close, .caps = f_caps, .put = f_put,
-	.get = f_get, .stat = f_stat, .list = f_list, .del = f_del,
+	.get = f_get, .stat = f_stat, .list = f_list, .del = f_del, .sweep = f_sweep,
 };

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/common.h"
@@ -121,7 +122,8 @@ static int probe_noreplace(struct s3 *s)
 			break;
 		atomic = i == 1 && st == 412;
 	}
-	struct s3_req del = { .method = "DELETE", .key = key, .what = "delete (probe)" };
+	struct s3_req del = { .method = "DELETE", .key = key, .what = "delete (probe)",
+			      .cleanup = 1 };
 	s3_do(s, &del);
 	s3_req_free(&del);
 	return atomic;
@@ -333,20 +335,126 @@ static int s3_list(struct rmt *r, const char *prefix, rmt_list_cb cb, void *arg)
 	return rc;
 }
 
-static int s3_del(struct rmt *r, const char *key)
+static int del_key(struct rmt *r, const char *key, int cleanup)
 {
 	struct s3 *s = (struct s3 *)r;
 	char fk[1200];
 	int rc = s3_full_key(s, key, fk, sizeof fk);
 	if (rc)
 		return rc;
-	struct s3_req req = { .method = "DELETE", .key = fk, .what = "delete" };
+	struct s3_req req = { .method = "DELETE", .key = fk, .what = cleanup ? "delete (cleanup)"
+			      : "delete", .cleanup = cleanup };
 	static const long ok[] = { 200, 204, 0 };
 	rc = s3_do(s, &req);
 	if (rc == 0 && !(req.status == 404 && strcmp(req.code, "NoSuchBucket")))
 		rc = s3_check(s, &req, ok);
 	s3_req_free(&req);
 	return rc;
+}
+
+static int s3_del(struct rmt *r, const char *key)
+{
+	return del_key(r, key, 0);
+}
+
+static int s3_del_cleanup(struct rmt *r, const char *key)
+{
+	return del_key(r, key, 1);
+}
+
+/* The sweep's state across the pages of ListMultipartUploads. */
+struct sweep {
+	const char *fp;          /* the full prefix swept */
+	int64_t before;          /* uploads initiated before this (unix s) are aborted */
+	uint64_t removed;
+	int rc;                  /* the first failed abort */
+	char key[1200], id[1100]; /* the markers of the next page, "" at the end */
+};
+
+/* Aborts upload id of full key fk (not a cleanup: the retries of any request). */
+static int abort_old(struct s3 *s, const char *fk, const char *id)
+{
+	char eid[3400], q[3500];
+	int rc = s3_encode(id, 0, eid, sizeof eid);
+	if (rc)
+		return rc;
+	snprintf(q, sizeof q, "uploadId=%s", eid);
+	struct s3_req req = { .method = "DELETE", .key = fk, .query = q, .what = "sweep (abort)" };
+	static const long ok[] = { 200, 204, 404, 0 };
+	rc = s3_call(s, &req, ok);
+	s3_req_free(&req);
+	return rc;
+}
+
+/* One page: the old uploads under the prefix aborted, the next page's markers in sw. */
+static int sweep_page(struct s3 *s, const struct s3_req *req, struct sweep *sw)
+{
+	struct s3_span all = { req->resp, req->resp_len }, in = all, u;
+	char key[1200], id[1100], when[40], trunc[8];
+	size_t fl = strlen(sw->fp);
+	while (s3_xml_next(&in, "Upload", &u)) {
+		if (s3_xml_text(u, "Key", key, sizeof key) <= 0 ||
+		    s3_xml_text(u, "UploadId", id, sizeof id) <= 0)
+			return ckpt_fail(CKPT_E_CORRUPT, "s3 sweep %s/%s: an upload without a usable "
+					 "Key or UploadId", s->conf.bucket, sw->fp);
+		int64_t t = s3_xml_text(u, "Initiated", when, sizeof when) > 0 ? s3_xml_time(when) : 0;
+		if (strncmp(key, sw->fp, fl) || !t || t >= sw->before)
+			continue; /* not ours (a server that ignores prefix=), of unknown age, or young */
+		int rc = abort_old(s, key, id);
+		if (rc == 0)
+			sw->removed++;
+		else if (!sw->rc)
+			sw->rc = rc;
+	}
+	sw->key[0] = sw->id[0] = 0;
+	if (s3_xml_text(all, "IsTruncated", trunc, sizeof trunc) <= 0 || strcmp(trunc, "true"))
+		return 0;
+	if (s3_xml_text(all, "NextKeyMarker", sw->key, sizeof sw->key) <= 0 ||
+	    s3_xml_text(all, "NextUploadIdMarker", sw->id, sizeof sw->id) < 0)
+		return ckpt_fail(CKPT_E_CORRUPT, "s3 sweep %s/%s: a truncated page of uploads without "
+				 "a usable NextKeyMarker", s->conf.bucket, sw->fp);
+	return 0;
+}
+
+/* The incomplete multipart uploads that killed puts left (a failed put aborts its own, a killed
+ * one cannot): ListMultipartUploads under the prefix, AbortMultipartUpload of those initiated
+ * before now - older_than_s. Their parts' bytes are not listed: *bytes is left as it is. */
+static int s3_sweep(struct rmt *r, const char *prefix, int64_t older_than_s, uint64_t *removed,
+		    uint64_t *bytes)
+{
+	struct s3 *s = (struct s3 *)r;
+	char fp[1200], ep[3600], ek[3600], ei[3400], q[11000], page[40] = "";
+	if ((size_t)snprintf(fp, sizeof fp, "%s%s", s->conf.prefix, prefix ? prefix : "") >= sizeof fp)
+		return ckpt_fail(CKPT_E_INVAL, "s3 sweep %s/%s: prefix too long", s->conf.bucket,
+				 s->conf.prefix);
+	struct sweep sw = { .fp = fp, .before = (int64_t)time(NULL) - older_than_s };
+	int rc = s3_encode(fp, 0, ep, sizeof ep);
+	if (s->conf.page)
+		snprintf(page, sizeof page, "max-uploads=%u&", s->conf.page);
+	for (unsigned pages = 0; rc == 0; pages++) {
+		char pk[sizeof sw.key], pi[sizeof sw.id];
+		snprintf(pk, sizeof pk, "%s", sw.key);
+		snprintf(pi, sizeof pi, "%s", sw.id);
+		if ((rc = s3_encode(sw.key, 0, ek, sizeof ek)) || (rc = s3_encode(sw.id, 0, ei, sizeof ei)))
+			break;
+		/* libcurl 7.88 signs the query as written: the names in sorted order */
+		snprintf(q, sizeof q, "%s%s%s%sprefix=%s%s%s&uploads=", sw.key[0] ? "key-marker=" : "", ek,
+			 sw.key[0] ? "&" : "", page, ep, sw.key[0] ? "&upload-id-marker=" : "",
+			 sw.key[0] ? ei : "");
+		struct s3_req req = { .method = "GET", .query = q, .what = "sweep (list uploads)" };
+		rc = s3_call(s, &req, NULL);
+		if (rc == 0)
+			rc = sweep_page(s, &req, &sw);
+		s3_req_free(&req);
+		if (rc || !sw.key[0])
+			break;
+		if ((!strcmp(pk, sw.key) && !strcmp(pi, sw.id)) || pages > 10000000)
+			rc = ckpt_fail(CKPT_E_CORRUPT, "s3 sweep %s/%s: the server repeats its markers",
+				       s->conf.bucket, fp);
+	}
+	*removed += sw.removed;
+	(void)bytes;
+	return rc ? rc : sw.rc;
 }
 
 const struct rmt_ops rmt_s3_ops = {
@@ -359,6 +467,8 @@ const struct rmt_ops rmt_s3_ops = {
 	.stat = s3_stat,
 	.list = s3_list,
 	.del = s3_del,
+	.del_cleanup = s3_del_cleanup,
+	.sweep = s3_sweep,
 };
 
 int s3_make_bucket(struct rmt *r)

@@ -27,6 +27,11 @@ struct xfer {
 	int read_errno, canceled;
 	int auth_rc;        /* the credentials could not be had (a credential_process failed) */
 	int64_t sent;       /* progress reported for this attempt (taken back if it fails) */
+	/* the stall clock: when a byte last moved (or the connection was still being made) */
+	double moved;
+	curl_off_t dn, un;
+	unsigned stall_s;   /* no byte for this long fails the attempt */
+	int stalled;
 };
 
 static void sleep_s(double s)
@@ -54,13 +59,42 @@ static void bw_take(struct s3 *s, size_t n)
 	sleep_s(start - now);
 }
 
+/* Is the request to stop now: its caller canceled it, or the handle is canceled (rmt_cancel,
+ * which a cleanup outlives: it is bounded anyway). */
+static int stop_now(struct s3 *s, struct s3_req *r)
+{
+	return (!r->cleanup && rmt_canceled(&s->base)) || (r->canceled && r->canceled(r->arg));
+}
+
+/* libcurl calls it often while bytes move and about once a second while none do (a connection
+ * being made, an answer awaited): the one place a cancel reaches a request that waits. */
+static int on_xfer(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+	struct xfer *x = arg;
+	if (stop_now(x->s, x->req))
+		x->canceled = 1;
+	/* No byte for stall_s once connected: libcurl's low-speed check alone averages over its last
+	 * 5 s, so that a request whose body has just gone out would wait that long at least. The
+	 * connection itself has CURLOPT_CONNECTTIMEOUT. */
+	double now = ckpt_now();
+	curl_off_t pre = 0;
+	curl_easy_getinfo(x->c, CURLINFO_PRETRANSFER_TIME_T, &pre);
+	if (pre <= 0 || dn != x->dn || un != x->un) {
+		x->moved = now;
+		x->dn = dn, x->un = un;
+	} else if (now - x->moved >= x->stall_s) {
+		x->stalled = 1;
+	}
+	return x->canceled || x->stalled;
+}
+
 static size_t on_read(char *buf, size_t size, size_t nitems, void *arg)
 {
 	struct xfer *x = arg;
 	struct s3_req *r = x->req;
 	size_t n = size * nitems;
 	uint64_t left = r->body_len - x->pos;
-	if (r->canceled && r->canceled(r->arg)) {
+	if (stop_now(x->s, r)) {
 		x->canceled = 1;
 		return CURL_READFUNC_ABORT;
 	}
@@ -255,10 +289,22 @@ static void set_method(CURL *c, struct xfer *x, const char *url)
 	curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L); /* a key's "/../" is a name, not a step */
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, (long)cfg->connect_timeout_s);
-	/* "No progress for timeout_s" fails a request: a dead or hung server is an error. */
+	/* "No progress for timeout_s" fails a request: a dead or hung server is an error. A cleanup
+	 * is bounded as a whole, connection included: it must not hold a failed put or a close. */
+	long stall = (long)cfg->timeout_s, conn = (long)cfg->connect_timeout_s;
+	if (req->cleanup) {
+		stall = MIN(stall, (long)RMT_CLEANUP_S);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT, stall);
+		conn = MIN(conn, stall);
+	}
+	x->stall_s = (unsigned)stall;
+	x->moved = ckpt_now();
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, conn);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)cfg->timeout_s);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, stall);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_xfer);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, x);
 	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
 	/* Larger buffers than the defaults (16 KiB down, 64 KiB up): fewer callbacks a byte. */
 	curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 256L << 10);
@@ -373,6 +419,10 @@ static CURLcode attempt(struct s3 *s, struct s3_req *req, CURL *c, const char *u
 	curl_slist_free_all(h);
 	if (cc == CURLE_WRITE_ERROR && x->full)
 		cc = CURLE_OK;
+	if (cc == CURLE_ABORTED_BY_CALLBACK && x->stalled && !x->canceled) {
+		cc = CURLE_OPERATION_TIMEDOUT; /* a timeout as libcurl's own: retried */
+		snprintf(err, CURL_ERROR_SIZE, "no byte moved for %u s", x->stall_s);
+	}
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &req->status);
 	curl_off_t len = -1, ft = -1;
 	if (curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len) == CURLE_OK)
@@ -388,8 +438,9 @@ static CURLcode attempt(struct s3 *s, struct s3_req *req, CURL *c, const char *u
 }
 
 /* Backoff before retry number k (0-based): half of min(0.25 s * 2^k, 8 s) plus a random part of
- * the other half, so that threads that failed together do not come back together. */
-static void backoff(unsigned k)
+ * the other half, so that threads that failed together do not come back together. Slept in
+ * slices, so that a cancel ends it: returns non-zero then. */
+static int backoff(struct s3 *s, struct s3_req *req, unsigned k)
 {
 	static __thread uint64_t rnd;
 	if (!rnd)
@@ -398,7 +449,10 @@ static void backoff(unsigned k)
 	double d = 0.25 * (double)(1u << (k < 5 ? k : 5));
 	if (d > 8)
 		d = 8;
-	sleep_s(d / 2 + d / 2 * (double)(rnd >> 11) / 9007199254740992.0);
+	double end = ckpt_now() + d / 2 + d / 2 * (double)(rnd >> 11) / 9007199254740992.0;
+	for (double now; !stop_now(s, req) && (now = ckpt_now()) < end;)
+		sleep_s(MIN(end - now, 0.05));
+	return stop_now(s, req);
 }
 
 int s3_do(struct s3 *s, struct s3_req *req)
@@ -410,21 +464,21 @@ int s3_do(struct s3 *s, struct s3_req *req)
 	CURL *c = take_handle(s);
 	if (!c)
 		return ckpt_fail(CKPT_E_NOMEM, "s3 %s: curl_easy_init failed", req->what);
-	struct xfer x;
+	struct xfer x = { .canceled = stop_now(s, req) }; /* canceled: nothing is sent */
 	CURLcode cc = CURLE_OK;
-	unsigned tries = 0;
-	for (;; tries++) {
+	unsigned tries = 0, retries = req->cleanup ? 0 : s->base.cfg.retries;
+	while (!x.canceled) {
 		cc = attempt(s, req, c, url, &x, err);
 		int again = cc == CURLE_OK ? transient_status(req) : transient_curl(cc);
-		if (!again || tries >= s->base.cfg.retries || x.canceled)
+		if (!again || tries >= retries || x.canceled)
 			break;
-		backoff(tries);
+		x.canceled = backoff(s, req, tries++);
 	}
 	give_handle(s, c);
 	req->attempts = tries + 1;
 	const char *obj = req->key ? req->key : s->conf.prefix;
 	if (x.auth_rc)
-		return x.auth_rc; /* its message names the profile and the command */
+		return x.auth_rc; /* its message names the profile and the program */
 	if (x.read_errno)
 		return ckpt_fail(x.read_errno > 0 ? ckpt_errno_code(x.read_errno) : CKPT_E_IO,
 				 "s3 %s %s/%s: reading the source at byte %llu of the part: %s",

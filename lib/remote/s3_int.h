@@ -44,8 +44,10 @@ int s3_conf_resolve(const char *url, struct s3_conf *c);
 int s3_conf_resolve_env(const char *url, struct s3_conf *c, const char *(*env)(const char *));
 
 /* Runs c->cred_process (s3_cred.c) and sets c's keys, token and expires from the JSON it prints
- * (Version 1). Returns 0, or -CKPT_E_PERM naming the profile and the command: it could not run,
- * exited non-zero, or printed no usable credentials (and then c is unchanged). */
+ * (Version 1). Returns 0, or -CKPT_E_PERM naming the profile and the program's base name (never
+ * the command line: it may hold secrets) and, when it failed, the first line of its standard
+ * error: it could not run, exited non-zero, or printed no usable credentials (and then c is
+ * unchanged). */
 int s3_cred_process(struct s3_conf *c);
 
 /* Reads key of section [sect] of an AWS ini file into out (outsz bytes); sub, when not NULL, is a
@@ -103,8 +105,11 @@ struct s3_req {
 	uint64_t dst_len;
 	/* progress of this request's body (multipart adds its parts up) */
 	void (*sent)(void *arg, int64_t n); /* n < 0: an attempt failed, its bytes go again */
-	int (*canceled)(void *arg);
+	int (*canceled)(void *arg); /* asked while the request runs, waiting for its answer too */
 	void *arg;
+	/* A cleanup (the abort of a failed upload, a marker's delete): one attempt of at most
+	 * min(timeout_s, RMT_CLEANUP_S) seconds, not stopped by rmt_cancel. */
+	int cleanup;
 	/* outputs */
 	long status;
 	char *resp;
@@ -119,9 +124,11 @@ struct s3_req {
 #define S3_RESP_MAX (16u << 20)
 
 /* Sends req with up to cfg.retries retries of transient failures (connection errors, timeouts,
- * HTTP 5xx except 501/507, 429), with exponential backoff and jitter. Returns 0 when an answer came
- * (any status: req->status, req->code), -CKPT_E_IO when none came (naming the endpoint and curl's
- * error), -CKPT_E_CANCELED, -CKPT_E_NOMEM. Thread-safe. */
+ * HTTP 5xx except 501/507, 429), with exponential backoff and jitter; a cleanup request once.
+ * An attempt fails when no byte moves for cfg.timeout_s. req->canceled and the handle's
+ * rmt_cancel stop it within about a second, waiting for the answer included. Returns 0 when an
+ * answer came (any status: req->status, req->code), -CKPT_E_IO when none came (naming the endpoint
+ * and curl's error), -CKPT_E_CANCELED, -CKPT_E_NOMEM. Thread-safe. */
 int s3_do(struct s3 *s, struct s3_req *req);
 /* Turns a failed answer (status >= 300) into the matching -CKPT_E_* with a message naming
  * bucket/key, the operation, the status and the S3 code. */
@@ -154,9 +161,12 @@ struct s3_progress {
 	rmt_progress_cb cb;
 	void *arg;
 	uint64_t total, done, reported;
+	double polled;  /* when cb was last called (ckpt_now) */
 	int canceled;
 };
 void s3_progress_sent(void *arg, int64_t n);
+/* Whether the put is canceled; asks cb again (done unchanged) when it was last called over
+ * 0.2 s ago, so that a cancel reaches a request that waits for its answer. */
 int s3_progress_canceled(void *arg);
 
 /* For the tests: creates the bucket of s (PUT bucket), counts the multipart uploads in progress

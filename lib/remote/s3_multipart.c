@@ -18,6 +18,7 @@ void s3_progress_sent(void *arg, int64_t n)
 	/* Reported bytes never go back: a retried part is not progress lost twice. */
 	if (p->cb && !p->canceled && p->done > p->reported && (int64_t)p->done > 0) {
 		p->reported = p->done;
+		p->polled = ckpt_now();
 		if (p->cb(p->arg, p->done, p->total))
 			p->canceled = 1;
 	}
@@ -28,9 +29,27 @@ int s3_progress_canceled(void *arg)
 {
 	struct s3_progress *p = arg;
 	pthread_mutex_lock(&p->mu);
+	/* No byte moves while an answer is awaited: ask the caller anyway, not too often (the
+	 * callback may be a Python function). */
+	if (p->cb && !p->canceled) {
+		double now = ckpt_now();
+		if (now - p->polled >= 0.2) {
+			p->polled = now;
+			if (p->cb(p->arg, p->reported, p->total))
+				p->canceled = 1;
+		}
+	}
 	int c = p->canceled;
 	pthread_mutex_unlock(&p->mu);
 	return c;
+}
+
+/* Stops the put's other requests (a part failed for good: the rest is not wanted). */
+static void progress_stop(struct s3_progress *p)
+{
+	pthread_mutex_lock(&p->mu);
+	p->canceled = 1;
+	pthread_mutex_unlock(&p->mu);
 }
 
 /* One multipart upload in flight. */
@@ -92,6 +111,8 @@ static void *part_worker(void *arg)
 				snprintf(m->msg, sizeof m->msg, "%s", ckpt_errmsg());
 			}
 			pthread_mutex_unlock(&m->mu);
+			/* parts in flight elsewhere (stalled, say) stop now, not after their retries */
+			progress_stop(m->prog);
 			return NULL;
 		}
 	}
@@ -128,15 +149,17 @@ static int initiate(struct mp *m)
 	return rc;
 }
 
-/* Best effort: a failed abort leaves parts that the bucket's lifecycle rule must collect, so the
- * message says so. Returns rc, the failure that made us abort, with its message kept. */
+/* Best effort, one attempt bounded as a cleanup is (RMT_CLEANUP_S), even after a cancel: a
+ * stalled server must not hold a failed or canceled put for another round of retries. A failed
+ * abort leaves parts that the sweep (rmt_ops.sweep) or the bucket's lifecycle rule must collect,
+ * so the message says so. Returns rc, the failure that made us abort, with its message kept. */
 static int abort_upload(struct mp *m, int rc)
 {
 	char q[1700], msg[1024];
 	snprintf(q, sizeof q, "uploadId=%s", m->eid);
 	snprintf(msg, sizeof msg, "%s", ckpt_errmsg());
 	struct s3_req req = { .method = "DELETE", .key = m->fkey, .query = q,
-			      .what = "put (abort multipart)" };
+			      .what = "put (abort multipart)", .cleanup = 1 };
 	static const long ok[] = { 200, 204, 404, 0 };
 	if (s3_call(m->s, &req, ok)) {
 		char why[512];

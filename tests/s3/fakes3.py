@@ -18,6 +18,10 @@ by a segment of the key (or of a listing's prefix):
   fcomplete                 the first multipart completion: 200 with an InternalError inside
   fbadpart                  every multipart completion: 200 with an InvalidPart inside
   fnotoken/, floop/, fjunk/ listings: truncated without a token, the same token again, junk
+  fold                      ListMultipartUploads: the key's uploads were initiated in 2000
+  fstall                    every request on the key but the initiate of a multipart upload:
+                            the request (and its body) is read, then nothing is answered until
+                            the client hangs up (a stopped server); logged as "stall METHOD PATH"
 Usage: fakes3.py PORTFILE   (writes the port it listens on, 127.0.0.1, to PORTFILE; runs until
 killed). Requests are logged to stderr.
 """
@@ -41,7 +45,7 @@ def fault_of(key):
     m = re.search(r"(?:^|/)(f503|f429|fslow|fdrop|fshort|fmid)x(\d+)(?:/|$)", key)
     if m:
         return m.group(1), int(m.group(2))
-    for f in ("f500", "fnorange", "fcomplete", "fbadpart", "fnotoken", "floop", "fjunk",
+    for f in ("f500", "fstall", "fnorange", "fcomplete", "fbadpart", "fnotoken", "floop", "fjunk",
               "fflip", "fless"):
         if re.search(r"(?:^|/)%s(?:/|$)" % f, key):
             return f, 0
@@ -76,8 +80,26 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def body(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
+        # Read once a request (do_POST reads it before injected() may); the handler serves every
+        # request of a connection, so the cache is the request's, keyed by its headers.
+        if getattr(self, "_body_of", None) is not self.headers:
+            n = int(self.headers.get("Content-Length") or 0)
+            self._body = self.rfile.read(n) if n else b""
+            self._body_of = self.headers
+        return self._body
+
+    def stall(self):
+        """Answers nothing until the client hangs up (a SIGSTOPped server, but one request)."""
+        self.body() if self.command in ("PUT", "POST") else None
+        self.log_message("stall %s %s", self.command, self.path)
+        sys.stderr.flush()
+        self.close_connection = True
+        try:
+            self.connection.settimeout(None)
+            while self.connection.recv(65536):
+                pass
+        except OSError:
+            pass
 
     def parse(self):
         u = urlsplit(self.path)
@@ -93,6 +115,11 @@ class Handler(BaseHTTPRequestHandler):
         if fault is None:
             return False
         method = self.command
+        if fault == "fstall":
+            if method == "POST" and urlsplit(self.path).query == "uploads=":
+                return False
+            self.stall()
+            return True
         if fault in ("f503", "f429", "fslow", "fdrop") and count(fault, key, "*") <= n:
             if fault == "fdrop":
                 self.close_connection = True
@@ -166,12 +193,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def list(self, bucket, q):
         if "uploads" in q:
-            with LOCK:
-                ups = [u for u, (b, k, _) in UPLOADS.items()
-                       if b == bucket and k.startswith(q.get("prefix", ""))]
-            x = "".join("<Upload><UploadId>%s</UploadId></Upload>" % u for u in ups)
-            return self.send(200, ("<ListMultipartUploadsResult>%s</ListMultipartUploadsResult>"
-                                   % x).encode())
+            return self.list_uploads(bucket, q)
         prefix = q.get("prefix", "")
         fault, _ = fault_of(prefix)
         if fault == "fjunk":
@@ -196,6 +218,28 @@ class Handler(BaseHTTPRequestHandler):
             x += "<IsTruncated>true</IsTruncated><NextContinuationToken>%s</NextContinuationToken>" \
                  % escape(more)
         self.send(200, ("<ListBucketResult>%s</ListBucketResult>" % x).encode())
+
+    def list_uploads(self, bucket, q):
+        """ListMultipartUploads, in pages of max-uploads after key-marker/upload-id-marker;
+        uploads of a key with a segment "fold" say they were initiated in 2000."""
+        km, um = q.get("key-marker", ""), q.get("upload-id-marker", "")
+        with LOCK:
+            ups = sorted((k, u) for u, (b, k, _) in UPLOADS.items()
+                         if b == bucket and k.startswith(q.get("prefix", "")))
+        if km:
+            ups = [(k, u) for k, u in ups if k > km or (um and k == km and u > um)]
+        mx = int(q.get("max-uploads", "1000"))
+        page = ups[:mx]
+        now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+        x = "".join("<Upload><Key>%s</Key><UploadId>%s</UploadId><Initiated>%s</Initiated>"
+                    "</Upload>" % (escape(k), u, "2000-01-01T00:00:00.000Z"
+                                   if re.search(r"(?:^|/)fold(?:/|$)", k) else now)
+                    for k, u in page)
+        if len(ups) > mx:
+            x += ("<IsTruncated>true</IsTruncated><NextKeyMarker>%s</NextKeyMarker>"
+                  "<NextUploadIdMarker>%s</NextUploadIdMarker>" % (escape(page[-1][0]), page[-1][1]))
+        self.send(200, ("<ListMultipartUploadsResult>%s</ListMultipartUploadsResult>"
+                        % x).encode())
 
     def do_PUT(self):
         bucket, key, q = self.parse()

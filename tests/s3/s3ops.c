@@ -16,6 +16,11 @@
  *   s3ops URL fake                   against tests/s3/fakes3.py: retried 5xx, 429, SlowDown, dropped
  *                                    connections, short bodies; a Range ignored; a completion
  *                                    failing inside its 200; listings that lie
+ *   s3ops URL stall                  against fakes3.py (FAKES3_LOG its log): a stalled server
+ *                                    times each operation out, a failed upload's abort is one
+ *                                    bounded attempt, a cancel stops a request awaiting its answer
+ *   s3ops URL sweep                  against fakes3.py: the sweep aborts old incomplete uploads
+ *   s3ops URL sweeprgw               the same against radosgw (ages of +-1 h: its clock)
  *   s3ops URL pull                   against fakes3.py: ckpt_store_pull of a pushed checkpoint
  *                                    whose ranged pieces fail mid-way (retried: bit-identical),
  *                                    fail every time, come back damaged or short (the pull
@@ -536,6 +541,199 @@ static int case_fake(const char *url)
 	return t_done();
 }
 
+/* Lines of the fake server's log (FAKES3_LOG) that hold what: the requests it stalled. */
+static unsigned log_count(const char *what)
+{
+	const char *path = getenv("FAKES3_LOG");
+	FILE *f = path ? fopen(path, "r") : NULL;
+	REQUIRE(f);
+	char line[8192];
+	unsigned n = 0;
+	while (fgets(line, sizeof line, f))
+		n += strstr(line, what) != NULL;
+	fclose(f);
+	return n;
+}
+
+/* A progress callback that cancels once it is called again after every byte went: the request
+ * is then waiting for its answer, which a stalled server never sends. */
+static int cancel_when_sent(void *arg, uint64_t done, uint64_t total)
+{
+	int *all_sent = arg;
+	if (*all_sent)
+		return 1;
+	*all_sent = done == total;
+	return 0;
+}
+
+/* op against the stalled server: -CKPT_E_IO with a timeout after exactly 2 attempts (retries 1),
+ * within 2 x (timeout_s + 1 s: the stall is seen by a callback libcurl calls about once a second)
+ * plus the backoff (0.25 s at most) and slack for a loaded machine. */
+#define STALLED(what, op, timeout)                                                             \
+	do {                                                                                   \
+		double t0_ = ckpt_now();                                                       \
+		CHECK_RC(op, -CKPT_E_IO);                                                      \
+		double dt_ = ckpt_now() - t0_;                                                 \
+		check_msg(what, "Timeout", "after 2 attempts");                                \
+		printf("  %s: failed after %.2f s\n", what, dt_);                              \
+		CHECK(dt_ >= 2.0 * (timeout) - 0.1 && dt_ < 2.0 * (timeout + 1) + 0.25 + 2);  \
+	} while (0)
+
+/* A stalled server (accepts, reads, never answers) with a 1 s timeout: every operation fails
+ * within (retries + 1) x timeout_s; a failed multipart upload's abort is one bounded attempt. */
+static void stall_timeouts(const char *url, const char *data, size_t big)
+{
+	struct rmt_config cfg = { .retries = 1, .timeout_s = 1, .connect_timeout_s = 1,
+				  .part_size = 5u << 20, .parallel = 2 };
+	struct rmt *r = must_open(url, &cfg);
+	uint64_t size;
+	char back[100];
+	STALLED("put", put_buf(r, "fstall/a", data, 1000, 0), 1);
+	STALLED("stat", S3->stat(r, "fstall/a", &size, NULL), 1);
+	STALLED("get", S3->get(r, "fstall/a", 0, sizeof back, back), 1);
+	STALLED("delete", S3->del(r, "fstall/a"), 1);
+	/* multipart: the initiate answers, the parts and the abort stall */
+	double t0 = ckpt_now();
+	CHECK_RC(put_buf(r, "fstall/mp", data, big, 0), -CKPT_E_IO);
+	double dt = ckpt_now() - t0;
+	check_msg("multipart put", "Timeout", "its parts stay");
+	unsigned aborts = log_count("stall DELETE /bkt/st/fstall/mp?uploadId=");
+	printf("  multipart put: failed after %.2f s, %u abort sent\n", dt, aborts);
+	CHECK(aborts == 1);                  /* one attempt, not a round of retries */
+	CHECK(dt < 2 * 2 + 0.25 + 1 + 2); /* the parts' 2 attempts, the abort's 1 s */
+	t0 = ckpt_now();
+	CHECK_RC(rmt_del_cleanup(r, "fstall/d"), -CKPT_E_IO);
+	dt = ckpt_now() - t0;
+	printf("  cleanup delete: failed after %.2f s\n", dt);
+	CHECK(log_count("stall DELETE /bkt/st/fstall/d\n") == 1 && dt < 1 + 2);
+	S3->close(r);
+}
+
+/* Cancels while a request waits for an answer that never comes (timeout_s 3, so that only a
+ * cancel ends it in time): the put's progress callback, then rmt_cancel from another thread. */
+struct getter {
+	struct rmt *r;
+	int rc;
+};
+
+static void *get_main(void *arg)
+{
+	struct getter *g = arg;
+	char back[100];
+	g->rc = S3->get(g->r, "fstall/g", 0, sizeof back, back);
+	return NULL;
+}
+
+static void stall_cancels(const char *url, const char *data, size_t big)
+{
+	struct rmt_config cfg = { .retries = 1, .timeout_s = 3, .connect_timeout_s = 3,
+				  .part_size = 5u << 20, .parallel = 2 };
+	struct rmt *r = must_open(url, &cfg);
+	struct rmt_src one = { .buf = data, .len = 1000 }, two = { .buf = data, .len = big };
+	int sent = 0;
+	double t0 = ckpt_now();
+	CHECK_RC(S3->put(r, "fstall/c", &one, 0, cancel_when_sent, &sent), -CKPT_E_CANCELED);
+	double dt = ckpt_now() - t0;
+	printf("  put canceled while awaiting the answer: after %.2f s\n", dt);
+	CHECK(sent && dt < 2.5);
+	sent = 0;
+	t0 = ckpt_now();
+	CHECK_RC(S3->put(r, "fstall/mc", &two, 0, cancel_when_sent, &sent), -CKPT_E_CANCELED);
+	dt = ckpt_now() - t0;
+	printf("  multipart put canceled: after %.2f s (the abort's 3 s included)\n", dt);
+	CHECK(log_count("stall DELETE /bkt/st/fstall/mc?uploadId=") == 1 && dt < 2.5 + 3 + 1);
+	/* rmt_cancel (a store's close) from another thread, the get stalled */
+	struct getter g = { r, 1 };
+	pthread_t th;
+	REQUIRE(pthread_create(&th, NULL, get_main, &g) == 0);
+	for (double end = ckpt_now() + 30; !log_count("stall GET /bkt/st/fstall/g\n");)
+		REQUIRE(ckpt_now() < end && usleep(20000) == 0);
+	t0 = ckpt_now();
+	rmt_cancel(r);
+	pthread_join(th, NULL);
+	dt = ckpt_now() - t0;
+	printf("  get stopped by rmt_cancel: after %.2f s\n", dt);
+	CHECK_RC(g.rc, -CKPT_E_CANCELED);
+	CHECK(dt < 2.5);
+	/* after it: nothing is sent, but a cleanup still gets its one bounded attempt */
+	CHECK_RC(put_buf(r, "fstall/x", data, 10, 0), -CKPT_E_CANCELED);
+	CHECK(log_count("fstall/x") == 0);
+	CHECK_OK(rmt_del_cleanup(r, "plain"));
+	S3->close(r);
+}
+
+static int case_stall(const char *url)
+{
+	size_t big = (5u << 20) + 1000; /* two parts */
+	char *data = calloc(1, big);
+	REQUIRE(data);
+	stall_timeouts(url, data, big);
+	stall_cancels(url, data, big);
+	free(data);
+	return t_done();
+}
+
+/* Starts a multipart upload of key and leaves it, as a killed put does. */
+static void initiate_only(struct rmt *r, const char *key)
+{
+	struct s3 *s = (struct s3 *)r;
+	char fk[1200];
+	REQUIRE(s3_full_key(s, key, fk, sizeof fk) == 0);
+	struct s3_req req = { .method = "POST", .key = fk, .query = "uploads=", .what = "initiate" };
+	CHECK_OK(s3_call(s, &req, NULL));
+	s3_req_free(&req);
+}
+
+/* The sweep aborts the old incomplete uploads under a prefix (pages of 2 uploads: url's page=2),
+ * not the young ones, not others', never an object. fakes3.py says uploads of a key with a
+ * segment "fold" are from 2000. */
+static int case_sweep(const char *url)
+{
+	struct rmt *r = must_open(url, NULL);
+	const char *keys[] = { "a/fold/1", "a/fold/2", "a/fold/3", "a/new/4", "b/fold/5" };
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+		initiate_only(r, keys[i]);
+	CHECK_OK(put_buf(r, "a/fold/obj", "object", 6, 0));
+	count_uploads(r, 5);
+	uint64_t n = 0, bytes = 0, size = 0;
+	REQUIRE(S3->sweep != NULL);
+	CHECK_OK(S3->sweep(r, "a/", 3600, &n, &bytes));
+	CHECK(n == 3 && bytes == 0);
+	count_uploads(r, 2);
+	CHECK_OK(S3->stat(r, "a/fold/obj", &size, NULL));
+	CHECK_OK(S3->sweep(r, "", 3600, &n, &bytes));
+	CHECK(n == 4);
+	count_uploads(r, 1); /* the young one */
+	CHECK_OK(S3->del(r, "a/fold/obj"));
+	S3->close(r);
+	return t_done();
+}
+
+/* The sweep against a real server (radosgw): uploads initiated now are young for an age of an
+ * hour, and old for an age of minus an hour (before now + 1 h). Pages of 2 (url's page=2). */
+static int case_sweep_rgw(const char *url)
+{
+	struct rmt *r = must_open(url, NULL);
+	const char *keys[] = { "a/1", "a/2", "a/3", "b/4" };
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+		initiate_only(r, keys[i]);
+	CHECK_OK(put_buf(r, "a/obj", "object", 6, 0));
+	uint64_t n = 0, bytes = 0, size = 0;
+	CHECK_OK(S3->sweep(r, "", 3600, &n, &bytes));
+	CHECK(n == 0);
+	count_uploads(r, 4);
+	CHECK_OK(S3->sweep(r, "a/", -3600, &n, &bytes));
+	CHECK(n == 3);
+	count_uploads(r, 1);
+	CHECK_OK(S3->sweep(r, "", -3600, &n, &bytes));
+	CHECK(n == 4);
+	count_uploads(r, 0);
+	CHECK_OK(S3->stat(r, "a/obj", &size, NULL));
+	CHECK_OK(S3->del(r, "a/obj"));
+	S3->close(r);
+	return t_done();
+}
+
 /* Nothing of a failed pull in the store at path: no manifest, no pack, no temporary file. */
 static void check_nothing_kept(const char *path)
 {
@@ -635,6 +833,7 @@ int main(int argc, char **argv)
 		{ "basic", case_basic }, { "multipart", case_multipart }, { "errors", case_errors },
 		{ "nospc", case_nospc }, { "bandwidth", case_bandwidth }, { "threads", case_threads },
 		{ "hung", case_hung }, { "fake", case_fake }, { "pull", case_pull },
+		{ "stall", case_stall }, { "sweep", case_sweep }, { "sweeprgw", case_sweep_rgw },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
 		if (!strcmp(c, cases[i].name))

@@ -4,7 +4,10 @@
 # be retried with backoff, short bodies, a Range ignored, a multipart completion that fails inside
 # its 200 (retried when InternalError, aborted when InvalidPart), listings without a token or with
 # the same token again (an error, not a loop); a pull's ranged pieces cut mid-way, damaged or
-# short; a profile's credential_process and its refresh. No radosgw needed: python3 only.
+# short; a profile's credential_process and its refresh; a stalled server (the request read,
+# never answered): every operation times out within its bound, the cleanup after a failed or
+# canceled upload is one bounded attempt, a cancel stops a request that awaits its answer; the
+# sweep of incomplete multipart uploads. No radosgw needed: python3 only.
 cd "$(dirname "$0")/../.." || exit 1
 set -u
 B=${B:-build}
@@ -22,6 +25,10 @@ until [ -s "$T/port" ]; do
 done
 export AWS_ENDPOINT_URL=http://127.0.0.1:$(cat "$T/port") AWS_ACCESS_KEY_ID=AK AWS_SECRET_ACCESS_KEY=SK
 "$O" "s3://bkt/p?noreplace=check" fake || { tail -n 30 "$T/server.log"; echo "FAIL: s3ops fake"; exit 1; }
+# A stalled server (reads the request, never answers): timeouts, bounded cleanup, cancel.
+FAKES3_LOG="$T/server.log" "$O" s3://bkt/st stall || { tail -n 30 "$T/server.log"; echo "FAIL: s3ops stall"; exit 1; }
+# The sweep of incomplete multipart uploads, in pages of 2.
+"$O" "s3://bkt/sw?page=2" sweep || { tail -n 30 "$T/server.log"; echo "FAIL: s3ops sweep"; exit 1; }
 # A pull's ranged pieces cut mid-way, damaged or short (tier_pull's parallel pieces).
 "$O" s3://bkt/pull pull || { tail -n 30 "$T/server.log"; echo "FAIL: s3ops pull"; exit 1; }
 # credential_process: run once at open; keys expiring within 5 minutes are fetched again before

@@ -20,6 +20,8 @@ run s3://bkt/mp multipart
 run "s3://bkt/nc?noreplace=check&page=3" basic
 run "s3://bkt/ncm?noreplace=check" multipart
 run s3://bkt/th threads
+# The sweep of incomplete multipart uploads (what killed puts leave), in pages of 2.
+run "s3://bkt/sw?page=2" sweeprgw
 
 # A second user who may not read bkt: a refused request.
 rgw_user other OTHERACCESSKEY000001 othersecret0000000000000000000000000001

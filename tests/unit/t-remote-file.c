@@ -4,6 +4,7 @@
  * the end is CORRUPT, a missing key NOTFOUND), recursive list under a prefix, del of a missing key
  * succeeding, keys with '.' components refused, and no symbolic link inside the remote followed
  * by put, get, stat, list or del. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -11,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -94,6 +97,9 @@ static void basic(struct rmt *r, const char *dir)
 	CHECK_OK(r->ops->list(r, "", collect, &s));
 	CHECK(s.n == 3);
 	memset(&s, 0, sizeof s);
+	CHECK_OK(r->ops->list(r, "", collect, &s)); /* again: the root is read from its start */
+	CHECK(s.n == 3);
+	memset(&s, 0, sizeof s);
 	CHECK_OK(r->ops->list(r, "nothing/here/", collect, &s));
 	CHECK(s.n == 0);
 	CHECK_OK(r->ops->del(r, "S/packs/00000001.pack"));
@@ -161,6 +167,126 @@ static void opening(const char *dir)
 	rmt_close(r);
 }
 
+/* Writes text at root/rel (its directory made) and gives it mtime age seconds ago. */
+static void aged(const char *root, const char *rel, const char *text, time_t age)
+{
+	char p[8192];
+	snprintf(p, sizeof p, "%s/%s", root, rel);
+	for (char *c = p + strlen(root) + 1; (c = strchr(c, '/')); c++) {
+		*c = 0;
+		REQUIRE(mkdir(p, 0755) == 0 || errno == EEXIST);
+		*c = '/';
+	}
+	FILE *f = fopen(p, "w");
+	REQUIRE(f && fputs(text, f) >= 0 && fclose(f) == 0);
+	struct timespec ts[2] = {{time(NULL) - age, 0}, {time(NULL) - age, 0}};
+	REQUIRE(utimensat(AT_FDCWD, p, ts, 0) == 0);
+}
+
+static bool present(const char *root, const char *rel)
+{
+	char p[8192];
+	struct stat st;
+	snprintf(p, sizeof p, "%s/%s", root, rel);
+	return lstat(p, &st) == 0;
+}
+
+static int die_mid_put(void *arg, uint64_t done, uint64_t total) { _exit(0); }
+
+/* The temporary a put killed half way leaves under S/packs (its name found by a listing of the
+ * directory), aged by age seconds: the sweep must know put's own names. */
+static void killed_put(struct rmt *r, const char *root, time_t age)
+{
+	size_t n = 9u << 20; /* more than one copy chunk: the progress callback runs in between */
+	char *big = calloc(1, n);
+	REQUIRE(big);
+	fflush(NULL);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		struct rmt_src src = {.buf = big, .len = n};
+		r->ops->put(r, "S/packs/00000009.pack", &src, 0, die_mid_put, NULL);
+		_exit(1);
+	}
+	int st;
+	REQUIRE(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	free(big);
+	char d[4200], rel[4400] = "";
+	snprintf(d, sizeof d, "%s/S/packs", root);
+	DIR *dir = opendir(d);
+	REQUIRE(dir);
+	for (struct dirent *e; (e = readdir(dir));)
+		if (!strncmp(e->d_name, ".00000009.pack.tmp.", 19))
+			snprintf(rel, sizeof rel, "S/packs/%s", e->d_name);
+	closedir(dir);
+	REQUIRE(rel[0]);
+	aged(root, rel, "half", age);
+}
+
+/* sweep removes the old temporaries of killed puts under a prefix, by name, regular files only:
+ * not the fresh ones (a put may be running), not objects, not other dot files, not through a
+ * link, not outside the prefix. */
+static void sweeping(struct rmt *r, const char *dir, const char *root)
+{
+	const time_t old = 7200, fresh = 10;
+	killed_put(r, root, old);
+	aged(root, "S/manifests/.1.ckpt.tmp.99.fedcba9876543210", "abc", old);
+	aged(root, "S/packs/.00000003.pack.tmp.123.aaaaaaaaaaaaaaaa", "fresh", fresh);
+	aged(root, "S/packs/00000004.pack", "an old object", old);
+	aged(root, "S/packs/.hidden", "not a temporary", old);
+	aged(root, "S/packs/.x.tmp.1.0123456789ABCDEF", "not put's name", old);
+	aged(root, "T/.t.tmp.7.bbbbbbbbbbbbbbbb", "other prefix", old);
+	aged(root, "T/.u.tmp.7.bbbbbbbbbbbbbbbb", "other name", old);
+	/* a directory and a link named as temporaries, a link to a directory outside holding one */
+	char p[8192], q[8192];
+	snprintf(p, sizeof p, "%s/S/packs/.5.tmp.1.cccccccccccccccc", root);
+	REQUIRE(mkdir(p, 0755) == 0);
+	aged(dir, "elsewhere/.6.tmp.1.dddddddddddddddd", "outside", old);
+	snprintf(p, sizeof p, "%s/elsewhere/.6.tmp.1.dddddddddddddddd", dir);
+	snprintf(q, sizeof q, "%s/S/packs/.7.tmp.1.dddddddddddddddd", root);
+	REQUIRE(symlink(p, q) == 0);
+	snprintf(p, sizeof p, "%s/elsewhere", dir);
+	snprintf(q, sizeof q, "%s/S/link", root);
+	REQUIRE(symlink(p, q) == 0);
+
+	uint64_t n = 0, bytes = 0;
+	REQUIRE(r->ops->sweep != NULL);
+	CHECK_OK(r->ops->sweep(r, "S/", 3600, &n, &bytes));
+	CHECK(n == 2 && bytes == 4 + 3); /* the killed put's (aged() wrote "half") and the manifest's */
+	CHECK(!present(root, "S/manifests/.1.ckpt.tmp.99.fedcba9876543210"));
+	CHECK(present(root, "S/packs/.00000003.pack.tmp.123.aaaaaaaaaaaaaaaa"));
+	CHECK(present(root, "S/packs/00000004.pack") && present(root, "S/packs/.hidden"));
+	CHECK(present(root, "S/packs/.x.tmp.1.0123456789ABCDEF"));
+	CHECK(present(root, "S/packs/.5.tmp.1.cccccccccccccccc"));
+	CHECK(present(root, "S/packs/.7.tmp.1.dddddddddddddddd"));
+	CHECK(present(dir, "elsewhere/.6.tmp.1.dddddddddddddddd"));
+	CHECK(present(root, "T/.t.tmp.7.bbbbbbbbbbbbbbbb"));
+	/* a prefix inside a directory matches the temporaries' key names */
+	CHECK_OK(r->ops->sweep(r, "T/t", 3600, &n, &bytes));
+	CHECK(n == 3 && !present(root, "T/.t.tmp.7.bbbbbbbbbbbbbbbb"));
+	CHECK(present(root, "T/.u.tmp.7.bbbbbbbbbbbbbbbb"));
+	/* the fresh one goes once it is old enough; a missing prefix is nothing to do */
+	CHECK_OK(r->ops->sweep(r, "", 5, &n, &bytes));
+	CHECK(n == 5 && !present(root, "S/packs/.00000003.pack.tmp.123.aaaaaaaaaaaaaaaa"));
+	CHECK_OK(r->ops->sweep(r, "nothing/here/", 0, &n, &bytes));
+	CHECK(n == 5);
+	CHECK_RC(r->ops->sweep(r, "../", 0, &n, &bytes), -CKPT_E_INVAL);
+}
+
+/* rmt_cancel stops a put between its chunks; a cleanup delete still works after it. */
+static void canceling(const char *root)
+{
+	struct rmt *r;
+	REQUIRE(rmt_open(root, NULL, &r) == 0);
+	CHECK_OK(put_buf(r, "C/before", "x", 0));
+	rmt_cancel(r);
+	CHECK_RC(put_buf(r, "C/after", "x", 0), -CKPT_E_CANCELED);
+	CHECK(!present(root, "C/after"));
+	CHECK_OK(rmt_del_cleanup(r, "C/before"));
+	CHECK(!present(root, "C/before"));
+	rmt_close(r);
+}
+
 int main(void)
 {
 	char *tdir = t_tmpdir("remote-file");
@@ -174,10 +300,13 @@ int main(void)
 	REQUIRE(rmt_open(root, NULL, &r) == 0);
 	basic(r, dir);
 	symlinks(r, dir, root);
+	sweeping(r, dir, root);
 	rmt_close(r);
+	canceling(root);
 	/* No temporary is left behind by the failed puts. */
 	char cmd[8300];
-	snprintf(cmd, sizeof cmd, "test -z \"$(find '%s' -name '.*tmp*')\"", root);
+	snprintf(cmd, sizeof cmd, "test -z \"$(find '%s' -name '.*tmp*' ! -name '.[5-7x].tmp.*' "
+		 "! -name '.u.tmp.*')\"", root);
 	CHECK(system(cmd) == 0);
 	t_rmrf(dir);
 	free(dir);

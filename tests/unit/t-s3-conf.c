@@ -4,7 +4,9 @@
  * use (docs/remote-s3.md), and a clear error for each bad input. */
 #include "helpers.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/common.h"
 #include "remote/s3_int.h"
@@ -133,7 +135,10 @@ static void test_profiles(void)
 
 /* A profile's credential_process (a script here), as the AWS CLI runs it: its JSON's keys, token
  * and expiration; after the credentials file, before the config's static keys; each failure a
- * clear -CKPT_E_PERM naming the profile and the command. */
+ * clear -CKPT_E_PERM naming the profile and the program, never the command line's arguments nor
+ * its directory (a token, a vault path: messages go to job logs), with the first line of the
+ * process's standard error and nothing of the rest (which echoes the token here), neither in the
+ * message nor on our standard error. */
 static void test_process(void)
 {
 	char script[4300], cp[4300], cf[8400], cr[8400], text[20000];
@@ -148,7 +153,7 @@ static void test_process(void)
 		   "static) echo '{\"Version\":1,\"AccessKeyId\":\"SAK\",\"SecretAccessKey\":\"SSK\"}' ;;\n"
 		   "offset) echo '{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\","
 		   "\"Expiration\":\"2030-01-02T05:04:05.123+02:00\"}' ;;\n"
-		   "fail) echo 'no such role' >&2; exit 3 ;;\n"
+		   "fail) echo 'no such role' >&2; echo \"with $2\" >&2; exit 3 ;;\n"
 		   "nover) echo '{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"}' ;;\n"
 		   "nosecret) echo '{\"Version\": 1, \"AccessKeyId\": \"A\"}' ;;\n"
 		   "badexp) echo '{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\","
@@ -158,9 +163,9 @@ static void test_process(void)
 	int n = 0;
 	const char *modes[] = { "ok", "static", "offset", "fail", "nover", "nosecret", "badexp" };
 	for (size_t i = 0; i < ARRAY_SIZE(modes); i++)
-		n += snprintf(text + n, sizeof text - (size_t)n, "[profile %s]\ncredential_process = %s %s\n"
-			      "aws_access_key_id = CFGAK\naws_secret_access_key = CFGSK\n", modes[i],
-			      script, modes[i]);
+		n += snprintf(text + n, sizeof text - (size_t)n, "[profile %s]\ncredential_process = %s %s "
+			      "--token=SeCrEtToK\naws_access_key_id = CFGAK\naws_secret_access_key = "
+			      "CFGSK\n", modes[i], script, modes[i]);
 	write_file(cp, text);
 	struct s3_conf c;
 	char prof[64];
@@ -175,13 +180,28 @@ static void test_process(void)
 	snprintf(prof, sizeof prof, "AWS_PROFILE=offset");
 	CHECK_OK(resolve("s3://bkt/p", &c, env));
 	CHECK(c.expires == 1893553445);
-	const char *want[][2] = { { "fail", "exit status 3" }, { "nover", "Version" },
+	const char *want[][2] = { { "fail", "exit status 3: no such role" }, { "nover", "Version" },
 				  { "nosecret", "SecretAccessKey" }, { "badexp", "Expiration" } };
+	char errpath[4300];
+	snprintf(errpath, sizeof errpath, "%s/stderr", dir);
 	for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
 		snprintf(prof, sizeof prof, "AWS_PROFILE=%s", want[i][0]);
-		CHECK_RC(resolve("s3://bkt/p", &c, env), -CKPT_E_PERM);
-		CHECK(strstr(ckpt_errmsg(), want[i][1]) && strstr(ckpt_errmsg(), "credential_process"));
-		CHECK(strstr(ckpt_errmsg(), want[i][0]) && strstr(ckpt_errmsg(), script));
+		/* our standard error into a file while the process runs */
+		fflush(stderr);
+		int saved = dup(2), efd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		REQUIRE(saved >= 0 && efd >= 0 && dup2(efd, 2) == 2);
+		int rc = resolve("s3://bkt/p", &c, env);
+		REQUIRE(dup2(saved, 2) == 2);
+		close(saved);
+		close(efd);
+		CHECK_RC(rc, -CKPT_E_PERM);
+		const char *m = ckpt_errmsg();
+		printf("  %s: %s\n", want[i][0], m);
+		CHECK(strstr(m, want[i][1]) && strstr(m, "credential_process"));
+		CHECK(strstr(m, want[i][0]) && strstr(m, "(creds.sh)"));
+		CHECK(!strstr(m, "SeCrEtToK") && !strstr(m, dir)); /* the argument, the directory */
+		struct stat est;
+		CHECK(stat(errpath, &est) == 0 && est.st_size == 0); /* nothing reached our stderr */
 	}
 	/* the credentials file's keys come first; the environment's before both */
 	snprintf(cr, sizeof cr, "AWS_SHARED_CREDENTIALS_FILE=%s", cred);
