@@ -1096,6 +1096,9 @@ typedef struct ckpt_remote_gc_report {
 	uint64_t parts_removed;     /* part files of steps without a manifest */
 	uint64_t packs_spared;      /* unreferenced packs left because an upload is in flight */
 	uint64_t uploads_in_flight; /* live upload markers seen (pushes of this store running) */
+	/* Leftovers of puts killed longer than the grace age ago: a directory remote's temporary
+	 * files (their bytes), an S3 server's incomplete multipart uploads (bytes unknown: 0). */
+	uint64_t leftovers_removed, leftover_bytes;
 } ckpt_remote_gc_report;
 
 /* Removes from the handle's remote the checkpoints of this store that policy does not keep (as
@@ -1115,7 +1118,8 @@ CKPT_API int ckpt_store_remote_prune(ckpt_store *store, const ckpt_prune_policy 
 CKPT_API int ckpt_store_remote_prune_gc(ckpt_store *store, const ckpt_retention *retention,
 					int flags, ckpt_remote_gc_report *report, uint64_t **removed);
 /* Removes this store's objects on the remote that no remote manifest references (packs, part
- * files of steps without a manifest, dead upload markers). Only keys under this store's id are
+ * files of steps without a manifest, dead upload and gc markers, the leftovers of puts killed
+ * longer than CKPT_OPT_GC_GRACE_S ago). Only keys under this store's id are
  * listed or deleted: another store sharing the remote is never touched. Nothing is removed while
  * a remote manifest of this store is damaged (-CKPT_E_CORRUPT naming the count; CKPT_GC_FORCE
  * proceeds), and no pack while an upload of this store is in flight (a live marker: any push,

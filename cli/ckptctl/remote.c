@@ -230,6 +230,8 @@ static void remote_gc_print(bool json, bool dry, const char *url, const ckpt_rem
 		jw_key(&w, "parts_removed"); jw_u64(&w, r->parts_removed);
 		jw_key(&w, "packs_spared"); jw_u64(&w, r->packs_spared);
 		jw_key(&w, "uploads_in_flight"); jw_u64(&w, r->uploads_in_flight);
+		jw_key(&w, "leftovers_removed"); jw_u64(&w, r->leftovers_removed);
+		jw_key(&w, "leftover_bytes"); jw_u64(&w, r->leftover_bytes);
 		jw_obj_end(&w);
 		jw_finish(&w);
 		return;
@@ -246,6 +248,10 @@ static void remote_gc_print(bool json, bool dry, const char *url, const ckpt_rem
 		       (unsigned long long)r->packs_removed, r->packs_removed == 1 ? "" : "s",
 		       cli_fmt_iec(r->bytes_freed, b, sizeof b), (unsigned long long)r->parts_removed,
 		       r->parts_removed == 1 ? "" : "s", url);
+	if (r->leftovers_removed)
+		printf("removed %llu leftover%s of killed uploads (%s)\n",
+		       (unsigned long long)r->leftovers_removed, r->leftovers_removed == 1 ? "" : "s",
+		       cli_fmt_iec(r->leftover_bytes, b, sizeof b));
 	if (r->packs_spared)
 		printf("spared %llu unreferenced pack%s: %llu upload%s of this store in flight\n",
 		       (unsigned long long)r->packs_spared, r->packs_spared == 1 ? "" : "s",

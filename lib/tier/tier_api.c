@@ -231,6 +231,11 @@ static void up_free(void *arg)
 	__atomic_store_n(&u->stop, true, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&u->cv);
 	pthread_mutex_unlock(&u->mu);
+	/* The push in flight stops too, inside a request (a stat or get against a stalled endpoint
+	 * would otherwise hold the close for the backend's whole retry cycle); the next handle
+	 * resumes it. */
+	if (u->ref.r)
+		rmt_cancel(u->ref.r);
 	if (u->has_thread)
 		pthread_join(u->th, NULL);
 	rmt_close(u->ref.r);

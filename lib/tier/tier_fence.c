@@ -73,7 +73,7 @@ int tier_gc_refresh(const struct tier_ref *t, struct tier_gc_mark *g)
 
 void tier_gc_unmark(const struct tier_ref *t, const struct tier_gc_mark *g)
 {
-	t->r->ops->del(t->r, g->key); /* one left behind is a dead gc's: pushes wait it out once */
+	rmt_del_cleanup(t->r, g->key); /* one left behind is a dead gc's: pushes wait it out once */
 }
 
 /* ---- the push's side --------------------------------------------------------------------- */

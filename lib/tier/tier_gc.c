@@ -33,7 +33,7 @@ int tier_mark_upload(const struct tier_ref *t, char *key, size_t len)
 
 void tier_unmark_upload(const struct tier_ref *t, const char *key)
 {
-	t->r->ops->del(t->r, key); /* a marker left behind ages out */
+	rmt_del_cleanup(t->r, key); /* bounded; a marker left behind ages out */
 }
 
 /* The keys under this store's id, by kind. */
@@ -242,6 +242,9 @@ int tier_gc(const struct tier_ref *t, const uint8_t uuid[16], int64_t grace_s, i
 	}
 	if (!rc)
 		rc = collect(t, &k, live, steps, n, gp, rep);
+	if (!rc && gp && t->r->ops->sweep) /* killed puts' leftovers, older than any put lasts */
+		rc = t->r->ops->sweep(t->r, prefix, grace_s, &rep->leftovers_removed,
+				      &rep->leftover_bytes);
 	if (gp) {
 		char msg[1024];
 		snprintf(msg, sizeof msg, "%s", ckpt_errmsg());

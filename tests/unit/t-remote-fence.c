@@ -10,6 +10,8 @@
  *   gc_dead     a killed gc's marker holds a push for the stale age only, and gc removes it
  *               once it is older than the grace age;
  *   gc_lapse    a gc stalled past half the stale age deletes no more packs;
+ *   gc_sweep    a directory remote's temporary of a put killed longer than the grace age ago
+ *               goes with gc, a younger one stays;
  *   repush      a checkpoint pushed, compacted locally (other pack ids), pushed again: nothing
  *               sent, nothing left behind; another checkpoint of a pushed step: refused before
  *               any pack is sent.
@@ -19,6 +21,7 @@
 #define CKPT_TEST_HOOKS 1
 #include <inttypes.h>
 #include <pthread.h>
+#include <fcntl.h>
 #include <time.h>
 
 #include "common/common.h"
@@ -337,6 +340,40 @@ static void gc_lapse(const char *url)
 	ckpt_store_close(s);
 }
 
+/* ---- sweep: a killed put's temporary in a directory remote goes with gc -------------------- */
+
+static void gc_sweep(const char *url)
+{
+	const char *root = !strncmp(url, "file://", 7) ? url + 7 : url[0] == '/' ? url : NULL;
+	if (!root)
+		return; /* S3's leftovers (incomplete multipart uploads): tests/s3 */
+	char path[4200], tmp[4400];
+	snprintf(path, sizeof path, "%s/gcsweep", dir);
+	ckpt_store *s = open_store(path);
+	struct tier_ref t = ref_of(url, s);
+	fill(6);
+	t_remote_save(s, 1, data, NT, TBYTES);
+	CHECK_OK(tier_push(s, &t, 1, NULL, NULL, NULL, NULL));
+	snprintf(tmp, sizeof tmp, "%s/libckpt1/%s/packs/.00000009.pack.tmp.4242.00000000deadbeef",
+		 root, t.id);
+	FILE *f = fopen(tmp, "w");
+	REQUIRE(f != NULL);
+	fputs("half a pack", f);
+	fclose(f);
+	struct timespec old[2] = {{.tv_sec = time(NULL) - 7200}, {.tv_sec = time(NULL) - 7200}};
+	CHECK(utimensat(AT_FDCWD, tmp, old, 0) == 0);
+	ckpt_remote_gc_report rep;
+	CHECK_OK(tier_gc(&t, s->hdr.uuid, 7 * 3600, 0, &rep)); /* younger than the grace age */
+	CHECK(rep.leftovers_removed == 0 && access(tmp, F_OK) == 0);
+	CHECK_OK(tier_gc(&t, s->hdr.uuid, 3600, 0, &rep));
+	printf("gc_sweep: %" PRIu64 " leftover(s), %" PRIu64 " bytes\n", rep.leftovers_removed,
+	       rep.leftover_bytes);
+	CHECK(rep.leftovers_removed == 1 && rep.leftover_bytes == 11 && access(tmp, F_OK) != 0);
+	CHECK(remote_whole(url, t.id, 1, data));
+	t.r->ops->close(t.r);
+	ckpt_store_close(s);
+}
+
 /* ---- repush ---------------------------------------------------------------------------------- */
 
 static void repush(const char *url)
@@ -394,6 +431,7 @@ int main(void)
 	gc_dead(url);
 	gc_lapse(url);
 	repush(url);
+	gc_sweep(url);
 	for (int i = 0; i < NT; i++)
 		free(data[i]);
 	t_rmrf(dir);
