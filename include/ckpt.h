@@ -1059,7 +1059,9 @@ CKPT_API void ckpt_store_id(const ckpt_store *store, char id[33]);
  * the message names the object and the cause. After a failure the remote lists no part of it. */
 CKPT_API int ckpt_store_push(ckpt_store *store, uint64_t step, ckpt_remote_stats *stats,
 			     ckpt_remote_progress_fn progress, void *arg);
-/* Brings checkpoint step (or CKPT_STEP_LATEST: the remote's newest) of the handle's remote into
+/* Brings checkpoint step (or CKPT_STEP_LATEST: the remote's newest whose manifest is intact, as
+ * ckpt_store_resolve() chooses locally; a newer damaged one is listed by ckpt_store_remote_list()
+ * with include_invalid, and *pulled tells which step came) of the handle's remote into
  * the local store: the packs it needs that are missing locally (each record it references checked
  * against its digest before the pack is linked into place, never over a file), its part files,
  * then its manifest last; under the store's writer lock. *pulled (may be NULL) gets the step.
