@@ -510,32 +510,50 @@ class Store:
                 yield r, v
 
     def _newer_steps(self, step):
-        """The steps above `step` that the store's manifests/ and its remote list."""
-        newer = set()
+        """The steps above `step` that the store's manifests/ lists, and those its remote lists:
+        names only, nothing opened."""
+        local, remote = set(), set()
         try:
             names = os.listdir(os.path.join(self.path, "manifests"))
         except OSError:
             names = []
         for n in names:  # manifests/<20 digits>.ckpt (docs/format.md)
             if len(n) == 25 and n.endswith(".ckpt") and n[:20].isdigit() and int(n[:20]) > step:
-                newer.add(int(n[:20]))
+                local.add(int(n[:20]))
         if self.remote is not None and L.has("ckpt_store_remote_steps"):
             out = ctypes.POINTER(ctypes.c_uint64)()
             with self._lock:
                 n = L.load().ckpt_store_remote_steps(self._handle(), ctypes.byref(out))
             try:
-                newer.update(out[i] for i in range(n) if out[i] > step)
+                remote.update(out[i] for i in range(n) if out[i] > step)
             finally:
                 if n >= 0:
                     ctypes.CDLL(None).free(out)
-        return sorted(newer)
+        return local, remote
 
     def _warn_damaged_newer(self, step):
         """"latest" is the newest checkpoint that reads (here `step`): warns about each newer one
         it passed over, local or on the remote, with the library's message naming its manifest
-        (as ckptctl list, verify and pull report them). A newer one that opens was committed
-        meanwhile, and is not reported."""
-        for n in self._newer_steps(step):
+        (as ckptctl list, verify and pull report them). Only when a newer step is listed are the
+        manifests decoded (a newer one that decodes was committed meanwhile: not reported), and
+        only a damaged one is opened, for its message."""
+        local, remote = self._newer_steps(step)
+        damaged = set()
+        if local:
+            damaged.update(i["step"] for i in self.list(include_invalid=True)
+                           if i["error"] and i["step"] in local)
+        if remote:
+            lib = L.load()
+            arr = ctypes.POINTER(L.Info)()
+            with self._lock:
+                n = lib.ckpt_store_remote_list(self._handle(), 1, ctypes.byref(arr))
+            try:
+                damaged.update(arr[i].step for i in range(n)
+                               if arr[i].error and arr[i].step in remote)
+            finally:
+                if n >= 0:
+                    lib.ckpt_info_free(arr)
+        for n in sorted(damaged):
             try:
                 with self._open_reader(n):
                     pass
