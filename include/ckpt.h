@@ -502,7 +502,8 @@ typedef struct ckpt_damage {
 	const char *tensor;   /* tensor name, or NULL for a damaged manifest */
 	uint64_t chunk;       /* chunk index within the tensor */
 	uint64_t offset;      /* byte offset of the chunk within the tensor */
-	const char *file;     /* the file that holds the damage */
+	const char *file;     /* the file that holds the damage; for a pack read through the
+			       * store's remote, the remote object (URL/KEY, docs/format.md) */
 	int error;            /* CKPT_E_CHECKSUM, CKPT_E_CORRUPT, CKPT_E_IO */
 	const char *message;
 } ckpt_damage;
@@ -1058,7 +1059,9 @@ CKPT_API void ckpt_store_id(const ckpt_store *store, char id[33]);
  * the message names the object and the cause. After a failure the remote lists no part of it. */
 CKPT_API int ckpt_store_push(ckpt_store *store, uint64_t step, ckpt_remote_stats *stats,
 			     ckpt_remote_progress_fn progress, void *arg);
-/* Brings checkpoint step (or CKPT_STEP_LATEST: the remote's newest) of the handle's remote into
+/* Brings checkpoint step (or CKPT_STEP_LATEST: the remote's newest whose manifest is intact, as
+ * ckpt_store_resolve() chooses locally; a newer damaged one is listed by ckpt_store_remote_list()
+ * with include_invalid, and *pulled tells which step came) of the handle's remote into
  * the local store: the packs it needs that are missing locally (each record it references checked
  * against its digest, its padding and the pack's record walk as verify checks them, before the
  * pack is linked into place, never over a file), its part files (each checked against the
@@ -1104,8 +1107,10 @@ typedef struct ckpt_remote_gc_report {
 /* Removes from the handle's remote the checkpoints of this store that policy does not keep (as
  * ckpt_store_prune() chooses them, among the remote's; a damaged remote manifest is never
  * removed), manifests first, then runs ckpt_store_remote_gc() unless flags has CKPT_GC_DRY_RUN
- * (then it only reports). Local checkpoints are not touched. Returns 0 and fills *report (may be
- * NULL), or -CKPT_E_STATE (no remote) or an error of ckpt_store_remote_gc(). */
+ * (then it only reports). Local checkpoints are not touched. As ckpt_store_prune(), nothing is
+ * removed while a remote manifest of this store is damaged unless CKPT_GC_FORCE: -CKPT_E_CORRUPT,
+ * the message naming the damaged keys. Returns 0 and fills *report (may be NULL), or
+ * -CKPT_E_STATE (no remote), -CKPT_E_CORRUPT or an error of ckpt_store_remote_gc(). */
 CKPT_API int ckpt_store_remote_prune(ckpt_store *store, const ckpt_prune_policy *policy, int flags,
 				     ckpt_remote_gc_report *report);
 /* ckpt_store_remote_prune() with every rule of ckpt_store_prune_gc() (the same struct and the
@@ -1113,8 +1118,9 @@ CKPT_API int ckpt_store_remote_prune(ckpt_store *store, const ckpt_prune_policy 
  * tags; the newest valid remote checkpoint always stays; a damaged remote manifest is never
  * removed), then ckpt_store_remote_gc() unless CKPT_GC_DRY_RUN. removed (may be NULL) gets a
  * malloc'd array (free() it) of the report->manifests_removed steps removed, ascending (dry run:
- * that would be). Returns 0, -CKPT_E_INVAL (NULL retention, a negative keep_within, a bad tag),
- * -CKPT_E_STATE (no remote) or an error of ckpt_store_remote_gc(). */
+ * that would be). Refuses a damaged remote manifest as ckpt_store_remote_prune() does. Returns 0,
+ * -CKPT_E_INVAL (NULL retention, a negative keep_within, a bad tag), -CKPT_E_STATE (no remote),
+ * -CKPT_E_CORRUPT or an error of ckpt_store_remote_gc(). */
 CKPT_API int ckpt_store_remote_prune_gc(ckpt_store *store, const ckpt_retention *retention,
 					int flags, ckpt_remote_gc_report *report, uint64_t **removed);
 /* Removes this store's objects on the remote that no remote manifest references (packs, part

@@ -17,6 +17,10 @@ extern const struct cli_cmd ck_cmd_import, ck_cmd_export, ck_cmd_list, ck_cmd_ve
  * error when neither is given), with ckpt_store_set_remote's flags. Returns 0 or the exit status
  * (reported). */
 int ck_set_remote(const char *cmd, ckpt_store *store, const char *url, unsigned flags);
+/* Why the remote manifest of info->step (an entry of ckpt_store_remote_list with info->error set)
+ * is invalid: the library's message, which names its remote key, into buf. */
+const char *ck_remote_invalid_reason(ckpt_store *store, const ckpt_info *info, char *buf,
+				     size_t len);
 /* prune --remote (pol: every rule of a local prune) or gc --remote (pol NULL) of STORE's objects
  * on url (or $CKPT_REMOTE),
  * flags CKPT_GC_DRY_RUN / CKPT_GC_FORCE, the grace age of upload markers from --grace when

@@ -137,6 +137,22 @@ static void list_text(ckpt_store *store, const ckpt_info *list, int n, const boo
 	ckpt_du_free(du);
 }
 
+/* The damaged manifests of the remote's list (v, n entries) are reported as local ones are, and
+ * left out (compacting v). Returns the count left. */
+static int drop_damaged(ckpt_store *store, ckpt_info *v, int n)
+{
+	int k = 0;
+	for (int i = 0; i < n; i++) {
+		char why[1024];
+		if (!v[i].error)
+			v[k++] = v[i];
+		else
+			cli_err("warning: step %llu: %s", (unsigned long long)v[i].step,
+				ck_remote_invalid_reason(store, &v[i], why, sizeof why));
+	}
+	return k;
+}
+
 /* With a remote: the local list (*list, n) and the remote's, merged by step into *out (entries
  * copied; their strings stay in the two lists), *where saying where each is. Returns the count,
  * or the exit status as a negative number (reported). */
@@ -146,9 +162,10 @@ static int merge_remote(const char *cmd, ckpt_store *store, const char *url, con
 	int rc = ck_set_remote(cmd, store, url, 0);
 	if (rc)
 		return -rc;
-	int m = ckpt_store_remote_list(store, 0, rlist);
+	int m = ckpt_store_remote_list(store, 1, rlist);
 	if (m < 0)
 		return -ck_fail(cmd, m, "cannot list the remote");
+	m = drop_damaged(store, *rlist, m);
 	*out = calloc((size_t)(n + m) + 1, sizeof **out);
 	*where = calloc((size_t)(n + m) + 1, sizeof **where);
 	if (!*out || !*where) {

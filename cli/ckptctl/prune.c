@@ -141,9 +141,10 @@ const struct cli_cmd ck_cmd_prune = {
 		"status 3 while a save, prune or gc runs. Refuses (exit 1, nothing removed) while a\n"
 		"manifest is damaged, unless --force.\n"
 		"With --remote, the store's checkpoints on the remote are pruned instead, by the same\n"
-		"rules on the commit times the remote manifests record (a damaged remote manifest is\n"
-		"never removed), then the remote garbage is collected as 'ckptctl gc --remote' does\n"
-		"(not with --dry-run); the local store is not touched.\n",
+		"rules on the commit times the remote manifests record, then the remote garbage is\n"
+		"collected as 'ckptctl gc --remote' does (not with --dry-run); the local store is not\n"
+		"touched. As locally, a damaged remote manifest refuses it all (exit 1, nothing removed,\n"
+		"the damaged key named) unless --force, and is never removed.\n",
 	.tail = "\n"
 		"Exit status: 0 pruned (or nothing to prune); 1 failed or refused (damaged manifest);\n"
 		"2 usage error; 3 busy (another process holds the lock); 4 no such store.\n"

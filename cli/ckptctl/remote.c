@@ -38,7 +38,8 @@ static const struct cli_opt pull_opts[] = {
 	 "prints)")},
 	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct xfer_args, json), NULL,
 	 "print a JSON object: step, remote, store_id, created, packs_sent,\n"
-	 "bytes_sent, packs_present")},
+	 "bytes_sent, packs_present, bytes_present, skipped_damaged (the\n"
+	 "damaged newer checkpoints a pull of latest passed over)")},
 	{CLI_OPT(CLI_FLAG, "no-progress", 0, CLI_AT(struct xfer_args, no_progress), NULL,
 	 "no progress bar (it is shown only when standard error is a\n"
 	 "terminal)")},
@@ -72,7 +73,9 @@ const struct cli_cmd ck_cmd_pull = {
 		"into STORE: the packs missing locally, each record checked against its digest before\n"
 		"the pack is put in place, then its manifest. When STORE does not exist it is created\n"
 		"bound to the remote's store (the same store id, chunk size and compression): the way\n"
-		"back after losing a node. A damaged remote object is named and nothing of it is kept.\n",
+		"back after losing a node. A damaged remote object is named and nothing of it is kept.\n"
+		"Latest is the remote's newest checkpoint whose manifest is intact: a warning names each\n"
+		"newer one (damaged) and its remote key.\n",
 	.tail = "\n"
 		"Exit status: 0 pulled (or already local); 1 failed (damage included); 2 usage error;\n"
 		"3 the store is busy; 4 no such checkpoint on the remote.\n"
@@ -91,6 +94,76 @@ int ck_set_remote(const char *cmd, ckpt_store *store, const char *url, unsigned 
 		return cli_usage_err(cmd, "no remote: give --remote URL or set CKPT_REMOTE");
 	int rc = ckpt_store_set_remote(store, url, flags);
 	return rc ? ck_fail(cmd, rc, "cannot open the remote") : 0;
+}
+
+const char *ck_remote_invalid_reason(ckpt_store *store, const ckpt_info *info, char *buf,
+				     size_t len)
+{
+	/* Read through the remote even when the step is local too (CKPT_REMOTE_READ), then back. */
+	char url[4096];
+	snprintf(url, sizeof url, "%s", ckpt_store_remote(store));
+	if (ckpt_store_set_remote(store, url, CKPT_REMOTE_READ)) {
+		snprintf(buf, len, "remote manifest invalid: %s", ckpt_strerror(info->error));
+		return buf;
+	}
+	ck_invalid_reason(store, info, buf, len);
+	ckpt_store_set_remote(store, url, 0);
+	return buf;
+}
+
+/* What a pull of the latest checkpoint passed over: the remote's newest checkpoint that decodes
+ * is pulled, so every remote manifest of a newer step is damaged. */
+struct skipped {
+	int n;
+	uint64_t *steps;
+	int *errors;
+	char (*why)[1024];
+};
+
+/* Fills *sk with the damaged remote manifests above step got, each named on stderr. The listing
+ * of every remote manifest is fetched only when the remote lists a step above got. */
+static void find_skipped(const char *cmd, ckpt_store *store, uint64_t got, struct skipped *sk)
+{
+	*sk = (struct skipped){0};
+	uint64_t *steps = NULL;
+	long n = ckpt_store_remote_steps(store, &steps);
+	bool newer = n > 0 && steps[n - 1] > got;
+	free(steps);
+	ckpt_info *list = NULL;
+	int m = newer ? ckpt_store_remote_list(store, 1, &list) : 0;
+	if (n < 0 || m < 0) { /* the pull is done: say only what could not be checked */
+		cli_err("%s: warning: cannot list the remote's manifests above step %llu: %s", cmd,
+			(unsigned long long)got, ckpt_errmsg());
+		m = 0;
+	}
+	sk->steps = calloc((size_t)m + 1, sizeof *sk->steps);
+	sk->errors = calloc((size_t)m + 1, sizeof *sk->errors);
+	sk->why = calloc((size_t)m + 1, sizeof *sk->why);
+	for (int k = 0; sk->steps && sk->errors && sk->why && k < m; k++) {
+		if (!list[k].error || list[k].step <= got)
+			continue;
+		ck_remote_invalid_reason(store, &list[k], sk->why[sk->n], sizeof sk->why[0]);
+		cli_err("%s: warning: step %llu on the remote is damaged, pulled step %llu (the newest "
+			"intact): %s", cmd, (unsigned long long)list[k].step, (unsigned long long)got,
+			sk->why[sk->n]);
+		sk->errors[sk->n] = list[k].error;
+		sk->steps[sk->n++] = list[k].step;
+	}
+	ckpt_info_free(list);
+}
+
+static void skipped_json(struct jw *w, const struct skipped *sk)
+{
+	jw_key(w, "skipped_damaged");
+	jw_arr_begin(w);
+	for (int k = 0; k < sk->n; k++) {
+		jw_obj_begin(w);
+		jw_key(w, "step"); jw_u64(w, sk->steps[k]);
+		jw_key(w, "error"); jw_str(w, ckpt_strerror(sk->errors[k]));
+		jw_key(w, "message"); jw_str(w, sk->why[k]);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
 }
 
 /* The progress of a transfer; the library calls it from its transfer threads, one at a time.
@@ -113,7 +186,8 @@ static int on_progress(void *arg, uint64_t done, uint64_t total)
 }
 
 static void print_result(const char *verb, const struct xfer_args *a, ckpt_store *store,
-			 uint64_t step, const ckpt_remote_stats *st, int created)
+			 uint64_t step, const ckpt_remote_stats *st, int created,
+			 const struct skipped *sk)
 {
 	char id[33], s1[32], s2[32];
 	ckpt_store_id(store, id);
@@ -131,6 +205,8 @@ static void print_result(const char *verb, const struct xfer_args *a, ckpt_store
 		jw_key(&w, "bytes_sent"); jw_u64(&w, st->bytes_sent);
 		jw_key(&w, "packs_present"); jw_u64(&w, st->packs_present);
 		jw_key(&w, "bytes_present"); jw_u64(&w, st->bytes_present);
+		if (sk)
+			skipped_json(&w, sk);
 		jw_obj_end(&w);
 		jw_finish(&w);
 		return;
@@ -180,6 +256,7 @@ static int xfer_main(const struct cli_cmd *c, int argc, char **argv, bool pull)
 	uint64_t step = CKPT_STEP_LATEST;
 	if (argc > 2 && (rc = ck_parse_step(cmd, argv[2], &step)))
 		return rc;
+	const uint64_t want = step;
 	ckpt_store *store;
 	int created = -1;
 	if ((rc = pull ? open_for_pull(cmd, &a, argv[1], &store, &created)
@@ -195,10 +272,17 @@ static int xfer_main(const struct cli_cmd *c, int argc, char **argv, bool pull)
 			     : ckpt_store_push(store, step, &st, on_progress, &x);
 		if (x.started)
 			progress_end(&x.bar);
+		struct skipped sk = {0};
 		if (r)
 			rc = ck_fail(cmd, r, pull ? "pull failed" : "push failed");
-		else
-			print_result(pull ? "pulled" : "pushed", &a, store, step, &st, created);
+		else if (pull && want == CKPT_STEP_LATEST)
+			find_skipped(cmd, store, step, &sk);
+		if (!r)
+			print_result(pull ? "pulled" : "pushed", &a, store, step, &st, created,
+				     pull ? &sk : NULL);
+		free(sk.steps);
+		free(sk.errors);
+		free(sk.why);
 	}
 	ckpt_store_close(store);
 	return rc ? rc : ck_stdout_done(cmd);

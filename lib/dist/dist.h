@@ -15,7 +15,7 @@
  * DIST_PART N = "size digest-hex" and DIST_SHARDS NAME = "dtype ndim gshape... nshards
  * (tensor-index offsets...)..." (docs/format.md, "Format version 2"). */
 #define DIST_KEY "ckpt.dist."
-#define DIST_WORLD "ckpt.dist.world"
+#define DIST_WORLD MF_DIST_WORLD
 #define DIST_PART "ckpt.dist.part."
 #define DIST_SHARDS "ckpt.dist.shards."
 #define DIST_VAL_MAX 1024

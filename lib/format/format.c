@@ -405,6 +405,21 @@ static int mf_decode_refs(struct cur *c, struct manifest *m, const char *what)
 }
 #undef BAD
 
+/* A multi-rank manifest (version 2 or 3) states its world size: without it, a reader that goes
+ * by the tensors would take the shards NAME@R for whole tensors (verify and export did) while
+ * the box reader refuses the shard tables, so every reader refuses it here, as damage. Its value
+ * is lib/dist's to check. */
+static int mf_check_world(const struct manifest *m, const char *what)
+{
+	if (m->version < CKPT_MANIFEST_V_DIST)
+		return 0;
+	for (uint32_t i = 0; i < m->n_meta; i++)
+		if (!strcmp(m->meta[i].key, MF_DIST_WORLD))
+			return 0;
+	return ckpt_fail(CKPT_E_CORRUPT, "%s: version %u (multi-rank) manifest without %s", what,
+			 m->version, MF_DIST_WORLD);
+}
+
 /* Decodes the body after the header: entry counts bounded by the size, one block for chunks,
  * tensors, shapes and references, then each table in file order. */
 static int mf_decode_body(uint8_t *buf, size_t len, struct manifest *m, const char *what)
@@ -419,6 +434,8 @@ static int mf_decode_body(uint8_t *buf, size_t len, struct manifest *m, const ch
 		return ckpt_fail(CKPT_E_CORRUPT, "%s: entry counts exceed the manifest's size", what);
 	int rc = mf_decode_meta(&c, m, what);
 	if (rc)
+		return rc;
+	if ((rc = mf_check_world(m, what)))
 		return rc;
 	size_t chunks_sz = (size_t)m->n_chunks * sizeof(struct mf_chunk);
 	size_t tens_sz = (size_t)m->n_tensors * sizeof(struct mf_tensor);

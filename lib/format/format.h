@@ -17,6 +17,9 @@
 #define CKPT_MANIFEST_V_DIST 2
 #define CKPT_MANIFEST_V_PIECES 3
 #define CKPT_MANIFEST_VERSION 3
+/* The metadata key that makes a manifest of version 2 or 3 what it is: its world size (lib/dist's
+ * DIST_WORLD). The decoder refuses such a manifest without it. */
+#define MF_DIST_WORLD "ckpt.dist.world"
 
 #define STORE_HDR_LEN 64
 #define PACK_HDR_LEN 4096

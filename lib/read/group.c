@@ -97,7 +97,7 @@ static int direct_finish(struct ckpt_reader *r, struct rres *x, const struct pac
 {
 	uint64_t used = 0, h = cut_head(p), direct = 0;
 	char path[4096];
-	store_pack_path(r->s, p->dir, p->id, path, sizeof path);
+	rd_pack_name(r, p, p->id, path, sizeof path);
 	for (uint64_t q = j0; q < j1; q++) {
 		const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + q]];
 		uint64_t m = cut_mid_end(p, c), span = rec_span(c->stored_len);
@@ -144,7 +144,7 @@ int rd_group_decode(struct ckpt_reader *r, struct rres *x, const struct pack_fd 
 	pthread_mutex_unlock(&r->mu);
 	uint64_t at = 0, raw = 0;
 	char path[4096];
-	store_pack_path(r->s, p->dir, p->id, path, sizeof path);
+	rd_pack_name(r, p, p->id, path, sizeof path);
 	for (uint64_t q = j0; q < j1; q++) {
 		const struct mf_chunk *cq = &r->m.chunks[r->m.refs[t->first_ref + q]];
 		int rc = rd_check_record(r, x->codec, x->buf + at, cq, out + raw, path);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -76,6 +77,7 @@ struct pack_fd *rd_pack(struct ckpt_reader *r, uint32_t id)
 		if (fd < 0)
 			rc = fd;
 		p->remote = fd >= 0;
+		p->where = strdup(path); /* NULL (out of memory): the local name, as before */
 	}
 	if (rc) {
 		/* the remote's error (naming the object), kept below */
@@ -123,6 +125,7 @@ void rd_packs_close(struct ckpt_reader *r)
 		if (r->fds[i]->fd >= 0)
 			close(r->fds[i]->fd);
 		free(r->fds[i]->msg);
+		free(r->fds[i]->where);
 		free(r->fds[i]);
 	}
 	free(r->fds);
@@ -169,13 +172,22 @@ int rd_check_record(struct ckpt_reader *r, ckpt_codec_ctx *codec, const uint8_t 
 	return rd_check_digest(out, c, path);
 }
 
+void rd_pack_name(const struct ckpt_reader *r, const struct pack_fd *p, uint32_t id, char *buf,
+		  size_t len)
+{
+	if (p && p->where)
+		snprintf(buf, len, "%s", p->where);
+	else
+		store_pack_path(r->s, p ? p->dir : 0, id, buf, len);
+}
+
 /* The outcome of a read of len bytes of pack p at off that returned n (bytes, or -errno): 0, or
  * -CKPT_E_IO / -CKPT_E_CORRUPT (short: the pack ends before) naming the pack. Counts the bytes. */
 int rd_read_result(struct ckpt_reader *r, const struct pack_fd *p, uint64_t off, size_t len,
 		   ssize_t n)
 {
 	char path[4096];
-	store_pack_path(r->s, p->dir, p->id, path, sizeof path);
+	rd_pack_name(r, p, p->id, path, sizeof path);
 	if (n < 0)
 		return ckpt_fail(CKPT_E_IO, "read %s at offset %llu: %s", path, (unsigned long long)off,
 				 strerror((int)-n));

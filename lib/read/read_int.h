@@ -34,6 +34,7 @@ struct pack_fd {
 	int fd;     /* -1 after a failed open */
 	int err;    /* its error, reported again for every chunk of the pack */
 	bool remote; /* fd holds only this checkpoint's records, fetched from the remote (tier) */
+	char *where; /* NULL, or the remote object it was sought as (tier): what messages name */
 	char *msg;
 	/* Direct reads into the destination (rd_direct_plan): file offsets and lengths in multiples
 	 * of blk, memory addresses in multiples of mem_align (1 and 1 without O_DIRECT). */
@@ -114,6 +115,10 @@ struct rjob {
 /* The open pack id (opened and its header checked on first use; a failed open is kept in its
  * err/msg), or NULL when out of memory. Restore threads call it under r->mu. */
 struct pack_fd *rd_pack(struct ckpt_reader *r, uint32_t id);
+/* What pack id (p: its entry, may be NULL) is called in messages and damage reports: its file,
+ * or the remote object it was read from (or sought as, when the remote lacks it). */
+void rd_pack_name(const struct ckpt_reader *r, const struct pack_fd *p, uint32_t id, char *buf,
+		  size_t len);
 /* Closes and frees the pack cache (ckpt_reader_close). */
 void rd_packs_close(struct ckpt_reader *r);
 int rd_check_record(struct ckpt_reader *r, ckpt_codec_ctx *codec, const uint8_t *rec,

@@ -148,7 +148,7 @@ static int range_group(struct ckpt_reader *r, const struct mf_tensor *t, uint64_
 	for (uint64_t q = j0; q < j1; q++) {
 		const struct mf_chunk *cq = &r->m.chunks[r->m.refs[t->first_ref + q]];
 		char path[4096];
-		store_pack_path(r->s, p->dir, cq->pack_id, path, sizeof path);
+		rd_pack_name(r, p, cq->pack_id, path, sizeof path);
 		if ((rc = rd_check_record(r, x.codec, x.buf + at, cq, tmp, path))) {
 			rd_tensor_error(r, t, q);
 			return rc;

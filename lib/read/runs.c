@@ -105,7 +105,7 @@ static int check_chunk(struct runs *rs, const struct pack_fd *p, uint64_t q, con
 	struct ckpt_reader *r = rs->r;
 	const struct mf_chunk *c = chunk_of(rs, q);
 	char path[4096];
-	store_pack_path(r->s, p->dir, c->pack_id, path, sizeof path);
+	rd_pack_name(r, p, c->pack_id, path, sizeof path);
 	int rc;
 	if (c->codec == CKPT_CODEC_RAW && c->stored_len == c->raw_len) {
 		*src = rec + REC_HDR_LEN;

@@ -30,7 +30,7 @@ int rd_check_padding(const uint8_t *rec, const struct mf_chunk *c, const char *p
 static int check_pack_tail(struct ckpt_reader *r, struct rres *x, struct pack_fd *p)
 {
 	char path[4096];
-	store_pack_path(r->s, p->dir, p->id, path, sizeof path);
+	rd_pack_name(r, p, p->id, path, sizeof path);
 	struct stat st;
 	if (fstat(p->fd, &st))
 		return ckpt_fail(CKPT_E_IO, "stat %s: %s", path, strerror(errno));
@@ -68,7 +68,7 @@ static long report_pack_tails(struct ckpt_reader *r, struct rres *x, const int *
 		bad++;
 		if (on_damage) {
 			char path[4096];
-			store_pack_path(r->s, p->dir, p->id, path, sizeof path);
+			rd_pack_name(r, p, p->id, path, sizeof path);
 			ckpt_damage d = {.step = r->m.step, .file = path, .error = CKPT_E_CORRUPT,
 					 .message = ckpt_errmsg()};
 			on_damage(&d, arg);
@@ -135,7 +135,7 @@ CKPT_API long ckpt_reader_verify_cached(ckpt_reader *r, ckpt_verify_cache *cache
 			const struct mf_chunk *c = &r->m.chunks[ci];
 			char path[4096];
 			struct pack_fd *p = rd_pack(r, c->pack_id);
-			store_pack_path(r->s, p ? p->dir : 0, c->pack_id, path, sizeof path);
+			rd_pack_name(r, p, c->pack_id, path, sizeof path);
 			if (!state[ci]) {
 				const char *m = NULL;
 				state[ci] = verify_chunk(r, cache, &x, c, path, &msgs[ci], &m);

@@ -191,7 +191,8 @@ int tier_gc(const struct tier_ref *t, const uint8_t uuid[16], int64_t grace_s, i
 	    ckpt_remote_gc_report *rep);
 /* Removes the remote manifests of store t that retention r does not keep, as a local prune
  * chooses them (gc/gc.h; never a damaged one: its step is kept); their packs are left to
- * tier_gc. *removed (malloc'd, rep->manifests_removed entries, ascending) gets the steps removed
+ * tier_gc. While a remote manifest is damaged, nothing is removed (-CKPT_E_CORRUPT naming its
+ * key) unless CKPT_GC_FORCE. *removed (malloc'd, rep->manifests_removed entries, ascending) gets the steps removed
  * (CKPT_GC_DRY_RUN: that would be). Returns 0 or -CKPT_E_*. */
 int tier_prune(const struct tier_ref *t, const uint8_t uuid[16], const ckpt_retention *r,
 	       int flags, ckpt_remote_gc_report *rep, uint64_t **removed);

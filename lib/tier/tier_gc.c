@@ -305,6 +305,31 @@ static int remote_set_load(const struct tier_ref *t, const uint8_t uuid[16], str
 	return 0;
 }
 
+/* A damaged remote manifest: what it references is unknown, so, as a local prune, nothing is
+ * removed (not even the checkpoints the policy drops: the gc after them would refuse, leaving a
+ * prune half done) unless forced. The message names the first damaged keys and why. */
+static int remote_set_refuse(const struct tier_ref *t, const struct remote_set *rs, int flags)
+{
+	long bad = 0, shown = 0;
+	char list[1024] = "";
+	for (long i = 0; i < rs->n; i++) {
+		if (!rs->err[i])
+			continue;
+		if (bad++ >= 3)
+			continue;
+		char key[256], one[320];
+		tier_key_mf(t, rs->steps[i], key, sizeof key);
+		snprintf(one, sizeof one, "%s%s (%s)", shown++ ? ", " : "", key,
+			 ckpt_strerror(rs->err[i]));
+		strncat(list, one, sizeof list - strlen(list) - 1);
+	}
+	if (!bad || (flags & CKPT_GC_FORCE))
+		return 0;
+	return ckpt_fail(CKPT_E_CORRUPT, "remote %s: store %s has %ld damaged manifest%s: %s%s; "
+			 "their packs are unknown, so nothing is removed (use force to proceed anyway)",
+			 t->r->url, t->id, bad, bad == 1 ? "" : "s", list, bad > shown ? ", ..." : "");
+}
+
 int tier_prune(const struct tier_ref *t, const uint8_t uuid[16], const ckpt_retention *r,
 	       int flags, ckpt_remote_gc_report *rep, uint64_t **removed)
 {
@@ -312,6 +337,8 @@ int tier_prune(const struct tier_ref *t, const uint8_t uuid[16], const ckpt_rete
 	*removed = NULL;
 	struct remote_set rs;
 	int rc = remote_set_load(t, uuid, &rs);
+	if (!rc)
+		rc = remote_set_refuse(t, &rs, flags);
 	bool *drop = rc ? NULL : calloc((size_t)rs.n + 1, sizeof *drop);
 	uint64_t *out = rc ? NULL : calloc((size_t)rs.n + 1, sizeof *out);
 	if (!rc && (!drop || !out))

@@ -20,7 +20,7 @@ from .errors import (BusyError, CanceledError, ChecksumError, CkptError, CkptIOE
                      LibraryNotFoundError, MismatchError, NoSpaceError, NotFoundError,
                      PermissionDeniedError, StateError, UnsupportedError, VersionError)
 from .store import SaveHandle, SaveStats, Store, TensorSlice
-from ._restore import PartialRestoreWarning, RestoreResult
+from ._restore import DamagedCheckpointWarning, PartialRestoreWarning, RestoreResult
 from .manager import CheckpointManager
 from .dist import LOCAL, DistGroup, FlatShard, Shard, dist_group, dtensor_module
 from ._dsave import DistSaveHandle
@@ -35,7 +35,7 @@ def library_version():
 
 
 __all__ = ["Store", "SaveHandle", "SaveStats", "CheckpointManager", "RestoreResult", "TensorSlice",
-           "PartialRestoreWarning", "library_path", "library_version", "STEP_LATEST",
+           "PartialRestoreWarning", "DamagedCheckpointWarning", "library_path", "library_version", "STEP_LATEST",
            "CkptError", "CkptIOError", "CkptMemoryError", "InvalidArgumentError", "MismatchError",
            "CorruptError", "ChecksumError", "VersionError", "UnsupportedError", "BusyError",
            "NoSpaceError", "NotFoundError", "ExistsError", "StateError", "PermissionDeniedError",

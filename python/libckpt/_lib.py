@@ -169,6 +169,7 @@ _OPTIONAL = {
     "ckpt_store_upload_state": (ci, [vp, u64]),
     "ckpt_store_wait_uploaded": (ci, [vp, u64, ctypes.c_int64]),
     "ckpt_store_remote_list": (ci, [vp, ci, P(P(Info))]),
+    "ckpt_store_remote_steps": (ctypes.c_long, [vp, P(P(u64))]),
     "ckpt_remote_adopt": (ci, [cp, cp, cp]),
 }
 

@@ -18,6 +18,11 @@ class PartialRestoreWarning(UserWarning):
     """restore(strict=False) left part of the checkpoint out (the names are in the message)."""
 
 
+class DamagedCheckpointWarning(UserWarning):
+    """load or restore of "latest" read the newest checkpoint that reads and passed over a newer
+    one whose manifest is damaged, in the store or on its remote (the message names it)."""
+
+
 class RestoreResult(int):
     """What Store.restore() returns: the restored step (an int), with `.step` and
     `.not_restored`, the dotted names of the checkpoint's entries that were left out (only

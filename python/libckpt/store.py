@@ -2,6 +2,7 @@
 
 import contextlib
 import ctypes
+import os
 import re
 import threading
 import time
@@ -18,7 +19,8 @@ from . import dist as _dist
 from ._common import (SaveStats, _SnapshotWait, _stats, _step_arg,  # noqa: F401  SaveStats: public
                       order_after_current)
 from ._target import _alloc, _check_target, _data_ptr
-from .errors import CkptError, InvalidArgumentError, NotFoundError, UnsupportedError
+from .errors import (CkptError, CorruptError, InvalidArgumentError, NotFoundError,
+                     UnsupportedError, VersionError)
 
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.I)
@@ -494,14 +496,73 @@ class Store:
         if L.has("ckpt_dist_reader_checkpoint"):
             with _dread._View(self, s) as v:
                 r = _Reader(v.base(), owned=False)
+                if s == L.STEP_LATEST:
+                    self._warn_damaged_newer(r.step)
                 yield r, (v if boxes or _dread.multi_rank(r) else None)
             return
         with self._open_reader(s) as r:  # an older libckpt: the view is opened by the step
+            if s == L.STEP_LATEST:
+                self._warn_damaged_newer(r.step)
             if not (boxes or _dread.multi_rank(r)):
                 yield r, None
                 return
             with _dread._View(self, r.step) as v:
                 yield r, v
+
+    def _newer_steps(self, step):
+        """The steps above `step` that the store's manifests/ lists, and those its remote lists:
+        names only, nothing opened."""
+        local, remote = set(), set()
+        try:
+            names = os.listdir(os.path.join(self.path, "manifests"))
+        except OSError:
+            names = []
+        for n in names:  # manifests/<20 digits>.ckpt (docs/format.md)
+            if len(n) == 25 and n.endswith(".ckpt") and n[:20].isdigit() and int(n[:20]) > step:
+                local.add(int(n[:20]))
+        if self.remote is not None and L.has("ckpt_store_remote_steps"):
+            out = ctypes.POINTER(ctypes.c_uint64)()
+            with self._lock:
+                n = L.load().ckpt_store_remote_steps(self._handle(), ctypes.byref(out))
+            try:
+                remote.update(out[i] for i in range(n) if out[i] > step)
+            finally:
+                if n >= 0:
+                    ctypes.CDLL(None).free(out)
+        return local, remote
+
+    def _warn_damaged_newer(self, step):
+        """"latest" is the newest checkpoint that reads (here `step`): warns about each newer one
+        it passed over, local or on the remote, with the library's message naming its manifest
+        (as ckptctl list, verify and pull report them). Only when a newer step is listed are the
+        manifests decoded (a newer one that decodes was committed meanwhile: not reported), and
+        only a damaged one is opened, for its message."""
+        local, remote = self._newer_steps(step)
+        damaged = set()
+        if local:
+            damaged.update(i["step"] for i in self.list(include_invalid=True)
+                           if i["error"] and i["step"] in local)
+        if remote:
+            lib = L.load()
+            arr = ctypes.POINTER(L.Info)()
+            with self._lock:
+                n = lib.ckpt_store_remote_list(self._handle(), 1, ctypes.byref(arr))
+            try:
+                damaged.update(arr[i].step for i in range(n)
+                               if arr[i].error and arr[i].step in remote)
+            finally:
+                if n >= 0:
+                    lib.ckpt_info_free(arr)
+        for n in sorted(damaged):
+            try:
+                with self._open_reader(n):
+                    pass
+            except (CorruptError, VersionError) as e:  # ChecksumError is a CorruptError
+                warnings.warn(f"libckpt: checkpoint {n} is damaged, read checkpoint {step} (the "
+                              f"newest intact) instead: {e}", R.DamagedCheckpointWarning,
+                              stacklevel=5)
+            except CkptError:
+                pass
 
     def list(self, include_invalid=False):
         """The checkpoints in ascending step order, as dicts: step, time, tensors, logical_bytes,

@@ -74,6 +74,19 @@ assert "ckpt.dist.world" in d["message"], d
 ' <(timeout 20 "$CK" verify "$T/s-world" 2 --json)
 done
 
+# A global manifest without ckpt.dist.world (its checksum valid): the box reader cannot read it,
+# and verify and export used to take it for a checkpoint of whole tensors w@0..w@3. Now every
+# reader refuses it as damaged, naming the missing key: verify and export exit 1.
+rm -rf "$T/s-noworld" && cp -a "$STORE" "$T/s-noworld"
+"$MFSET" -d "$T/s-noworld/manifests/00000000000000000002.ckpt" ckpt.dist.world || exit 1
+expect "verify: a manifest without ckpt.dist.world is DAMAGED, naming the key, exit 1" \
+	bash -c "out=\$(timeout 20 '$CK' verify '$T/s-noworld' 2); rc=\$?; test \$rc -eq 1 &&
+		grep -q '^step 2: DAMAGED manifest: .*without ckpt\.dist\.world' <<<\"\$out\""
+"$CK" export "$T/s-noworld" 2 -o "$T/noworld.safetensors" 2>"$T/err"
+expect "export of it fails (1), naming the key, and writes nothing" \
+	bash -c "test $? -eq 1 && grep -q 'without ckpt\.dist\.world' '$T/err' &&
+		test ! -e '$T/noworld.safetensors'"
+
 # A forged shard table of w that does not tile it (issue 23, G6): rank 1's rows [2, 4) moved to
 # [3, 5) (over rank 2's, row 2 in none), or a ninth row no shard holds. Both used to verify, and
 # export wrote zeros for the rows no shard held. Now verify reports the layout DAMAGED naming the

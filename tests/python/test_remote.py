@@ -13,6 +13,7 @@ import sys
 import tempfile
 import unittest
 import uuid
+import warnings
 
 import torch
 
@@ -102,6 +103,58 @@ class Remote(unittest.TestCase):
         m.restore(got)
         self.assertStateEqual(got, state(30))
         m.close()
+
+    def test_damaged_newest_warns(self):
+        """load() and restore() of "latest" with the remote's newest manifest damaged read the
+        newest intact checkpoint and warn (DamagedCheckpointWarning) naming the damaged one's
+        key, as they do for a damaged local manifest; a directory remote only (damaged in
+        place)."""
+        rdir = self.url[7:] if self.url.startswith("file://") else self.url
+        if not rdir.startswith("/"):
+            self.skipTest("damages a remote object in place: a directory remote only")
+        path = os.path.join(self.dir, "a")
+        with libckpt.Store(path, create=True, remote=self.url) as s:
+            s.save(state(1), 1)
+            s.save(state(2), 2)
+            s.wait_uploaded(timeout=60)
+        key = None
+        for root, _, files in os.walk(os.path.join(rdir, "libckpt1")):
+            for f in files:
+                if f == "00000000000000000002.ckpt":
+                    key = os.path.relpath(os.path.join(root, f), rdir)
+        self.assertIsNotNone(key)
+
+        def flip(p):
+            b = bytearray(open(p, "rb").read())
+            b[120] ^= 0x55
+            with open(p, "wb") as f:
+                f.write(bytes(b))
+
+        flip(os.path.join(rdir, key))
+        with libckpt.Store(os.path.join(self.dir, "b"), remote=self.url) as s:
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                got = s.load()
+                into = state(0)
+                self.assertEqual(s.restore(into), 1)
+            self.assertStateEqual(got, state(1))
+            self.assertStateEqual(into, state(1))
+            msgs = [str(x.message) for x in w if x.category is libckpt.DamagedCheckpointWarning]
+            self.assertEqual(len(msgs), 2, msgs)
+            self.assertIn("checkpoint 2 is damaged", msgs[0])
+            self.assertIn(key, msgs[0])
+            with warnings.catch_warnings(record=True) as w:  # a given step: nothing to say
+                warnings.simplefilter("always")
+                s.load(1)
+            self.assertEqual([x for x in w if x.category is libckpt.DamagedCheckpointWarning], [])
+        flip(os.path.join(path, "manifests", "00000000000000000002.ckpt"))  # the local path
+        with libckpt.Store(path) as s:
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                self.assertStateEqual(s.load(), state(1))
+            msgs = [str(x.message) for x in w if x.category is libckpt.DamagedCheckpointWarning]
+            self.assertEqual(len(msgs), 1, msgs)
+            self.assertIn(os.path.join("manifests", "00000000000000000002.ckpt"), msgs[0])
 
 
 if __name__ == "__main__":

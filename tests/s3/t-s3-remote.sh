@@ -6,7 +6,8 @@
 # ids never reused, t-remote-packid) (local store deleted, restored bit-identical from the
 # remote), faults of the backend, the background uploader with kill -9 at random points of an
 # upload (50 trials: the remote never lists a partial checkpoint, the next upload completes),
-# remote prune (every local retention rule: t-remote-prune, t-remote-prune-cli) and gc with two
+# remote prune (every local retention rule: t-remote-prune, t-remote-prune-cli; refused while a
+# remote manifest is damaged: t-remote-damaged) and gc with two
 # stores on one bucket prefix, two writers of one store id and a gc racing a push (t-remote-fence),
 # ckptctl push/pull/list --remote, and
 # the Python binding's remote= (one process and CheckpointManager on 2 ranks); what a pull and an
@@ -29,7 +30,7 @@ run_one() {  # NAME COMMAND...: one test, its log kept in the output on failure
 	esac
 }
 for t in t-remote-tier t-remote-faults t-remote-upload t-remote-dist t-remote-share t-remote-packid \
-	t-remote-prune t-remote-gc t-remote-fence t-remote-pull; do
+	t-remote-prune t-remote-gc t-remote-fence t-remote-pull t-remote-damaged; do
 	[ -x "$B/tests/bin/$t" ] || { echo "FAIL: $B/tests/bin/$t is not built"; fail=1; continue; }
 	run_one "$t" "$B/tests/bin/$t"
 done

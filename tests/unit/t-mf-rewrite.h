@@ -61,4 +61,21 @@ static inline void t_mf_set_meta(const char *path, const char *key, const char *
 	t_mf_rewrite(path, t_mf_edit_meta, &e, NULL);
 }
 
+static void t_mf_drop_meta(struct manifest *m, void *arg)
+{
+	const char *key = arg;
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < m->n_meta; i++)
+		if (strcmp(m->meta[i].key, key))
+			m->meta[k++] = m->meta[i];
+	REQUIRE(k < m->n_meta);
+	m->n_meta = k;
+}
+
+/* Removes metadata key (which must be there) from manifest file path. */
+static inline void t_mf_del_meta(const char *path, const char *key)
+{
+	t_mf_rewrite(path, t_mf_drop_meta, (void *)key, NULL);
+}
+
 #endif
