@@ -366,6 +366,19 @@ class Restore(Base):
 
 
 class Errors(Base):
+    def test_create_makes_parents(self):
+        # as DCP's FileSystemWriter: the directories above a new store are made too
+        deep = os.path.join(self.dir, "runs", "exp-1", "ckpt")
+        with libckpt.Store(deep, create=True) as s:
+            s.save({"x": torch.ones(2)}, 1)
+        self.assertTrue(os.path.isfile(os.path.join(deep, "store")))
+        with self.assertRaises(libckpt.NotFoundError):  # without create: nothing is made
+            libckpt.Store(os.path.join(self.dir, "other", "ckpt"))
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "other")))
+        open(os.path.join(self.dir, "afile"), "w").close()
+        with self.assertRaisesRegex(libckpt.InvalidArgumentError, "afile"):
+            libckpt.Store(os.path.join(self.dir, "afile", "sub", "ckpt"), create=True)
+
     def test_missing_step(self):
         with self.assertRaises(libckpt.NotFoundError) as cm:
             self.store.load()
