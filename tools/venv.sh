@@ -33,7 +33,12 @@ fi
 # The stamp goes only after pip succeeded: an interrupted install is redone by the next run.
 rm -f "$stamp"
 # --no-cache-dir: the wheels (about 4 GB for torch and its CUDA runtime) would otherwise be kept a
-# second time in pip's cache.
-"$dir/bin/python" -m pip install --quiet --progress-bar off --no-cache-dir -r "$req"
+# second time in pip's cache. Not --quiet: the install takes minutes, and pip's lines (one per
+# package collected, downloaded, installed) show that it is going on; the download bars only on
+# a terminal (in a log they are thousands of lines).
+bar=off
+if [ -t 1 ]; then bar=on; fi
+echo "venv: pip install -r $req (torch and its CUDA wheels: about 4 GB to download, minutes)"
+"$dir/bin/python" -m pip install --progress-bar "$bar" --no-cache-dir -r "$req"
 printf '%s\n' "$hash" >"$stamp"
 echo "venv: $dir ready in $(( $(date +%s) - start )) s"

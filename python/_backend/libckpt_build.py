@@ -4,7 +4,8 @@ requirements, so `pip install ./python` works offline even with pip's build isol
 A wheel holds the package (python/libckpt) and the library it wraps, built from the libckpt
 source tree that holds python/ (`make B=build/wheel python-lib`: a build tree of its own, never
 a sanitizer build): libckpt/_native/libckpt.so.0, and libckpt-cuda.so.0 beside it when the CUDA
-provider is built (lib/gpu/gpu.c loads it from beside libckpt.so). The library does not depend on
+provider is built (lib/gpu/gpu.c loads it from beside libckpt.so), and the ckptctl program there,
+which the console entry point `ckptctl` (libckpt/_ckptctl.py) runs. The library does not depend on
 the Python ABI, so the tag is py3-none-<platform>. Without the C sources (python/ copied alone,
 an sdist) there is nothing to build the library from: that is refused with a one-line message,
 and so is build_sdist.
@@ -30,6 +31,8 @@ WHEEL_B = "build/wheel"                          # the wheel's build tree, relat
 SONAME = "libckpt.so.0"
 NATIVE = "libckpt/_native"                       # where the wheel puts the libraries
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)                 # fixed: the same inputs give the same wheel
+# pip makes bin/ckptctl, which runs the ckptctl program the wheel carries in NATIVE
+ENTRY_POINTS = "[console_scripts]\nckptctl = libckpt._ckptctl:main\n"
 
 
 def _fail(msg):
@@ -122,9 +125,12 @@ def _check_library(path, soname):
     except (OSError, subprocess.CalledProcessError) as e:
         _fail(f"cannot read {path} with readelf (binutils): {e}")
     names = re.findall(r"\((SONAME|RPATH|RUNPATH|NEEDED)\).*\[(.*)\]", out)
-    if ("SONAME", soname) not in names:
+    if soname is not None and ("SONAME", soname) not in names:
         _fail(f"{path}: soname is not {soname}")
-    bad = [v for k, v in names if k in ("RPATH", "RUNPATH") or re.match(r"lib[atm]?san|libubsan", v)]
+    # a program (soname None) keeps ckptctl's runpath, $ORIGIN/../lib, which finds nothing
+    # in the package: its entry point sets LD_LIBRARY_PATH
+    bad = [v for k, v in names if (soname is not None and k in ("RPATH", "RUNPATH")) or
+           re.match(r"lib[atm]?san|libubsan", v)]
     if bad:
         _fail(f"{path} needs {', '.join(bad)}: not a library to ship (built with sanitizer or rpath "
               f"flags, e.g. from CFLAGS or LDFLAGS; remove {ROOT / WHEEL_B} and build again without them)")
@@ -144,6 +150,13 @@ def build_library():
         files[f"{NATIVE}/{name}"] = path
     if f"{NATIVE}/{SONAME}" not in files:
         _fail(f"`make python-lib-files` did not list {SONAME}: {listed}")
+    progs = subprocess.run(["make", "-s", "-C", str(ROOT), "--no-print-directory",
+                            f"B={WHEEL_B}", "python-bin-files"],
+                           check=True, capture_output=True, text=True).stdout.split()
+    for rel in progs:  # ckptctl, run by the package's entry point (libckpt/_ckptctl.py)
+        path = (ROOT / rel).resolve()
+        _check_library(path, None)
+        files[f"{NATIVE}/{os.path.basename(rel)}"] = path
     return files
 
 
@@ -215,7 +228,8 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     proj = project()
     _check_source_tree(proj)
     libs = [(n, Path(p).read_bytes(), 0o755) for n, p in sorted(build_library().items())]
-    return write_wheel(wheel_directory, package_files() + libs, {"METADATA": metadata(proj)})
+    return write_wheel(wheel_directory, package_files() + libs,
+                       {"METADATA": metadata(proj), "entry_points.txt": ENTRY_POINTS})
 
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
@@ -226,7 +240,8 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
     _check_source_tree(proj)
     build_library()
     pth = (f"{proj['name']}_editable.pth", (str(PYDIR) + "\n").encode(), 0o644)
-    return write_wheel(wheel_directory, [pth], {"METADATA": metadata(proj)})
+    return write_wheel(wheel_directory, [pth],
+                       {"METADATA": metadata(proj), "entry_points.txt": ENTRY_POINTS})
 
 
 def build_sdist(sdist_directory, config_settings=None):

@@ -9,6 +9,7 @@ is read, an applying pass that puts the saved non-tensor values in place.
 import warnings
 
 from . import _tree as T
+from . import dist as D
 from .errors import MismatchError, NotFoundError
 
 NOTREE = object()  # the checkpoint has no libckpt.python description (written by another tool)
@@ -49,7 +50,8 @@ class Plan:
         self.alloc = alloc        # alloc(kind, tensor_info) -> a new tensor for a Stateful's state
         self.found = []           # (name, tensor) filled in place
         self.fresh = []           # (index, info, tensor) read into new tensors
-        self.stateful = []        # (object, saved state built from fresh tensors, where)
+        self.stateful = []        # (object, its state to load, where, (node, path) or None:
+                                  # the saved values to merge into that state once it is read)
         self.dropped = []         # dotted names of saved entries the state has no place for
         self._cache = {}
 
@@ -182,6 +184,11 @@ def _plan_stateful(obj, node, path, plan):
         sub = node["v"] if node["t"] == "stateful" else node
         built = _module_in_place(obj, sub, plan)
         if built is None:
+            built = _into_own_state(obj, sub, path, plan)
+            if built is not None:
+                plan.stateful.append((obj, built, where, (sub, path)))
+                return
+        if built is None:
             built = T.build(sub, plan.new_tensor)
         elif sub.get("t") in ("dict", "odict"):
             saved_keys = [T._dec_key(k) for k, _ in sub["v"]]
@@ -190,7 +197,23 @@ def _plan_stateful(obj, node, path, plan):
         _check_module(obj, built, path, plan, saved_keys)
     elif torch is not None and isinstance(obj, torch.optim.Optimizer):
         _check_optimizer(obj, built, where)
-    plan.stateful.append((obj, built, where))
+    plan.stateful.append((obj, built, where, None))
+
+
+def _into_own_state(obj, node, path, plan):
+    """DCP's rule for a Stateful whose state_dict() holds DTensors (or Shards), as DCP's
+    tutorial AppState's get_state_dict does: the saved state is read into what state_dict()
+    returned (each DTensor's box as this rank holds it now, whatever layout saved it), and
+    load_state_dict gets that, not whole tensors, which set_state_dict refuses ("mixed
+    torch.Tensor and DTensor").  None for any other object: its saved state is built from new
+    tensors."""
+    if node.get("t") not in ("dict", "odict"):
+        return None
+    own = obj.state_dict()
+    if not isinstance(own, dict) or not D.holds_boxes(own):
+        return None
+    merge(own, node, path, plan, apply=False)
+    return own
 
 
 def _module_in_place(module, node, plan):
@@ -265,7 +288,9 @@ def finish(plan, strict, step):
 
 
 def load_stateful(plan, strict):
-    for obj, built, _where_ in plan.stateful:
+    for obj, built, _where_, saved in plan.stateful:
+        if saved is not None:  # the saved non-tensor values into the object's own state
+            built = merge(built, saved[0], saved[1], plan, apply=True)
         torch = T.torch_mod()
         if torch is not None and isinstance(obj, torch.nn.Module):
             obj.load_state_dict(built, strict=strict)

@@ -16,8 +16,10 @@ of a global tensor (ckpt_dist_reader_restore_box reads only the chunks under it,
 
 How DCP's protocol maps onto libckpt's multi-rank save (include/ckpt.h, ckpt_dist_*):
 - The save's collectives run on libckpt's own gloo group over DCP's process group (the writer's
-  process_group; libckpt.dist_group), made on the main thread by reset().  Rank 0 opens (or
-  creates) the store and picks the step; every rank then begins its part collectively
+  process_group; libckpt.dist_group), made on the main thread by reset().  Every rank opens
+  the store (creating it and its parent directories when missing: of ranks creating it at once,
+  one header wins), rank 0 picks the step, and one exchange of every rank's outcome makes a
+  failure on any rank raise on all, naming it; every rank then begins its part collectively
   (ckpt_dist_save_begin: rank 0 claims the step; a step that exists, or a busy one, raises on
   every rank before anything is written).
 - The part is submitted with CKPT_DIST_THREADED | CKPT_DIST_DEFER: it is hashed, written and made
@@ -47,9 +49,11 @@ import io
 import os
 import pickle
 import re
+import sys
 import threading
 import time
 import uuid
+import warnings
 import zlib
 
 try:
@@ -256,7 +260,8 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
     LibckptStorageWriter(path=None, *, step=None, timeout=None, process_group=None,
                          stage_in_pool=True, **store_options)
 
-    path: the store (created if missing; or a checkpoint_id as resolve_checkpoint_id takes it);
+    path: the store (created, with its parent directories, by the first save when missing; or
+    a checkpoint_id as resolve_checkpoint_id takes it);
     dcp.save's checkpoint_id replaces it.  step: the checkpoint's step (default: from the
     checkpoint_id, else the newest step + 1).  process_group: the group dcp.save is given (None:
     the default group); libckpt's own gloo group over it carries the save's collectives.
@@ -283,6 +288,8 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
         self._opts = store_options
         self._store = None
         self._dg = None
+        self._async_pg = None    # async_group
+        self._warned_group = False
         self._cur = None      # the save in flight (_Save)
         self._last = None     # a save released, still to be waited for
         self.save_id = uuid.uuid4().hex
@@ -296,45 +303,96 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
             self._dg = D.dist_group(self._group, self._timeout)
         return self._dg
 
-    def _open_store(self, rank):
+    @property
+    def async_group(self):
+        """A gloo process group over the writer's ranks, of its own, for dcp.async_save's
+        collectives: dcp.async_save(..., process_group=writer.async_group).  DCP runs an async
+        save's plan and commit collectives on its thread, on the group async_save is given
+        (None: the default group); training's collectives on that group at the same time
+        mismatch (gloo aborts the process), hence DCP's rule that an async save gets a group of
+        its own.  Made at first use, on every rank of the writer's group alike (collective)."""
+        if self._async_pg is None:
+            dg = self._group_of()
+            if dg is None:
+                return None
+            import inspect
+            import torch.distributed as dist
+            kw = {}
+            if len(dg.ranks) != dist.get_world_size() and \
+                    "use_local_synchronization" in inspect.signature(dist.new_group).parameters:
+                kw["use_local_synchronization"] = True  # a subgroup: only its ranks make it
+            self._async_pg = dist.new_group(ranks=dg.ranks, timeout=dg.timeout, backend="gloo",
+                                            **kw)
+        return self._async_pg
+
+    def _check_async_group(self, dg):
+        """stage() is async_save's: the group async_save got must span the writer's ranks (else
+        raises, on every rank alike), and should not be the default group (a warning, once)."""
+        pg, depth = _async_save_group()
+        if pg is _UNKNOWN or dg is None or dg.size == 1:
+            return
+        import torch.distributed as dist
+        if pg is None or pg is dist.group.WORLD or pg is dist.distributed_c10d._get_default_group():
+            if not self._warned_group:
+                self._warned_group = True
+                warnings.warn(
+                    "libckpt.dcp: dcp.async_save was given no process_group: DCP's collectives "
+                    "for this save run on the default group from DCP's thread, while training "
+                    "runs its own on it, which mismatch (gloo aborts the process). An async save "
+                    "needs a process group of its own (DCP's rule): pass "
+                    "dcp.async_save(..., process_group=writer.async_group)", UserWarning,
+                    stacklevel=depth + 2)  # the line that called dcp.async_save
+            return
+        ranks = list(dist.get_process_group_ranks(pg))
+        if ranks != list(dg.ranks):
+            raise InvalidArgumentError(
+                f"libckpt.dcp: dcp.async_save's process_group spans ranks {ranks[:16]}, the "
+                f"writer's {list(dg.ranks)[:16]}: pass process_group=writer.async_group (give "
+                f"LibckptStorageWriter(process_group=G) the group of the ranks that save)")
+
+    def _open_store(self):
+        """The writer's store, opened, or created with its parent directories when missing: on
+        every rank (its header is link()ed, so of ranks creating it at once one header wins and
+        the others open it; docs/format.md), so that no rank waits for another to create it."""
         if self._store is not None and os.path.abspath(self._store.path) == os.path.abspath(self._path):
             return self._store
         if self._store is not None:
             self._store.close()
             self._store = None
-        self._store = Store(self._path, create=rank == 0 or None, **self._opts)
+        self._store = Store(self._path, create=True, **self._opts)
         return self._store
 
-    def _agree(self, dg):
-        """Rank 0 opens (or creates) the store and picks the step; the others learn both, then
-        open it.  Raises on every rank alike."""
+    def _agree(self, dg, prepare=None):
+        """Every rank opens (or creates) the store and runs prepare(store) (stage(): the pool);
+        rank 0 picks the step.  One exchange carries every rank's outcome, so a failure on any
+        rank raises on every rank, naming the rank and its error (not as a rank that died)."""
         rank = 0 if dg is None else dg.rank
-        got, err = None, None
-        if rank == 0:
-            try:
-                store = self._open_store(0)
-                step = self._step
-                if step is None:
-                    latest = store.latest_step()
-                    step = 0 if latest is None else latest + 1
-                got = ("ok", step)
-            except Exception as e:  # noqa: BLE001  the others must hear of it
-                err, got = e, ("error", f"{type(e).__name__}: {e}")
-        if dg is not None:
-            got = dg.broadcast_object(got, "DCP save: the step from rank 0")
+        mine, err = None, None
+        try:
+            store = self._open_store()
+            if prepare is not None:
+                prepare(store)
+            step = self._step
+            if rank == 0 and step is None:
+                latest = store.latest_step()
+                step = 0 if latest is None else latest + 1
+            mine = ("ok", step)
+        except Exception as e:  # noqa: BLE001  the others must hear of it
+            err, mine = e, ("error", getattr(e, "code", 0) or 0, f"{type(e).__name__}: {e}")
+        outs = [mine] if dg is None else dg.gather_object(
+            mine, f"DCP save into {self._path}: opening the store")
         if err is not None:
             raise err
-        if got[0] != "ok":
-            raise CkptIOError(f"DCP save into {self._path}: rank 0 could not begin: {got[1]}")
-        if rank != 0:
-            self._open_store(rank)
-        return got[1]
+        _dread._raise_remote(f"DCP save into {self._path}",
+                             [None if o[0] == "ok" else o[1:] for o in outs])
+        return outs[0][1]
 
-    def _begin(self):
-        """Collective: this rank's part of the next step begun (rank 0 claims it)."""
+    def _begin(self, prepare=None):
+        """Collective: this rank's part of the next step begun (rank 0 claims it); prepare:
+        as _agree's."""
         self._join_last()
         dg = self._group_of()
-        step = self._agree(dg)
+        step = self._agree(dg, prepare)
         comm = _SoloComm() if dg is None else D._Comm(dg)
         rank, world = (0, 1) if dg is None else (dg.rank, dg.size)
         out = ctypes.c_void_p()
@@ -442,14 +500,13 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
             self._join_last()
 
     def reserve(self, size=None):
-        """Opens the writer's store (it must exist, or this is rank 0: it is created) and
-        allocates its pinned pool now, as Store.reserve (size: bytes, or a state: its tensor
-        bytes and two I/O buffers), so that the first save does not pay for it.  Returns the
-        pool's size."""
+        """Opens the writer's store (created, with its parents, when missing) and allocates its
+        pinned pool now, as Store.reserve (size: bytes, or a state: its tensor bytes and two
+        I/O buffers), so that the first save does not pay for it.  Returns the pool's size."""
         if self._path is None:
             raise InvalidArgumentError("libckpt.dcp: no store: give LibckptStorageWriter(path)")
-        dg = self._group_of()
-        return self._open_store(0 if dg is None else dg.rank).reserve(size)
+        self._group_of()
+        return self._open_store().reserve(size)
 
     # -------------------------------------------------------------- DCP's calls, in order
     def reset(self, checkpoint_id=None):
@@ -649,6 +706,7 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
         current streams), and returns once the copy is done; hashing, writing and the commit go
         on in libckpt's pipeline and DCP's thread.  With stage_in_pool=False: a copy in host
         memory (cached between saves with cache_staged_state_dict), as DCP's default."""
+        self._check_async_group(self._group_of())
         if not self._pool:
             from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
             if self._cache_sd is None or not self._cache:
@@ -658,13 +716,14 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
                 self._cache_sd = cache
             return _copy_state_dict(state_dict, self._cache_sd)
         self._give_up("a new save was staged before the previous one's finish()")
+        prepare = None
         if "pool_size" not in self._opts:
             # DCP's own stager holds a host copy of the state; the pool grows to hold it as
             # well (once: it is kept), so that async_save blocks for the copy only, not until
             # a default-sized pool drains to disk. A pool_size given bounds it instead.
             self._join_last()  # a pool is replaced only with no save in flight
-            self.reserve(state_dict)
-        sv = self._begin()
+            prepare = lambda store: store.reserve(state_dict)  # noqa: E731
+        sv = self._begin(prepare)
         sv.where = (self._path, self._step)
         self._submit(sv, lambda: self._add_staged(sv, state_dict))
         return _freeze(state_dict)
@@ -684,6 +743,24 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
             self.close()
         except Exception:  # noqa: BLE001
             pass
+
+
+_UNKNOWN = object()
+
+
+def _async_save_group():
+    """(the process_group that dcp.async_save was given, read from its frame: stage() is called
+    from it, on the main thread, before DCP's thread starts; how many frames above the caller
+    it is), or (_UNKNOWN, 0) when no dcp.async_save is found within a few frames."""
+    f = sys._getframe(1)
+    for depth in range(12):
+        if f is None:
+            break
+        if f.f_code.co_name == "async_save" and \
+                f.f_globals.get("__name__", "").startswith("torch.distributed.checkpoint"):
+            return f.f_locals.get("process_group", _UNKNOWN), depth
+        f = f.f_back
+    return _UNKNOWN, 0
 
 
 def _numel(size):

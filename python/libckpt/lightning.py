@@ -4,10 +4,15 @@ incremental and crash-safe, and resumes from it (trainer.fit(ckpt_path=...)); it
 Lightning's AsyncCheckpointIO (which clones the tensors, then saves on its thread).
 
 Lightning keeps working with file paths (ModelCheckpoint's top-k, "last", removal): at each path
-this plugin writes a small pointer file (JSON: the store and the step), after the checkpoint it
-names is durable, atomically (temporary file, fsync, rename, directory fsync).  The checkpoints
-themselves are the store's steps 0, 1, 2, ... in save order, each with the metadata entry
-"lightning.path" (the file name).  remove_checkpoint removes the pointer, then the step.
+this plugin writes a small pointer file (JSON: the step, and the store relative to the pointer's
+directory), after the checkpoint it names is durable, atomically (temporary file, fsync, rename,
+directory fsync).  A pointer is read in the plugin's store (its store argument, or libckpt.store
+beside the file), so a run directory copied with its store reads the copy; an older pointer
+naming another store by an absolute path is read in the plugin's store too, with a warning.  The
+checkpoints themselves are the store's steps 0, 1, 2, ... in save order, each with the metadata
+entries "lightning.file" (the file name; also "lightning.path", as older versions wrote it),
+"lightning.global_step" and "lightning.epoch" (Lightning's counters, when the checkpoint has
+them), which `ckptctl list` shows.  remove_checkpoint removes the pointer, then the step.
 
     from libckpt.lightning import LibckptCheckpointIO
     trainer = L.Trainer(plugins=[LibckptCheckpointIO()])            # store: <dirpath>/libckpt.store
@@ -17,6 +22,7 @@ themselves are the store's steps 0, 1, 2, ... in save order, each with the metad
 import json
 import os
 import threading
+import warnings
 
 try:
     from lightning.fabric.plugins.io.checkpoint_io import CheckpointIO
@@ -33,7 +39,8 @@ from .store import Store
 
 __all__ = ["LibckptCheckpointIO", "POINTER_FORMAT"]
 
-POINTER_FORMAT = "libckpt-lightning-pointer/1"
+POINTER_FORMAT = "libckpt-lightning-pointer/2"  # "store": relative to the pointer's directory
+_OLD_FORMATS = ("libckpt-lightning-pointer/1",)    # "store": an absolute path
 _DEFAULT_STORE = "libckpt.store"  # beside the checkpoint files when no store is given
 
 
@@ -50,6 +57,17 @@ def _write_atomic(path, data):
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _metadata(checkpoint, path):
+    """The step's metadata: Lightning's file name and counters, for `ckptctl list` to show."""
+    name = os.path.basename(path)
+    meta = {"lightning.file": name, "lightning.path": name}
+    for key in ("global_step", "epoch"):
+        v = checkpoint.get(key) if isinstance(checkpoint, dict) else None
+        if isinstance(v, int) and not isinstance(v, bool):
+            meta[f"lightning.{key}"] = str(v)
+    return meta
 
 
 class LibckptCheckpointIO(CheckpointIO):
@@ -85,11 +103,11 @@ class LibckptCheckpointIO(CheckpointIO):
             latest = st.latest_step()
             step = 0 if latest is None else latest + 1
             # this process alone, also under DDP: Lightning calls it on global rank 0 only
-            st.save(checkpoint, step, metadata={"lightning.path": os.path.basename(path)},
-                    group=_dist.LOCAL)
-            _write_atomic(path, json.dumps({"format": POINTER_FORMAT, "store": store,
+            st.save(checkpoint, step, metadata=_metadata(checkpoint, path), group=_dist.LOCAL)
+            rel = os.path.relpath(store, os.path.dirname(os.path.abspath(path)))
+            _write_atomic(path, json.dumps({"format": POINTER_FORMAT, "store": rel,
                                             "step": step}).encode() + b"\n")
-            if old is not None and old[0] == store and old[1] in st.steps():
+            if old is not None and old[1] in st.steps():
                 st.delete(old[1], newest=True)
 
     def _pointer(self, path):
@@ -101,19 +119,35 @@ class LibckptCheckpointIO(CheckpointIO):
             raise NotFoundError(f"checkpoint {path} does not exist") from None
         try:
             p = json.loads(head)
-            ok = isinstance(p, dict) and p.get("format") == POINTER_FORMAT
+            ok = isinstance(p, dict) and p.get("format") in (POINTER_FORMAT,) + _OLD_FORMATS
         except ValueError:
             ok = False
         if not ok or not isinstance(p.get("step"), int) or not isinstance(p.get("store"), str):
             raise CorruptError(f"{path} is not a libckpt pointer file (written by "
                                f"LibckptCheckpointIO); a torch.save checkpoint loads with "
                                f"Lightning's default TorchCheckpointIO")
-        return p["store"], p["step"]
+        # The plugin's store, not the one the pointer names: a run directory copied with its
+        # store must read the copy. Pointers store it relative (only a check); older ones by an
+        # absolute path, which is said when it is not this store.
+        store = self._store_for(path)
+        named = p["store"]
+        if os.path.isabs(named) and os.path.normpath(named) != os.path.normpath(store):
+            warnings.warn(f"libckpt: {path} names store {named} (an absolute path, as libckpt's "
+                          f"older pointers do); reading step {p['step']} in this plugin's store "
+                          f"{store}", UserWarning, stacklevel=3)
+        return store, p["step"]
 
     def load_checkpoint(self, path, map_location=None, weights_only=None):
-        """The checkpoint dict the pointer at path names (every chunk verified as it is read)."""
+        """The checkpoint dict the pointer at path names (every chunk verified as it is read).
+        A step the store no longer holds (pruned) raises NotFoundError naming the file and it."""
         store, step = self._pointer(path)
         with Store(store, read_only=True, **self._opts) as st:
+            steps = st.steps()
+            if step not in steps:
+                have = f"its steps are {steps[:8]}{' ...' if len(steps) > 8 else ''}" if steps \
+                    else "it holds no checkpoint"
+                raise NotFoundError(f"{path} points to step {step} of store {store}, which the "
+                                    f"store no longer holds (pruned or deleted; {have})")
             return st.load(step, map_location=map_location)
 
     def remove_checkpoint(self, path):

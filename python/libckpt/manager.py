@@ -411,16 +411,31 @@ class CheckpointManager:
             self._reap(block=True)
             self._raise()
 
+    @property
+    def pending_step(self):
+        """The step of the save in flight (save() with async_save returned; not yet known
+        durable), or None.  latest_step() and all_steps() list durable checkpoints only, so they
+        leave it out until then; wait_until_finished() makes it durable and listed.  Its error,
+        if it failed, is raised by the manager's next call, not here."""
+        with self._lock:
+            self._reap(block=False)
+            return None if self._pending is None else self._pending[1]
+
     def latest_step(self):
         """The newest durable checkpoint's step known to the manager (its list, read at start,
-        after each save and by reload()), or None."""
+        after each save and by reload()), or None.  The save in flight is not in it until it is
+        durable (pending_step names it)."""
         with self._lock:
             self._reap(block=False)
             self._raise()
             return self._steps[-1] if self._steps else None
 
     def all_steps(self, read=False):
-        """The steps of the durable checkpoints, ascending (read=True: reload() first)."""
+        """The steps of the durable checkpoints, ascending (read=True: reload() first).  The
+        save in flight is left out until it is durable: pending_step names it, and
+        wait_until_finished() makes it durable and listed.  With a group it is listed only after
+        a call that waits for it (the next save, wait_until_finished, restore, delete): every
+        rank's list stays the same, where a poll could differ between ranks."""
         with self._lock:
             self._reap(block=False)
             self._raise()

@@ -19,8 +19,8 @@ from . import dist as _dist
 from ._common import (SaveStats, _SnapshotWait, _stats, _step_arg,  # noqa: F401  SaveStats: public
                       order_after_current)
 from ._target import _alloc, _check_target, _data_ptr
-from .errors import (CkptError, CorruptError, InvalidArgumentError, NotFoundError,
-                     UnsupportedError, VersionError)
+from .errors import (CkptError, CkptIOError, CorruptError, InvalidArgumentError, NoSpaceError,
+                     NotFoundError, PermissionDeniedError, UnsupportedError, VersionError)
 
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.I)
@@ -38,6 +38,39 @@ def _size(name, v):
             mult = 1024 ** " kmgt".index((m.group(2) or " ").lower())
             return int(float(m.group(1)) * mult)
     raise ValueError(f"{name}: expected a size in bytes (int or '64M'), got {v!r}")
+
+
+def _make_parents(path):
+    """Creates the missing directories above a store about to be made (Store(create=True), or
+    bound to a remote), as os.makedirs does and DCP's FileSystemWriter before a save: libckpt
+    creates the store's own directory only.  Each new directory's entry is made durable (its
+    parent fsynced), as libckpt does for the store's; a directory another process makes at the
+    same time (the ranks of a job) is fine."""
+    import errno
+    import os
+    missing = []
+    parent = os.path.dirname(os.path.abspath(os.fspath(path)))
+    while not os.path.isdir(parent):
+        missing.append(parent)
+        up = os.path.dirname(parent)
+        if up == parent:
+            break
+        parent = up
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o755)
+        except FileExistsError:
+            continue
+        except OSError as e:
+            cls = {errno.EACCES: PermissionDeniedError, errno.EPERM: PermissionDeniedError,
+                   errno.EROFS: PermissionDeniedError, errno.ENOSPC: NoSpaceError,
+                   errno.ENOTDIR: InvalidArgumentError}.get(e.errno, CkptIOError)
+            raise cls(f"store {path}: cannot create directory {d}: {e.strerror}") from None
+        fd = os.open(os.path.dirname(d), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _adopt(path, remote, store_id, create):
@@ -149,7 +182,7 @@ class Store:
     Options left at None keep libckpt's defaults (see include/ckpt.h, CKPT_OPT_*).  Sizes are
     ints or strings like '4M'.  compress: 'none' | 'zstd' (or a bool); io_engine: 'auto' |
     'io_uring' | 'psync'.  A missing store raises NotFoundError unless create=True (a read-only
-    store is never created).
+    store is never created); create=True and remote= create the missing directories above it.
 
     remote: a second copy off the node (file:///dir or an absolute path on a shared file system,
     s3://bucket/prefix).  With remote_upload (the default) every checkpoint is uploaded in the
@@ -227,6 +260,8 @@ class Store:
             if remote_bandwidth is not None:
                 setopt(L.OPT_REMOTE_BANDWIDTH, "remote_bandwidth",
                        _size("remote_bandwidth", remote_bandwidth))
+            if (create or remote is not None) and not read_only:
+                _make_parents(path)
             if remote is not None and not read_only:
                 _adopt(path, remote, remote_store_id, create)
             if isinstance(data_dirs, (str, bytes)):

@@ -6,6 +6,8 @@
 #      beside it): a NumPy round trip works; the package's library is the one loaded;
 #   2. the wheel of `make wheel` (its RECORD right, py3-none-<platform>) installs into a second
 #      venv and works; `pip uninstall` removes every file it put;
+#   1 and 2 give the `ckptctl` command (the package's entry point running the program the wheel
+#      carries): --help and list work from another directory, without LD_LIBRARY_PATH;
 #   3. `make install` with that venv active puts the package in the venv's site-packages, loading
 #      PREFIX's library; `make uninstall` removes it; `pip install -e ./python` runs the source
 #      tree's package with its library;
@@ -73,6 +75,17 @@ site1=$(site_of "$tmp/v1")
 libs=$(cd "$tmp/elsewhere" && "$tmp/v1/bin/python" "$tmp/use.py" "$site1" "$tmp/s1" numpy) || fail "use after pip install"
 expect_libs "$libs"
 echo "pip install ./python: $site1/libckpt, loaded $libs"
+# the ckptctl command the README's recipes use: the package's entry point runs the program it
+# carries, from anywhere, on the store use.py made
+check_ckptctl() {  # VENV STORE
+	(cd "$tmp/elsewhere" && env -u LD_LIBRARY_PATH PATH=/usr/bin:/bin "$1/bin/ckptctl" --help) \
+		>"$tmp/cc.out" 2>&1 || { cat "$tmp/cc.out"; fail "$1/bin/ckptctl --help"; }
+	grep -q "^Usage: ckptctl" "$tmp/cc.out" || { cat "$tmp/cc.out"; fail "ckptctl --help: no usage"; }
+	(cd "$tmp/elsewhere" && env -u LD_LIBRARY_PATH "$1/bin/ckptctl" list "$2") >"$tmp/cc.out" 2>&1 ||
+		{ cat "$tmp/cc.out"; fail "$1/bin/ckptctl list $2"; }
+}
+check_ckptctl "$tmp/v1" "$tmp/s1"
+echo "pip install ./python: $tmp/v1/bin/ckptctl --help and list work"
 
 # 2. make wheel; a second, clean venv (no system packages).
 make -s wheel B="$B" >"$tmp/wheel.log" 2>&1 || { cat "$tmp/wheel.log"; fail "make wheel"; }
@@ -95,6 +108,8 @@ for name, (h, size) in rec.items():
     d = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     assert h == "sha256=" + d and int(size) == len(data), name
 assert "libckpt/_native/libckpt.so.0" in rec and "Root-Is-Purelib: false" in z.read(di + "/WHEEL").decode()
+assert "libckpt/_native/ckptctl" in rec, "the wheel carries no ckptctl"
+assert "ckptctl = libckpt._ckptctl:main" in z.read(di + "/entry_points.txt").decode()
 PYEOF
 "$PY" -m venv --without-pip "$tmp/v2"  # pip of v1 installs into it (saves ensurepip's seconds)
 pip2() { "$tmp/v1/bin/pip" --python "$tmp/v2/bin/python" "$@"; }
@@ -102,9 +117,11 @@ site2=$(site_of "$tmp/v2")
 pip2 install -q "$whl" >"$tmp/pip2.log" 2>&1 || { cat "$tmp/pip2.log"; fail "pip install $whl"; }
 libs=$(cd "$tmp/elsewhere" && "$tmp/v2/bin/python" "$tmp/use.py" "$site2" "$tmp/s2") || fail "use of $whl"
 expect_libs "$libs"
+check_ckptctl "$tmp/v2" "$tmp/s2"
 pip2 uninstall -q -y libckpt >"$tmp/pip3.log" 2>&1 || { cat "$tmp/pip3.log"; fail "pip uninstall"; }
 left=$(cd "$site2" && ls -d libckpt* 2>/dev/null || true)
 [ -z "$left" ] || fail "pip uninstall left $left in $site2"
+[ ! -e "$tmp/v2/bin/ckptctl" ] || fail "pip uninstall left $tmp/v2/bin/ckptctl"
 echo "make wheel: $(basename "$whl") installs, works and uninstalls in a clean venv"
 
 # 3. make install with the venv active (as `. v2/bin/activate` does) and a prefix of the test's.

@@ -4,8 +4,11 @@ environment, with Lightning): a small LightningModule (AdamW, a StepLR schedule)
 for 4 epochs in one run, against 2 epochs, stopped, then resumed from ModelCheckpoint's "last"
 to 4 epochs: the weights, optimizer state and the schedule end bit for bit alike, with the plain
 plugin and under AsyncCheckpointIO.  The checkpoint files Lightning sees are pointers into one
-store; ModelCheckpoint's top-1 removal deletes the store's steps it no longer needs; a
-damaged chunk fails the resume (a ChecksumError), never resumes from bad data.
+store (relative to the pointer), each step recording Lightning's file name, step and epoch;
+ModelCheckpoint's top-1 removal deletes the store's steps it no longer needs; a run directory
+copied with its store reads the copy (an older absolute pointer too, with a warning); a pointer
+to a pruned step says so; a damaged chunk fails the resume (a ChecksumError), never resumes
+from bad data.
 """
 
 import json
@@ -92,12 +95,19 @@ def run(tmp, name, make_plugin, reference):
     last = os.path.join(root, "ckpt", "last.ckpt")
     with open(last) as f:
         ptr = json.load(f)
-    assert ptr["format"] == "libckpt-lightning-pointer/1" and os.path.isdir(ptr["store"]), ptr
+    store = os.path.normpath(os.path.join(os.path.dirname(last), ptr["store"]))
+    assert ptr["format"] == "libckpt-lightning-pointer/2" and not os.path.isabs(ptr["store"]) \
+        and os.path.isdir(store), ptr
     files = sorted(f for f in os.listdir(os.path.join(root, "ckpt")) if f.endswith(".ckpt"))
-    with libckpt.Store(ptr["store"], read_only=True) as st:
+    with libckpt.Store(store, read_only=True) as st:
         steps = st.steps()
-        names = sorted(st.metadata(s)["lightning.path"] for s in steps)
+        metas = [st.metadata(s) for s in steps]
+    names = sorted(md["lightning.file"] for md in metas)
     assert names == files, f"store holds {names}, Lightning's directory {files}"
+    for md in metas:  # Lightning's step, as its file names say it ("epoch=1-step=10.ckpt")
+        if "step=" in md["lightning.file"]:
+            assert f"step={md['lightning.global_step']}." in md["lightning.file"], md
+        assert md["lightning.epoch"].isdigit(), md
     print(f"ok: {name}: 2 epochs; Lightning's files {files} point into one store, steps {steps} "
           f"(top-1 removal deleted the older ones)")
 
@@ -107,7 +117,47 @@ def run(tmp, name, make_plugin, reference):
     tr2.fit(m2, data(), ckpt_path=last)
     same(final_state(m2, tr2), reference, f"{name}: resumed after 2 epochs vs 4 epochs at once")
     print(f"ok: {name}: resumed from last.ckpt to 4 epochs, bit for bit as one run")
-    return last, ptr
+    return last, store
+
+
+def copied_run(tmp, root):
+    """A run directory copied with its store reads the copy; an older absolute pointer is read in
+    the plugin's store, with a warning; a pointer whose step was pruned says so."""
+    import shutil
+    import warnings
+    import libckpt
+    from libckpt.lightning import LibckptCheckpointIO
+    copy = os.path.join(tmp, "copied")
+    shutil.copytree(root, copy)
+    shutil.rmtree(root)  # the original is gone: the copy must not need it
+    last = os.path.join(copy, "ckpt", "last.ckpt")
+    io = LibckptCheckpointIO()
+    ck = io.load_checkpoint(last)
+    assert "state_dict" in ck and isinstance(ck.get("global_step"), int), sorted(ck)
+    store = os.path.join(copy, "ckpt", libckpt.lightning._DEFAULT_STORE)
+    with open(last) as f:
+        step = json.load(f)["step"]
+    old = os.path.join(copy, "ckpt", "old.ckpt")
+    with open(old, "w") as f:  # as libckpt's earlier versions wrote them
+        json.dump({"format": "libckpt-lightning-pointer/1", "store": os.path.join(root, "ckpt", "x"),
+                   "step": step}, f)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ck2 = io.load_checkpoint(old)
+    assert ck2["global_step"] == ck["global_step"], (ck2["global_step"], ck["global_step"])
+    msgs = [str(w.message) for w in seen if "older pointers" in str(w.message)]
+    assert msgs and store in msgs[0], [str(w.message) for w in seen]
+    print("ok: a copied run directory reads its copy of the store; an older absolute pointer "
+          "is read there too, with a warning")
+    with libckpt.Store(store) as st:
+        st.delete(step, newest=True)
+    try:
+        io.load_checkpoint(last)
+    except libckpt.NotFoundError as e:
+        assert "last.ckpt" in str(e) and f"step {step}" in str(e), str(e)
+        print(f"ok: a pointer to a pruned step: {str(e)[:150]}")
+    else:
+        raise AssertionError("loaded a pruned step")
 
 
 def main():
@@ -125,10 +175,11 @@ def main():
         tr.fit(m, data())
         reference = final_state(m, tr)
         run(tmp, "plain", LibckptCheckpointIO, reference)
+        copied_run(tmp, os.path.join(tmp, "plain"))
         store = os.path.join(tmp, "async-store")
-        last, ptr = run(tmp, "async", lambda: AsyncCheckpointIO(LibckptCheckpointIO(store)),
-                        reference)
-        assert ptr["store"] == store, ptr
+        last, named = run(tmp, "async", lambda: AsyncCheckpointIO(LibckptCheckpointIO(store)),
+                          reference)
+        assert named == store, named
 
         # a damaged chunk: the resume raises instead of training on from bad data
         for f in os.listdir(os.path.join(store, "packs")):

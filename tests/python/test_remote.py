@@ -63,7 +63,8 @@ class Remote(unittest.TestCase):
             self.assertEqual(st["packs_sent"], 0)
             self.assertGreater(st["packs_present"], 0)
         shutil.rmtree(path)  # the node is lost
-        path2 = os.path.join(self.dir, "b")
+        # the replacement node's path, its parents missing too (made as the store's own)
+        path2 = os.path.join(self.dir, "new-node", "runs", "b")
         with libckpt.Store(path2, remote=self.url) as s:  # no create: bound to the remote's
             self.assertEqual(s.steps(), [])
             self.assertEqual(s.upload_state(2), "remote")
