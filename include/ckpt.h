@@ -1130,6 +1130,25 @@ CKPT_API int ckpt_store_remote_gc(ckpt_store *store, int flags, ckpt_remote_gc_r
  * them; a malformed id), -CKPT_E_EXISTS (path holds another store), or an I/O or remote error. */
 CKPT_API int ckpt_remote_adopt(const char *url, const char *store_id, const char *path);
 
+/* One store on a remote, as ckpt_remote_stores() finds it. */
+typedef struct ckpt_remote_store {
+	char id[33];          /* the store id (32 lowercase hex digits): ckpt_remote_adopt's store_id */
+	const char *host;     /* the host and the path of the store that pushed to it last, as */
+	const char *path;     /* that push recorded them; "" when unrecorded (an older libckpt) */
+	uint64_t checkpoints; /* manifests on the remote */
+	uint64_t newest_step; /* the highest step among them; CKPT_STEP_LATEST when there is none */
+	uint64_t bytes;       /* the bytes of its packs on the remote */
+} ckpt_remote_store;
+
+/* The stores on remote url, by id, into *out (their count of entries, then one zeroed: free it
+ * with ckpt_remote_stores_free()): what a replacement node can bind a new store to, without any
+ * local store. Counts come from listing the remote (manifests are not read). Returns the count,
+ * or -CKPT_E_INVAL (a malformed url), -CKPT_E_NOTFOUND (no such directory or bucket), or the
+ * remote's error. */
+CKPT_API long ckpt_remote_stores(const char *url, ckpt_remote_store **out);
+/* Frees a list from ckpt_remote_stores() (NULL is fine). */
+CKPT_API void ckpt_remote_stores_free(ckpt_remote_store *list);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ckpt.h"
 #include "cli.h"
@@ -23,6 +24,19 @@ int ck_set_remote(const char *cmd, ckpt_store *store, const char *url, unsigned 
  * grace_s >= 0; prints the report (text or JSON). Returns the exit status. */
 int ck_remote_gc(const char *cmd, const char *path, const char *url,
 		 const ckpt_retention *pol, int flags, bool json, int64_t grace_s);
+/* rstores.c: prints the stores on url (ckpt_remote_stores: id, host, path, newest step,
+ * checkpoints, bytes) on f, as a table or JSON. Returns the exit status (reported). */
+int ck_remote_stores(const char *cmd, const char *url, bool json, FILE *f);
+/* list without a store: with a remote (url, else $CKPT_REMOTE) and no STORE (path NULL) or a STORE
+ * that holds no store, lists the remote's stores instead. Returns -1 to list STORE as usual, or
+ * the exit status. */
+int ck_list_stores_instead(const char *cmd, const char *path, const char *url, bool json);
+/* push to a directory remote (url, else $CKPT_REMOTE) that does not exist: creates it (mkdir
+ * -p). Returns 0 or EXIT_FAIL (reported). */
+int ck_remote_mkdir(const char *cmd, const char *url);
+/* push --all: every valid local checkpoint the remote lacks, oldest first, with a progress line
+ * each when progress; prints a line each and a summary (or JSON). Returns the exit status. */
+int ck_push_all(const char *cmd, ckpt_store *store, bool json, bool progress);
 /* The --remote option of show and verify (their argument struct T has const char *remote). */
 #define CK_REMOTE_READ_OPT(T) \
 	{CLI_OPT(CLI_STRING, "remote", 'r', CLI_AT(T, remote), "URL", \

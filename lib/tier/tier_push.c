@@ -286,6 +286,7 @@ int tier_push(struct ckpt_store *s, const struct tier_ref *t, uint64_t step, ckp
 	if (!(rc = tier_ensure_hdr(s, t)) && !(rc = tier_mark_upload(t, mark, sizeof mark)) &&
 	    !(rc = tier_push_packs(s, t, ids, (size_t)n, st, progress, arg, cancel)))
 		rc = push_tail(s, t, &m, ids, (size_t)n);
+	rc = rc ? rc : tier_put_info(s, t); /* who pushed: what a replacement node lists */
 	tier_unmark_keep_error(t, mark, rc);
 	if (rc)
 		ckpt_fail_prefix("push of checkpoint %" PRIu64 " to %s", step, t->r->url);
