@@ -254,6 +254,11 @@ size_t tags_in(const char *list);
 bool ck_tags_any(const char *list, const char *const *want, size_t n);
 /* The JSON field "tags": an array of the list's tags. */
 void ck_tags_json(struct jw *w, const char *list);
+/* The JSON keys of every command follow the C API's names (ckpt_stats, ckpt_tensor_info):
+ * bytes_new, chunks_new, chunks_reused. The older keys new_bytes, new_chunks and reused_chunks
+ * (list, show, import) are printed too, for one version, by this (chunks_reused < 0: not that
+ * one). */
+void ck_json_aliases(struct jw *w, uint64_t bytes_new, uint64_t chunks_new, int64_t chunks_reused);
 /* step, time, sizes, chunks and tags of one checkpoint, as keys of the open JSON object. */
 void ck_info_json(struct jw *w, const ckpt_info *i);
 

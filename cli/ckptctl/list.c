@@ -29,9 +29,10 @@ static const struct cli_opt list_opts[] = {
 	 "(not on the remote), remote (on both) or remote-only")},
 	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct list_args, json), NULL,
 	 "print a JSON array of objects with step, time (unix seconds), tensors,\n"
-	 "logical_bytes, new_bytes, stored_bytes (REFERENCED), chunks, new_chunks\n"
+	 "logical_bytes, bytes_new, stored_bytes (REFERENCED), chunks, chunks_new\n"
 	 "and tags (an array of strings); with a remote, upload (as the\n"
-	 "UPLOAD column) and store_id")},
+	 "UPLOAD column) and store_id (new_bytes and new_chunks: older names,\n"
+	 "printed too until the next version)")},
 	CLI_OPT_END,
 };
 

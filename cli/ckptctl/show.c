@@ -19,12 +19,13 @@ static const struct cli_opt show_opts[] = {
 	 "or base64 values in full (such as DCP's dcp.metadata; else their size)")},
 	CK_REMOTE_READ_OPT(struct show_args),
 	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct show_args, json), NULL,
-	 "print a JSON object: step, time, tensors, logical_bytes, new_bytes,\n"
-	 "stored_bytes, chunks, new_chunks, tags (an array of strings), metadata\n"
+	 "print a JSON object: step, time, tensors, logical_bytes, bytes_new,\n"
+	 "stored_bytes, chunks, chunks_new, tags (an array of strings), metadata\n"
 	 "(an object), metadata_hidden (an object: the byte size of each entry\n"
-	 "left out as internal or large; without --all) and tensor_info (an array of objects with name, dtype,\n"
-	 "shape, nbytes, chunks, chunks_new, chunks_reused and bytes_new);\n"
-	 "sizes in bytes")},
+	 "left out as internal or large; without --all) and tensor_info (an\n"
+	 "array of objects with name, dtype, shape, nbytes, chunks, chunks_new,\n"
+	 "chunks_reused and bytes_new); sizes in bytes (new_bytes and\n"
+	 "new_chunks: older names, printed too until the next version)")},
 	CLI_OPT_END,
 };
 
