@@ -196,7 +196,10 @@ static void prune_text(bool dry, const ckpt_gc_report *rep, const ckpt_info *lis
 		char t[32], b[32], why[64];
 		if (!ck_step_removed(rep, list[k].step)) {
 			kept++;
-			if (a->list && !list[k].error)
+			if (a->list && list[k].error) /* no commit time to show */
+				printf("keeping step %llu: %s\n", (unsigned long long)list[k].step,
+				       rule_text(a, list[k].step, why, sizeof why));
+			else if (a->list)
 				printf("keeping step %llu (saved %s): %s\n",
 				       (unsigned long long)list[k].step,
 				       cli_fmt_time(list[k].time, t, sizeof t),

@@ -107,6 +107,7 @@ corrupt flip "$T/s-man/manifests/00000000000000000600.ckpt"
 check prune-damaged-refused ckptctl prune "$T/s-man" --keep-last 1
 expect "a refused prune removes nothing" test "$(steps "$T/s-man" 2>/dev/null)" = "100 200 300 400 500"
 check prune-damaged-refused-json ckptctl prune "$T/s-man" --keep-last 1 --json
+check prune-damaged-list ckptctl prune "$T/s-man" --keep-last 1 --keep 100 --force --dry-run --list
 check prune-damaged-force ckptctl prune "$T/s-man" --keep-last 1 --force
 expect "prune --force: the newest valid (500) stays, the damaged manifest too" \
 	test "$(steps "$T/s-man" 2>/dev/null)" = "500" -a -e "$T/s-man/manifests/00000000000000000600.ckpt"
