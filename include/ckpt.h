@@ -1145,6 +1145,63 @@ CKPT_API int ckpt_store_remote_gc(ckpt_store *store, int flags, ckpt_remote_gc_r
  * remote header that is not its id's store's), or an I/O or remote error. */
 CKPT_API int ckpt_remote_adopt(const char *url, const char *store_id, const char *path);
 
+/* One store on a remote, as ckpt_remote_stores() finds it. */
+typedef struct ckpt_remote_store {
+	char id[33];          /* the store id (32 lowercase hex digits): ckpt_remote_adopt's store_id */
+	const char *host;     /* the host and the path of the store that pushed to it last, as */
+	const char *path;     /* that push recorded them; "" when unrecorded (an older libckpt) */
+	uint64_t checkpoints; /* manifests on the remote */
+	uint64_t newest_step; /* the highest step among them; CKPT_STEP_LATEST when there is none */
+	uint64_t bytes;       /* the bytes of its packs on the remote */
+} ckpt_remote_store;
+
+/* The stores on remote url, by id, into *out (their count of entries, then one zeroed: free it
+ * with ckpt_remote_stores_free()): what a replacement node can bind a new store to, without any
+ * local store. Counts come from listing the remote (manifests are not read). Returns the count,
+ * or -CKPT_E_INVAL (a malformed url), -CKPT_E_NOTFOUND (no such directory or bucket), or the
+ * remote's error. */
+CKPT_API long ckpt_remote_stores(const char *url, ckpt_remote_store **out);
+/* Frees a list from ckpt_remote_stores() (NULL is fine). */
+CKPT_API void ckpt_remote_stores_free(ckpt_remote_store *list);
+
+/* ---- Experimental ------------------------------------------------------------------------------
+ * Functions below may change before 1.0 (their symbols stay in the version script; a change is a
+ * new name). */
+
+/* The rule that keeps a checkpoint (ckpt_store_prune_explain()). */
+typedef enum ckpt_keep_rule {
+	CKPT_KEEP_NONE = 0, /* no rule keeps it: prune removes it */
+	CKPT_KEEP_WITHIN,   /* keep_within */
+	CKPT_KEEP_LAST,     /* keep.keep_last */
+	CKPT_KEEP_HOURLY,
+	CKPT_KEEP_DAILY,
+	CKPT_KEEP_WEEKLY,
+	CKPT_KEEP_MONTHLY,
+	CKPT_KEEP_YEARLY,
+	CKPT_KEEP_TAG,      /* keep_tags */
+	CKPT_KEEP_EVERY,    /* keep.keep_every */
+	CKPT_KEEP_STEP,     /* keep.keep_steps */
+	CKPT_KEEP_NEWEST,   /* the newest valid checkpoint, which always stays */
+	CKPT_KEEP_DAMAGED,  /* a damaged manifest: prune never removes it */
+} ckpt_keep_rule;
+
+/* One checkpoint's fate under a retention, as borg prune --list tells it. */
+typedef struct ckpt_prune_choice {
+	uint64_t step;
+	int rule;     /* ckpt_keep_rule: the first rule, in the order ckpt_retention applies them,
+		       * that keeps it; CKPT_KEEP_NONE when it goes */
+	uint32_t nth; /* keep_last and the period rules: the how-manieth checkpoint the rule keeps
+		       * (1: its newest); 0 for the oldest checkpoint, kept because fewer periods
+		       * than asked have one, and for the other rules */
+} ckpt_prune_choice;
+
+/* What ckpt_store_prune_gc() with retention would keep, and by which rule, changing nothing and
+ * taking no lock: one entry per checkpoint (damaged ones too), ascending by step, into *out
+ * (free() it). A save or prune that runs meanwhile may make the real choice differ. Returns the
+ * count, or -CKPT_E_INVAL (as ckpt_store_prune_gc()), -CKPT_E_NOMEM or an I/O error. */
+CKPT_API long ckpt_store_prune_explain(ckpt_store *store, const ckpt_retention *retention,
+				       ckpt_prune_choice **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ckpt.h"
 #include "cli.h"
@@ -27,6 +28,19 @@ const char *ck_remote_invalid_reason(ckpt_store *store, const ckpt_info *info, c
  * grace_s >= 0; prints the report (text or JSON). Returns the exit status. */
 int ck_remote_gc(const char *cmd, const char *path, const char *url,
 		 const ckpt_retention *pol, int flags, bool json, int64_t grace_s);
+/* rstores.c: prints the stores on url (ckpt_remote_stores: id, host, path, newest step,
+ * checkpoints, bytes) on f, as a table or JSON. Returns the exit status (reported). */
+int ck_remote_stores(const char *cmd, const char *url, bool json, FILE *f);
+/* list without a store: with a remote (url, else $CKPT_REMOTE) and no STORE (path NULL) or a STORE
+ * that holds no store, lists the remote's stores instead. Returns -1 to list STORE as usual, or
+ * the exit status. */
+int ck_list_stores_instead(const char *cmd, const char *path, const char *url, bool json);
+/* push to a directory remote (url, else $CKPT_REMOTE) that does not exist: creates it (mkdir
+ * -p). Returns 0 or EXIT_FAIL (reported). */
+int ck_remote_mkdir(const char *cmd, const char *url);
+/* push --all: every valid local checkpoint the remote lacks, oldest first, with a progress line
+ * each when progress; prints a line each and a summary (or JSON). Returns the exit status. */
+int ck_push_all(const char *cmd, ckpt_store *store, bool json, bool progress);
 /* The --remote option of show and verify (their argument struct T has const char *remote). */
 #define CK_REMOTE_READ_OPT(T) \
 	{CLI_OPT(CLI_STRING, "remote", 'r', CLI_AT(T, remote), "URL", \
@@ -244,6 +258,11 @@ size_t tags_in(const char *list);
 bool ck_tags_any(const char *list, const char *const *want, size_t n);
 /* The JSON field "tags": an array of the list's tags. */
 void ck_tags_json(struct jw *w, const char *list);
+/* The JSON keys of every command follow the C API's names (ckpt_stats, ckpt_tensor_info):
+ * bytes_new, chunks_new, chunks_reused. The older keys new_bytes, new_chunks and reused_chunks
+ * (list, show, import) are printed too, for one version, by this (chunks_reused < 0: not that
+ * one). */
+void ck_json_aliases(struct jw *w, uint64_t bytes_new, uint64_t chunks_new, int64_t chunks_reused);
 /* step, time, sizes, chunks and tags of one checkpoint, as keys of the open JSON object. */
 void ck_info_json(struct jw *w, const ckpt_info *i);
 

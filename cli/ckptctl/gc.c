@@ -58,7 +58,7 @@ const struct cli_cmd ck_cmd_gc = {
 		"rewritten atomically, each once per run, then the old pack is removed) while the garbage\n"
 		"left is more than LIMIT of the pack bytes, the pack with the most garbage first. A kill at\n"
 		"any point leaves every checkpoint intact. Prints what was done, the bytes copied and the\n"
-		"space freed. Takes the store's writer lock: fails with exit status 3 while a save, prune\n"
+		"space freed, and, when the limit leaves garbage, what --max-unused 0% would free. Takes the store's writer lock: fails with exit status 3 while a save, prune\n"
 		"or gc runs. Refuses (exit 1, nothing removed) while a manifest is damaged, unless --force.\n"
 		"With --remote, the store's objects on the remote are collected instead (the local store\n"
 		"is opened read-only; --max-unused and --compact-below do not apply).\n",
@@ -69,6 +69,52 @@ const struct cli_cmd ck_cmd_gc = {
 		"Example:\n"
 		"  ckptctl gc /mnt/nvme/ckpt --max-unused 5% --dry-run\n",
 };
+
+/* The limit as the option would be written: "10%", "unlimited". */
+static const char *limit_text(double max_unused, char *buf, size_t len)
+{
+	if (max_unused >= 1)
+		snprintf(buf, len, "unlimited");
+	else
+		snprintf(buf, len, "%g%%", max_unused * 100);
+	return buf;
+}
+
+/* After a gc under a limit that let garbage stay: how much there is, the limit that kept it
+ * (the 10% default is easy to miss: du counts that garbage as reclaimable) and what
+ * --max-unused 0% would free, from a dry run with it. Prints nothing when that frees nothing. */
+static void gc_hint(ckpt_store *store, const struct ck_gc_opts *g, const ckpt_gc_report *rep,
+		    bool dry, bool nothing)
+{
+	ckpt_gc_policy zero = {.compact_below = g->pol.compact_below, .max_unused = 0};
+	ckpt_gc_report *z = NULL;
+	if (g->pol.max_unused <= 0 || ckpt_store_gc_with(store, &zero, CKPT_GC_DRY_RUN, &z) < 0 || !z) {
+		if (nothing)
+			printf("nothing to collect\n");
+		ckpt_gc_report_free(z);
+		return;
+	}
+	/* A dry run's own report counts what the limit frees already; a real one has freed it. */
+	bool sub = dry && z->bytes_freed >= rep->bytes_freed && z->bytes_copied >= rep->bytes_copied;
+	uint64_t more = z->bytes_freed - (sub ? rep->bytes_freed : 0);
+	uint64_t copy = z->bytes_copied - (sub ? rep->bytes_copied : 0);
+	char lim[64], a[32], b[32];
+	limit_text(g->pol.max_unused, lim, sizeof lim);
+	if (!g->have_max_unused)
+		strcat(lim, g->have_compact_below ? " (the default with --compact-below)"
+						  : " (the default)");
+	if (more && nothing)
+		printf("nothing to collect within --max-unused %s: --max-unused 0%% would free %s "
+		       "(copying %s of live records)\n", lim, cli_fmt_iec(more, a, sizeof a),
+		       cli_fmt_iec(copy, b, sizeof b));
+	else if (more)
+		printf("%s garbage within --max-unused %s: --max-unused 0%% would free %s more "
+		       "(copying %s more)\n", dry ? "would leave" : "left", lim,
+		       cli_fmt_iec(more, a, sizeof a), cli_fmt_iec(copy, b, sizeof b));
+	else if (nothing)
+		printf("nothing to collect\n");
+	ckpt_gc_report_free(z);
+}
 
 static int cmd_gc(int argc, char **argv)
 {
@@ -111,9 +157,15 @@ static int cmd_gc(int argc, char **argv)
 		jw_obj_end(&w);
 		jw_finish(&w);
 	} else {
-		if (!rep->packs_removed && !rep->leftovers_removed && !rep->packs_compacted)
+		bool nothing = !rep->packs_removed && !rep->leftovers_removed && !rep->packs_compacted;
+		bool hint = !rep->packs_spared && !rep->in_flight; /* else a later gc does more anyway */
+		if (nothing && !hint)
 			printf("nothing to collect\n");
+		else if (nothing)
+			gc_hint(store, &g, rep, dry, true);
 		ck_report_text(rep, dry);
+		if (!nothing && hint)
+			gc_hint(store, &g, rep, dry, false);
 	}
 	rc = ck_stdout_done(cmd);
 out:

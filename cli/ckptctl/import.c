@@ -116,7 +116,10 @@ static const struct cli_opt import_opts[] = {
 	{CLI_OPT(CLI_FLAG, "quiet", 'q', CLI_AT(struct import_args, quiet), NULL,
 	 "print nothing on success")},
 	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct import_args, json), NULL,
-	 "print the statistics of the save as JSON")},
+	 "print the statistics of the save as JSON (the keys: see the man\n"
+	 "page; new_bytes, new_chunks, reused_chunks: older names of\n"
+	 "bytes_new, chunks_new, chunks_reused, printed too until the next\n"
+	 "version)")},
 	{CLI_OPT(CLI_FLAG, "no-progress", 0, CLI_AT(struct import_args, no_progress), NULL,
 	 "no progress line (it is shown only when standard error is a\n"
 	 "terminal, and not with --quiet or --json)")},
@@ -182,12 +185,13 @@ static void print_stats_json(const ckpt_stats *s, const char *file)
 	jw_key(&w, "file"); jw_str(&w, file);
 	jw_key(&w, "tensors"); jw_u64(&w, s->tensors);
 	jw_key(&w, "logical_bytes"); jw_u64(&w, s->logical_bytes);
-	jw_key(&w, "new_bytes"); jw_u64(&w, s->bytes_written);
+	jw_key(&w, "bytes_new"); jw_u64(&w, s->bytes_written);
 	jw_key(&w, "stored_bytes"); jw_u64(&w, s->bytes_stored);
 	jw_key(&w, "bytes_hashed"); jw_u64(&w, s->bytes_hashed);
 	jw_key(&w, "chunks"); jw_u64(&w, s->chunks);
-	jw_key(&w, "new_chunks"); jw_u64(&w, s->chunks_new);
-	jw_key(&w, "reused_chunks"); jw_u64(&w, s->chunks_reused);
+	jw_key(&w, "chunks_new"); jw_u64(&w, s->chunks_new);
+	jw_key(&w, "chunks_reused"); jw_u64(&w, s->chunks_reused);
+	ck_json_aliases(&w, s->bytes_written, s->chunks_new, (int64_t)s->chunks_reused);
 	jw_key(&w, "seconds"); jw_dbl(&w, s->seconds);
 	jw_key(&w, "snapshot_seconds"); jw_dbl(&w, s->snapshot_seconds);
 	jw_key(&w, "persist_seconds"); jw_dbl(&w, s->persist_seconds);

@@ -29,9 +29,10 @@ static const struct cli_opt list_opts[] = {
 	 "(not on the remote), remote (on both) or remote-only")},
 	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct list_args, json), NULL,
 	 "print a JSON array of objects with step, time (unix seconds), tensors,\n"
-	 "logical_bytes, new_bytes, stored_bytes (REFERENCED), chunks, new_chunks\n"
+	 "logical_bytes, bytes_new, stored_bytes (REFERENCED), chunks, chunks_new\n"
 	 "and tags (an array of strings); with a remote, upload (as the\n"
-	 "UPLOAD column) and store_id")},
+	 "UPLOAD column) and store_id (new_bytes and new_chunks: older names,\n"
+	 "printed too until the next version)")},
 	CLI_OPT_END,
 };
 
@@ -39,7 +40,7 @@ static int cmd_list(int argc, char **argv);
 
 const struct cli_cmd ck_cmd_list = {
 	.name = "list", .fn = cmd_list, .help = "list the checkpoints of a store",
-	.args = "STORE", .opts = list_opts,
+	.args = "[STORE]", .opts = list_opts,
 	.desc = "List the checkpoints of STORE in ascending step order: step, commit time (UTC), number of\n"
 		"tensors, logical size (sum of tensor sizes), the bytes each checkpoint added to the store\n"
 		"when it was saved (NEW) and the on-disk bytes of every chunk it references (REFERENCED:\n"
@@ -52,14 +53,19 @@ const struct cli_cmd ck_cmd_list = {
 		"each one's world size; when a checkpoint has tags, a TAGS column lists them.\n"
 		"With --remote (or $CKPT_REMOTE set), the checkpoints of this store on the remote are\n"
 		"listed too, and an UPLOAD column says where each one is: local, remote (both), or\n"
-		"remote-only (lost locally: 'ckptctl pull' brings it back).\n",
+		"remote-only (lost locally: 'ckptctl pull' brings it back).\n"
+		"With a remote and no STORE (or a STORE that holds no store: a replacement node), the\n"
+		"stores on the remote are listed instead: store id, host and path of the store that\n"
+		"pushed last, newest step, number of checkpoints and bytes; with --json an array of\n"
+		"objects with store_id, host, path, newest_step, checkpoints and bytes.\n",
 	.tail = "\n"
 		"Exit status: 0 listed (even with damaged manifests); 1 failed; 2 usage error; 4 no such\n"
 		"store.\n"
 		"\n"
 		"Examples:\n"
 		"  ckptctl list /mnt/nvme/ckpt\n"
-		"  ckptctl list /mnt/nvme/ckpt --tag release --tag best\n",
+		"  ckptctl list /mnt/nvme/ckpt --tag release --tag best\n"
+		"  ckptctl list --remote s3://bucket/ckpt\n",
 };
 
 /* Where each listed checkpoint is, with a remote (the UPLOAD column). */
@@ -193,7 +199,12 @@ static int cmd_list(int argc, char **argv)
 	const char *cmd = "list";
 	struct list_args opt = {0};
 	ckpt_store *store;
-	int rc = ck_parse_open(&ck_cmd_list, &opt, &argc, &argv, true, &store);
+	static const struct ck_pos pos = {0, 1, false, {"expected STORE"}};
+	int rc = ck_parse(&ck_cmd_list, &opt, &argc, &argv, &pos);
+	if (rc < 0) /* CKPT_STORE when STORE is left out; no store at all: the remote's stores */
+		argc = ck_default_store(argc, &argv, 1, 1, false), rc = ck_list_stores_instead(cmd, argc > 1 ? argv[1] : NULL, opt.remote, opt.json);
+	if (rc < 0 && !(rc = ck_open_store(cmd, argv[1], true, NULL, &store)))
+		rc = -1;
 	if (rc >= 0) {
 		free(opt.tags);
 		return rc;

@@ -21,6 +21,9 @@ struct prune_args {
 	const char **tags; /* --keep-tag, pointing into argv */
 	size_t ntags;
 	const char *remote;
+	bool list;                 /* --list */
+	ckpt_prune_choice *why;    /* with --list: each checkpoint's rule */
+	long nwhy;
 };
 
 /* One policy or gc option; returns 0, EXIT_USAGE (reported) or -1 when c is none of them. */
@@ -113,6 +116,9 @@ static const struct cli_opt prune_opts[] = {
 	{CLI_OPT(CLI_STRING, "remote", 'r', CLI_AT(struct prune_args, remote), "URL",
 	 "prune this store's checkpoints on the remote URL instead (the\n"
 	 "same rules), then collect its garbage there")},
+	{CLI_OPT(CLI_FLAG, "list", 'l', CLI_AT(struct prune_args, list), NULL,
+	 "print every checkpoint with the rule that keeps it (keep-last #1,\n"
+	 "keep-daily #2, keep-tag, ...) or that it goes, as borg prune --list")},
 	CK_REMOVAL_OPTS(struct prune_args,
 			"proceed although manifests are damaged (they stay; chunks only\n"
 			"they reference may be removed)"),
@@ -158,14 +164,47 @@ const struct cli_cmd ck_cmd_prune = {
 
 static const struct ck_pos prune_pos = {1, 1, false, {"expected STORE"}};
 
+/* --list: the rule that keeps step, as its option is named ("keep-daily #2"), into buf. */
+static const char *rule_text(const struct prune_args *a, uint64_t step, char *buf, size_t len)
+{
+	static const char *const names[] = {
+		[CKPT_KEEP_WITHIN] = "keep-within", [CKPT_KEEP_LAST] = "keep-last",
+		[CKPT_KEEP_HOURLY] = "keep-hourly", [CKPT_KEEP_DAILY] = "keep-daily",
+		[CKPT_KEEP_WEEKLY] = "keep-weekly", [CKPT_KEEP_MONTHLY] = "keep-monthly",
+		[CKPT_KEEP_YEARLY] = "keep-yearly", [CKPT_KEEP_TAG] = "keep-tag",
+		[CKPT_KEEP_EVERY] = "keep-every", [CKPT_KEEP_STEP] = "keep",
+		[CKPT_KEEP_NEWEST] = "the newest (always kept)",
+		[CKPT_KEEP_DAMAGED] = "damaged manifest (never removed)",
+	};
+	const ckpt_prune_choice *c = NULL;
+	for (long i = 0; i < a->nwhy && !c; i++)
+		c = a->why[i].step == step ? &a->why[i] : NULL;
+	if (!c || c->rule <= CKPT_KEEP_NONE || c->rule > CKPT_KEEP_DAMAGED)
+		snprintf(buf, len, "kept"); /* saved after the choice was explained */
+	else if (c->rule >= CKPT_KEEP_LAST && c->rule <= CKPT_KEEP_YEARLY)
+		snprintf(buf, len, c->nth ? "%s #%u" : "%s (the oldest)", names[c->rule], c->nth);
+	else
+		snprintf(buf, len, "%s", names[c->rule]);
+	return buf;
+}
+
 static void prune_text(bool dry, const ckpt_gc_report *rep, const ckpt_info *list, int n,
 		       void *arg)
 {
+	const struct prune_args *a = arg;
 	size_t kept = 0;
 	for (int k = 0; k < n; k++) {
-		char t[32], b[32];
+		char t[32], b[32], why[64];
 		if (!ck_step_removed(rep, list[k].step)) {
 			kept++;
+			if (a->list && list[k].error) /* no commit time to show */
+				printf("keeping step %llu: %s\n", (unsigned long long)list[k].step,
+				       rule_text(a, list[k].step, why, sizeof why));
+			else if (a->list)
+				printf("keeping step %llu (saved %s): %s\n",
+				       (unsigned long long)list[k].step,
+				       cli_fmt_time(list[k].time, t, sizeof t),
+				       rule_text(a, list[k].step, why, sizeof why));
 			continue;
 		}
 		printf("%s step %llu (saved %s, %s new)\n", dry ? "would remove" : "removed",
@@ -184,7 +223,11 @@ static void prune_text(bool dry, const ckpt_gc_report *rep, const ckpt_info *lis
 static int prune_steps(const char *cmd, ckpt_store *store, const ckpt_gc_policy *pol, int flags,
 		       void *arg, ckpt_gc_report **rep)
 {
-	const struct prune_args *a = arg;
+	struct prune_args *a = arg;
+	long n = a->list ? ckpt_store_prune_explain(store, &a->r, &a->why) : 0;
+	if (n < 0)
+		return ck_fail(cmd, (int)n, "prune failed");
+	a->nwhy = n;
 	int r = ckpt_store_prune_gc(store, &a->r, pol, flags, rep);
 	return r < 0 ? ck_fail(cmd, r, "prune failed") : 0;
 }
@@ -207,14 +250,20 @@ static int cmd_prune(int argc, char **argv)
 		a.r.keep.n_keep_steps = a.nkeep;
 		a.r.keep_tags = a.tags;
 		a.r.n_keep_tags = a.ntags;
-		if (a.remote)
+		if (a.remote && a.list)
+			rc = cli_usage_err(cmd, "--list does not apply with --remote");
+		else if (a.remote)
 			rc = ck_remote_gc(cmd, argv[1], a.remote, &a.r, (a.rm.dry ? CKPT_GC_DRY_RUN : 0) |
 					  (a.rm.force ? CKPT_GC_FORCE : 0), a.rm.json,
 					  a.rm.g.have_grace ? a.rm.g.grace_s : -1);
+		else if (a.list && a.rm.json)
+			rc = cli_usage_err(cmd, "--list is for the text answer; --json has removed "
+					   "and kept");
 		else if ((rc = ck_removal_check(cmd, &a.rm)) < 0)
 			rc = ck_removal_run(cmd, argv[1], &a.rm, &prune_ops, &a);
 	}
 	free(a.keep);
 	free(a.tags);
+	free(a.why);
 	return rc;
 }

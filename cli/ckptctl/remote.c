@@ -11,7 +11,7 @@
 
 struct xfer_args {
 	const char *remote, *store_id;
-	bool json, no_progress;
+	bool json, no_progress, all;
 };
 
 #define REMOTE_OPT(T) \
@@ -21,6 +21,10 @@ struct xfer_args {
 
 static const struct cli_opt push_opts[] = {
 	REMOTE_OPT(struct xfer_args),
+	{CLI_OPT(CLI_FLAG, "all", 'a', CLI_AT(struct xfer_args, all), NULL,
+	 "every local checkpoint the remote lacks, oldest first (no STEP);\n"
+	 "with --json: remote, store_id, steps_pushed, checkpoints_present\n"
+	 "and the sums of the counts below")},
 	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct xfer_args, json), NULL,
 	 "print a JSON object: step, remote, store_id, packs_sent, bytes_sent,\n"
 	 "packs_present, bytes_present")},
@@ -57,13 +61,15 @@ const struct cli_cmd ck_cmd_push = {
 		"then its manifest, last: the remote lists a checkpoint only once all of it is there,\n"
 		"so an interrupted push leaves nothing half visible and the next one sends only what is\n"
 		"missing. Several stores may share one remote: each keeps its objects under its store\n"
-		"id. The store is opened read-only.\n",
+		"id. The store is opened read-only. A directory remote that does not exist yet is\n"
+		"created (mkdir -p).\n",
 	.tail = "\n"
 		"Exit status: 0 uploaded (or already there); 1 failed; 2 usage error; 4 no such store or\n"
 		"step.\n"
 		"\n"
 		"Example:\n"
-		"  ckptctl push /mnt/nvme/ckpt --remote /lustre/ckpt-copies\n",
+		"  ckptctl push /mnt/nvme/ckpt --remote /lustre/ckpt-copies\n"
+		"  ckptctl push /mnt/nvme/ckpt --all --remote s3://bucket/ckpt\n",
 };
 
 const struct cli_cmd ck_cmd_pull = {
@@ -237,6 +243,10 @@ static int open_for_pull(const char *cmd, const struct xfer_args *a, const char 
 		if (!url || !*url)
 			return cli_usage_err(cmd, "no remote: give --remote URL or set CKPT_REMOTE");
 		int rc = ckpt_remote_adopt(url, a->store_id, path);
+		if (rc && rc == -CKPT_E_INVAL && !a->store_id) { /* several stores: which there are */
+			ck_fail(cmd, rc, "cannot create the store from the remote");
+			return ck_remote_stores(cmd, url, false, stderr), EXIT_FAIL;
+		}
 		if (rc)
 			return ck_fail(cmd, rc, "cannot create the store from the remote");
 		*created = 1;
@@ -254,6 +264,8 @@ static int xfer_main(const struct cli_cmd *c, int argc, char **argv, bool pull)
 	if (rc >= 0)
 		return rc;
 	uint64_t step = CKPT_STEP_LATEST;
+	if (argc > 2 && a.all)
+		return cli_usage_err(cmd, "--all pushes every checkpoint the remote lacks: no STEP");
 	if (argc > 2 && (rc = ck_parse_step(cmd, argv[2], &step)))
 		return rc;
 	const uint64_t want = step;
@@ -262,8 +274,16 @@ static int xfer_main(const struct cli_cmd *c, int argc, char **argv, bool pull)
 	if ((rc = pull ? open_for_pull(cmd, &a, argv[1], &store, &created)
 		       : ck_open_store(cmd, argv[1], true, NULL, &store)))
 		return rc;
-	if (!(rc = ck_set_remote(cmd, store, a.remote, 0)) && !pull &&
-	    (rc = ckpt_store_resolve(store, step, &step)))
+	if (!pull && (rc = ck_remote_mkdir(cmd, a.remote))) { /* a first push: not there yet */
+		ckpt_store_close(store);
+		return rc;
+	}
+	if (!(rc = ck_set_remote(cmd, store, a.remote, 0)) && a.all) {
+		rc = ck_push_all(cmd, store, a.json, !a.no_progress && !a.json);
+		ckpt_store_close(store);
+		return rc ? rc : ck_stdout_done(cmd);
+	}
+	if (!rc && !pull && (rc = ckpt_store_resolve(store, step, &step)))
 		rc = ck_fail(cmd, rc, "no such checkpoint");
 	if (!rc) {
 		struct xprog x = {.label = cmd, .enable = !a.no_progress && !a.json};

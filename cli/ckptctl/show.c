@@ -13,15 +13,19 @@ struct show_args {
 
 static const struct cli_opt show_opts[] = {
 	{CLI_OPT(CLI_FLAG, "all", 0, CLI_AT(struct show_args, all), NULL,
-	 "also the Python binding's own metadata entries (libckpt.python,\n"
-	 "the saved structure, and libckpt.names), left out otherwise")},
+	 "also the metadata left out otherwise: the Python binding's own\n"
+	 "entries (libckpt.python, the saved structure, and libckpt.names),\n"
+	 "a multi-rank checkpoint's internals (ckpt.dist.*), and large binary\n"
+	 "or base64 values in full (such as DCP's dcp.metadata; else their size)")},
 	CK_REMOTE_READ_OPT(struct show_args),
 	{CLI_OPT(CLI_FLAG, "json", 0, CLI_AT(struct show_args, json), NULL,
-	 "print a JSON object: step, time, tensors, logical_bytes, new_bytes,\n"
-	 "stored_bytes, chunks, new_chunks, tags (an array of strings), metadata\n"
-	 "(an object) and tensor_info (an array of objects with name, dtype,\n"
-	 "shape, nbytes, chunks, chunks_new, chunks_reused and bytes_new);\n"
-	 "sizes in bytes")},
+	 "print a JSON object: step, time, tensors, logical_bytes, bytes_new,\n"
+	 "stored_bytes, chunks, chunks_new, tags (an array of strings), metadata\n"
+	 "(an object), metadata_hidden (an object: the byte size of each entry\n"
+	 "left out as internal or large; without --all) and tensor_info (an\n"
+	 "array of objects with name, dtype, shape, nbytes, chunks, chunks_new,\n"
+	 "chunks_reused and bytes_new); sizes in bytes (new_bytes and\n"
+	 "new_chunks: older names, printed too until the next version)")},
 	CLI_OPT_END,
 };
 
@@ -38,6 +42,9 @@ const struct cli_cmd ck_cmd_show = {
 		"Names are dotted paths, as the Python binding writes a state dict's keys\n"
 		"(model.fc1.weight); those of a checkpoint an older binding saved with escaped keys\n"
 		"(model.fc1%2Eweight) are shown unescaped.\n"
+		"Metadata meant for programs is left out unless --all: the Python binding's entries, a\n"
+		"multi-rank checkpoint's ckpt.dist.* entries (the world size and the shards are shown\n"
+		"below instead), and the values of large binary or base64 entries (their size is shown).\n"
 		"A multi-rank checkpoint also shows its world size and a GLOBAL TENSORS table: each global\n"
 		"tensor's shape and its shards (rank, box offsets and lengths, part file) or 'replicated'.\n",
 	.tail = "\n"
@@ -55,6 +62,57 @@ static bool shown_meta(const char *key, bool all)
 	return all || !ck_binding_meta(key);
 }
 
+/* Without --all, what show leaves out of the rest: a multi-rank checkpoint's own entries
+ * (ckpt.dist.*: hundreds in a DCP checkpoint, shown as the world size and the shard tables),
+ * and the values of large entries meant for programs (DCP's base64 dcp.metadata), shown by
+ * size. */
+enum { META_SHOWN, META_DIST, META_LARGE };
+#define META_LARGE_LEN 256 /* a value longer than this that is not text is shown by size */
+
+static bool looks_binary(const char *v)
+{
+	size_t n = strlen(v);
+	if (n <= META_LARGE_LEN)
+		return false;
+	if (strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_\n") == n)
+		return true; /* base64 (or hex): no word a person reads */
+	for (const unsigned char *c = (const unsigned char *)v; *c; c++)
+		if ((*c < ' ' && *c != '\n' && *c != '\t') || *c == 0x7f)
+			return true;
+	return false;
+}
+
+static int meta_kind(const char *key, const char *val, bool all)
+{
+	if (all)
+		return META_SHOWN;
+	if (!strncmp(key, "ckpt.dist.", 10))
+		return META_DIST;
+	return looks_binary(val) ? META_LARGE : META_SHOWN;
+}
+
+/* show --json: the field metadata_hidden (only when something was left out). */
+static void show_json_hidden(struct jw *w, ckpt_reader *rd, bool all)
+{
+	size_t nm = ckpt_reader_meta_count(rd);
+	bool any = false;
+	for (size_t k = 0; k < nm; k++) {
+		const char *key, *val;
+		if (ckpt_reader_meta(rd, k, &key, &val) || !shown_meta(key, all) ||
+		    meta_kind(key, val, all) == META_SHOWN)
+			continue;
+		if (!any) {
+			jw_key(w, "metadata_hidden");
+			jw_obj_begin(w);
+		}
+		any = true;
+		jw_key(w, key);
+		jw_u64(w, strlen(val));
+	}
+	if (any)
+		jw_obj_end(w);
+}
+
 static void show_json(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in,
 		      const struct ck_names *names, bool all)
 {
@@ -67,12 +125,14 @@ static void show_json(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in,
 	size_t nm = ckpt_reader_meta_count(rd);
 	for (size_t k = 0; k < nm; k++) {
 		const char *key, *val;
-		if (ckpt_reader_meta(rd, k, &key, &val) || !shown_meta(key, all))
+		if (ckpt_reader_meta(rd, k, &key, &val) || !shown_meta(key, all) ||
+		    meta_kind(key, val, all) != META_SHOWN)
 			continue;
 		jw_key(&w, key);
 		jw_str(&w, val);
 	}
 	jw_obj_end(&w);
+	show_json_hidden(&w, rd, all);
 	jw_key(&w, "tensor_info");
 	jw_arr_begin(&w);
 	size_t nt = ckpt_reader_tensor_count(rd);
@@ -104,20 +164,36 @@ static void show_json(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in,
 /* The metadata lines of the text form: the entries shown, then how many were left out. */
 static void show_meta_text(ckpt_reader *rd, bool all)
 {
-	size_t nm = ckpt_reader_meta_count(rd), shown = 0, hidden = 0;
+	size_t nm = ckpt_reader_meta_count(rd), shown = 0, hidden = 0, dist = 0;
 	for (size_t k = 0; k < nm; k++) {
 		const char *key, *val;
-		if (!ckpt_reader_meta(rd, k, &key, &val))
-			*(shown_meta(key, all) ? &shown : &hidden) += 1;
+		if (ckpt_reader_meta(rd, k, &key, &val))
+			continue;
+		if (!shown_meta(key, all))
+			hidden++;
+		else if (meta_kind(key, val, all) == META_DIST)
+			dist++;
+		else
+			shown++;
 	}
 	printf("metadata:%s\n", shown ? "" : "   (none)");
 	for (size_t k = 0; k < nm; k++) {
 		const char *key, *val;
 		char qk[1100], qv[1100];
+		char sz[32];
 		if (ckpt_reader_meta(rd, k, &key, &val) || !shown_meta(key, all))
 			continue;
-		printf("  %s = %s\n", ck_name(key, qk, sizeof qk), st_quote(val, qv, sizeof qv, 1000));
+		int kind = meta_kind(key, val, all);
+		if (kind == META_LARGE)
+			printf("  %s = (%s of binary or base64 data: --all shows it)\n",
+			       ck_name(key, qk, sizeof qk), cli_fmt_iec(strlen(val), sz, sizeof sz));
+		else if (kind == META_SHOWN)
+			printf("  %s = %s\n", ck_name(key, qk, sizeof qk),
+			       st_quote(val, qv, sizeof qv, 1000));
 	}
+	if (dist)
+		printf("  (and %zu multi-rank entr%s, ckpt.dist.*: --all shows %s)\n", dist,
+		       dist == 1 ? "y" : "ies", dist == 1 ? "it" : "them");
 	if (hidden)
 		printf("  (and %zu entr%s of the Python binding: --all shows %s)\n", hidden,
 		       hidden == 1 ? "y" : "ies", hidden == 1 ? "it" : "them");

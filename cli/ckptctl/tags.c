@@ -55,15 +55,25 @@ void ck_tags_json(struct jw *w, const char *list)
 }
 
 /* The fields of a ckpt_info that list and show --json both print, in that order, tags last. */
+void ck_json_aliases(struct jw *w, uint64_t bytes_new, uint64_t chunks_new, int64_t chunks_reused)
+{
+	jw_key(w, "new_bytes"); jw_u64(w, bytes_new);
+	jw_key(w, "new_chunks"); jw_u64(w, chunks_new);
+	if (chunks_reused >= 0) {
+		jw_key(w, "reused_chunks"); jw_u64(w, (uint64_t)chunks_reused);
+	}
+}
+
 void ck_info_json(struct jw *w, const ckpt_info *i)
 {
 	jw_key(w, "step"); jw_u64(w, i->step);
 	jw_key(w, "time"); jw_i64(w, i->time);
 	jw_key(w, "tensors"); jw_u64(w, i->tensors);
 	jw_key(w, "logical_bytes"); jw_u64(w, i->logical_bytes);
-	jw_key(w, "new_bytes"); jw_u64(w, i->new_bytes);
+	jw_key(w, "bytes_new"); jw_u64(w, i->new_bytes);
 	jw_key(w, "stored_bytes"); jw_u64(w, i->stored_bytes);
 	jw_key(w, "chunks"); jw_u64(w, i->chunks);
-	jw_key(w, "new_chunks"); jw_u64(w, i->new_chunks);
+	jw_key(w, "chunks_new"); jw_u64(w, i->new_chunks);
+	ck_json_aliases(w, i->new_bytes, i->new_chunks, -1);
 	ck_tags_json(w, i->tags);
 }

@@ -95,14 +95,17 @@ static const char *where(const struct mdk *k, const char *mod, char *buf, size_t
 	return buf;
 }
 
-/* Loads mod (a real run) or prints the modprobe line (dry). Returns 0 or EXIT_FAIL (reported). */
-static int load(const char *cmd, const char *mod, bool dry)
+/* Loads mod (a real run), or for a dry run records it in plan (or prints the modprobe line
+ * when plan is NULL). Returns 0 or EXIT_FAIL (reported). */
+static int load(const char *cmd, const char *mod, bool dry, struct nt_md_plan *plan)
 {
 	char *av[] = {"modprobe", (char *)mod, NULL};
-	if (dry) {
+	if (dry && plan && plan->nload < 2)
+		snprintf(plan->load[plan->nload++], sizeof(plan->load[0]), "%s", mod);
+	if (dry && !plan)
 		print_argv(stdout, av);
+	if (dry)
 		return 0;
-	}
 	int rc = run_argv(av);
 	if (rc) {
 		cli_err("%s: this kernel has no md driver: modprobe %s failed (%s %d); nothing was done",
@@ -123,22 +126,47 @@ static int loaded(const char *cmd, struct mdk *k, const char *mod, const char *p
 	return EXIT_FAIL;
 }
 
+/* The kernel lacks what is needed: a real run refuses (what, then hint); a dry run, which shows
+ * the plan all the same, warns that the real run would stop here (into plan when given).
+ * Returns the exit status: EXIT_FAIL, or 0 for a dry run. */
+static int lacking(const char *cmd, bool dry, struct nt_md_plan *plan, const char *what,
+		   const char *hint)
+{
+	if (!dry) {
+		cli_err("%s: %s; nothing was done (%s)", cmd, what, hint);
+		return EXIT_FAIL;
+	}
+	char w[sizeof(plan->warning)];
+	snprintf(w, sizeof(w), "%s; a real run would be refused (%s)", what, hint);
+	if (plan)
+		snprintf(plan->warning, sizeof(plan->warning), "%s", w);
+	else
+		cli_err("%s: warning: %s", cmd, w);
+	return 0;
+}
+
 int nt_md_driver(const char *cmd, const char *level, bool dry)
+{
+	return nt_md_check(cmd, level, dry, NULL);
+}
+
+int nt_md_check(const char *cmd, const char *level, bool dry, struct nt_md_plan *plan)
 {
 	struct mdk k = {0};
 	struct utsname u;
-	char why[PATH_MAX + 128], pers[16], have[128] = "";
+	char why[PATH_MAX + 128], pers[16], have[128] = "", what[2 * PATH_MAX + 512], hint[160];
 	int rc = EXIT_FAIL;
 	proc_path(k.mdstat, sizeof(k.mdstat), "mdstat");
 	snprintf(k.moddir, sizeof(k.moddir), "/lib/modules/%s", uname(&u) ? "?" : u.release);
 	mdk_read_stat(&k);
 	if (!k.stat && !mod_available(&k, "md_mod")) {
-		cli_err("%s: this kernel has no md driver: %s is absent (md is neither loaded nor built "
-			"in)%s; nothing was done (load it with 'modprobe md_mod', or boot a kernel built "
-			"with CONFIG_BLK_DEV_MD)", cmd, k.mdstat, where(&k, "md_mod", why, sizeof(why)));
+		snprintf(what, sizeof(what), "this kernel has no md driver: %s is absent (md is "
+			 "neither loaded nor built in)%s", k.mdstat, where(&k, "md_mod", why, sizeof(why)));
+		rc = lacking(cmd, dry, plan, what, "load it with 'modprobe md_mod', or boot a kernel "
+			     "built with CONFIG_BLK_DEV_MD");
 		goto out;
 	}
-	if (!k.stat && (load(cmd, "md_mod", dry) || (!dry && loaded(cmd, &k, "md_mod", NULL))))
+	if (!k.stat && (load(cmd, "md_mod", dry, plan) || (!dry && loaded(cmd, &k, "md_mod", NULL))))
 		goto out;
 	snprintf(pers, sizeof(pers), "raid%s", level ? level : "");
 	if (level && !has_personality(&k, pers)) {
@@ -150,14 +178,16 @@ int nt_md_driver(const char *cmd, const char *level, bool dry)
 			snprintf(have, sizeof(have), " (%s)", line);
 		}
 		if (!mod_available(&k, pers)) {
-			cli_err("%s: this kernel has no md driver for RAID %s: %s %s [%s]%s%s; nothing was "
-				"done (load it with 'modprobe %s', or boot a kernel built with "
-				"CONFIG_MD_RAID%s)", cmd, level, k.mdstat,
-				k.stat ? "lists no personality" : "is absent, so it lists no", pers, have,
-				where(&k, pers, why, sizeof(why)), pers, level);
+			snprintf(what, sizeof(what), "this kernel has no md driver for RAID %s: %s %s "
+				 "[%s]%s%s", level, k.mdstat, k.stat ? "lists no personality"
+				 : "is absent, so it lists no", pers, have,
+				 where(&k, pers, why, sizeof(why)));
+			snprintf(hint, sizeof(hint), "load it with 'modprobe %s', or boot a kernel built "
+				 "with CONFIG_MD_RAID%s", pers, level);
+			rc = lacking(cmd, dry, plan, what, hint);
 			goto out;
 		}
-		if (load(cmd, pers, dry) || (!dry && loaded(cmd, &k, pers, pers)))
+		if (load(cmd, pers, dry, plan) || (!dry && loaded(cmd, &k, pers, pers)))
 			goto out;
 	}
 	rc = EXIT_OK;

@@ -39,6 +39,9 @@ int nt_need_root(const char *cmd);
  * EXIT_PERM: path cannot be opened for reading; path (or, when it does not exist, its directory)
  * cannot be written (hint: another way, such as "--no-config"; may be NULL). */
 int nt_check_readable(const char *cmd, const char *path);
+/* The advice after a permission error e into buf: "run as root", unless root (then what denies
+ * root: a device cgroup or security policy for EPERM/EACCES, a read-only mount for EROFS). */
+const char *nt_perm_hint(int e, bool root, char *buf, size_t len);
 int nt_check_writable(const char *cmd, const char *path, const char *hint);
 
 /* raidops.c: raid add MD DEV..., raid replace MD OLD NEW, raid assemble [MD DEV...]. */
@@ -69,6 +72,17 @@ int nt_mdadm_run(const char *cmd, char **av);
  * /proc/mdstat counts. Returns EXIT_OK, or EXIT_FAIL after saying "this kernel has no md driver",
  * what was looked at and how to fix it. */
 int nt_md_driver(const char *cmd, const char *level, bool dry);
+/* A dry run's view of the same check: it never refuses (the plan is shown all the same) but
+ * says, in warning, why a real run would ("" when it would not); load[0..nload) are the modules
+ * a real run would load with modprobe (md_mod, raid0, raid10). */
+struct nt_md_plan {
+	char load[2][16];
+	int nload;
+	char warning[2 * PATH_MAX + 768];
+};
+/* nt_md_driver(); a dry run (dry) fills plan instead of printing when plan is not NULL, and
+ * warns (returning EXIT_OK) where a real run refuses. */
+int nt_md_check(const char *cmd, const char *level, bool dry, struct nt_md_plan *plan);
 /* Whether a modules.dep or modules.builtin text names module mod ('-' and '_' alike). */
 bool nt_modlist_has(const char *list, const char *mod);
 

@@ -138,7 +138,9 @@ static const struct cli_opt create_opts[] = {
 	{CLI_OPT(CLI_STRING, "md", 0, CLI_AT(struct create_args, md), "/dev/mdN",
 		 "the array device (default: the first free /dev/mdN)")},
 	{CLI_OPT(CLI_FLAG, "dry-run", 'n', CLI_AT(struct create_args, dry), NULL,
-		 "check the devices and print the exact mdadm command; run nothing")},
+		 "check the devices and print the exact mdadm command; run nothing\n"
+		 "(without a md driver, still print it, with a warning; --json: an\n"
+		 "object with md, modprobe, command and warnings)")},
 	{CLI_OPT(CLI_FLAG, "force", 'f', CLI_AT(struct create_args, force), NULL,
 		 "use devices the safety checks refuse (their data is lost)")},
 	CLI_OPT_END,
@@ -177,7 +179,8 @@ const struct cli_cmd nt_cmd_raid = {
 		"from the members named.\n",
 	.tail = "\n"
 		"Before mdadm runs, create and assemble check that the kernel has md and the RAID level\n"
-		"(/proc/mdstat), loading what is missing with modprobe (a dry run prints those lines).\n"
+		"(/proc/mdstat), loading what is missing with modprobe (a dry run prints those lines, and\n"
+		"warns instead of refusing when md is missing).\n"
 		"Exit status: 0 ok, 1 mdadm failed or this kernel has no md driver, 2 usage, 4 no such\n"
 		"device, 6 refused, 7 permission denied.\n",
 };
@@ -388,8 +391,50 @@ static int run_create(const struct create_argv *a, char *mdname, bool r10)
 		return EXIT_FAIL;
 	}
 	char *one[1] = {mdname};
-	printf("created %s\n", a->md);
-	raid_report(NULL, one, 1);
+	struct jw w, *j = out_begin(&w);
+	if (j) { /* as raid status --json, with the device made */
+		jw_key(j, "created"); jw_str(j, a->md);
+		jw_key(j, "arrays");
+	} else {
+		printf("created %s\n", a->md);
+	}
+	raid_report(j, one, 1);
+	out_end(j);
+	return EXIT_OK;
+}
+
+/* The plan of a dry run: a warning when the kernel lacks md (a real run would stop there), the
+ * modprobe lines and the mdadm command; with --json one object: dry_run, md, modprobe (the
+ * modules), command (mdadm's argv) and warnings. */
+static int print_plan(const struct create_argv *a, const struct nt_md_plan *plan)
+{
+	struct jw w, *j = out_begin(&w);
+	if (!j) {
+		if (*plan->warning)
+			cli_err(CMD_CREATE ": warning: %s", plan->warning);
+		for (int i = 0; i < plan->nload; i++)
+			printf("modprobe %s\n", plan->load[i]);
+		print_argv(stdout, (char *const *)a->av);
+		return EXIT_OK;
+	}
+	jw_key(j, "dry_run"); jw_bool(j, true);
+	jw_key(j, "md"); jw_str(j, a->md);
+	jw_key(j, "modprobe");
+	jw_arr_begin(j);
+	for (int i = 0; i < plan->nload; i++)
+		jw_str(j, plan->load[i]);
+	jw_arr_end(j);
+	jw_key(j, "command");
+	jw_arr_begin(j);
+	for (int i = 0; a->av[i]; i++)
+		jw_str(j, a->av[i]);
+	jw_arr_end(j);
+	jw_key(j, "warnings");
+	jw_arr_begin(j);
+	if (*plan->warning)
+		jw_str(j, plan->warning);
+	jw_arr_end(j);
+	out_end(j);
 	return EXIT_OK;
 }
 
@@ -411,14 +456,13 @@ static int raid_create(int argc, char **argv)
 		return c;
 	/* after the devices (their refusals come first), before mdadm: without md, mdadm would
 	 * make a /dev/mdN node and leave it behind */
-	if ((c = nt_md_driver(CMD_CREATE, opt.level, opt.dry)))
+	struct nt_md_plan plan = {.nload = 0};
+	if ((c = nt_md_check(CMD_CREATE, opt.level, opt.dry, &plan)))
 		return c;
 	struct create_argv a;
 	build_create_argv(&a, &opt, mdname, names, ndev);
-	if (opt.dry) {
-		print_argv(stdout, a.av);
-		return EXIT_OK;
-	}
+	if (opt.dry)
+		return print_plan(&a, &plan);
 	return run_create(&a, mdname, !strcmp(opt.level, "10"));
 }
 

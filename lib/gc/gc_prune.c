@@ -105,9 +105,26 @@ static void period_of(int64_t time_ns, char rule, char *buf, size_t len)
 			   : rule == 'm' ? "%Y-%m" : "%Y", &tm);
 }
 
+/* What keeps each checkpoint: the first rule that did (CKPT_KEEP_*, 0: none yet) and, for
+ * keep_last and the period rules, the how-manieth it kept (0: the oldest, kept for want of
+ * periods). keep_as() records a rule only for a checkpoint none kept before. */
+struct keep {
+	unsigned char *rule;
+	uint32_t *nth;
+};
+
+static bool keep_as(struct keep *kp, size_t k, int rule, uint32_t nth)
+{
+	if (kp->rule[k])
+		return false;
+	kp->rule[k] = (unsigned char)rule;
+	kp->nth[k] = nth;
+	return true;
+}
+
 /* borg's prune_split: the newest checkpoint of each of the newest n periods, skipping periods whose
  * newest is kept already; the oldest checkpoint too when fewer than n periods were found. */
-static void keep_split(const struct by_time *bt, char rule, uint64_t n, bool *keep)
+static void keep_split(const struct by_time *bt, char period, int rule, uint64_t n, struct keep *kp)
 {
 	char last[32] = "", cur[32];
 	uint64_t kept = 0;
@@ -115,30 +132,29 @@ static void keep_split(const struct by_time *bt, char rule, uint64_t n, bool *ke
 		return;
 	for (size_t i = 0; i < bt->n && kept < n; i++) {
 		size_t k = bt->idx[i];
-		period_of(bt->ms->m[k].time_ns, rule, cur, sizeof cur);
+		period_of(bt->ms->m[k].time_ns, period, cur, sizeof cur);
 		if (!strcmp(cur, last))
 			continue;
 		strcpy(last, cur);
-		if (!keep[k]) {
-			keep[k] = true;
+		if (keep_as(kp, k, rule, (uint32_t)(kept + 1)))
 			kept++;
-		}
 	}
-	size_t oldest = bt->idx[bt->n - 1];
-	if (kept < n && !keep[oldest])
-		keep[oldest] = true;
+	if (kept < n)
+		keep_as(kp, bt->idx[bt->n - 1], rule, 0);
 }
 
 /* Retention (ckpt_retention), in borg's order: within, last, hourly, daily, weekly, monthly,
  * yearly; then the tagged checkpoints, the multiples of keep_every, the listed steps and the newest
  * valid checkpoint. */
-static int retention(const struct mfset *ms, const ckpt_retention *r, bool *drop)
+static int retention(const struct mfset *ms, const ckpt_retention *r, bool *drop,
+		     ckpt_prune_choice *why)
 {
 	struct by_time bt = {ms, calloc(ms->n + 1, sizeof(size_t)), 0};
-	bool *keep = calloc(ms->n + 1, sizeof *keep);
-	if (!bt.idx || !keep) {
+	struct keep kp = {calloc(ms->n + 1, 1), calloc(ms->n + 1, sizeof(uint32_t))};
+	if (!bt.idx || !kp.rule || !kp.nth) {
 		free(bt.idx);
-		free(keep);
+		free(kp.rule);
+		free(kp.nth);
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	}
 	for (size_t k = 0; k < ms->n; k++)
@@ -148,38 +164,43 @@ static int retention(const struct mfset *ms, const ckpt_retention *r, bool *drop
 	int64_t now = r->now ? r->now : ckpt_wall_ns() / 1000000000;
 	for (size_t i = 0; r->keep_within > 0 && i < bt.n; i++)
 		if (ms->m[bt.idx[i]].time_ns / 1000000000 > now - r->keep_within)
-			keep[bt.idx[i]] = true;
+			keep_as(&kp, bt.idx[i], CKPT_KEEP_WITHIN, 0);
 	/* keep_last counts by step, as ckpt_store_prune() always has. */
 	uint64_t kept = 0;
 	for (size_t k = ms->n; k-- > 0 && kept < r->keep.keep_last;)
-		if (!ms->err[k] && !keep[k]) {
-			keep[k] = true;
+		if (!ms->err[k] && keep_as(&kp, k, CKPT_KEEP_LAST, (uint32_t)(kept + 1)))
 			kept++;
-		}
-	keep_split(&bt, 'H', r->keep_hourly, keep);
-	keep_split(&bt, 'd', r->keep_daily, keep);
-	keep_split(&bt, 'w', r->keep_weekly, keep);
-	keep_split(&bt, 'm', r->keep_monthly, keep);
-	keep_split(&bt, 'y', r->keep_yearly, keep);
+	keep_split(&bt, 'H', CKPT_KEEP_HOURLY, r->keep_hourly, &kp);
+	keep_split(&bt, 'd', CKPT_KEEP_DAILY, r->keep_daily, &kp);
+	keep_split(&bt, 'w', CKPT_KEEP_WEEKLY, r->keep_weekly, &kp);
+	keep_split(&bt, 'm', CKPT_KEEP_MONTHLY, r->keep_monthly, &kp);
+	keep_split(&bt, 'y', CKPT_KEEP_YEARLY, r->keep_yearly, &kp);
 	/* after the period rules, as restic's --keep-tag: a tagged checkpoint a period rule would
 	 * have kept anyway still counts for its period */
 	for (size_t i = 0; i < bt.n; i++)
 		for (size_t q = 0; q < r->n_keep_tags; q++)
-			keep[bt.idx[i]] |= tags_match(manifest_tags(&ms->m[bt.idx[i]]), r->keep_tags[q]);
+			if (tags_match(manifest_tags(&ms->m[bt.idx[i]]), r->keep_tags[q]))
+				keep_as(&kp, bt.idx[i], CKPT_KEEP_TAG, 0);
 	bool newest = false;
 	for (size_t k = ms->n; k-- > 0;) {
-		if (ms->err[k])
-			continue; /* never removed here: verify shows them, an operator decides */
+		if (ms->err[k]) { /* never removed here: verify shows them, an operator decides */
+			keep_as(&kp, k, CKPT_KEEP_DAMAGED, 0);
+			continue;
+		}
 		if (!newest)
-			keep[k] = newest = true;
+			newest = true, keep_as(&kp, k, CKPT_KEEP_NEWEST, 0);
 		if (r->keep.keep_every && ms->steps[k] % r->keep.keep_every == 0)
-			keep[k] = true;
+			keep_as(&kp, k, CKPT_KEEP_EVERY, 0);
 		for (size_t q = 0; q < r->keep.n_keep_steps; q++)
-			keep[k] |= r->keep.keep_steps[q] == ms->steps[k];
-		drop[k] = !keep[k];
+			if (r->keep.keep_steps[q] == ms->steps[k])
+				keep_as(&kp, k, CKPT_KEEP_STEP, 0);
+		drop[k] = !kp.rule[k];
 	}
+	for (size_t k = 0; why && k < ms->n; k++)
+		why[k] = (ckpt_prune_choice){ms->steps[k], kp.rule[k], kp.nth[k]};
 	free(bt.idx);
-	free(keep);
+	free(kp.rule);
+	free(kp.nth);
 	return 0;
 }
 
@@ -188,7 +209,7 @@ static int choose_retention(struct ckpt_store *s, const struct mfset *ms, const 
 {
 	(void)s;
 	(void)flags;
-	return retention(ms, ctx, drop);
+	return retention(ms, ctx, drop, NULL);
 }
 
 int gc_retention_choose(const uint64_t *steps, const struct manifest *m, const int *err, size_t n,
@@ -196,7 +217,7 @@ int gc_retention_choose(const uint64_t *steps, const struct manifest *m, const i
 {
 	struct mfset ms = {.n = n, .steps = (uint64_t *)steps, .m = (struct manifest *)m,
 			   .err = (int *)err};
-	return retention(&ms, r, drop);
+	return retention(&ms, r, drop, NULL);
 }
 
 int gc_retention_check(const ckpt_retention *r)
@@ -237,4 +258,29 @@ CKPT_API int ckpt_store_prune(ckpt_store *s, const ckpt_prune_policy *pol, int f
 		return ckpt_fail(CKPT_E_INVAL, "prune: NULL store or policy");
 	ckpt_retention r = {.keep = *pol};
 	return ckpt_store_prune_gc(s, &r, NULL, flags, report);
+}
+
+CKPT_API long ckpt_store_prune_explain(ckpt_store *s, const ckpt_retention *r,
+				       ckpt_prune_choice **out)
+{
+	if (out)
+		*out = NULL;
+	if (!s || !r || !out)
+		return ckpt_fail(CKPT_E_INVAL, "prune: NULL store, policy or out");
+	int rc = gc_retention_check(r);
+	struct mfset ms;
+	if (rc || (rc = gc_mfset_load(s, &ms)))
+		return rc;
+	bool *drop = calloc(ms.n + 1, sizeof *drop);
+	ckpt_prune_choice *why = calloc(ms.n + 1, sizeof *why);
+	rc = drop && why ? retention(&ms, r, drop, why) : ckpt_fail(CKPT_E_NOMEM, "out of memory");
+	long n = (long)ms.n;
+	free(drop);
+	gc_mfset_free(&ms);
+	if (rc) {
+		free(why);
+		return rc;
+	}
+	*out = why;
+	return n;
 }

@@ -177,6 +177,16 @@ void tier_describe_writers(const struct tier_ref *t, char *out, size_t len);
 extern void (*tier_test_hook)(const char *point);
 #endif
 
+/* ---- tier_info.c ---------------------------------------------------------------------------- */
+/* The key of store t's info object (TIER_ROOT/ID/info: "host H\npath P\n", who pushed last). */
+void tier_key_info(const struct tier_ref *t, char *buf, size_t len);
+/* Puts s's info object on t unless the one there says the same (a push calls it: the remote then
+ * names the store a replacement node would look for). Returns 0 or -CKPT_E_*. */
+int tier_put_info(struct ckpt_store *s, const struct tier_ref *t);
+/* The stores on r (those with a header), by id, with their info and what a listing of r counts
+ * (ckpt_remote_stores()). Returns the count or -CKPT_E_*. */
+long tier_remote_summary(struct rmt *r, ckpt_remote_store **out);
+
 /* ---- tier_gc.c ------------------------------------------------------------------------------ */
 /* An upload marker (TIER_ROOT/ID/uploads/RANDOM.upload: pid, host, since) put at a push's start
  * and deleted at its end (key gets its name); a remote gc removes no pack while one younger than

@@ -612,3 +612,24 @@ CKPT_API int ckpt_remote_adopt(const char *url, const char *store_id, const char
 	rmt_close(r);
 	return rc;
 }
+
+CKPT_API long ckpt_remote_stores(const char *url, ckpt_remote_store **out)
+{
+	if (!out)
+		return ckpt_fail(CKPT_E_INVAL, "ckpt_remote_stores: no out");
+	*out = NULL;
+	if (!url)
+		return ckpt_fail(CKPT_E_INVAL, "ckpt_remote_stores: no url");
+	struct rmt *r;
+	int rc = rmt_open(url, NULL, &r);
+	if (rc)
+		return rc;
+	long n = tier_remote_summary(r, out);
+	rmt_close(r);
+	return n;
+}
+
+CKPT_API void ckpt_remote_stores_free(ckpt_remote_store *list)
+{
+	free(list);
+}

@@ -669,8 +669,9 @@ static int only_store(struct rmt *r, char id[TIER_ID_LEN + 1])
 	if (n == 0)
 		return ckpt_fail(CKPT_E_NOTFOUND, "remote %s holds no store", r->url);
 	if (n > 1)
-		return ckpt_fail(CKPT_E_INVAL, "remote %s holds %ld stores (%s, %s%s): name one by its id",
-				 r->url, n, ids[0], ids[1], n > 2 ? ", ..." : "");
+		return ckpt_fail(CKPT_E_INVAL, "remote %s holds %ld stores (%s, %s%s): name one by its "
+				 "id (ckptctl pull --store-id ID; 'ckptctl list --remote %s' lists them)",
+				 r->url, n, ids[0], ids[1], n > 2 ? ", ..." : "", r->url);
 	memcpy(id, ids[0], TIER_ID_LEN + 1);
 	return 0;
 }

@@ -417,6 +417,7 @@ int tier_push(struct ckpt_store *s, const struct tier_ref *t, uint64_t step, ckp
 	if (!(rc = tier_ensure_hdr(s, t)) && !(rc = tier_note_writer(s, t)) &&
 	    !(rc = remote_copy(s, t, &m)) && !(rc = tier_mark_upload(t, mark, sizeof mark)))
 		rc = push_body(s, t, &m, ids, (size_t)n, st, progress, arg, cancel);
+	rc = rc ? rc : tier_put_info(s, t); /* who pushed: what a replacement node lists */
 	tier_unmark_keep_error(t, mark, rc);
 	if (rc == 1) { /* there already, under the pack ids of before a compaction */
 		st->packs_present = (uint64_t)n;

@@ -39,6 +39,11 @@ class Info(ctypes.Structure):
                 ("error", ci), ("tags", cp)]
 
 
+class RemoteStore(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_char * 33), ("host", cp), ("path", cp), ("checkpoints", u64),
+                ("newest_step", u64), ("bytes", u64)]
+
+
 class RemoteStats(ctypes.Structure):
     _fields_ = [("packs_sent", ctypes.c_uint64), ("bytes_sent", ctypes.c_uint64),
                 ("packs_present", ctypes.c_uint64), ("bytes_present", ctypes.c_uint64)]
@@ -171,6 +176,8 @@ _OPTIONAL = {
     "ckpt_store_remote_list": (ci, [vp, ci, P(P(Info))]),
     "ckpt_store_remote_steps": (ctypes.c_long, [vp, P(P(u64))]),
     "ckpt_remote_adopt": (ci, [cp, cp, cp]),
+    "ckpt_remote_stores": (ctypes.c_long, [cp, P(P(RemoteStore))]),
+    "ckpt_remote_stores_free": (None, [P(RemoteStore)]),
 }
 
 _lock = threading.Lock()

@@ -333,6 +333,25 @@ class Store:
         finally:
             lib.ckpt_info_free(out)
 
+    @staticmethod
+    def remote_stores(url):
+        """The stores on the remote url, without any local store (what a replacement node can
+        bind to: Store(path, remote=url, remote_store_id=...)): a list of dicts with store_id,
+        host and path (of the store that pushed last; "" when unrecorded), checkpoints,
+        newest_step (None when there is none) and bytes (its packs there), by store_id."""
+        lib = L.load()
+        out = ctypes.POINTER(L.RemoteStore)()
+        n = L.check(lib.ckpt_remote_stores(str(url).encode(), ctypes.byref(out)),
+                    f"listing the stores on {url}")
+        try:
+            return [{"store_id": out[i].id.decode(), "host": out[i].host.decode(errors="replace"),
+                     "path": out[i].path.decode(errors="replace"),
+                     "checkpoints": out[i].checkpoints,
+                     "newest_step": out[i].newest_step if out[i].checkpoints else None,
+                     "bytes": out[i].bytes} for i in range(n)]
+        finally:
+            lib.ckpt_remote_stores_free(out)
+
     # ------------------------------------------------------------------ lifecycle
     def _handle(self):
         if self._ptr is None:

@@ -2,7 +2,7 @@
  * each with its own store handle, talking through an in-process communicator (a mutex and a
  * condition variable). Public API only (include/ckpt.h).
  *
- *   mkdist STORE STEP NRANKS [--abort RANK] [--gen G] [--pool BYTES]
+ *   mkdist STORE STEP NRANKS [--abort RANK] [--gen G] [--pool BYTES] [--meta KEY=VALUE]
  *
  * Saves "w": f32 [8,6] sharded by rows (rank r holds rows [8r/N, 8(r+1)/N)), "emb": u16
  * [1000,320] replicated on every rank (10 chunks of 64 KiB, split among the replicas) and
@@ -10,6 +10,7 @@
  * rewrites w's chunk but not emb's. With --abort, that rank gives up: the commit fails on every
  * rank and leaves its parts as garbage. --pool sets each rank's staging pool (CKPT_OPT_POOL_SIZE;
  * default 256 MiB a rank, too much for a small VM: tests/crash/powercut-dist-guest.sh). The
+ * --meta sets one more metadata entry (every rank the same, as DCP's dcp.metadata). The
  * store is created (64 KiB chunks) when missing. Exit status 0 when the checkpoint was
  * committed, 1 when not (the error of every rank printed). */
 #include <pthread.h>
@@ -31,12 +32,25 @@ struct rank {
 	int abort_rank;
 	unsigned g;
 	long long pool; /* 0: the default */
+	const char *meta; /* --meta KEY=VALUE, or NULL */
 	int rc;
 	char msg[512];
 };
 
 /* Filled before the rank threads start, read-only after: every replica holds the same data. */
 static uint16_t emb[1000 * 320];
+
+static int extra_meta(ckpt_dist_save *d, const char *kv)
+{
+	if (!kv)
+		return 0;
+	char key[256];
+	const char *eq = strchr(kv, '=');
+	if (!eq || eq - kv >= (long)sizeof key)
+		return -CKPT_E_INVAL;
+	snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
+	return ckpt_dist_save_set_meta(d, key, eq + 1);
+}
 
 static int save(struct rank *r, ckpt_store *st)
 {
@@ -57,7 +71,8 @@ static int save(struct rank *r, ckpt_store *st)
 					   w)) ||
 	    (rc = ckpt_dist_save_add_replicated(d, "emb", CKPT_DTYPE_U16, 2, ge, k, n,
 						CKPT_MEM_HOST, emb)) ||
-	    (rc = ckpt_dist_save_set_meta(d, "step", v)) || r->tc.rank == r->abort_rank) {
+	    (rc = ckpt_dist_save_set_meta(d, "step", v)) || (rc = extra_meta(d, r->meta)) ||
+	    r->tc.rank == r->abort_rank) {
 		ckpt_dist_save_abort(d);
 		return rc ? rc : -CKPT_E_STATE;
 	}
@@ -92,7 +107,8 @@ static void *rank_main(void *arg)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: mkdist STORE STEP NRANKS [--abort RANK] [--gen G] [--pool BYTES]\n");
+		fprintf(stderr, "usage: mkdist STORE STEP NRANKS [--abort RANK] [--gen G] [--pool BYTES] "
+			"[--meta KEY=VALUE]\n");
 		return 2;
 	}
 	static struct tc_shared sh;
@@ -101,6 +117,7 @@ int main(int argc, char **argv)
 	int abort_rank = -1;
 	unsigned g = 0;
 	long long pool = 0;
+	const char *meta = NULL;
 	for (int i = 4; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--abort"))
 			abort_rank = atoi(argv[i + 1]);
@@ -108,6 +125,8 @@ int main(int argc, char **argv)
 			g = (unsigned)atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--pool"))
 			pool = atoll(argv[i + 1]);
+		else if (!strcmp(argv[i], "--meta"))
+			meta = argv[i + 1];
 	}
 	if (n < 1 || n > MAXR)
 		return 2;
@@ -128,7 +147,7 @@ int main(int argc, char **argv)
 	for (unsigned k = 0; k < n; k++) {
 		rk[k] = (struct rank){.tc = tr[k], .path = argv[1],
 				      .step = strtoull(argv[2], NULL, 10), .abort_rank = abort_rank,
-				      .g = g, .pool = pool};
+				      .g = g, .pool = pool, .meta = meta};
 		pthread_create(&th[k], NULL, rank_main, &rk[k]);
 	}
 	int fail = 0;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ckptctl on multi-rank checkpoints (format version 2, made by tests/cli/mkdist: N threads as
 # ranks): list shows the world size, show the shard layout of every global tensor (boxes, ranks,
-# parts; replicated marked), verify checks every part and names the damaged part's rank and the
+# parts; replicated marked) and leaves the ckpt.dist.* entries and large base64 values out unless
+# --all, verify checks every part and names the damaged part's rank and the
 # rank that wrote a damaged chunk, du counts the parts, prune removes a pruned checkpoint's
 # parts/<step>/ and the per-rank packs only it used (a dry run counts them), gc removes the parts
 # and packs of a save that never committed. Single-process checkpoints print what they always did.
@@ -34,6 +35,20 @@ check dist-list-json ckptctl list "$STORE" --json
 check dist-show ckd show "$STORE" 2
 check dist-show-json ckd show "$STORE" 2 --json
 check dist-show-resharded ckd show "$STORE" 3
+check dist-show-all ckd show "$STORE" 3 --all
+# A DCP-like checkpoint: a large base64 entry (DCP's dcp.metadata) is shown by its size, the
+# ckpt.dist.* entries are counted; --all shows both in full.
+python3 -c 'import base64, random; r = random.Random(7); print(base64.b64encode(bytes(r.randrange(256) for _ in range(3000))).decode())' >"$T/b64"
+mkdist "$T/dcp" 1 2 --meta "dcp.metadata=$(cat "$T/b64")" || exit 1
+check dist-show-dcp ckd show "$T/dcp" 1
+check dist-show-dcp-json ckd show "$T/dcp" 1 --json
+expect "show --all --json has dcp.metadata and the ckpt.dist.* entries whole" python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))["metadata"]
+assert d["dcp.metadata"] == open(sys.argv[2]).read().strip(), len(d["dcp.metadata"])
+assert sorted(k for k in d if k.startswith("ckpt.dist.")) == ["ckpt.dist.part.0", "ckpt.dist.part.1", "ckpt.dist.shards.w", "ckpt.dist.world"], d.keys()
+' <("$CK" show "$T/dcp" 1 --all --json) "$T/b64"
+expect "show --all lists the ckpt.dist.* entries" test "$("$CK" show "$T/dcp" 1 --all | grep -c '^  ckpt\.dist\.')" = 4
 expect "show of a single-process checkpoint has no global section" \
 	bash -c "! '$CK' show '$STORE' 4 | grep -q 'GLOBAL\|world size'"
 expect "show --json: shards tile each global tensor, parts exist, replicated has no shards" \
@@ -91,7 +106,7 @@ expect "export of it fails (1), naming the key, and writes nothing" \
 # [3, 5) (over rank 2's, row 2 in none), or a ninth row no shard holds. Both used to verify, and
 # export wrote zeros for the rows no shard held. Now verify reports the layout DAMAGED naming the
 # tensor and exits 1, and export refuses.
-tab=$("$CK" show "$STORE" 2 --json | python3 -c 'import json, sys
+tab=$("$CK" show "$STORE" 2 --all --json | python3 -c 'import json, sys
 print(json.load(sys.stdin)["metadata"]["ckpt.dist.shards.w"])')
 overlap=$(python3 -c 'import sys
 v = sys.argv[1].split(); assert v[:5] == ["12", "2", "8", "6", "4"] and v[9] == "2", v

@@ -116,6 +116,16 @@ check gc-drift-dry-run ckptctl gc "$T/s-drift" --dry-run
 check gc-drift ckptctl gc "$T/s-drift" --json
 expect "drift: after the default gc at most 10% of the pack bytes are garbage" \
 	python3 -c 'import sys; assert float(sys.argv[1]) <= 0.10, sys.argv[1]' "$(garbage_share "$T/s-drift")"
+# The garbage the default limit leaves (du counts it): a second gc names the limit and what
+# --max-unused 0% would free, and that is what it frees.
+check gc-drift-again ckptctl gc "$T/s-drift"
+hint=$(ckptctl gc "$T/s-drift" | sed -n 's/^nothing to collect within --max-unused 10% (the default): --max-unused 0% would free \([0-9.]* [KM]iB\) .*/\1/p')
+expect "drift: a second gc names the 10% limit and what 0% would free ($hint)" test -n "$hint"
+expect "drift: du's garbage is that much" test "$(ckptctl du "$T/s-drift" --json | python3 -c '
+import json, sys; d = json.load(sys.stdin); print(d["garbage_bytes"])')" -gt 0
+expect "drift: --max-unused 0% frees what the hint said" \
+	bash -c "'$CK' gc '$T/s-drift' --max-unused 0% | grep -qx 'freed: $hint ([0-9]* bytes)'"
+expect "drift: then gc has nothing to collect, plainly" test "$(ckptctl gc "$T/s-drift" | head -1)" = "nothing to collect"
 expect "drift: checkpoints verify" "$CK" verify -q "$T/s-drift" --all
 expect "drift: checkpoints export byte-identical" same_exports "$T/s-drift"
 

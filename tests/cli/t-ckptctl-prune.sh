@@ -107,6 +107,7 @@ corrupt flip "$T/s-man/manifests/00000000000000000600.ckpt"
 check prune-damaged-refused ckptctl prune "$T/s-man" --keep-last 1
 expect "a refused prune removes nothing" test "$(steps "$T/s-man" 2>/dev/null)" = "100 200 300 400 500"
 check prune-damaged-refused-json ckptctl prune "$T/s-man" --keep-last 1 --json
+check prune-damaged-list ckptctl prune "$T/s-man" --keep-last 1 --keep 100 --force --dry-run --list
 check prune-damaged-force ckptctl prune "$T/s-man" --keep-last 1 --force
 expect "prune --force: the newest valid (500) stays, the damaged manifest too" \
 	test "$(steps "$T/s-man" 2>/dev/null)" = "500" -a -e "$T/s-man/manifests/00000000000000000600.ckpt"
@@ -176,6 +177,15 @@ rule daily-weekly "1 5 8" --keep-daily 1 --keep-weekly 2
 rule last-hourly "6 7 8" --keep-last 1 --keep-hourly 2
 rule hourly-every "2 4 6 7 8" --keep-hourly 3 --keep-every 2
 check prune-daily-dry-json ckptctl prune "$T/s-time" --keep-daily 2 --dry-run --json
+# --list: every checkpoint with the rule that keeps it, as borg prune --list (first rule wins, the
+# n-th it keeps; the oldest kept for want of periods), or that it would go.
+check prune-list-dry ckptctl prune "$T/s-time" --keep-last 1 --keep-daily 1 --keep-weekly 3 \
+	--keep-every 2 --dry-run --list
+expect "prune --list: each kept step has its rule" test \
+	"$("$CK" prune "$T/s-time" --keep-last 1 --keep-daily 1 --keep-weekly 3 --keep-every 2 --dry-run --list |
+	   sed -n 's/^keeping step \([0-9]*\) (saved [^)]*): /\1 /p' | tr '\n' ';')" = \
+	"1 keep-weekly (the oldest);2 keep-every;4 keep-every;5 keep-weekly #1;6 keep-daily #1;8 keep-last #1;"
+check usage-prune-list-json ckptctl prune "$T/s-time" --keep-last 1 --list --json
 expect "a dry run changes nothing" test "$(steps "$T/s-time")" = "1 2 3 4 5 6 7 8"
 
 # --keep-monthly and --keep-yearly (borg's rules, UTC) across a year boundary, with months that
@@ -209,6 +219,8 @@ crule keep-tag-monthly "2 4 6 8" --keep-monthly 2 --keep-tag release
 crule keep-tag-none "8" --keep-last 1 --keep-tag nope
 check prune-keep-tag-dry-json ckptctl prune "$T/s-cal" --keep-yearly 1 --keep-tag release \
 	--dry-run --json
+check prune-list-tag ckptctl prune "$T/s-cal" --keep-monthly 2 --keep-yearly 2 --keep-tag release \
+	--keep 5 --dry-run --list
 check usage-prune-keep-tag-only ckptctl prune "$T/s-cal" --keep-tag release
 check usage-prune-keep-tag-comma ckptctl prune "$T/s-cal" --keep-last 1 --keep-tag a,b
 check usage-prune-keep-tag-empty ckptctl prune "$T/s-cal" --keep-last 1 --keep-tag ''

@@ -17,6 +17,23 @@ ckptctl import -q "$STORE" --step 3 "$T/names.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 4 "$T/empty.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 5 "$T/big.safetensors" || exit 1
 
+# One JSON vocabulary (the C API's names): list, show and import call the chunk counts and the
+# new bytes chunks_new, chunks_reused and bytes_new; the older names stay, equal, for one version.
+ckptctl import -q "$T/s-voc" --step 1 "$T/m1.safetensors" || exit 1
+expect "list, show and import --json share chunks_new, chunks_reused, bytes_new" python3 -c '
+import json, sys
+lst = json.load(open(sys.argv[1]))[0]
+show = json.load(open(sys.argv[2]))
+imp = json.load(open(sys.argv[3]))
+for d in (lst, show, imp):
+    assert d["chunks_new"] == d["new_chunks"] and d["bytes_new"] == d["new_bytes"], d
+for k in ("chunks", "chunks_new", "bytes_new"):
+    assert lst[k] == show[k], k
+assert imp["chunks_reused"] == imp["reused_chunks"] == imp["chunks"] - imp["chunks_new"], imp
+assert all("chunks_new" in t and "bytes_new" in t for t in show["tensor_info"])
+' <(ckptctl list "$STORE" --json) <(ckptctl show "$STORE" 1 --json) \
+	<(ckptctl import "$T/s-voc" --step 2 "$T/m1.safetensors" --json)
+
 check show-1 ckptctl show "$STORE" 1
 check show-2-reused ckptctl show "$STORE" 2
 check show-2-json ckptctl show "$STORE" 2 --json

@@ -294,25 +294,46 @@ python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["arrays"]; assert a[
 run raid_stop_mounted N raid stop --dry-run md0; expect_rc raid_stop_mounted 0
 expect_out raid_stop_mounted "mdadm --stop @ROOT@/dev/md0"
 
-# ---- raid create / assemble: refused before mdadm when the kernel has no md driver (issue 28).
-# With moved roots the fake /proc/mdstat is the whole truth (no module is looked up or loaded).
+# ---- raid create / assemble without a md driver: a real run is refused before mdadm;
+# a dry run prints its plan all the same, with a warning that the real run would be refused, and
+# honours --json. With moved roots the fake /proc/mdstat is the whole truth (no module is looked
+# up or loaded).
 mv "$F/proc/mdstat" "$T/mdstat"
-nomd="this kernel has no md driver: @ROOT@/proc/mdstat is absent (md is neither loaded nor built in) (moved roots: no module is looked up); nothing was done (load it with 'modprobe md_mod', or boot a kernel built with CONFIG_BLK_DEV_MD)"
-run nomd_dry N raid create --level 0 --dry-run nvme4n1 nvme3n1 --force; expect_rc nomd_dry 1
-expect_out nomd_dry "nvmetune: raid create: $nomd"
-grep -q '^mdadm' "$T/nomd_dry.out" && bad "nomd_dry: printed an mdadm command" || ok
+nomd="this kernel has no md driver: @ROOT@/proc/mdstat is absent (md is neither loaded nor built in) (moved roots: no module is looked up)"
+fix="load it with 'modprobe md_mod', or boot a kernel built with CONFIG_BLK_DEV_MD"
+run nomd_dry N raid create --level 0 --dry-run nvme4n1 nvme3n1 --force; expect_rc nomd_dry 0
+expect_out nomd_dry "nvmetune: raid create: warning: $nomd; a real run would be refused ($fix)"
+expect_out nomd_dry "mdadm --create @ROOT@/dev/md1 --run --metadata=1.2 --level=0 --chunk=512K --raid-devices=2 @ROOT@/dev/nvme4n1 @ROOT@/dev/nvme3n1"
+run nomd_dry_json N raid create --level 0 --dry-run --json nvme4n1 nvme3n1 --force; expect_rc nomd_dry_json 0
+sed -n '/^{/,$p' "$T/nomd_dry_json.raw" > "$T/nomd_dry_json.json"
+python3 - "$T/nomd_dry_json.json" "$F" <<'EOF2' && ok || bad "raid create --dry-run --json without md: $(cat "$T/nomd_dry_json.raw")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+root = sys.argv[2]
+assert j["dry_run"] is True and j["md"] == root + "/dev/md1", j
+assert j["command"][:2] == ["mdadm", "--create"] and j["command"][-1] == root + "/dev/nvme3n1", j
+assert j["modprobe"] == [] and len(j["warnings"]) == 1, j
+assert j["warnings"][0].startswith("this kernel has no md driver: ") and "a real run would be refused" in j["warnings"][0], j
+EOF2
+run nomd_real N raid create --level 0 nvme4n1 nvme3n1 --force; expect_rc nomd_real 1
+expect_out nomd_real "nvmetune: raid create: $nomd; nothing was done ($fix)"
+grep -q '^mdadm' "$T/nomd_real.out" && bad "nomd_real: printed an mdadm command" || ok
 run nomd_refused N raid create --level 0 --dry-run nvme4n1 nvme3n1; expect_rc nomd_refused 6  # devices first
-run nomd_assemble N raid assemble --dry-run /dev/md7 nvme1n1 nvme2n1; expect_rc nomd_assemble 1
-expect_out nomd_assemble "nvmetune: raid assemble: $nomd"
-run nomd_scan N raid assemble --dry-run; expect_rc nomd_scan 1
-expect_out nomd_scan "nvmetune: raid assemble: $nomd"
+run nomd_assemble N raid assemble --dry-run /dev/md7 nvme1n1 nvme2n1; expect_rc nomd_assemble 0
+expect_out nomd_assemble "nvmetune: raid assemble: warning: $nomd; a real run would be refused ($fix)"
+run nomd_scan N raid assemble; expect_rc nomd_scan 1
+expect_out nomd_scan "nvmetune: raid assemble: $nomd; nothing was done ($fix)"
 # md loaded with RAID 0 only: RAID 10 is refused, naming the personalities there are
 sed 's/ \[raid10\]//' "$T/mdstat" > "$F/proc/mdstat"
-run nopers N raid create --level 10 --dry-run --force nvme4n1 nvme3n1; expect_rc nopers 1
-expect_out nopers "nvmetune: raid create: this kernel has no md driver for RAID 10: @ROOT@/proc/mdstat lists no personality [raid10] (Personalities : [raid0]) (moved roots: no module is looked up); nothing was done (load it with 'modprobe raid10', or boot a kernel built with CONFIG_MD_RAID10)"
+nopers="this kernel has no md driver for RAID 10: @ROOT@/proc/mdstat lists no personality [raid10] (Personalities : [raid0]) (moved roots: no module is looked up)"
+run nopers N raid create --level 10 --force nvme4n1 nvme3n1; expect_rc nopers 1
+expect_out nopers "nvmetune: raid create: $nopers; nothing was done (load it with 'modprobe raid10', or boot a kernel built with CONFIG_MD_RAID10)"
+run nopers_dry N raid create --level 10 --dry-run --force nvme4n1 nvme3n1; expect_rc nopers_dry 0
+expect_out nopers_dry "nvmetune: raid create: warning: $nopers; a real run would be refused"
+expect_out nopers_dry "mdadm --create @ROOT@/dev/md1 --run --metadata=1.2 --level=10"
 run pers0 N raid create --level 0 --dry-run --force nvme4n1 nvme3n1; expect_rc pers0 0
 expect_out pers0 "mdadm --create @ROOT@/dev/md1 --run --metadata=1.2 --level=0"
-grep -q '^modprobe' "$T/pers0.out" && bad "pers0: a modprobe line with md loaded" || ok
+grep -q '^modprobe\|warning' "$T/pers0.out" && bad "pers0: a modprobe line or warning with md loaded" || ok
 mv "$T/mdstat" "$F/proc/mdstat"
 # assemble from a given mdadm.conf (the one persist writes): mdadm --assemble --scan --config=FILE
 chk raid_assemble_conf 0 "mdadm --assemble --scan --config=@TMP@/mdadm.conf" N raid assemble --dry-run --config "$T/mdadm.conf"

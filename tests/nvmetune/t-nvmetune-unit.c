@@ -4,7 +4,10 @@
 #include "nvmetune.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -225,6 +228,49 @@ static void test_modlist(void)
 	CHECK(!nt_modlist_has(NULL, "md_mod"));
 }
 
+/* A permission error under root is not cured by running as root: the advice names what denies
+ * root (a device cgroup or security policy; a read-only mount) instead. As root, a write check
+ * of an immutable file (EPERM for root too) shows it, where the file system has the flag. */
+static void test_perm_hint(void)
+{
+	char b[160];
+	CHECK(!strcmp(nt_perm_hint(EACCES, false, b, sizeof(b)), "run as root"));
+	CHECK(!strcmp(nt_perm_hint(EPERM, false, b, sizeof(b)), "run as root"));
+	CHECK(!strstr(nt_perm_hint(EPERM, true, b, sizeof(b)), "run as root"));
+	CHECK(strstr(b, "device cgroup") && strstr(b, "running as root"));
+	CHECK(strstr(nt_perm_hint(EROFS, true, b, sizeof(b)), "read-only"));
+	if (geteuid() != 0)
+		return;
+	char p[PATH_MAX], log[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/immutable", dir);
+	snprintf(log, sizeof(log), "%s/stderr", dir);
+	put("immutable", "x");
+	int fd = open(p, O_RDONLY), flags = 0;
+	bool set = fd >= 0 && !ioctl(fd, FS_IOC_GETFLAGS, &flags) &&
+		   !ioctl(fd, FS_IOC_SETFLAGS, &(int){flags | FS_IMMUTABLE_FL});
+	if (set) {
+		fflush(stderr);
+		int saved = dup(2), lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(lfd, 2);
+		int rc = nt_check_writable("t", p, NULL);
+		fflush(stderr);
+		dup2(saved, 2);
+		close(saved);
+		close(lfd);
+		char *text = NULL;
+		size_t len;
+		CHECK(rc == EXIT_PERM);
+		CHECK(!read_file(log, &text, &len) && text && !strstr(text, "run as root") &&
+		      strstr(text, "device cgroup"));
+		free(text);
+		ioctl(fd, FS_IOC_SETFLAGS, &flags);
+	} else {
+		printf("(no immutable flag on %s: the root case of nt_check_writable is not run)\n", dir);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
 int main(void)
 {
 	cli_prog = "nvmetune";
@@ -238,6 +284,7 @@ int main(void)
 	test_profiles();
 	test_argv_and_files();
 	test_modlist();
+	test_perm_hint();
 	char cmd[PATH_MAX + 16];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd))

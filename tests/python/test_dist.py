@@ -607,7 +607,7 @@ def check_bad_shapes(store, tmp):
     except libckpt.CorruptError as e:
         assert "'z': dimension 1 is 9223372036854775813" in str(e), str(e)
     ck = os.path.join(ROOT, os.environ.get("B", "build"))
-    p = subprocess.run([os.path.join(ck, "bin", "ckptctl"), "show", store, "2", "--json"],
+    p = subprocess.run([os.path.join(ck, "bin", "ckptctl"), "show", store, "2", "--all", "--json"],
                        capture_output=True, text=True, check=True)
     tab = json.loads(p.stdout)["metadata"]["ckpt.dist.shards.w"].split()
     assert tab[2:4] == [str(GROWS), str(GCOLS)], tab

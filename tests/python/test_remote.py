@@ -90,6 +90,33 @@ class Remote(unittest.TestCase):
             os.makedirs(empty)
             libckpt.Store(os.path.join(self.dir, "d"), remote=empty)
 
+    def test_remote_stores(self):
+        """Store.remote_stores(url) lists the remote's stores with no local store: who pushed
+        (host, path), checkpoints, newest step, bytes."""
+        self.assertEqual(libckpt.Store.remote_stores(self.url), [])
+        a, b = os.path.join(self.dir, "a"), os.path.join(self.dir, "b")
+        for path, steps in ((a, (1, 2)), (b, (7,))):
+            with libckpt.Store(path, create=True) as s:  # its own store, not the remote's
+                for step in steps:
+                    s.save(state(step), step)
+            with libckpt.Store(path, remote=self.url, remote_upload=False) as s:
+                for step in steps:
+                    s.push(step)
+        got = libckpt.Store.remote_stores(self.url)
+        self.assertEqual(len(got), 2)
+        by_path = {g["path"]: g for g in got}
+        self.assertEqual(set(by_path), {os.path.realpath(a), os.path.realpath(b)})
+        self.assertEqual((by_path[os.path.realpath(a)]["checkpoints"],
+                          by_path[os.path.realpath(a)]["newest_step"]), (2, 2))
+        self.assertEqual(by_path[os.path.realpath(b)]["newest_step"], 7)
+        self.assertTrue(all(g["bytes"] > 0 and len(g["store_id"]) == 32 and g["host"] for g in got))
+        with self.assertRaises(libckpt.errors.NotFoundError):
+            libckpt.Store.remote_stores(os.path.join(self.dir, "nowhere"))
+        # The one to bind a replacement node to is named by its id.
+        pick = by_path[os.path.realpath(b)]["store_id"]
+        with libckpt.Store(os.path.join(self.dir, "c"), remote=self.url, remote_store_id=pick) as s:
+            self.assertEqual(s.pull(), 7)
+
     def test_manager_replacement_node(self):
         path = os.path.join(self.dir, "m")
         m = libckpt.CheckpointManager(path, max_to_keep=2, remote=self.url)
