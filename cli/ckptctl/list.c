@@ -31,7 +31,8 @@ static const struct cli_opt list_opts[] = {
 	 "print a JSON array of objects with step, time (unix seconds), tensors,\n"
 	 "logical_bytes, bytes_new, stored_bytes (REFERENCED), chunks, chunks_new\n"
 	 "and tags (an array of strings); with a remote, upload (as the\n"
-	 "UPLOAD column) and store_id (new_bytes and new_chunks: older names,\n"
+	 "UPLOAD column) and store_id; lightning_file and lightning_step for a\n"
+	 "Lightning checkpoint (new_bytes and new_chunks: older names,\n"
 	 "printed too until the next version)")},
 	CLI_OPT_END,
 };
@@ -50,7 +51,9 @@ const struct cli_cmd ck_cmd_list = {
 		"each one alone holds). Sizes are in IEC units (KiB, MiB, GiB). A damaged manifest is\n"
 		"reported on standard error and not listed. The store is opened read-only: listing works\n"
 		"while a save runs. When the store holds a multi-rank checkpoint, a RANKS column gives\n"
-		"each one's world size; when a checkpoint has tags, a TAGS column lists them.\n"
+		"each one's world size; when a checkpoint has tags, a TAGS column lists them; when one\n"
+		"was saved by Lightning's LibckptCheckpointIO, a LIGHTNING column gives its file name\n"
+		"and global step (the .ckpt pointer it backs).\n"
 		"With --remote (or $CKPT_REMOTE set), the checkpoints of this store on the remote are\n"
 		"listed too, and an UPLOAD column says where each one is: local, remote (both), or\n"
 		"remote-only (lost locally: 'ckptctl pull' brings it back).\n"
@@ -68,12 +71,52 @@ const struct cli_cmd ck_cmd_list = {
 		"  ckptctl list --remote s3://bucket/ckpt\n",
 };
 
+/* The Lightning checkpoint a store checkpoint is (libckpt.lightning records its file name and
+ * global step), so that a user pruning the store sees which .ckpt pointer each one backs. */
+struct lt {
+	char *file, *step;
+};
+
+static char *meta_dup(ckpt_reader *rd, const char *key)
+{
+	const char *v = ckpt_reader_get_meta(rd, key);
+	return v ? strdup(v) : NULL;
+}
+
+/* Every row's Lightning file and step, or NULL when no row has them. */
+static struct lt *lightning_of(ckpt_store *store, const ckpt_info *list, int n)
+{
+	struct lt *v = calloc((size_t)n + 1, sizeof *v);
+	bool any = false;
+	for (int k = 0; v && k < n; k++) {
+		ckpt_reader *rd;
+		if (list[k].error || ckpt_reader_open(store, list[k].step, &rd))
+			continue;
+		v[k].file = meta_dup(rd, "lightning.file");
+		v[k].step = meta_dup(rd, "lightning.global_step");
+		any |= v[k].file != NULL;
+		ckpt_reader_close(rd);
+	}
+	if (v && !any) {
+		free(v);
+		v = NULL;
+	}
+	return v;
+}
+
+static void lightning_free(struct lt *v, int n)
+{
+	for (int k = 0; v && k < n; k++)
+		free(v[k].file), free(v[k].step);
+	free(v);
+}
+
 /* Where each listed checkpoint is, with a remote (the UPLOAD column). */
 enum where { W_LOCAL, W_REMOTE, W_REMOTE_ONLY };
 static const char *const where_names[] = {"local", "remote", "remote-only"};
 
 static void list_json(ckpt_store *store, const ckpt_info *list, int n, const bool *shown,
-		      const unsigned *worlds, const enum where *where)
+		      const unsigned *worlds, const enum where *where, const struct lt *lt)
 {
 	char id[33];
 	ckpt_store_id(store, id);
@@ -87,6 +130,14 @@ static void list_json(ckpt_store *store, const ckpt_info *list, int n, const boo
 		jw_obj_begin(&w);
 		ck_info_json(&w, i);
 		ck_dist_list_json(&w, worlds, k);
+		if (lt && lt[k].file) {
+			jw_key(&w, "lightning_file"); jw_str(&w, lt[k].file);
+			jw_key(&w, "lightning_step");
+			if (lt[k].step)
+				jw_u64(&w, strtoull(lt[k].step, NULL, 10));
+			else
+				jw_null(&w);
+		}
 		if (where) {
 			jw_key(&w, "upload"); jw_str(&w, where_names[where[k]]);
 			jw_key(&w, "store_id"); jw_str(&w, id);
@@ -100,7 +151,8 @@ static void list_json(ckpt_store *store, const ckpt_info *list, int n, const boo
 /* The table, then the line of the whole store: how many checkpoints (shown of all, with --tag)
  * and the size of its packs. */
 static void list_text(ckpt_store *store, const ckpt_info *list, int n, const bool *shown,
-		      const unsigned *worlds, const enum where *where, bool filtered)
+		      const unsigned *worlds, const enum where *where, const struct lt *lt,
+		      bool filtered)
 {
 	bool tags = false;
 	size_t nshown = 0, nvalid = 0;
@@ -114,7 +166,7 @@ static void list_text(ckpt_store *store, const ckpt_info *list, int n, const boo
 	if (where)
 		printf("  %-11s", "UPLOAD");
 	ck_dist_list_col(worlds, -1);
-	printf("%s\n", tags ? "  TAGS" : "");
+	printf("%s%s\n", tags ? "  TAGS" : "", lt ? "  LIGHTNING" : "");
 	for (int k = 0; k < n; k++) {
 		const ckpt_info *i = &list[k];
 		char t[32], a[32], b[32], d[32];
@@ -129,6 +181,10 @@ static void list_text(ckpt_store *store, const ckpt_info *list, int n, const boo
 		ck_dist_list_col(worlds, k);
 		if (tags)
 			printf("  %s", *i->tags ? i->tags : "-");
+		if (lt && lt[k].file)
+			printf("  %s (step %s)", lt[k].file, lt[k].step ? lt[k].step : "?");
+		else if (lt)
+			printf("  -");
 		putchar('\n');
 	}
 	if (filtered)
@@ -213,6 +269,7 @@ static int cmd_list(int argc, char **argv)
 	ckpt_info *list = NULL, *rlist = NULL, *merged = NULL, *rows;
 	enum where *where = NULL;
 	unsigned *worlds = NULL;
+	struct lt *lt = NULL;
 	int n = ckpt_store_list(store, 1, &list);
 	bool *shown = NULL;
 	if (n < 0) {
@@ -244,12 +301,14 @@ static int cmd_list(int argc, char **argv)
 			ck_invalid_reason(store, &rows[k], why, sizeof why));
 	}
 	worlds = ck_dist_list_worlds(store, rows, n);
+	lt = lightning_of(store, rows, n);
 	if (opt.json)
-		list_json(store, rows, n, shown, worlds, where);
+		list_json(store, rows, n, shown, worlds, where, lt);
 	else
-		list_text(store, rows, n, shown, worlds, where, opt.ntags > 0);
+		list_text(store, rows, n, shown, worlds, where, lt, opt.ntags > 0);
 	rc = ck_stdout_done(cmd);
 out:
+	lightning_free(lt, n);
 	free(worlds);
 	free(shown);
 	free(opt.tags);

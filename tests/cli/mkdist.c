@@ -10,7 +10,8 @@
  * rewrites w's chunk but not emb's. With --abort, that rank gives up: the commit fails on every
  * rank and leaves its parts as garbage. --pool sets each rank's staging pool (CKPT_OPT_POOL_SIZE;
  * default 256 MiB a rank, too much for a small VM: tests/crash/powercut-dist-guest.sh). The
- * --meta sets one more metadata entry (every rank the same, as DCP's dcp.metadata). The
+ * --meta (up to 7 times) sets one more metadata entry (every rank the same, as DCP's
+ * dcp.metadata). The
  * store is created (64 KiB chunks) when missing. Exit status 0 when the checkpoint was
  * committed, 1 when not (the error of every rank printed). */
 #include <pthread.h>
@@ -32,7 +33,7 @@ struct rank {
 	int abort_rank;
 	unsigned g;
 	long long pool; /* 0: the default */
-	const char *meta; /* --meta KEY=VALUE, or NULL */
+	const char *const *meta; /* --meta KEY=VALUE entries, NULL-terminated */
 	int rc;
 	char msg[512];
 };
@@ -40,16 +41,19 @@ struct rank {
 /* Filled before the rank threads start, read-only after: every replica holds the same data. */
 static uint16_t emb[1000 * 320];
 
-static int extra_meta(ckpt_dist_save *d, const char *kv)
+static int extra_meta(ckpt_dist_save *d, const char *const *kvs)
 {
-	if (!kv)
-		return 0;
-	char key[256];
-	const char *eq = strchr(kv, '=');
-	if (!eq || eq - kv >= (long)sizeof key)
-		return -CKPT_E_INVAL;
-	snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
-	return ckpt_dist_save_set_meta(d, key, eq + 1);
+	for (; *kvs; kvs++) {
+		char key[256];
+		const char *eq = strchr(*kvs, '=');
+		if (!eq || eq - *kvs >= (long)sizeof key)
+			return -CKPT_E_INVAL;
+		snprintf(key, sizeof key, "%.*s", (int)(eq - *kvs), *kvs);
+		int rc = ckpt_dist_save_set_meta(d, key, eq + 1);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 static int save(struct rank *r, ckpt_store *st)
@@ -117,7 +121,8 @@ int main(int argc, char **argv)
 	int abort_rank = -1;
 	unsigned g = 0;
 	long long pool = 0;
-	const char *meta = NULL;
+	const char *meta[8] = {NULL};
+	size_t nmeta = 0;
 	for (int i = 4; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--abort"))
 			abort_rank = atoi(argv[i + 1]);
@@ -125,8 +130,8 @@ int main(int argc, char **argv)
 			g = (unsigned)atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--pool"))
 			pool = atoll(argv[i + 1]);
-		else if (!strcmp(argv[i], "--meta"))
-			meta = argv[i + 1];
+		else if (!strcmp(argv[i], "--meta") && nmeta + 1 < sizeof meta / sizeof *meta)
+			meta[nmeta++] = argv[i + 1];
 	}
 	if (n < 1 || n > MAXR)
 		return 2;

@@ -5,7 +5,8 @@
 # --all, verify checks every part and names the damaged part's rank and the
 # rank that wrote a damaged chunk, du counts the parts, prune removes a pruned checkpoint's
 # parts/<step>/ and the per-rank packs only it used (a dry run counts them), gc removes the parts
-# and packs of a save that never committed. Single-process checkpoints print what they always did.
+# and packs of a save that never committed; list shows the Lightning file a checkpoint backs.
+# Single-process checkpoints print what they always did.
 . tests/cli/lib.sh
 
 MK=$ROOT/$B/tests/bin/mkdist
@@ -200,4 +201,18 @@ assert [c["step"] for c in d["checkpoints"]] == [3, 4], d
 ' <(ckptctl du "$STORE" --json)
 expect "the store takes the next multi-rank save" mkdist "$STORE" 6 3 --gen 6
 check dist-list-after ckptctl list "$STORE"
+# A checkpoint saved by Lightning's CheckpointIO records its file name and global step: list shows
+# them, so that a prune that leaves a .ckpt pointer dangling can be seen coming.
+mkdist "$T/lt" 1 2 --meta lightning.file=epoch=6-step=35.ckpt --meta lightning.global_step=35 &&
+	mkdist "$T/lt" 2 2 --gen 1 || exit 1
+ckptctl list "$T/lt" >"$T/lt.out"
+expect "list: a LIGHTNING column with the file and its step" bash -c "
+	grep -q 'LIGHTNING\$' '$T/lt.out' && grep -q '  epoch=6-step=35.ckpt (step 35)\$' '$T/lt.out' &&
+	grep -Eq '^ +2 .*  -\$' '$T/lt.out'"
+expect "list --json: lightning_file and lightning_step" python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d[0]["lightning_file"] == "epoch=6-step=35.ckpt" and d[0]["lightning_step"] == 35, d[0]
+assert "lightning_file" not in d[1], d[1]
+' < <(ckptctl list --json "$T/lt")
 finish
