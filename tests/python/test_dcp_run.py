@@ -182,7 +182,7 @@ def main():
             print_ok(run_world(__file__, 2, ["fail-one", os.path.join(tmp, "failing")]))
         if part in ("all", "appstate"):
             run_world(__file__, 2, ["appstate-save", tmp])
-            for n in (2, 1):
+            for n in (2, 4, 1):  # as saved, resumed on more ranks and on fewer
                 print_ok(run_world(__file__, n, ["appstate-restore", tmp]))
     print("python dcp run ok")
     return 0
