@@ -88,7 +88,10 @@ static void gc_hint(ckpt_store *store, const struct ck_gc_opts *g, const ckpt_gc
 {
 	ckpt_gc_policy zero = {.compact_below = g->pol.compact_below, .max_unused = 0};
 	ckpt_gc_report *z = NULL;
-	if (g->pol.max_unused <= 0 || ckpt_store_gc_with(store, &zero, CKPT_GC_DRY_RUN, &z) < 0 || !z) {
+	/* Packs deferred for open readers: a dry run counts them freed, so its figure would promise
+	 * what no gc can do yet. */
+	if (g->pol.max_unused <= 0 || rep->packs_deferred ||
+	    ckpt_store_gc_with(store, &zero, CKPT_GC_DRY_RUN, &z) < 0 || !z || z->packs_deferred) {
 		if (nothing)
 			printf("nothing to collect\n");
 		ckpt_gc_report_free(z);
