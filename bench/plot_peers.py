@@ -49,7 +49,8 @@ def series(res, prefix, methods, key, groups):
                 continue
             v = res.get(f"{prefix}_{m}_{key}{sfx}")
             if st != "ok" or not isinstance(v, (int, float)):
-                missing.append(f"{label} ({g}): {st}"[:120])
+                missing.append((label, st[len("not run: "):] if st.startswith("not run: ")
+                                else st))
                 v = None
             row.append((label, v, m in LIB))
         if row:
@@ -60,7 +61,7 @@ def series(res, prefix, methods, key, groups):
 def panel(ax, title, unit, groups, drawn, name):
     ax.set_title(title, fontsize=9)
     ax.set_ylabel(unit, fontsize=8)
-    if not groups:
+    if not groups or all(v is None for _, row in groups for _, v, _ in row):
         ax.text(0.5, 0.5, "not run", ha="center", va="center", transform=ax.transAxes)
         ax.set_xticks([])
         return
@@ -130,9 +131,12 @@ def main():
     note = ("libckpt (blue) against its peers (grey), one run, medians of %s (%s, load average "
             "%.1f at start, %s)" % (res.get("peers_runs"), res.get("peers_bench_time"), la[0],
                                     res.get("peers_torch")))
-    if missing:
-        note += "\nnot run: " + "; ".join(sorted(set(m.split(": ", 1)[0] + ": " +
-                                                    m.split(": ", 2)[-1][:60] for m in missing)))[:900]
+    why = {}
+    for label, reason in missing:
+        why.setdefault(reason[:100], set()).add(label)
+    if why:
+        note += "\nnot run: " + "; ".join("%s (%s)" % (", ".join(sorted(labels)), reason)
+                                          for reason, labels in sorted(why.items()))[:1200]
     fig.text(0.01, 0.005, note, fontsize=6, va="bottom", wrap=True)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(out, metadata={"Description": json.dumps(drawn)})

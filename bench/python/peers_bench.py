@@ -866,9 +866,10 @@ def goals(res, sizes, worlds, cuda):
 
 def peak_goal(add, res, prefix, peers, sfx, inst, best):
     """An async save's peak: <= 1.1 x (state + pool), and below every peer's."""
+    # per process: a rank's peak against its local state and its own pool
     p = res.get(f"{prefix}_ckpt_async_peak_bytes{sfx}")
     pool = res.get(f"{prefix}_ckpt_async_pool_bytes{sfx}")
-    state = res.get(f"{prefix}_state_bytes{sfx}")
+    state = res.get(f"{prefix}_local_bytes{sfx}", res.get(f"{prefix}_state_bytes{sfx}"))
     if p is None or pool is None or not state:
         add("async peak memory", inst, None, None, "libckpt's async save did not run", None,
             "<= 1.10 x (state + pool), below every peer", None)
@@ -906,6 +907,25 @@ DCP_COLS = [("blocked s", "blocked_seconds"), ("durable s", "durable_seconds"),
             ("peak x", "peak_x")]
 S3_COLS = [("up s", "up_seconds"), ("up GB/s", "up_gbps"), ("down s", "down_seconds"),
            ("dn GB/s", "down_gbps"), ("peak x", "peak_x"), ("dn pk x", "down_peak_x")]
+
+
+def keep_other_sections(path, res, sections):
+    """res with the figures of the sections not run now taken from the results file."""
+    try:
+        with open(path) as f:
+            old = json.load(f)
+    except (OSError, ValueError):
+        return res
+    out = dict(res)
+    for k, v in old.items():
+        sec = k.split("_")[1] if k.startswith("peers_") else None
+        if sec in ("file", "dcp", "s3") and sec not in sections:
+            out[k] = v
+    for k, sec in (("peers_sizes", "file"), ("peers_worlds", "dcp")):
+        if sec not in sections and k in old:
+            out[k] = old[k]
+    out["peers_sections_kept"] = [s for s in ("file", "dcp", "s3") if s not in sections]
+    return out
 
 
 def merge(path, res):
@@ -964,34 +984,42 @@ def main():
     res["peers_fastpersist_settings"] = ds_settings()
     fm = file_methods(cuda)
     dev = {"PEERS_DEVICE": "cuda" if cuda else "cpu"}
-    if "file" in sections:
+    def run_file():
         for s in sizes:
             print(f"peers_bench: file section, {s}", flush=True)
             sb = series("peers_file", f"_{s}", pick(list(fm)), runs,
                         lambda m, run: run_one("file", m, s, bdir, timeout, dev), res,
                         lambda m: method_keys("file", m, cuda))
             res[f"peers_file_state_bytes_{s}"] = sb or parse_size(s)
-    if "dcp" in sections:
+
+    def run_dcp_section():
         for n in worlds:
             print(f"peers_bench: DCP section, N={n}, {dcp_size}", flush=True)
             sb = series("peers_dcp", f"_{n}", pick(list(DCP)), runs,
                         lambda m, run: run_dcp(m, n, dcp_size, run, bdir, timeout), res,
                         lambda m: method_keys("dcp", m))
             res[f"peers_dcp_state_bytes_{n}"] = sb or parse_size(dcp_size)
-    if "s3" in sections:
+            res[f"peers_dcp_local_bytes_{n}"] = res[f"peers_dcp_state_bytes_{n}"] // n
+
+    def run_s3():
         print(f"peers_bench: S3 section, {s3_size}", flush=True)
         sb = s3_section(s3_size, runs, bdir, timeout, pick(list(S3)), res)
         res["peers_s3_state_bytes"] = sb or parse_size(s3_size)
-    else:
-        for m in pick(list(S3)):
-            res[f"peers_s3_{m}_status"] = "not run: the S3 section was not asked for " \
-                "(BENCH_PEERS_SECTIONS)"
-    for sec, ms, sfxs in (("file", fm, sizes), ("dcp", DCP, worlds)):
+    for sec in sections:  # in the order asked
+        {"file": run_file, "dcp": run_dcp_section, "s3": run_s3}[sec]()
+    not_asked = "not run: the section was not asked for (BENCH_PEERS_SECTIONS)"
+    for sec, ms, sfxs in (("file", fm, [f"_{x}" for x in sizes]),
+                          ("dcp", DCP, [f"_{x}" for x in worlds]), ("s3", S3, [""])):
         if sec not in sections:
             for m in pick(list(ms)):
                 for x in sfxs:
-                    res[f"peers_{sec}_{m}_status_{x}"] = \
-                        "not run: the section was not asked for (BENCH_PEERS_SECTIONS)"
+                    res[f"peers_{sec}_{m}_status{x}"] = not_asked
+    if env("BENCH_PEERS_KEEP") == "1":
+        # a section run again: the other sections' figures of the results file are kept, and
+        # the goals are drawn from them all (each line says which run's figures it compares)
+        res = keep_other_sections(results_path, res, sections)
+        sizes, worlds = res["peers_sizes"], res["peers_worlds"]
+        sections = ["file", "dcp", "s3"]
     gl = goals(res, sizes if "file" in sections else [], worlds if "dcp" in sections else [], cuda)
     res["peers_goals"] = [rec for _, rec in gl]
     res["peers_load_avg_start"], res["peers_load_avg_end"] = load0, list(os.getloadavg())
