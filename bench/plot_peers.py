@@ -59,7 +59,8 @@ def series(res, prefix, methods, key, groups):
 
 
 def panel(ax, title, unit, groups, drawn, name):
-    ax.set_title(title, fontsize=9)
+    ax.set_title("%s (%s)" % (title, "higher is better" if unit == "GB/s" else "lower is better"),
+                 fontsize=9)
     ax.set_ylabel(unit, fontsize=8)
     if not groups or all(v is None for _, row in groups for _, v, _ in row):
         ax.text(0.5, 0.5, "not run", ha="center", va="center", transform=ax.transAxes)

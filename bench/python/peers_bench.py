@@ -237,14 +237,35 @@ def ds_settings():
     return {k: (parse_size(v) if k in ("block_size", "io_buffer") else int(v)) for k, v in s.items()}
 
 
+class _ByteCast:
+    """DeepSpeed's utils op, as FastFileWriter uses it, where DeepSpeed's CPU accelerator has none
+    ("This op had not been implemented on CPU backend"): cast_to_byte_tensor is at::from_blob of
+    the tensor's own bytes as uint8 (csrc/utils/tensor_cast.cpp), a view, no copy: the same here
+    with torch's view. With CUDA (the GPU bundle) DeepSpeed's own op is used."""
+
+    def load(self, verbose=False):
+        return self
+
+    @staticmethod
+    def cast_to_byte_tensor(t):
+        if isinstance(t, (list, tuple)):
+            return [_ByteCast.cast_to_byte_tensor(x) for x in t]
+        return t if t.nbytes <= 1 else t.reshape(-1).view(__import__("torch").uint8)
+
+
 def ds_handle():
     """DeepNVMe's aio handle and FastFileWriter's pinned buffer, as DeepSpeed's checkpoint writer
     factory makes them (once, reused by every save)."""
     os.environ.setdefault("DS_ACCELERATOR", "cuda" if os.environ.get("BENCH_PEERS_CUDA") == "1"
                           else "cpu")
     import torch
+    import deepspeed.io.fast_file_writer as ffw
     from deepspeed.ops.op_builder import AsyncIOBuilder
     from deepspeed.accelerator import get_accelerator
+    try:
+        ffw.UtilsBuilder().load(verbose=False)
+    except ValueError:  # the CPU accelerator's "not implemented"
+        ffw.UtilsBuilder = _ByteCast
     s = ds_settings()
     h = AsyncIOBuilder().load(verbose=False).aio_handle(
         s["block_size"], s["queue_depth"], bool(s["single_submit"]), bool(s["overlap_events"]),
@@ -380,11 +401,18 @@ def file_load(method, d, st, target, ctx, step=1):
     if method == "torch":
         got = torch.load(path, map_location=st.device)
     elif method == "fastpersist":
-        h = ctx["ds"][0]
+        h, _, s = ctx["ds"]
         n = os.path.getsize(path)
+        # DeepNVMe's O_DIRECT read of the file's whole blocks (its last, partial block comes
+        # back wrong from sync_pread: read with a plain pread), into its page-locked tensor
+        head = n // s["block_size"] * s["block_size"]
         buf = h.new_cpu_locked_tensor(n, torch.empty(0, dtype=torch.uint8))
         try:
-            h.sync_pread(buf, path)  # DeepNVMe's O_DIRECT read of the whole file
+            if head:
+                h.sync_pread(buf[:head], path)
+            with open(path, "rb") as f:
+                buf[head:] = torch.frombuffer(bytearray(os.pread(f.fileno(), n - head, head)),
+                                              dtype=torch.uint8)
             got = torch.load(io.BytesIO(memoryview(buf.numpy())), map_location=st.device)
         finally:
             h.free_cpu_locked_tensor(buf)
