@@ -132,6 +132,9 @@ def main():
     note = ("libckpt (blue) against its peers (grey), one run, medians of %s (%s, load average "
             "%.1f at start, %s)" % (res.get("peers_runs"), res.get("peers_bench_time"), la[0],
                                     res.get("peers_torch")))
+    if res.get("peers_sections_kept"):
+        note += "; sections %s from the run before (BENCH_PEERS_KEEP)" % ", ".join(
+            res["peers_sections_kept"])
     why = {}
     for label, reason in missing:
         why.setdefault(reason[:100], set()).add(label)
