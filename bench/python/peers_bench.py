@@ -903,6 +903,10 @@ def peak_goal(add, res, prefix, peers, sfx, inst, best):
             "<= 1.10 x (state + pool), below every peer", None)
         return
     b, who = best(prefix, peers, "peak_bytes", sfx)
+    if b is None:  # half a goal is no goal: not run, saying why
+        add("async peak memory", inst, p / state, None, who, None,
+            "<= 1.10 x (state + pool), below every peer", None)
+        return
     ratio = p / (state + pool)
     below = b is not None and p < b
     add("async peak memory", inst, p / state, (state + pool) / state,
