@@ -14,6 +14,11 @@
 #                      FileSystemWriter and torch.save, 1, 2, 4 gloo ranks; the torch 2.x venv)
 #   make bench-s3      only remote_bench.sh (issue 25: a 2 GiB checkpoint pushed to radosgw and
 #                      pulled back against aws s3 cp; the 5%-changed push); `make bench` runs it
+#   make bench-peers   only bench/python/peers_bench.py: libckpt against DeepSpeed's FastPersist,
+#                      torch.save, DCP (its DefaultStager, thread and process) and
+#                      s3torchconnector, on the same state; installs the peers first
+#                      (tools/peers-venv.sh), draws build/bench/peers.svg, ends with the goal
+#                      lines (PASS, MISS or NOT RUN); `make bench` runs it
 #   make bench-dist    only dist_bench.sh (issue 14: mpirun -np 4 saves against fio --numjobs=4,
 #                      replicated snapshot per rank against one rank alone; issue 24: 1, 2, 4 ranks
 #                      against fio --numjobs=N, async blocked time, bench/dist-commit's commit of
@@ -55,6 +60,7 @@ bench: test-deps
 		B='$(B)' BENCH_CUDA=0 /usr/bin/python3 bench/python/torch_vs_ckpt.py; \
 	else echo "bench: /usr/bin/python3 has no torch (python3-torch): Python figures skipped"; fi
 	$(bench_dcp_run)
+	$(bench_peers_run)
 	B='$(B)' bash bench/remote_bench.sh
 	B='$(B)' python3 bench/summary.py
 	@$(MAKE) --no-print-directory bench-plot
@@ -103,5 +109,40 @@ bench-s3: test-deps
 	$(MAKE) all bench-bins
 	B='$(B)' bash bench/remote_bench.sh
 	B='$(B)' python3 bench/summary.py
+
+# libckpt against its peers (bench/python/peers_bench.py; bench/README.md): the peers (DeepSpeed,
+# s3torchconnector) are installed here only, never by `make check`: tools/peers-venv.sh makes
+# their environment on the torch 2.x one, saying what it installs with pip's progress. Where it
+# cannot, the bench runs on the torch 2.x environment and their rows say "not run" with the
+# error. The picture: build/bench/peers.svg (bench/plot_peers.py, Debian's matplotlib). Ends with
+# the goal lines. BENCH_PEERS_SIZES (default "1G 4G"), BENCH_RUNS, BENCH_PEERS_WORLDS,
+# BENCH_PEERS_S3_SIZE (default 2G), more in bench/README.md.
+BENCH_PEERS_VENV := $(or $(LIBCKPT_PEERS_VENV),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/libckpt/peers-venv)
+define bench_peers_run
+	sh tools/peers-venv.sh || echo "bench: the peers' environment could not be made (above): their rows say 'not run'"
+	py='$(BENCH_PEERS_VENV)/bin/python'; [ -x "$$py" ] || py='$(BENCH_TORCH2_VENV)/bin/python'; \
+	if [ -x "$$py" ]; then \
+		B='$(B)' CKPT_LIBRARY='$(abspath $(B))/lib/libckpt.so.0' "$$py" bench/python/peers_bench.py; \
+	else echo "bench: no torch 2.x virtual environment at $(BENCH_TORCH2_VENV): peers figures skipped"; fi
+	B='$(B)' /usr/bin/python3 bench/plot_peers.py || echo "bench: no picture of the peers (above)"
+	@echo "libckpt against its peers, the goals (bench/README.md):"
+	@B='$(B)' python3 bench/summary.py --goals
+endef
+
+.PHONY: bench-peers
+bench-peers: test-deps
+	$(MAKE) all $(B)/tests/bin/s3ops
+	$(bench_peers_run)
+
+# The GPU bundle with the peers' comparison on CUDA tensors (bench/gpu/peers-run.sh, installed as
+# peers.sh beside run.sh, with the two Python benches it runs): `make gpu-bundle`, then these.
+# On the lent machine: gpu-bundle/peers.sh OUTDIR (about 4 minutes, apart from run.sh's 8).
+.PHONY: gpu-bundle-peers
+gpu-bundle-peers: gpu-bundle
+	mkdir -p $(B)/gpu-bundle/bench/python
+	cp bench/python/dcp_bench.py bench/python/peers_bench.py bench/python/torch_vs_ckpt.py \
+	  $(B)/gpu-bundle/bench/python/
+	install -m 755 bench/gpu/peers-run.sh $(B)/gpu-bundle/peers.sh
+	@echo "$(B)/gpu-bundle: peers.sh OUTDIR runs libckpt against its peers on CUDA tensors"
 
 .DEFAULT_GOAL := $(BENCH_SAVED_GOAL)

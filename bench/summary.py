@@ -4,7 +4,9 @@
 Python benchmarks each print their own part as they run; this prints them together at the end,
 from the file, so a closing note can quote one table.
 
-Usage: summary.py [RESULTS]   (default $B/bench/results.json, B=build)
+Usage: summary.py [--goals] [RESULTS]   (default $B/bench/results.json, B=build)
+       --goals: only the goal lines of libckpt against its peers (bench/python/peers_bench.py),
+       one a goal, each starting with PASS, MISS or NOT RUN (how `make bench-peers` ends).
        BENCH_STRICT=1 makes a MISS exit 1."""
 import json
 import os
@@ -104,14 +106,36 @@ def fmt(v):
     return "%.3f" % v if isinstance(v, (int, float)) else "-"
 
 
+def peer_lines(res):
+    """The goals of libckpt against its peers (peers_goals: computed by peers_bench.py from the
+    figures of one run, each against the best peer of that run)."""
+    out = []
+    for g in res.get("peers_goals", []):
+        if g["result"] == "NOT RUN":
+            out.append("%-8s %s (%s): %s; target %s" % ("NOT RUN", g["goal"], g["at"], g["why"],
+                                                        g["target"]))
+        else:
+            out.append("%-8s %s (%s): %.3f %s against %.3f %s (%s): %.2f, target %s" % (
+                g["result"], g["goal"], g["at"], g["value"], g["unit"], g["reference"],
+                g["unit"], g["ref_what"], g["ratio"], g["target"]))
+    return out
+
+
 def main():
-    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.environ.get("B", "build"),
-                                                              "bench", "results.json")
+    args = sys.argv[1:]
+    goals_only = bool(args) and args[0] == "--goals"
+    args = args[1:] if goals_only else args
+    path = args[0] if args else os.path.join(os.environ.get("B", "build"), "bench", "results.json")
     try:
         with open(path) as f:
             res = json.load(f)
     except (OSError, ValueError) as e:
         sys.exit("summary: cannot read %s: %s" % (path, e))
+    if goals_only:
+        lines = peer_lines(res)
+        print("\n".join(lines) if lines else "NOT RUN  libckpt against its peers: no peers_goals "
+              "in %s (make bench-peers)" % path)
+        return
     print("\nlibckpt bench summary (%s, %s; %s CPUs, load average %s at start, %s at end of the C part)"
           % (path, res.get("bench_time", "?"), res.get("cpus", "?"), res.get("load_avg_start", "?"),
              res.get("load_avg_end", "?")))
@@ -135,6 +159,14 @@ def main():
         if key in res:
             print("%-24s %9s %-5s %s" % (label, fmt(res[key]), unit,
                                          "(bs-qd-jobs %s)" % res[at] if at and at in res else ""))
+    lines = peer_lines(res)
+    if lines:
+        print("\nlibckpt against its peers (%s, %s; bench/python/peers_bench.py)"
+              % (res.get("peers_bench_time", "?"), "load average %s at start"
+                 % (res.get("peers_load_avg_start") or ["?"])[0]))
+        for line in lines:
+            print(line)
+        missed += sum(line.startswith("MISS") for line in lines)
     if os.environ.get("BENCH_STRICT") == "1" and missed:
         sys.exit(1)
 

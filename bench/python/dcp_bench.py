@@ -332,6 +332,12 @@ class Rank:
                 st.restore(self.target, step)
         return time.perf_counter() - t0
 
+    def prepare(self, method, d, ctx):
+        """Before a method's first save, outside the timing (a subclass's own set-up)."""
+
+    def saved(self, method, out, ctx):
+        """After a method's saves, before its load (a subclass's own figures into out)."""
+
     def run_method(self, method, run, tag="dcp"):
         """Full save, 5%-changed save, load (sync savers); returns this method's figures."""
         import libckpt
@@ -345,7 +351,7 @@ class Rank:
             # one store for the run, as a training job keeps it; its pinned pool is allocated
             # outside the timing (reserve: the state plus two I/O buffers)
             ctx["store"] = libckpt.Store(d, create=True)
-            ctx["store"].reserve(self.state)
+            ctx["pool_bytes"] = ctx["store"].reserve(self.state)
         if method in ("ckptdcp_save", "ckptdcp_async"):
             # the same for libckpt as DCP's backend: one writer for the run (it keeps its store
             # and pool), the pool reserved outside the timing
@@ -354,7 +360,8 @@ class Rank:
                 libckpt.Store(d, create=True).close()
             self.barrier()
             ctx["writer"] = LibckptStorageWriter(d)
-            ctx["writer"].reserve(self.state)
+            ctx["pool_bytes"] = ctx["writer"].reserve(self.state)
+        self.prepare(method, d, ctx)
         out = {}
         try:
             for step, tag in ((1, ""), (2, "incr5_")):
@@ -374,6 +381,7 @@ class Rank:
                 if stats is not None:
                     bw = stats["bytes_written"] if isinstance(stats, dict) else stats.bytes_written
                     out[tag + "bytes_written"] = self.total([bw])[0]
+            self.saved(method, out, ctx)
             if METHODS[method][2]:
                 if "store" in ctx:
                     ctx.pop("store").close()
@@ -385,6 +393,8 @@ class Rank:
                 ctx["store"].close()
             if "writer" in ctx:
                 ctx["writer"].close()
+            if "close" in ctx:
+                ctx.pop("close")()
             self.barrier()
             if self.rank == 0:
                 shutil.rmtree(d, ignore_errors=True)
@@ -433,12 +443,15 @@ def rank_main(argv):
 
 
 # ----------------------------------------------------------------------------- the driver
-def run_world(n, size, runs, bdir, timeout):
-    """The bench on n rank processes; rank 0's samples (exits naming the rank on a failure)."""
+def run_world(n, size, runs, bdir, timeout, script=None, env=None):
+    """The bench on n rank processes; rank 0's samples (exits naming the rank on a failure).
+    script: the program each rank runs as `script --rank R N INIT SIZE RUNS DIR OUT` (default
+    this one; bench/python/peers_bench.py runs its own ranks), env: more environment for them."""
     tmp = tempfile.mkdtemp(prefix="dcp-bench-")
     init, outp = os.path.join(tmp, "init"), os.path.join(tmp, "out.json")
-    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo")
-    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank", str(r), str(n),
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", **(env or {}))
+    script = os.path.abspath(script or __file__)
+    procs = [subprocess.Popen([sys.executable, script, "--rank", str(r), str(n),
                                init, str(size), str(runs), bdir, outp], env=env,
                               stdout=subprocess.PIPE if r else None, stderr=subprocess.STDOUT,
                               text=True) for r in range(n)]
