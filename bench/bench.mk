@@ -137,12 +137,10 @@ bench-peers: test-deps
 # The GPU bundle with the peers' comparison on CUDA tensors (bench/gpu/peers-run.sh, installed as
 # peers.sh beside run.sh, with the two Python benches it runs): `make gpu-bundle`, then these.
 # On the lent machine: gpu-bundle/peers.sh OUTDIR (about 4 minutes, apart from run.sh's 8).
+# The peers' comparison on CUDA tensors (peers.sh) is part of the GPU bundle; this name stays for
+# those who learned it.
 .PHONY: gpu-bundle-peers
 gpu-bundle-peers: gpu-bundle
-	mkdir -p $(B)/gpu-bundle/bench/python
-	cp bench/python/dcp_bench.py bench/python/peers_bench.py bench/python/torch_vs_ckpt.py \
-	  $(B)/gpu-bundle/bench/python/
-	install -m 755 bench/gpu/peers-run.sh $(B)/gpu-bundle/peers.sh
 	@echo "$(B)/gpu-bundle: peers.sh OUTDIR runs libckpt against its peers on CUDA tensors"
 
 .DEFAULT_GOAL := $(BENCH_SAVED_GOAL)

@@ -107,8 +107,10 @@ gpu-bundle: lib $(MODULES) $(GPU_BUNDLE_BINS)
 	  while read -r l; do cp -L "$$l" $(GPU_BUNDLE)/lib/; done
 	cp -r python/libckpt $(GPU_BUNDLE)/python/
 	find $(GPU_BUNDLE)/python -name __pycache__ -prune -exec rm -rf {} +
-	cp bench/python/torch_vs_ckpt.py $(GPU_BUNDLE)/bench/python/
+	cp bench/python/torch_vs_ckpt.py bench/python/dcp_bench.py bench/python/peers_bench.py \
+	  $(GPU_BUNDLE)/bench/python/
 	install -m 755 tests/gpu/bundle-run.sh $(GPU_BUNDLE)/run.sh
+	install -m 755 bench/gpu/peers-run.sh $(GPU_BUNDLE)/peers.sh
 	install -m 644 tests/gpu/cudart-dirs.sh $(GPU_BUNDLE)/cudart-dirs.sh
 	{ echo "libckpt $(VERSION), built $$(date -u +%FT%TZ) on $$(uname -n)"; \
 	  echo "git: $$(git describe --always --dirty 2>/dev/null || echo unknown)"; \
