@@ -70,7 +70,12 @@ def run(store, steps, world=2):
     for r, (out, rc) in enumerate(outs):
         assert rc == 0, f"examples/dcp_fsdp2.py {store} {steps}: rank {r} exited {rc}:\n" + \
             "\n".join(f"--- rank {i}\n{o}" for i, (o, _) in enumerate(outs))
-        assert "warn" not in out.lower(), f"rank {r} warned:\n{out}"
+        # No warning from the program, libckpt or DCP: the example passes its group as the docs
+        # say. torch's own CUDA probe warns where a CUDA library without a device is loaded
+        # (the test double of tests/run.sh): not the example's doing.
+        warned = [ln for ln in out.splitlines() if "warn" in ln.lower() and
+                  "CUDA initialization" not in ln]
+        assert not warned, f"rank {r} warned:\n{out}"
     return outs[0][0]
 
 
