@@ -38,6 +38,15 @@ int ck_list_stores_instead(const char *cmd, const char *path, const char *url, b
 /* push to a directory remote (url, else $CKPT_REMOTE) that does not exist: creates it (mkdir
  * -p). Returns 0 or EXIT_FAIL (reported). */
 int ck_remote_mkdir(const char *cmd, const char *url);
+/* The progress line of a push or pull (rstores.c); the library calls it from its transfer
+ * threads, one at a time. The line starts at the first report, which knows the total. */
+struct ck_xprog {
+	struct progress bar;
+	const char *label;
+	bool enable, started;
+};
+int ck_xfer_progress(void *arg, uint64_t done, uint64_t total);
+
 /* push --all: every valid local checkpoint the remote lacks, oldest first, with a progress line
  * each when progress; prints a line each and a summary (or JSON). Returns the exit status. */
 int ck_push_all(const char *cmd, ckpt_store *store, bool json, bool progress);

@@ -172,24 +172,6 @@ static void skipped_json(struct jw *w, const struct skipped *sk)
 	jw_arr_end(w);
 }
 
-/* The progress of a transfer; the library calls it from its transfer threads, one at a time.
- * The line starts at the first report, which knows the total. */
-struct xprog {
-	struct progress bar;
-	const char *label;
-	bool enable, started;
-};
-
-static int on_progress(void *arg, uint64_t done, uint64_t total)
-{
-	struct xprog *x = arg;
-	if (!x->started)
-		progress_start(&x->bar, x->label, total, x->enable);
-	x->started = true;
-	x->bar.total = total;
-	progress_update(&x->bar, done);
-	return 0;
-}
 
 static void print_result(const char *verb, const struct xfer_args *a, ckpt_store *store,
 			 uint64_t step, const ckpt_remote_stats *st, int created,
@@ -286,10 +268,10 @@ static int xfer_main(const struct cli_cmd *c, int argc, char **argv, bool pull)
 	if (!rc && !pull && (rc = ckpt_store_resolve(store, step, &step)))
 		rc = ck_fail(cmd, rc, "no such checkpoint");
 	if (!rc) {
-		struct xprog x = {.label = cmd, .enable = !a.no_progress && !a.json};
+		struct ck_xprog x = {.label = cmd, .enable = !a.no_progress && !a.json};
 		ckpt_remote_stats st;
-		int r = pull ? ckpt_store_pull(store, step, &step, &st, on_progress, &x)
-			     : ckpt_store_push(store, step, &st, on_progress, &x);
+		int r = pull ? ckpt_store_pull(store, step, &step, &st, ck_xfer_progress, &x)
+			     : ckpt_store_push(store, step, &st, ck_xfer_progress, &x);
 		if (x.started)
 			progress_end(&x.bar);
 		struct skipped sk = {0};

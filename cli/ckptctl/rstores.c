@@ -117,23 +117,6 @@ int ck_remote_mkdir(const char *cmd, const char *url)
 	return 0;
 }
 
-/* push --all's progress: one line per checkpoint, labelled with it. */
-struct allprog {
-	struct progress bar;
-	char label[64];
-	bool enable, started;
-};
-
-static int all_progress(void *arg, uint64_t done, uint64_t total)
-{
-	struct allprog *x = arg;
-	if (!x->started)
-		progress_start(&x->bar, x->label, total, x->enable);
-	x->started = true;
-	x->bar.total = total;
-	progress_update(&x->bar, done);
-	return 0;
-}
 
 /* The steps of list[0..n) the remote (steps r[0..m), ascending) lacks, into todo; returns how
  * many. */
@@ -174,17 +157,29 @@ static void all_json(ckpt_store *store, const uint64_t *done, size_t k, size_t p
 	jw_finish(&w);
 }
 
+int ck_xfer_progress(void *arg, uint64_t done, uint64_t total)
+{
+	struct ck_xprog *x = arg;
+	if (!x->started)
+		progress_start(&x->bar, x->label, total, x->enable);
+	x->started = true;
+	x->bar.total = total;
+	progress_update(&x->bar, done);
+	return 0;
+}
+
 /* Pushes todo[0..k) oldest first, a line (or progress) for each; *done counts those pushed.
  * Returns 0 or the exit status of the first failure (reported). */
 static int push_each(const char *cmd, ckpt_store *store, const uint64_t *todo, size_t k,
 		     bool json, bool progress, ckpt_remote_stats *sum, size_t *done)
 {
 	for (size_t i = 0; i < k; i++) {
-		struct allprog x = {.enable = progress};
-		snprintf(x.label, sizeof x.label, "push %llu (%zu/%zu)", (unsigned long long)todo[i],
+		char label[64]; /* push --all's progress: one line per checkpoint, labelled with it */
+		struct ck_xprog x = {.label = label, .enable = progress};
+		snprintf(label, sizeof label, "push %llu (%zu/%zu)", (unsigned long long)todo[i],
 			 i + 1, k);
 		ckpt_remote_stats st;
-		int r = ckpt_store_push(store, todo[i], &st, all_progress, &x);
+		int r = ckpt_store_push(store, todo[i], &st, ck_xfer_progress, &x);
 		if (x.started)
 			progress_end(&x.bar);
 		if (r)
