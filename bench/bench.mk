@@ -134,11 +134,10 @@ bench-peers: test-deps
 	$(MAKE) all $(B)/tests/bin/s3ops
 	$(bench_peers_run)
 
-# The GPU bundle with the peers' comparison on CUDA tensors (bench/gpu/peers-run.sh, installed as
-# peers.sh beside run.sh, with the two Python benches it runs): `make gpu-bundle`, then these.
-# On the lent machine: gpu-bundle/peers.sh OUTDIR (about 4 minutes, apart from run.sh's 8).
-# The peers' comparison on CUDA tensors (peers.sh) is part of the GPU bundle; this name stays for
-# those who learned it.
+# The peers' comparison on CUDA tensors (bench/gpu/peers-run.sh, installed as peers.sh beside
+# run.sh, with the Python benches it runs) is part of the GPU bundle; on the lent machine:
+# gpu-bundle/peers.sh OUTDIR (about 4 minutes, apart from run.sh's 8). This name stays for those
+# who learned it.
 .PHONY: gpu-bundle-peers
 gpu-bundle-peers: gpu-bundle
 	@echo "$(B)/gpu-bundle: peers.sh OUTDIR runs libckpt against its peers on CUDA tensors"
