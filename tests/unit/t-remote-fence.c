@@ -230,12 +230,27 @@ static long remote_count(struct tier_ref *t, const char *sub)
 	return n;
 }
 
+/* The store of one case, dir/name, and its place on the remote. */
+static ckpt_store *case_store(const char *name, const char *url, struct tier_ref *t)
+{
+	char path[4200];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	ckpt_store *s = open_store(path);
+	*t = ref_of(url, s);
+	return s;
+}
+
+static void case_end(ckpt_store *s, struct tier_ref *t)
+{
+	t->r->ops->close(t->r);
+	ckpt_store_close(s);
+}
+
 static void gc_race(const char *url)
 {
-	char path[4200], key[256];
-	snprintf(path, sizeof path, "%s/gcrace", dir);
-	ckpt_store *s = open_store(path);
-	struct tier_ref t = ref_of(url, s);
+	char key[256];
+	struct tier_ref t;
+	ckpt_store *s = case_store("gcrace", url, &t);
 	fill(3);
 	t_remote_save(s, 1, data, NT, TBYTES);
 	CHECK_OK(tier_push(s, &t, 1, NULL, NULL, NULL, NULL));
@@ -255,18 +270,16 @@ static void gc_race(const char *url)
 	CHECK(gr.rc == 0);
 	CHECK(remote_whole(url, t.id, 2, data));
 	CHECK(remote_count(&t, "gc/") == 0);
-	t.r->ops->close(t.r);
-	ckpt_store_close(s);
+	case_end(s, &t);
 }
 
 /* ---- gc_dead and gc_lapse ------------------------------------------------------------------- */
 
 static void gc_dead(const char *url)
 {
-	char path[4200], key[256];
-	snprintf(path, sizeof path, "%s/gcdead", dir);
-	ckpt_store *s = open_store(path);
-	struct tier_ref t = ref_of(url, s);
+	char key[256];
+	struct tier_ref t;
+	ckpt_store *s = case_store("gcdead", url, &t);
 	fill(4);
 	t_remote_save(s, 1, data, NT, TBYTES);
 	snprintf(key, sizeof key, "libckpt1/%s/gc/00000000000000aa.gc", t.id);
@@ -286,8 +299,7 @@ static void gc_dead(const char *url)
 	CHECK(remote_count(&t, "gc/") == 0);
 	CHECK(remote_whole(url, t.id, 1, data));
 	unsetenv("CKPT_REMOTE_GC_STALE_S");
-	t.r->ops->close(t.r);
-	ckpt_store_close(s);
+	case_end(s, &t);
 }
 
 static int lapse_deletes;
@@ -300,10 +312,9 @@ static void lapse_hook(const char *point)
 
 static void gc_lapse(const char *url)
 {
-	char path[4200], key[256];
-	snprintf(path, sizeof path, "%s/gclapse", dir);
-	ckpt_store *s = open_store(path);
-	struct tier_ref t = ref_of(url, s);
+	char key[256];
+	struct tier_ref t;
+	ckpt_store *s = case_store("gclapse", url, &t);
 	for (uint64_t step = 1; step <= 3; step++) { /* three checkpoints, other packs each */
 		fill(10 + step);
 		t_remote_save(s, step, data, NT, TBYTES);
@@ -323,8 +334,7 @@ static void gc_lapse(const char *url)
 	printf("gc_lapse: removed %" PRIu64 ", spared %" PRIu64 " after a stall\n", rep.packs_removed,
 	       rep.packs_spared);
 	CHECK(rep.packs_removed == 1 && rep.packs_spared >= 2);
-	t.r->ops->close(t.r);
-	ckpt_store_close(s);
+	case_end(s, &t);
 }
 
 /* ---- sweep: a killed put's temporary in a directory remote goes with gc -------------------- */
@@ -334,10 +344,9 @@ static void gc_sweep(const char *url)
 	const char *root = !strncmp(url, "file://", 7) ? url + 7 : url[0] == '/' ? url : NULL;
 	if (!root)
 		return; /* S3's leftovers (incomplete multipart uploads): tests/s3 */
-	char path[4200], tmp[4400];
-	snprintf(path, sizeof path, "%s/gcsweep", dir);
-	ckpt_store *s = open_store(path);
-	struct tier_ref t = ref_of(url, s);
+	char tmp[4400];
+	struct tier_ref t;
+	ckpt_store *s = case_store("gcsweep", url, &t);
 	fill(6);
 	t_remote_save(s, 1, data, NT, TBYTES);
 	CHECK_OK(tier_push(s, &t, 1, NULL, NULL, NULL, NULL));
@@ -357,18 +366,15 @@ static void gc_sweep(const char *url)
 	       rep.leftover_bytes);
 	CHECK(rep.leftovers_removed == 1 && rep.leftover_bytes == 11 && access(tmp, F_OK) != 0);
 	CHECK(remote_whole(url, t.id, 1, data));
-	t.r->ops->close(t.r);
-	ckpt_store_close(s);
+	case_end(s, &t);
 }
 
 /* ---- repush ---------------------------------------------------------------------------------- */
 
 static void repush(const char *url)
 {
-	char path[4200];
-	snprintf(path, sizeof path, "%s/repush", dir);
-	ckpt_store *s = open_store(path);
-	struct tier_ref t = ref_of(url, s);
+	struct tier_ref t;
+	ckpt_store *s = case_store("repush", url, &t);
 	fill(5);
 	t_remote_save(s, 1, data, NT, TBYTES);
 	t_fill(data[1], TBYTES, 55);
@@ -401,8 +407,7 @@ static void repush(const char *url)
 	printf("push of another checkpoint 2: %d %s\n", rc, rc ? ckpt_errmsg() : "");
 	CHECK(rc == -CKPT_E_EXISTS);
 	CHECK(remote_count(&t, "packs/") == packs);
-	t.r->ops->close(t.r);
-	ckpt_store_close(s);
+	case_end(s, &t);
 }
 
 int main(void)
