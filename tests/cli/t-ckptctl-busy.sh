@@ -25,12 +25,12 @@ ckptctl import -q "$STORE" --step 1 "$T/m1.safetensors" || exit 1
 # run below inherit fd 9, which does not matter: the library opens LOCK anew, a separate lock.
 exec 9<"$STORE/LOCK"
 flock -x 9 || exit 1
-check busy-import holder timeout 20 "$CK" import "$STORE" --step 2 "$T/m2.safetensors"
-check busy-list ckptctl list "$STORE"
-check busy-verify ckptctl verify "$STORE"
-check busy-export ckptctl export "$STORE" 1 -o "$T/out.safetensors"
+check import holder timeout 20 "$CK" import "$STORE" --step 2 "$T/m2.safetensors"
+check list ckptctl list "$STORE"
+check verify ckptctl verify "$STORE"
+check export ckptctl export "$STORE" 1 -o "$T/out.safetensors"
 exec 9<&-
-check busy-released ckptctl import "$STORE" --step 2 "$T/m2.safetensors"
+check released ckptctl import "$STORE" --step 2 "$T/m2.safetensors"
 
 # Another process holding the lock, as an operator would: flock(1) running a command.
 flock "$STORE/LOCK" sleep 30 &
@@ -39,7 +39,7 @@ for _ in $(seq 200); do
 	flock -n "$STORE/LOCK" true || break
 	sleep 0.05
 done
-check busy-import-flock holder timeout 20 "$CK" import "$STORE" --step 3 "$T/m1.safetensors"
+check import-flock holder timeout 20 "$CK" import "$STORE" --step 3 "$T/m1.safetensors"
 pkill -P "$holder" sleep 2>/dev/null
 wait "$holder" 2>/dev/null
 
@@ -58,8 +58,8 @@ lib.ckpt_save_abort(sv)
 lib.ckpt_store_close(st)' "$ROOT/$B/lib/libckpt.so.0" "$STORE"; }
 read -r state <&"${WRITER[0]}"
 expect "a libckpt writer holds the lock" test "$state" = held
-check busy-import-writer holder timeout 20 "$CK" import "$STORE" --step 4 "$T/m1.safetensors"
+check import-writer holder timeout 20 "$CK" import "$STORE" --step 4 "$T/m1.safetensors"
 echo >&"${WRITER[1]}"
 wait "$WRITER_PID"
-check busy-writer-released ckptctl import -q "$STORE" --step 4 "$T/m1.safetensors"
+check writer-released ckptctl import -q "$STORE" --step 4 "$T/m1.safetensors"
 finish

@@ -9,7 +9,7 @@
 for s in 1 2 3 4; do mkst model "$T/m$s.safetensors" "$s"; done
 mkst big "$T/big1.safetensors" 1
 
-check delete-missing-store ckptctl delete "$STORE" 10
+check missing-store ckptctl delete "$STORE" 10
 ckptctl import -q "$STORE" --step 10 "$T/m1.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 20 "$T/big1.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 30 "$T/m2.safetensors" || exit 1
@@ -40,10 +40,10 @@ busy() {
 # One checkpoint in the middle: its exclusive pack goes.
 cp -a "$STORE" "$T/s1"
 b=$(filebytes "$T/s1")
-check delete-dry-run ckptctl delete "$T/s1" 20 --dry-run
+check dry-run ckptctl delete "$T/s1" 20 --dry-run
 ckptctl delete "$T/s1" 20 --dry-run --json >"$T/dry.json"
 expect "delete --dry-run removes no file" test "$(filebytes "$T/s1")" = "$b"
-check delete-one ckptctl delete "$T/s1" 20 --json
+check one ckptctl delete "$T/s1" 20 --json
 cp "$T/.out" "$T/one.json"
 expect "delete 20: 10 30 40 remain" test "$(steps "$T/s1")" = "10 30 40"
 expect "delete: bytes freed = bytes gone from disk = the dry run's prediction" test \
@@ -54,29 +54,29 @@ expect "delete: the others verify" "$CK" verify -q "$T/s1" --all
 
 # Several steps, with --gc: step 10's pack is partly live afterwards and gets compacted.
 cp -a "$STORE" "$T/s2"
-check delete-two-gc ckptctl delete "$T/s2" 10 20 --gc
+check two-gc ckptctl delete "$T/s2" 10 20 --gc
 expect "delete 10 20 --gc: 30 40 remain" test "$(steps "$T/s2")" = "30 40"
-check delete-two-gc-then-gc ckptctl gc "$T/s2"
+check two-gc-then-gc ckptctl gc "$T/s2"
 expect "delete --gc: the others export byte-identical" same_exports "$T/s2"
 
 # The newest valid checkpoint: refused (also as 'latest'), unless --force.
 cp -a "$STORE" "$T/s3"
-check delete-newest ckptctl delete "$T/s3" 40
-check delete-newest-latest ckptctl delete "$T/s3" 10 latest
+check newest ckptctl delete "$T/s3" 40
+check newest-latest ckptctl delete "$T/s3" 10 latest
 expect "a refused delete removes nothing" test "$(steps "$T/s3")" = "10 20 30 40"
-check delete-newest-force ckptctl delete "$T/s3" latest --force
+check newest-force ckptctl delete "$T/s3" latest --force
 expect "delete latest --force: 10 20 30 remain" test "$(steps "$T/s3")" = "10 20 30"
 expect "delete --force: the others export byte-identical" same_exports "$T/s3"
 
 # A step without a checkpoint: exit 4, the steps that exist named, nothing removed.
-check delete-no-such-step ckptctl delete "$T/s3" 10 25
+check no-such-step ckptctl delete "$T/s3" 10 25
 expect "a delete of a missing step removes nothing" test "$(steps "$T/s3")" = "10 20 30"
 
 # A damaged manifest: refused without --force; with it, deletable by its step.
 cp -a "$STORE" "$T/s4"
 corrupt flip "$T/s4/manifests/00000000000000000020.ckpt"
-check delete-damaged-refused ckptctl delete "$T/s4" 10
-check delete-damaged-force ckptctl delete "$T/s4" 20 --force
+check damaged-refused ckptctl delete "$T/s4" 10
+check damaged-force ckptctl delete "$T/s4" 20 --force
 expect "delete --force of the damaged one: 10 30 40 remain, no damage left" \
 	"$CK" verify -q "$T/s4" --all
 expect "delete --force: the others export byte-identical" same_exports "$T/s4"
@@ -85,15 +85,15 @@ if command -v flock >/dev/null 2>&1; then
 	cp -a "$STORE" "$T/s-busy"
 	exec 9<"$T/s-busy/LOCK"
 	flock -x 9 || exit 1
-	check delete-busy busy timeout 20 "$CK" delete "$T/s-busy" 10
+	check busy busy timeout 20 "$CK" delete "$T/s-busy" 10
 	exec 9<&-
 	expect "a busy delete removes nothing" test "$(steps "$T/s-busy")" = "10 20 30 40"
 fi
 
-check usage-delete-noargs ckptctl delete
-check usage-delete-nostep ckptctl delete "$STORE"
-check usage-delete-badstep ckptctl delete "$STORE" ten
-check usage-delete-gc-only ckptctl delete "$STORE" 10 --compact-below 0.5
-check usage-delete-option ckptctl delete "$STORE" 10 --all
+check usage-noargs ckptctl delete
+check usage-nostep ckptctl delete "$STORE"
+check usage-badstep ckptctl delete "$STORE" ten
+check usage-gc-only ckptctl delete "$STORE" 10 --compact-below 0.5
+check usage-option ckptctl delete "$STORE" 10 --all
 expect "usage errors removed nothing" test "$(steps "$STORE")" = "10 20 30 40"
 finish

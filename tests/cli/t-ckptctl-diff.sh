@@ -31,7 +31,7 @@ a = mkst.data(1, "a", 24)
 open(f"{t}/nometa2.safetensors", "wb").write(mkst.build([("a", "F32", [3, 2], a)], seed=1))
 PY
 
-check diff-missing-store ckptctl diff "$STORE" 1 2
+check missing-store ckptctl diff "$STORE" 1 2
 ckptctl import -q "$STORE" --step 1 "$T/m1.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 2 "$T/m2.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 3 "$T/big1.safetensors" || exit 1
@@ -40,18 +40,18 @@ ckptctl import -q "$STORE" --step 5 "$T/big1.safetensors" --chunk-size 64K || ex
 ckptctl import -q "$STORE" --step 6 "$T/nometa.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 7 "$T/nometa2.safetensors" || exit 1
 
-check diff-models ckptctl diff "$STORE" 1 2
-check diff-models-json ckptctl diff "$STORE" 1 2 --json
-check diff-same ckptctl diff "$STORE" 2 2
-check diff-reverse ckptctl diff "$STORE" 2 1
-check diff-latest ckptctl diff "$STORE" 6 latest
-check diff-edited ckptctl diff "$STORE" 3 4
-check diff-edited-json ckptctl diff --json "$STORE" 3 4
-check diff-chunk-size ckptctl diff "$STORE" 3 5
-check diff-chunk-size-edited ckptctl diff "$STORE" 5 4
-check diff-reshape ckptctl diff "$STORE" 6 7
-check diff-reshape-json ckptctl diff "$STORE" 6 7 --json
-check diff-disjoint ckptctl diff "$STORE" 2 3
+check models ckptctl diff "$STORE" 1 2
+check models-json ckptctl diff "$STORE" 1 2 --json
+check same ckptctl diff "$STORE" 2 2
+check reverse ckptctl diff "$STORE" 2 1
+check latest ckptctl diff "$STORE" 6 latest
+check edited ckptctl diff "$STORE" 3 4
+check edited-json ckptctl diff --json "$STORE" 3 4
+check chunk-size ckptctl diff "$STORE" 3 5
+check chunk-size-edited ckptctl diff "$STORE" 5 4
+check reshape ckptctl diff "$STORE" 6 7
+check reshape-json ckptctl diff "$STORE" 6 7 --json
+check disjoint ckptctl diff "$STORE" 2 3
 expect "diff 3 4 --json: one 1 MiB chunk of big.weight, small and extra entirely" python3 -c '
 import json, sys
 d = json.load(sys.stdin)
@@ -63,20 +63,20 @@ assert d["changed_bytes"] == (1 << 20) + 100 and d["unchanged"] == 0, d
 assert d["metadata"]["added"] == {"note": "edited"}, d
 ' < <(ckptctl diff "$STORE" 3 4 --json)
 
-check diff-unknown-a ckptctl diff "$STORE" 9 1
-check diff-unknown-b ckptctl diff "$STORE" 1 9
-check usage-diff-one-step ckptctl diff "$STORE" 1
-check usage-diff-noargs ckptctl diff
-check usage-diff-extra ckptctl diff "$STORE" 1 2 3
-check usage-diff-step ckptctl diff "$STORE" 1 two
-check usage-diff-option ckptctl diff "$STORE" 1 2 -x
+check unknown-a ckptctl diff "$STORE" 9 1
+check unknown-b ckptctl diff "$STORE" 1 9
+check usage-one-step ckptctl diff "$STORE" 1
+check usage-noargs ckptctl diff
+check usage-extra ckptctl diff "$STORE" 1 2 3
+check usage-step ckptctl diff "$STORE" 1 two
+check usage-option ckptctl diff "$STORE" 1 2 -x
 
 cp -a "$STORE" "$T/s-man"
 corrupt flip "$T/s-man/manifests/00000000000000000002.ckpt"
-check diff-damaged-manifest ckptctl diff "$T/s-man" 1 2
+check damaged-manifest ckptctl diff "$T/s-man" 1 2
 # Different chunk sizes make diff read the data: a truncated pack is then named.
 cp -a "$STORE" "$T/s-ptrunc"
 for p in "$T"/s-ptrunc/packs/*; do corrupt truncate "$p" half; done
-check diff-truncated-pack ckptctl diff "$T/s-ptrunc" 3 5
-check diff-truncated-pack-digests ckptctl diff "$T/s-ptrunc" 3 4
+check truncated-pack ckptctl diff "$T/s-ptrunc" 3 5
+check truncated-pack-digests ckptctl diff "$T/s-ptrunc" 3 4
 finish

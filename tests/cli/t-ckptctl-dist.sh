@@ -31,18 +31,18 @@ mkdist "$STORE" 3 2 --gen 2 || exit 1 # resharded: 2 ranks
 mkst model "$T/m.safetensors" 1
 ckptctl import -q "$STORE" --step 4 "$T/m.safetensors" || exit 1 # single-process
 
-check dist-list ckptctl list "$STORE"
-check dist-list-json ckptctl list "$STORE" --json
-check dist-show ckd show "$STORE" 2
-check dist-show-json ckd show "$STORE" 2 --json
-check dist-show-resharded ckd show "$STORE" 3
-check dist-show-all ckd show "$STORE" 3 --all
+check list ckptctl list "$STORE"
+check list-json ckptctl list "$STORE" --json
+check show ckd show "$STORE" 2
+check show-json ckd show "$STORE" 2 --json
+check show-resharded ckd show "$STORE" 3
+check show-all ckd show "$STORE" 3 --all
 # A DCP-like checkpoint: a large base64 entry (DCP's dcp.metadata) is shown by its size, the
 # ckpt.dist.* entries are counted; --all shows both in full.
 python3 -c 'import base64, random; r = random.Random(7); print(base64.b64encode(bytes(r.randrange(256) for _ in range(3000))).decode())' >"$T/b64"
 mkdist "$T/dcp" 1 2 --meta "dcp.metadata=$(cat "$T/b64")" || exit 1
-check dist-show-dcp ckd show "$T/dcp" 1
-check dist-show-dcp-json ckd show "$T/dcp" 1 --json
+check show-dcp ckd show "$T/dcp" 1
+check show-dcp-json ckd show "$T/dcp" 1 --json
 expect "show --all --json has dcp.metadata and the ckpt.dist.* entries whole" python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))["metadata"]
@@ -67,7 +67,7 @@ assert rows == [(0, 2, 0), (2, 4, 1), (4, 6, 2), (6, 8, 3)], rows
 for x in w["shards"]:
     assert os.path.isfile(os.path.join(sys.argv[2], x["part"])), x
 ' <(ckptctl show "$STORE" 2 --json) "$STORE"
-check dist-verify ckptctl verify "$STORE" --all
+check verify ckptctl verify "$STORE" --all
 
 # A forged ckpt.dist.world (out of range, or not one per part record): the library refuses the
 # layout, so verify reports the checkpoint damaged, naming the key, and exits 1.
@@ -129,7 +129,7 @@ for bad in overlap gap; do
 done
 
 # du: the committed checkpoints' parts (4 + 4 + 2 files), in none of the other counters.
-check dist-du ckptctl du "$STORE"
+check du ckptctl du "$STORE"
 expect "du --json counts every part file of the committed checkpoints" python3 -c '
 import json, os, sys
 d = json.load(open(sys.argv[1]))
@@ -144,7 +144,7 @@ assert d["garbage_bytes"] == 0 and d["leftover_bytes"] == 0, d
 cp -a "$STORE" "$T/s-part"
 corrupt flip "$T/s-part/$P/00000000000000000002/2.part"
 rm "$T/s-part/$P/00000000000000000001/1.part"
-check dist-verify-part ckptctl verify "$T/s-part" --all
+check verify-part ckptctl verify "$T/s-part" --all
 expect "verify --json names the damaged parts' ranks" python3 -c '
 import json, sys
 v = json.load(open(sys.argv[1]))
@@ -173,7 +173,7 @@ left = sum(os.path.getsize(os.path.join(top, f)) for f in os.listdir(top) if f !
 assert d["parts"] == 10 and d["leftover_bytes"] == left > 0, (d, left)
 assert d["unreferenced_pack_bytes"] > 0, d
 ' <(ckptctl du "$STORE" --json) "$STORE"
-check dist-gc-aborted ckptctl gc "$STORE"
+check gc-aborted ckptctl gc "$STORE"
 expect "gc removed the uncommitted save's parts" test ! -e "$STORE/$P/00000000000000000005"
 expect "gc: nothing unreferenced is left" python3 -c '
 import json, sys
@@ -183,16 +183,16 @@ assert d["garbage_bytes"] == 0 and d["parts"] == 10, d
 
 # prune: a dry run counts the parts it would remove; the real one removes step 1's and 2's
 # parts/<step>/ and step 2's packs (w only: step 3 rewrote w, emb's chunks are still step 1's).
-check dist-prune-dry ckptctl prune "$STORE" --keep-last 2 --dry-run --json
+check prune-dry ckptctl prune "$STORE" --keep-last 2 --dry-run --json
 expect "a dry run removes nothing" test -d "$STORE/$P/00000000000000000001"
-check dist-prune ckptctl prune "$STORE" --keep-last 2
+check prune ckptctl prune "$STORE" --keep-last 2
 expect "prune removed the pruned checkpoints' parts" \
 	bash -c "test ! -e '$STORE/$P/00000000000000000001' && test ! -e '$STORE/$P/00000000000000000002' && test -d '$STORE/$P/00000000000000000003'"
 comm -13 "$T/packs1" "$T/packs2" >"$T/only2"
 expect "step 2 wrote packs of its own (one per rank)" test "$(wc -l <"$T/only2")" -eq 4
 expect "prune removed the per-rank packs only step 2 used" bash -c "
 	for p in \$(cat '$T/only2'); do test ! -e '$STORE/packs/'\$p || exit 1; done"
-check dist-verify-after-prune ckptctl verify "$STORE" --all
+check verify-after-prune ckptctl verify "$STORE" --all
 expect "after prune: du counts step 3's parts only, nothing unreferenced" python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -200,7 +200,7 @@ assert d["parts"] == 2 and d["unreferenced_pack_bytes"] == 0, d
 assert [c["step"] for c in d["checkpoints"]] == [3, 4], d
 ' <(ckptctl du "$STORE" --json)
 expect "the store takes the next multi-rank save" mkdist "$STORE" 6 3 --gen 6
-check dist-list-after ckptctl list "$STORE"
+check list-after ckptctl list "$STORE"
 # A checkpoint saved by Lightning's CheckpointIO records its file name and global step: list shows
 # them, so that a prune that leaves a .ckpt pointer dangling can be seen coming.
 mkdist "$T/lt" 1 2 --meta lightning.file=epoch=6-step=35.ckpt --meta lightning.global_step=35 &&

@@ -8,14 +8,14 @@
 for s in 1 2 3; do mkst model "$T/m$s.safetensors" "$s"; done
 mkst big "$T/big.safetensors" 1
 
-check du-missing-store ckptctl du "$STORE"
+check missing-store ckptctl du "$STORE"
 ckptctl import -q "$STORE" --step 10 "$T/m1.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 20 "$T/m2.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 30 "$T/big.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 40 "$T/m3.safetensors" || exit 1
 
-check du ckptctl du "$STORE"
-check du-json ckptctl du "$STORE" --json
+check table ckptctl du "$STORE"
+check json ckptctl du "$STORE" --json
 
 # du --json FILE against the files of STORE: prints nothing, fails on a mismatch.
 ondisk() {
@@ -54,7 +54,7 @@ cp -a "$STORE" "$T/s-gar"
 cp "$T/s-gar/packs/00000001.pack" "$T/s-gar/packs/00000099.pack"
 head -c 1000 /dev/zero >"$T/s-gar/manifests/.00000000000000000050.ckpt.tmp.1234"
 head -c 24 /dev/zero >"$T/s-gar/.store.tmp.99"
-check du-garbage ckptctl du "$T/s-gar"
+check garbage ckptctl du "$T/s-gar"
 ckptctl du "$T/s-gar" --json >"$T/du2.json"
 expect "du --json with garbage: totals match the files on disk" ondisk "$T/s-gar" "$T/du2.json"
 expect "du --json: the copied pack is unreferenced, the leftovers counted" python3 -c '
@@ -67,12 +67,12 @@ assert d["leftover_bytes"] == 1024, d
 # A damaged manifest: its chunks are unknown, so nothing is garbage.
 cp -a "$T/s-gar" "$T/s-man"
 corrupt flip "$T/s-man/manifests/00000000000000000020.ckpt"
-check du-damaged-manifest ckptctl du "$T/s-man"
-check du-damaged-manifest-json ckptctl du "$T/s-man" --json
+check damaged-manifest ckptctl du "$T/s-man"
+check damaged-manifest-json ckptctl du "$T/s-man" --json
 
-check usage-du-noargs ckptctl du
-check usage-du-extra ckptctl du "$STORE" 1
-check usage-du-option ckptctl du --bogus "$STORE"
+check usage-noargs ckptctl du
+check usage-extra ckptctl du "$STORE" 1
+check usage-option ckptctl du --bogus "$STORE"
 mkdir "$T/plain"
-check du-not-a-store ckptctl du "$T/plain"
+check not-a-store ckptctl du "$T/plain"
 finish

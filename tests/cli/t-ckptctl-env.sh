@@ -9,28 +9,28 @@ ckptctl import -q "$STORE" --step 10 "$T/m1.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 20 "$T/m2.safetensors" || exit 1
 e() { env CKPT_STORE="$STORE" "$CK" "$@"; }
 
-check env-import e import --step 30 "$T/m3.safetensors" --no-progress
-check env-list e list
-check env-du e du
-check env-show e show 10
-check env-show-latest e show latest
-check env-diff e diff 10 20
-check env-verify e verify --no-progress
-check env-verify-step e verify 20 --no-progress
-check env-export e export 10 -o "$T/x.safetensors" --no-progress
+check import e import --step 30 "$T/m3.safetensors" --no-progress
+check list e list
+check du e du
+check show e show 10
+check show-latest e show latest
+check diff e diff 10 20
+check verify e verify --no-progress
+check verify-step e verify 20 --no-progress
+check export e export 10 -o "$T/x.safetensors" --no-progress
 expect "export with CKPT_STORE writes step 10" cmp "$T/x.safetensors" "$T/m1.safetensors"
-check env-delete-dry e delete 10 --dry-run
-check env-prune-dry e prune --keep-last 1 --dry-run
-check env-gc-dry e gc --dry-run
+check delete-dry e delete 10 --dry-run
+check prune-dry e prune --keep-last 1 --dry-run
+check gc-dry e gc --dry-run
 # A STORE given wins over CKPT_STORE.
 cp -a "$STORE" "$T/other"
 ckptctl delete "$T/other" 30 --force >/dev/null
-check env-explicit e list "$T/other"
-check env-explicit-show e show "$T/other" 20
+check explicit e list "$T/other"
+check explicit-show e show "$T/other" 20
 # A directory named like a step is a store.
 mkdir -p "$T/cwd" && cp -a "$STORE" "$T/cwd/20"
-check env-step-dir bash -c 'cd "$1/cwd" && CKPT_STORE="$2" "$3" show 20 10' _ "$T" "$T/other" "$CK"
+check step-dir bash -c 'cd "$1/cwd" && CKPT_STORE="$2" "$3" show 20 10' _ "$T" "$T/other" "$CK"
 # Without CKPT_STORE: usage errors, as before.
-check env-unset-show env -u CKPT_STORE "$CK" show 10
-check env-unset-list env -u CKPT_STORE "$CK" list
+check unset-show env -u CKPT_STORE "$CK" show 10
+check unset-list env -u CKPT_STORE "$CK" list
 finish

@@ -9,7 +9,7 @@ for kind in model dtypes empty names nometa big; do
 	step=$((step + 1))
 	mkst "$kind" "$T/$kind.safetensors" 7
 	check "import-$kind" ckptctl import "$STORE" --step $step "$T/$kind.safetensors"
-	check "export-$kind" ckptctl export "$STORE" $step -o "$T/$kind.out.safetensors"
+	check "$kind" ckptctl export "$STORE" $step -o "$T/$kind.out.safetensors"
 	expect "round trip of $kind is byte-identical" \
 		cmp "$T/$kind.safetensors" "$T/$kind.out.safetensors"
 done
@@ -18,7 +18,7 @@ done
 expect "export to stdout is byte-identical" \
 	cmp "$T/dtypes.safetensors" <(ckptctl export "$STORE" 2 -o -)
 cp "$T/model.safetensors" "$T/replace.safetensors"
-check export-latest-replace ckptctl export -q "$STORE" -o "$T/replace.safetensors"
+check latest-replace ckptctl export -q "$STORE" -o "$T/replace.safetensors"
 expect "export without STEP writes the latest" cmp "$T/big.safetensors" "$T/replace.safetensors"
 expect "no temporary file is left" test -z "$(ls "$T" | grep tmp-)"
 
@@ -50,14 +50,14 @@ PY
 mkst big "$T/big2.safetensors" 2
 check import-zstd ckptctl import "$T/zstore" --step 1 --chunk-size 64K --compress zstd --level 3 \
 	"$T/big2.safetensors"
-check export-zstd ckptctl export "$T/zstore" 1 -o "$T/big2.out.safetensors"
+check zstd ckptctl export "$T/zstore" 1 -o "$T/big2.out.safetensors"
 expect "round trip through zstd is byte-identical" \
 	cmp "$T/big2.safetensors" "$T/big2.out.safetensors"
 check verify-zstd ckptctl verify "$T/zstore"
 mkst compressible "$T/comp.safetensors" 1
 check import-zstd-compressible ckptctl import "$T/zstore" --step 2 --compress zstd \
 	"$T/comp.safetensors"
-check export-zstd-compressible ckptctl export "$T/zstore" 2 -o "$T/comp.out.safetensors"
+check zstd-compressible ckptctl export "$T/zstore" 2 -o "$T/comp.out.safetensors"
 expect "round trip of compressed chunks is byte-identical" \
 	cmp "$T/comp.safetensors" "$T/comp.out.safetensors"
 expect "zstd stored less than the logical size" python3 -c '
@@ -66,7 +66,7 @@ c = [x for x in json.load(sys.stdin) if x["step"] == 2][0]
 assert c["new_bytes"] < c["logical_bytes"] // 2, c
 ' < <(ckptctl list "$T/zstore" --json)
 check verify-zstd-compressible ckptctl verify "$T/zstore" --all
-check export-names-list ckptctl list "$STORE"
+check names-list ckptctl list "$STORE"
 # --select: one subtree of a state dict the Python binding saved (escaped keys, its
 # "libckpt.python" metadata entry), as load_state_dict() takes it: only that subtree's tensors,
 # named relative to it and unescaped, the binding's entry gone, the other metadata and every
@@ -74,7 +74,7 @@ check export-names-list ckptctl list "$STORE"
 # refuses a file without it).
 mkst pysaved "$T/py.safetensors" 3
 ckptctl import -q "$T/pystore" --step 7 "$T/py.safetensors" || exit 1
-check export-select ckptctl export "$T/pystore" 7 -o "$T/model.safetensors" --select model
+check select ckptctl export "$T/pystore" 7 -o "$T/model.safetensors" --select model
 expect "export --select model: unescaped names, binding metadata dropped, data intact" python3 -c '
 import json, struct, sys
 def load(p):
@@ -93,17 +93,17 @@ assert set(out) == set(want), sorted(out)
 for k, v in want.items():
     assert out[k] == src[v], k
 ' "$T/py.safetensors" "$T/model.safetensors"
-check export-select-json ckptctl export "$T/pystore" 7 -o "$T/optim.safetensors" --select optim.state --json
-check export-json ckptctl export "$T/pystore" latest -o "$T/all.safetensors" --json
+check select-json ckptctl export "$T/pystore" 7 -o "$T/optim.safetensors" --select optim.state --json
+check json ckptctl export "$T/pystore" latest -o "$T/all.safetensors" --json
 expect "export --json: the whole checkpoint, byte-identical" cmp "$T/all.safetensors" "$T/py.safetensors"
-check export-select-missing ckptctl export "$T/pystore" 7 -o "$T/x.safetensors" --select modle
-check export-select-leaf ckptctl export "$T/pystore" 7 -o "$T/x.safetensors" --select model.fc%2Ebias
+check select-missing ckptctl export "$T/pystore" 7 -o "$T/x.safetensors" --select modle
+check select-leaf ckptctl export "$T/pystore" 7 -o "$T/x.safetensors" --select model.fc%2Ebias
 mkst pyclash "$T/clash.safetensors" 1
 ckptctl import -q "$T/pystore" --step 8 "$T/clash.safetensors" || exit 1
-check export-select-clash ckptctl export "$T/pystore" 8 -o "$T/x.safetensors" --select model
+check select-clash ckptctl export "$T/pystore" 8 -o "$T/x.safetensors" --select model
 expect "failed exports leave no file" test ! -e "$T/x.safetensors"
-check usage-export-json-stdout ckptctl export "$T/pystore" 7 -o - --json
-check usage-export-select-empty ckptctl export "$T/pystore" 7 -o "$T/x.safetensors" --select ''
+check usage-json-stdout ckptctl export "$T/pystore" 7 -o - --json
+check usage-select-empty ckptctl export "$T/pystore" 7 -o "$T/x.safetensors" --select ''
 # An output path that is a symbolic link: the link itself is replaced by the new file (rename
 # does not follow it); its target, existing or not, is never written.
 cp "$T/model.safetensors" "$T/target.safetensors"

@@ -8,9 +8,9 @@ for s in 1 2; do mkst model "$T/m$s.safetensors" "$s"; done
 ckptctl import -q "$STORE" --step 1 "$T/m1.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 2 "$T/m2.safetensors" || exit 1
 cp "$STORE/packs/00000002.pack" "$STORE/packs/2.pack"
-check gc-foreign-lookalike ckptctl gc "$STORE"
+check lookalike ckptctl gc "$STORE"
 expect "gc left 00000002.pack and 2.pack" test -e "$STORE/packs/00000002.pack" -a -e "$STORE/packs/2.pack"
-check gc-foreign-lookalike-verify ckptctl verify "$STORE" --all --no-progress
-check gc-foreign-lookalike-json ckptctl gc "$STORE" --json
+check lookalike-verify ckptctl verify "$STORE" --all --no-progress
+check lookalike-json ckptctl gc "$STORE" --json
 
 finish

@@ -10,7 +10,7 @@
 for s in 1 2 3; do mkst model "$T/m$s.safetensors" "$s"; done
 mkst big "$T/big1.safetensors" 1
 
-check gc-missing-store ckptctl gc "$STORE"
+check missing-store ckptctl gc "$STORE"
 ckptctl import -q "$STORE" --step 10 "$T/m1.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 20 "$T/big1.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 30 "$T/m2.safetensors" || exit 1
@@ -41,8 +41,8 @@ same_exports() {
 }
 field() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 
-check gc-clean ckptctl gc "$STORE"
-check gc-clean-json ckptctl gc "$STORE" --json
+check clean ckptctl gc "$STORE"
+check clean-json ckptctl gc "$STORE" --json
 
 # Garbage: a pack no manifest references (a copy under an unused id) and leftovers of
 # interrupted saves.
@@ -52,17 +52,17 @@ head -c 1000 /dev/urandom >"$T/s-gar/manifests/.00000000000000000050.ckpt.tmp.12
 head -c 24 /dev/urandom >"$T/s-gar/.store.tmp.99"
 b=$(filebytes "$T/s-gar")
 ckptctl du "$T/s-gar" --json >"$T/du.json"
-check gc-dry-run ckptctl gc "$T/s-gar" --dry-run
+check dry-run ckptctl gc "$T/s-gar" --dry-run
 ckptctl gc "$T/s-gar" --dry-run --json >"$T/dry.json"
 expect "gc --dry-run removes no file" test "$(filebytes "$T/s-gar")" = "$b"
-check gc-garbage ckptctl gc "$T/s-gar"
+check garbage ckptctl gc "$T/s-gar"
 expect "gc: bytes freed = bytes gone from disk = du's garbage before" test \
 	"$((b - $(filebytes "$T/s-gar")))" = "$(field "$T/du.json" garbage_bytes)" -a \
 	"$(field "$T/dry.json" bytes_freed)" = "$(field "$T/du.json" garbage_bytes)"
 expect "gc: the copied pack and the leftovers are gone" test ! -e "$T/s-gar/packs/00000090.pack" \
 	-a -z "$(find "$T/s-gar" -name '*.tmp.*')"
 expect "gc: every checkpoint exports byte-identical" same_exports "$T/s-gar"
-check gc-again ckptctl gc "$T/s-gar" --json
+check again ckptctl gc "$T/s-gar" --json
 
 # Compaction: after pruning 10 and 20, pack 1 (step 10's) holds the embedding and layer 1 that 30
 # and 40 still use, and step 10's layer 0 that nothing uses: 52 KiB of 195 KiB, more than the
@@ -73,13 +73,13 @@ cp -a "$T/s-cmp" "$T/s-cb"
 ckptctl du "$T/s-cmp" --json >"$T/du.json"
 expect "du: pack 1 has dead records" test "$(field "$T/du.json" dead_record_bytes)" -gt 0
 b=$(filebytes "$T/s-cmp")
-check gc-compact-off ckptctl gc "$T/s-cmp" --compact-below 0
-check gc-compact-unlimited ckptctl gc "$T/s-cmp" --max-unused unlimited
-check gc-compact-above-limit ckptctl gc "$T/s-cmp" --max-unused 30%
-check gc-compact-dry-run ckptctl gc "$T/s-cmp" --dry-run
+check compact-off ckptctl gc "$T/s-cmp" --compact-below 0
+check compact-unlimited ckptctl gc "$T/s-cmp" --max-unused unlimited
+check compact-above-limit ckptctl gc "$T/s-cmp" --max-unused 30%
+check compact-dry-run ckptctl gc "$T/s-cmp" --dry-run
 ckptctl gc "$T/s-cmp" --dry-run --json >"$T/dry.json"
 expect "nothing was freed so far" test "$(filebytes "$T/s-cmp")" = "$b"
-check gc-compact-default ckptctl gc "$T/s-cmp" --json
+check compact-default ckptctl gc "$T/s-cmp" --json
 expect "gc: bytes freed = bytes gone from disk = du's dead records" test \
 	"$((b - $(filebytes "$T/s-cmp")))" = "$(field "$T/du.json" dead_record_bytes)" -a \
 	"$(field "$T/dry.json" bytes_freed)" = "$(field "$T/du.json" dead_record_bytes)"
@@ -87,11 +87,11 @@ expect "gc: pack 1 is gone, a new pack holds its live records" \
 	test ! -e "$T/s-cmp/packs/00000001.pack" -a -e "$T/s-cmp/packs/00000005.pack"
 expect "gc: checkpoints verify" "$CK" verify -q "$T/s-cmp" --all
 expect "gc: checkpoints export byte-identical" same_exports "$T/s-cmp"
-check gc-compact-du ckptctl du "$T/s-cmp"
+check compact-du ckptctl du "$T/s-cmp"
 # The threshold of old stays: --compact-below alone compacts the packs below a live share.
 b=$(filebytes "$T/s-cb")
-check gc-compact-below-low ckptctl gc "$T/s-cb" --compact-below 0.5
-check gc-compact-below ckptctl gc "$T/s-cb" --compact-below 0.9 --json
+check compact-below-low ckptctl gc "$T/s-cb" --compact-below 0.5
+check compact-below ckptctl gc "$T/s-cb" --compact-below 0.9 --json
 expect "gc --compact-below: bytes freed = du's dead records" \
 	test "$((b - $(filebytes "$T/s-cb")))" = "$(field "$T/du.json" dead_record_bytes)"
 expect "gc --compact-below: checkpoints export byte-identical" same_exports "$T/s-cb"
@@ -112,13 +112,13 @@ d = json.load(sys.stdin)
 print("%.3f" % (d["garbage_bytes"] / d["pack_bytes"]))'; }
 expect "drift: prune leaves more than 10% garbage (the case gc must handle)" \
 	python3 -c 'import sys; assert float(sys.argv[1]) > 0.10, sys.argv[1]' "$(garbage_share "$T/s-drift")"
-check gc-drift-dry-run ckptctl gc "$T/s-drift" --dry-run
-check gc-drift ckptctl gc "$T/s-drift" --json
+check drift-dry-run ckptctl gc "$T/s-drift" --dry-run
+check drift ckptctl gc "$T/s-drift" --json
 expect "drift: after the default gc at most 10% of the pack bytes are garbage" \
 	python3 -c 'import sys; assert float(sys.argv[1]) <= 0.10, sys.argv[1]' "$(garbage_share "$T/s-drift")"
 # The garbage the default limit leaves (du counts it): a second gc names the limit and what
 # --max-unused 0% would free, and that is what it frees.
-check gc-drift-again ckptctl gc "$T/s-drift"
+check drift-again ckptctl gc "$T/s-drift"
 hint=$(ckptctl gc "$T/s-drift" | sed -n 's/^nothing to collect within --max-unused 10% (the default): --max-unused 0% would free \([0-9.]* [KM]iB\) .*/\1/p')
 expect "drift: a second gc names the 10% limit and what 0% would free ($hint)" test -n "$hint"
 expect "drift: du's garbage is that much" test "$(ckptctl du "$T/s-drift" --json | python3 -c '
@@ -134,10 +134,10 @@ cp -a "$T/s-gar" "$T/s-man"
 cp "$T/s-man/packs/00000002.pack" "$T/s-man/packs/00000091.pack"
 corrupt flip "$T/s-man/manifests/00000000000000000020.ckpt"
 b=$(filebytes "$T/s-man")
-check gc-damaged-refused ckptctl gc "$T/s-man"
-check gc-damaged-refused-dry ckptctl gc "$T/s-man" --dry-run
+check damaged-refused ckptctl gc "$T/s-man"
+check damaged-refused-dry ckptctl gc "$T/s-man" --dry-run
 expect "a refused gc removes nothing" test "$(filebytes "$T/s-man")" = "$b"
-check gc-damaged-force ckptctl gc "$T/s-man" --force
+check damaged-force ckptctl gc "$T/s-man" --force
 expect "gc --force: the other checkpoints export byte-identical" same_exports "$T/s-man"
 
 # A truncated pack that gc must compact: the records are checked before being copied, so gc
@@ -145,10 +145,10 @@ expect "gc --force: the other checkpoints export byte-identical" same_exports "$
 cp -a "$STORE" "$T/s-ptrunc"
 ckptctl prune "$T/s-ptrunc" --keep-last 2 >/dev/null || exit 1
 corrupt truncate "$T/s-ptrunc/packs/00000001.pack" 126000
-check gc-truncated-pack ckptctl gc "$T/s-ptrunc" --compact-below 0.9
+check truncated-pack ckptctl gc "$T/s-ptrunc" --compact-below 0.9
 expect "a failed compaction leaves the pack, and no new pack" \
 	test -e "$T/s-ptrunc/packs/00000001.pack" -a ! -e "$T/s-ptrunc/packs/00000005.pack"
-check gc-truncated-pack-verify ckptctl verify "$T/s-ptrunc" --all --no-progress
+check truncated-pack-verify ckptctl verify "$T/s-ptrunc" --all --no-progress
 
 if command -v flock >/dev/null 2>&1; then
 	cp -a "$STORE" "$T/s-busy"
@@ -156,19 +156,19 @@ if command -v flock >/dev/null 2>&1; then
 	exec 9<"$T/s-busy/LOCK"
 	flock -x 9 || exit 1
 	b=$(filebytes "$T/s-busy")
-	check gc-busy busy timeout 20 "$CK" gc "$T/s-busy"
+	check busy busy timeout 20 "$CK" gc "$T/s-busy"
 	exec 9<&-
 	expect "a busy gc removes nothing" test "$(filebytes "$T/s-busy")" = "$b"
 fi
 
-check usage-gc-noargs ckptctl gc
-check usage-gc-extra ckptctl gc "$STORE" 10
-check usage-gc-fraction ckptctl gc "$STORE" --compact-below 1.5
-check usage-gc-fraction-neg ckptctl gc "$STORE" --compact-below -0.1
-check usage-gc-fraction-garbage ckptctl gc "$STORE" -c half
-check usage-gc-fraction-nan ckptctl gc "$STORE" -c nan
-check usage-gc-fraction-value ckptctl gc "$STORE" --compact-below
-check usage-gc-max-unused ckptctl gc "$STORE" --max-unused 10
-check usage-gc-max-unused-range ckptctl gc "$STORE" --max-unused 101%
-check usage-gc-option ckptctl gc "$STORE" --all
+check usage-noargs ckptctl gc
+check usage-extra ckptctl gc "$STORE" 10
+check usage-fraction ckptctl gc "$STORE" --compact-below 1.5
+check usage-fraction-neg ckptctl gc "$STORE" --compact-below -0.1
+check usage-fraction-garbage ckptctl gc "$STORE" -c half
+check usage-fraction-nan ckptctl gc "$STORE" -c nan
+check usage-fraction-value ckptctl gc "$STORE" --compact-below
+check usage-max-unused ckptctl gc "$STORE" --max-unused 10
+check usage-max-unused-range ckptctl gc "$STORE" --max-unused 101%
+check usage-option ckptctl gc "$STORE" --all
 finish

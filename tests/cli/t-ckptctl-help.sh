@@ -3,23 +3,23 @@
 # commands.
 . tests/cli/lib.sh
 
-check help-noargs ckptctl
-check help-top ckptctl --help
-check help-top-h ckptctl -h
-check help-help ckptctl help
+check noargs ckptctl
+check top ckptctl --help
+check top-h ckptctl -h
+check help ckptctl help
 for c in import export list verify show diff du prune gc push pull; do
-	check "help-$c" ckptctl "$c" --help
-	check "help-$c-h" ckptctl "$c" -h
-	check "help-$c-cmd" ckptctl help "$c"
+	check "$c" ckptctl "$c" --help
+	check "$c-h" ckptctl "$c" -h
+	check "$c-cmd" ckptctl help "$c"
 	# --help wins wherever it is, even after bad arguments.
-	check "help-$c-late" ckptctl "$c" /nonexistent --bogus --help
+	check "$c-late" ckptctl "$c" /nonexistent --bogus --help
 done
-check help-unknown-command ckptctl frobnicate
-check help-unknown-help ckptctl help frobnicate
+check unknown-command ckptctl frobnicate
+check unknown-help ckptctl help frobnicate
 # A mistyped command gets the closest ones (edit distance, transpositions, prefixes).
-check help-suggest-typo ckptctl expotr
-check help-suggest-prefix ckptctl del
-check help-suggest-help ckptctl help vreify
-check help-suggest-short ckptctl gx
+check suggest-typo ckptctl expotr
+check suggest-prefix ckptctl del
+check suggest-help ckptctl help vreify
+check suggest-short ckptctl gx
 check version ckptctl --version
 finish

@@ -16,17 +16,17 @@ mkst notensors "$T/none.st" 1
 ckptctl import -q "$STORE" --step 1 "$T/m.st" || exit 1
 
 cp "$T/big.st" "$T/shrink.st"
-CKPTCTL_TEST_TRUNCATE_INPUT=4096 check import-shrinks ckptctl_hooks import -q "$STORE" --step 2 "$T/shrink.st"
-check import-shrinks-list ckptctl list "$STORE"
-check import-shrinks-verify ckptctl verify "$STORE" --all --no-progress
+CKPTCTL_TEST_TRUNCATE_INPUT=4096 check shrinks ckptctl_hooks import -q "$STORE" --step 2 "$T/shrink.st"
+check shrinks-list ckptctl list "$STORE"
+check shrinks-verify ckptctl verify "$STORE" --all --no-progress
 
 cp "$T/m.st" "$T/grow.st"
 size=$(stat -c %s "$T/grow.st")
-CKPTCTL_TEST_TRUNCATE_INPUT=$((size + 4096)) check import-grows ckptctl_hooks import -q "$STORE" --step 3 "$T/grow.st"
+CKPTCTL_TEST_TRUNCATE_INPUT=$((size + 4096)) check grows ckptctl_hooks import -q "$STORE" --step 3 "$T/grow.st"
 
-check import-step-space ckptctl import -q "$STORE" --step " 7" "$T/m.st"
-check import-step-plus ckptctl import -q "$STORE" --step "+7" "$T/m.st"
-check import-no-tensors ckptctl import -q "$STORE" --step 8 "$T/none.st"
-check import-no-tensors-show ckptctl show "$STORE" 8
+check step-space ckptctl import -q "$STORE" --step " 7" "$T/m.st"
+check step-plus ckptctl import -q "$STORE" --step "+7" "$T/m.st"
+check no-tensors ckptctl import -q "$STORE" --step 8 "$T/none.st"
+check no-tensors-show ckptctl show "$STORE" 8
 
 finish

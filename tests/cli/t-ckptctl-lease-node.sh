@@ -17,17 +17,17 @@ L=$STORE/leases/00000000deadbeef.lease
 } > "$L"
 packs() { ls "$STORE/packs" | wc -l; }
 before=$(packs)
-check lease-prune ckptctl prune "$STORE" --keep-last 1
-check lease-gc-json ckptctl gc "$STORE" --json
+check prune ckptctl prune "$STORE" --keep-last 1
+check gc-json ckptctl gc "$STORE" --json
 expect "the fresh lease of another node stays" test -e "$L"
 expect "its checkpoint's packs stay" test "$(packs)" -eq "$before"
 # 2 hours without a refresh: live by the default grace age, dead by --grace 1H
 touch -d '2 hours ago' "$L"
-check lease-gc-default ckptctl gc "$STORE"
+check gc-default ckptctl gc "$STORE"
 expect "the 2-hour-old lease stays live by the default grace" test -e "$L"
-check lease-gc-grace ckptctl gc "$STORE" --grace 1H
+check gc-grace ckptctl gc "$STORE" --grace 1H
 expect "the aged lease is removed" test ! -e "$L"
 expect "its packs are collected" test "$(packs)" -lt "$before"
-check lease-verify ckptctl verify "$STORE" --all --no-progress
+check verify ckptctl verify "$STORE" --all --no-progress
 
 finish

@@ -7,7 +7,7 @@
 for s in 1 2 3; do mkst model "$T/m$s.safetensors" "$s"; done
 mkst big "$T/big.safetensors" 1
 
-check list-missing-store ckptctl list "$STORE"
+check missing-store ckptctl list "$STORE"
 check import-10 ckptctl import "$STORE" --step 10 "$T/m1.safetensors"
 check import-20 ckptctl import "$STORE" "$T/m2.safetensors" --step 20
 check import-30-json ckptctl import "$STORE" -s 30 "$T/m3.safetensors" --json
@@ -16,9 +16,9 @@ check import-40-quiet ckptctl import --quiet "$STORE" --step 40 "$T/big.safetens
 check import-50-dedup ckptctl import "$STORE" --step 50 "$T/big.safetensors"
 check import-exists ckptctl import "$STORE" --step 20 "$T/m1.safetensors"
 check import-overwrite ckptctl import "$STORE" --step 20 --overwrite "$T/m2.safetensors"
-check list ckptctl list "$STORE"
-check list-json ckptctl list "$STORE" --json
-check list-json-first ckptctl list --json "$STORE"
+check table ckptctl list "$STORE"
+check json ckptctl list "$STORE" --json
+check json-first ckptctl list --json "$STORE"
 expect "list --json is valid JSON with the documented fields" python3 -c '
 import json, sys
 a = json.load(open(sys.argv[1]))
@@ -36,10 +36,10 @@ assert a[4]["new_chunks"] == 0 and a[4]["logical_bytes"] == a[3]["logical_bytes"
 check import-tagged ckptctl import -q "$STORE" --step 60 --tag release -t best --tag release \
 	"$T/m1.safetensors"
 check import-tagged2 ckptctl import -q "$STORE" --step 70 --tag nightly "$T/m2.safetensors"
-check list-tags ckptctl list "$STORE"
-check list-tag-filter ckptctl list "$STORE" --tag best --tag nightly
-check list-tag-none ckptctl list "$STORE" --tag nope
-check list-tag-json ckptctl list "$STORE" --tag release --json
+check tags ckptctl list "$STORE"
+check tag-filter ckptctl list "$STORE" --tag best --tag nightly
+check tag-none ckptctl list "$STORE" --tag nope
+check tag-json ckptctl list "$STORE" --tag release --json
 check show-tags ckptctl show "$STORE" 60
 expect "show --json has the tags" python3 -c '
 import json, sys
@@ -58,7 +58,7 @@ check usage-import-tag-comma ckptctl import "$STORE" --step 90 --tag a,b "$T/m1.
 check usage-import-tag-space ckptctl import "$STORE" --step 90 --tag "a b" "$T/m1.safetensors"
 check usage-import-tag-long ckptctl import "$STORE" --step 90 \
 	--tag "$(printf 'x%.0s' $(seq 65))" "$T/m1.safetensors"
-check usage-list-tag-empty ckptctl list "$STORE" --tag ''
+check usage-tag-empty ckptctl list "$STORE" --tag ''
 python3 "$ROOT/tests/cli/mkst.py" model "$T/badtag.safetensors" 1 >/dev/null 2>&1
 python3 - "$T/badtag.safetensors" <<'PY'
 # a file whose "ckpt.tags" entry breaks the rule: the import refuses it, naming the entry

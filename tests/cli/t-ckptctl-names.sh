@@ -11,9 +11,9 @@ tar xzf "$ROOT/tests/python/data/oldnames-store.tar.gz" -C "$T" || exit 1
 OLD=$T/store  # normalized to $STORE in the golden files
 
 # Old escaped names, shown and compared dotted; the binding's structure entry hidden.
-check names-old-show ckptctl show "$OLD" 2
-check names-old-show-all ckptctl show "$OLD" 2 --all
-check names-old-show-json ckptctl show "$OLD" 2 --json
+check old-show ckptctl show "$OLD" 2
+check old-show-all ckptctl show "$OLD" 2 --all
+check old-show-json ckptctl show "$OLD" 2 --json
 expect "show --json --all has the binding's entry, without --all it has not" python3 -c '
 import json, subprocess, sys
 ck, st = sys.argv[1:3]
@@ -22,8 +22,8 @@ b = json.loads(subprocess.check_output([ck, "show", st, "2", "--json"]))
 assert "libckpt.python" in a["metadata"] and b["metadata"] == {"note": "step 2"}, (a, b)
 assert [t["name"] for t in a["tensor_info"]][:2] == ["model.fc1.weight", "model.fc1.bias"], a
 ' "$CK" "$OLD"
-check names-old-diff ckptctl diff "$OLD" 1 2
-check names-old-diff-json ckptctl diff "$OLD" 1 2 --json
+check old-diff ckptctl diff "$OLD" 1 2
+check old-diff-json ckptctl diff "$OLD" 1 2 --json
 expect "diff --all compares the binding's entry too" bash -c \
 	"'$CK' diff '$OLD' 1 2 --all | grep -q '^meta ~   libckpt.python = '"
 
@@ -41,13 +41,13 @@ for k, v in h.items():
     print(k, v["dtype"], v["shape"], hashlib.sha256(d).hexdigest()[:12])
 PY
 }
-check names-old-select-block sel model.blocks.0 block
-check names-old-select-fc1 sel model.fc1 fc1
-check names-old-select-pct sel model.100% pct
-check names-old-select-optim sel optim.state.0 optim
-check names-old-select-partial ckptctl export "$OLD" 2 -o "$T/x.safetensors" --select model.fc
-check names-old-select-clash ckptctl export "$OLD" 2 -o "$T/x.safetensors" --select x.y
-check names-old-complete ckptctl __complete export --select "$OLD" 2
+check old-select-block sel model.blocks.0 block
+check old-select-fc1 sel model.fc1 fc1
+check old-select-pct sel model.100% pct
+check old-select-optim sel optim.state.0 optim
+check old-select-partial ckptctl export "$OLD" 2 -o "$T/x.safetensors" --select model.fc
+check old-select-clash ckptctl export "$OLD" 2 -o "$T/x.safetensors" --select x.y
+check old-complete ckptctl __complete export --select "$OLD" 2
 expect "export without --select keeps the stored names and the binding's entries" python3 -c '
 import json, struct, subprocess, sys
 ck, st, t = sys.argv[1:4]
@@ -86,15 +86,15 @@ open(f"{t}/step3.safetensors", "wb").write(mkst.build(
     body, meta={"libckpt.python": tree, "libckpt.names": "dotted", "note": "step 3"}))
 PY
 ckptctl import -q "$T/new" --step 1 "$T/new.safetensors" || exit 1
-check names-new-show ckptctl show "$T/new" 1
-check names-new-select ckptctl export "$T/new" 1 -o "$T/l1.safetensors" --select model.layers.1 --json
+check new-show ckptctl show "$T/new" 1
+check new-select ckptctl export "$T/new" 1 -o "$T/l1.safetensors" --select model.layers.1 --json
 expect "--select model.layers.1 is layer 1 alone, not layer 10" python3 -c '
 import json, struct, sys
 b = open(sys.argv[1], "rb").read()
 h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
 assert sorted(h) == ["__metadata__", "attn.weight"] and h["__metadata__"] == {"note": "new", "format": "pt"}, h
 ' "$T/l1.safetensors"
-check names-new-select-literal ckptctl export "$T/new" 1 -o "$T/x.safetensors" --select model.lit.key
+check new-select-literal ckptctl export "$T/new" 1 -o "$T/x.safetensors" --select model.lit.key
 expect "--select model of new names keeps a literal %2E" python3 -c '
 import json, struct, subprocess, sys
 ck, st, out = sys.argv[1:4]
@@ -105,5 +105,5 @@ assert "lit%2Ekey" in h and "embed.weight" in h, sorted(h)
 ' "$CK" "$T/new" "$T/m.safetensors"
 
 ckptctl import -q "$OLD" --step 3 "$T/step3.safetensors" || exit 1
-check names-old-new-diff ckptctl diff "$OLD" 2 3
+check old-new-diff ckptctl diff "$OLD" 2 3
 finish

@@ -19,10 +19,10 @@ chmod -R a+rX "$STORE"
 as_user "$CK" verify "$STORE" --no-progress >/dev/null || { echo "skip: the store is not readable as nobody"; exit 77; }
 chmod 000 "$STORE/packs/00000001.pack"
 
-check perm-export as_user "$CK" export -q "$STORE" 1 -o "$T/out/m.st"
+check export as_user "$CK" export -q "$STORE" 1 -o "$T/out/m.st"
 expect "no output file left" test -z "$(ls "$T/out")"
-check perm-verify as_user "$CK" verify "$STORE" --no-progress
+check verify as_user "$CK" verify "$STORE" --no-progress
 chmod 644 "$STORE/packs/00000001.pack"
-check perm-verify-after as_user "$CK" verify "$STORE" --no-progress
+check verify-after as_user "$CK" verify "$STORE" --no-progress
 
 finish

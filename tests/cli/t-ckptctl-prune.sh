@@ -14,7 +14,7 @@ for s in 1 2 3 4; do mkst model "$T/m$s.safetensors" "$s"; done
 mkst big "$T/big1.safetensors" 1
 mkst big "$T/big2.safetensors" 2
 
-check prune-missing-store ckptctl prune "$STORE" --keep-last 1
+check missing-store ckptctl prune "$STORE" --keep-last 1
 ckptctl import -q "$STORE" --step 100 "$T/m1.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 200 "$T/big1.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 300 "$T/m2.safetensors" || exit 1
@@ -58,8 +58,8 @@ assert r["bytes_freed"] == before - after, (r["bytes_freed"], before, after)
 ' "$2" "$3" "$(filebytes "$1")"
 }
 
-check prune-dry-run ckptctl prune "$STORE" --keep-last 2 --dry-run
-check prune-dry-run-json ckptctl prune "$STORE" --keep-last 2 --dry-run --json
+check dry-run ckptctl prune "$STORE" --keep-last 2 --dry-run
+check dry-run-json ckptctl prune "$STORE" --keep-last 2 --dry-run --json
 expect "a dry run changes nothing" test "$(steps "$STORE")" = "100 200 300 400 500 600"
 cp -a "$STORE" "$T/s-dry"
 b=$(filebytes "$T/s-dry")
@@ -70,7 +70,7 @@ expect "a dry run removes no file" test "$(filebytes "$T/s-dry")" = "$b"
 # dry run's prediction.
 cp -a "$STORE" "$T/s-last"
 b=$(filebytes "$T/s-last")
-check prune-keep-last ckptctl prune "$T/s-last" --keep-last 2
+check keep-last ckptctl prune "$T/s-last" --keep-last 2
 cp -a "$STORE" "$T/s-last2"
 ckptctl prune "$T/s-last2" --keep-last 2 --json >"$T/last.json"
 expect "prune --keep-last 2: bytes freed = bytes gone from disk" accounting "$T/s-last2" \
@@ -83,12 +83,12 @@ assert a["bytes_freed"] == b["bytes_freed"] and a["removed"] == b["removed"], (a
 expect "prune --keep-last 2: 500 and 600 remain" test "$(steps "$T/s-last2")" = "500 600"
 expect "prune --keep-last 2: they export byte-identical" same_exports "$T/s-last2"
 expect "prune --keep-last 2: they verify" "$CK" verify -q "$T/s-last2" --all
-check prune-again-nothing ckptctl prune "$T/s-last" --keep-last 2
+check again-nothing ckptctl prune "$T/s-last" --keep-last 2
 
 # --keep-every 200 and --keep 100: 100, 200, 400, 600 (newest) stay.
 cp -a "$STORE" "$T/s-every"
 b=$(filebytes "$T/s-every")
-check prune-keep-every ckptctl prune "$T/s-every" --keep-last 1 --keep-every 200 --keep 100 --json
+check keep-every ckptctl prune "$T/s-every" --keep-last 1 --keep-every 200 --keep 100 --json
 cp -a "$STORE" "$T/s-every2"
 ckptctl prune "$T/s-every2" -n 1 -k 200 --keep 100 --json >"$T/every.json"
 expect "prune --keep-every: bytes freed = bytes gone from disk" accounting "$T/s-every2" \
@@ -98,17 +98,17 @@ expect "prune --keep-every 200 --keep 100: 100 200 400 600 remain" \
 expect "prune --keep-every: the rest export byte-identical" same_exports "$T/s-every2"
 # --keep twice, and --keep of a step that does not exist (kept if it did; nothing to keep).
 cp -a "$STORE" "$T/s-keep"
-check prune-keep-steps ckptctl prune "$T/s-keep" --keep-last 1 --keep 300 --keep 100 --keep 7
+check keep-steps ckptctl prune "$T/s-keep" --keep-last 1 --keep 300 --keep 100 --keep 7
 expect "prune --keep 300 --keep 100: 100 300 600 remain" test "$(steps "$T/s-keep")" = "100 300 600"
 
 # The newest valid checkpoint always stays, even when a damaged manifest is newer (with --force).
 cp -a "$STORE" "$T/s-man"
 corrupt flip "$T/s-man/manifests/00000000000000000600.ckpt"
-check prune-damaged-refused ckptctl prune "$T/s-man" --keep-last 1
+check damaged-refused ckptctl prune "$T/s-man" --keep-last 1
 expect "a refused prune removes nothing" test "$(steps "$T/s-man" 2>/dev/null)" = "100 200 300 400 500"
-check prune-damaged-refused-json ckptctl prune "$T/s-man" --keep-last 1 --json
-check prune-damaged-list ckptctl prune "$T/s-man" --keep-last 1 --keep 100 --force --dry-run --list
-check prune-damaged-force ckptctl prune "$T/s-man" --keep-last 1 --force
+check damaged-refused-json ckptctl prune "$T/s-man" --keep-last 1 --json
+check damaged-list ckptctl prune "$T/s-man" --keep-last 1 --keep 100 --force --dry-run --list
+check damaged-force ckptctl prune "$T/s-man" --keep-last 1 --force
 expect "prune --force: the newest valid (500) stays, the damaged manifest too" \
 	test "$(steps "$T/s-man" 2>/dev/null)" = "500" -a -e "$T/s-man/manifests/00000000000000000600.ckpt"
 expect "prune --force: 500 exports byte-identical" same_exports "$T/s-man"
@@ -116,14 +116,14 @@ expect "prune --force: 500 exports byte-identical" same_exports "$T/s-man"
 # A truncated pack: prune reads no chunk data; it removes what the policy says.
 cp -a "$STORE" "$T/s-ptrunc"
 corrupt truncate "$T/s-ptrunc/packs/00000002.pack" half
-check prune-truncated-pack ckptctl prune "$T/s-ptrunc" --keep-last 3
+check truncated-pack ckptctl prune "$T/s-ptrunc" --keep-last 3
 
 # Another process holds the lock: busy, nothing removed.
 if command -v flock >/dev/null 2>&1; then
 	cp -a "$STORE" "$T/s-busy"
 	exec 9<"$T/s-busy/LOCK"
 	flock -x 9 || exit 1
-	check prune-busy busy timeout 20 "$CK" prune "$T/s-busy" --keep-last 1
+	check busy busy timeout 20 "$CK" prune "$T/s-busy" --keep-last 1
 	exec 9<&-
 	expect "a busy prune removes nothing" test "$(steps "$T/s-busy")" = "100 200 300 400 500 600"
 fi
@@ -132,10 +132,10 @@ fi
 # nothing left to do, and what was freed is what left the disk.
 cp -a "$STORE" "$T/s-gc"
 b=$(filebytes "$T/s-gc")
-check prune-gc-dry-run ckptctl prune "$T/s-gc" --keep-last 2 --gc --dry-run
+check gc-dry-run ckptctl prune "$T/s-gc" --keep-last 2 --gc --dry-run
 ckptctl prune "$T/s-gc" --keep-last 2 --gc --dry-run --json >"$T/gcdry.json"
 expect "prune --gc --dry-run removes no file" test "$(filebytes "$T/s-gc")" = "$b"
-check prune-gc ckptctl prune "$T/s-gc" --keep-last 2 --gc --json
+check gc ckptctl prune "$T/s-gc" --keep-last 2 --gc --json
 cp "$T/.out" "$T/s-gc.json" # what check just ran printed
 ckptctl du "$T/s-gc" --json >"$T/gcdu.json"
 expect "prune --gc: bytes freed = bytes gone from disk = the dry run's prediction" python3 -c '
@@ -145,7 +145,7 @@ assert d["bytes_freed"] == r["bytes_freed"] == int(sys.argv[4]) - int(sys.argv[5
 assert d["bytes_copied"] == r["bytes_copied"] > 0, (d, r)
 assert du["garbage_bytes"] <= 0.10 * du["pack_bytes"], du
 ' "$T/gcdry.json" "$T/s-gc.json" "$T/gcdu.json" "$b" "$(filebytes "$T/s-gc")"
-check prune-gc-then-gc ckptctl gc "$T/s-gc"
+check gc-then-gc ckptctl gc "$T/s-gc"
 expect "prune --gc: the kept checkpoints export byte-identical" same_exports "$T/s-gc"
 
 # Time-based retention (borg's rules, UTC) on checkpoints whose manifests record chosen commit
@@ -165,7 +165,7 @@ srule() {
 	shift 3
 	rm -rf "$T/s-rule"
 	cp -a "$src" "$T/s-rule"
-	check "prune-$name" ckptctl prune "$T/s-rule" "$@"
+	check "$name" ckptctl prune "$T/s-rule" "$@"
 	expect "prune $*: kept $want" test "$(steps "$T/s-rule")" = "$want"
 }
 rule() { srule "$T/s-time" "$@"; }
@@ -176,16 +176,16 @@ rule weekly-oldest "1 5 8" --keep-weekly 3
 rule daily-weekly "1 5 8" --keep-daily 1 --keep-weekly 2
 rule last-hourly "6 7 8" --keep-last 1 --keep-hourly 2
 rule hourly-every "2 4 6 7 8" --keep-hourly 3 --keep-every 2
-check prune-daily-dry-json ckptctl prune "$T/s-time" --keep-daily 2 --dry-run --json
+check daily-dry-json ckptctl prune "$T/s-time" --keep-daily 2 --dry-run --json
 # --list: every checkpoint with the rule that keeps it, as borg prune --list (first rule wins, the
 # n-th it keeps; the oldest kept for want of periods), or that it would go.
-check prune-list-dry ckptctl prune "$T/s-time" --keep-last 1 --keep-daily 1 --keep-weekly 3 \
+check list-dry ckptctl prune "$T/s-time" --keep-last 1 --keep-daily 1 --keep-weekly 3 \
 	--keep-every 2 --dry-run --list
 expect "prune --list: each kept step has its rule" test \
 	"$("$CK" prune "$T/s-time" --keep-last 1 --keep-daily 1 --keep-weekly 3 --keep-every 2 --dry-run --list |
 	   sed -n 's/^keeping step \([0-9]*\) (saved [^)]*): /\1 /p' | tr '\n' ';')" = \
 	"1 keep-weekly (the oldest);2 keep-every;4 keep-every;5 keep-weekly #1;6 keep-daily #1;8 keep-last #1;"
-check usage-prune-list-json ckptctl prune "$T/s-time" --keep-last 1 --list --json
+check usage-list-json ckptctl prune "$T/s-time" --keep-last 1 --list --json
 expect "a dry run changes nothing" test "$(steps "$T/s-time")" = "1 2 3 4 5 6 7 8"
 
 # --keep-monthly and --keep-yearly (borg's rules, UTC) across a year boundary, with months that
@@ -217,15 +217,15 @@ crule keep-tag "2 4 8" --keep-last 1 --keep-tag release
 crule keep-tags "1 2 4 8" --keep-last 1 --keep-tag release --keep-tag best
 crule keep-tag-monthly "2 4 6 8" --keep-monthly 2 --keep-tag release
 crule keep-tag-none "8" --keep-last 1 --keep-tag nope
-check prune-keep-tag-dry-json ckptctl prune "$T/s-cal" --keep-yearly 1 --keep-tag release \
+check keep-tag-dry-json ckptctl prune "$T/s-cal" --keep-yearly 1 --keep-tag release \
 	--dry-run --json
-check prune-list-tag ckptctl prune "$T/s-cal" --keep-monthly 2 --keep-yearly 2 --keep-tag release \
+check list-tag ckptctl prune "$T/s-cal" --keep-monthly 2 --keep-yearly 2 --keep-tag release \
 	--keep 5 --dry-run --list
-check usage-prune-keep-tag-only ckptctl prune "$T/s-cal" --keep-tag release
-check usage-prune-keep-tag-comma ckptctl prune "$T/s-cal" --keep-last 1 --keep-tag a,b
-check usage-prune-keep-tag-empty ckptctl prune "$T/s-cal" --keep-last 1 --keep-tag ''
-check usage-prune-monthly ckptctl prune "$T/s-cal" --keep-monthly 0
-check usage-prune-yearly ckptctl prune "$T/s-cal" --keep-yearly x
+check usage-keep-tag-only ckptctl prune "$T/s-cal" --keep-tag release
+check usage-keep-tag-comma ckptctl prune "$T/s-cal" --keep-last 1 --keep-tag a,b
+check usage-keep-tag-empty ckptctl prune "$T/s-cal" --keep-last 1 --keep-tag ''
+check usage-monthly ckptctl prune "$T/s-cal" --keep-monthly 0
+check usage-yearly ckptctl prune "$T/s-cal" --keep-yearly x
 expect "usage errors removed nothing" test "$(steps "$T/s-cal")" = "1 2 3 4 5 6 7 8"
 
 # --keep-within counts back from now: checkpoints 10 days, 3 days, 1 day and 1 hour old.
@@ -237,26 +237,26 @@ for age in 864000 259200 86400 3600; do
 		"$T/m$(( (i / 10) % 4 + 1 )).safetensors" || exit 1
 done
 cp -a "$T/s-within" "$T/s-within2"
-check prune-within ckptctl prune "$T/s-within" --keep-within 2d
+check within ckptctl prune "$T/s-within" --keep-within 2d
 expect "prune --keep-within 2d: 30 and 40 remain" test "$(steps "$T/s-within")" = "30 40"
-check prune-within-week ckptctl prune "$T/s-within2" --keep-within 1w --json
+check within-week ckptctl prune "$T/s-within2" --keep-within 1w --json
 expect "prune --keep-within 1w: 20 30 40 remain" test "$(steps "$T/s-within2")" = "20 30 40"
 
-check usage-prune-no-policy ckptctl prune "$STORE"
-check usage-prune-noargs ckptctl prune --keep-last 1
-check usage-prune-zero ckptctl prune "$STORE" --keep-last 0
-check usage-prune-last-value ckptctl prune "$STORE" --keep-last
-check usage-prune-last-garbage ckptctl prune "$STORE" --keep-last two
-check usage-prune-every ckptctl prune "$STORE" --keep-last 1 --keep-every -5
-check usage-prune-keep ckptctl prune "$STORE" --keep-last 1 --keep latest
-check usage-prune-extra ckptctl prune "$STORE" "$STORE" --keep-last 1
-check usage-prune-option ckptctl prune "$STORE" --keep-last 1 --keep-all
-check usage-prune-within ckptctl prune "$STORE" --keep-within 2x
-check usage-prune-within-zero ckptctl prune "$STORE" --keep-within 0d
-check usage-prune-within-unit ckptctl prune "$STORE" --keep-within d
-check usage-prune-daily ckptctl prune "$STORE" --keep-daily 0
-check usage-prune-weekly ckptctl prune "$STORE" --keep-weekly many
-check usage-prune-gc-only ckptctl prune "$STORE" --keep-last 1 --max-unused 5%
-check usage-prune-every-only ckptctl prune "$STORE" --keep-every 10
+check usage-no-policy ckptctl prune "$STORE"
+check usage-noargs ckptctl prune --keep-last 1
+check usage-zero ckptctl prune "$STORE" --keep-last 0
+check usage-last-value ckptctl prune "$STORE" --keep-last
+check usage-last-garbage ckptctl prune "$STORE" --keep-last two
+check usage-every ckptctl prune "$STORE" --keep-last 1 --keep-every -5
+check usage-keep ckptctl prune "$STORE" --keep-last 1 --keep latest
+check usage-extra ckptctl prune "$STORE" "$STORE" --keep-last 1
+check usage-option ckptctl prune "$STORE" --keep-last 1 --keep-all
+check usage-within ckptctl prune "$STORE" --keep-within 2x
+check usage-within-zero ckptctl prune "$STORE" --keep-within 0d
+check usage-within-unit ckptctl prune "$STORE" --keep-within d
+check usage-daily ckptctl prune "$STORE" --keep-daily 0
+check usage-weekly ckptctl prune "$STORE" --keep-weekly many
+check usage-gc-only ckptctl prune "$STORE" --keep-last 1 --max-unused 5%
+check usage-every-only ckptctl prune "$STORE" --keep-every 10
 expect "usage errors removed nothing" test "$(steps "$STORE")" = "100 200 300 400 500 600"
 finish

@@ -10,7 +10,7 @@ mkst names "$T/names.safetensors" 1
 mkst empty "$T/empty.safetensors" 1
 mkst big "$T/big.safetensors" 1
 
-check show-missing-store ckptctl show "$STORE" 1
+check missing-store ckptctl show "$STORE" 1
 ckptctl import -q "$STORE" --step 1 "$T/m1.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 2 "$T/m2.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 3 "$T/names.safetensors" || exit 1
@@ -34,13 +34,13 @@ assert all("chunks_new" in t and "bytes_new" in t for t in show["tensor_info"])
 ' <(ckptctl list "$STORE" --json) <(ckptctl show "$STORE" 1 --json) \
 	<(ckptctl import "$T/s-voc" --step 2 "$T/m1.safetensors" --json)
 
-check show-1 ckptctl show "$STORE" 1
-check show-2-reused ckptctl show "$STORE" 2
-check show-2-json ckptctl show "$STORE" 2 --json
-check show-names ckptctl show "$STORE" 3
-check show-names-json ckptctl show --json "$STORE" 3
-check show-empty ckptctl show "$STORE" 4
-check show-latest ckptctl show "$STORE" latest
+check 1 ckptctl show "$STORE" 1
+check 2-reused ckptctl show "$STORE" 2
+check 2-json ckptctl show "$STORE" 2 --json
+check names ckptctl show "$STORE" 3
+check names-json ckptctl show --json "$STORE" 3
+check empty ckptctl show "$STORE" 4
+check latest ckptctl show "$STORE" latest
 expect "show --json agrees with list --json and the safetensors header" python3 -c '
 import json, struct, sys
 s = json.load(open(sys.argv[1]))
@@ -68,21 +68,21 @@ if command -v flock >/dev/null 2>&1; then
 	exec 9<&-
 fi
 
-check show-unknown-step ckptctl show "$STORE" 9
-check usage-show-nostep ckptctl show "$STORE"
-check usage-show-noargs ckptctl show
-check usage-show-extra ckptctl show "$STORE" 1 2
-check usage-show-step ckptctl show "$STORE" 1x
-check usage-show-option ckptctl show "$STORE" 1 --bogus
+check unknown-step ckptctl show "$STORE" 9
+check usage-nostep ckptctl show "$STORE"
+check usage-noargs ckptctl show
+check usage-extra ckptctl show "$STORE" 1 2
+check usage-step ckptctl show "$STORE" 1x
+check usage-option ckptctl show "$STORE" 1 --bogus
 mkdir "$T/plain"
-check show-not-a-store ckptctl show "$T/plain" 1
+check not-a-store ckptctl show "$T/plain" 1
 
 cp -a "$STORE" "$T/s-man"
 corrupt flip "$T/s-man/manifests/00000000000000000002.ckpt"
-check show-damaged-manifest ckptctl show "$T/s-man" 2
-check show-damaged-other ckptctl show "$T/s-man" 1
+check damaged-manifest ckptctl show "$T/s-man" 2
+check damaged-other ckptctl show "$T/s-man" 1
 
 cp -a "$STORE" "$T/s-ptrunc"
 for p in "$T"/s-ptrunc/packs/*; do corrupt truncate "$p" half; done
-check show-truncated-pack ckptctl show "$T/s-ptrunc" 5
+check truncated-pack ckptctl show "$T/s-ptrunc" 5
 finish

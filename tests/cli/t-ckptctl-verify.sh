@@ -10,11 +10,11 @@ ckptctl import -q "$STORE" --step 1 "$T/m1.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 2 "$T/big.safetensors" || exit 1
 ckptctl import -q "$STORE" --step 3 "$T/m3.safetensors" || exit 1
 
-check verify-latest ckptctl verify "$STORE"
-check verify-latest-word ckptctl verify "$STORE" latest
-check verify-step ckptctl verify "$STORE" 2
-check verify-all ckptctl verify "$STORE" --all
-check verify-all-json ckptctl verify "$STORE" --all --json
+check latest ckptctl verify "$STORE"
+check latest-word ckptctl verify "$STORE" latest
+check step ckptctl verify "$STORE" 2
+check all ckptctl verify "$STORE" --all
+check all-json ckptctl verify "$STORE" --all --json
 # --all reads each distinct chunk once (steps 1 and 3 share most of theirs): the bytes read are
 # the live records du counts (its live bytes less one pack header per pack), fewer than the sum of
 # verifying each checkpoint alone.
@@ -27,18 +27,18 @@ alone = sum(run("verify", st, str(c["step"]), "--json")["bytes_read"] for c in a
 assert allv["bytes_read"] == du["live_bytes"] - 4096 * du["packs"], (allv["bytes_read"], du)
 assert allv["bytes_read"] < alone, (allv["bytes_read"], alone)
 ' "$CK" "$STORE"
-check verify-quiet ckptctl verify -q "$STORE" --all
-check verify-unknown-step ckptctl verify "$STORE" 7
-check verify-unknown-step-json ckptctl verify "$STORE" 7 --json
+check quiet ckptctl verify -q "$STORE" --all
+check unknown-step ckptctl verify "$STORE" 7
+check unknown-step-json ckptctl verify "$STORE" 7 --json
 
 # One flipped byte in the data of big.weight (step 2 only).
 cp -a "$STORE" "$T/s-flip"
 pack=$(corrupt flip-tensor "$T/s-flip" "$T/big.safetensors" big.weight) || exit 1
 echo "flipped a byte of big.weight in $pack"
-check verify-flip ckptctl verify "$T/s-flip" 2
-check verify-flip-all ckptctl verify "$T/s-flip" --all
-check verify-flip-json ckptctl verify "$T/s-flip" 2 --json
-check verify-flip-other ckptctl verify "$T/s-flip" 1
+check flip ckptctl verify "$T/s-flip" 2
+check flip-all ckptctl verify "$T/s-flip" --all
+check flip-json ckptctl verify "$T/s-flip" 2 --json
+check flip-other ckptctl verify "$T/s-flip" 1
 check export-flip ckptctl export "$T/s-flip" 2 -o "$T/out.safetensors"
 expect "a failed export leaves no file behind" \
 	test ! -e "$T/out.safetensors" -a -z "$(ls "$T" | grep tmp-)"
