@@ -1,5 +1,6 @@
 # Tests: unit programs in tests/unit/*.c (one per module; they may include lib/ internals and link
-# TLIB, the library's objects with their internal symbols), scripts tests/*/t-*.sh. `make check` runs them all through tests/run.sh.
+# TLIB, the library's objects with their internal symbols), scripts tests/*/t-*.sh. `make check`
+# runs them all through tests/run.sh, `make check-quick` all but those tests/slow.list names.
 TEST_UNIT_SRC := $(sort $(wildcard tests/unit/t-*.c))
 TEST_BINS     := $(TEST_UNIT_SRC:tests/unit/%.c=$(B)/tests/bin/%)
 TEST_HELPERS  := $(sort $(wildcard tests/unit/helpers/*.c))
@@ -58,6 +59,13 @@ tests: all $(TEST_BINS) $(TEST_EXTRA)
 check: test-deps
 	$(MAKE) tests
 	tests/run.sh
+
+# The quick tier: the same setup, then every test but those tests/slow.list names (a new test is
+# quick until listed there). For the edit-build-test loop; `make check` stays the full suite.
+.PHONY: check-quick
+check-quick: test-deps
+	$(MAKE) tests
+	tests/run.sh --quick
 
 # Sanitizer runs: a separate build tree so that objects do not mix.
 # SANITIZE goes to the tests' environment too, so that a script that runs make (t-install) keeps
