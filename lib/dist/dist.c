@@ -54,7 +54,7 @@ struct begin_msg {
 
 
 /* Rank 0, after the global commit: which ranks upload their own packs to rank 0's remote. */
-static void notify_rank0(ckpt_dist_save *d, const struct part_msg *all, size_t n, uint64_t key)
+static void notify_rank0(dsave *d, const struct part_msg *all, size_t n, uint64_t key)
 {
 	bool *sharing = calloc(n, sizeof *sharing);
 	if (!sharing) /* no one shares: rank 0's upload puts every pack itself */
@@ -65,7 +65,7 @@ static void notify_rank0(ckpt_dist_save *d, const struct part_msg *all, size_t n
 	free(sharing);
 }
 
-void dist_free(ckpt_dist_save *d, bool committed)
+void dist_free(dsave *d, bool committed)
 {
 	for (size_t i = 0; i < d->nkeys; i++)
 		free(d->keys[i]);
@@ -81,9 +81,9 @@ void dist_free(ckpt_dist_save *d, bool committed)
 
 /* This rank's half of begin: its part save (the shared lock) and, on rank 0, the step's claim.
  * Returns 0 and sets *out, or an error (*out NULL). */
-static int begin_local(ckpt_store *s, const ckpt_comm *comm, uint64_t step, ckpt_dist_save **out)
+static int begin_local(ckpt_store *s, const ckpt_comm *comm, uint64_t step, dsave **out)
 {
-	ckpt_dist_save *d = calloc(1, sizeof *d);
+	dsave *d = calloc(1, sizeof *d);
 	if (!d)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	/* One multi-rank save per handle at a time, and none beside a single-process one: the
@@ -100,8 +100,8 @@ static int begin_local(ckpt_store *s, const ckpt_comm *comm, uint64_t step, ckpt
 		return ckpt_fail(CKPT_E_BUSY, "store %s: another save of this handle is in flight",
 				 s->path);
 	}
-	*d = (ckpt_dist_save){.s = s, .comm = *comm, .step = step, .lock_fd = -1, .claim_fd = -1};
-	int rc = ckpt_save_begin(s, step, &d->part);
+	*d = (dsave){.s = s, .comm = *comm, .step = step, .lock_fd = -1, .claim_fd = -1};
+	int rc = save1_begin(s, step, &d->part);
 	/* Our own shared hold on LOCK: the part save releases the store's when its part is
 	 * durable, but gc must stay out until the global manifest names the part's packs. */
 	if (!rc && (d->lock_fd = dup(s->lock_fd)) < 0)
@@ -109,7 +109,7 @@ static int begin_local(ckpt_store *s, const ckpt_comm *comm, uint64_t step, ckpt
 	if (!rc && comm->rank == 0)
 		rc = dist_claim_step(s, step, (unsigned)comm->size, &d->claim_fd);
 	if (rc) {
-		ckpt_save_abort(d->part);
+		save1_abort(d->part);
 		dist_free(d, false);
 		return rc;
 	}
@@ -126,7 +126,7 @@ static int comm_error(const ckpt_comm *c, uint64_t step, int rc, const char *wha
 
 /* Every rank's begin, gathered: the first failure is every rank's, and the ranks must agree on
  * the step, the world and the chunk size before any of them writes data. */
-static int begin_agree(const ckpt_comm *c, uint64_t step, const ckpt_dist_save *d, int rc)
+static int begin_agree(const ckpt_comm *c, uint64_t step, const dsave *d, int rc)
 {
 	struct begin_msg mine = {.rc = rc, .world = (uint32_t)c->size, .step = step,
 				 .chunk_size = d ? d->part->chunk_size : 0};
@@ -156,8 +156,8 @@ static int begin_agree(const ckpt_comm *c, uint64_t step, const ckpt_dist_save *
 	return rc;
 }
 
-CKPT_API int ckpt_dist_save_begin(ckpt_store *s, const ckpt_comm *comm, uint64_t step,
-				  ckpt_dist_save **out)
+int dsave_begin(ckpt_store *s, const ckpt_comm *comm, uint64_t step,
+				  dsave **out)
 {
 	*out = NULL;
 	if (!s || !comm || !comm->allgather || !comm->broadcast)
@@ -166,12 +166,12 @@ CKPT_API int ckpt_dist_save_begin(ckpt_store *s, const ckpt_comm *comm, uint64_t
 	    comm->rank >= comm->size)
 		return ckpt_fail(CKPT_E_INVAL, "distributed save: rank %d of %d (1 to %u ranks)",
 				 comm->rank, comm->size, DIST_MAX_RANKS);
-	ckpt_dist_save *d = NULL;
+	dsave *d = NULL;
 	int rc = begin_local(s, comm, step, &d);
 	/* Collective even when this rank failed: the others must not wait for it at commit. */
 	rc = begin_agree(comm, step, d, rc);
 	if (rc && d) {
-		ckpt_save_abort(d->part);
+		save1_abort(d->part);
 		dist_free(d, false);
 	}
 	if (!rc)
@@ -179,7 +179,7 @@ CKPT_API int ckpt_dist_save_begin(ckpt_store *s, const ckpt_comm *comm, uint64_t
 	return rc;
 }
 
-static int add_key(ckpt_dist_save *d, const char *name, const char *value)
+static int add_key(dsave *d, const char *name, const char *value)
 {
 	char **k = realloc(d->keys, (d->nkeys + 2) * sizeof *k);
 	if (!k)
@@ -206,7 +206,7 @@ static void put_dims(char *buf, unsigned n, const uint64_t *v)
 /* A box of global tensor name. Piece 0 is the part's tensor name ("S" description); piece k > 0
  * of a flattened range is the tensor "name#k" ("P k" description), which the merge files under
  * name again (docs/format.md, "Format version 3"). */
-static int add_box(ckpt_dist_save *d, const char *name, unsigned piece, ckpt_dtype dtype,
+static int add_box(dsave *d, const char *name, unsigned piece, ckpt_dtype dtype,
 		   unsigned ndim, const uint64_t *gshape, const uint64_t *off,
 		   const uint64_t *lshape, int mem, const void *data)
 {
@@ -228,11 +228,11 @@ static int add_box(ckpt_dist_save *d, const char *name, unsigned piece, ckpt_dty
 	put_dims(v, ndim, gshape);
 	put_dims(v, ndim, off);
 	const char *tn = piece ? pname : name;
-	int rc = ckpt_save_add_tensor(d->part, tn, dtype, ndim, lshape, mem, data);
+	int rc = save1_add_tensor(d->part, tn, dtype, ndim, lshape, mem, data);
 	return rc ? rc : add_key(d, tn, v);
 }
 
-CKPT_API int ckpt_dist_save_add_shard(ckpt_dist_save *d, const char *name, ckpt_dtype dtype,
+int dsave_add_shard(dsave *d, const char *name, ckpt_dtype dtype,
 				      unsigned ndim, const uint64_t *gshape, const uint64_t *off,
 				      const uint64_t *lshape, int mem, const void *data)
 {
@@ -240,7 +240,7 @@ CKPT_API int ckpt_dist_save_add_shard(ckpt_dist_save *d, const char *name, ckpt_
 }
 
 /* Replica `replica` of nrep's share of a box (piece as add_box). */
-static int add_box_replica(ckpt_dist_save *d, const char *name, unsigned piece, ckpt_dtype dtype,
+static int add_box_replica(dsave *d, const char *name, unsigned piece, ckpt_dtype dtype,
 			   unsigned ndim, const uint64_t *gshape, const uint64_t *off,
 			   const uint64_t *lshape, unsigned replica, unsigned nrep, int mem,
 			   const void *data)
@@ -281,7 +281,7 @@ static int add_box_replica(ckpt_dist_save *d, const char *name, unsigned piece, 
 		       (const uint8_t *)data + r0 * row);
 }
 
-CKPT_API int ckpt_dist_save_add_shard_replica(ckpt_dist_save *d, const char *name,
+int dsave_add_shard_replica(dsave *d, const char *name,
 					      ckpt_dtype dtype, unsigned ndim, const uint64_t *gshape,
 					      const uint64_t *off, const uint64_t *lshape,
 					      unsigned replica, unsigned nrep, int mem,
@@ -291,7 +291,7 @@ CKPT_API int ckpt_dist_save_add_shard_replica(ckpt_dist_save *d, const char *nam
 			       data);
 }
 
-CKPT_API int ckpt_dist_save_add_range(ckpt_dist_save *d, const char *name, ckpt_dtype dtype,
+int dsave_add_range(dsave *d, const char *name, ckpt_dtype dtype,
 				      unsigned ndim, const uint64_t *gshape, uint64_t offset,
 				      uint64_t count, unsigned replica, unsigned nrep, int mem,
 				      const void *data)
@@ -313,7 +313,7 @@ CKPT_API int ckpt_dist_save_add_range(ckpt_dist_save *d, const char *name, ckpt_
 	return rc;
 }
 
-CKPT_API int ckpt_dist_save_add_replicated(ckpt_dist_save *d, const char *name, ckpt_dtype dtype,
+int dsave_add_replicated(dsave *d, const char *name, ckpt_dtype dtype,
 					   unsigned ndim, const uint64_t *shape, unsigned replica,
 					   unsigned nrep, int mem, const void *data)
 {
@@ -337,12 +337,12 @@ CKPT_API int ckpt_dist_save_add_replicated(ckpt_dist_save *d, const char *name, 
 	put_dims(v, ndim, shape);
 	put_dims(v, 1, &b0);
 	uint64_t n = (b1 - b0) / es;
-	int rc = ckpt_save_add_tensor(d->part, name, dtype, 1, &n, mem,
+	int rc = save1_add_tensor(d->part, name, dtype, 1, &n, mem,
 				      (const uint8_t *)data + b0);
 	return rc ? rc : add_key(d, name, v);
 }
 
-CKPT_API int ckpt_dist_save_set_meta(ckpt_dist_save *d, const char *key, const char *value)
+int dsave_set_meta(dsave *d, const char *key, const char *value)
 {
 	if (!d || !key)
 		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL metadata key");
@@ -351,31 +351,31 @@ CKPT_API int ckpt_dist_save_set_meta(ckpt_dist_save *d, const char *key, const c
 				 DIST_KEY);
 	if (d->submitted)
 		return dist_late_meta(d, key, value);
-	return ckpt_save_set_meta(d->part, key, value);
+	return save1_set_meta(d->part, key, value);
 }
 
-CKPT_API int ckpt_dist_save_add_tag(ckpt_dist_save *d, const char *tag)
+int dsave_add_tag(dsave *d, const char *tag)
 {
 	if (!d)
 		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
 	if (d->submitted)
 		return ckpt_fail(CKPT_E_STATE, "tag '%.40s': checkpoint %" PRIu64 " was already "
 				 "submitted (tags are added before submit)", tag ? tag : "", d->step);
-	return ckpt_save_add_tag(d->part, tag);
+	return save1_add_tag(d->part, tag);
 }
 
 /* Adds the reserved metadata and submits the part's save (kill point 1). Returns 0 or the error
  * (the part is then gone). */
-int dist_submit_part(ckpt_dist_save *d)
+int dist_submit_part(dsave *d)
 {
 	int rc = 0;
 	for (size_t i = 0; i < d->nkeys && !rc; i += 2)
-		rc = ckpt_save_set_meta(d->part, d->keys[i], d->keys[i + 1]);
+		rc = save1_set_meta(d->part, d->keys[i], d->keys[i + 1]);
 	dist_kill_point(d->comm.rank);
 	if (!rc)
-		rc = ckpt_save_submit(d->part);
+		rc = save1_submit(d->part);
 	if (rc) {
-		ckpt_save_abort(d->part);
+		save1_abort(d->part);
 		d->part = NULL;
 	}
 	return rc;
@@ -383,10 +383,10 @@ int dist_submit_part(ckpt_dist_save *d)
 
 /* Waits until this rank's part is durable (kill point 2) and describes it in *m (rc, size,
  * trailer checksum); rc is submit's failure, or 0. */
-static void finish_part(ckpt_dist_save *d, int rc, ckpt_stats *st, struct part_msg *m)
+static void finish_part(dsave *d, int rc, ckpt_stats *st, struct part_msg *m)
 {
 	if (d->part)
-		rc = ckpt_save_wait(d->part, st);
+		rc = save1_wait(d->part, st);
 	d->part = NULL;
 	dist_kill_point(d->comm.rank);
 	char p[4096];
@@ -408,7 +408,7 @@ static void finish_part(ckpt_dist_save *d, int rc, ckpt_stats *st, struct part_m
 }
 
 /* After the allgather: the first failed rank's error, or 0. */
-static int gathered_error(const ckpt_dist_save *d, const struct part_msg *all)
+static int gathered_error(const dsave *d, const struct part_msg *all)
 {
 	for (int r = 0; r < d->comm.size; r++)
 		if (all[r].rc)
@@ -417,7 +417,7 @@ static int gathered_error(const ckpt_dist_save *d, const struct part_msg *all)
 	return 0;
 }
 
-int dist_commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine)
+int dist_commit_all(dsave *d, ckpt_stats *st, struct part_msg *mine)
 {
 	size_t n = (size_t)d->comm.size;
 	struct part_msg *all = calloc(n, sizeof *all);
@@ -481,7 +481,7 @@ void dist_forget_part(struct ckpt_store *s)
 }
 
 /* The rest of a save after submit: the part durable, the exchange, rank 0's commit. */
-int dist_finish(ckpt_dist_save *d, ckpt_stats *st)
+int dist_finish(dsave *d, ckpt_stats *st)
 {
 	struct part_msg mine = {0};
 	finish_part(d, d->submit_rc, st, &mine);
@@ -493,13 +493,13 @@ int dist_finish(ckpt_dist_save *d, ckpt_stats *st)
 	return rc;
 }
 
-CKPT_API int ckpt_dist_save_commit(ckpt_dist_save *d, ckpt_stats *st)
+int dsave_commit(dsave *d, ckpt_stats *st)
 {
 	if (!d)
 		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
 	if (d->submitted)
 		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was submitted: wait for it with "
-				 "ckpt_dist_save_wait()", d->step);
+				 "dsave_wait()", d->step);
 	d->submit_rc = dist_submit_part(d);
 	int rc = dist_finish(d, st);
 	dist_free(d, !rc);

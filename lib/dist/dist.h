@@ -88,7 +88,7 @@ uint64_t dist_part_live(struct ckpt_store *s, uint64_t *count);
 /* Checks the world part files of checkpoint step (open as r) against the records of its global
  * manifest; each damaged or missing part is reported to on_damage (tensor NULL, file the part,
  * error a positive CKPT_E_* code, the message naming the rank). Returns how many. */
-long dist_verify_parts(struct ckpt_store *s, uint64_t step, unsigned world, ckpt_reader *r,
+long dist_verify_parts(struct ckpt_store *s, uint64_t step, unsigned world, reader1 *r,
 		       ckpt_damage_fn on_damage, void *arg);
 
 #endif

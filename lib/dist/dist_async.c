@@ -1,5 +1,5 @@
-/* Asynchronous multi-rank saves (ckpt_dist_save_submit and what follows it): the commit thread
- * (CKPT_DIST_THREADED), the deferred release (CKPT_DIST_DEFER) with the metadata set until then,
+/* Asynchronous multi-rank saves (dsave_submit and what follows it): the commit thread
+ * (CKPT_SAVE_THREADED), the deferred release (CKPT_SAVE_DEFER) with the metadata set until then,
  * and wait, poll and abort. The save itself (begin, adds, the part, the collective commit) is
  * dist.c. */
 #include <inttypes.h>
@@ -15,7 +15,7 @@
 #include "save/save.h"
 #include "store/store.h"
 
-static int not_submitted(const ckpt_dist_save *d)
+static int not_submitted(const dsave *d)
 {
 	return !d ? ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save")
 		  : ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was not submitted", d->step);
@@ -24,9 +24,9 @@ static int not_submitted(const ckpt_dist_save *d)
 
 static void *commit_thread(void *arg)
 {
-	ckpt_dist_save *d = arg;
+	dsave *d = arg;
 	struct async_commit *ac = d->ac;
-	int snap = d->part ? ckpt_save_wait_snapshot(d->part) : d->submit_rc;
+	int snap = d->part ? save1_wait_snapshot(d->part) : d->submit_rc;
 	pthread_mutex_lock(&ac->mu);
 	ac->snap_rc = snap;
 	if (snap)
@@ -47,7 +47,7 @@ static void *commit_thread(void *arg)
 	return NULL;
 }
 
-static int start_thread(ckpt_dist_save *d)
+static int start_thread(dsave *d)
 {
 	struct async_commit *ac = calloc(1, sizeof *ac);
 	if (!ac)
@@ -64,31 +64,31 @@ static int start_thread(ckpt_dist_save *d)
 	return -1;
 }
 
-CKPT_API int ckpt_dist_save_submit(ckpt_dist_save *d, unsigned flags)
+int dsave_submit(dsave *d, unsigned flags)
 {
 	if (!d)
 		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
 	if (d->submitted)
 		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was already submitted", d->step);
-	unsigned known = CKPT_DIST_THREADED | CKPT_DIST_DEFER;
+	unsigned known = CKPT_SAVE_THREADED | CKPT_SAVE_DEFER;
 	if (flags & ~known)
 		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": unknown submit flags %#x",
 				 d->step, flags & ~known);
-	if ((flags & CKPT_DIST_DEFER) && !(flags & CKPT_DIST_THREADED))
-		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": CKPT_DIST_DEFER needs "
-				 "CKPT_DIST_THREADED (the commit waits for the release on the library's "
+	if ((flags & CKPT_SAVE_DEFER) && !(flags & CKPT_SAVE_THREADED))
+		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": CKPT_SAVE_DEFER needs "
+				 "CKPT_SAVE_THREADED (the commit waits for the release on the library's "
 				 "thread)", d->step);
 	d->submitted = true;
 	d->submit_rc = dist_submit_part(d);
-	d->deferred = flags & CKPT_DIST_DEFER;
+	d->deferred = flags & CKPT_SAVE_DEFER;
 	/* Without a thread (none allowed, or none to be had) the collective runs in wait(). */
-	d->threaded = (flags & CKPT_DIST_THREADED) && start_thread(d) == 0;
+	d->threaded = (flags & CKPT_SAVE_THREADED) && start_thread(d) == 0;
 	if (d->deferred && !d->threaded) {
 		/* No thread to wait for the release on: the part fails, so every rank's commit
 		 * does (in wait(), where the exchange then runs). */
 		d->deferred = false;
 		if (d->part) {
-			ckpt_save_abort(d->part);
+			save1_abort(d->part);
 			d->part = NULL;
 		}
 		if (!d->submit_rc)
@@ -101,7 +101,7 @@ CKPT_API int ckpt_dist_save_submit(ckpt_dist_save *d, unsigned flags)
 
 /* Runs call on the part unless the commit thread is past the snapshot (then the part may be
  * gone, and the snapshot's outcome is the answer). */
-static int on_part(ckpt_dist_save *d, int (*call)(ckpt_save *, void *), void *arg)
+static int on_part(dsave *d, int (*call)(save1 *, void *), void *arg)
 {
 	if (!d || !d->submitted)
 		return not_submitted(d);
@@ -124,50 +124,59 @@ static int on_part(ckpt_dist_save *d, int (*call)(ckpt_save *, void *), void *ar
 	return rc;
 }
 
-static int call_wait_snapshot(ckpt_save *part, void *arg)
+static int call_wait_snapshot(save1 *part, void *arg)
 {
 	(void)arg;
-	return ckpt_save_wait_snapshot(part);
+	return save1_wait_snapshot(part);
 }
 
-static int call_fence(ckpt_save *part, void *stream)
+static int call_fence(save1 *part, void *stream)
 {
-	return ckpt_save_fence(part, stream);
+	return save1_fence(part, stream);
 }
 
-CKPT_API int ckpt_dist_save_wait_snapshot(ckpt_dist_save *d)
+int dsave_wait_snapshot(dsave *d)
 {
 	return on_part(d, call_wait_snapshot, NULL);
 }
 
-CKPT_API int ckpt_dist_save_fence(ckpt_dist_save *d, void *stream)
+int dsave_fence(dsave *d, void *stream)
 {
 	return on_part(d, call_fence, stream);
 }
 
-CKPT_API int ckpt_dist_save_after_stream(ckpt_dist_save *d, void *stream)
+int dsave_after_stream(dsave *d, void *stream)
 {
 	if (!d)
 		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
 	if (d->submitted)
 		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was already submitted", d->step);
-	return ckpt_save_after_stream(d->part, stream);
+	return save1_after_stream(d->part, stream);
 }
 
-CKPT_API int ckpt_dist_save_poll(const ckpt_dist_save *d)
+int dsave_poll(const dsave *d)
 {
 	if (!d || !d->submitted)
 		return 0;
 	if (!d->threaded)
-		return d->part ? ckpt_save_poll(d->part) : 1;
+		return d->part ? save1_poll(d->part) : 1;
 	pthread_mutex_lock(&d->ac->mu);
 	int done = d->ac->done;
 	pthread_mutex_unlock(&d->ac->mu);
 	return done;
 }
 
+/* Bytes of the part hashed so far; the commit thread of a threaded save owns (and frees) the
+ * part, so only an unthreaded one is asked. */
+int dsave_progress(const dsave *d, uint64_t *done)
+{
+	if (!d || d->threaded || !d->part)
+		return ckpt_fail(CKPT_E_UNSUPPORTED, "distributed save: no progress count here");
+	return save1_progress(d->part, done);
+}
+
 /* Joins the commit thread; its outcome (and statistics into st) become the caller's. */
-static int join_thread(ckpt_dist_save *d, ckpt_stats *st)
+static int join_thread(dsave *d, ckpt_stats *st)
 {
 	struct async_commit *ac = d->ac;
 	pthread_join(ac->th, NULL);
@@ -188,7 +197,7 @@ static int join_thread(ckpt_dist_save *d, ckpt_stats *st)
 
 /* A deferred save that is waited for or aborted before its release fails (never a commit the
  * caller did not release, never a wait for ever). */
-static void release_unreleased(ckpt_dist_save *d, const char *why)
+static void release_unreleased(dsave *d, const char *why)
 {
 	if (!d->deferred)
 		return;
@@ -196,20 +205,20 @@ static void release_unreleased(ckpt_dist_save *d, const char *why)
 	bool done = d->ac->released;
 	pthread_mutex_unlock(&d->ac->mu);
 	if (!done)
-		ckpt_dist_save_release(d, -CKPT_E_STATE, why);
+		dsave_release(d, -CKPT_E_STATE, why);
 }
 
-CKPT_API int ckpt_dist_save_wait(ckpt_dist_save *d, ckpt_stats *st)
+int dsave_wait(dsave *d, ckpt_stats *st)
 {
 	if (!d || !d->submitted)
 		return not_submitted(d);
-	release_unreleased(d, "waited for before ckpt_dist_save_release()");
+	release_unreleased(d, "waited for before dsave_release()");
 	int rc = d->threaded ? join_thread(d, st) : dist_finish(d, st);
 	dist_free(d, !rc);
 	return rc;
 }
 
-CKPT_API void ckpt_dist_save_abort(ckpt_dist_save *d)
+void dsave_abort(dsave *d)
 {
 	if (!d)
 		return;
@@ -221,7 +230,7 @@ CKPT_API void ckpt_dist_save_abort(ckpt_dist_save *d)
 		dist_free(d, !rc);
 		return;
 	}
-	ckpt_save_abort(d->part);
+	save1_abort(d->part);
 	d->part = NULL;
 	struct part_msg mine = {.rc = -CKPT_E_STATE};
 	snprintf(mine.msg, sizeof mine.msg, "the save was aborted on this rank");

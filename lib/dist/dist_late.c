@@ -1,4 +1,4 @@
-/* The deferred release of a multi-rank save (CKPT_DIST_DEFER): ckpt_dist_save_release, the
+/* The deferred release of a multi-rank save (CKPT_SAVE_DEFER): dsave_release, the
  * commit thread's wait for it, and the metadata set after submit until then, which rank 0's
  * commit puts into the global manifest. Below dist.c (which asks it for the late metadata)
  * and dist_async.c (whose thread waits here). */
@@ -14,19 +14,19 @@
 
 /* Metadata set after a deferred submit (late_meta): read by rank 0's commit once the exchange
  * began, when nobody adds to it any more. */
-const char *const *dist_late_list(const ckpt_dist_save *d)
+const char *const *dist_late_list(const dsave *d)
 {
 	return d->ac ? (const char *const *)d->ac->late : NULL;
 }
 
-size_t dist_late_count(const ckpt_dist_save *d)
+size_t dist_late_count(const dsave *d)
 {
 	return d->ac ? d->ac->nlate : 0;
 }
 
-/* CKPT_DIST_DEFER: this rank's part is durable; its outcome goes to the exchange only once the
+/* CKPT_SAVE_DEFER: this rank's part is durable; its outcome goes to the exchange only once the
  * caller released it (and as the caller's failure when it released with one). */
-void dist_await_release(ckpt_dist_save *d, struct part_msg *m)
+void dist_await_release(dsave *d, struct part_msg *m)
 {
 	struct async_commit *ac = d->ac;
 	pthread_mutex_lock(&ac->mu);
@@ -42,13 +42,13 @@ void dist_await_release(ckpt_dist_save *d, struct part_msg *m)
 
 /* Metadata set after a deferred submit: kept for the global manifest (rank 0's), replacing an
  * entry of the same key, until the commit's exchange begins. */
-int dist_late_meta(ckpt_dist_save *d, const char *key, const char *value)
+int dist_late_meta(dsave *d, const char *key, const char *value)
 {
 	struct async_commit *ac = d->ac;
 	if (!d->deferred || !ac)
 		return ckpt_fail(CKPT_E_STATE, "metadata '%s': checkpoint %" PRIu64 " was already "
-				 "submitted (after submit only a CKPT_DIST_DEFER save takes metadata, "
-				 "until ckpt_dist_save_release)", key, d->step);
+				 "submitted (after submit only a CKPT_SAVE_DEFER save takes metadata, "
+				 "until dsave_release)", key, d->step);
 	if (!*key || !value || !strcmp(key, CKPT_TAGS_KEY))
 		return ckpt_fail(CKPT_E_INVAL, "metadata: key must be a non-empty string other than "
 				 "%s, value a string", CKPT_TAGS_KEY);
@@ -84,14 +84,14 @@ int dist_late_meta(ckpt_dist_save *d, const char *key, const char *value)
 	return rc;
 }
 
-CKPT_API int ckpt_dist_save_release(ckpt_dist_save *d, int rc, const char *why)
+int dsave_release(dsave *d, int rc, const char *why)
 {
 	if (!d || !d->submitted)
 		return !d ? ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save")
 			  : ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was not submitted", d->step);
 	if (!d->deferred)
 		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was not submitted with "
-				 "CKPT_DIST_DEFER", d->step);
+				 "CKPT_SAVE_DEFER", d->step);
 	if (rc > 0)
 		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": release with rc %d (0 or a "
 				 "negative CKPT_E_* code)", d->step, rc);

@@ -10,16 +10,16 @@
 
 #include "ckpt.h"
 
-struct ckpt_dist_save {
+struct dsave {
 	ckpt_store *s;
 	ckpt_comm comm;
 	uint64_t step;
-	ckpt_save *part;
+	save1 *part;
 	int lock_fd;             /* shared flock held from begin to the global commit */
 	int claim_fd;            /* rank 0: the step's claim (dist_parts.c), or -1 */
 	char **keys;             /* reserved metadata of the part, added at commit */
 	size_t nkeys;
-	/* Asynchronous saves (ckpt_dist_save_submit). */
+	/* Asynchronous saves (dsave_submit). */
 	bool submitted, threaded, deferred;
 	int submit_rc;           /* submit's own failure: the part never ran */
 	struct async_commit *ac; /* threaded: the commit thread's state */
@@ -46,7 +46,7 @@ struct async_commit {
 	pthread_cond_t cv;
 	int inside;              /* caller calls on the part in progress */
 	bool snap_done, done;
-	bool released;           /* CKPT_DIST_DEFER: ckpt_dist_save_release() was called */
+	bool released;           /* CKPT_SAVE_DEFER: dsave_release() was called */
 	bool gathering;          /* the commit's exchange began: no more late metadata */
 	int rel_rc;              /* its outcome for this rank (0 or a negative CKPT_E_*) */
 	char rel_msg[216];
@@ -58,25 +58,25 @@ struct async_commit {
 };
 
 /* dist.c */
-void dist_free(ckpt_dist_save *d, bool committed);
+void dist_free(dsave *d, bool committed);
 /* The crash-test hook (test builds: CKPT_DIST_KILL_AT=RANK:N raises SIGKILL at rank's Nth point). */
 void dist_kill_point(int rank);
 /* Adds the reserved metadata and submits the part's save; 0 or the error (the part is gone). */
-int dist_submit_part(ckpt_dist_save *d);
+int dist_submit_part(dsave *d);
 /* The rest of a save after submit: the part durable, the exchange, rank 0's commit. */
-int dist_finish(ckpt_dist_save *d, ckpt_stats *st);
+int dist_finish(dsave *d, ckpt_stats *st);
 /* The exchange of the parts' outcome and rank 0's commit, broadcast to every rank. */
-int dist_commit_all(ckpt_dist_save *d, ckpt_stats *st, struct part_msg *mine);
+int dist_commit_all(dsave *d, ckpt_stats *st, struct part_msg *mine);
 /* After a failed save: the handle's dedup index must not name the part's chunks. */
 void dist_forget_part(struct ckpt_store *s);
 
 /* dist_async.c */
-/* CKPT_DIST_DEFER: waits for the release; a release with an error becomes *m's outcome. */
-void dist_await_release(ckpt_dist_save *d, struct part_msg *m);
+/* CKPT_SAVE_DEFER: waits for the release; a release with an error becomes *m's outcome. */
+void dist_await_release(dsave *d, struct part_msg *m);
 /* Metadata set after a deferred submit, until the release. */
-int dist_late_meta(ckpt_dist_save *d, const char *key, const char *value);
+int dist_late_meta(dsave *d, const char *key, const char *value);
 /* Rank 0's late metadata (key, value, ...), read once the exchange began. */
-const char *const *dist_late_list(const ckpt_dist_save *d);
-size_t dist_late_count(const ckpt_dist_save *d);
+const char *const *dist_late_list(const dsave *d);
+size_t dist_late_count(const dsave *d);
 
 #endif

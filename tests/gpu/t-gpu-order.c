@@ -107,24 +107,24 @@ static int dev_equals(const void *d, const uint8_t *want, size_t n, const char *
 static void check_dev_restore(ckpt_store *s, uint64_t step, const char *name, int dev,
 			      const uint8_t *want, size_t n)
 {
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, step, &r));
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, step, &r));
 	REQUIRE(r);
-	long i = ckpt_reader_find(r, name);
+	long i = reader1_find(r, name);
 	CHECK(i >= 0);
 	void *d;
 	CUDA_OK(cudaSetDevice(dev));
 	CUDA_OK(cudaMalloc(&d, n));
 	CUDA_OK(cudaMemset(d, 0xA5, n));
 	if (i >= 0) {
-		CHECK_OK(ckpt_reader_restore(r, (size_t)i, dev, d, n));
+		CHECK_OK(reader1_restore(r, (size_t)i, dev, d, n));
 		char what[256];
 		snprintf(what, sizeof what, "step %llu '%s' on device %d", (unsigned long long)step,
 			 name, dev);
 		CHECK(dev_equals(d, want, n, what));
 	}
 	CUDA_OK(cudaFree(d));
-	ckpt_reader_close(r);
+	reader1_close(r);
 }
 
 /* Bytes with 4 random bits each: zstd halves them, so a read group of compressed records decodes
@@ -147,12 +147,12 @@ static void test_compressed(const char *dir)
 	REQUIRE(want);
 	fill_half_entropy(want, n, 7);
 	void *d = dev_copy(0, want, n);
-	ckpt_save *sv = NULL;
+	save1 *sv = NULL;
 	uint64_t shape[1] = { n };
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(save1_begin(s, 1, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
 	ckpt_stats st;
-	CHECK_OK(ckpt_save_commit(sv, &st));
+	CHECK_OK(save1_commit(sv, &st));
 	printf("  %llu bytes stored for %zu\n", (unsigned long long)st.bytes_stored, n);
 	CHECK(st.bytes_stored < n * 3 / 4);
 	check_dev_restore(s, 1, "w", 0, want, n);
@@ -202,19 +202,19 @@ static void test_fence_nonblocking(const char *dir)
 	/* A first CUDA save pins the pool (cudaHostRegister), which CUDA may order after work on the
 	 * device: done here, before the trainer's stream is held. */
 	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 0, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 0, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(save1_commit(sv, NULL));
 	gate_set(0);
 	CUDA_OK(cudaLaunchHostFunc(user, gate_fn, NULL));
 
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
-	CHECK_OK(ckpt_save_after_stream(sv, user));
-	CHECK_OK(ckpt_save_submit(sv));
+	CHECK_OK(save1_begin(s, 1, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(save1_after_stream(sv, user));
+	CHECK_OK(save1_submit(sv));
 	alarm(120);
-	CHECK_OK(ckpt_save_fence(sv, user));
+	CHECK_OK(save1_fence(sv, user));
 	alarm(0);
 	printf("  fence returned with the trainer's stream held\n");
 	/* The next optimizer step, queued after the fence; the stream is forced at once, so without
@@ -223,7 +223,7 @@ static void test_fence_nonblocking(const char *dir)
 	gate_set(1);
 	CUDA_OK(cudaStreamSynchronize(user));
 	CHECK(dev_equals(d, ee, n, "tensor after the next step"));
-	CHECK_OK(ckpt_save_wait(sv, NULL));
+	CHECK_OK(save1_wait(sv, NULL));
 	check_dev_restore(s, 1, "w", 0, want, n);
 	CUDA_OK(cudaStreamDestroy(user));
 	CUDA_OK(cudaFree(d));
@@ -245,8 +245,8 @@ static void test_two_devices(const char *dir)
 	uint8_t *want[2];
 	void *d[2];
 	cudaStream_t st[2];
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
 	for (int k = 0; k < 2; k++) {
 		want[k] = malloc(n[k]);
 		REQUIRE(want[k]);
@@ -254,17 +254,17 @@ static void test_two_devices(const char *dir)
 		d[k] = dev_copy(k, want[k], n[k]);
 		CUDA_OK(cudaStreamCreateWithFlags(&st[k], cudaStreamNonBlocking));
 		uint64_t shape[1] = { n[k] };
-		CHECK_OK(ckpt_save_add_tensor(sv, k ? "dev1" : "dev0", CKPT_DTYPE_U8, 1, shape, k, d[k]));
+		CHECK_OK(save1_add_tensor(sv, k ? "dev1" : "dev0", CKPT_DTYPE_U8, 1, shape, k, d[k]));
 	}
-	CHECK_OK(ckpt_save_submit(sv));
+	CHECK_OK(save1_submit(sv));
 	for (int k = 0; k < 2; k++) {
 		CUDA_OK(cudaSetDevice(k));
-		CHECK_OK(ckpt_save_fence(sv, st[k]));
+		CHECK_OK(save1_fence(sv, st[k]));
 		CUDA_OK(cudaMemsetAsync(d[k], 0x77, n[k], st[k]));
 		CUDA_OK(cudaStreamSynchronize(st[k]));
 	}
 	ckpt_stats stats;
-	CHECK_OK(ckpt_save_wait(sv, &stats));
+	CHECK_OK(save1_wait(sv, &stats));
 	CHECK(stats.tensors == 2);
 	for (int k = 0; k < 2; k++) {
 		check_dev_restore(s, 1, k ? "dev1" : "dev0", k, want[k], n[k]);
@@ -280,7 +280,7 @@ static void test_two_devices(const char *dir)
 }
 
 /* Defect 8: tensors on two devices, each written by its own trainer stream (held until the test
- * opens the gate): ckpt_save_after_stream on both streams orders each copy after its writer. The
+ * opens the gate): save1_after_stream on both streams orders each copy after its writer. The
  * library's workers wait for their own copies without cudaStreamSynchronize on shared streams. */
 static void test_two_writer_streams(const char *dir)
 {
@@ -298,8 +298,8 @@ static void test_two_writer_streams(const char *dir)
 	cudaStream_t st[2];
 	/* Allocations first (CUDA may order them after held work), and a first save that pins the
 	 * pool; only then are the writers held. */
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 0, &sv));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 0, &sv));
 	for (int k = 0; k < 2; k++) {
 		want[k] = malloc(n);
 		REQUIRE(want[k]);
@@ -309,27 +309,27 @@ static void test_two_writer_streams(const char *dir)
 		memcpy(pinned[k], want[k], n);
 		CUDA_OK(cudaStreamCreateWithFlags(&st[k], cudaStreamNonBlocking));
 		uint64_t shape[1] = { n };
-		CHECK_OK(ckpt_save_add_tensor(sv, k ? "dev1" : "dev0", CKPT_DTYPE_U8, 1, shape, k, d[k]));
+		CHECK_OK(save1_add_tensor(sv, k ? "dev1" : "dev0", CKPT_DTYPE_U8, 1, shape, k, d[k]));
 	}
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	CHECK_OK(save1_commit(sv, NULL));
 	gate_set(0);
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	CHECK_OK(save1_begin(s, 1, &sv));
 	for (int k = 0; k < 2; k++) {
 		CUDA_OK(cudaSetDevice(k));
 		CUDA_OK(cudaLaunchHostFunc(st[k], gate_fn, NULL));
 		CUDA_OK(cudaMemcpyAsync(d[k], pinned[k], n, cudaMemcpyHostToDevice, st[k]));
 		uint64_t shape[1] = { n };
-		CHECK_OK(ckpt_save_add_tensor(sv, k ? "dev1" : "dev0", CKPT_DTYPE_U8, 1, shape, k, d[k]));
-		CHECK_OK(ckpt_save_after_stream(sv, st[k]));
+		CHECK_OK(save1_add_tensor(sv, k ? "dev1" : "dev0", CKPT_DTYPE_U8, 1, shape, k, d[k]));
+		CHECK_OK(save1_after_stream(sv, st[k]));
 	}
 	long syncs = dbl_count("cudadouble_stream_syncs");
-	CHECK_OK(ckpt_save_submit(sv));
+	CHECK_OK(save1_submit(sv));
 	for (int k = 0; k < 2; k++) {
 		CUDA_OK(cudaSetDevice(k));
-		CHECK_OK(ckpt_save_fence(sv, st[k]));
+		CHECK_OK(save1_fence(sv, st[k]));
 	}
 	gate_set(1);
-	CHECK_OK(ckpt_save_wait(sv, NULL));
+	CHECK_OK(save1_wait(sv, NULL));
 	if (syncs >= 0) {
 		syncs = dbl_count("cudadouble_stream_syncs") - syncs;
 		printf("  cudaStreamSynchronize calls during the save: %ld\n", syncs);
@@ -361,31 +361,31 @@ static void test_wrong_memory_type(const char *dir)
 	t_fill(want, n, 30);
 	void *d = dev_copy(0, want, n);
 	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	int rc = ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, d);
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
+	int rc = save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, d);
 	printf("  add: %d (%s)\n", rc, ckpt_errmsg());
 	CHECK(rc == -CKPT_E_INVAL);
 	CHECK(strstr(ckpt_errmsg(), "device 0") != NULL);
 	/* Host memory declared as device memory. */
-	rc = ckpt_save_add_tensor(sv, "h", CKPT_DTYPE_U8, 1, shape, 0, want);
+	rc = save1_add_tensor(sv, "h", CKPT_DTYPE_U8, 1, shape, 0, want);
 	printf("  add: %d (%s)\n", rc, ckpt_errmsg());
 	CHECK(rc == -CKPT_E_INVAL);
 	if (ndev > 1) {
-		rc = ckpt_save_add_tensor(sv, "w1", CKPT_DTYPE_U8, 1, shape, 1, d);
+		rc = save1_add_tensor(sv, "w1", CKPT_DTYPE_U8, 1, shape, 1, d);
 		CHECK(rc == -CKPT_E_INVAL);
 	}
-	ckpt_save_abort(sv);
+	save1_abort(sv);
 	/* A valid save, then a restore into device memory declared as host memory. */
-	CHECK_OK(ckpt_save_begin(s, 2, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, 2, &r));
-	rc = ckpt_reader_restore(r, 0, CKPT_MEM_HOST, d, n);
+	CHECK_OK(save1_begin(s, 2, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(save1_commit(sv, NULL));
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, 2, &r));
+	rc = reader1_restore(r, 0, CKPT_MEM_HOST, d, n);
 	printf("  restore: %d (%s)\n", rc, ckpt_errmsg());
 	CHECK(rc == -CKPT_E_INVAL);
-	ckpt_reader_close(r);
+	reader1_close(r);
 	CUDA_OK(cudaFree(d));
 	free(want);
 	ckpt_store_close(s);
@@ -407,18 +407,18 @@ static void test_resubmit(const char *dir)
 	t_fill(want, n, 40);
 	void *d = dev_copy(0, want, n);
 	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
 	dbl_fail("cudaStreamCreateWithFlags", 1);
-	int rc = ckpt_save_submit(sv);
+	int rc = save1_submit(sv);
 	dbl_fail(NULL, -1);
 	printf("  first submit: %d (%s)\n", rc, ckpt_errmsg());
 	CHECK(rc < 0);
-	CHECK_OK(ckpt_save_submit(sv));
+	CHECK_OK(save1_submit(sv));
 	ckpt_stats st;
 	memset(&st, 0, sizeof st);
-	CHECK_OK(ckpt_save_wait(sv, &st));
+	CHECK_OK(save1_wait(sv, &st));
 	CHECK(st.logical_bytes == n);
 	CHECK(st.chunks == (n + 64 * KiB - 1) / (64 * KiB));
 	check_dev_restore(s, 1, "w", 0, want, n);
@@ -436,19 +436,19 @@ static int resubmit_at(ckpt_store *s, uint64_t step, long k, void *d, cudaStream
 		       const uint8_t *b, const uint8_t *c, size_t n)
 {
 	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, step, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
-	CHECK_OK(ckpt_save_after_stream(sv, us));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, step, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(save1_after_stream(sv, us));
 	CUDA_OK(cudaMemcpyAsync(d, b, n, cudaMemcpyHostToDevice, us));
 	dbl_fail("*", k);
-	int rc = ckpt_save_submit(sv), wrc = 0;
+	int rc = save1_submit(sv), wrc = 0;
 	if (rc) {
 		dbl_fail(NULL, -1);
 		CUDA_OK(cudaMemcpyAsync(d, c, n, cudaMemcpyHostToDevice, us)); /* the last write */
-		CHECK_OK(ckpt_save_submit(sv));
+		CHECK_OK(save1_submit(sv));
 	}
-	wrc = ckpt_save_wait(sv, NULL);
+	wrc = save1_wait(sv, NULL);
 	dbl_fail(NULL, -1);
 	if (rc) {
 		CHECK_OK(wrc);
@@ -505,12 +505,12 @@ static void save_host(ckpt_store *s, uint64_t step, const char *const *names, in
 		      const uint8_t *data, size_t n)
 {
 	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, step, &sv));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, step, &sv));
 	for (int i = 0; i < k; i++)
-		CHECK_OK(ckpt_save_add_tensor(sv, names[i], CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
+		CHECK_OK(save1_add_tensor(sv, names[i], CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
 					      data));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	CHECK_OK(save1_commit(sv, NULL));
 }
 
 static void *dst_dev0(size_t index, const ckpt_tensor_info *info, int *mem, void *arg)
@@ -540,19 +540,19 @@ static void test_restore_overlap(const char *dir)
 	void *d[2];
 	CUDA_OK(cudaMalloc(&d[0], n));
 	CUDA_OK(cudaMalloc(&d[1], n));
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, 1, &r));
 	long syncs = dbl_count("cudadouble_stream_syncs");
 	(void)dbl_count("cudadouble_max_copies_in_flight"); /* from here */
-	CHECK_OK(ckpt_reader_restore(r, 0, 0, d[0], n));
+	CHECK_OK(reader1_restore(r, 0, 0, d[0], n));
 	long most = dbl_count("cudadouble_max_copies_in_flight");
 	syncs = dbl_count("cudadouble_stream_syncs") - syncs;
 	CHECK(dev_equals(d[0], want, n, "restore of 'a' into device 0"));
 	long frees = dbl_count("cudadouble_host_frees");
-	CHECK_OK(ckpt_reader_restore_all(r, dst_dev0, d));
+	CHECK_OK(reader1_restore_all(r, dst_dev0, d));
 	frees = dbl_count("cudadouble_host_frees") - frees;
 	CHECK(dev_equals(d[1], want, n, "restore_all's 'b' on device 0"));
-	ckpt_reader_close(r);
+	reader1_close(r);
 	printf("  one restore: up to %ld copies in flight, %ld stream synchronizations; "
 	       "restore_all: %ld cudaFreeHost\n", most, syncs, frees);
 	CHECK(syncs == 0 && frees == 0);
@@ -564,7 +564,7 @@ static void test_restore_overlap(const char *dir)
 	ckpt_store_close(s);
 }
 
-/* Issue 27, item 3: ckpt_reader_after_stream: the caller's stream still has a write of the
+/* Issue 27, item 3: reader1_after_stream: the caller's stream still has a write of the
  * destination queued (the trainer's last use of the buffer); the restore's copies follow it, so
  * the restored bytes are what remains, without the caller synchronizing its stream first. */
 static void test_reader_after_stream(const char *dir)
@@ -583,13 +583,13 @@ static void test_reader_after_stream(const char *dir)
 	/* Queued, not run: the double runs a stream's work only when something needs it (on a
 	 * GPU it may or may not have run by the restore; either way the order must hold). */
 	CUDA_OK(cudaMemsetAsync(d, 0x3c, n, us));
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, 1, &r));
-	CHECK_OK(ckpt_reader_after_stream(r, us));
-	CHECK_OK(ckpt_reader_restore(r, 0, 0, d, n)); /* its copies follow us's memset */
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, 1, &r));
+	CHECK_OK(reader1_after_stream(r, us));
+	CHECK_OK(reader1_restore(r, 0, 0, d, n)); /* its copies follow us's memset */
 	CUDA_OK(cudaStreamSynchronize(us));
 	CHECK(dev_equals(d, want, n, "restore after the caller's queued write"));
-	ckpt_reader_close(r);
+	reader1_close(r);
 	CUDA_OK(cudaStreamDestroy(us));
 	CUDA_OK(cudaFree(d));
 	free(want);
@@ -614,14 +614,14 @@ static void test_per_thread_stream(const char *dir)
 	CUDA_OK(cudaMalloc(&d[1], n));
 	CUDA_OK(cudaMemsetAsync(d[0], 0x11, n, cudaStreamPerThread)); /* queued (lazy double) */
 	CUDA_OK(cudaMemsetAsync(d[1], 0x22, n, cudaStreamPerThread));
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, 1, &r));
-	CHECK_OK(ckpt_reader_after_stream(r, cudaStreamPerThread));
-	CHECK_OK(ckpt_reader_restore_all(r, dst_dev0, d));
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, 1, &r));
+	CHECK_OK(reader1_after_stream(r, cudaStreamPerThread));
+	CHECK_OK(reader1_restore_all(r, dst_dev0, d));
 	CUDA_OK(cudaStreamSynchronize(cudaStreamPerThread));
 	CHECK(dev_equals(d[0], want, n, "restore_all's 'a' after the per-thread stream's write"));
 	CHECK(dev_equals(d[1], want, n, "restore_all's 'b' after the per-thread stream's write"));
-	ckpt_reader_close(r);
+	reader1_close(r);
 	CUDA_OK(cudaFree(d[0]));
 	CUDA_OK(cudaFree(d[1]));
 	free(want);
@@ -643,18 +643,18 @@ static void test_pool_kind(const char *dir)
 	REQUIRE(want);
 	t_fill(want, n, 50);
 	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "h", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
+	CHECK_OK(save1_add_tensor(sv, "h", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
+	CHECK_OK(save1_commit(sv, NULL));
 	void *d = dev_copy(0, want, n);
 	long pageable = dbl_count("cudadouble_pageable_copies");
 	long allocs = dbl_count("cudadouble_host_allocs");
-	CHECK_OK(ckpt_save_begin(s, 2, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "d", CKPT_DTYPE_U8, 1, shape, 0, d));
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_fence(sv, NULL));
-	CHECK_OK(ckpt_save_wait(sv, NULL));
+	CHECK_OK(save1_begin(s, 2, &sv));
+	CHECK_OK(save1_add_tensor(sv, "d", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_fence(sv, NULL));
+	CHECK_OK(save1_wait(sv, NULL));
 	pageable = dbl_count("cudadouble_pageable_copies") - pageable;
 	allocs = dbl_count("cudadouble_host_allocs") - allocs;
 	printf("  device save: %ld copies into pageable memory, %ld cudaHostAlloc calls\n", pageable,
@@ -668,11 +668,11 @@ static void test_pool_kind(const char *dir)
 	allocs = dbl_count("cudadouble_host_allocs");
 	long frees = dbl_count("cudadouble_host_frees");
 	for (int rd = 0; rd < 2; rd++) {
-		ckpt_reader *r = NULL;
-		CHECK_OK(ckpt_reader_open(s, 2, &r));
+		reader1 *r = NULL;
+		CHECK_OK(reader1_open(s, 2, &r));
 		for (int k = 0; k < 5; k++)
-			CHECK_OK(ckpt_reader_restore(r, 0, 0, d, n));
-		ckpt_reader_close(r);
+			CHECK_OK(reader1_restore(r, 0, 0, d, n));
+		reader1_close(r);
 	}
 	allocs = dbl_count("cudadouble_host_allocs") - allocs;
 	frees = dbl_count("cudadouble_host_frees") - frees;
@@ -717,7 +717,7 @@ static void *dst_dev1(size_t index, const ckpt_tensor_info *info, int *mem, void
 }
 
 struct fresh_add {
-	ckpt_save *sv;
+	save1 *sv;
 	void *dev_ptr, *host_ptr;
 	uint64_t n;
 	int rc[3];
@@ -728,10 +728,10 @@ static void *fresh_thread_add(void *arg)
 {
 	struct fresh_add *a = arg;
 	uint64_t shape[1] = { a->n };
-	a->rc[0] = ckpt_save_add_tensor(a->sv, "fresh", CKPT_DTYPE_U8, 1, shape, 1, a->dev_ptr);
-	a->rc[1] = ckpt_save_add_tensor(a->sv, "fresh-host", CKPT_DTYPE_U8, 1, shape,
+	a->rc[0] = save1_add_tensor(a->sv, "fresh", CKPT_DTYPE_U8, 1, shape, 1, a->dev_ptr);
+	a->rc[1] = save1_add_tensor(a->sv, "fresh-host", CKPT_DTYPE_U8, 1, shape,
 					CKPT_MEM_HOST, a->host_ptr);
-	a->rc[2] = ckpt_save_add_tensor(a->sv, "wrong", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
+	a->rc[2] = save1_add_tensor(a->sv, "wrong", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
 					a->dev_ptr); /* still told apart */
 	return NULL;
 }
@@ -744,17 +744,17 @@ static int child_only_dev1(const char *dir)
 {
 	CUDA_OK(cudaSetDevice(1));
 	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 1 * MiB);
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, 1, &r));
 	void *out[1] = { NULL };
-	CHECK_OK(ckpt_reader_restore_all(r, dst_dev1, out));
+	CHECK_OK(reader1_restore_all(r, dst_dev1, out));
 	ckpt_tensor_info info;
-	CHECK_OK(ckpt_reader_tensor(r, 0, &info));
-	ckpt_reader_close(r);
-	ckpt_save *sv = NULL;
+	CHECK_OK(reader1_tensor(r, 0, &info));
+	reader1_close(r);
+	save1 *sv = NULL;
 	uint64_t shape[1] = { info.nbytes };
-	CHECK_OK(ckpt_save_begin(s, 2, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 1, out[0]));
+	CHECK_OK(save1_begin(s, 2, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 1, out[0]));
 	uint8_t host[64] = { 1 };
 	struct fresh_add fa = { sv, out[0], host, sizeof host, { 1, 1, 1 } };
 	pthread_t th;
@@ -763,9 +763,9 @@ static int child_only_dev1(const char *dir)
 	CHECK_OK(fa.rc[0]);
 	CHECK_OK(fa.rc[1]);
 	CHECK(fa.rc[2] == -CKPT_E_INVAL);
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_fence(sv, NULL));
-	CHECK_OK(ckpt_save_wait(sv, NULL));
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_fence(sv, NULL));
+	CHECK_OK(save1_wait(sv, NULL));
 	ckpt_store_close(s);
 	CUDA_OK(cudaFree(out[0]));
 	int c0 = cuda_ctx_active(0), c1 = cuda_ctx_active(1);
@@ -788,10 +788,10 @@ static void test_unused_device(const char *dir, const char *self)
 	REQUIRE(want);
 	t_fill(want, n, 60);
 	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
+	CHECK_OK(save1_commit(sv, NULL));
 	ckpt_store_close(s);
 	free(want);
 	run_child(self, "only-dev1", dir, NULL, NULL, "using device 1 only");
@@ -806,12 +806,12 @@ static int child_host_fence(const char *dir)
 	uint8_t buf[8192];
 	t_fill(buf, sizeof buf, 70);
 	uint64_t shape[1] = { sizeof buf };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "h", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, buf));
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_fence(sv, NULL));
-	CHECK_OK(ckpt_save_wait(sv, NULL));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
+	CHECK_OK(save1_add_tensor(sv, "h", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, buf));
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_fence(sv, NULL));
+	CHECK_OK(save1_wait(sv, NULL));
 	ckpt_store_close(s);
 	void *m = dlopen(getenv("CKPT_CUDA_MODULE"), RTLD_NOW | RTLD_NOLOAD);
 	printf("  after a host-only save's fence the CUDA module is %s\n",
@@ -844,19 +844,19 @@ static int child_no_memops(const char *dir)
 	cudaStream_t us;
 	CUDA_OK(cudaStreamCreateWithFlags(&us, cudaStreamNonBlocking));
 	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
-	CHECK_OK(ckpt_save_after_stream(sv, us));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(save1_after_stream(sv, us));
 	long before = dbl_count("cudadouble_host_funcs");
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_fence(sv, us));
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_fence(sv, us));
 	long launched = dbl_count("cudadouble_host_funcs") - before;
 	printf("  without stream memory operations: %ld host functions queued by the fence\n",
 	       launched);
 	CHECK(launched == 0);
 	CUDA_OK(cudaMemsetAsync(d, 0x5a, n, us)); /* the next step, once the fence passed */
-	CHECK_OK(ckpt_save_wait(sv, NULL));
+	CHECK_OK(save1_wait(sv, NULL));
 	CUDA_OK(cudaStreamSynchronize(us));
 	check_dev_restore(s, 1, "w", 0, want, n);
 	CUDA_OK(cudaStreamDestroy(us));
@@ -886,13 +886,13 @@ static int child_async_restore(const char *dir, void (*fail_async)(long), size_t
 	/* A restore whose third copy into the device fails there: the call must fail too, never
 	 * report data that is not on the device. */
 	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 1 * MiB);
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, 1, &r));
 	fail_async(3);
-	int rc = r ? ckpt_reader_restore(r, 0, 0, d, n) : -1;
+	int rc = r ? reader1_restore(r, 0, 0, d, n) : -1;
 	printf("  restore with a failing device copy: %d (%s)\n", rc, ckpt_errmsg());
 	CHECK(rc < 0 && strstr(ckpt_errmsg(), "cudaErrorLaunchFailure"));
-	ckpt_reader_close(r);
+	reader1_close(r);
 	ckpt_store_close(s);
 	return t_done();
 }
@@ -910,10 +910,10 @@ static int child_async_error(const char *dir, const char *what)
 	t_fill(want, n, 97);
 	void *d = dev_copy(0, want, n);
 	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(save1_commit(sv, NULL));
 	if (!strcmp(what, "restore")) {
 		ckpt_store_close(s);
 		int res = child_async_restore(dir, fail_async, n, d);
@@ -922,23 +922,23 @@ static int child_async_error(const char *dir, const char *what)
 		return res;
 	}
 	fail_async(5); /* the fifth copy of the next save fails on the device */
-	CHECK_OK(ckpt_save_begin(s, 2, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
-	int rc = ckpt_save_submit(sv);
+	CHECK_OK(save1_begin(s, 2, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	int rc = save1_submit(sv);
 	if (!rc)
-		rc = ckpt_save_wait(sv, NULL);
+		rc = save1_wait(sv, NULL);
 	else
-		ckpt_save_abort(sv);
+		save1_abort(sv);
 	printf("  save with a failing device copy: %d (%s)\n", rc, ckpt_errmsg());
 	CHECK(rc < 0 && strstr(ckpt_errmsg(), "cudaErrorLaunchFailure"));
 	uint64_t got_step = 0;
 	CHECK(ckpt_store_resolve(s, 2, &got_step) == -CKPT_E_NOTFOUND);
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, 1, &r));
 	if (r) {
-		CHECK_OK(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, got, n));
+		CHECK_OK(reader1_restore(r, 0, CKPT_MEM_HOST, got, n));
 		CHECK(!memcmp(got, want, n));
-		ckpt_reader_close(r);
+		reader1_close(r);
 	}
 	ckpt_store_close(s);
 	free(want);
