@@ -368,7 +368,6 @@ static int cmd_import(int argc, char **argv)
 	ckpt_save *save = NULL;
 	ckpt_options *opts = NULL;
 	ckpt_stats st = {.struct_size = sizeof st};
-	memset(&st, 0, sizeof st);
 	if ((rc = import_options(cmd, &opt, &opts)) ||
 	    (rc = ck_open_store(cmd, store_path, false, opts, &store)) ||
 	    (rc = begin_save(cmd, store, opt.step, store_path, &save)) ||
