@@ -51,7 +51,7 @@ bench-bins: lib $(BENCH_BINS)
 bench: test-deps
 	$(MAKE) all bench-bins
 	B='$(B)' sh bench/run-bench.sh
-	@# The issue's export figure is on a 2 GiB file (BENCH_IMPORT_SIZE to change it).
+	@# The export figure is on a 2 GiB file (BENCH_IMPORT_SIZE to change it).
 	B='$(B)' BENCH_IMPORT_SIZE=$${BENCH_IMPORT_SIZE:-2G} sh bench/import_bench.sh
 	B='$(B)' sh bench/dist_bench.sh
 	@# The Python figures (torch_save/load against the binding), merged into results.json; Debian's

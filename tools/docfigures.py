@@ -288,7 +288,7 @@ def block():
 def main(argv):
     check = "--check" in argv
     args = [a for a in argv if a != "--check"]
-    doc = args[0] if args else os.path.join(ROOT, "docs/architecture.md")
+    doc = args[0] if args else os.path.relpath(os.path.join(ROOT, "docs/architecture.md"))
     with open(doc, encoding="utf-8") as fh:
         text = fh.read()
     if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
