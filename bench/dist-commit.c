@@ -1,4 +1,4 @@
-/* The multi-rank commit at scale (issue 24, item 6), run by bench/dist_bench.sh:
+/* The multi-rank commit at scale, run by bench/dist_bench.sh:
  *
  *   dist-commit DIR RANKS STEPS
  *

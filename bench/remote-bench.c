@@ -1,4 +1,4 @@
-/* The checkpoint side of bench/remote_bench.sh (issue 25 item 7): makes the checkpoints that are
+/* The checkpoint side of bench/remote_bench.sh: makes the checkpoints that are
  * pushed and pulled, and times a restore straight from the remote. Only the public API.
  *
  *   remote-bench save STORE SIZE           step 1: SIZE bytes (incompressible, 64 MiB tensors)

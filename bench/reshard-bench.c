@@ -1,5 +1,5 @@
 /*
- * reshard-bench — the cost of a 4-way column reshard of row shards (issue 24, item 4).
+ * reshard-bench — the cost of a 4-way column reshard of row shards.
  *
  * Four ranks (threads, tests/unit/t-dist-world.h) save an F32 [rows, cols] matrix by rows into a
  * fresh store (chunk size --chunk, default 1 MiB); then one reader restores the 4 column boxes

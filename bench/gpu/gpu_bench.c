@@ -170,8 +170,8 @@ static double gbps(uint64_t bytes, double s)
 
 /* How long the trainer's stream waited at the fence: from the fence call's return to the
  * fence passing on the GPU. With the state larger than the pool the last copies wait for slabs
- * that writing frees, so the stream waits until all but one pool's worth is on disk (issue 27,
- * C2): reported next to the fence time for a pool of a quarter of the state. */
+ * that writing frees, so the stream waits until all but one pool's worth is on disk: reported
+ * next to the fence time for a pool of a quarter of the state. */
 static double stall(const struct save_result *r)
 {
 	return r->fence_passed > r->blocked ? r->fence_passed - r->blocked : 0;

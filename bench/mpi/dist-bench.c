@@ -1,4 +1,4 @@
-/* Multi-rank save benchmark (issue 14), run by bench/dist_bench.sh under mpirun (in its own directory: bench.mk builds bench/*.c without MPI):
+/* Multi-rank save benchmark, run by bench/dist_bench.sh under mpirun (in its own directory: bench.mk builds bench/*.c without MPI):
  *
  *   dist-bench STORE shards BYTES       every rank saves its 1/N of a BYTES state (one u8 tensor
  *                                       sharded by ranges): prints the wall time from the common

@@ -1,4 +1,4 @@
-/* The node-loss drill of a 4-rank checkpoint under Open MPI (issue 25), run by
+/* The node-loss drill of a 4-rank checkpoint under Open MPI, run by
  * tests/mpi/t-mpi-remote.sh:
  *   t-mpi-remote STORE save STEP URL   every rank saves its shards (t-dist-scen.h); every rank's
  *                                      handle uploads its own packs in the background, rank 0
