@@ -162,30 +162,24 @@ static double ceiling_once(const char *dir, uint8_t **t, size_t nt, int threads,
 	ckpt_options_set(o, CKPT_OPT_THREADS, threads);
 	ckpt_options_set(o, CKPT_OPT_POOL_SIZE, (int64_t)pool);
 	ckpt_store *s;
-	ckpt_save *sv;
+	save1 *sv;
 	int rc = ckpt_store_open(path, o, &s);
 	ckpt_options_free(o);
 	uint64_t one = 1 << 20, shape = TENSOR;
-	ckpt_tensor ct = {.struct_size = sizeof ct, .name = "warm", .dtype = CKPT_DTYPE_U8,
-			  .ndim = 1, .shape = &one, .mem = CKPT_MEM_HOST, .data = t[0]};
-	/* The warm-up allocates the pool. */
-	if (rc == 0 && (rc = ckpt_save_begin(s, 0, NULL, &sv)) == 0) {
-		ckpt_save_add(sv, &ct);
-		rc = ckpt_save_commit(sv, NULL);
+	if (rc == 0 && (rc = save1_begin(s, 0, &sv)) == 0) { /* warm-up: allocates the pool */
+		save1_add_tensor(sv, "warm", CKPT_DTYPE_U8, 1, &one, CKPT_MEM_HOST, t[0]);
+		rc = save1_commit(sv, NULL);
 	}
 	struct rusage ru0, ru1;
 	getrusage(RUSAGE_SELF, &ru0);
 	double t0 = now();
-	if (rc == 0 && (rc = ckpt_save_begin(s, 1, NULL, &sv)) == 0) {
+	if (rc == 0 && (rc = save1_begin(s, 1, &sv)) == 0) {
 		for (size_t i = 0; i < nt && rc == 0; i++) {
 			char name[64];
 			snprintf(name, sizeof name, "layers.%zu.weight", i);
-			ct.name = name;
-			ct.shape = &shape;
-			ct.data = t[i];
-			rc = ckpt_save_add(sv, &ct);
+			rc = save1_add_tensor(sv, name, CKPT_DTYPE_U8, 1, &shape, CKPT_MEM_HOST, t[i]);
 		}
-		rc = rc ? rc : ckpt_save_commit(sv, NULL);
+		rc = rc ? rc : save1_commit(sv, NULL);
 	}
 	double el = now() - t0;
 	getrusage(RUSAGE_SELF, &ru1);
