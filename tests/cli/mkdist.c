@@ -64,7 +64,6 @@ static int save(struct rank *r, ckpt_store *st)
 	for (uint64_t i = 0; i < (r1 - r0) * 6; i++)
 		w[i] = (float)((r0 * 6 + i) * 3 + r->g) / 2.0f;
 	ckpt_comm comm = tc_comm(&r->tc);
-	comm.struct_size = sizeof comm; /* whether or not tc_comm sets it */
 	uint64_t gw[2] = {8, 6}, off[2] = {r0, 0}, lw[2] = {r1 - r0, 6}, ge[2] = {1000, 320};
 	ckpt_tensor tw = {.struct_size = sizeof tw, .name = "w", .dtype = CKPT_DTYPE_F32, .ndim = 2,
 			  .shape = lw, .mem = CKPT_MEM_HOST, .data = w, .global_shape = gw,
