@@ -4,11 +4,12 @@
 #      fio --numjobs=4 writing the same bytes (each job its own file, O_DIRECT, io_uring, fsync at
 #      the end) in the same directory: aggregate GB/s of each and their ratio.
 #   3. Asynchronous multi-rank saves: each of the ranks saves its 1/N of a
-#      BENCH_DIST_ASYNC_SIZE (default 1G) state with ckpt_dist_save_submit; the time it is blocked
-#      (begin to wait_snapshot) against one process's ckpt_save_submit of the same per-rank
-#      state, alone (the pool holds the state in both; goal: at most 1.1), and against N such
-#      one-process saves at once (each its own store), which share the memory bandwidth and
-#      cores as the N ranks do: the multi-rank path's own cost.
+#      BENCH_DIST_ASYNC_SIZE (default 1G) state with ckpt_save_submit (a save with a
+#      communicator); the time it is blocked (begin to wait_snapshot) against one process's
+#      ckpt_save_submit of the same per-rank state, alone (the pool holds the state in both;
+#      goal: at most 1.1), and against N such one-process saves at once (each its own store),
+#      which share the memory bandwidth and cores as the N ranks do: the multi-rank path's own
+#      cost.
 #   2. A replicated BENCH_DIST_REP_SIZE (default 1G) state on 4 ranks (each replica saves about
 #      1/4) against one rank saving it alone: the snapshot time per rank (the part's
 #      snapshot_seconds; the mean over the 4 ranks) and its ratio.
