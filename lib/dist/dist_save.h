@@ -1,6 +1,6 @@
-/* Internal to lib/dist: a multi-rank save's handle, shared by dist.c (begin, the adds, the
- * part and the collective commit) and dist_async.c (submit, the commit thread, the deferred
- * release, wait and abort). */
+/* Internal to lib/dist: a multi-rank save's handle, shared by dsave.c, which moves a save through
+ * its phases, and the phases' files: dsave_begin.c, dsave_add.c, dsave_snapshot.c,
+ * dsave_persist.c and dsave_commit.c. */
 #ifndef CKPT_DIST_SAVE_H
 #define CKPT_DIST_SAVE_H
 
@@ -57,26 +57,31 @@ struct async_commit {
 	ckpt_stats st;
 };
 
-/* dist.c */
+/* dsave_begin.c */
+/* Ends the handle: the part's keys, the step's claim (released; its file removed when
+ * committed), the lock and the handle's part mode. */
 void dist_free(dsave *d, bool committed);
 /* The crash-test hook (test builds: CKPT_DIST_KILL_AT=RANK:N raises SIGKILL at rank's Nth point). */
 void dist_kill_point(int rank);
+/* A failed collective call of c (what: which one) as this save's error; returns the code. */
+int dist_comm_error(const ckpt_comm *c, uint64_t step, int rc, const char *what);
+/* -CKPT_E_INVAL for a NULL save, else -CKPT_E_STATE: d was not submitted. */
+int dist_not_submitted(const dsave *d);
+
+/* dsave_snapshot.c */
 /* Adds the reserved metadata and submits the part's save; 0 or the error (the part is gone). */
 int dist_submit_part(dsave *d);
-/* The rest of a save after submit: the part durable, the exchange, rank 0's commit. */
-int dist_finish(dsave *d, ckpt_stats *st);
+/* The commit thread: waits for the part's snapshot and takes the part over from the caller. */
+void dist_snapshot_end(dsave *d);
+
+/* dsave_persist.c */
+/* Waits until the part is durable and describes it in *m (rc: submit's failure, or 0). */
+void dist_persist_part(dsave *d, int rc, ckpt_stats *st, struct part_msg *m);
+
+/* dsave_commit.c */
 /* The exchange of the parts' outcome and rank 0's commit, broadcast to every rank. */
 int dist_commit_all(dsave *d, ckpt_stats *st, struct part_msg *mine);
 /* After a failed save: the handle's dedup index must not name the part's chunks. */
 void dist_forget_part(struct ckpt_store *s);
-
-/* dist_async.c */
-/* CKPT_SAVE_DEFER: waits for the release; a release with an error becomes *m's outcome. */
-void dist_await_release(dsave *d, struct part_msg *m);
-/* Metadata set after a deferred submit, until the release. */
-int dist_late_meta(dsave *d, const char *key, const char *value);
-/* Rank 0's late metadata (key, value, ...), read once the exchange began. */
-const char *const *dist_late_list(const dsave *d);
-size_t dist_late_count(const dsave *d);
 
 #endif

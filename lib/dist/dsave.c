@@ -1,7 +1,24 @@
-/* Asynchronous multi-rank saves (dsave_submit and what follows it): the commit thread
- * (CKPT_SAVE_THREADED), the deferred release (CKPT_SAVE_DEFER) with the metadata set until then,
- * and wait, poll and abort. The save itself (begin, adds, the part, the collective commit) is
- * dist.c. */
+/* Multi-rank saves: a layer over the single-process save. Each rank saves an ordinary manifest
+ * (its "part") into STORE/parts/<step>/<rank>.part with packs in its own id range, under the
+ * store's lock taken shared; rank 0 merges the parts into one global manifest (format version 2)
+ * after an allgather says every part is durable, and that one rename is the commit.
+ *
+ * The global manifest is an ordinary manifest of the union of the parts' chunks, so the dedup
+ * index, gc liveness, verify and du work on it unchanged: replicated tensors become ordinary
+ * tensors (their pieces are whole chunks, concatenated in replica order); each shard of a sharded
+ * tensor is a tensor "NAME@RANK" and the shard table lives in reserved metadata (docs/format.md,
+ * "Format version 2"). The box reader is dist_read.c.
+ *
+ * One save runs through five phases, each in its file; this file moves a save from one to the
+ * next, on the caller's thread or on the commit thread:
+ *   begin     dsave_begin.c     the part save, rank 0's claim of the step, the ranks agree
+ *   add       dsave_add.c       tensors, metadata and tags into the part
+ *   snapshot  dsave_snapshot.c  the part submitted, its tensors copied (fence, wait_snapshot)
+ *   persist   dsave_persist.c   the part durable and described for the exchange
+ *   commit    dsave_commit.c    the exchange of outcomes, rank 0's global manifest, broadcast
+ * dsave_commit() runs snapshot, persist and commit at once; dsave_submit() returns after the
+ * part's submit, and the rest runs in dsave_wait() or, with CKPT_SAVE_THREADED, on the commit
+ * thread, which with CKPT_SAVE_DEFER waits between persist and commit for dsave_release(). */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -9,34 +26,57 @@
 #include <string.h>
 
 #include "common/common.h"
-#include "dist/dist.h"
 #include "dist/dist_save.h"
-#include "format/format.h"
 #include "save/save.h"
-#include "store/store.h"
 
-static int not_submitted(const dsave *d)
+/* CKPT_SAVE_DEFER: this rank's part is durable; its outcome goes to the exchange only once the
+ * caller released it (and as the caller's failure when it released with one). */
+static void await_release(dsave *d, struct part_msg *m)
 {
-	return !d ? ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save")
-		  : ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was not submitted", d->step);
+	struct async_commit *ac = d->ac;
+	pthread_mutex_lock(&ac->mu);
+	while (!ac->released)
+		pthread_cond_wait(&ac->cv, &ac->mu);
+	ac->gathering = true;
+	if (ac->rel_rc && !m->rc) {
+		m->rc = ac->rel_rc;
+		snprintf(m->msg, sizeof m->msg, "%s", ac->rel_msg);
+	}
+	pthread_mutex_unlock(&ac->mu);
 }
 
+/* The rest of a save after submit: the part durable, the exchange, rank 0's commit. */
+static int finish(dsave *d, ckpt_stats *st)
+{
+	struct part_msg mine = {0};
+	dist_persist_part(d, d->submit_rc, st, &mine);
+	if (d->deferred)
+		await_release(d, &mine);
+	int rc = dist_commit_all(d, st, &mine);
+	if (rc)
+		dist_forget_part(d->s);
+	return rc;
+}
+
+int dsave_commit(dsave *d, ckpt_stats *st)
+{
+	if (!d)
+		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
+	if (d->submitted)
+		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was submitted: wait for it with "
+				 "dsave_wait()", d->step);
+	d->submit_rc = dist_submit_part(d);
+	int rc = finish(d, st);
+	dist_free(d, !rc);
+	return rc;
+}
 
 static void *commit_thread(void *arg)
 {
 	dsave *d = arg;
 	struct async_commit *ac = d->ac;
-	int snap = d->part ? save1_wait_snapshot(d->part) : d->submit_rc;
-	pthread_mutex_lock(&ac->mu);
-	ac->snap_rc = snap;
-	if (snap)
-		snprintf(ac->snap_msg, sizeof ac->snap_msg, "%s", ckpt_errmsg());
-	ac->snap_done = true;
-	pthread_cond_broadcast(&ac->cv);
-	while (ac->inside)
-		pthread_cond_wait(&ac->cv, &ac->mu);
-	pthread_mutex_unlock(&ac->mu);
-	int rc = dist_finish(d, &ac->st);
+	dist_snapshot_end(d);
+	int rc = finish(d, &ac->st);
 	pthread_mutex_lock(&ac->mu);
 	ac->rc = rc;
 	if (rc) /* ckpt_errmsg() is per thread: the caller's wait() sets it from this */
@@ -98,60 +138,30 @@ int dsave_submit(dsave *d, unsigned flags)
 	return d->submit_rc;
 }
 
-
-/* Runs call on the part unless the commit thread is past the snapshot (then the part may be
- * gone, and the snapshot's outcome is the answer). */
-static int on_part(dsave *d, int (*call)(save1 *, void *), void *arg)
+int dsave_release(dsave *d, int rc, const char *why)
 {
 	if (!d || !d->submitted)
-		return not_submitted(d);
-	if (!d->threaded)
-		return d->part ? call(d->part, arg) : d->submit_rc;
+		return !d ? ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save")
+			  : ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was not submitted", d->step);
+	if (!d->deferred)
+		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was not submitted with "
+				 "CKPT_SAVE_DEFER", d->step);
+	if (rc > 0)
+		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": release with rc %d (0 or a "
+				 "negative CKPT_E_* code)", d->step, rc);
 	struct async_commit *ac = d->ac;
 	pthread_mutex_lock(&ac->mu);
-	if (ac->snap_done) {
-		int rc = ac->snap_rc;
-		pthread_mutex_unlock(&ac->mu);
-		return rc ? ckpt_fail(-rc, "%s", ac->snap_msg) : 0;
+	bool again = ac->released;
+	if (!again) {
+		ac->released = true;
+		ac->rel_rc = rc;
+		snprintf(ac->rel_msg, sizeof ac->rel_msg, "%s", rc ? (why && *why ? why :
+				"the caller gave the save up on this rank") : "");
+		pthread_cond_broadcast(&ac->cv);
 	}
-	ac->inside++;
 	pthread_mutex_unlock(&ac->mu);
-	int rc = call(d->part, arg);
-	pthread_mutex_lock(&ac->mu);
-	ac->inside--;
-	pthread_cond_broadcast(&ac->cv);
-	pthread_mutex_unlock(&ac->mu);
-	return rc;
-}
-
-static int call_wait_snapshot(save1 *part, void *arg)
-{
-	(void)arg;
-	return save1_wait_snapshot(part);
-}
-
-static int call_fence(save1 *part, void *stream)
-{
-	return save1_fence(part, stream);
-}
-
-int dsave_wait_snapshot(dsave *d)
-{
-	return on_part(d, call_wait_snapshot, NULL);
-}
-
-int dsave_fence(dsave *d, void *stream)
-{
-	return on_part(d, call_fence, stream);
-}
-
-int dsave_after_stream(dsave *d, void *stream)
-{
-	if (!d)
-		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
-	if (d->submitted)
-		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was already submitted", d->step);
-	return save1_after_stream(d->part, stream);
+	return again ? ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was released already",
+				 d->step) : 0;
 }
 
 int dsave_poll(const dsave *d)
@@ -164,15 +174,6 @@ int dsave_poll(const dsave *d)
 	int done = d->ac->done;
 	pthread_mutex_unlock(&d->ac->mu);
 	return done;
-}
-
-/* Bytes of the part hashed so far; the commit thread of a threaded save owns (and frees) the
- * part, so only an unthreaded one is asked. */
-int dsave_progress(const dsave *d, uint64_t *done)
-{
-	if (!d || d->threaded || !d->part)
-		return ckpt_fail(CKPT_E_UNSUPPORTED, "distributed save: no progress count here");
-	return save1_progress(d->part, done);
 }
 
 /* Joins the commit thread; its outcome (and statistics into st) become the caller's. */
@@ -211,9 +212,9 @@ static void release_unreleased(dsave *d, const char *why)
 int dsave_wait(dsave *d, ckpt_stats *st)
 {
 	if (!d || !d->submitted)
-		return not_submitted(d);
+		return dist_not_submitted(d);
 	release_unreleased(d, "waited for before dsave_release()");
-	int rc = d->threaded ? join_thread(d, st) : dist_finish(d, st);
+	int rc = d->threaded ? join_thread(d, st) : finish(d, st);
 	dist_free(d, !rc);
 	return rc;
 }
