@@ -16,9 +16,24 @@
  *   snapshot  dsave_snapshot.c  the part submitted, its tensors copied (fence, wait_snapshot)
  *   persist   dsave_persist.c   the part durable and described for the exchange
  *   commit    dsave_commit.c    the exchange of outcomes, rank 0's global manifest, broadcast
- * dsave_commit() runs snapshot, persist and commit at once; dsave_submit() returns after the
- * part's submit, and the rest runs in dsave_wait() or, with CKPT_SAVE_THREADED, on the commit
- * thread, which with CKPT_SAVE_DEFER waits between persist and commit for dsave_release(). */
+ *
+ * The variants are paths through the states of one machine (d->state, enum dsave_state in
+ * dist_save.h), which name the phase a save is in:
+ *
+ *   dsave_commit()               OPEN -> SUBMITTED: snapshot, persist, commit; freed
+ *   dsave_submit(0)              OPEN -> SUBMITTED; dsave_wait(): persist, commit; freed
+ *   dsave_submit(THREADED)       OPEN -> SNAPSHOT -> PERSIST ---------> EXCHANGE -> DONE
+ *   dsave_submit(THREADED|DEFER) OPEN -> SNAPSHOT -> PERSIST -> HELD -> EXCHANGE -> DONE
+ *                                                  dsave_release() --^
+ *
+ * A SUBMITTED save runs on the caller's thread, in dsave_commit() or dsave_wait(), and stays
+ * SUBMITTED until it is freed. From SNAPSHOT on, the commit thread moves it: PERSIST once the
+ * snapshot is done (dist_snapshot_end(); until then the caller's fence and wait_snapshot reach
+ * the part), EXCHANGE once the part is durable (finish()), DONE with the outcome, which
+ * dsave_wait() collects before it frees the save. A deferred save (d->defer) waits in HELD for
+ * dsave_release(), which may come in any state before; until then it takes metadata for the
+ * global manifest, and a release with an error (or the -CKPT_E_STATE of a wait or abort before
+ * the release) becomes this rank's outcome in the exchange. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -29,29 +44,36 @@
 #include "dist/dist_save.h"
 #include "save/save.h"
 
-/* CKPT_SAVE_DEFER: this rank's part is durable; its outcome goes to the exchange only once the
- * caller released it (and as the caller's failure when it released with one). */
-static void await_release(dsave *d, struct part_msg *m)
+/* PERSIST -> EXCHANGE, through HELD when deferred: this rank's part is durable; its outcome goes
+ * to the exchange only once the caller released it (and as the caller's failure when it
+ * released with one). A save on the caller's thread stays SUBMITTED. */
+static void to_exchange(dsave *d, struct part_msg *m)
 {
-	struct async_commit *ac = d->ac;
-	pthread_mutex_lock(&ac->mu);
-	while (!ac->released)
-		pthread_cond_wait(&ac->cv, &ac->mu);
-	ac->gathering = true;
-	if (ac->rel_rc && !m->rc) {
-		m->rc = ac->rel_rc;
-		snprintf(m->msg, sizeof m->msg, "%s", ac->rel_msg);
+	pthread_mutex_lock(&d->mu);
+	if (d->state == DSAVE_SUBMITTED) {
+		pthread_mutex_unlock(&d->mu);
+		return;
 	}
-	pthread_mutex_unlock(&ac->mu);
+	if (d->defer != DSAVE_NOT_DEFERRED) {
+		d->state = DSAVE_HELD;
+		while (d->defer != DSAVE_RELEASED)
+			pthread_cond_wait(&d->cv, &d->mu);
+		if (d->ac->rel_rc && !m->rc) {
+			m->rc = d->ac->rel_rc;
+			snprintf(m->msg, sizeof m->msg, "%s", d->ac->rel_msg);
+		}
+	}
+	d->state = DSAVE_EXCHANGE;
+	pthread_mutex_unlock(&d->mu);
 }
 
-/* The rest of a save after submit: the part durable, the exchange, rank 0's commit. */
+/* The rest of a save after submit, from SUBMITTED or PERSIST: the part durable, the release of a
+ * deferred save, the exchange, rank 0's commit. */
 static int finish(dsave *d, ckpt_stats *st)
 {
 	struct part_msg mine = {0};
 	dist_persist_part(d, d->submit_rc, st, &mine);
-	if (d->deferred)
-		await_release(d, &mine);
+	to_exchange(d, &mine);
 	int rc = dist_commit_all(d, st, &mine);
 	if (rc)
 		dist_forget_part(d->s);
@@ -62,43 +84,45 @@ int dsave_commit(dsave *d, ckpt_stats *st)
 {
 	if (!d)
 		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
-	if (d->submitted)
+	if (dist_state(d, NULL) != DSAVE_OPEN)
 		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was submitted: wait for it with "
 				 "dsave_wait()", d->step);
+	d->state = DSAVE_SUBMITTED;
 	d->submit_rc = dist_submit_part(d);
 	int rc = finish(d, st);
 	dist_free(d, !rc);
 	return rc;
 }
 
+/* SNAPSHOT -> ... -> DONE. */
 static void *commit_thread(void *arg)
 {
 	dsave *d = arg;
 	struct async_commit *ac = d->ac;
 	dist_snapshot_end(d);
 	int rc = finish(d, &ac->st);
-	pthread_mutex_lock(&ac->mu);
+	pthread_mutex_lock(&d->mu);
 	ac->rc = rc;
 	if (rc) /* ckpt_errmsg() is per thread: the caller's wait() sets it from this */
 		snprintf(ac->msg, sizeof ac->msg, "%s", ckpt_errmsg());
-	ac->done = true;
-	pthread_cond_broadcast(&ac->cv);
-	pthread_mutex_unlock(&ac->mu);
+	d->state = DSAVE_DONE;
+	pthread_cond_broadcast(&d->cv);
+	pthread_mutex_unlock(&d->mu);
 	return NULL;
 }
 
+/* SUBMITTED -> SNAPSHOT, the commit thread going on from there. Returns 0, or -1 (no thread: the
+ * save stays SUBMITTED). */
 static int start_thread(dsave *d)
 {
 	struct async_commit *ac = calloc(1, sizeof *ac);
 	if (!ac)
 		return -1;
-	pthread_mutex_init(&ac->mu, NULL);
-	pthread_cond_init(&ac->cv, NULL);
 	d->ac = ac;
+	d->state = DSAVE_SNAPSHOT;
 	if (pthread_create(&ac->th, NULL, commit_thread, d) == 0)
 		return 0;
-	pthread_mutex_destroy(&ac->mu);
-	pthread_cond_destroy(&ac->cv);
+	d->state = DSAVE_SUBMITTED;
 	free(ac);
 	d->ac = NULL;
 	return -1;
@@ -108,7 +132,7 @@ int dsave_submit(dsave *d, unsigned flags)
 {
 	if (!d)
 		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
-	if (d->submitted)
+	if (dist_state(d, NULL) != DSAVE_OPEN)
 		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was already submitted", d->step);
 	unsigned known = CKPT_SAVE_THREADED | CKPT_SAVE_DEFER;
 	if (flags & ~known)
@@ -118,15 +142,16 @@ int dsave_submit(dsave *d, unsigned flags)
 		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": CKPT_SAVE_DEFER needs "
 				 "CKPT_SAVE_THREADED (the commit waits for the release on the library's "
 				 "thread)", d->step);
-	d->submitted = true;
+	/* Until the commit thread starts, only this thread looks at d. */
+	d->state = DSAVE_SUBMITTED;
 	d->submit_rc = dist_submit_part(d);
-	d->deferred = flags & CKPT_SAVE_DEFER;
+	d->defer = flags & CKPT_SAVE_DEFER ? DSAVE_DEFERRED : DSAVE_NOT_DEFERRED;
 	/* Without a thread (none allowed, or none to be had) the collective runs in wait(). */
-	d->threaded = (flags & CKPT_SAVE_THREADED) && start_thread(d) == 0;
-	if (d->deferred && !d->threaded) {
+	bool threaded = (flags & CKPT_SAVE_THREADED) && start_thread(d) == 0;
+	if ((flags & CKPT_SAVE_DEFER) && !threaded) {
 		/* No thread to wait for the release on: the part fails, so every rank's commit
 		 * does (in wait(), where the exchange then runs). */
-		d->deferred = false;
+		d->defer = DSAVE_NOT_DEFERRED;
 		if (d->part) {
 			save1_abort(d->part);
 			d->part = NULL;
@@ -140,40 +165,39 @@ int dsave_submit(dsave *d, unsigned flags)
 
 int dsave_release(dsave *d, int rc, const char *why)
 {
-	if (!d || !d->submitted)
+	enum dsave_defer defer = DSAVE_NOT_DEFERRED;
+	if (!d || dist_state(d, &defer) == DSAVE_OPEN)
 		return !d ? ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save")
 			  : ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was not submitted", d->step);
-	if (!d->deferred)
+	if (defer == DSAVE_NOT_DEFERRED)
 		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was not submitted with "
 				 "CKPT_SAVE_DEFER", d->step);
 	if (rc > 0)
 		return ckpt_fail(CKPT_E_INVAL, "checkpoint %" PRIu64 ": release with rc %d (0 or a "
 				 "negative CKPT_E_* code)", d->step, rc);
 	struct async_commit *ac = d->ac;
-	pthread_mutex_lock(&ac->mu);
-	bool again = ac->released;
+	pthread_mutex_lock(&d->mu);
+	bool again = d->defer == DSAVE_RELEASED;
 	if (!again) {
-		ac->released = true;
+		d->defer = DSAVE_RELEASED;
 		ac->rel_rc = rc;
 		snprintf(ac->rel_msg, sizeof ac->rel_msg, "%s", rc ? (why && *why ? why :
 				"the caller gave the save up on this rank") : "");
-		pthread_cond_broadcast(&ac->cv);
+		pthread_cond_broadcast(&d->cv);
 	}
-	pthread_mutex_unlock(&ac->mu);
+	pthread_mutex_unlock(&d->mu);
 	return again ? ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was released already",
 				 d->step) : 0;
 }
 
 int dsave_poll(const dsave *d)
 {
-	if (!d || !d->submitted)
+	enum dsave_state state = d ? dist_state(d, NULL) : DSAVE_OPEN;
+	if (state == DSAVE_OPEN)
 		return 0;
-	if (!d->threaded)
+	if (state == DSAVE_SUBMITTED)
 		return d->part ? save1_poll(d->part) : 1;
-	pthread_mutex_lock(&d->ac->mu);
-	int done = d->ac->done;
-	pthread_mutex_unlock(&d->ac->mu);
-	return done;
+	return state == DSAVE_DONE;
 }
 
 /* Joins the commit thread; its outcome (and statistics into st) become the caller's. */
@@ -189,8 +213,6 @@ static int join_thread(dsave *d, ckpt_stats *st)
 	for (size_t i = 0; i < ac->nlate; i++)
 		free(ac->late[i]);
 	free(ac->late);
-	pthread_mutex_destroy(&ac->mu);
-	pthread_cond_destroy(&ac->cv);
 	free(ac);
 	d->ac = NULL;
 	return rc;
@@ -200,21 +222,19 @@ static int join_thread(dsave *d, ckpt_stats *st)
  * caller did not release, never a wait for ever). */
 static void release_unreleased(dsave *d, const char *why)
 {
-	if (!d->deferred)
-		return;
-	pthread_mutex_lock(&d->ac->mu);
-	bool done = d->ac->released;
-	pthread_mutex_unlock(&d->ac->mu);
-	if (!done)
+	enum dsave_defer defer;
+	dist_state(d, &defer);
+	if (defer == DSAVE_DEFERRED)
 		dsave_release(d, -CKPT_E_STATE, why);
 }
 
 int dsave_wait(dsave *d, ckpt_stats *st)
 {
-	if (!d || !d->submitted)
+	enum dsave_state state = d ? dist_state(d, NULL) : DSAVE_OPEN;
+	if (state == DSAVE_OPEN)
 		return dist_not_submitted(d);
 	release_unreleased(d, "waited for before dsave_release()");
-	int rc = d->threaded ? join_thread(d, st) : finish(d, st);
+	int rc = dist_threaded(state) ? join_thread(d, st) : finish(d, st);
 	dist_free(d, !rc);
 	return rc;
 }
@@ -223,7 +243,7 @@ void dsave_abort(dsave *d)
 {
 	if (!d)
 		return;
-	if (d->threaded) {
+	if (dist_threaded(dist_state(d, NULL))) {
 		/* The collective commit is under way on the thread: one rank cannot take it back
 		 * (a deferred one not yet released fails). */
 		release_unreleased(d, "the save was aborted on this rank");

@@ -184,7 +184,9 @@ int dsave_add_replicated(dsave *d, const char *name, ckpt_dtype dtype,
 static int late_meta(dsave *d, const char *key, const char *value)
 {
 	struct async_commit *ac = d->ac;
-	if (!d->deferred || !ac)
+	enum dsave_defer defer;
+	dist_state(d, &defer);
+	if (defer == DSAVE_NOT_DEFERRED || !ac)
 		return ckpt_fail(CKPT_E_STATE, "metadata '%s': checkpoint %" PRIu64 " was already "
 				 "submitted (after submit only a CKPT_SAVE_DEFER save takes metadata, "
 				 "until dsave_release)", key, d->step);
@@ -193,8 +195,8 @@ static int late_meta(dsave *d, const char *key, const char *value)
 				 "%s, value a string", CKPT_TAGS_KEY);
 	char *k = strdup(key), *v = strdup(value);
 	int rc = k && v ? 0 : ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	pthread_mutex_lock(&ac->mu);
-	if (!rc && (ac->released || ac->gathering))
+	pthread_mutex_lock(&d->mu);
+	if (!rc && (d->defer == DSAVE_RELEASED || d->state >= DSAVE_EXCHANGE))
 		rc = ckpt_fail(CKPT_E_STATE, "metadata '%s': checkpoint %" PRIu64 " was released "
 			       "for its commit already", key, d->step);
 	size_t i = 0;
@@ -217,7 +219,7 @@ static int late_meta(dsave *d, const char *key, const char *value)
 		ac->late[i + 1] = v;
 		k = v = NULL;
 	}
-	pthread_mutex_unlock(&ac->mu);
+	pthread_mutex_unlock(&d->mu);
 	free(k);
 	free(v);
 	return rc;
@@ -230,7 +232,7 @@ int dsave_set_meta(dsave *d, const char *key, const char *value)
 	if (!strncmp(key, DIST_KEY, strlen(DIST_KEY)))
 		return ckpt_fail(CKPT_E_INVAL, "metadata key %s: keys starting %s are reserved", key,
 				 DIST_KEY);
-	if (d->submitted)
+	if (dist_state(d, NULL) != DSAVE_OPEN)
 		return late_meta(d, key, value);
 	return save1_set_meta(d->part, key, value);
 }
@@ -239,7 +241,7 @@ int dsave_add_tag(dsave *d, const char *tag)
 {
 	if (!d)
 		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
-	if (d->submitted)
+	if (dist_state(d, NULL) != DSAVE_OPEN)
 		return ckpt_fail(CKPT_E_STATE, "tag '%.40s': checkpoint %" PRIu64 " was already "
 				 "submitted (tags are added before submit)", tag ? tag : "", d->step);
 	return save1_add_tag(d->part, tag);

@@ -53,6 +53,8 @@ void dist_free(dsave *d, bool committed)
 	pthread_mutex_lock(&d->s->mu);
 	d->s->part_mode = false;
 	pthread_mutex_unlock(&d->s->mu);
+	pthread_mutex_destroy(&d->mu);
+	pthread_cond_destroy(&d->cv);
 	free(d);
 }
 
@@ -77,7 +79,10 @@ static int begin_local(ckpt_store *s, const ckpt_comm *comm, uint64_t step, dsav
 		return ckpt_fail(CKPT_E_BUSY, "store %s: another save of this handle is in flight",
 				 s->path);
 	}
-	*d = (dsave){.s = s, .comm = *comm, .step = step, .lock_fd = -1, .claim_fd = -1};
+	*d = (dsave){.s = s, .comm = *comm, .step = step, .lock_fd = -1, .claim_fd = -1,
+		     .state = DSAVE_OPEN};
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->cv, NULL);
 	int rc = save1_begin(s, step, &d->part);
 	/* Our own shared hold on LOCK: the part save releases the store's when its part is
 	 * durable, but gc must stay out until the global manifest names the part's packs. */

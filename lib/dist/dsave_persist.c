@@ -43,7 +43,7 @@ void dist_persist_part(dsave *d, int rc, ckpt_stats *st, struct part_msg *m)
  * part, so only an unthreaded one is asked. */
 int dsave_progress(const dsave *d, uint64_t *done)
 {
-	if (!d || d->threaded || !d->part)
+	if (!d || dist_threaded(dist_state(d, NULL)) || !d->part)
 		return ckpt_fail(CKPT_E_UNSUPPORTED, "distributed save: no progress count here");
 	return save1_progress(d->part, done);
 }

@@ -34,51 +34,52 @@ int dsave_after_stream(dsave *d, void *stream)
 {
 	if (!d)
 		return ckpt_fail(CKPT_E_INVAL, "distributed save: NULL save");
-	if (d->submitted)
+	if (dist_state(d, NULL) != DSAVE_OPEN)
 		return ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " was already submitted", d->step);
 	return save1_after_stream(d->part, stream);
 }
 
-/* The commit thread's end of the snapshot: waits for it, records its outcome (which answers the
- * caller's fence and wait_snapshot from then on) and returns once no such call is inside the
- * part, which the thread then owns. */
+/* The commit thread's end of the snapshot, SNAPSHOT -> PERSIST: waits for it, records its outcome
+ * (which answers the caller's fence and wait_snapshot from then on) and returns once no such call
+ * is inside the part, which the thread then owns. */
 void dist_snapshot_end(dsave *d)
 {
 	struct async_commit *ac = d->ac;
 	int snap = d->part ? save1_wait_snapshot(d->part) : d->submit_rc;
-	pthread_mutex_lock(&ac->mu);
+	pthread_mutex_lock(&d->mu);
 	ac->snap_rc = snap;
 	if (snap)
 		snprintf(ac->snap_msg, sizeof ac->snap_msg, "%s", ckpt_errmsg());
-	ac->snap_done = true;
-	pthread_cond_broadcast(&ac->cv);
+	d->state = DSAVE_PERSIST;
+	pthread_cond_broadcast(&d->cv);
 	while (ac->inside)
-		pthread_cond_wait(&ac->cv, &ac->mu);
-	pthread_mutex_unlock(&ac->mu);
+		pthread_cond_wait(&d->cv, &d->mu);
+	pthread_mutex_unlock(&d->mu);
 }
 
 /* Runs call on the part unless the commit thread is past the snapshot (then the part may be
  * gone, and the snapshot's outcome is the answer). */
 static int on_part(dsave *d, int (*call)(save1 *, void *), void *arg)
 {
-	if (!d || !d->submitted)
+	enum dsave_state state = d ? dist_state(d, NULL) : DSAVE_OPEN;
+	if (state == DSAVE_OPEN)
 		return dist_not_submitted(d);
-	if (!d->threaded)
+	if (state == DSAVE_SUBMITTED)
 		return d->part ? call(d->part, arg) : d->submit_rc;
 	struct async_commit *ac = d->ac;
-	pthread_mutex_lock(&ac->mu);
-	if (ac->snap_done) {
+	pthread_mutex_lock(&d->mu);
+	if (d->state != DSAVE_SNAPSHOT) {
 		int rc = ac->snap_rc;
-		pthread_mutex_unlock(&ac->mu);
+		pthread_mutex_unlock(&d->mu);
 		return rc ? ckpt_fail(-rc, "%s", ac->snap_msg) : 0;
 	}
 	ac->inside++;
-	pthread_mutex_unlock(&ac->mu);
+	pthread_mutex_unlock(&d->mu);
 	int rc = call(d->part, arg);
-	pthread_mutex_lock(&ac->mu);
+	pthread_mutex_lock(&d->mu);
 	ac->inside--;
-	pthread_cond_broadcast(&ac->cv);
-	pthread_mutex_unlock(&ac->mu);
+	pthread_cond_broadcast(&d->cv);
+	pthread_mutex_unlock(&d->mu);
 	return rc;
 }
 
