@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 
 /* Where a multi-rank save is (the comment atop dsave.c walks them). A save on the caller's thread
  * stays SUBMITTED until it ends; a threaded one goes on from SNAPSHOT on the commit thread. */
