@@ -110,9 +110,6 @@ int dist_not_submitted(const dsave *d);
 /* dsave_snapshot.c */
 /* Adds the reserved metadata and submits the part's save; 0 or the error (the part is gone). */
 int dist_submit_part(dsave *d);
-/* The commit thread: waits for the part's snapshot (SNAPSHOT -> PERSIST) and takes the part over
- * from the caller. */
-void dist_snapshot_end(dsave *d);
 
 /* dsave_persist.c */
 /* Waits until the part is durable and describes it in *m (rc: submit's failure, or 0). */

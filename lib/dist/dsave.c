@@ -28,9 +28,9 @@
  *
  * A SUBMITTED save runs on the caller's thread, in dsave_commit() or dsave_wait(), and stays
  * SUBMITTED until it is freed. From SNAPSHOT on, the commit thread moves it: PERSIST once the
- * snapshot is done (dist_snapshot_end(); until then the caller's fence and wait_snapshot reach
- * the part), EXCHANGE once the part is durable (finish()), DONE with the outcome, which
- * dsave_wait() collects before it frees the save. A deferred save (d->defer) waits in HELD for
+ * snapshot is done (until then the caller's fence and wait_snapshot reach the part), EXCHANGE once
+ * the part is durable, DONE with the outcome, which dsave_wait() collects before it frees the
+ * save. Every change of state is made here; the phases' files only read it. A deferred save (d->defer) waits in HELD for
  * dsave_release(), which may come in any state before; until then it takes metadata for the
  * global manifest, and a release with an error (or the -CKPT_E_STATE of a wait or abort before
  * the release) becomes this rank's outcome in the exchange. */
@@ -94,12 +94,30 @@ int dsave_commit(dsave *d, ckpt_stats *st)
 	return rc;
 }
 
-/* SNAPSHOT -> ... -> DONE. */
+/* SNAPSHOT -> PERSIST: waits for the part's snapshot, records its outcome (which answers the
+ * caller's fence and wait_snapshot from then on) and returns once no such call is inside the part,
+ * which the commit thread then owns. */
+static void snapshot_done(dsave *d)
+{
+	struct async_commit *ac = d->ac;
+	int snap = d->part ? save1_wait_snapshot(d->part) : d->submit_rc;
+	pthread_mutex_lock(&d->mu);
+	ac->snap_rc = snap;
+	if (snap)
+		snprintf(ac->snap_msg, sizeof ac->snap_msg, "%s", ckpt_errmsg());
+	d->state = DSAVE_PERSIST;
+	pthread_cond_broadcast(&d->cv);
+	while (ac->inside)
+		pthread_cond_wait(&d->cv, &d->mu);
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* SNAPSHOT -> PERSIST -> (HELD ->) EXCHANGE -> DONE. */
 static void *commit_thread(void *arg)
 {
 	dsave *d = arg;
 	struct async_commit *ac = d->ac;
-	dist_snapshot_end(d);
+	snapshot_done(d);
 	int rc = finish(d, &ac->st);
 	pthread_mutex_lock(&d->mu);
 	ac->rc = rc;

@@ -3,10 +3,9 @@
  * exactly as by a one-process save1_submit() (host and CUDA tensors, the streams of
  * dsave_after_stream(), the fence). Until the snapshot is done the caller may fence or wait on
  * the part (on_part); a threaded save's commit thread takes the part over only once the snapshot
- * is done and no such call is inside it (dist_snapshot_end). */
+ * is done and no such call is inside it. */
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "common/common.h"
@@ -39,26 +38,9 @@ int dsave_after_stream(dsave *d, void *stream)
 	return save1_after_stream(d->part, stream);
 }
 
-/* The commit thread's end of the snapshot, SNAPSHOT -> PERSIST: waits for it, records its outcome
- * (which answers the caller's fence and wait_snapshot from then on) and returns once no such call
- * is inside the part, which the thread then owns. */
-void dist_snapshot_end(dsave *d)
-{
-	struct async_commit *ac = d->ac;
-	int snap = d->part ? save1_wait_snapshot(d->part) : d->submit_rc;
-	pthread_mutex_lock(&d->mu);
-	ac->snap_rc = snap;
-	if (snap)
-		snprintf(ac->snap_msg, sizeof ac->snap_msg, "%s", ckpt_errmsg());
-	d->state = DSAVE_PERSIST;
-	pthread_cond_broadcast(&d->cv);
-	while (ac->inside)
-		pthread_cond_wait(&d->cv, &d->mu);
-	pthread_mutex_unlock(&d->mu);
-}
-
 /* Runs call on the part unless the commit thread is past the snapshot (then the part may be
- * gone, and the snapshot's outcome is the answer). */
+ * gone, and the snapshot's outcome is the answer). The thread takes the part only once no such
+ * call is inside it (snapshot_done in dsave.c). */
 static int on_part(dsave *d, int (*call)(save1 *, void *), void *arg)
 {
 	enum dsave_state state = d ? dist_state(d, NULL) : DSAVE_OPEN;
