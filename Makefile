@@ -69,7 +69,7 @@ BINS := $(B)/bin/ckptctl
 -include bench/bench.mk
 -include demo/demo.mk
 -include python/python.mk
-.PHONY: all lib check check-fresh demo bench install uninstall clean deps test-deps sanitize tsan
+.PHONY: all lib check check-fresh docfigures demo bench install uninstall clean deps test-deps sanitize tsan
 all: lib $(BINS) $(B)/lib/libckpt.pc
 
 lib: $(SOLIB) $(B)/lib/libckpt.so $(B)/lib/$(SONAME) $(ALIB)
@@ -105,7 +105,7 @@ $(ALIB): $(LIB_OBJ)
 # Test builds: the sources in HOOK_SRC are compiled a second time with CKPT_TEST_HOOKS (crash
 # points the tests trigger from the environment) into the tests' archive only.
 HOOK_SRC := lib/gc/gc.c lib/gc/gc_compact.c lib/gc/gc_prune.c lib/gc/gc_scan.c \
-	    lib/io/engine.c lib/save/save.c lib/dist/dist.c lib/store/index_sync.c \
+	    lib/io/engine.c lib/save/save.c lib/dist/dsave_begin.c lib/store/index_sync.c \
 	    lib/dist/dist_merge.c lib/store/lock.c lib/store/lease.c lib/store/marker.c \
 	    lib/tier/tier_share.c lib/tier/tier_fence.c lib/tier/tier_push.c lib/tier/tier_gc.c
 # io.c chooses the fault engine while one is armed; TEST_ONLY_SRC is compiled as the hooks are.
@@ -136,6 +136,10 @@ deps:
 # not part of `make check`). See tools/check-fresh.sh.
 check-fresh:
 	sh tools/check-fresh.sh
+# The figures of docs/architecture.md (sizes, include graph, longest files and functions, the
+# public functions' files), recomputed from the tree; tests/docs/t-doc-figures.sh checks them.
+docfigures:
+	python3 tools/docfigures.py
 test-deps:
 	@sh tools/install-deps.sh test
 

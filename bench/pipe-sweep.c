@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 #include "common/hash.h"
 
 #define CHUNK (1u << 20)
@@ -161,24 +162,24 @@ static double ceiling_once(const char *dir, uint8_t **t, size_t nt, int threads,
 	ckpt_options_set(o, CKPT_OPT_THREADS, threads);
 	ckpt_options_set(o, CKPT_OPT_POOL_SIZE, (int64_t)pool);
 	ckpt_store *s;
-	ckpt_save *sv;
+	save1 *sv;
 	int rc = ckpt_store_open(path, o, &s);
 	ckpt_options_free(o);
 	uint64_t one = 1 << 20, shape = TENSOR;
-	if (rc == 0 && (rc = ckpt_save_begin(s, 0, &sv)) == 0) { /* warm-up: allocates the pool */
-		ckpt_save_add_tensor(sv, "warm", CKPT_DTYPE_U8, 1, &one, CKPT_MEM_HOST, t[0]);
-		rc = ckpt_save_commit(sv, NULL);
+	if (rc == 0 && (rc = save1_begin(s, 0, &sv)) == 0) { /* warm-up: allocates the pool */
+		save1_add_tensor(sv, "warm", CKPT_DTYPE_U8, 1, &one, CKPT_MEM_HOST, t[0]);
+		rc = save1_commit(sv, NULL);
 	}
 	struct rusage ru0, ru1;
 	getrusage(RUSAGE_SELF, &ru0);
 	double t0 = now();
-	if (rc == 0 && (rc = ckpt_save_begin(s, 1, &sv)) == 0) {
+	if (rc == 0 && (rc = save1_begin(s, 1, &sv)) == 0) {
 		for (size_t i = 0; i < nt && rc == 0; i++) {
 			char name[64];
 			snprintf(name, sizeof name, "layers.%zu.weight", i);
-			rc = ckpt_save_add_tensor(sv, name, CKPT_DTYPE_U8, 1, &shape, CKPT_MEM_HOST, t[i]);
+			rc = save1_add_tensor(sv, name, CKPT_DTYPE_U8, 1, &shape, CKPT_MEM_HOST, t[i]);
 		}
-		rc = rc ? rc : ckpt_save_commit(sv, NULL);
+		rc = rc ? rc : save1_commit(sv, NULL);
 	}
 	double el = now() - t0;
 	getrusage(RUSAGE_SELF, &ru1);
@@ -221,7 +222,7 @@ int main(int argc, char **argv)
 			memcpy(t[i] + 8 * k, &x, 8);
 		}
 	}
-	/* floor_copy_hash_gbps is the issue's floor: an 8-chunk ring, a destination that stays in
+	/* floor_copy_hash_gbps is the first floor: an 8-chunk ring, a destination that stays in
 	 * the CPU's caches. The pipeline copies into its pool, which does not: the same copy into a
 	 * pool-sized ring, and the fused copy the pipeline uses, say what is the pipeline and what
 	 * the memory system. */

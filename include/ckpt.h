@@ -15,7 +15,14 @@
  *   the calling thread's last failure (it names the file and what is wrong).
  * - Objects are opaque; each open or create function has a matching close or free that accepts
  *   NULL.
- * - Strings are NUL-terminated UTF-8; sizes are in bytes.
+ * - Strings are NUL-terminated UTF-8; sizes are in bytes; counts are size_t, or long when a
+ *   negative CKPT_E_* code may come back instead.
+ * - Every struct the caller allocates starts with struct_size, which the caller sets to
+ *   sizeof(the struct) (zero the struct, then fill it): fields can then be added at the end
+ *   without breaking callers built against an older header. A struct_size this library does
+ *   not know is refused with -CKPT_E_INVAL. Arrays and reports the library allocates come with
+ *   their own free function.
+ * - Functions and flags below the "Experimental" line may still change before 1.0.
  * - A store handle may be used by one thread at a time; distinct handles are independent.
  */
 #ifndef CKPT_H
@@ -116,6 +123,7 @@ CKPT_API int ckpt_mem_supported(int mem);
 /* ---------------------------------------------------------------------------------------------
  * Options
  * ------------------------------------------------------------------------------------------- */
+
 typedef struct ckpt_options ckpt_options;
 
 typedef enum ckpt_option {
@@ -176,7 +184,7 @@ typedef enum ckpt_option {
 	 * refreshed every minute): while fresh they keep the packs their checkpoint needs. */
 	CKPT_OPT_GC_GRACE_S = 15,
 	/* Transfers in flight at once for a push or pull of this handle's remote (packs in
-	 * parallel; ckpt_store_set_remote), 1 to 64 (default 4). */
+	 * parallel; ckpt_remote_open), 1 to 64 (default 4). */
 	CKPT_OPT_REMOTE_PARALLEL = 16,
 	/* Bytes per second the uploads to this handle's remote may take, summed over its threads,
 	 * so that they do not starve training traffic (default 0: no cap). */
@@ -249,6 +257,7 @@ CKPT_API const char *ckpt_store_path(const ckpt_store *store);
 
 /* Information about one checkpoint, as listed. */
 typedef struct ckpt_info {
+	size_t struct_size;     /* sizeof(ckpt_info) */
 	uint64_t step;
 	int64_t time;           /* commit time, unix seconds */
 	uint64_t tensors;       /* number of tensors */
@@ -267,7 +276,7 @@ typedef struct ckpt_info {
  * truncated) are listed too, with info.error set, when include_invalid is nonzero; a checkpoint
  * exists only if its manifest is valid. Returns the count and sets *out to an array to be freed
  * with ckpt_info_free(), or a negative CKPT_E_* code. */
-CKPT_API int ckpt_store_list(ckpt_store *store, int include_invalid, ckpt_info **out);
+CKPT_API long ckpt_store_list(ckpt_store *store, int include_invalid, ckpt_info **out);
 /* Frees an array returned by ckpt_store_list(); accepts NULL. */
 CKPT_API void ckpt_info_free(ckpt_info *list);
 
@@ -278,10 +287,15 @@ CKPT_API void ckpt_info_free(ckpt_info *list);
  * sets *out, or -CKPT_E_NOTFOUND. */
 CKPT_API int ckpt_store_resolve(ckpt_store *store, uint64_t step, uint64_t *out);
 
+
+/* The store's id (32 lowercase hex digits and a NUL) into id: its name on a remote. */
+CKPT_API void ckpt_store_id(const ckpt_store *store, char id[33]);
+
 /* ---------------------------------------------------------------------------------------------
  * Statistics of one save or restore
  * ------------------------------------------------------------------------------------------- */
 typedef struct ckpt_stats {
+	size_t struct_size;      /* sizeof(ckpt_stats), set by the caller */
 	uint64_t step;
 	uint64_t tensors;
 	uint64_t logical_bytes;  /* bytes of tensor data saved or restored */
@@ -306,137 +320,244 @@ typedef struct ckpt_stats {
 } ckpt_stats;
 
 /* ---------------------------------------------------------------------------------------------
- * Saving a checkpoint
+ * Saving a checkpoint: one process, or one part of a multi-rank checkpoint
+ *
+ * A one-process save is a save with a world of one. With a communicator (ckpt_save_options.comm,
+ * MPI: include/ckpt_mpi.h), every rank of the job begins the same step, adds its pieces and
+ * commits collectively: each rank makes its part durable and rank 0 commits the global manifest
+ * (docs/format.md, version 2) once every part is; a missing or failed part means no checkpoint.
+ * Coordination goes through the caller's communicator, never a transport of the library's own.
  * ------------------------------------------------------------------------------------------- */
 typedef struct ckpt_save ckpt_save;
 
-/* Begins a checkpoint for step (any value but CKPT_STEP_LATEST). Takes the store's writer lock
- * (held while any save of this handle is open or in flight). Several saves may be in flight on
- * one handle: they are processed and committed in the order they were submitted, and a new one
- * waits for pool space (backpressure). Returns 0 and sets *out, or: -CKPT_E_BUSY (another process
- * writes to the store), -CKPT_E_EXISTS (a checkpoint of that step exists, or is being saved, and
- * CKPT_OPT_OVERWRITE is off), -CKPT_E_PERM (read-only store), -CKPT_E_IO, -CKPT_E_NOMEM. */
-CKPT_API int ckpt_save_begin(ckpt_store *store, uint64_t step, ckpt_save **out);
+/* The collectives a multi-rank save and the collective read need, filled by the caller. Each
+ * returns 0 or a negative CKPT_E_* code; a failed or dead rank must make every rank's call
+ * return an error (not wait forever), with the communicator's own message naming the rank when
+ * it is known (errmsg). */
+typedef struct ckpt_comm {
+	size_t struct_size; /* sizeof(ckpt_comm) */
+	int rank, size;     /* this rank, and the number of ranks */
+	void *ctx;
+	/* Gathers len bytes from every rank into out (size * len bytes, in rank order). */
+	int (*allgather)(void *ctx, const void *in, size_t len, void *out);
+	/* Sends len bytes of buf from root to every rank. */
+	int (*broadcast)(void *ctx, void *buf, size_t len, int root);
+	int (*barrier)(void *ctx);
+	/* Optional: the text of the communicator's last failure (names the rank), or NULL. */
+	const char *(*errmsg)(void *ctx);
+} ckpt_comm;
 
-/* Adds a tensor: name (unique in the checkpoint, 1 to 65535 bytes), dtype, ndim dimensions of
- * shape (ndim 0 is a scalar), in memory mem (CKPT_MEM_HOST, or a CUDA device index when the CUDA
- * provider is loaded) at data, which must hold product(shape) * ckpt_dtype_size(dtype) bytes and
- * stay unchanged until the snapshot is done (ckpt_save_wait_snapshot(), or ckpt_save_commit()
- * returning). Returns 0, or -CKPT_E_INVAL (bad name, dtype, shape or size, duplicate name),
- * -CKPT_E_UNSUPPORTED (a device memory type this build cannot read), -CKPT_E_STATE, and on
- * failure the tensor is not added. */
-CKPT_API int ckpt_save_add_tensor(ckpt_save *save, const char *name, ckpt_dtype dtype,
-				  unsigned ndim, const uint64_t *shape, int mem, const void *data);
+/* ckpt_save_options.flags, with a communicator only (else -CKPT_E_INVAL):
+ * CKPT_SAVE_THREADED: the communicator's collectives may be called from a thread of the library
+ * while the caller's threads go on (MPI initialized with MPI_THREAD_MULTIPLE and a communicator
+ * only libckpt uses, the Python binding's own gloo group): the collective commit then runs on
+ * that thread as soon as this rank's part is durable. Without it, it runs in ckpt_save_wait() on
+ * the caller's thread.
+ * CKPT_SAVE_DEFER (with CKPT_SAVE_THREADED only): once this rank's part is durable, the library's
+ * thread waits for ckpt_save_release() before the collective commit, so that the caller decides
+ * late whether the checkpoint is made and what metadata it holds (a framework whose own protocol
+ * finishes after the data is written, as DCP's finish() does). */
+#define CKPT_SAVE_THREADED 1u
+#define CKPT_SAVE_DEFER 2u
 
-/* Sets metadata key to value (both strings; a key set twice keeps the last value). Returns 0 or
- * -CKPT_E_INVAL (also for the reserved key "ckpt.tags": use ckpt_save_add_tag) / -CKPT_E_NOMEM. */
+/* Options of ckpt_save_begin(); NULL means all zero. */
+typedef struct ckpt_save_options {
+	size_t struct_size;    /* sizeof(ckpt_save_options) */
+	const ckpt_comm *comm; /* NULL: this process alone; else the job's ranks (used until the
+				* save is freed: it must stay valid that long) */
+	unsigned flags;        /* CKPT_SAVE_* */
+} ckpt_save_options;
+
+/* Begins a checkpoint for step (any value but CKPT_STEP_LATEST).
+ * Without a communicator: takes the store's writer lock (held while any save of this handle is
+ * open or in flight). Several saves may be in flight on one handle: they are processed and
+ * committed in the order they were submitted, and a new one waits for pool space (backpressure).
+ * With a communicator (collective: every rank calls it, with the same step): takes the store's
+ * lock shared (ranks do not block each other; prune and gc are excluded), rank 0 claims the step
+ * for this job (STORE/parts/<step>/CLAIM) and clears what a dead earlier save of the step left;
+ * then the ranks exchange their outcome, so every rank returns the first failing rank's error,
+ * and they must agree on the step, the world size and the chunk size, before any data is written.
+ * Returns 0 and sets *out, or (on every rank, for a multi-rank save): -CKPT_E_BUSY (another
+ * process or job writes to the store or this step; the message names it), -CKPT_E_EXISTS (the
+ * checkpoint exists or is being saved, and CKPT_OPT_OVERWRITE is off; a multi-rank checkpoint is
+ * never replaced), -CKPT_E_PERM (read-only store), -CKPT_E_INVAL (a struct_size this library does
+ * not know, flags without a communicator, a world over 1022 ranks, ranks that disagree),
+ * -CKPT_E_IO, -CKPT_E_NOMEM, or a communicator error. */
+CKPT_API int ckpt_save_begin(ckpt_store *store, uint64_t step, const ckpt_save_options *opts,
+			     ckpt_save **out);
+
+/* One tensor, or this rank's piece of a global tensor, for ckpt_save_add(). Zero it, then fill it.
+ * The piece is one of:
+ * - a whole tensor: global_shape NULL; shape has ndim extents (ndim 0 is a scalar); in a
+ *   multi-rank save, a tensor this rank alone holds (or, with nreplicas > 1, one that nreplicas
+ *   ranks hold whole alike: it is saved once, each replica copying, hashing and writing about
+ *   1/nreplicas of its chunks);
+ * - a box of a global tensor (multi-rank): global_shape and offsets (ndim each) set, shape the
+ *   box's extents; the boxes of all ranks must tile the global tensor exactly (checked at commit).
+ *   With nreplicas > 1, nreplicas ranks hold the box alike (hybrid sharding, a mesh's replicated
+ *   dimension): each passes its replica index and the box is saved once, each holder taking the
+ *   rows [n*replica/nreplicas, n*(replica+1)/nreplicas) of its first dimension longer than 1;
+ * - a flat range of a global tensor (multi-rank; FSDP1's flat parameters, Megatron's distributed
+ *   optimizer): global_shape set, offsets NULL, shape unused: elements [offset, offset + count)
+ *   of the row-major global tensor, contiguous at data; ranges tile like boxes and may mix with
+ *   them; saved as the at most 2 * ndim - 1 boxes the range is made of (the first as name, the
+ *   others as name#1, name#2, ...), a format version 3 manifest (docs/format.md).
+ * data (in memory mem: CKPT_MEM_HOST or a CUDA device index) holds the piece's bytes and must stay
+ * unchanged until the snapshot is done (ckpt_save_wait_snapshot(), or ckpt_save_commit()
+ * returning). */
+typedef struct ckpt_tensor {
+	size_t struct_size;            /* sizeof(ckpt_tensor) */
+	const char *name;              /* unique in the checkpoint, 1 to 65535 bytes */
+	ckpt_dtype dtype;
+	unsigned ndim;
+	const uint64_t *shape;         /* a whole tensor's or a box's extents */
+	int mem;
+	const void *data;
+	const uint64_t *global_shape;  /* a box or a range: the global tensor's extents */
+	const uint64_t *offsets;       /* a box: where it starts in the global tensor */
+	uint64_t offset, count;        /* a range: its first element and its number of elements */
+	unsigned replica, nreplicas;   /* held alike by nreplicas ranks (0 or 1: this rank alone) */
+} ckpt_tensor;
+
+/* Adds *tensor to the save. Returns 0, or -CKPT_E_INVAL (bad name, dtype, shape, size or layout,
+ * a duplicate name, a box or range in a save without a communicator, replica >= nreplicas; the
+ * message says which), -CKPT_E_UNSUPPORTED (a device memory this build cannot read),
+ * -CKPT_E_STATE (after submit); the tensor is then not added (a range that failed after some of
+ * its boxes were added: abort the save). A holder whose share of a replicated piece is empty adds
+ * nothing and returns 0; count 0 adds nothing. */
+CKPT_API int ckpt_save_add(ckpt_save *save, const ckpt_tensor *tensor);
+
+/* Sets metadata key to value (both strings; a key set twice keeps the last value; a multi-rank
+ * checkpoint keeps rank 0's). Before submit; after a submit with CKPT_SAVE_DEFER also until
+ * ckpt_save_release(). Returns 0, -CKPT_E_INVAL (the reserved keys "ckpt.tags" and "ckpt.dist.*"),
+ * -CKPT_E_STATE, -CKPT_E_NOMEM. */
 CKPT_API int ckpt_save_set_meta(ckpt_save *save, const char *key, const char *value);
 
-/* Tags: labels of a checkpoint, as restic's --tag, that ckpt_store_prune_gc() can keep by
- * (keep_tags) and listings show (ckpt_info.tags). A tag is 1 to CKPT_TAG_MAX bytes of printable
- * ASCII other than space and ',' ('!' to '~'); case matters; a checkpoint has at most
- * CKPT_TAGS_MAX. They are stored as the reserved metadata entry "ckpt.tags" (docs/format.md). */
+/* Tags: labels of a checkpoint, as restic's --tag, that prune can keep by (keep_tags) and
+ * listings show (ckpt_info.tags). A tag is 1 to CKPT_TAG_MAX bytes of printable ASCII other than
+ * space and ',' ('!' to '~'); case matters; a checkpoint has at most CKPT_TAGS_MAX. They are
+ * stored as the reserved metadata entry "ckpt.tags" (docs/format.md). */
 #define CKPT_TAG_MAX 64
 #define CKPT_TAGS_MAX 32
-/* Adds tag to the checkpoint (a tag added twice is kept once). Call before submit. Returns 0, or
- * -CKPT_E_INVAL (a tag that breaks the rule, or one more than CKPT_TAGS_MAX; the message says
- * which) / -CKPT_E_STATE (after submit) / -CKPT_E_NOMEM, and then the tags are unchanged. */
+/* Adds tag to the checkpoint (a tag added twice is kept once; a multi-rank checkpoint keeps rank
+ * 0's). Call before submit. Returns 0, or -CKPT_E_INVAL (a tag that breaks the rule, or one more
+ * than CKPT_TAGS_MAX; the message says which) / -CKPT_E_STATE / -CKPT_E_NOMEM, and then the tags
+ * are unchanged. */
 CKPT_API int ckpt_save_add_tag(ckpt_save *save, const char *tag);
-/* Returns 0 when tag follows the rule above, else -CKPT_E_INVAL with a message (ckpt_errmsg) that
- * says what is wrong: for tools that take tags to match (prune's keep_tags checks them too). */
+/* Returns 0 when tag follows the rule above, else -CKPT_E_INVAL with a message that says what is
+ * wrong: for tools that take tags to match (prune's keep_tags checks them too). */
 CKPT_API int ckpt_tag_check(const char *tag);
 
-/* Synchronous form: ckpt_save_submit() then ckpt_save_wait(). Writes the checkpoint's new chunks,
- * makes them durable, then commits the manifest atomically, releases the lock (when no other save
- * of this handle is in flight) and frees save (in every case). Fills *stats when stats is not NULL.
- * Returns 0 when the checkpoint is durable and visible, or a negative CKPT_E_* code (-CKPT_E_IO,
- * -CKPT_E_NOSPC, ...) in which case no checkpoint was made, earlier checkpoints are intact, and
- * the bytes written so far are garbage for ckpt_store_gc(). */
-CKPT_API int ckpt_save_commit(ckpt_save *save, ckpt_stats *stats);
-
-/* Abandons a checkpoint that was not submitted, releasing the lock and freeing save; a submitted
- * one is canceled and waited for (its partial output is removed). Accepts NULL. */
-CKPT_API void ckpt_save_abort(ckpt_save *save);
-
-/* For CUDA tensors: orders the copies after the work queued on `stream` (a cudaStream_t) before
- * ckpt_save_submit(), so that the snapshot sees what the trainer computed. Default: the legacy
- * default stream (NULL). Call before submit. Returns 0 or -CKPT_E_STATE after submit. */
+/* For CUDA tensors: orders the copies after the work queued on `stream` (a cudaStream_t), so that
+ * the snapshot sees what the trainer computed. Default: the legacy default stream (NULL). Call
+ * before submit. Returns 0 or -CKPT_E_STATE after submit. */
 CKPT_API int ckpt_save_after_stream(ckpt_save *save, void *stream);
 
-/* Asynchronous form. ckpt_save_submit() starts the save in the background and returns at once:
- * the snapshot (copy of every tensor into the pinned pool) runs on the worker threads, then
- * hashing, compression, writing and the commit. After submit, only ckpt_save_wait_snapshot(),
- * ckpt_save_fence(), ckpt_save_poll() and ckpt_save_wait() (which frees save) may be called.
- * Returns 0, or -CKPT_E_STATE when already submitted (then nothing changes). */
+/* Starts the save in the background and returns at once: the snapshot (the copy of every tensor
+ * into the store's pinned pool) runs on the worker threads, then hashing, compression, writing
+ * and the commit (multi-rank: the collective commit, see CKPT_SAVE_THREADED). After submit only
+ * wait_snapshot, fence, poll, progress, release, wait and abort may be called; a multi-rank save's
+ * every rank must then call ckpt_save_wait() (collective), also when submit failed: the other
+ * ranks learn of the failure there. Returns 0, this rank's failure, or -CKPT_E_STATE when already
+ * submitted (then nothing changes). */
 CKPT_API int ckpt_save_submit(ckpt_save *save);
 
-/* Waits until every tensor has been copied: from then on the caller may modify its tensors.
- * Returns 0, or the save's error (it then also comes back from ckpt_save_wait()). */
+/* Waits until every tensor (of this rank) has been copied: from then on the caller may modify
+ * them. Returns 0, or the save's error (it then also comes back from ckpt_save_wait()). */
 CKPT_API int ckpt_save_wait_snapshot(ckpt_save *save);
 
 /* For CUDA tensors: makes the CUDA stream `stream` (a cudaStream_t, NULL for the legacy default
  * stream of each device the save copies from) wait for the snapshot without blocking the calling
- * thread, whatever the state's size against the pool: work queued on stream after this call (the
- * next optimizer step) runs only once every tensor of the save has been copied out (host tensors
- * included), not waiting for hashing, compression or writing of what the pool holds. When the
- * state is larger than the pool, though, the last copies need slabs that only writing frees: the
- * stream then waits until all but about one pool's worth of the state is written (gpu_bench
- * reports it as trainer_stall_seconds, "save_over_pool"); size CKPT_OPT_POOL_SIZE to the state
- * to keep the stall at the copy time. The GPU waits on a flag the library
- * sets then (cuStreamWaitValue32); a save that fails sets it too, so the stream never waits
- * forever. Where stream memory operations are not available (disabled on the device) the fence
- * waits on the calling thread for the snapshot instead, as ckpt_save_wait_snapshot() does: a
- * host function holding the stream would park a CUDA callback thread that other streams' host
- * functions may need. Without CUDA
- * tensors it is ckpt_save_wait_snapshot(). Call after submit. Returns 0, -CKPT_E_UNSUPPORTED
- * without the CUDA provider, or the save's error. */
+ * thread: work queued on stream after this call (the next optimizer step) runs only once every
+ * tensor of the save has been copied out (host tensors included), not waiting for hashing,
+ * compression or writing. When the state is larger than the pool, the last copies need slabs
+ * that only writing frees: the stream then waits until all but about one pool's worth of the
+ * state is written (size CKPT_OPT_POOL_SIZE to the state to keep the stall at the copy time). The
+ * GPU waits on a flag the library sets then (cuStreamWaitValue32); a save that fails sets it too,
+ * so the stream never waits forever. Where stream memory operations are not available the fence
+ * waits on the calling thread, as ckpt_save_wait_snapshot() does. Without CUDA tensors it is
+ * ckpt_save_wait_snapshot(). Call after submit. Returns 0, -CKPT_E_UNSUPPORTED without the CUDA
+ * provider, or the save's error. */
 CKPT_API int ckpt_save_fence(ckpt_save *save, void *stream);
 
-/* Returns 0 while the save is still running, 1 when it finished (successfully or not; the result
- * comes from ckpt_save_wait()). */
+/* Returns 1 when ckpt_save_wait() would not wait (the save finished, successfully or not; a
+ * multi-rank save without CKPT_SAVE_THREADED: once this rank's part finished, the exchange being
+ * still to come in wait), 0 otherwise, and 0 for a save not submitted. */
 CKPT_API int ckpt_save_poll(const ckpt_save *save);
 
-/* Bytes of the tensors hashed so far by a submitted save (*done), for a progress display; the
- * total is the tensors' size. Call between submit and wait. Returns 0 or -CKPT_E_INVAL. */
+/* Bytes of this rank's tensors hashed so far by a submitted save (*done), for a progress display;
+ * the total is the tensors' size. Call between submit and wait. Returns 0 or -CKPT_E_INVAL. */
 CKPT_API int ckpt_save_progress(const ckpt_save *save, uint64_t *done);
 
-/* Waits until the checkpoint is durable and visible (or failed), fills *stats when not NULL, and
- * frees save. Returns 0, or the error of the background work, whose message names the step; after
- * an error no checkpoint was made, earlier checkpoints are intact and what was written is removed
- * or left as garbage for gc. */
+/* Waits until the checkpoint is durable and visible (multi-rank: collective, on every rank alike),
+ * or failed; fills *stats (this rank's part) when not NULL, and frees save. Returns 0, or the
+ * error of the background work, whose message names the step (and the failing rank); after an
+ * error no checkpoint was made (unless a multi-rank save failed in the final broadcast itself),
+ * earlier checkpoints are intact and what was written is removed or left as garbage for gc. */
 CKPT_API int ckpt_save_wait(ckpt_save *save, ckpt_stats *stats);
 
+/* ckpt_save_submit() then ckpt_save_wait(): writes the checkpoint's new chunks, makes them
+ * durable, then commits the manifest atomically (multi-rank: collectively), and frees save in
+ * every case but one: after a submit it returns -CKPT_E_STATE and leaves save to
+ * ckpt_save_wait(). Returns as ckpt_save_wait(). */
+CKPT_API int ckpt_save_commit(ckpt_save *save, ckpt_stats *stats);
+
+/* Abandons the save and frees it; accepts NULL. A save not submitted releases its lock (multi-rank:
+ * collectively, every rank's commit then fails naming this rank); a submitted one is canceled and
+ * waited for, its partial output removed. After a CKPT_SAVE_THREADED submit the collective commit
+ * is already under way and one rank cannot take it back: abort waits for it and discards its
+ * outcome (the checkpoint may then exist). */
+CKPT_API void ckpt_save_abort(ckpt_save *save);
+
 /* ---------------------------------------------------------------------------------------------
- * Reading a checkpoint
+ * Reading a checkpoint: one process's, or a multi-rank one onto any layout
  * ------------------------------------------------------------------------------------------- */
 typedef struct ckpt_reader ckpt_reader;
 
+/* ckpt_reader_open() flags. CKPT_READ_AS_SAVED: the reader's tensors are the pieces as they were
+ * saved (a multi-rank checkpoint's every rank's boxes, each its own tensor, as `ckptctl show`
+ * lists them) instead of the global tensors; for a one-process checkpoint both are the same. */
+#define CKPT_READ_AS_SAVED 1u
+
 /* Opens the checkpoint of step (or CKPT_STEP_LATEST) for reading; needs no lock and never sees a
- * half-written checkpoint. Returns 0 and sets *out, or -CKPT_E_NOTFOUND, -CKPT_E_CORRUPT,
- * -CKPT_E_CHECKSUM (damaged manifest), -CKPT_E_VERSION, -CKPT_E_IO, -CKPT_E_NOMEM. */
-CKPT_API int ckpt_reader_open(ckpt_store *store, uint64_t step, ckpt_reader **out);
+ * half-written checkpoint. Its tensors are the global tensors: for a one-process checkpoint, the
+ * tensors saved; for a multi-rank one, each tensor as a whole, whatever layout saved it. With a
+ * remote open on the store (ckpt_remote_open), a checkpoint that is not local is read from the
+ * remote without pulling it: each record it references is fetched by range reads and checked
+ * against its digest before use, into an anonymous temporary file that close releases.
+ * Returns 0 and sets *out, or -CKPT_E_NOTFOUND, -CKPT_E_CORRUPT, -CKPT_E_CHECKSUM (damaged
+ * manifest), -CKPT_E_VERSION, -CKPT_E_INVAL (unknown flags), -CKPT_E_IO, -CKPT_E_NOMEM. */
+CKPT_API int ckpt_reader_open(ckpt_store *store, uint64_t step, unsigned flags,
+			      ckpt_reader **out);
 /* Closes reader; accepts NULL. */
 CKPT_API void ckpt_reader_close(ckpt_reader *reader);
 
-/* Fills *info with the checkpoint's summary (as ckpt_store_list() would). */
-CKPT_API void ckpt_reader_info(const ckpt_reader *reader, ckpt_info *info);
+/* Fills *info (info->struct_size set by the caller) with the checkpoint's summary, as
+ * ckpt_store_list() would; its step tells which one CKPT_STEP_LATEST opened. Returns 0 or
+ * -CKPT_E_INVAL (a struct_size this library does not know). */
+CKPT_API int ckpt_reader_info(const ckpt_reader *reader, ckpt_info *info);
+/* World size of the save: 1 for a one-process checkpoint. */
+CKPT_API unsigned ckpt_reader_world_size(const ckpt_reader *reader);
 
 /* Description of one tensor of a checkpoint; pointers stay valid while the reader is open. */
 typedef struct ckpt_tensor_info {
+	size_t struct_size;   /* sizeof(ckpt_tensor_info), set by the caller */
 	const char *name;
 	ckpt_dtype dtype;
 	unsigned ndim;
 	const uint64_t *shape;
 	uint64_t nbytes;
-	uint64_t chunks;      /* chunk references */
+	uint64_t chunks;      /* chunk references (of every piece) */
 	uint64_t chunks_new;  /* of them, chunks written by this checkpoint */
 	uint64_t bytes_new;   /* on-disk bytes of those new chunks */
+	uint32_t shards;      /* pieces it was saved as (ckpt_reader_shard); 1 for a tensor saved whole */
+	int32_t replicated;   /* 1: saved whole by several ranks alike (nreplicas > 1, no box) */
 } ckpt_tensor_info;
 
 /* Returns the number of tensors in the checkpoint. */
 CKPT_API size_t ckpt_reader_tensor_count(const ckpt_reader *reader);
 /* Fills *info for tensor index (0 <= index < count, in the order they were added). Returns 0 or
- * -CKPT_E_INVAL for an index out of range. */
+ * -CKPT_E_INVAL (index out of range, unknown struct_size). */
 CKPT_API int ckpt_reader_tensor(const ckpt_reader *reader, size_t index, ckpt_tensor_info *info);
 /* Returns the index of the tensor called name, or -CKPT_E_NOTFOUND. */
 CKPT_API long ckpt_reader_find(const ckpt_reader *reader, const char *name);
@@ -450,98 +571,95 @@ CKPT_API int ckpt_reader_meta(const ckpt_reader *reader, size_t index, const cha
 /* Returns the value of metadata key, or NULL when absent. */
 CKPT_API const char *ckpt_reader_get_meta(const ckpt_reader *reader, const char *key);
 
-/* Restores tensor index into dst (in memory mem: CKPT_MEM_HOST, or a CUDA device index), which must hold exactly
- * size bytes, the tensor's nbytes. Every chunk's digest is checked. Returns 0, or
- * -CKPT_E_INVAL (index or size wrong), -CKPT_E_CHECKSUM / -CKPT_E_CORRUPT (damaged data: the
- * message names the tensor, the chunk and the checkpoint; dst then holds partial data),
- * -CKPT_E_IO, -CKPT_E_UNSUPPORTED. Adds to the reader's statistics. */
-CKPT_API int ckpt_reader_restore(ckpt_reader *reader, size_t index, int mem, void *dst,
-				 uint64_t size);
+/* What ckpt_reader_read() reads of a tensor. Zero it, then fill it; NULL means the whole tensor.
+ * - whole: count 0 and offsets NULL;
+ * - elements [offset, offset + count) of the row-major tensor, contiguous at dst (a slice of rows,
+ *   a flat range), from whatever split of boxes or ranges saved it;
+ * - a box: offsets and lengths (ndim each, the tensor's ndim) set. strides NULL: dst is row-major
+ *   and contiguous, size exactly product(lengths) * dtype size; else element (i_0, .., i_{n-1}) of
+ *   the box goes to dst + (i_0 * strides[0] + .. + i_{n-1} * strides[n-1]) * dtype size (strides
+ *   in elements: a column slice written into its place in a whole matrix), size is the bytes of
+ *   dst, and elements of dst no box element maps to are not written;
+ * - comm set (whole tensors only, host memory): a collective read over comm: every rank of it
+ *   calls it with the same index and root; rank root alone reads (and verifies) the tensor from
+ *   the store and sends it to the others with comm->broadcast, in pieces of at most 64 MiB. A
+ *   tensor every rank restores whole is then read once per job (or per node, over a communicator
+ *   of one node's ranks) instead of once per rank; spread the roots over the ranks (tensor k on
+ *   rank k % size) so that the reads run in parallel. Every rank returns root's error alike
+ *   (no rank's dst is written when a chunk is damaged). */
+typedef struct ckpt_region {
+	size_t struct_size;       /* sizeof(ckpt_region) */
+	uint64_t offset, count;   /* elements */
+	const uint64_t *offsets;  /* a box */
+	const uint64_t *lengths;
+	const uint64_t *strides;
+	const ckpt_comm *comm;    /* a collective read */
+	int root;
+} ckpt_region;
 
-/* Host destinations placed so that raw (uncompressed) chunks are read straight into them, with no
- * copy out of a read buffer (the digest is then checked in place): with O_DIRECT, chunk k of a
- * tensor goes in place when (dst + k * chunk_size - payload offset in its pack file) is a multiple
- * of the device's direct-I/O memory alignment (statx STATX_DIOALIGN: 4 on most NVMe drives, 512
- * or 4096 on others). Payloads start CKPT_RESTORE_DIRECT_OFFSET bytes after a 4 KiB boundary of
- * the file, so a destination at CKPT_RESTORE_DIRECT_OFFSET bytes past a 4 KiB boundary always
- * qualifies. Others are restored too, through the read buffer; so are compressed chunks and CUDA
- * destinations. Without O_DIRECT every host destination qualifies. */
+/* Reads region (NULL: all) of tensor index into dst, in memory mem (CKPT_MEM_HOST, or a CUDA
+ * device index), which holds size bytes: exactly the region's bytes, or with strides the bytes
+ * of dst. Reads only the stored chunks the region touches, each once per call however many rows
+ * share it, and checks every chunk's digest; a row's whole chunks, where the row is contiguous in
+ * dst, are read straight into dst (host) or through the pinned staging buffer (CUDA: ordered after
+ * ckpt_reader_after_stream()). Host destinations placed CKPT_RESTORE_DIRECT_OFFSET bytes past a
+ * 4 KiB boundary get raw chunks by O_DIRECT with no copy (the digest checked in place). Adds to
+ * the reader's statistics. Returns 0, or -CKPT_E_INVAL (index, region or size wrong, NULL dst, mem
+ * out of range, a struct_size this library does not know), -CKPT_E_UNSUPPORTED (a CUDA mem
+ * without the CUDA provider), -CKPT_E_CHECKSUM / -CKPT_E_CORRUPT (damaged data: the message names
+ * the tensor, the chunk and the checkpoint; dst then holds partial data), -CKPT_E_IO,
+ * -CKPT_E_NOMEM, or for a collective read root's or the communicator's error. */
+CKPT_API int ckpt_reader_read(ckpt_reader *reader, size_t index, const ckpt_region *region,
+			      int mem, void *dst, uint64_t size);
+
+/* Where raw chunks are read straight into a host destination (see ckpt_reader_read()): with
+ * O_DIRECT, chunk k goes in place when (dst + k * chunk_size - payload offset in its pack file) is
+ * a multiple of the device's direct-I/O memory alignment; payloads start
+ * CKPT_RESTORE_DIRECT_OFFSET bytes after a 4 KiB boundary of the file. */
 #define CKPT_RESTORE_DIRECT_ALIGN 4096
 #define CKPT_RESTORE_DIRECT_OFFSET 64
 
-/* Orders the copies of later restores into CUDA memory after the work queued on stream (a
- * cudaStream_t; NULL, the default: the legacy default stream) when each ckpt_reader_restore() or
- * ckpt_reader_restore_all() call starts, so that kernels still using a destination (a caching
- * allocator's reuse) finish before it is overwritten. The restore returns once the data is in
- * place. Returns 0 or -CKPT_E_INVAL. */
-CKPT_API int ckpt_reader_after_stream(ckpt_reader *reader, void *stream);
-
-/* Restores every tensor through a callback that supplies the destination of each:
+/* Reads every tensor whole through a callback that supplies the destination of each:
  * dst_for(index, info, &mem, arg) returns a pointer of info->nbytes bytes in memory *mem (preset
  * to CKPT_MEM_HOST), or NULL to skip that tensor. Reads run in parallel on the worker threads.
- * Returns 0 or the first error as ckpt_reader_restore() would. */
+ * Returns 0 or the first error as ckpt_reader_read() would. */
 typedef void *(*ckpt_dst_fn)(size_t index, const ckpt_tensor_info *info, int *mem, void *arg);
-CKPT_API int ckpt_reader_restore_all(ckpt_reader *reader, ckpt_dst_fn dst_for, void *arg);
+CKPT_API int ckpt_reader_read_all(ckpt_reader *reader, ckpt_dst_fn dst_for, void *arg);
 
-/* Restores bytes [offset, offset + size) of tensor index into host memory dst (size bytes),
- * reading and checking only the chunks that hold them: a slice of a tensor (rows a..b of a
- * row-major tensor are bytes a * row_bytes to b * row_bytes). Returns 0, -CKPT_E_INVAL (index or
- * range outside the tensor, NULL dst), or the errors of ckpt_reader_restore(). */
-CKPT_API int ckpt_reader_restore_range(ckpt_reader *reader, size_t index, uint64_t offset,
-				       void *dst, uint64_t size);
+/* Orders the copies of later reads into CUDA memory after the work queued on stream (a
+ * cudaStream_t; NULL, the default: the legacy default stream) when each read starts, so that
+ * kernels still using a destination (a caching allocator's reuse) finish before it is
+ * overwritten. Returns 0 or -CKPT_E_INVAL. */
+CKPT_API int ckpt_reader_after_stream(ckpt_reader *reader, void *stream);
 
-/* Copies the statistics of the restores made through reader so far into *stats. */
-CKPT_API void ckpt_reader_stats(const ckpt_reader *reader, ckpt_stats *stats);
-
-/* ---------------------------------------------------------------------------------------------
- * Verification
- * ------------------------------------------------------------------------------------------- */
-/* One problem found by ckpt_reader_verify(). */
-typedef struct ckpt_damage {
-	uint64_t step;
-	const char *tensor;   /* tensor name, or NULL for a damaged manifest */
-	uint64_t chunk;       /* chunk index within the tensor */
-	uint64_t offset;      /* byte offset of the chunk within the tensor */
-	const char *file;     /* the file that holds the damage; for a pack read through the
-			       * store's remote, the remote object (URL/KEY, docs/format.md) */
-	int error;            /* CKPT_E_CHECKSUM, CKPT_E_CORRUPT, CKPT_E_IO */
-	const char *message;
-} ckpt_damage;
-
-/* Called for every damaged chunk (on_damage) and with progress in bytes (on_progress, may be NULL). */
-typedef void (*ckpt_damage_fn)(const ckpt_damage *damage, void *arg);
-typedef void (*ckpt_progress_fn)(uint64_t done, uint64_t total, void *arg);
-
-/* Reads and re-hashes every chunk of the checkpoint (each distinct chunk once). Returns the number
- * of damaged chunks (0: intact), reporting each through on_damage, or a negative CKPT_E_* code when
- * verification could not run. */
-CKPT_API long ckpt_reader_verify(ckpt_reader *reader, ckpt_damage_fn on_damage,
-				 ckpt_progress_fn on_progress, void *arg);
-
-/* What verification learned about each chunk record, kept across the checkpoints of one store so
- * that a record several checkpoints share is read and hashed once (restic check --read-data).
- * create returns NULL when out of memory; free accepts NULL. */
-typedef struct ckpt_verify_cache ckpt_verify_cache;
-CKPT_API ckpt_verify_cache *ckpt_verify_cache_create(void);
-CKPT_API void ckpt_verify_cache_free(ckpt_verify_cache *cache);
-/* Bytes read from packs and records read through the cache so far. */
-CKPT_API uint64_t ckpt_verify_cache_bytes_read(const ckpt_verify_cache *cache);
-CKPT_API uint64_t ckpt_verify_cache_records(const ckpt_verify_cache *cache);
-
-/* ckpt_reader_verify() that reads only the records cache does not know yet and reports the damage
- * it knows for the others, as for each checkpoint's own. cache must only be used with readers of
- * one store. Progress counts the bytes of this checkpoint, read or known. Returns as
- * ckpt_reader_verify(). */
-CKPT_API long ckpt_reader_verify_cached(ckpt_reader *reader, ckpt_verify_cache *cache,
-					ckpt_damage_fn on_damage, ckpt_progress_fn on_progress,
-					void *arg);
-
+/* Copies the statistics of the reads made through reader so far into *stats (stats->struct_size
+ * set by the caller): bytes_read (from pack files, headers included), chunks (read),
+ * logical_bytes (the regions' bytes). Returns 0 or -CKPT_E_INVAL. */
+CKPT_API int ckpt_reader_stats(const ckpt_reader *reader, ckpt_stats *stats);
 
 /* ---------------------------------------------------------------------------------------------
- * Inspection of chunks
+ * Pieces, chunks and verification
  * ------------------------------------------------------------------------------------------- */
+/* One piece of a global tensor: the box of it that one tensor as saved holds. */
+typedef struct ckpt_shard {
+	size_t struct_size;      /* sizeof(ckpt_shard), set by the caller */
+	size_t tensor;           /* that tensor's index as saved (CKPT_READ_AS_SAVED, ckpt_reader_chunk) */
+	int rank;                /* the rank that saved it; -1 for a tensor saved whole (replicated,
+				  * or a one-process checkpoint's tensor) */
+	unsigned ndim;
+	const uint64_t *offsets; /* ndim offsets of the box in the global tensor */
+	const uint64_t *lengths; /* ndim extents of the box (the piece's shape) */
+} ckpt_shard;
+
+/* Fills *out for piece j (0 <= j < ckpt_tensor_info.shards) of global tensor index, in the order
+ * of the checkpoint's shard table; its pointers stay valid while reader is open. Returns 0,
+ * -CKPT_E_INVAL (index or j out of range, unknown struct_size) or -CKPT_E_STATE (a reader opened
+ * CKPT_READ_AS_SAVED, whose tensors are the pieces). */
+CKPT_API int ckpt_reader_shard(const ckpt_reader *reader, size_t index, size_t j, ckpt_shard *out);
+
 /* Where one chunk of a tensor lives. */
 typedef struct ckpt_chunk_info {
+	size_t struct_size;     /* sizeof(ckpt_chunk_info), set by the caller */
 	uint8_t digest[16];     /* XXH3-128 of the raw bytes */
 	uint32_t pack_id;
 	uint64_t offset;        /* of its record in the pack */
@@ -550,11 +668,53 @@ typedef struct ckpt_chunk_info {
 	uint64_t disk_bytes;    /* the record's span on disk (header and padding included) */
 	int codec;              /* 0 raw, 1 zstd, 2 and 3 byte-grouped zstd */
 	int is_new;             /* written by this checkpoint */
+	int rank;               /* the rank whose pack holds it; -1 for a one-process save's pack */
 } ckpt_chunk_info;
 
-/* Fills *out for chunk j of tensor index (0 <= j < info.chunks). Returns 0 or -CKPT_E_INVAL. */
+/* Fills *out for chunk j of tensor index as saved (0 <= j < its info.chunks; index is
+ * ckpt_shard.tensor, which for a one-process checkpoint or a reader opened CKPT_READ_AS_SAVED is
+ * the tensor's own index). Returns 0 or -CKPT_E_INVAL. */
 CKPT_API int ckpt_reader_chunk(const ckpt_reader *reader, size_t index, uint64_t j,
 			       ckpt_chunk_info *out);
+
+/* One problem found by ckpt_reader_verify(). */
+typedef struct ckpt_damage {
+	uint64_t step;
+	const char *tensor;   /* tensor name (as saved), or NULL for a damaged manifest or part */
+	uint64_t chunk;       /* chunk index within the tensor */
+	uint64_t offset;      /* byte offset of the chunk within the tensor */
+	const char *file;     /* the file that holds the damage; for a pack read through the
+			       * store's remote, the remote object (URL/KEY, docs/format.md) */
+	int error;            /* CKPT_E_CHECKSUM, CKPT_E_CORRUPT, CKPT_E_IO */
+	const char *message;
+} ckpt_damage;
+
+/* Called for every damaged chunk or part. */
+typedef void (*ckpt_damage_fn)(const ckpt_damage *damage, void *arg);
+/* Progress of a long operation (verify, compaction, a push or pull): done of total (0 when
+ * unknown), in bytes. Returning non-zero cancels it where it can be canceled (a push or pull:
+ * -CKPT_E_CANCELED); verify and gc ignore the value. */
+typedef int (*ckpt_progress_fn)(void *arg, uint64_t done, uint64_t total);
+
+/* What verification learned about each chunk record, kept across the checkpoints of one store so
+ * that a record several checkpoints share is read and hashed once (restic check --read-data).
+ * create returns NULL when out of memory; free accepts NULL. */
+typedef struct ckpt_verify_cache ckpt_verify_cache;
+CKPT_API ckpt_verify_cache *ckpt_verify_cache_create(void);
+CKPT_API void ckpt_verify_cache_free(ckpt_verify_cache *cache);
+/* Bytes read from packs and records read through the cache so far (either may be NULL). */
+CKPT_API void ckpt_verify_cache_stats(const ckpt_verify_cache *cache, uint64_t *bytes_read,
+				      uint64_t *records);
+
+/* Checks the checkpoint: a multi-rank checkpoint's part files first (STORE/parts/<step>/<rank>.part,
+ * against the size and checksum the global manifest records, each missing or damaged one reported
+ * with tensor NULL and file the part), then reads and re-hashes every chunk (each distinct chunk
+ * once). With cache (may be NULL; one store's readers only), only the records the cache does not
+ * know yet are read, and the damage it knows is reported for the others. on_damage and
+ * on_progress may be NULL. Returns the number of damaged chunks and parts (0: intact), or a
+ * negative CKPT_E_* code when verification could not run. */
+CKPT_API long ckpt_reader_verify(ckpt_reader *reader, ckpt_verify_cache *cache,
+				 ckpt_damage_fn on_damage, ckpt_progress_fn on_progress, void *arg);
 
 /* ---------------------------------------------------------------------------------------------
  * Space accounting, retention and garbage collection
@@ -587,99 +747,23 @@ typedef struct ckpt_du {
 CKPT_API int ckpt_store_du(ckpt_store *store, ckpt_du **out);
 CKPT_API void ckpt_du_free(ckpt_du *du);
 
-/* Flags of ckpt_store_prune() and ckpt_store_gc(). */
-#define CKPT_GC_DRY_RUN 1 /* report what would be done, change nothing */
-#define CKPT_GC_FORCE 2   /* proceed although some manifests are damaged (their chunks may go) */
-
-typedef struct ckpt_gc_report {
-	uint64_t *steps_removed;   /* prune: checkpoints removed (or that would be), ascending */
-	size_t n_steps_removed;
-	uint64_t packs_removed;
-	uint64_t packs_compacted;
-	uint64_t manifests_rewritten;
-	uint64_t leftovers_removed; /* temporary files of interrupted saves */
-	uint64_t bytes_freed;       /* file bytes freed (or that would be) */
-	uint64_t bytes_copied;      /* record bytes copied by compaction */
-	/* Files in pack directories that are not provably this store's packs (a name other than
-	 * the canonical NNNNNNNN.pack, a header naming another store or pack, an unreadable
-	 * header, the same pack id twice): never removed nor compacted. */
-	uint64_t files_left_alone;
-	char *left_alone;           /* the first of them and why (a path and a reason), or NULL */
-	/* Packs left in place because an open reader (in any process) may still read them; a later
-	 * gc or prune removes them once no reader needs them (readers hold leases, see
-	 * docs/format.md). Compacted packs count here too: their records are copied and no
-	 * manifest names them any more. */
-	uint64_t packs_deferred;
-	/* Of leftovers_removed, the part files of multi-rank checkpoints (STORE/parts/<step>/) that
-	 * were removed (or would be): of pruned checkpoints and of saves that never committed. */
-	uint64_t parts_removed;
-	/* Unreferenced packs left in place because a save is in flight (its in-flight marker is
-	 * live, CKPT_OPT_GC_GRACE_S): it may reference them when it commits. While one is, gc
-	 * removes no unreferenced pack, compacts nothing and removes no leftover; a later gc does. */
-	uint64_t packs_spared;
-	char *in_flight; /* then the first such save: "process P on host H (save since T)" */
-	/* With packs_deferred: the first reader that needs them, "process P on host H (reader of
-	 * step S since T)" (a reader's lease of another node counts while it was refreshed less
-	 * than CKPT_OPT_GC_GRACE_S ago), or the lease file of a reader that did not record itself
-	 * (an older libckpt's); NULL otherwise. */
-	char *reader;
-} ckpt_gc_report;
-
-/* Retention: which checkpoints prune keeps. The newest valid checkpoint is always kept. */
-typedef struct ckpt_prune_policy {
-	uint64_t keep_last;        /* keep the newest N valid checkpoints (0: only the newest) */
-	uint64_t keep_every;       /* also keep every checkpoint whose step is a multiple of K (0: none) */
-	const uint64_t *keep_steps;/* also keep these steps */
-	size_t n_keep_steps;
-} ckpt_prune_policy;
-
-/* Removes the checkpoints the policy does not keep (their manifests first, durably), then the packs
- * no remaining checkpoint references. Takes the store's writer lock. Damaged manifests are never
- * removed; while one exists, no pack is removed unless CKPT_GC_FORCE. A kill at any point leaves
- * every remaining checkpoint intact. Returns 0 and sets *report (free with ckpt_gc_report_free; may
- * be NULL), or -CKPT_E_BUSY, -CKPT_E_CORRUPT (damaged manifests without CKPT_GC_FORCE: the message
- * names them; nothing was removed), -CKPT_E_IO, -CKPT_E_PERM. */
-CKPT_API int ckpt_store_prune(ckpt_store *store, const ckpt_prune_policy *policy, int flags,
-			      ckpt_gc_report **report);
-
-/* Removes packs no valid checkpoint references and the temporary files of interrupted saves, and
- * compacts packs whose live share is below compact_below (0 to 1; 0 disables): their live records
- * are copied to a new pack, the manifests that name them are rewritten atomically, then the old
- * pack is removed. Takes the store's writer lock. Errors as ckpt_store_prune(). */
-CKPT_API int ckpt_store_gc(ckpt_store *store, double compact_below, int flags,
-			   ckpt_gc_report **report);
-CKPT_API void ckpt_gc_report_free(ckpt_gc_report *report);
-
-/* How gc chooses the packs it compacts (restic's prune --max-unused, borg compact --threshold).
- * Every pack whose live share is below compact_below is compacted; then, while the garbage left in
- * partly live packs is more than max_unused of the pack bytes left, the pack with the most garbage
- * is compacted too. ckpt_store_gc(store, f, ...) is {compact_below = f, max_unused = 1}. Zero the
- * struct before filling it in. */
-typedef struct ckpt_gc_policy {
-	double compact_below; /* 0 to 1; 0: no pack by this rule */
-	double max_unused;    /* 0 to 1; 1: no limit */
-	ckpt_progress_fn on_progress; /* NULL, or called as compaction copies (record bytes) */
-	void *progress_arg;
-} ckpt_gc_policy;
-#define CKPT_GC_MAX_UNUSED_DEFAULT 0.10 /* what ckptctl gc uses unless told otherwise */
-
-/* ckpt_store_gc() with a policy (NULL: {0, CKPT_GC_MAX_UNUSED_DEFAULT}). Each manifest is rewritten
- * at most once per run however many of its packs are compacted. Returns as ckpt_store_gc(), or
- * -CKPT_E_INVAL for a value outside 0 to 1. */
-CKPT_API int ckpt_store_gc_with(ckpt_store *store, const ckpt_gc_policy *gc, int flags,
-				ckpt_gc_report **report);
-
-/* Time-based retention on top of ckpt_prune_policy, with borg prune's semantics: keep_within keeps
- * every checkpoint saved less than that many seconds before now; keep_hourly/daily/weekly/monthly/
- * yearly keep the newest checkpoint of each of the last N hours, days, ISO weeks, calendar months
- * and years (UTC) that have one, counting back from the newest checkpoint (a period without a
- * checkpoint does not count, nor one whose newest checkpoint an earlier rule keeps; when fewer
- * periods exist, the oldest checkpoint is kept too). The rules apply in that order, after
- * keep_last, and their union is kept. Periods come from the commit time recorded in each manifest.
- * keep_tags keeps every checkpoint that has one of the n_keep_tags tags, whatever the other rules
- * say (restic's --keep-tag). */
+/* Retention: which checkpoints prune keeps, with borg prune's and restic forget's rules. Zero it,
+ * then fill it. The newest valid checkpoint is always kept, and a damaged manifest is never
+ * removed. keep_last keeps the newest N valid checkpoints (0: only the newest); keep_every every
+ * checkpoint whose step is a multiple of K; keep_steps these steps. keep_within keeps every
+ * checkpoint saved less than that many seconds before now; keep_hourly/daily/weekly/monthly/yearly
+ * the newest checkpoint of each of the last N hours, days, ISO weeks, calendar months and years
+ * (UTC) that have one, counting back from the newest checkpoint (a period without a checkpoint
+ * does not count, nor one whose newest checkpoint an earlier rule keeps; when fewer periods exist,
+ * the oldest checkpoint is kept too). The rules apply in that order, after keep_last, and their
+ * union is kept. Periods come from the commit time each manifest records. keep_tags keeps every
+ * checkpoint that has one of the tags, whatever the other rules say (restic's --keep-tag). */
 typedef struct ckpt_retention {
-	ckpt_prune_policy keep;    /* keep_last, keep_every, keep_steps as ckpt_store_prune() */
+	size_t struct_size;        /* sizeof(ckpt_retention) */
+	uint64_t keep_last;
+	uint64_t keep_every;
+	const uint64_t *keep_steps;
+	size_t n_keep_steps;
 	int64_t now;               /* unix seconds keep_within counts back from (0: the current time) */
 	int64_t keep_within;       /* seconds (0: none) */
 	uint64_t keep_hourly, keep_daily, keep_weekly;
@@ -688,461 +772,229 @@ typedef struct ckpt_retention {
 	size_t n_keep_tags;
 } ckpt_retention;
 
-/* ckpt_store_prune() with time-based rules, then gc (NULL: unreferenced packs only) under the same
- * lock. Returns as ckpt_store_prune(). */
-CKPT_API int ckpt_store_prune_gc(ckpt_store *store, const ckpt_retention *retention,
-				 const ckpt_gc_policy *gc, int flags, ckpt_gc_report **report);
+/* How gc chooses the packs it compacts (restic's prune --max-unused, borg compact --threshold).
+ * Every pack whose live share is below compact_below is compacted (its live records copied to a
+ * new pack, the manifests that name it rewritten atomically, each at most once per run, then the
+ * old pack removed); then, while the garbage left in partly live packs is more than max_unused of
+ * the pack bytes left, the pack with the most garbage is compacted too. NULL means
+ * {compact_below 0, max_unused CKPT_GC_MAX_UNUSED_DEFAULT}. */
+typedef struct ckpt_gc_policy {
+	size_t struct_size;   /* sizeof(ckpt_gc_policy) */
+	double compact_below; /* 0 to 1; 0: no pack by this rule */
+	double max_unused;    /* 0 to 1; 1: no limit */
+	ckpt_progress_fn on_progress; /* NULL, or called as compaction copies (record bytes) */
+	void *progress_arg;
+} ckpt_gc_policy;
+#define CKPT_GC_MAX_UNUSED_DEFAULT 0.10 /* what ckptctl gc uses unless told otherwise */
 
-#define CKPT_GC_NEWEST 4 /* ckpt_store_delete(): the newest valid checkpoint may go too */
+/* Flags of ckpt_store_prune(), ckpt_store_gc() and ckpt_store_delete(). */
+#define CKPT_GC_DRY_RUN 1 /* report what would be done, change nothing */
+#define CKPT_GC_FORCE 2   /* proceed although some manifests are damaged (their chunks may go) */
+#define CKPT_GC_NEWEST 4  /* delete: the newest valid checkpoint may go too */
+#define CKPT_GC_REMOTE 8  /* act on the store's remote (ckpt_remote_open) instead of the local
+			   * store: its manifests, packs and part files; local ones are untouched */
+
+/* The rule that keeps a checkpoint (ckpt_report.choices). */
+typedef enum ckpt_keep_rule {
+	CKPT_KEEP_NONE = 0, /* no rule keeps it: prune removes it */
+	CKPT_KEEP_WITHIN,   /* keep_within */
+	CKPT_KEEP_LAST,     /* keep_last */
+	CKPT_KEEP_HOURLY,
+	CKPT_KEEP_DAILY,
+	CKPT_KEEP_WEEKLY,
+	CKPT_KEEP_MONTHLY,
+	CKPT_KEEP_YEARLY,
+	CKPT_KEEP_TAG,      /* keep_tags */
+	CKPT_KEEP_EVERY,    /* keep_every */
+	CKPT_KEEP_STEP,     /* keep_steps */
+	CKPT_KEEP_NEWEST,   /* the newest valid checkpoint, which always stays */
+	CKPT_KEEP_DAMAGED,  /* a damaged manifest: prune never removes it */
+} ckpt_keep_rule;
+
+/* One checkpoint's fate under a retention, as borg prune --list tells it. */
+typedef struct ckpt_prune_choice {
+	uint64_t step;
+	int rule;     /* ckpt_keep_rule: the first rule, in the order ckpt_retention applies them,
+		       * that keeps it; CKPT_KEEP_NONE when it goes */
+	uint32_t nth; /* keep_last and the period rules: the how-manieth checkpoint the rule keeps
+		       * (1: its newest); 0 for the oldest checkpoint, kept because fewer periods
+		       * than asked have one, and for the other rules */
+} ckpt_prune_choice;
+
+/* What a prune, gc or delete did (or, with CKPT_GC_DRY_RUN, would do), local or remote. Allocated
+ * by the library: free it with ckpt_report_free(). */
+typedef struct ckpt_report {
+	uint64_t *steps_removed;    /* checkpoints removed (or that would be), ascending */
+	size_t n_steps_removed;
+	ckpt_prune_choice *choices; /* prune: every checkpoint's fate, ascending by step (damaged
+				     * ones too) */
+	size_t n_choices;
+	uint64_t packs_removed;
+	uint64_t packs_compacted;
+	uint64_t manifests_rewritten;
+	uint64_t parts_removed;     /* part files of multi-rank checkpoints (pruned ones, saves that
+				     * never committed) */
+	uint64_t leftovers_removed; /* temporary files of interrupted saves (parts_removed included);
+				     * remote: leftovers of puts killed longer than the grace age ago
+				     * (a directory's temporary files, an S3 server's incomplete
+				     * multipart uploads) */
+	uint64_t leftover_bytes;    /* remote: their bytes (unknown for S3: 0) */
+	uint64_t bytes_freed;       /* file bytes freed (or that would be) */
+	uint64_t bytes_copied;      /* record bytes copied by compaction */
+	/* Files in pack directories that are not provably this store's packs (a name other than
+	 * the canonical NNNNNNNN.pack, a header naming another store or pack, an unreadable header,
+	 * the same pack id twice): never removed nor compacted; left_alone names the first and why. */
+	uint64_t files_left_alone;
+	char *left_alone;
+	/* Packs left in place because an open reader (in any process) may still read them; reader
+	 * names the first such reader ("process P on host H (reader of step S since T)", or its lease
+	 * file). A later gc removes them once no reader needs them (docs/format.md, leases). */
+	uint64_t packs_deferred;
+	char *reader;
+	/* Unreferenced packs left in place because a save (remote: an upload) is in flight: it may
+	 * reference them when it commits. While one is, local gc removes no unreferenced pack,
+	 * compacts nothing and removes no leftover; in_flight names the first such save. */
+	uint64_t packs_spared;
+	char *in_flight;
+	uint64_t uploads_in_flight; /* remote: live upload markers seen */
+} ckpt_report;
+
+/* Removes the checkpoints the retention does not keep (their manifests first, durably), then runs
+ * gc with policy gc (NULL: unreferenced packs only, no compaction), under one writer lock. flags:
+ * CKPT_GC_DRY_RUN, CKPT_GC_FORCE, CKPT_GC_REMOTE (then gc must be NULL: a remote is not
+ * compacted). While a manifest is damaged nothing is removed unless CKPT_GC_FORCE: -CKPT_E_CORRUPT
+ * naming them. A kill at any point leaves every remaining checkpoint intact. With
+ * CKPT_GC_DRY_RUN (local store) the report's choices also say which rule keeps each checkpoint.
+ * Returns 0 and
+ * sets *report (may be NULL), or -CKPT_E_INVAL (NULL retention, a negative keep_within, a bad
+ * tag, a value out of range, an unknown struct_size), -CKPT_E_BUSY, -CKPT_E_CORRUPT, -CKPT_E_PERM,
+ * -CKPT_E_STATE (CKPT_GC_REMOTE without a remote), -CKPT_E_IO or the remote's error. */
+CKPT_API int ckpt_store_prune(ckpt_store *store, const ckpt_retention *retention,
+			      const ckpt_gc_policy *gc, int flags, ckpt_report **report);
+
+/* Removes packs no valid checkpoint references and the temporary files of interrupted saves,
+ * and compacts packs by policy gc (NULL: as documented at ckpt_gc_policy). With CKPT_GC_REMOTE:
+ * removes this store's objects on the remote that no remote manifest references (packs, part files
+ * of steps without a manifest, dead upload and gc markers, leftovers of puts killed longer than
+ * CKPT_OPT_GC_GRACE_S ago); only keys under this store's id are touched; gc must be NULL. Takes
+ * the store's writer lock. Returns as ckpt_store_prune(). */
+CKPT_API int ckpt_store_gc(ckpt_store *store, const ckpt_gc_policy *gc, int flags,
+			   ckpt_report **report);
 
 /* Removes the checkpoints of the n steps given (valid or damaged manifests), then what gc (NULL:
- * unreferenced packs only) collects, under one lock. Refuses, removing nothing, with -CKPT_E_INVAL
- * when that would remove the newest valid checkpoint (unless CKPT_GC_NEWEST), and -CKPT_E_NOTFOUND
- * for a step without a manifest (the message lists the steps that exist). Otherwise returns as
- * ckpt_store_prune(). */
+ * unreferenced packs only) collects, under one lock. Refuses, removing nothing, with
+ * -CKPT_E_INVAL when that would remove the newest valid checkpoint (unless CKPT_GC_NEWEST), and
+ * -CKPT_E_NOTFOUND for a step without a manifest (the message lists the steps that exist).
+ * CKPT_GC_REMOTE is not supported here (-CKPT_E_UNSUPPORTED: prune the remote instead). Otherwise
+ * returns as ckpt_store_prune(). */
 CKPT_API int ckpt_store_delete(ckpt_store *store, const uint64_t *steps, size_t n,
-			       const ckpt_gc_policy *gc, int flags, ckpt_gc_report **report);
+			       const ckpt_gc_policy *gc, int flags, ckpt_report **report);
+
+/* Frees a report; accepts NULL. */
+CKPT_API void ckpt_report_free(ckpt_report *report);
 
 /* ---------------------------------------------------------------------------------------------
- * Multi-rank checkpoints: N processes, one atomic global checkpoint (docs/format.md, version 2)
- *
- * Every rank opens the store (its own handle, one process each) and saves its part; rank 0
- * commits the global manifest after every part is durable. Coordination goes through the
- * caller's communicator (MPI: include/ckpt_mpi.h), never our own.
+ * Remote tier: a second copy of a store's checkpoints on a remote, so that they survive losing
+ * the node. A remote is named by a url: file:///dir or an absolute path (a directory on a shared
+ * file system: Lustre, GPFS, NFS), or s3://bucket/prefix (docs/remote-s3.md). Several stores may
+ * share one remote (one bucket prefix): each keeps its objects under its store id (the uuid in
+ * the store header, 32 hex digits), and none ever reads or deletes another's (docs/format.md,
+ * "Remote layout"). A checkpoint exists on the remote only once its manifest is there, which is
+ * put after every pack it references. Prune and gc of a remote: ckpt_store_prune() and
+ * ckpt_store_gc() with CKPT_GC_REMOTE.
  * ------------------------------------------------------------------------------------------- */
+typedef struct ckpt_remote ckpt_remote;
 
-/* The collectives the library needs, filled by the caller. Each returns 0 or a negative
- * CKPT_E_* code; a failed or dead rank must make every rank's call return an error (not wait
- * forever), with ckpt_errmsg()-style text in the communicator's own message naming the rank
- * when it is known (errbuf below). */
-typedef struct ckpt_comm {
-	int rank, size;
-	void *ctx;
-	/* Gathers len bytes from every rank into out (size * len bytes, in rank order). */
-	int (*allgather)(void *ctx, const void *in, size_t len, void *out);
-	/* Sends len bytes of buf from root to every rank. */
-	int (*broadcast)(void *ctx, void *buf, size_t len, int root);
-	int (*barrier)(void *ctx);
-	/* Optional: the text of the communicator's last failure (names the rank), or NULL. */
-	const char *(*errmsg)(void *ctx);
-} ckpt_comm;
+/* ckpt_remote_open() flags.
+ * CKPT_REMOTE_UPLOAD: upload every checkpoint in the background once it is durable locally (the
+ * next save is never held), several packs in parallel; and, at once, the local checkpoints the
+ * remote lacks, newest first: so a killed or failed upload resumes from what the remote holds. A
+ * multi-rank checkpoint is uploaded by every rank whose store has this remote: each puts the packs
+ * of its own pack id range and its part, rank 0 then what is missing and the manifest last; rank 0
+ * waits for a rank that makes no progress at most CKPT_REMOTE_SHARE_WAIT_S seconds (environment;
+ * default 300), then sends its share itself.
+ * CKPT_REMOTE_READ: readers of the store read every checkpoint from the remote, local or not (its
+ * manifest and each record it references, checked): to check the remote's copy itself. */
+enum {
+	CKPT_REMOTE_UPLOAD = 1u << 0,
+	CKPT_REMOTE_READ = 1u << 1,
+};
 
-typedef struct ckpt_dist_save ckpt_dist_save;
-
-/* Collective: every rank calls it, with the same step. Begins this rank's part of checkpoint
- * step: takes the store's lock shared (ranks do not block each other; prune and gc are
- * excluded), and rank 0 claims the step for this job (STORE/parts/<step>/CLAIM, held until the
- * commit ends) and clears what a dead earlier save of the step left. Then the ranks exchange
- * their outcome through comm: every rank returns the first failing rank's error, and the ranks
- * must agree on the step, the world size and the chunk size of their store handles, all before
- * any data is written. comm is used by commit and must stay valid until then. Returns 0 on every
- * rank, or on every rank: -CKPT_E_INVAL (size 0 or over 1022 ranks, rank out of range: this
- * rank's call only, before any exchange; ranks that disagree), -CKPT_E_EXISTS (the checkpoint
- * exists: a multi-rank checkpoint is never replaced, even with CKPT_OPT_OVERWRITE),
- * -CKPT_E_BUSY (another job is saving this step, the message names its rank 0's pid and host;
- * or a single-process writer, prune or gc holds the store), or an I/O or communicator error. */
-CKPT_API int ckpt_dist_save_begin(ckpt_store *store, const ckpt_comm *comm, uint64_t step,
-				  ckpt_dist_save **out);
-
-/* Adds this rank's piece of a sharded global tensor: the global tensor has ndim dimensions of
- * global_shape; the local piece is the box at offsets of extent local_shape, row-major at data
- * (product(local_shape) * dtype size bytes; same lifetime rule as ckpt_save_add_tensor()). The
- * boxes of all ranks must tile the global tensor exactly (checked at commit). */
-CKPT_API int ckpt_dist_save_add_shard(ckpt_dist_save *save, const char *name, ckpt_dtype dtype,
-				      unsigned ndim, const uint64_t *global_shape,
-				      const uint64_t *offsets, const uint64_t *local_shape, int mem,
-				      const void *data);
-
-/* Adds a box of a sharded global tensor that nreplicas ranks hold alike (hybrid sharding, a
- * mesh's replicated dimension): each of them calls this with its own replica index (0 ..
- * nreplicas-1) and the same name, dtype, global_shape, offsets and local_shape, and its copy of
- * the box at data. The box is saved once: each holder copies, hashes and writes about
- * 1/nreplicas of it, the rows [n*replica/nreplicas, n*(replica+1)/nreplicas) of the box's first
- * dimension longer than 1 (n its extent; a holder whose share is empty adds nothing and returns
- * 0; a box of one element or none is saved by replica 0). The checkpoint then holds the box as
- * nreplicas smaller shards, restored like any others. Same rules as ckpt_dist_save_add_shard()
- * otherwise; -CKPT_E_INVAL for replica >= nreplicas. */
-CKPT_API int ckpt_dist_save_add_shard_replica(ckpt_dist_save *save, const char *name,
-					      ckpt_dtype dtype, unsigned ndim,
-					      const uint64_t *global_shape, const uint64_t *offsets,
-					      const uint64_t *local_shape, unsigned replica,
-					      unsigned nreplicas, int mem, const void *data);
-
-/* Adds this rank's flattened range of global tensor name: elements [offset, offset + count) of
- * the row-major tensor of global_shape (ndim dimensions), count elements contiguous at data, as
- * FSDP1's flat parameters and Megatron's distributed optimizer hold them. The ranks' ranges
- * must tile the tensor exactly, like boxes; a range may mix with boxes of other ranks, and be
- * held by several ranks alike (replica 0 .. nreplicas-1, which split it as
- * ckpt_dist_save_add_shard_replica() splits a box; nreplicas 1: this rank alone). The range is
- * saved as the at most 2 * ndim - 1 boxes it is made of (a run of whole rows between two partial
- * ones), the first as tensor name and the others as name#1, name#2, ... of this rank's part, so
- * the checkpoint is read back, consolidated and resharded as any sharded tensor; one whose
- * range is not a single box is a format version 3 manifest (docs/format.md). count 0 adds
- * nothing. Returns 0, or -CKPT_E_INVAL (a range outside the tensor, bad arguments, a name#k that
- * another tensor of this rank already has: the save should then be aborted, since the pieces
- * before it were added), the errors of ckpt_save_add_tensor(). */
-CKPT_API int ckpt_dist_save_add_range(ckpt_dist_save *save, const char *name, ckpt_dtype dtype,
-				      unsigned ndim, const uint64_t *global_shape,
-				      uint64_t offset, uint64_t count, unsigned replica,
-				      unsigned nreplicas, int mem, const void *data);
-
-/* Adds a tensor that nreplicas ranks hold whole (replica 0 .. nreplicas-1 of them; each calls
- * this with its own replica index and the same name, dtype and shape). It is saved once: each
- * replica copies, hashes and writes about 1/nreplicas of its chunks. */
-CKPT_API int ckpt_dist_save_add_replicated(ckpt_dist_save *save, const char *name,
-					   ckpt_dtype dtype, unsigned ndim, const uint64_t *shape,
-					   unsigned replica, unsigned nreplicas, int mem,
-					   const void *data);
-
-/* Sets metadata of the checkpoint (rank 0's are kept; keys starting "ckpt.dist." are reserved:
- * -CKPT_E_INVAL). Before submit; after a submit with CKPT_DIST_DEFER also until
- * ckpt_dist_save_release() (an entry of the same key is replaced), then -CKPT_E_STATE. */
-CKPT_API int ckpt_dist_save_set_meta(ckpt_dist_save *save, const char *key, const char *value);
-/* Adds a tag to the checkpoint, as ckpt_save_add_tag() (rank 0's tags are kept). */
-CKPT_API int ckpt_dist_save_add_tag(ckpt_dist_save *save, const char *tag);
-
-/* Collective: every rank calls it. Makes this rank's part durable (never over another save's
- * part file: -CKPT_E_EXISTS), gathers every rank's result; rank 0 checks the parts and commits
- * the global manifest (one atomic link that never replaces a manifest: -CKPT_E_EXISTS when one
- * appeared meanwhile) and broadcasts the outcome. Returns 0 on every rank when the checkpoint is
- * visible, or a negative CKPT_E_* code whose message names the failing rank; then no checkpoint
- * was made (unless the failure was in the final broadcast itself) and the parts are garbage
- * for ckpt_store_gc(). Fills *stats with this rank's part. Frees save in every case but one:
- * after ckpt_dist_save_submit() it returns -CKPT_E_STATE and leaves save to
- * ckpt_dist_save_wait(). */
-CKPT_API int ckpt_dist_save_commit(ckpt_dist_save *save, ckpt_stats *stats);
-
-/* Collective like commit: this rank gives up, and every rank's commit fails naming it. Frees
- * save. Accepts NULL (then it does nothing, and the other ranks' commit fails when the
- * communicator reports this rank gone). After a submit without CKPT_DIST_THREADED the part is
- * canceled and every rank's wait fails naming this rank; after a threaded submit the collective
- * commit is already under way on the library's thread and one rank cannot take it back: abort
- * waits for it and discards its outcome (the checkpoint may then exist). */
-CKPT_API void ckpt_dist_save_abort(ckpt_dist_save *save);
-
-/* Submit flag: the communicator's collectives may be called from a thread of the library while
- * the caller's threads go on (MPI initialized with MPI_THREAD_MULTIPLE, a communicator or group
- * that only libckpt uses, the Python binding's own gloo group). */
-#define CKPT_DIST_THREADED 1u
-/* Submit flag, with CKPT_DIST_THREADED only (else -CKPT_E_INVAL): once this rank's part is
- * durable, the library's thread waits for ckpt_dist_save_release() before the collective commit,
- * so that the caller can decide late whether the checkpoint is made, and what metadata it holds
- * (a framework whose own protocol finishes after the data is written, as DCP's finish() does). */
-#define CKPT_DIST_DEFER 2u
-
-/* For CUDA tensors, as ckpt_save_after_stream(): the part's copies follow stream. Call before
- * submit. Returns 0 or -CKPT_E_STATE after submit. */
-CKPT_API int ckpt_dist_save_after_stream(ckpt_dist_save *save, void *stream);
-
-/* Asynchronous form of ckpt_dist_save_commit(), with everything a one-process save promises:
- * this rank's part is snapshotted into the store's pinned pool exactly as by ckpt_save_submit()
- * (host and CUDA tensors, the streams of ckpt_dist_save_after_stream(), the fence), then hashed,
- * written and made durable in the background; then the ranks commit collectively as in
- * ckpt_dist_save_commit(). With flags CKPT_DIST_THREADED that collective runs on a library thread
- * as soon as the part is durable; with 0 it runs in ckpt_dist_save_wait(), on the caller's
- * thread. Every rank must then call ckpt_dist_save_wait() (collective), also when submit failed:
- * the other ranks learn of the failure there. After submit only the calls below (and abort) may
- * be made on save. Returns 0, this rank's submit failure, -CKPT_E_STATE (already submitted) or
- * -CKPT_E_INVAL (unknown flags; then nothing was submitted). */
-CKPT_API int ckpt_dist_save_submit(ckpt_dist_save *save, unsigned flags);
-
-/* Waits until every tensor of this rank's part is copied: from then on the caller may modify
- * them. Returns 0 or the snapshot's error (it also comes back from ckpt_dist_save_wait()). */
-CKPT_API int ckpt_dist_save_wait_snapshot(ckpt_dist_save *save);
-
-/* As ckpt_save_fence() for this rank's part: work queued on the CUDA stream after this call runs
- * once the part's snapshot is done, without blocking the calling thread. Returns as
- * ckpt_save_fence(). */
-CKPT_API int ckpt_dist_save_fence(ckpt_dist_save *save, void *stream);
-
-/* Returns 1 when ckpt_dist_save_wait() would not wait: with CKPT_DIST_THREADED once the global
- * commit finished (successfully or not); without, once this rank's part finished (the exchange
- * and rank 0's commit are still to come in wait). 0 otherwise, and for a save not submitted. */
-CKPT_API int ckpt_dist_save_poll(const ckpt_dist_save *save);
-
-/* After a submit with CKPT_DIST_DEFER: lets this rank's commit go on. rc 0: the part's outcome
- * goes to the commit as it is; a negative CKPT_E_* code: this rank fails the save with that code
- * and why (NULL: a default text), so every rank's wait fails naming it and no checkpoint is
- * made. Metadata set before the release goes into the global manifest (rank 0's). A deferred save
- * waited for or aborted before its release fails as if released with -CKPT_E_STATE. May be
- * called from any thread, once. Returns 0, -CKPT_E_STATE (not submitted with CKPT_DIST_DEFER,
- * released already) or -CKPT_E_INVAL (rc > 0). */
-CKPT_API int ckpt_dist_save_release(ckpt_dist_save *save, int rc, const char *why);
-
-/* Collective: waits until the global checkpoint is durable and visible, or failed, on every rank
- * alike (as ckpt_dist_save_commit() returns), fills *stats with this rank's part, frees save. */
-CKPT_API int ckpt_dist_save_wait(ckpt_dist_save *save, ckpt_stats *stats);
-
-typedef struct ckpt_dist_reader ckpt_dist_reader;
-
-/* Opens checkpoint step (or CKPT_STEP_LATEST) for restoring boxes of its global tensors; works on
- * single-process checkpoints too (each tensor is one global tensor of one shard). */
-CKPT_API int ckpt_dist_reader_open(ckpt_store *store, uint64_t step, ckpt_dist_reader **out);
-CKPT_API void ckpt_dist_reader_close(ckpt_dist_reader *reader);
-/* The checkpoint reader that reader reads through (NULL for NULL): its step and summary
- * (ckpt_reader_info), metadata and tensors as saved, and its restores. It belongs to reader:
- * valid until ckpt_dist_reader_close(), never closed by the caller. A step opened as
- * CKPT_STEP_LATEST needs no second open (which a prune could race) to learn which it is. */
-CKPT_API ckpt_reader *ckpt_dist_reader_checkpoint(const ckpt_dist_reader *reader);
-/* World size of the save (1 for a single-process checkpoint). */
-CKPT_API unsigned ckpt_dist_reader_world_size(const ckpt_dist_reader *reader);
-/* Number of global tensors; their description (name, dtype, ndim, global shape, nbytes). */
-CKPT_API size_t ckpt_dist_reader_tensor_count(const ckpt_dist_reader *reader);
-CKPT_API int ckpt_dist_reader_tensor(const ckpt_dist_reader *reader, size_t index,
-				     ckpt_tensor_info *info);
-/* Index of the global tensor called name, or -CKPT_E_NOTFOUND. */
-CKPT_API long ckpt_dist_reader_find(const ckpt_dist_reader *reader, const char *name);
-/* Restores the box at offsets of extent lengths (ndim each) of global tensor index into dst, in
- * memory mem (CKPT_MEM_HOST, or a CUDA device index, as in ckpt_reader_restore()).
- * strides NULL: dst is row-major and contiguous, size exactly product(lengths) * dtype size.
- * Else element (i_0, .., i_{n-1}) of the box goes to dst + (i_0 * strides[0] + .. +
- * i_{n-1} * strides[n-1]) * dtype size (strides in elements: a column slice written into its
- * place in a whole matrix), size is the bytes of dst, and elements of dst that no box element
- * maps to are not written.
- * Reads only the stored chunks that the box's rows touch in the shards it overlaps, each once per
- * call however many rows share it, and every chunk read is verified. A row's whole chunks, where
- * the row is contiguous in dst, are read straight into dst (host) or through the pinned staging
- * buffer (CUDA: ordered after the stream given to ckpt_reader_after_stream() on
- * ckpt_dist_reader_checkpoint(reader)); the rest is copied out of the chunk just read, with no
- * buffer of the box's size. The cost is in chunks: a box of rows narrower than a chunk reads the
- * chunks under all its rows (a 256-column box of a 1024-column f32 matrix reads all of it at
- * 64 KiB chunks). Adds to the statistics of ckpt_dist_reader_checkpoint(reader)
- * (ckpt_reader_stats(): bytes_read, the bytes read from pack files, their headers included;
- * chunks, the chunks read; logical_bytes, the box's bytes). A CUDA destination with a non-unit
- * innermost stride is copied an element at a time (correct, slow).
- * Returns 0, -CKPT_E_INVAL (box outside the tensor, wrong size, NULL argument, mem out of range
- * or dst not in memory mem), -CKPT_E_UNSUPPORTED (a CUDA mem without the CUDA provider),
- * -CKPT_E_CHECKSUM / -CKPT_E_CORRUPT (damaged data, naming the tensor, chunk and checkpoint; dst
- * then holds partial data), -CKPT_E_IO, -CKPT_E_NOMEM. */
-CKPT_API int ckpt_dist_reader_restore_box_mem(ckpt_dist_reader *reader, size_t index,
-					      const uint64_t *offsets, const uint64_t *lengths,
-					      int mem, void *dst, const uint64_t *strides,
-					      uint64_t size);
-/* ckpt_dist_reader_restore_box_mem() into contiguous host memory (mem CKPT_MEM_HOST, strides
- * NULL). */
-CKPT_API int ckpt_dist_reader_restore_box(ckpt_dist_reader *reader, size_t index,
-					  const uint64_t *offsets, const uint64_t *lengths,
-					  void *dst, uint64_t size);
-/* ckpt_dist_reader_restore_box_mem() into strided host memory (mem CKPT_MEM_HOST; strides must
- * not be NULL). */
-CKPT_API int ckpt_dist_reader_restore_box_strided(ckpt_dist_reader *reader, size_t index,
-						  const uint64_t *offsets, const uint64_t *lengths,
-						  void *dst, const uint64_t *strides, uint64_t size);
-
-/* Reads elements [offset, offset + count) of global tensor index, in row-major order, into
- * count contiguous elements at dst (size bytes exactly) in memory mem: a flattened range, from
- * whatever split of boxes or ranges saved it. Reads only the chunks under it, as
- * ckpt_dist_reader_restore_box_mem() does for each of the at most 2 * ndim - 1 boxes the range
- * is made of. Returns 0, -CKPT_E_INVAL (a range outside the tensor, a size that is not the
- * range's bytes), or the errors of ckpt_dist_reader_restore_box_mem(). */
-CKPT_API int ckpt_dist_reader_restore_range(ckpt_dist_reader *reader, size_t index,
-					    uint64_t offset, uint64_t count, int mem, void *dst,
-					    uint64_t size);
-
-/* Collective over comm (every rank of it calls it, with the same index and root): restores
- * global tensor index whole into contiguous host memory dst (size bytes, the tensor's nbytes)
- * on every rank, reading it from the store (and verifying it) on rank root alone and sending it
- * to the others with comm->broadcast, in pieces of at most 64 MiB. For an entry every rank
- * restores whole (one saved with ckpt_dist_save_add_replicated()), the store is read once per
- * job instead of once per rank; spread the entries' roots over the ranks (entry k on rank
- * k % size) so that the reads run in parallel. Over the job's communicator this is once per
- * job: it pays where reading the store costs more than the broadcast (a shared file system or
- * a remote tier read by many nodes); over a communicator of one node's ranks (MPI:
- * MPI_Comm_split_type with MPI_COMM_TYPE_SHARED), once per node. Returns 0 on every rank, or on every
- * rank: root's error (the message names root; -CKPT_E_CHECKSUM for a damaged chunk, and then
- * no rank's dst is written), -CKPT_E_INVAL (a rank's index, size or root is wrong: that rank's
- * message says which, the others' name it), or a communicator error (-CKPT_E_IO). */
-CKPT_API int ckpt_dist_reader_restore_shared(ckpt_dist_reader *reader, const ckpt_comm *comm,
-					     size_t index, int root, void *dst, uint64_t size);
-
-/* One shard of a global tensor: the box of it that one tensor of the checkpoint holds. */
-typedef struct ckpt_dist_shard {
-	size_t tensor;           /* that tensor's index, for ckpt_reader_* on the same checkpoint */
-	int rank;                /* the rank that saved it; -1 for a global tensor of one piece
-				  * (replicated, or a single-process checkpoint's tensor) */
-	unsigned ndim;
-	const uint64_t *offsets; /* ndim offsets of the box in the global tensor */
-	const uint64_t *lengths; /* ndim extents of the box (the shard tensor's shape) */
-} ckpt_dist_shard;
-
-/* Number of shards of global tensor index (1 for a replicated tensor and for every tensor of a
- * single-process checkpoint), or -CKPT_E_INVAL for an index out of range. */
-CKPT_API long ckpt_dist_reader_shard_count(const ckpt_dist_reader *reader, size_t index);
-/* Fills *out for shard j of global tensor index, in the order of the checkpoint's shard table;
- * its pointers stay valid while reader is open. Returns 0 or -CKPT_E_INVAL (index or j out of
- * range). */
-CKPT_API int ckpt_dist_reader_shard(const ckpt_dist_reader *reader, size_t index, size_t j,
-				    ckpt_dist_shard *out);
-/* Returns 1 when global tensor index was saved replicated (ckpt_dist_save_add_replicated()), 0
- * when it was not (sharded, or a single-process checkpoint's tensor), or -CKPT_E_INVAL. */
-CKPT_API int ckpt_dist_reader_replicated(const ckpt_dist_reader *reader, size_t index);
-/* Checks every part file of a multi-rank checkpoint (STORE/parts/<step>/<rank>.part) against the
- * size and checksum its global manifest records, and that it decodes as a manifest of this store
- * and step. The chunks are not read here (ckpt_reader_verify() on the same step reads every chunk
- * of every part: the global manifest references them all). Each missing or damaged part is
- * reported to on_damage (may be NULL) with tensor NULL, file the part's path, error a CKPT_E_*
- * code and a message naming the rank. Returns the number of damaged parts (0 for a
- * single-process checkpoint), or a negative CKPT_E_* code. */
-CKPT_API long ckpt_dist_reader_verify_parts(ckpt_dist_reader *reader, ckpt_damage_fn on_damage,
-					    void *arg);
-
-/* ---------------------------------------------------------------------------------------------
- * Remote tier (issue 25): a second copy of a store's checkpoints on a remote, so that they survive
- * losing the node. A remote is named by a url: file:///dir or an absolute path (a directory on a
- * shared file system: Lustre, GPFS, NFS), or s3://bucket/prefix where libckpt is built with S3.
- * Several stores may share one remote (one bucket prefix): each keeps its objects under its store
- * id (the uuid in the store header, 32 hex digits), and none ever reads or deletes another's
- * (docs/format.md, "Remote layout"). A checkpoint exists on the remote only once its manifest is
- * there, which is put after every pack it references.
- * ------------------------------------------------------------------------------------------- */
+/* Opens the remote at url for store (a store has at most one: a remote already open is closed
+ * first, as ckpt_remote_close() does). Opening checks that the remote answers. From then on the
+ * store's readers read a checkpoint that is not local (or a pack missing locally) from the remote
+ * (ckpt_reader_open). Call it while no save of the store is in flight. The remote belongs to the
+ * store: ckpt_store_close() closes it too. Returns 0 and sets *out, or -CKPT_E_INVAL (a malformed
+ * url or unknown scheme, naming the known ones; unknown flags), -CKPT_E_NOTFOUND (no such directory
+ * or bucket), -CKPT_E_PERM, -CKPT_E_IO, -CKPT_E_NOMEM. */
+CKPT_API int ckpt_remote_open(ckpt_store *store, const char *url, unsigned flags,
+			      ckpt_remote **out);
+/* Closes the remote and detaches it from its store; accepts NULL. Uploads in flight are canceled,
+ * to resume later from what the remote holds (ckpt_remote_wait() first finishes them). */
+CKPT_API void ckpt_remote_close(ckpt_remote *remote);
+/* The remote's url as opened; valid until it is closed. */
+CKPT_API const char *ckpt_remote_url(const ckpt_remote *remote);
 
 /* Counts of one push or pull. */
 typedef struct ckpt_remote_stats {
+	size_t struct_size;                    /* sizeof(ckpt_remote_stats), set by the caller */
 	uint64_t packs_sent, bytes_sent;       /* push: uploaded; pull: downloaded */
 	uint64_t packs_present, bytes_present; /* already at the destination, not sent */
 } ckpt_remote_stats;
 
-/* Progress of a long transfer: bytes done so far of total (0 when unknown); returning non-zero
- * cancels it (-CKPT_E_CANCELED). Called from the library's transfer threads, one at a time. */
-typedef int (*ckpt_remote_progress_fn)(void *arg, uint64_t done, uint64_t total);
+/* Uploads checkpoint step (or CKPT_STEP_LATEST) to the remote, on the caller's thread: the packs it
+ * references that the remote lacks (each checked by size once put), a multi-rank checkpoint's part
+ * files, then its manifest. A pack already on the remote is not sent again (packs_present); one
+ * there under the same id with other contents is never replaced (-CKPT_E_CORRUPT naming it and
+ * every recorded writer of the store id). stats and progress may be NULL. Returns 0 (also when the
+ * remote had it whole), -CKPT_E_NOTFOUND (no such local checkpoint, or a pack of it missing
+ * locally), -CKPT_E_NOSPC (remote full), -CKPT_E_CANCELED, or the remote's error; the message
+ * names the object and the cause. After a failure the remote lists no part of it. */
+CKPT_API int ckpt_remote_push(ckpt_remote *remote, uint64_t step, ckpt_remote_stats *stats,
+			      ckpt_progress_fn progress, void *arg);
+/* Brings checkpoint step (or CKPT_STEP_LATEST: the remote's newest whose manifest is intact) of the
+ * remote into the local store: the packs it needs that are missing locally (each record it
+ * references checked against its digest, its padding and the pack's record walk, before the pack
+ * is linked into place, never over a file), its part files (each checked against the global
+ * manifest's record of it), then its manifest last; under the store's writer lock. A local pack of
+ * an id it needs counts as present only once the records it names there check out. *pulled (may
+ * be NULL) gets the step. Returns 0 (also when it was local already), -CKPT_E_NOTFOUND (not on the
+ * remote), -CKPT_E_CHECKSUM / -CKPT_E_CORRUPT (a damaged remote object, a pack or part it names
+ * missing there, or a local pack of an id it needs that is another pack: nothing of it is kept),
+ * -CKPT_E_BUSY, -CKPT_E_CANCELED, or an I/O error. */
+CKPT_API int ckpt_remote_pull(ckpt_remote *remote, uint64_t step, uint64_t *pulled,
+			      ckpt_remote_stats *stats, ckpt_progress_fn progress, void *arg);
 
-/* Upload states of a checkpoint (ckpt_store_upload_state). */
+/* Upload states of a checkpoint (ckpt_remote_state). */
 enum {
 	CKPT_UPLOAD_LOCAL = 0,     /* only in the local store */
 	CKPT_UPLOAD_UPLOADING = 1, /* queued for the background upload, or being uploaded */
 	CKPT_UPLOAD_REMOTE = 2,    /* its manifest, and so every pack it needs, is on the remote */
 };
-
-/* ckpt_store_set_remote flags. */
-enum {
-	/* Upload every checkpoint in the background once it is durable locally (the next save is
-	 * never held), several packs in parallel; and, at once, the local checkpoints the remote
-	 * lacks, newest first: so a killed or failed upload resumes from what the remote holds.
-	 * A multi-rank checkpoint is uploaded by every rank whose handle has this remote: each puts
-	 * the packs of its own pack id range and its part, rank 0 then what is missing and the
-	 * manifest last (docs/format.md, "Remote layout"); rank 0 waits for a rank that makes no
-	 * progress at most CKPT_REMOTE_SHARE_WAIT_S seconds (environment; default 300), then sends
-	 * its share itself. A handle resumes a multi-rank checkpoint once its next multi-rank commit
-	 * tells it its rank. */
-	CKPT_REMOTE_UPLOAD = 1u << 0,
-	/* Readers of the handle read every checkpoint from the remote, local or not (its manifest
-	 * and each record it references, checked): what `ckptctl verify --remote` and `show
-	 * --remote` use to check the remote's copy itself. */
-	CKPT_REMOTE_READ = 1u << 1,
-};
-
-/* Sets the remote of the handle (url NULL: none; a previous remote's uploads in flight are
- * canceled, to resume later from what that remote holds). Opening checks that the remote
- * answers. With a remote set, ckpt_reader_open() (and ckpt_dist_reader_open()) of a checkpoint
- * that is not local reads it from the remote without pulling it: its manifest is fetched, and
- * from each pack that is not local only the records the checkpoint references, by range reads
- * (adjacent records merged, several at once), each checked against its digest before use (a
- * damaged remote object fails the restore naming it), into an anonymous temporary file (in the
- * store directory, else $TMPDIR) that ckpt_reader_close() releases; nothing is added to the
- * store (ckpt_store_pull() does that). A local checkpoint missing a pack reads that pack so too. Call it while no save of the handle is in flight. ckpt_store_close() cancels the
- * uploads in flight the same way (call ckpt_store_wait_uploaded() first to finish them).
- * Returns 0, or -CKPT_E_INVAL (a malformed url or unknown scheme, naming the known ones),
- * -CKPT_E_NOTFOUND (no such directory or bucket), -CKPT_E_PERM, -CKPT_E_IO, -CKPT_E_NOMEM. */
-CKPT_API int ckpt_store_set_remote(ckpt_store *store, const char *url, unsigned flags);
-/* The url of the handle's remote, or NULL; valid until the remote is changed or the store closed. */
-CKPT_API const char *ckpt_store_remote(const ckpt_store *store);
-/* The store's id on a remote (32 lowercase hex digits and a NUL) into id. */
-CKPT_API void ckpt_store_id(const ckpt_store *store, char id[33]);
-
-/* Uploads checkpoint step (or CKPT_STEP_LATEST) to the handle's remote, on the caller's thread:
- * the packs it references that the remote lacks (each checked by size once put), a multi-rank
- * checkpoint's part files, then its manifest. A pack already on the remote is not sent again
- * (stats->packs_present); one there under the same id with other contents is never replaced
- * (-CKPT_E_CORRUPT naming it). stats and progress may be NULL. Returns 0 (also when the remote had
- * it whole), -CKPT_E_STATE (no remote set), -CKPT_E_NOTFOUND (no such local checkpoint, or a pack
- * of it missing locally), -CKPT_E_NOSPC (remote full), -CKPT_E_CANCELED, or the remote's error;
- * the message names the object and the cause. After a failure the remote lists no part of it. */
-CKPT_API int ckpt_store_push(ckpt_store *store, uint64_t step, ckpt_remote_stats *stats,
-			     ckpt_remote_progress_fn progress, void *arg);
-/* Brings checkpoint step (or CKPT_STEP_LATEST: the remote's newest whose manifest is intact, as
- * ckpt_store_resolve() chooses locally; a newer damaged one is listed by ckpt_store_remote_list()
- * with include_invalid, and *pulled tells which step came) of the handle's remote into
- * the local store: the packs it needs that are missing locally (each record it references checked
- * against its digest, its padding and the pack's record walk as verify checks them, before the
- * pack is linked into place, never over a file), its part files (each checked against the
- * global manifest's record of it), then its manifest last; under the store's writer lock. A local
- * pack of an id it needs counts as present only once the records it names there check out.
- * *pulled (may be NULL) gets the step. Returns 0 (also when it was local already), -CKPT_E_STATE
- * (no remote), -CKPT_E_NOTFOUND (not on the remote), -CKPT_E_CHECKSUM / -CKPT_E_CORRUPT (a damaged
- * remote object, or a pack or part it names missing there, named; nothing of it is kept; or a
- * local pack of an id it needs that is another pack: two writers of the store id used the same
- * pack ids), -CKPT_E_BUSY, or an I/O error. */
-CKPT_API int ckpt_store_pull(ckpt_store *store, uint64_t step, uint64_t *pulled,
-			     ckpt_remote_stats *stats, ckpt_remote_progress_fn progress, void *arg);
-/* Returns the upload state of checkpoint step (CKPT_UPLOAD_*), or -CKPT_E_STATE (no remote),
- * -CKPT_E_NOTFOUND (neither local nor on the remote), or the remote's error. */
-CKPT_API int ckpt_store_upload_state(ckpt_store *store, uint64_t step);
-/* Waits until checkpoint step is on the remote (CKPT_STEP_LATEST: until the background upload
- * has nothing queued), at most timeout_ms (negative: no limit). On a rank other than 0 of a
- * multi-rank checkpoint: until its own share is up, then (for a step) until rank 0 has put the
- * manifest, polling the remote; LATEST waits for its own shares only. Returns 0; the error of its last
- * failed upload attempt; -CKPT_E_BUSY (still uploading at the deadline); -CKPT_E_STATE (no
- * remote, or a local checkpoint that is not queued: no CKPT_REMOTE_UPLOAD). */
-CKPT_API int ckpt_store_wait_uploaded(ckpt_store *store, uint64_t step, int64_t timeout_ms);
-/* The steps of the checkpoints on the handle's remote, ascending, into *steps (free() it).
- * Returns the count, or -CKPT_E_STATE (no remote) or the remote's error. */
-CKPT_API long ckpt_store_remote_steps(ckpt_store *store, uint64_t **steps);
-/* ckpt_store_list() of the checkpoints on the handle's remote (their manifests fetched and
- * decoded; an invalid one listed with info.error when include_invalid). Free with
- * ckpt_info_free(). Returns the count, or -CKPT_E_STATE (no remote) or the remote's error. */
-CKPT_API int ckpt_store_remote_list(ckpt_store *store, int include_invalid, ckpt_info **out);
-
-/* What a remote prune or gc did (or, with CKPT_GC_DRY_RUN, would do). */
-typedef struct ckpt_remote_gc_report {
-	uint64_t manifests_removed; /* prune: checkpoints removed from the remote */
-	uint64_t packs_removed, bytes_freed; /* gc: packs no remote manifest references */
-	uint64_t parts_removed;     /* part files of steps without a manifest */
-	uint64_t packs_spared;      /* unreferenced packs left because an upload is in flight */
-	uint64_t uploads_in_flight; /* live upload markers seen (pushes of this store running) */
-	/* Leftovers of puts killed longer than the grace age ago: a directory remote's temporary
-	 * files (their bytes), an S3 server's incomplete multipart uploads (bytes unknown: 0). */
-	uint64_t leftovers_removed, leftover_bytes;
-} ckpt_remote_gc_report;
-
-/* Removes from the handle's remote the checkpoints of this store that policy does not keep (as
- * ckpt_store_prune() chooses them, among the remote's; a damaged remote manifest is never
- * removed), manifests first, then runs ckpt_store_remote_gc() unless flags has CKPT_GC_DRY_RUN
- * (then it only reports). Local checkpoints are not touched. As ckpt_store_prune(), nothing is
- * removed while a remote manifest of this store is damaged unless CKPT_GC_FORCE: -CKPT_E_CORRUPT,
- * the message naming the damaged keys. Returns 0 and fills *report (may be NULL), or
- * -CKPT_E_STATE (no remote), -CKPT_E_CORRUPT or an error of ckpt_store_remote_gc(). */
-CKPT_API int ckpt_store_remote_prune(ckpt_store *store, const ckpt_prune_policy *policy, int flags,
-				     ckpt_remote_gc_report *report);
-/* ckpt_store_remote_prune() with every rule of ckpt_store_prune_gc() (the same struct and the
- * same choice: times are the commit times the remote manifests record, retention->now the clock;
- * tags; the newest valid remote checkpoint always stays; a damaged remote manifest is never
- * removed), then ckpt_store_remote_gc() unless CKPT_GC_DRY_RUN. removed (may be NULL) gets a
- * malloc'd array (free() it) of the report->manifests_removed steps removed, ascending (dry run:
- * that would be). Refuses a damaged remote manifest as ckpt_store_remote_prune() does. Returns 0,
- * -CKPT_E_INVAL (NULL retention, a negative keep_within, a bad tag), -CKPT_E_STATE (no remote),
- * -CKPT_E_CORRUPT or an error of ckpt_store_remote_gc(). */
-CKPT_API int ckpt_store_remote_prune_gc(ckpt_store *store, const ckpt_retention *retention,
-					int flags, ckpt_remote_gc_report *report, uint64_t **removed);
-/* Removes this store's objects on the remote that no remote manifest references (packs, part
- * files of steps without a manifest, dead upload and gc markers, the leftovers of puts killed
- * longer than CKPT_OPT_GC_GRACE_S ago). Only keys under this store's id are
- * listed or deleted: another store sharing the remote is never touched. Nothing is removed while
- * a remote manifest of this store is damaged (-CKPT_E_CORRUPT naming the count; CKPT_GC_FORCE
- * proceeds), and no pack while an upload of this store is in flight (a live marker: any push,
- * background or not, from any process; one left by a killed push is dead after
- * CKPT_OPT_GC_GRACE_S): those packs are counted as spared. flags: CKPT_GC_DRY_RUN,
- * CKPT_GC_FORCE. Returns 0 and fills *report (may be NULL), or -CKPT_E_STATE, -CKPT_E_CORRUPT,
- * or the remote's error. */
-CKPT_API int ckpt_store_remote_gc(ckpt_store *store, int flags, ckpt_remote_gc_report *report);
+/* Returns the upload state of checkpoint step (CKPT_UPLOAD_*), or -CKPT_E_NOTFOUND (neither local
+ * nor on the remote), or the remote's error. */
+CKPT_API int ckpt_remote_state(ckpt_remote *remote, uint64_t step);
+/* Waits until checkpoint step is on the remote (CKPT_STEP_LATEST: until the background upload has
+ * nothing queued), at most timeout_ms (negative: no limit). On a rank other than 0 of a multi-rank
+ * checkpoint: until its own share is up, then (for a step) until rank 0 has put the manifest,
+ * polling the remote; LATEST waits for its own shares only. Returns 0; the error of its last failed
+ * upload attempt; -CKPT_E_BUSY (still uploading at the deadline); -CKPT_E_STATE (a local
+ * checkpoint that is not queued: no CKPT_REMOTE_UPLOAD). */
+CKPT_API int ckpt_remote_wait(ckpt_remote *remote, uint64_t step, int64_t timeout_ms);
+/* ckpt_store_list() of the checkpoints on the remote (their manifests fetched and decoded; an
+ * invalid one listed with info.error when include_invalid), ascending. Free with ckpt_info_free().
+ * Returns the count, or the remote's error. */
+CKPT_API long ckpt_remote_list(ckpt_remote *remote, int include_invalid, ckpt_info **out);
 
 /* Binds a fresh local store to a store on remote url (the node-loss path): creates the store
  * directory path with the remote store's header (so both are one store: same id, chunk size and
  * compression), or accepts a store at path that has that header already, or completes what an
  * adopt killed before it wrote the header left there. store_id NULL: the remote's only store. Then
- * open it, set the remote and pull. Returns 0, or -CKPT_E_NOTFOUND (no store on the remote),
- * -CKPT_E_INVAL (several stores there and store_id NULL: the message lists them; a malformed id),
- * -CKPT_E_EXISTS (path holds another store, or files that are not a store's), -CKPT_E_CORRUPT (a
- * remote header that is not its id's store's), or an I/O or remote error. */
+ * opens it, opens the remote and pulls the newest checkpoint. Returns 0, or -CKPT_E_NOTFOUND (no
+ * store on the remote), -CKPT_E_INVAL (several stores there and store_id NULL: the message lists
+ * them; a malformed id), -CKPT_E_EXISTS (path holds another store, or files that are not a
+ * store's), -CKPT_E_CORRUPT (a remote header that is not its id's store's), or an I/O or remote
+ * error. */
 CKPT_API int ckpt_remote_adopt(const char *url, const char *store_id, const char *path);
 
 /* One store on a remote, as ckpt_remote_stores() finds it. */
@@ -1165,42 +1017,17 @@ CKPT_API long ckpt_remote_stores(const char *url, ckpt_remote_store **out);
 CKPT_API void ckpt_remote_stores_free(ckpt_remote_store *list);
 
 /* ---- Experimental ------------------------------------------------------------------------------
- * Functions below may change before 1.0 (their symbols stay in the version script; a change is a
- * new name). */
+ * What may still change before 1.0 (the symbols stay in the version script; a change is a new
+ * name). */
 
-/* The rule that keeps a checkpoint (ckpt_store_prune_explain()). */
-typedef enum ckpt_keep_rule {
-	CKPT_KEEP_NONE = 0, /* no rule keeps it: prune removes it */
-	CKPT_KEEP_WITHIN,   /* keep_within */
-	CKPT_KEEP_LAST,     /* keep.keep_last */
-	CKPT_KEEP_HOURLY,
-	CKPT_KEEP_DAILY,
-	CKPT_KEEP_WEEKLY,
-	CKPT_KEEP_MONTHLY,
-	CKPT_KEEP_YEARLY,
-	CKPT_KEEP_TAG,      /* keep_tags */
-	CKPT_KEEP_EVERY,    /* keep.keep_every */
-	CKPT_KEEP_STEP,     /* keep.keep_steps */
-	CKPT_KEEP_NEWEST,   /* the newest valid checkpoint, which always stays */
-	CKPT_KEEP_DAMAGED,  /* a damaged manifest: prune never removes it */
-} ckpt_keep_rule;
-
-/* One checkpoint's fate under a retention, as borg prune --list tells it. */
-typedef struct ckpt_prune_choice {
-	uint64_t step;
-	int rule;     /* ckpt_keep_rule: the first rule, in the order ckpt_retention applies them,
-		       * that keeps it; CKPT_KEEP_NONE when it goes */
-	uint32_t nth; /* keep_last and the period rules: the how-manieth checkpoint the rule keeps
-		       * (1: its newest); 0 for the oldest checkpoint, kept because fewer periods
-		       * than asked have one, and for the other rules */
-} ckpt_prune_choice;
-
-/* What ckpt_store_prune_gc() with retention would keep, and by which rule, changing nothing and
- * taking no lock: one entry per checkpoint (damaged ones too), ascending by step, into *out
- * (free() it). A save or prune that runs meanwhile may make the real choice differ. Returns the
- * count, or -CKPT_E_INVAL (as ckpt_store_prune_gc()), -CKPT_E_NOMEM or an I/O error. */
-CKPT_API long ckpt_store_prune_explain(ckpt_store *store, const ckpt_retention *retention,
-				       ckpt_prune_choice **out);
+/* After a submit with CKPT_SAVE_DEFER: lets this rank's commit go on. rc 0: the part's outcome
+ * goes to the commit as it is; a negative CKPT_E_* code: this rank fails the save with that code
+ * and why (NULL: a default text), so every rank's wait fails naming it and no checkpoint is made.
+ * Metadata set before the release goes into the global manifest (rank 0's). A deferred save waited
+ * for or aborted before its release fails as if released with -CKPT_E_STATE. May be called from
+ * any thread, once. Returns 0, -CKPT_E_STATE (not submitted with CKPT_SAVE_DEFER, released
+ * already) or -CKPT_E_INVAL (rc > 0). */
+CKPT_API int ckpt_save_release(ckpt_save *save, int rc, const char *why);
 
 #ifdef __cplusplus
 }

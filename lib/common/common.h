@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 
 #define CKPT_ALIGN 4096u
 #define ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((uint64_t)(a) - 1))

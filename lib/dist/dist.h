@@ -1,5 +1,6 @@
-/* Multi-rank checkpoints (dist.c: the save, dist_merge.c: rank 0's global manifest,
- * dist_parts.c: the step claim and gc of parts/, dist_read.c: restoring boxes). Internal to lib/. */
+/* Multi-rank checkpoints (dsave.c and its phases dsave_*.c: the save, dist_merge.c: rank 0's
+ * global manifest, dist_parts.c: the step claim and gc of parts/, dist_read.c: restoring boxes).
+ * Internal to lib/. */
 #ifndef CKPT_DIST_H
 #define CKPT_DIST_H
 
@@ -7,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/ckpt_int.h"
 #include "store/store.h"
 
 /* Reserved metadata keys. In a part: DIST_KEY NAME = "S ndim gshape... offsets..." for a shard,
@@ -88,7 +90,7 @@ uint64_t dist_part_live(struct ckpt_store *s, uint64_t *count);
 /* Checks the world part files of checkpoint step (open as r) against the records of its global
  * manifest; each damaged or missing part is reported to on_damage (tensor NULL, file the part,
  * error a positive CKPT_E_* code, the message naming the rank). Returns how many. */
-long dist_verify_parts(struct ckpt_store *s, uint64_t step, unsigned world, ckpt_reader *r,
+long dist_verify_parts(struct ckpt_store *s, uint64_t step, unsigned world, reader1 *r,
 		       ckpt_damage_fn on_damage, void *arg);
 
 #endif

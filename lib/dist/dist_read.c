@@ -14,9 +14,9 @@
 #include "dist/dist_layout.h"
 #include "read/runs.h"
 
-struct ckpt_dist_reader {
+struct dreader {
 	ckpt_store *s;
-	ckpt_reader *r;
+	reader1 *r;
 	struct manifest view;   /* r's metadata and tensors as a manifest, for dist_layout_parse */
 	struct dist_layout l;
 };
@@ -24,11 +24,11 @@ struct ckpt_dist_reader {
 /* The reader's metadata and tensors as the manifest dist_layout_parse reads (pointers into r),
  * through the public reader (besides it this file uses read/runs.h only); the layout parser also
  * serves the fuzz target, which has no store. */
-static int view_of(ckpt_reader *r, struct manifest *m)
+static int view_of(reader1 *r, struct manifest *m)
 {
 	ckpt_info info;
-	ckpt_reader_info(r, &info);
-	size_t nm = ckpt_reader_meta_count(r), nt = ckpt_reader_tensor_count(r);
+	reader1_info(r, &info);
+	size_t nm = reader1_meta_count(r), nt = reader1_tensor_count(r);
 	*m = (struct manifest){.step = info.step, .n_meta = (uint32_t)nm, .n_tensors = (uint32_t)nt,
 			       .meta = calloc(nm + 1, sizeof *m->meta),
 			       .tensors = calloc(nt + 1, sizeof *m->tensors)};
@@ -37,11 +37,11 @@ static int view_of(ckpt_reader *r, struct manifest *m)
 	int rc = 0;
 	for (size_t i = 0; i < nm && !rc; i++) {
 		struct mf_meta *e = &m->meta[i];
-		rc = ckpt_reader_meta(r, i, &e->key, &e->value);
+		rc = reader1_meta(r, i, &e->key, &e->value);
 	}
 	for (size_t i = 0; i < nt && !rc; i++) {
 		ckpt_tensor_info ti;
-		if (!(rc = ckpt_reader_tensor(r, i, &ti)))
+		if (!(rc = reader1_tensor(r, i, &ti)))
 			m->tensors[i] = (struct mf_tensor){.name = ti.name, .dtype = (uint8_t)ti.dtype,
 							   .ndim = (uint8_t)ti.ndim,
 							   .shape = (uint64_t *)ti.shape,
@@ -50,48 +50,48 @@ static int view_of(ckpt_reader *r, struct manifest *m)
 	return rc;
 }
 
-CKPT_API int ckpt_dist_reader_open(ckpt_store *s, uint64_t step, ckpt_dist_reader **out)
+int dreader_open(ckpt_store *s, uint64_t step, dreader **out)
 {
 	*out = NULL;
-	ckpt_dist_reader *d = calloc(1, sizeof *d);
+	dreader *d = calloc(1, sizeof *d);
 	if (!d)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	d->s = s;
-	int rc = ckpt_reader_open(s, step, &d->r);
+	int rc = reader1_open(s, step, &d->r);
 	if (!rc)
 		rc = view_of(d->r, &d->view);
 	if (!rc)
 		rc = dist_layout_parse(&d->view, &d->l);
 	if (rc) {
-		ckpt_dist_reader_close(d);
+		dreader_close(d);
 		return rc;
 	}
 	*out = d;
 	return 0;
 }
 
-CKPT_API void ckpt_dist_reader_close(ckpt_dist_reader *d)
+void dreader_close(dreader *d)
 {
 	if (!d)
 		return;
 	dist_layout_free(&d->l);
 	free(d->view.meta);
 	free(d->view.tensors);
-	ckpt_reader_close(d->r);
+	reader1_close(d->r);
 	free(d);
 }
 
-CKPT_API unsigned ckpt_dist_reader_world_size(const ckpt_dist_reader *d)
+unsigned dreader_world_size(const dreader *d)
 {
 	return d ? d->l.world : 0;
 }
 
-CKPT_API size_t ckpt_dist_reader_tensor_count(const ckpt_dist_reader *d)
+size_t dreader_tensor_count(const dreader *d)
 {
 	return d ? d->l.ng : 0;
 }
 
-CKPT_API int ckpt_dist_reader_tensor(const ckpt_dist_reader *d, size_t i, ckpt_tensor_info *info)
+int dreader_tensor(const dreader *d, size_t i, ckpt_tensor_info *info)
 {
 	if (!d || i >= d->l.ng || !info)
 		return ckpt_fail(CKPT_E_INVAL, "global tensor %zu: no such tensor", i);
@@ -101,32 +101,32 @@ CKPT_API int ckpt_dist_reader_tensor(const ckpt_dist_reader *d, size_t i, ckpt_t
 	return 0;
 }
 
-CKPT_API long ckpt_dist_reader_shard_count(const ckpt_dist_reader *d, size_t i)
+long dreader_shard_count(const dreader *d, size_t i)
 {
 	if (!d || i >= d->l.ng)
 		return ckpt_fail(CKPT_E_INVAL, "global tensor %zu: no such tensor", i);
 	return (long)d->l.g[i].nsh;
 }
 
-CKPT_API int ckpt_dist_reader_shard(const ckpt_dist_reader *d, size_t i, size_t j,
-				    ckpt_dist_shard *out)
+int dreader_shard(const dreader *d, size_t i, size_t j,
+				    ckpt_shard *out)
 {
 	if (!d || i >= d->l.ng || j >= d->l.g[i].nsh || !out)
 		return ckpt_fail(CKPT_E_INVAL, "global tensor %zu: no shard %zu", i, j);
 	const struct dist_shard *sh = &d->l.g[i].sh[j];
-	*out = (ckpt_dist_shard){.tensor = sh->tensor, .rank = sh->rank, .ndim = d->l.g[i].ndim,
+	*out = (ckpt_shard){.tensor = sh->tensor, .rank = sh->rank, .ndim = d->l.g[i].ndim,
 				 .offsets = sh->off, .lengths = sh->len};
 	return 0;
 }
 
-CKPT_API int ckpt_dist_reader_replicated(const ckpt_dist_reader *d, size_t i)
+int dreader_replicated(const dreader *d, size_t i)
 {
 	if (!d || i >= d->l.ng)
 		return ckpt_fail(CKPT_E_INVAL, "global tensor %zu: no such tensor", i);
 	return d->l.g[i].replicated;
 }
 
-CKPT_API long ckpt_dist_reader_verify_parts(ckpt_dist_reader *d, ckpt_damage_fn on_damage,
+long dreader_verify_parts(dreader *d, ckpt_damage_fn on_damage,
 					   void *arg)
 {
 	if (!d)
@@ -134,11 +134,11 @@ CKPT_API long ckpt_dist_reader_verify_parts(ckpt_dist_reader *d, ckpt_damage_fn 
 	if (!d->l.v2)
 		return 0;
 	ckpt_info info;
-	ckpt_reader_info(d->r, &info);
+	reader1_info(d->r, &info);
 	return dist_verify_parts(d->s, info.step, d->l.world, d->r, on_damage, arg);
 }
 
-CKPT_API long ckpt_dist_reader_find(const ckpt_dist_reader *d, const char *name)
+long dreader_find(const dreader *d, const char *name)
 {
 	for (size_t i = 0; d && name && i < d->l.ng; i++)
 		if (!strcmp(d->l.g[i].name, name))
@@ -271,7 +271,7 @@ static int box_check(const struct dist_global *g, const uint64_t *off, const uin
 	return rc;
 }
 
-CKPT_API int ckpt_dist_reader_restore_box_mem(ckpt_dist_reader *d, size_t index,
+int dreader_restore_box_mem(dreader *d, size_t index,
 					      const uint64_t *off, const uint64_t *len, int mem,
 					      void *dst, const uint64_t *strides, uint64_t size)
 {
@@ -306,23 +306,23 @@ CKPT_API int ckpt_dist_reader_restore_box_mem(ckpt_dist_reader *d, size_t index,
 	return 0;
 }
 
-CKPT_API int ckpt_dist_reader_restore_box_strided(ckpt_dist_reader *d, size_t index,
+int dreader_restore_box_strided(dreader *d, size_t index,
 						  const uint64_t *off, const uint64_t *len,
 						  void *dst, const uint64_t *strides, uint64_t size)
 {
 	if (!strides)
 		return ckpt_fail(CKPT_E_INVAL, "restore box: NULL strides");
-	return ckpt_dist_reader_restore_box_mem(d, index, off, len, CKPT_MEM_HOST, dst, strides,
+	return dreader_restore_box_mem(d, index, off, len, CKPT_MEM_HOST, dst, strides,
 						size);
 }
 
-CKPT_API int ckpt_dist_reader_restore_box(ckpt_dist_reader *d, size_t index, const uint64_t *off,
+int dreader_restore_box(dreader *d, size_t index, const uint64_t *off,
 					  const uint64_t *len, void *dst, uint64_t size)
 {
-	return ckpt_dist_reader_restore_box_mem(d, index, off, len, CKPT_MEM_HOST, dst, NULL, size);
+	return dreader_restore_box_mem(d, index, off, len, CKPT_MEM_HOST, dst, NULL, size);
 }
 
-CKPT_API int ckpt_dist_reader_restore_range(ckpt_dist_reader *d, size_t index, uint64_t offset,
+int dreader_restore_range(dreader *d, size_t index, uint64_t offset,
 					    uint64_t count, int mem, void *dst, uint64_t size)
 {
 	if (!d || index >= d->l.ng || (!dst && count))
@@ -341,24 +341,24 @@ CKPT_API int ckpt_dist_reader_restore_range(ckpt_dist_reader *d, size_t index, u
 		uint64_t n = 1;
 		for (unsigned k = 0; k < g->ndim; k++)
 			n *= b[i].len[k];
-		rc = ckpt_dist_reader_restore_box_mem(d, index, b[i].off, b[i].len, mem,
+		rc = dreader_restore_box_mem(d, index, b[i].off, b[i].len, mem,
 						      (uint8_t *)dst + b[i].elem * es, NULL, n * es);
 	}
 	return rc;
 }
 
-/* ckpt_dist_reader_restore_shared's pieces: at most this many bytes per broadcast (MPI counts
+/* dreader_restore_shared's pieces: at most this many bytes per broadcast (MPI counts
  * are ints). */
 #define SHARED_PIECE ((uint64_t)64 << 20)
 
 /* This rank's check of a shared restore: 0, or the error (its message set). */
-static int shared_check(ckpt_dist_reader *d, const ckpt_comm *c, size_t index, int root,
+static int shared_check(dreader *d, const ckpt_comm *c, size_t index, int root,
 			const void *dst, uint64_t size)
 {
 	ckpt_tensor_info ti;
 	if (root < 0 || root >= c->size)
 		return ckpt_fail(CKPT_E_INVAL, "shared restore: root %d of %d ranks", root, c->size);
-	int rc = ckpt_dist_reader_tensor(d, index, &ti);
+	int rc = dreader_tensor(d, index, &ti);
 	if (rc)
 		return rc;
 	if (ti.nbytes != size || (!dst && size))
@@ -383,7 +383,7 @@ static int shared_failure(const ckpt_comm *c, const int32_t *all, int root, cons
 	return 0;
 }
 
-CKPT_API int ckpt_dist_reader_restore_shared(ckpt_dist_reader *d, const ckpt_comm *c,
+int dreader_restore_shared(dreader *d, const ckpt_comm *c,
 					     size_t index, int root, void *dst, uint64_t size)
 {
 	if (!d || !c || !c->allgather || !c->broadcast || c->size < 1)
@@ -396,7 +396,7 @@ CKPT_API int ckpt_dist_reader_restore_shared(ckpt_dist_reader *d, const ckpt_com
 		uint64_t n = 1;
 		for (unsigned k = 0; k < g->ndim; k++)
 			n *= g->shape[k];
-		rc = ckpt_dist_reader_restore_range(d, index, 0, n, CKPT_MEM_HOST, dst, size);
+		rc = dreader_restore_range(d, index, 0, n, CKPT_MEM_HOST, dst, size);
 	}
 	char rmsg[512] = "";
 	int32_t mine = rc, *all = calloc((size_t)c->size, sizeof *all);
@@ -423,7 +423,7 @@ CKPT_API int ckpt_dist_reader_restore_shared(ckpt_dist_reader *d, const ckpt_com
 	return rc;
 }
 
-CKPT_API ckpt_reader *ckpt_dist_reader_checkpoint(const ckpt_dist_reader *d)
+reader1 *dreader_checkpoint(const dreader *d)
 {
 	return d ? d->r : NULL;
 }

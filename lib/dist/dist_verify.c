@@ -161,7 +161,7 @@ static int check_part(struct ckpt_store *s, uint64_t step, unsigned rank, const 
 	return -rc;
 }
 
-long dist_verify_parts(struct ckpt_store *s, uint64_t step, unsigned world, ckpt_reader *r,
+long dist_verify_parts(struct ckpt_store *s, uint64_t step, unsigned world, reader1 *r,
 		       ckpt_damage_fn on_damage, void *arg)
 {
 	size_t ng = 0;
@@ -174,7 +174,7 @@ long dist_verify_parts(struct ckpt_store *s, uint64_t step, unsigned world, ckpt
 		char key[64], path[4096], msg[4096 + 256];
 		snprintf(key, sizeof key, "%s%u", DIST_PART, rank);
 		dist_part_path(s, step, (int)rank, path, sizeof path);
-		int err = check_part(s, step, rank, ckpt_reader_get_meta(r, key), path, gd, ng, msg,
+		int err = check_part(s, step, rank, reader1_get_meta(r, key), path, gd, ng, msg,
 				     sizeof msg);
 		if (!err)
 			continue;

@@ -102,7 +102,7 @@ const char *manifest_tags(const struct manifest *m)
 {
 	for (uint32_t i = 0; i < m->n_meta; i++)
 		if (!strcmp(m->meta[i].key, CKPT_TAGS_KEY))
-			/* a value that breaks the rule was not written by ckpt_save_add_tag (a key set
+			/* a value that breaks the rule was not written by save1_add_tag (a key set
 			 * before it was reserved): no tags, and the checkpoint stays readable */
 			return tags_valid(m->meta[i].value) ? m->meta[i].value : "";
 	return "";

@@ -1,4 +1,4 @@
-/* Garbage collection (ckpt_store_gc, ckpt_store_gc_with) and what prune and delete share with it:
+/* Garbage collection (retain_gc, retain_gc_with) and what prune and delete share with it:
  * the maintenance lock, the refusal on damaged manifests, and the collection itself (packs no
  * manifest references, leftovers, then compaction through gc_compact.c). The order that keeps a
  * kill safe is in gc_int.h. */
@@ -13,7 +13,7 @@
 #include "store/lease.h"
 #include "store/store.h"
 
-CKPT_API void ckpt_gc_report_free(ckpt_gc_report *r)
+void gc_report_free(gc_report *r)
 {
 	if (!r)
 		return;
@@ -75,7 +75,7 @@ int gc_refuse_invalid(struct ckpt_store *s, const struct mfset *ms, int flags)
 
 /* Removes packs without live records; fsyncs the directories touched. */
 static int remove_dead_packs(struct ckpt_store *s, struct pk *pv, size_t np, bool dry,
-			     ckpt_gc_report *rep)
+			     gc_report *rep)
 {
 	bool touched[MAX_DATA_DIRS + 1] = {false};
 	/* Open readers may need packs no manifest names any more (prune removed theirs). */
@@ -139,7 +139,7 @@ static int retire_pack_ids(struct ckpt_store *s, const struct pk *pv, size_t np)
 /* The common tail of prune and gc: dead packs, leftovers, compaction (g NULL: none). skip marks
  * manifests that prune removes (already gone from disk, or not in a dry run). */
 int gc_collect(struct ckpt_store *s, struct mfset *ms, const bool *skip,
-	       const ckpt_gc_policy *g, bool dry, ckpt_gc_report *rep)
+	       const gc_rules *g, bool dry, gc_report *rep)
 {
 	struct pk *pv = NULL;
 	struct loc *lv = NULL;
@@ -166,15 +166,15 @@ int gc_collect(struct ckpt_store *s, struct mfset *ms, const bool *skip,
 	return rc;
 }
 
-ckpt_gc_report *gc_new_report(void)
+gc_report *gc_new_report(void)
 {
-	return calloc(1, sizeof(ckpt_gc_report));
+	return calloc(1, sizeof(gc_report));
 }
 
-CKPT_API int ckpt_store_gc_with(ckpt_store *s, const ckpt_gc_policy *g, int flags,
-				ckpt_gc_report **report)
+int retain_gc_with(ckpt_store *s, const gc_rules *g, int flags,
+				gc_report **report)
 {
-	ckpt_gc_policy def = {.max_unused = CKPT_GC_MAX_UNUSED_DEFAULT};
+	gc_rules def = {.max_unused = CKPT_GC_MAX_UNUSED_DEFAULT};
 	if (report)
 		*report = NULL;
 	if (!g)
@@ -185,7 +185,7 @@ CKPT_API int ckpt_store_gc_with(ckpt_store *s, const ckpt_gc_policy *g, int flag
 	int rc = gc_maint_lock(s);
 	if (rc)
 		return rc;
-	ckpt_gc_report *rep = gc_new_report();
+	gc_report *rep = gc_new_report();
 	struct mfset ms;
 	if (!rep)
 		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
@@ -196,18 +196,18 @@ CKPT_API int ckpt_store_gc_with(ckpt_store *s, const ckpt_gc_policy *g, int flag
 	}
 	gc_maint_unlock(s);
 	if (rc || !report)
-		ckpt_gc_report_free(rep);
+		gc_report_free(rep);
 	else
 		*report = rep;
 	return rc;
 }
 
-CKPT_API int ckpt_store_gc(ckpt_store *s, double compact_below, int flags, ckpt_gc_report **report)
+int retain_gc(ckpt_store *s, double compact_below, int flags, gc_report **report)
 {
 	if (report)
 		*report = NULL;
 	if (!s || !(compact_below >= 0 && compact_below <= 1))
 		return ckpt_fail(CKPT_E_INVAL, "gc: compaction threshold must be 0 to 1");
-	ckpt_gc_policy g = {.compact_below = compact_below, .max_unused = 1};
-	return ckpt_store_gc_with(s, &g, flags, report);
+	gc_rules g = {.compact_below = compact_below, .max_unused = 1};
+	return retain_gc_with(s, &g, flags, report);
 }

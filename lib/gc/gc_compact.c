@@ -1,4 +1,4 @@
-/* Pack compaction: chooses the partly dead packs to compact under a ckpt_gc_policy, copies their
+/* Pack compaction: chooses the partly dead packs to compact under a gc_rules, copies their
  * live records (each checked) into new packs, durably, points the manifests at them (one atomic
  * rewrite each) and removes the old packs last, unless an open reader still needs them. */
 #include <errno.h>
@@ -15,7 +15,7 @@
 
 /* Whether an open reader may still read pack id (compaction leaves the old pack to a later gc
  * then, and counts it in rep). Sets *rc on failure to read the leases. */
-static bool reader_needs(struct ckpt_store *s, uint32_t id, ckpt_gc_report *rep, int *rc)
+static bool reader_needs(struct ckpt_store *s, uint32_t id, gc_report *rep, int *rc)
 {
 	struct lease_set ls;
 	*rc = lease_scan(s, &ls);
@@ -46,7 +46,7 @@ static int cmp_cpk(const void *a, const void *b)
 struct cbufs {
 	uint8_t *buf, *raw;
 	ckpt_codec_ctx *codec;
-	const ckpt_gc_policy *g; /* for its progress callback */
+	const gc_rules *g; /* for its progress callback */
 	uint64_t done, total;    /* record bytes copied, to copy */
 };
 
@@ -70,7 +70,7 @@ static int check_record(struct cbufs *b, const char *src, uint64_t off, struct r
 /* Copies the live records of c->p into the new pack c->new_id, each checked first. The new pack
  * is durable (data and directory entry) when it returns 0. */
 static int compact_copy(struct ckpt_store *s, const struct loc *l, struct cpk *c, struct cbufs *b,
-			ckpt_gc_report *rep)
+			gc_report *rep)
 {
 	char src[4096], dst[4096];
 	store_pack_path(s, c->p->dir, c->p->id, src, sizeof src);
@@ -179,7 +179,7 @@ static int rewrite_manifests(struct ckpt_store *s, struct mfset *ms, const bool 
  * once, then removes the old packs. A failed copy removes the new packs (nothing names them yet)
  * and leaves every old pack in place. */
 static int compact_run(struct ckpt_store *s, struct mfset *ms, const bool *skip, struct cpk *cv,
-		       size_t nc, const struct loc *l, const ckpt_gc_policy *g, ckpt_gc_report *rep)
+		       size_t nc, const struct loc *l, const gc_rules *g, gc_report *rep)
 {
 	struct cbufs b = {ckpt_aligned_alloc(rec_span(CKPT_MAX_CHUNK + 65536)), malloc(CKPT_MAX_CHUNK),
 			  ckpt_codec_ctx_create(CKPT_MAX_CHUNK), g, 0, 0};
@@ -252,8 +252,8 @@ static uint64_t dead_of(const struct pk *p)
 	return p->size - p->live - PACK_HDR_LEN;
 }
 
-/* Marks in sel the packs to compact under policy g (see ckpt_gc_policy). */
-static void choose_packs(const struct pk *pv, size_t np, const ckpt_gc_policy *g, bool *sel)
+/* Marks in sel the packs to compact under policy g (see gc_rules). */
+static void choose_packs(const struct pk *pv, size_t np, const gc_rules *g, bool *sel)
 {
 	uint64_t garbage = 0, bytes = 0;
 	for (size_t i = 0; i < np; i++) {
@@ -286,7 +286,7 @@ static void choose_packs(const struct pk *pv, size_t np, const ckpt_gc_policy *g
 
 /* What compacting the packs of sel would do, for a dry run. */
 static void compact_predict(const struct mfset *ms, const bool *skip, const struct pk *pv,
-			    size_t np, const bool *sel, ckpt_gc_report *rep)
+			    size_t np, const bool *sel, gc_report *rep)
 {
 	for (size_t i = 0; i < np; i++)
 		if (sel[i]) {
@@ -307,8 +307,8 @@ static void compact_predict(const struct mfset *ms, const bool *skip, const stru
 
 /* Compaction under policy g after the dead packs are gone (pv, lv as gc_collect() made them). */
 int gc_compact(struct ckpt_store *s, struct mfset *ms, const bool *skip, struct pk *pv,
-	       size_t np, const struct loc *lv, size_t nl, const ckpt_gc_policy *g, bool dry,
-	       ckpt_gc_report *rep)
+	       size_t np, const struct loc *lv, size_t nl, const gc_rules *g, bool dry,
+	       gc_report *rep)
 {
 	bool *sel = calloc(np + 1, sizeof *sel);
 	struct cpk *cv = calloc(np + 1, sizeof *cv);

@@ -1,4 +1,4 @@
-/* Removal of listed checkpoints (ckpt_store_delete) through gc_prune_run(): an unknown step fails
+/* Removal of listed checkpoints (retain_delete) through gc_prune_run(): an unknown step fails
  * naming the steps there are, and the newest valid one is kept unless CKPT_GC_NEWEST. */
 #include <stdio.h>
 
@@ -52,8 +52,8 @@ static int choose_steps(struct ckpt_store *s, const struct mfset *ms, const void
 	return 0;
 }
 
-CKPT_API int ckpt_store_delete(ckpt_store *s, const uint64_t *steps, size_t n,
-			       const ckpt_gc_policy *g, int flags, ckpt_gc_report **report)
+int retain_delete(ckpt_store *s, const uint64_t *steps, size_t n,
+			       const gc_rules *g, int flags, gc_report **report)
 {
 	if (report)
 		*report = NULL;

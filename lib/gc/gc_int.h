@@ -3,9 +3,9 @@
  *                locations the manifests reference (loc), leftovers, the crash points
  *   gc_du.c      space accounting (ckpt_store_du)
  *   gc_compact.c pack compaction
- *   gc.c         the maintenance lock, dead pack removal, collection, ckpt_store_gc*
- *   gc_prune.c   removal of chosen manifests, then collection; retention (ckpt_store_prune*)
- *   gc_delete.c  removal of listed steps (ckpt_store_delete)
+ *   gc.c         the maintenance lock, dead pack removal, collection, retain_gc*
+ *   gc_prune.c   removal of chosen manifests, then collection; retention (retain_prune*)
+ *   gc_delete.c  removal of listed steps (retain_delete)
  *
  * Safety rests on one order: a pack is removed only when no manifest on disk references it, and
  * a manifest is only ever replaced atomically. prune removes manifests (durably) before packs;
@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/ckpt_int.h"
 #include "store/store.h"
 
 struct lease_set;
@@ -73,7 +74,7 @@ void gc_mfset_free(struct mfset *ms);
 
 /* This store's packs, sorted by id, in *out (free it). Everything else in the pack directories is
  * left alone (and counted in rep when given). Returns 0 or -CKPT_E_*. */
-int gc_list_packs(struct ckpt_store *s, struct pk **out, size_t *nout, ckpt_gc_report *rep);
+int gc_list_packs(struct ckpt_store *s, struct pk **out, size_t *nout, gc_report *rep);
 
 /* Fails, naming it, when a pack directory cannot be listed (a data directory not mounted). */
 int gc_pack_dirs_present(struct ckpt_store *s);
@@ -99,8 +100,8 @@ uint64_t gc_leftovers(struct ckpt_store *s, bool remove, const uint64_t *gone, s
 /* Compaction under policy g after the dead packs are gone (pv, lv as gc_collect() made them);
  * dry: only counts in rep what it would do. Returns 0 or -CKPT_E_*. */
 int gc_compact(struct ckpt_store *s, struct mfset *ms, const bool *skip, struct pk *pv, size_t np,
-	       const struct loc *lv, size_t nl, const ckpt_gc_policy *g, bool dry,
-	       ckpt_gc_report *rep);
+	       const struct loc *lv, size_t nl, const gc_rules *g, bool dry,
+	       gc_report *rep);
 
 /* gc.c */
 
@@ -115,19 +116,19 @@ int gc_refuse_invalid(struct ckpt_store *s, const struct mfset *ms, int flags);
 
 /* The common tail of prune and gc: dead packs, leftovers, compaction (g NULL: none). skip marks
  * manifests that prune removes (already gone from disk, or not in a dry run). */
-int gc_collect(struct ckpt_store *s, struct mfset *ms, const bool *skip, const ckpt_gc_policy *g,
-	       bool dry, ckpt_gc_report *rep);
+int gc_collect(struct ckpt_store *s, struct mfset *ms, const bool *skip, const gc_rules *g,
+	       bool dry, gc_report *rep);
 
-ckpt_gc_report *gc_new_report(void);
+gc_report *gc_new_report(void);
 
 /* gc_scan.c: counts a pack deferred for an open reader of ls in rep, naming the first reader. */
-void gc_defer(ckpt_gc_report *rep, const struct lease_set *ls);
+void gc_defer(gc_report *rep, const struct lease_set *ls);
 
 /* Whether a save is in flight: a live in-flight marker (store/marker.h) under the handle's
  * grace age; dead markers are removed unless dry. The first live one is named in
  * rep->in_flight. Sets *rc when the markers cannot be read, and answers true then too (nothing
  * is removed while saves are unknown). */
-bool gc_save_in_flight(struct ckpt_store *s, bool dry, ckpt_gc_report *rep, int *rc);
+bool gc_save_in_flight(struct ckpt_store *s, bool dry, gc_report *rep, int *rc);
 
 /* gc_prune.c */
 
@@ -138,6 +139,6 @@ typedef int (*gc_choose_fn)(struct ckpt_store *s, const struct mfset *ms, const 
 /* Removes the manifests choose picks (durably, first), then collects under g. Damaged manifests
  * refuse everything unless CKPT_GC_FORCE. */
 int gc_prune_run(struct ckpt_store *s, gc_choose_fn choose, const void *ctx,
-		 const ckpt_gc_policy *g, int flags, ckpt_gc_report **report);
+		 const gc_rules *g, int flags, gc_report **report);
 
 #endif

@@ -1,4 +1,4 @@
-/* Retention (ckpt_store_prune, ckpt_store_prune_gc) and the removal of chosen manifests that it
+/* Retention (retain_prune, retain_prune_gc) and the removal of chosen manifests that it
  * shares with delete: gc_prune_run() removes them durably, then collects through gc.c. */
 #include <errno.h>
 #include <stdio.h>
@@ -15,13 +15,13 @@
 /* Removes the manifests choose picks (durably, first), then collects under g. Damaged manifests
  * refuse everything unless CKPT_GC_FORCE. */
 int gc_prune_run(struct ckpt_store *s, gc_choose_fn choose, const void *ctx,
-		 const ckpt_gc_policy *g, int flags, ckpt_gc_report **report)
+		 const gc_rules *g, int flags, gc_report **report)
 {
 	int rc = gc_maint_lock(s);
 	if (rc)
 		return rc;
 	bool dry = flags & CKPT_GC_DRY_RUN;
-	ckpt_gc_report *rep = gc_new_report();
+	gc_report *rep = gc_new_report();
 	struct mfset ms;
 	bool *drop = NULL;
 	if (!rep) {
@@ -73,7 +73,7 @@ out_unlock:
 	free(drop);
 	gc_maint_unlock(s);
 	if (rc || !report)
-		ckpt_gc_report_free(rep);
+		gc_report_free(rep);
 	else
 		*report = rep;
 	return rc;
@@ -143,10 +143,10 @@ static void keep_split(const struct by_time *bt, char period, int rule, uint64_t
 		keep_as(kp, bt->idx[bt->n - 1], rule, 0);
 }
 
-/* Retention (ckpt_retention), in borg's order: within, last, hourly, daily, weekly, monthly,
+/* Retention (retain_rules), in borg's order: within, last, hourly, daily, weekly, monthly,
  * yearly; then the tagged checkpoints, the multiples of keep_every, the listed steps and the newest
  * valid checkpoint. */
-static int retention(const struct mfset *ms, const ckpt_retention *r, bool *drop,
+static int retention(const struct mfset *ms, const retain_rules *r, bool *drop,
 		     ckpt_prune_choice *why)
 {
 	struct by_time bt = {ms, calloc(ms->n + 1, sizeof(size_t)), 0};
@@ -165,7 +165,7 @@ static int retention(const struct mfset *ms, const ckpt_retention *r, bool *drop
 	for (size_t i = 0; r->keep_within > 0 && i < bt.n; i++)
 		if (ms->m[bt.idx[i]].time_ns / 1000000000 > now - r->keep_within)
 			keep_as(&kp, bt.idx[i], CKPT_KEEP_WITHIN, 0);
-	/* keep_last counts by step, as ckpt_store_prune() always has. */
+	/* keep_last counts by step, as retain_prune() always has. */
 	uint64_t kept = 0;
 	for (size_t k = ms->n; k-- > 0 && kept < r->keep.keep_last;)
 		if (!ms->err[k] && keep_as(&kp, k, CKPT_KEEP_LAST, (uint32_t)(kept + 1)))
@@ -213,14 +213,14 @@ static int choose_retention(struct ckpt_store *s, const struct mfset *ms, const 
 }
 
 int gc_retention_choose(const uint64_t *steps, const struct manifest *m, const int *err, size_t n,
-			const ckpt_retention *r, bool *drop)
+			const retain_rules *r, bool *drop)
 {
 	struct mfset ms = {.n = n, .steps = (uint64_t *)steps, .m = (struct manifest *)m,
 			   .err = (int *)err};
 	return retention(&ms, r, drop, NULL);
 }
 
-int gc_retention_check(const ckpt_retention *r)
+int gc_retention_check(const retain_rules *r)
 {
 	if (r->keep_within < 0)
 		return ckpt_fail(CKPT_E_INVAL, "prune: keep_within must not be negative");
@@ -233,8 +233,8 @@ int gc_retention_check(const ckpt_retention *r)
 	return 0;
 }
 
-CKPT_API int ckpt_store_prune_gc(ckpt_store *s, const ckpt_retention *r, const ckpt_gc_policy *g,
-				 int flags, ckpt_gc_report **report)
+int retain_prune_gc(ckpt_store *s, const retain_rules *r, const gc_rules *g,
+				 int flags, gc_report **report)
 {
 	if (report)
 		*report = NULL;
@@ -249,18 +249,18 @@ CKPT_API int ckpt_store_prune_gc(ckpt_store *s, const ckpt_retention *r, const c
 	return gc_prune_run(s, choose_retention, r, g, flags, report);
 }
 
-CKPT_API int ckpt_store_prune(ckpt_store *s, const ckpt_prune_policy *pol, int flags,
-			      ckpt_gc_report **report)
+int retain_prune(ckpt_store *s, const retain_keep *pol, int flags,
+			      gc_report **report)
 {
 	if (report)
 		*report = NULL;
 	if (!s || !pol)
 		return ckpt_fail(CKPT_E_INVAL, "prune: NULL store or policy");
-	ckpt_retention r = {.keep = *pol};
-	return ckpt_store_prune_gc(s, &r, NULL, flags, report);
+	retain_rules r = {.keep = *pol};
+	return retain_prune_gc(s, &r, NULL, flags, report);
 }
 
-CKPT_API long ckpt_store_prune_explain(ckpt_store *s, const ckpt_retention *r,
+long retain_prune_explain(ckpt_store *s, const retain_rules *r,
 				       ckpt_prune_choice **out)
 {
 	if (out)

@@ -102,7 +102,7 @@ static bool canonical_pack_id(const char *name, uint32_t *id)
 }
 
 /* Records a file gc leaves alone (the first one's path and reason go into the report). */
-static void left_alone(ckpt_gc_report *rep, const char *dir, const char *name, const char *why)
+static void left_alone(gc_report *rep, const char *dir, const char *name, const char *why)
 {
 	if (!rep)
 		return;
@@ -145,7 +145,7 @@ static const char *not_our_pack(struct ckpt_store *s, int dfd, const char *name,
 
 /* Ids present twice (in two pack directories): which copy readers use depends on the order of
  * the directories, so neither is removed. Drops both from the list. */
-static size_t drop_duplicates(struct ckpt_store *s, struct pk *v, size_t n, ckpt_gc_report *rep)
+static size_t drop_duplicates(struct ckpt_store *s, struct pk *v, size_t n, gc_report *rep)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < n;) {
@@ -169,7 +169,7 @@ static size_t drop_duplicates(struct ckpt_store *s, struct pk *v, size_t n, ckpt
 
 /* This store's packs, by id. Everything else in the pack directories is left alone (and counted
  * in rep when given). */
-int gc_list_packs(struct ckpt_store *s, struct pk **out, size_t *nout, ckpt_gc_report *rep)
+int gc_list_packs(struct ckpt_store *s, struct pk **out, size_t *nout, gc_report *rep)
 {
 	size_t n = 0, cap = 64;
 	struct pk *v = malloc(cap * sizeof *v);
@@ -328,7 +328,7 @@ uint64_t gc_leftovers(struct ckpt_store *s, bool remove, const uint64_t *gone, s
 	return bytes;
 }
 
-void gc_defer(ckpt_gc_report *rep, const struct lease_set *ls)
+void gc_defer(gc_report *rep, const struct lease_set *ls)
 {
 	rep->packs_deferred++;
 	if (!rep->reader && ls->live) {
@@ -340,7 +340,7 @@ void gc_defer(ckpt_gc_report *rep, const struct lease_set *ls)
 
 /* Whether a save is in flight anywhere (its in-flight marker, store/marker.c): gc then removes
  * no unreferenced pack and no leftover (gc.c) and compacts nothing (gc_compact.c). */
-bool gc_save_in_flight(struct ckpt_store *s, bool dry, ckpt_gc_report *rep, int *rc)
+bool gc_save_in_flight(struct ckpt_store *s, bool dry, gc_report *rep, int *rc)
 {
 	struct marker_set ms;
 	*rc = marker_scan(s, s->opt.gc_grace_s, !dry, &ms);

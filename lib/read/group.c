@@ -22,7 +22,7 @@
  * place and the digest is checked on the destination. O_DIRECT wants every file offset and length
  * a multiple of blk and every address a multiple of mem_align: scratch pieces are packed in
  * multiples of blk from a 4 KiB-aligned buffer, and destinations qualify when
- * (dst - P) % mem_align == 0 (the condition documented at ckpt_reader_restore). */
+ * (dst - P) % mem_align == 0 (the condition documented at reader1_restore). */
 #define ALIGN_DOWN(x, a) ((x) & ~((uint64_t)(a) - 1))
 
 static uint64_t cut_head(const struct pack_fd *p)
@@ -47,7 +47,7 @@ static bool chunk_direct(const struct pack_fd *p, const struct mf_chunk *c, cons
  * qualify in place at dst and the others (compressed, too small to have a middle, misaligned)
  * whole into scratch: fills x->iov and returns the number of segments, or 0 when the group
  * takes the buffer path (no chunk qualifies, too many segments, not enough scratch). */
-int rd_direct_plan(const struct ckpt_reader *r, struct rres *x, const struct pack_fd *p,
+int rd_direct_plan(const struct reader1 *r, struct rres *x, const struct pack_fd *p,
 		   const struct mf_tensor *t, uint64_t j0, uint64_t j1, uint8_t *dst)
 {
 	if (!p->blk || (j1 - j0) * 3 > IOV_MAX || __atomic_load_n(&p->no_direct, __ATOMIC_RELAXED))
@@ -92,7 +92,7 @@ int rd_direct_plan(const struct ckpt_reader *r, struct rres *x, const struct pac
 /* After the read planned by rd_direct_plan: checks each record's header; for a chunk read in place,
  * copies the scratch pieces of its payload into place and checks its digest there; decodes the
  * others from scratch. */
-static int direct_finish(struct ckpt_reader *r, struct rres *x, const struct pack_fd *p,
+static int direct_finish(struct reader1 *r, struct rres *x, const struct pack_fd *p,
 			 const struct mf_tensor *t, uint64_t j0, uint64_t j1, uint8_t *dst)
 {
 	uint64_t used = 0, h = cut_head(p), direct = 0;
@@ -126,7 +126,7 @@ static int direct_finish(struct ckpt_reader *r, struct rres *x, const struct pac
 	return 0;
 }
 
-void reader_path_counts(const ckpt_reader *r, uint64_t *direct, uint64_t *buffered)
+void reader_path_counts(const reader1 *r, uint64_t *direct, uint64_t *buffered)
 {
 	pthread_mutex_lock((pthread_mutex_t *)&r->mu);
 	*direct = r->direct_chunks;
@@ -136,7 +136,7 @@ void reader_path_counts(const ckpt_reader *r, uint64_t *direct, uint64_t *buffer
 
 /* After the buffer read of references [j0, j1) of t from pack p into x->buf: checks and decodes
  * each record into out (raw bytes back to back). */
-int rd_group_decode(struct ckpt_reader *r, struct rres *x, const struct pack_fd *p,
+int rd_group_decode(struct reader1 *r, struct rres *x, const struct pack_fd *p,
 		    const struct mf_tensor *t, uint64_t j0, uint64_t j1, uint8_t *out)
 {
 	pthread_mutex_lock(&r->mu);
@@ -162,7 +162,7 @@ int rd_group_decode(struct ckpt_reader *r, struct rres *x, const struct pack_fd 
  * buffer) as rd_restore_group does: a vectored read refused with EINVAL (the segments met statx's
  * alignment and the kernel still refused them) is read again through the buffer and the pack
  * keeps the buffer path from now on: never fail a restore for it. */
-int rd_group_finish(struct ckpt_reader *r, struct rres *x, struct pack_fd *p,
+int rd_group_finish(struct reader1 *r, struct rres *x, struct pack_fd *p,
 		    const struct mf_tensor *t, uint64_t j0, uint64_t j1, uint64_t len,
 		    uint8_t *dst, int niov, ssize_t n)
 {

@@ -39,7 +39,7 @@ static void pack_dio_align(struct pack_fd *p, int fd)
 }
 
 /* Returns the open pack, opening and checking its header on first use. */
-struct pack_fd *rd_pack(struct ckpt_reader *r, uint32_t id)
+struct pack_fd *rd_pack(struct reader1 *r, uint32_t id)
 {
 	for (size_t i = 0; i < r->nfds; i++)
 		if (r->fds[i]->id == id)
@@ -119,7 +119,7 @@ struct pack_fd *rd_pack(struct ckpt_reader *r, uint32_t id)
 	return p;
 }
 
-void rd_packs_close(struct ckpt_reader *r)
+void rd_packs_close(struct reader1 *r)
 {
 	for (size_t i = 0; i < r->nfds; i++) {
 		if (r->fds[i]->fd >= 0)
@@ -158,7 +158,7 @@ int rd_check_digest(const uint8_t *out, const struct mf_chunk *c, const char *pa
 
 /* Checks one record (header against the manifest, payload against the digest) and decodes it
  * into out (raw_len bytes). */
-int rd_check_record(struct ckpt_reader *r, ckpt_codec_ctx *codec, const uint8_t *rec,
+int rd_check_record(struct reader1 *r, ckpt_codec_ctx *codec, const uint8_t *rec,
 		    const struct mf_chunk *c, uint8_t *out, const char *path)
 {
 	int rc = rd_check_hdr(rec, c, path);
@@ -172,7 +172,7 @@ int rd_check_record(struct ckpt_reader *r, ckpt_codec_ctx *codec, const uint8_t 
 	return rd_check_digest(out, c, path);
 }
 
-void rd_pack_name(const struct ckpt_reader *r, const struct pack_fd *p, uint32_t id, char *buf,
+void rd_pack_name(const struct reader1 *r, const struct pack_fd *p, uint32_t id, char *buf,
 		  size_t len)
 {
 	if (p && p->where)
@@ -183,7 +183,7 @@ void rd_pack_name(const struct ckpt_reader *r, const struct pack_fd *p, uint32_t
 
 /* The outcome of a read of len bytes of pack p at off that returned n (bytes, or -errno): 0, or
  * -CKPT_E_IO / -CKPT_E_CORRUPT (short: the pack ends before) naming the pack. Counts the bytes. */
-int rd_read_result(struct ckpt_reader *r, const struct pack_fd *p, uint64_t off, size_t len,
+int rd_read_result(struct reader1 *r, const struct pack_fd *p, uint64_t off, size_t len,
 		   ssize_t n)
 {
 	char path[4096];
@@ -211,14 +211,14 @@ struct io_req rd_read_req(struct rres *x, const struct pack_fd *p, uint64_t off,
 }
 
 /* Reads len bytes of pack p at off into x->buf and waits. */
-int rd_read_group(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, uint64_t off,
+int rd_read_group(struct reader1 *r, struct rres *x, struct pack_fd *p, uint64_t off,
 		  size_t len)
 {
 	struct io_req q = rd_read_req(x, p, off, len, 0);
 	return rd_read_result(r, p, off, len, io_engine_run(r->eng, &q));
 }
 
-int rd_tensor_error(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j)
+int rd_tensor_error(struct reader1 *r, const struct mf_tensor *t, uint64_t j)
 {
 	ckpt_fail_prefix("checkpoint %llu, tensor '%s', chunk %llu (bytes %llu..%llu)",
 			 (unsigned long long)r->m.step, t->name, (unsigned long long)j,
@@ -230,8 +230,8 @@ int rd_tensor_error(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j
 /* End of the read group that starts at reference j: records back to back in one pack, at most a
  * read buffer's worth on disk and, decoded, at most a staging buffer's worth (buf_cap too):
  * compressed records decode to more than they occupy, and a CUDA restore decodes a whole group
- * into the staging buffer (issue 12, defect 1). */
-uint64_t rd_group_end(const struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j,
+ * into the staging buffer. */
+uint64_t rd_group_end(const struct reader1 *r, const struct mf_tensor *t, uint64_t j,
 		      uint64_t *len)
 {
 	const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + j]];
@@ -250,7 +250,7 @@ uint64_t rd_group_end(const struct ckpt_reader *r, const struct mf_tensor *t, ui
 	return k;
 }
 
-uint64_t rd_group_end_before(const struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j,
+uint64_t rd_group_end_before(const struct reader1 *r, const struct mf_tensor *t, uint64_t j,
 			    uint64_t end, uint64_t *len)
 {
 	uint64_t k = rd_group_end(r, t, j, len);
@@ -264,7 +264,7 @@ uint64_t rd_group_end_before(const struct ckpt_reader *r, const struct mf_tensor
 
 /* The open pack holding the first chunk c (reference j0 of t) of a read group, in *out. Returns 0,
  * or the pack's error (naming the tensor and chunk). */
-int rd_group_pack(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j0,
+int rd_group_pack(struct reader1 *r, const struct mf_tensor *t, uint64_t j0,
 		  const struct mf_chunk *c, struct pack_fd **out)
 {
 	pthread_mutex_lock(&r->mu);

@@ -6,10 +6,10 @@
  *   stage.c    one group restored and waited for (host, or CUDA through pinned staging)
  *   rpipe.c    a thread's reads in flight across groups and tensors (rpipe_run)
  *   reader.c   the handle: open, close, tensor and metadata lookups
- *   restore.c  ckpt_reader_restore and ckpt_reader_restore_range
+ *   restore.c  reader1_restore and reader1_restore_range
  *   runs.c     rd_restore_runs: scattered runs of a tensor, each chunk read once (read/runs.h)
- *   restore_all.c  ckpt_reader_restore_all over worker threads
- *   verify.c   ckpt_reader_verify(_cached), on pack.c only
+ *   restore_all.c  reader1_restore_all over worker threads
+ *   verify.c   reader1_verify(_cached), on pack.c only
  * Functions return 0 or a negative CKPT_E_* code with ckpt_errmsg() set, unless said. */
 #ifndef CKPT_READ_INT_H
 #define CKPT_READ_INT_H
@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 #include "format/codec.h"
 #include "format/format.h"
 #include "io/engine.h"
@@ -46,9 +47,10 @@ struct pack_fd {
 	int no_direct;
 };
 
-struct ckpt_reader {
+struct reader1 {
 	struct ckpt_store *s;
 	struct manifest m;
+	bool remote_mf;     /* the manifest came from the store's remote */
 	char mf_path[4096];
 	struct pack_fd **fds;
 	size_t nfds;
@@ -70,19 +72,19 @@ struct ckpt_reader {
 	 * threads' streams join; valid for call ord_gen (under mu), destroyed at close. */
 	void *ord[16];
 	uint32_t ord_gen;
-	struct rres *res;   /* ckpt_reader_restore's staging and streams, kept until close */
+	struct rres *res;   /* reader1_restore's staging and streams, kept until close */
 	uint64_t direct_chunks, buffered_chunks; /* raw chunks read into place, chunks decoded (mu) */
-	struct rpipe *pipe; /* ckpt_reader_restore's reads in flight (host destinations) */
+	struct rpipe *pipe; /* reader1_restore's reads in flight (host destinations) */
 	/* Group reads submitted and not yet checked, now and at most (atomics): what the pipes keep
 	 * in flight at the device (reader_inflight_max). */
 	uint64_t inflight, inflight_max, inflight_bytes, inflight_bytes_max;
 };
 
 /* What one thread needs to restore: a read buffer, a codec context, and for CUDA destinations a
- * pinned staging buffer and a stream. The reader owns one set for ckpt_reader_restore(); each
+ * pinned staging buffer and a stream. The reader owns one set for reader1_restore(); each
  * restore_all worker thread has its own. */
 /* CUDA groups in flight per restore thread: group i is decoded into ring slot i % RD_RING while
- * the copies of the groups before it run (issue 27, C5). */
+ * the copies of the groups before it run. */
 #define RD_RING 3
 
 struct rres {
@@ -114,37 +116,37 @@ struct rjob {
 /* ---- pack.c ------------------------------------------------------------------------------- */
 /* The open pack id (opened and its header checked on first use; a failed open is kept in its
  * err/msg), or NULL when out of memory. Restore threads call it under r->mu. */
-struct pack_fd *rd_pack(struct ckpt_reader *r, uint32_t id);
+struct pack_fd *rd_pack(struct reader1 *r, uint32_t id);
 /* What pack id (p: its entry, may be NULL) is called in messages and damage reports: its file,
  * or the remote object it was read from (or sought as, when the remote lacks it). */
-void rd_pack_name(const struct ckpt_reader *r, const struct pack_fd *p, uint32_t id, char *buf,
+void rd_pack_name(const struct reader1 *r, const struct pack_fd *p, uint32_t id, char *buf,
 		  size_t len);
-/* Closes and frees the pack cache (ckpt_reader_close). */
-void rd_packs_close(struct ckpt_reader *r);
-int rd_check_record(struct ckpt_reader *r, ckpt_codec_ctx *codec, const uint8_t *rec,
+/* Closes and frees the pack cache (reader1_close). */
+void rd_packs_close(struct reader1 *r);
+int rd_check_record(struct reader1 *r, ckpt_codec_ctx *codec, const uint8_t *rec,
 		    const struct mf_chunk *c, uint8_t *out, const char *path);
-int rd_read_result(struct ckpt_reader *r, const struct pack_fd *p, uint64_t off, size_t len,
+int rd_read_result(struct reader1 *r, const struct pack_fd *p, uint64_t off, size_t len,
 		   ssize_t n);
 struct io_req rd_read_req(struct rres *x, const struct pack_fd *p, uint64_t off, size_t len,
 			  int iovcnt);
-int rd_read_group(struct ckpt_reader *r, struct rres *x, struct pack_fd *p, uint64_t off,
+int rd_read_group(struct reader1 *r, struct rres *x, struct pack_fd *p, uint64_t off,
 		  size_t len);
 /* Prefixes the message with the checkpoint, tensor t and chunk j; returns -1. */
-int rd_tensor_error(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j);
-uint64_t rd_group_end(const struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j,
+int rd_tensor_error(struct reader1 *r, const struct mf_tensor *t, uint64_t j);
+uint64_t rd_group_end(const struct reader1 *r, const struct mf_tensor *t, uint64_t j,
 		      uint64_t *len);
 /* As rd_group_end, the group cut to end at reference end at the latest (a range's last chunk). */
-uint64_t rd_group_end_before(const struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j,
+uint64_t rd_group_end_before(const struct reader1 *r, const struct mf_tensor *t, uint64_t j,
 			    uint64_t end, uint64_t *len);
-int rd_group_pack(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j0,
+int rd_group_pack(struct reader1 *r, const struct mf_tensor *t, uint64_t j0,
 		  const struct mf_chunk *c, struct pack_fd **out);
 
 /* ---- group.c ------------------------------------------------------------------------------ */
-int rd_direct_plan(const struct ckpt_reader *r, struct rres *x, const struct pack_fd *p,
+int rd_direct_plan(const struct reader1 *r, struct rres *x, const struct pack_fd *p,
 		   const struct mf_tensor *t, uint64_t j0, uint64_t j1, uint8_t *dst);
-int rd_group_decode(struct ckpt_reader *r, struct rres *x, const struct pack_fd *p,
+int rd_group_decode(struct reader1 *r, struct rres *x, const struct pack_fd *p,
 		    const struct mf_tensor *t, uint64_t j0, uint64_t j1, uint8_t *out);
-int rd_group_finish(struct ckpt_reader *r, struct rres *x, struct pack_fd *p,
+int rd_group_finish(struct reader1 *r, struct rres *x, struct pack_fd *p,
 		    const struct mf_tensor *t, uint64_t j0, uint64_t j1, uint64_t len,
 		    uint8_t *dst, int niov, ssize_t n);
 
@@ -155,38 +157,38 @@ int rd_restore_drain(struct rres *x);
 /* Frees what x holds (buf and codec too: clear them first when x does not own them). */
 void rres_free(struct rres *x);
 /* restore_all, on the caller's thread: for each device d with devs[d], the reader's order
- * stream waits for the caller's stream (ckpt_reader_after_stream) now, so that the restore
+ * stream waits for the caller's stream (reader1_after_stream) now, so that the restore
  * threads follow what the caller queued, also when its stream is cudaStreamPerThread. */
-int rd_order_on_caller(struct ckpt_reader *r, const bool *devs);
-/* Frees ckpt_reader_restore's resources (r->res) and the order streams, not the reader's own
+int rd_order_on_caller(struct reader1 *r, const bool *devs);
+/* Frees reader1_restore's resources (r->res) and the order streams, not the reader's own
  * buf and codec. */
-void reader_res_free(struct ckpt_reader *r);
-int rd_restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_tensor *t,
+void reader_res_free(struct reader1 *r);
+int rd_restore_group(struct reader1 *r, struct rres *x, const struct mf_tensor *t,
 		     uint64_t j0, uint64_t j1, uint64_t len, int mem, uint8_t *dst);
 /* For CUDA memory mem through provider g: x's stream of that device and its staging buffer,
  * created on first use, the stream ordered after the caller's once per restore call. */
-int rd_restore_prepare(struct ckpt_reader *r, struct rres *x, const struct ckpt_gpu_ops *g,
+int rd_restore_prepare(struct reader1 *r, struct rres *x, const struct ckpt_gpu_ops *g,
 		       int mem);
 
 /* ---- rpipe.c ------------------------------------------------------------------------------ */
 /* A pipe of n slots sharing codec, used by one thread; its CUDA jobs are restored one at a time
  * through sync_x (NULL: the pipe gets host jobs only). Returns NULL when out of memory. */
-struct rpipe *rpipe_create(struct ckpt_reader *r, unsigned n, ckpt_codec_ctx *codec,
+struct rpipe *rpipe_create(struct reader1 *r, unsigned n, ckpt_codec_ctx *codec,
 			   struct rres *sync_x);
 void rpipe_free(struct rpipe *pp);
 int rpipe_run(struct rpipe *pp, bool (*next)(void *arg, struct rjob *j), void *arg);
 
 /* ---- reader.c ----------------------------------------------------------------------------- */
-unsigned rd_restore_slots(const struct ckpt_reader *r);
+unsigned rd_restore_slots(const struct reader1 *r);
 
 /* ---- restore.c ---------------------------------------------------------------------------- */
-int rd_check_dst(const ckpt_reader *r, size_t i, int mem, const void *dst, uint64_t size);
+int rd_check_dst(const reader1 *r, size_t i, int mem, const void *dst, uint64_t size);
 /* Counts tensor t as restored in the reader's statistics. */
-void rd_count_restored(struct ckpt_reader *r, const struct mf_tensor *t);
+void rd_count_restored(struct reader1 *r, const struct mf_tensor *t);
 /* Starts a restore call on the caller's thread: r->res set up (sharing the reader's buffer and
  * codec) and a new call for the CUDA ordering (r->gen). */
-int rd_restore_begin(struct ckpt_reader *r);
+int rd_restore_begin(struct reader1 *r);
 /* Creates the reader's pipe (r->pipe, host groups on the caller's thread) on first use. */
-int rd_reader_pipe(struct ckpt_reader *r);
+int rd_reader_pipe(struct reader1 *r);
 
 #endif

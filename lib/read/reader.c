@@ -23,7 +23,7 @@ static size_t name_hash(const char *n, size_t len)
 }
 
 /* Builds the name index so that lookups by name cost O(1) (models have 100k+ tensors). */
-static int index_names(struct ckpt_reader *r)
+static int index_names(struct reader1 *r)
 {
 	size_t cap = 16;
 	while (cap < 2 * (size_t)r->m.n_tensors)
@@ -43,7 +43,7 @@ static int index_names(struct ckpt_reader *r)
 }
 
 /* Read bytes a restore keeps in flight at least (restore_all over all its threads, or one
- * ckpt_reader_restore): a disk's best sequential read wants deep queues of large blocks (the fio
+ * reader1_restore): a disk's best sequential read wants deep queues of large blocks (the fio
  * sweep's best points here were 16 MiB x 32 x 2 jobs and 1 MiB x 32; 224 MiB in flight, queue
  * depth 32, measured no faster than 128 MiB on this disk). Each group read has its own buf_cap
  * read buffer; on the direct path it holds only the scratch pieces, so its untouched pages cost
@@ -52,13 +52,18 @@ static int index_names(struct ckpt_reader *r)
 
 /* Group reads in flight in a restore, and in the reader's engine: at least the queue depth; at
  * most 256 (the largest queue depth), which small read buffers would exceed. */
-unsigned rd_restore_slots(const struct ckpt_reader *r)
+unsigned rd_restore_slots(const struct reader1 *r)
 {
 	unsigned n = MAX(r->s->opt.queue_depth, (unsigned)(RESTORE_INFLIGHT_BYTES / r->buf_cap));
 	return MIN(MAX(n, 2u), 256u);
 }
 
-CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
+bool reader1_from_remote(const reader1 *r)
+{
+	return r->remote_mf;
+}
+
+int reader1_open(ckpt_store *s, uint64_t step, reader1 **out)
 {
 	*out = NULL;
 	if (!s)
@@ -79,13 +84,14 @@ CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 		lease_drop(lease);
 		return rc;
 	}
-	struct ckpt_reader *r = calloc(1, sizeof *r);
+	struct reader1 *r = calloc(1, sizeof *r);
 	if (!r) {
 		lease_drop(lease);
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	}
 	r->s = s;
 	r->lease = lease;
+	r->remote_mf = remote;
 	pthread_mutex_init(&r->mu, NULL);
 	char name[64];
 	rc = remote ? s->tier_manifest(s->tier, want, &r->m) : store_load_manifest(s, step, &r->m);
@@ -99,11 +105,11 @@ CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 		return rc;
 	}
 	if ((rc = lease_publish(r->lease, &r->m))) {
-		ckpt_reader_close(r);
+		reader1_close(r);
 		return rc;
 	}
 	if ((rc = index_names(r))) {
-		ckpt_reader_close(r);
+		reader1_close(r);
 		return rc;
 	}
 	uint32_t cs = r->m.chunk_size;
@@ -113,12 +119,12 @@ CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 	r->scratch = malloc(cs);
 	r->codec = ckpt_codec_ctx_create(cs);
 	if (!r->buf || !r->scratch || !r->codec) {
-		ckpt_reader_close(r);
+		reader1_close(r);
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	}
 	/* Room in the engine for every read a restore keeps in flight. */
 	if ((rc = io_engine_create(s->opt.engine, rd_restore_slots(r), NULL, 0, 0, &r->eng))) {
-		ckpt_reader_close(r);
+		reader1_close(r);
 		return rc;
 	}
 	r->st.step = step;
@@ -128,7 +134,7 @@ CKPT_API int ckpt_reader_open(ckpt_store *s, uint64_t step, ckpt_reader **out)
 	return 0;
 }
 
-CKPT_API void ckpt_reader_close(ckpt_reader *r)
+void reader1_close(reader1 *r)
 {
 	if (!r)
 		return;
@@ -146,22 +152,24 @@ CKPT_API void ckpt_reader_close(ckpt_reader *r)
 	free(r);
 }
 
-CKPT_API void ckpt_reader_info(const ckpt_reader *r, ckpt_info *info)
+void reader1_info(const reader1 *r, ckpt_info *info)
 {
 	store_info_of(&r->m, info);
 }
 
-CKPT_API size_t ckpt_reader_tensor_count(const ckpt_reader *r)
+size_t reader1_tensor_count(const reader1 *r)
 {
 	return r ? r->m.n_tensors : 0;
 }
 
-CKPT_API int ckpt_reader_tensor(const ckpt_reader *r, size_t i, ckpt_tensor_info *info)
+int reader1_tensor(const reader1 *r, size_t i, ckpt_tensor_info *info)
 {
 	if (!r || i >= r->m.n_tensors)
 		return ckpt_fail(CKPT_E_INVAL, "tensor index %zu out of range", i);
 	const struct mf_tensor *t = &r->m.tensors[i];
 	memset(info, 0, sizeof *info);
+	info->struct_size = sizeof *info;
+	info->shards = 1;
 	info->name = t->name;
 	info->dtype = (ckpt_dtype)t->dtype;
 	info->ndim = t->ndim;
@@ -178,7 +186,7 @@ CKPT_API int ckpt_reader_tensor(const ckpt_reader *r, size_t i, ckpt_tensor_info
 	return 0;
 }
 
-CKPT_API long ckpt_reader_find(const ckpt_reader *r, const char *name)
+long reader1_find(const reader1 *r, const char *name)
 {
 	if (r && name && r->names_cap) {
 		size_t len = strlen(name);
@@ -195,12 +203,12 @@ CKPT_API long ckpt_reader_find(const ckpt_reader *r, const char *name)
 			 r ? (unsigned long long)r->m.step : 0ull);
 }
 
-CKPT_API size_t ckpt_reader_meta_count(const ckpt_reader *r)
+size_t reader1_meta_count(const reader1 *r)
 {
 	return r ? r->m.n_meta : 0;
 }
 
-CKPT_API int ckpt_reader_meta(const ckpt_reader *r, size_t i, const char **key, const char **value)
+int reader1_meta(const reader1 *r, size_t i, const char **key, const char **value)
 {
 	if (!r || i >= r->m.n_meta)
 		return ckpt_fail(CKPT_E_INVAL, "metadata index %zu out of range", i);
@@ -209,7 +217,7 @@ CKPT_API int ckpt_reader_meta(const ckpt_reader *r, size_t i, const char **key, 
 	return 0;
 }
 
-CKPT_API const char *ckpt_reader_get_meta(const ckpt_reader *r, const char *key)
+const char *reader1_get_meta(const reader1 *r, const char *key)
 {
 	for (uint32_t i = 0; r && key && i < r->m.n_meta; i++)
 		if (!strcmp(r->m.meta[i].key, key))
@@ -217,12 +225,12 @@ CKPT_API const char *ckpt_reader_get_meta(const ckpt_reader *r, const char *key)
 	return NULL;
 }
 
-CKPT_API void ckpt_reader_stats(const ckpt_reader *r, ckpt_stats *st)
+void reader1_stats(const reader1 *r, ckpt_stats *st)
 {
 	*st = r->st;
 }
 
-CKPT_API int ckpt_reader_chunk(const ckpt_reader *r, size_t i, uint64_t j, ckpt_chunk_info *out)
+int reader1_chunk(const reader1 *r, size_t i, uint64_t j, ckpt_chunk_info *out)
 {
 	if (!r || i >= r->m.n_tensors || j >= r->m.tensors[i].nrefs)
 		return ckpt_fail(CKPT_E_INVAL, "chunk %llu of tensor %zu out of range",

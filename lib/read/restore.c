@@ -1,5 +1,5 @@
-/* Restoring one tensor: ckpt_reader_restore (host tensors of several groups through the reader's
- * pipe, rpipe.c; others one group at a time, stage.c) and ckpt_reader_restore_range (a slice,
+/* Restoring one tensor: reader1_restore (host tensors of several groups through the reader's
+ * pipe, rpipe.c; others one group at a time, stage.c) and reader1_restore_range (a slice,
  * decoded a chunk at a time). Also the destination checks and tensor counts restore_all shares.
  * Uses reader.c, rpipe.c, stage.c and pack.c. */
 #include <stdlib.h>
@@ -22,7 +22,7 @@ int rd_check_mem(const char *name, int mem, const void *dst)
 	return dst ? ckpt_gpu_check_mem(mem, dst, "restore", name) : 0;
 }
 
-int rd_check_dst(const ckpt_reader *r, size_t i, int mem, const void *dst, uint64_t size)
+int rd_check_dst(const reader1 *r, size_t i, int mem, const void *dst, uint64_t size)
 {
 	const struct mf_tensor *t = &r->m.tensors[i];
 	int rc = rd_check_mem(t->name, mem, NULL);
@@ -38,7 +38,7 @@ int rd_check_dst(const ckpt_reader *r, size_t i, int mem, const void *dst, uint6
 	return 0;
 }
 
-void rd_count_restored(struct ckpt_reader *r, const struct mf_tensor *t)
+void rd_count_restored(struct reader1 *r, const struct mf_tensor *t)
 {
 	pthread_mutex_lock(&r->mu);
 	r->st.tensors++;
@@ -48,7 +48,7 @@ void rd_count_restored(struct ckpt_reader *r, const struct mf_tensor *t)
 	pthread_mutex_unlock(&r->mu);
 }
 
-int rd_restore_begin(struct ckpt_reader *r)
+int rd_restore_begin(struct reader1 *r)
 {
 	/* The staging buffer, streams and read slots live as long as the reader: no pinned
 	 * allocation, stream creation or buffer allocation per call. */
@@ -60,16 +60,16 @@ int rd_restore_begin(struct ckpt_reader *r)
 	return 0;
 }
 
-int rd_reader_pipe(struct ckpt_reader *r)
+int rd_reader_pipe(struct reader1 *r)
 {
 	if (!r->pipe && !(r->pipe = rpipe_create(r, rd_restore_slots(r), r->codec, NULL)))
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	return 0;
 }
 
-/* ckpt_reader_restore's jobs: the read groups of one tensor in order. */
+/* reader1_restore's jobs: the read groups of one tensor in order. */
 struct tensor_jobs {
-	struct ckpt_reader *r;
+	struct reader1 *r;
 	size_t ti;
 	uint64_t j;
 	uint8_t *dst;
@@ -88,7 +88,7 @@ static bool tensor_next(void *arg, struct rjob *out)
 	return true;
 }
 
-CKPT_API int ckpt_reader_restore(ckpt_reader *r, size_t i, int mem, void *dst, uint64_t size)
+int reader1_restore(reader1 *r, size_t i, int mem, void *dst, uint64_t size)
 {
 	if (!r || i >= r->m.n_tensors)
 		return ckpt_fail(CKPT_E_INVAL, "restore: tensor index %zu out of range", i);
@@ -128,7 +128,7 @@ CKPT_API int ckpt_reader_restore(ckpt_reader *r, size_t i, int mem, void *dst, u
  * of each decoded chunk that falls in [offset, offset + size) to dst + (its offset - offset).
  * Each chunk is decoded into tmp (one chunk's worth), so memory stays one chunk whatever the
  * range. */
-static int range_group(struct ckpt_reader *r, const struct mf_tensor *t, uint64_t j0,
+static int range_group(struct reader1 *r, const struct mf_tensor *t, uint64_t j0,
 		       uint64_t j1, uint64_t len, uint64_t offset, uint64_t size, uint8_t *tmp,
 		       uint8_t *dst)
 {
@@ -161,7 +161,7 @@ static int range_group(struct ckpt_reader *r, const struct mf_tensor *t, uint64_
 	return 0;
 }
 
-CKPT_API int ckpt_reader_restore_range(ckpt_reader *r, size_t i, uint64_t offset, void *dst,
+int reader1_restore_range(reader1 *r, size_t i, uint64_t offset, void *dst,
 				       uint64_t size)
 {
 	if (!r || i >= r->m.n_tensors)

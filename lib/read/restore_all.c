@@ -1,4 +1,4 @@
-/* ckpt_reader_restore_all: every tensor's read groups planned as jobs in tensor order and
+/* reader1_restore_all: every tensor's read groups planned as jobs in tensor order and
  * restored by worker threads, each with its own pipe (rpipe.c), codec and staging, so that reads
  * stay queued across groups and tensors. Uses restore.c, reader.c, rpipe.c and stage.c. */
 #include <stdio.h>
@@ -16,7 +16,7 @@
 /* Threads of restore_all: one per core (or CKPT_OPT_THREADS), each keeping at least two of the
  * rd_restore_slots reads in flight so that its next read is at the device while it hashes. Reads
  * wait on the device, not the CPU: the slots, not the threads, keep the queue full. */
-static unsigned restore_threads(const struct ckpt_reader *r)
+static unsigned restore_threads(const struct reader1 *r)
 {
 	unsigned n = r->s->opt.threads ? r->s->opt.threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
 	return MAX(MIN(n, rd_restore_slots(r) / 2), 1u);
@@ -24,7 +24,7 @@ static unsigned restore_threads(const struct ckpt_reader *r)
 
 /* ---- parallel restore --------------------------------------------------------------------- */
 struct rall {
-	struct ckpt_reader *r;
+	struct reader1 *r;
 	pthread_mutex_t mu;
 	struct rjob *jobs;
 	size_t njobs, next;    /* jobs handed out (mu) */
@@ -53,7 +53,7 @@ struct rtask {
 static void rthread_run(struct task *tk)
 {
 	struct rall *a = ((struct rtask *)tk)->all;
-	struct ckpt_reader *r = a->r;
+	struct reader1 *r = a->r;
 	struct rres x = {0};
 	x.codec = ckpt_codec_ctx_create(r->m.chunk_size);
 	x.buf = ckpt_aligned_alloc(r->buf_cap);
@@ -80,13 +80,13 @@ static void rthread_run(struct task *tk)
  * or the first error (of dst_for's destinations, or out of memory). */
 static int rall_plan(struct rall *a, ckpt_dst_fn dst_for, void *arg)
 {
-	struct ckpt_reader *r = a->r;
+	struct reader1 *r = a->r;
 	size_t cap = 64;
 	if (!(a->jobs = malloc(cap * sizeof *a->jobs)))
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	for (size_t i = 0; i < r->m.n_tensors; i++) {
 		ckpt_tensor_info info;
-		ckpt_reader_tensor(r, i, &info);
+		reader1_tensor(r, i, &info);
 		int mem = CKPT_MEM_HOST, rc;
 		void *dst = dst_for(i, &info, &mem, arg);
 		if (!dst && info.nbytes)
@@ -115,7 +115,7 @@ static int rall_plan(struct rall *a, ckpt_dst_fn dst_for, void *arg)
 
 /* The read groups of every tensor go to restore_threads threads, each keeping its share of
  * rd_restore_slots reads in flight (rpipe_run), so reads stay queued across groups and tensors. */
-CKPT_API int ckpt_reader_restore_all(ckpt_reader *r, ckpt_dst_fn dst_for, void *arg)
+int reader1_restore_all(reader1 *r, ckpt_dst_fn dst_for, void *arg)
 {
 	if (!r || !dst_for)
 		return ckpt_fail(CKPT_E_INVAL, "restore_all: NULL reader or callback");

@@ -30,7 +30,7 @@ struct rslot {
  * next groups' reads are at the device while one is hashed; memory is n read buffers whatever
  * the tensor's size. */
 struct rpipe {
-	struct ckpt_reader *r;
+	struct reader1 *r;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct rslot *slot;
@@ -55,7 +55,7 @@ void rpipe_free(struct rpipe *pp)
 	free(pp);
 }
 
-struct rpipe *rpipe_create(struct ckpt_reader *r, unsigned n, ckpt_codec_ctx *codec,
+struct rpipe *rpipe_create(struct reader1 *r, unsigned n, ckpt_codec_ctx *codec,
 			   struct rres *sync_x)
 {
 	struct rpipe *pp = calloc(1, sizeof *pp);
@@ -98,7 +98,7 @@ static void rslot_done(struct io_req *q)
 	pthread_mutex_unlock(&pp->mu);
 }
 
-static void inflight_add(struct ckpt_reader *r, int64_t reads, int64_t bytes)
+static void inflight_add(struct reader1 *r, int64_t reads, int64_t bytes)
 {
 	uint64_t n = __atomic_add_fetch(&r->inflight, (uint64_t)reads, __ATOMIC_RELAXED);
 	uint64_t b = __atomic_add_fetch(&r->inflight_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
@@ -114,7 +114,7 @@ static void inflight_add(struct ckpt_reader *r, int64_t reads, int64_t bytes)
 		;
 }
 
-void reader_inflight_max(const ckpt_reader *r, uint64_t *reads, uint64_t *bytes)
+void reader_inflight_max(const reader1 *r, uint64_t *reads, uint64_t *bytes)
 {
 	*reads = __atomic_load_n(&r->inflight_max, __ATOMIC_RELAXED);
 	*bytes = __atomic_load_n(&r->inflight_bytes_max, __ATOMIC_RELAXED);
@@ -125,7 +125,7 @@ void reader_inflight_max(const ckpt_reader *r, uint64_t *reads, uint64_t *bytes)
  * group's). */
 static int rpipe_start(struct rpipe *pp, const struct rjob *j, uint64_t seq)
 {
-	struct ckpt_reader *r = pp->r;
+	struct reader1 *r = pp->r;
 	const struct mf_tensor *t = &r->m.tensors[j->ti];
 	if (j->mem != CKPT_MEM_HOST) {
 		return rd_restore_group(r, pp->sync_x, t, j->j0, j->j1, j->len, j->mem, j->dst);
@@ -154,7 +154,7 @@ static int rpipe_start(struct rpipe *pp, const struct rjob *j, uint64_t seq)
  * group's error; *seq gets its job number. */
 static int rpipe_finish_next(struct rpipe *pp, uint64_t *seq)
 {
-	struct ckpt_reader *r = pp->r;
+	struct reader1 *r = pp->r;
 	pthread_mutex_lock(&pp->mu);
 	while (!pp->done_head)
 		pthread_cond_wait(&pp->cv, &pp->mu);

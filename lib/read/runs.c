@@ -1,8 +1,8 @@
 /* Restoring scattered runs of one tensor (rd_restore_runs, read/runs.h): what lib/dist's box
- * restore reads, the rows of a box in each shard it overlaps (issue 24, item 4).
+ * restore reads, the rows of a box in each shard it overlaps.
  *
  * A run is cut at chunk boundaries. The chunks it covers whole, when it is contiguous in the
- * destination, go in place as ckpt_reader_restore reads them (direct reads through the reader's
+ * destination, go in place as reader1_restore reads them (direct reads through the reader's
  * pipe, the spans of many rows in flight together; CUDA through the pinned staging, stage.c). What is left are pieces of chunks that several
  * rows share: they are queued while their chunks follow each other in one pack (one read group,
  * bounded as rd_group_end bounds it), then the group is read once, each record is checked (a raw
@@ -45,7 +45,7 @@ struct piece {
 };
 
 struct runs {
-	struct ckpt_reader *r;
+	struct reader1 *r;
 	const struct mf_tensor *t;
 	size_t ti;
 	uint64_t es, cs;
@@ -102,7 +102,7 @@ static int copy_piece(struct runs *rs, const struct piece *p, const uint8_t *src
 static int check_chunk(struct runs *rs, const struct pack_fd *p, uint64_t q, const uint8_t *rec,
 		       const uint8_t **src)
 {
-	struct ckpt_reader *r = rs->r;
+	struct reader1 *r = rs->r;
 	const struct mf_chunk *c = chunk_of(rs, q);
 	char path[4096];
 	rd_pack_name(r, p, c->pack_id, path, sizeof path);
@@ -126,7 +126,7 @@ static int flush(struct runs *rs)
 {
 	if (rs->g1 == rs->g0)
 		return 0;
-	struct ckpt_reader *r = rs->r;
+	struct reader1 *r = rs->r;
 	const struct mf_chunk *c = chunk_of(rs, rs->g0);
 	struct pack_fd *p;
 	int rc = rd_group_pack(r, rs->t, rs->g0, c, &p);
@@ -279,7 +279,7 @@ static int add_run(struct runs *rs, const struct rd_run *u)
 	return rc;
 }
 
-int rd_restore_runs(ckpt_reader *r, size_t ti, unsigned es, int mem, rd_run_fn next, void *arg)
+int rd_restore_runs(reader1 *r, size_t ti, unsigned es, int mem, rd_run_fn next, void *arg)
 {
 	const struct mf_tensor *t = &r->m.tensors[ti];
 	const uint64_t cs = r->m.chunk_size;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 
 /* n elements of es bytes at byte off of the tensor, back to back there, go to dst, dst + step,
  * dst + 2 * step, ... (step == es: contiguous in the destination too). */
@@ -30,11 +31,11 @@ int rd_check_mem(const char *name, int mem, const void *dst);
  * of elements of es bytes. Runs come in increasing order of off and do not overlap, each inside
  * the tensor. Each stored chunk they touch is read and checked once (rows that share a chunk
  * share its read); chunks no run touches are not read. A run's chunks that it covers whole, when
- * it is contiguous in dst, are read in place as ckpt_reader_restore() reads them (direct reads,
+ * it is contiguous in dst, are read in place as reader1_restore() reads them (direct reads,
  * the pipe; CUDA through the pinned staging); the other pieces are copied out of the read buffer
  * (raw chunks, checked there) or out of one decoded chunk, and for CUDA out of the staging buffer.
  * Adds to the reader's statistics: bytes_read, chunks (read), logical_bytes (of the runs).
- * Returns 0 or the errors of ckpt_reader_restore(). */
-int rd_restore_runs(ckpt_reader *r, size_t ti, unsigned es, int mem, rd_run_fn next, void *arg);
+ * Returns 0 or the errors of reader1_restore(). */
+int rd_restore_runs(reader1 *r, size_t ti, unsigned es, int mem, rd_run_fn next, void *arg);
 
 #endif

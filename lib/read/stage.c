@@ -1,7 +1,7 @@
-/* One read group restored and waited for (ckpt_reader_restore of a one-group tensor or a CUDA
+/* One read group restored and waited for (reader1_restore of a one-group tensor or a CUDA
  * destination, and the CUDA groups of restore_all): host groups in place or through the read
  * buffer (group.c), CUDA groups decoded into a pinned staging buffer and copied on the device's
- * stream, ordered after the caller's stream (ckpt_reader_after_stream). Owns the lifetime of a
+ * stream, ordered after the caller's stream (reader1_after_stream). Owns the lifetime of a
  * struct rres (its staging and streams). Uses group.c and pack.c. */
 #include <stdlib.h>
 
@@ -55,7 +55,8 @@ void rres_free(struct rres *x)
 	free(x->iov);
 	free(x->iov_work);
 	ckpt_codec_ctx_free(x->codec);
-	/* The staging goes back to the store's cache, never freed here (issue 27, C5). */
+	/* The staging goes back to the store's cache, never freed here: freeing pinned memory
+	 * synchronizes the device under a trainer running beside the restore. */
 	if (x->staging && g)
 		store_pinned_give(x->s, x->staging, x->staging_size, g->free_pinned);
 	for (unsigned k = 0; k < RD_RING; k++)
@@ -67,7 +68,7 @@ void rres_free(struct rres *x)
 	memset(x, 0, sizeof *x);
 }
 
-int rd_order_on_caller(struct ckpt_reader *r, const bool *devs)
+int rd_order_on_caller(struct reader1 *r, const bool *devs)
 {
 	const struct ckpt_gpu_ops *g = NULL;
 	pthread_mutex_lock(&r->mu);
@@ -89,7 +90,7 @@ int rd_order_on_caller(struct ckpt_reader *r, const bool *devs)
 	return rc;
 }
 
-void reader_res_free(struct ckpt_reader *r)
+void reader_res_free(struct reader1 *r)
 {
 	bool any = false;
 	for (int d = 0; d < 16; d++)
@@ -101,7 +102,7 @@ void reader_res_free(struct ckpt_reader *r)
 	memset(r->ord, 0, sizeof r->ord);
 	if (!r->res)
 		return;
-	r->res->buf = NULL; /* the reader's own, freed by ckpt_reader_close() */
+	r->res->buf = NULL; /* the reader's own, freed by reader1_close() */
 	r->res->codec = NULL;
 	rres_free(r->res);
 	free(r->res);
@@ -110,8 +111,8 @@ void reader_res_free(struct ckpt_reader *r)
 
 /* CUDA destinations: the stream of device mem, created before the staging buffer so that the
  * pinned allocation runs on that device's context, never on device 0 of a process that does not
- * use it (defect 4); and ordered once per restore call after the caller's stream (defect 6). */
-int rd_restore_prepare(struct ckpt_reader *r, struct rres *x, const struct ckpt_gpu_ops *g,
+ * use it; and ordered once per restore call after the caller's stream. */
+int rd_restore_prepare(struct reader1 *r, struct rres *x, const struct ckpt_gpu_ops *g,
 		       int mem)
 {
 	if (!g)
@@ -138,7 +139,7 @@ int rd_restore_prepare(struct ckpt_reader *r, struct rres *x, const struct ckpt_
 
 /* The ring slot for the next CUDA group of x: its previous copy waited for, its buffer taken
  * on first use. */
-static int ring_slot(struct ckpt_reader *r, struct rres *x, const struct ckpt_gpu_ops *g,
+static int ring_slot(struct reader1 *r, struct rres *x, const struct ckpt_gpu_ops *g,
 		     struct rring **out)
 {
 	struct rring *sl = &x->ring[x->ring_next++ % RD_RING];
@@ -155,7 +156,7 @@ static int ring_slot(struct ckpt_reader *r, struct rres *x, const struct ckpt_gp
 
 /* Restores references [j0, j1) of tensor t (one read group) into dst, waiting for its read; a
  * CUDA group's copy is left in flight (rd_restore_drain). */
-int rd_restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_tensor *t,
+int rd_restore_group(struct reader1 *r, struct rres *x, const struct mf_tensor *t,
 		     uint64_t j0, uint64_t j1, uint64_t len, int mem, uint8_t *dst)
 {
 	const struct mf_chunk *c = &r->m.chunks[r->m.refs[t->first_ref + j0]];
@@ -190,7 +191,7 @@ int rd_restore_group(struct ckpt_reader *r, struct rres *x, const struct mf_tens
 	return g->mark(x->stream[mem], &sl->mark);
 }
 
-CKPT_API int ckpt_reader_after_stream(ckpt_reader *r, void *stream)
+int reader1_after_stream(reader1 *r, void *stream)
 {
 	if (!r)
 		return ckpt_fail(CKPT_E_INVAL, "restore: NULL reader");

@@ -57,14 +57,13 @@ CKPT_API void ckpt_verify_cache_free(ckpt_verify_cache *c)
 	free(c);
 }
 
-CKPT_API uint64_t ckpt_verify_cache_bytes_read(const ckpt_verify_cache *c)
+CKPT_API void ckpt_verify_cache_stats(const ckpt_verify_cache *c, uint64_t *bytes_read,
+				      uint64_t *records)
 {
-	return c ? c->bytes_read : 0;
-}
-
-CKPT_API uint64_t ckpt_verify_cache_records(const ckpt_verify_cache *c)
-{
-	return c ? c->records : 0;
+	if (bytes_read)
+		*bytes_read = c ? c->bytes_read : 0;
+	if (records)
+		*records = c ? c->records : 0;
 }
 
 int vcache_get(const struct ckpt_verify_cache *c, uint32_t pack, uint64_t offset,

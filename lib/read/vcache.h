@@ -1,4 +1,4 @@
-/* The verify cache: what ckpt_reader_verify_cached() learned about each chunk record, so that a
+/* The verify cache: what reader1_verify_cached() learned about each chunk record, so that a
  * record several checkpoints share is read and hashed once per run. */
 #ifndef CKPT_VCACHE_H
 #define CKPT_VCACHE_H

@@ -27,7 +27,7 @@ int rd_check_padding(const uint8_t *rec, const struct mf_chunk *c, const char *p
 /* Walks the records of pack p from its header to its end: a pack is written once, record after
  * record, so bytes appended to it (or a torn tail) show as a walk that does not end exactly at
  * the file's size. Returns 0 or -CKPT_E_CORRUPT/-CKPT_E_IO with the message naming the pack. */
-static int check_pack_tail(struct ckpt_reader *r, struct rres *x, struct pack_fd *p)
+static int check_pack_tail(struct reader1 *r, struct rres *x, struct pack_fd *p)
 {
 	char path[4096];
 	rd_pack_name(r, p, p->id, path, sizeof path);
@@ -53,7 +53,7 @@ static int check_pack_tail(struct ckpt_reader *r, struct rres *x, struct pack_fd
 
 /* Reports a problem of a whole pack (not of one chunk) through on_damage; a pack with a damaged
  * chunk (state: per chunk, 1 intact) was reported already. */
-static long report_pack_tails(struct ckpt_reader *r, struct rres *x, const int *state,
+static long report_pack_tails(struct reader1 *r, struct rres *x, const int *state,
 			      ckpt_damage_fn on_damage, void *arg)
 {
 	long bad = 0;
@@ -77,15 +77,15 @@ static long report_pack_tails(struct ckpt_reader *r, struct rres *x, const int *
 	return bad;
 }
 
-CKPT_API long ckpt_reader_verify(ckpt_reader *r, ckpt_damage_fn on_damage,
-				 ckpt_progress_fn on_progress, void *arg)
+long reader1_verify(reader1 *r, ckpt_damage_fn on_damage,
+				 vprogress_fn on_progress, void *arg)
 {
-	return ckpt_reader_verify_cached(r, NULL, on_damage, on_progress, arg);
+	return reader1_verify_cached(r, NULL, on_damage, on_progress, arg);
 }
 
 /* The state of chunk c (1 intact, else a negative CKPT_E_* code; *msg its message): from the
  * cache when it knows the record, else read and checked (and put in the cache). */
-static int verify_chunk(struct ckpt_reader *r, ckpt_verify_cache *cache, struct rres *x,
+static int verify_chunk(struct reader1 *r, ckpt_verify_cache *cache, struct rres *x,
 			const struct mf_chunk *c, const char *path, char **own, const char **msg)
 {
 	struct pack_fd *p = rd_pack(r, c->pack_id);
@@ -108,8 +108,8 @@ static int verify_chunk(struct ckpt_reader *r, ckpt_verify_cache *cache, struct 
 	return state;
 }
 
-CKPT_API long ckpt_reader_verify_cached(ckpt_reader *r, ckpt_verify_cache *cache,
-					ckpt_damage_fn on_damage, ckpt_progress_fn on_progress,
+long reader1_verify_cached(reader1 *r, ckpt_verify_cache *cache,
+					ckpt_damage_fn on_damage, vprogress_fn on_progress,
 					void *arg)
 {
 	if (!r)

@@ -38,6 +38,7 @@ CKPT_API void ckpt_store_close(ckpt_store *s)
 	pipe_destroy(ss->pipe);
 	ss->pipe = NULL;
 	pthread_mutex_destroy(&ss->mu);
+	free(s->api_remote);
 	store_fini(s);
 	free(ss);
 }

@@ -21,7 +21,7 @@ static const struct pipe_save_ops save_ops = {.commit = save_commit};
 /* True when a save of step is open or in flight on this handle (ss->mu held). */
 static bool step_live(struct save_store *ss, uint64_t step)
 {
-	for (struct ckpt_save *o = ss->live; o; o = o->next_live)
+	for (struct save1 *o = ss->live; o; o = o->next_live)
 		if (o->step == step)
 			return true;
 	return false;
@@ -48,14 +48,14 @@ static int begin_locked(struct save_store *ss, uint64_t step)
 	return rc;
 }
 
-CKPT_API int ckpt_save_begin(ckpt_store *s, uint64_t step, ckpt_save **out)
+int save1_begin(ckpt_store *s, uint64_t step, save1 **out)
 {
 	*out = NULL;
 	if (!s)
 		return ckpt_fail(CKPT_E_INVAL, "save: NULL store");
 	if (step == CKPT_STEP_LATEST)
 		return ckpt_fail(CKPT_E_INVAL, "save: step %llu is reserved", (unsigned long long)step);
-	struct ckpt_save *sv = calloc(1, sizeof *sv);
+	struct save1 *sv = calloc(1, sizeof *sv);
 	if (!sv)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	struct save_store *ss = save_store_of(s);
@@ -86,12 +86,12 @@ CKPT_API int ckpt_save_begin(ckpt_store *s, uint64_t step, ckpt_save **out)
 	return 0;
 }
 
-void save_destroy(struct ckpt_save *sv)
+void save_destroy(struct save1 *sv)
 {
 	struct ckpt_store *s = sv->s;
 	struct save_store *ss = save_store_of(s);
 	pthread_mutex_lock(&ss->mu);
-	for (struct ckpt_save **pp = &ss->live; *pp; pp = &(*pp)->next_live)
+	for (struct save1 **pp = &ss->live; *pp; pp = &(*pp)->next_live)
 		if (*pp == sv) {
 			*pp = sv->next_live;
 			break;
@@ -120,18 +120,18 @@ void save_drain(struct save_store *ss)
 {
 	for (;;) {
 		pthread_mutex_lock(&ss->mu);
-		struct ckpt_save *sv = ss->live;
+		struct save1 *sv = ss->live;
 		pthread_mutex_unlock(&ss->mu);
 		if (!sv)
 			break;
 		if (sv->ps.submitted)
-			ckpt_save_wait(sv, NULL);
+			save1_wait(sv, NULL);
 		else
-			ckpt_save_abort(sv);
+			save1_abort(sv);
 	}
 }
 
-CKPT_API void ckpt_save_abort(ckpt_save *sv)
+void save1_abort(save1 *sv)
 {
 	if (!sv)
 		return;
@@ -142,15 +142,15 @@ CKPT_API void ckpt_save_abort(ckpt_save *sv)
 	save_destroy(sv);
 }
 
-CKPT_API int ckpt_save_after_stream(ckpt_save *sv, void *stream)
+int save1_after_stream(save1 *sv, void *stream)
 {
 	if (!sv)
 		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
 	if (sv->ps.submitted)
 		return ckpt_fail(CKPT_E_STATE, "checkpoint %llu was already submitted",
 				 (unsigned long long)sv->step);
-	/* Each call adds a stream (tensors on several devices each follow their own trainer stream;
-	 * issue 12, defect 8). */
+	/* Each call adds a stream (tensors on several devices each follow their own trainer
+	 * stream). */
 	struct pipe_save *ps = &sv->ps;
 	for (unsigned i = 0; i < ps->n_user_streams; i++)
 		if (ps->user_streams[i] == stream)
@@ -162,7 +162,7 @@ CKPT_API int ckpt_save_after_stream(ckpt_save *sv, void *stream)
 	return 0;
 }
 
-CKPT_API int ckpt_save_submit(ckpt_save *sv)
+int save1_submit(save1 *sv)
 {
 	if (!sv)
 		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
@@ -170,7 +170,7 @@ CKPT_API int ckpt_save_submit(ckpt_save *sv)
 		return ckpt_fail(CKPT_E_STATE, "checkpoint %llu was already submitted",
 				 (unsigned long long)sv->step);
 	/* From here the caller waits: a pool allocated now (the handle's first save) is in the
-	 * save's seconds and snapshot_seconds, not hidden (issue 13). */
+	 * save's seconds and snapshot_seconds, not hidden. */
 	double t0 = ckpt_now();
 	struct save_store *ss = save_store_of(sv->s);
 	struct pipe_save *ps = &sv->ps;
@@ -195,12 +195,12 @@ CKPT_API int ckpt_save_submit(ckpt_save *sv)
 }
 
 /* A save that could not even be submitted fails like one that failed in the background. */
-static int not_submitted(ckpt_save *sv)
+static int not_submitted(save1 *sv)
 {
 	return ckpt_fail(CKPT_E_STATE, "checkpoint %llu was not submitted", (unsigned long long)sv->step);
 }
 
-CKPT_API int ckpt_save_wait_snapshot(ckpt_save *sv)
+int save1_wait_snapshot(save1 *sv)
 {
 	if (!sv)
 		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
@@ -212,7 +212,7 @@ CKPT_API int ckpt_save_wait_snapshot(ckpt_save *sv)
 	return rc;
 }
 
-CKPT_API int ckpt_save_fence(ckpt_save *sv, void *stream)
+int save1_fence(save1 *sv, void *stream)
 {
 	if (!sv)
 		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
@@ -221,24 +221,23 @@ CKPT_API int ckpt_save_fence(ckpt_save *sv, void *stream)
 	/* Host tensors only: the fence is the snapshot itself, and CUDA is not asked (asking
 	 * loads the module, a runtime and the driver in a process that may have no GPU work). */
 	if (!pipe_uses_cuda(&sv->ps))
-		return ckpt_save_wait_snapshot(sv);
+		return save1_wait_snapshot(sv);
 	if (!ckpt_gpu_cuda())
 		return ckpt_fail(CKPT_E_UNSUPPORTED, "fence: %s", ckpt_gpu_cuda_error());
 	/* Never blocks: the trainer's stream waits on the device for a flag the library sets when
-	 * the last copy is done, however many times the state exceeds the pool (issue 12,
-	 * defect 2). */
+	 * the last copy is done, however many times the state exceeds the pool. */
 	int rc = pipe_fence(&sv->ps, stream);
 	if (rc && sv->ps.err)
 		ckpt_fail(-sv->ps.err, "%s", sv->ps.errmsg);
 	return rc;
 }
 
-CKPT_API int ckpt_save_poll(const ckpt_save *sv)
+int save1_poll(const save1 *sv)
 {
 	return sv && sv->ps.submitted ? pipe_poll(&sv->ps) : 0;
 }
 
-CKPT_API int ckpt_save_progress(const ckpt_save *sv, uint64_t *done)
+int save1_progress(const save1 *sv, uint64_t *done)
 {
 	if (!sv || !done)
 		return ckpt_fail(CKPT_E_INVAL, "save: NULL save or result");
@@ -246,7 +245,7 @@ CKPT_API int ckpt_save_progress(const ckpt_save *sv, uint64_t *done)
 	return 0;
 }
 
-CKPT_API int ckpt_save_wait(ckpt_save *sv, ckpt_stats *stats)
+int save1_wait(save1 *sv, ckpt_stats *stats)
 {
 	if (!sv)
 		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
@@ -260,22 +259,22 @@ CKPT_API int ckpt_save_wait(ckpt_save *sv, ckpt_stats *stats)
 	return rc;
 }
 
-CKPT_API int ckpt_save_commit(ckpt_save *sv, ckpt_stats *stats)
+int save1_commit(save1 *sv, ckpt_stats *stats)
 {
 	if (!sv)
 		return ckpt_fail(CKPT_E_INVAL, "save: NULL save");
 	sv->sync = true; /* the caller waits for all of it: the snapshot has no lead to keep */
-	int rc = ckpt_save_submit(sv);
+	int rc = save1_submit(sv);
 	if (rc) {
 		if (stats)
 			*stats = sv->ps.st;
 		save_destroy(sv);
 		return rc;
 	}
-	return ckpt_save_wait(sv, stats);
+	return save1_wait(sv, stats);
 }
 
-static uint32_t *name_slot(struct ckpt_save *sv, const char *name, size_t len)
+static uint32_t *name_slot(struct save1 *sv, const char *name, size_t len)
 {
 	size_t mask = sv->names_cap - 1;
 	for (size_t i = (size_t)ckpt_checksum64(name, len) & mask;; i = (i + 1) & mask) {
@@ -285,7 +284,7 @@ static uint32_t *name_slot(struct ckpt_save *sv, const char *name, size_t len)
 	}
 }
 
-static int names_grow(struct ckpt_save *sv)
+static int names_grow(struct save1 *sv)
 {
 	if ((sv->nt + 1) * 2 <= sv->names_cap)
 		return 0;
@@ -305,7 +304,7 @@ static int names_grow(struct ckpt_save *sv)
 	return 0;
 }
 
-CKPT_API int ckpt_save_add_tensor(ckpt_save *sv, const char *name, ckpt_dtype dtype,
+int save1_add_tensor(save1 *sv, const char *name, ckpt_dtype dtype,
 				  unsigned ndim, const uint64_t *shape, int mem, const void *data)
 {
 	if (!sv)
@@ -371,7 +370,7 @@ CKPT_API int ckpt_save_add_tensor(ckpt_save *sv, const char *name, ckpt_dtype dt
 }
 
 /* Sets key (kl bytes) to a copy of value, replacing an earlier value. Returns 0 or -CKPT_E_NOMEM. */
-static int meta_put(ckpt_save *sv, const char *key, size_t kl, const char *value, size_t vl)
+static int meta_put(save1 *sv, const char *key, size_t kl, const char *value, size_t vl)
 {
 	char *v = strdup(value);
 	if (!v)
@@ -395,7 +394,7 @@ static int meta_put(ckpt_save *sv, const char *key, size_t kl, const char *value
 	return 0;
 }
 
-CKPT_API int ckpt_save_set_meta(ckpt_save *sv, const char *key, const char *value)
+int save1_set_meta(save1 *sv, const char *key, const char *value)
 {
 	if (!sv || !key || !*key || !value)
 		return ckpt_fail(CKPT_E_INVAL, "metadata: key must be a non-empty string, value a string");
@@ -404,7 +403,7 @@ CKPT_API int ckpt_save_set_meta(ckpt_save *sv, const char *key, const char *valu
 				 key, (unsigned long long)sv->step);
 	if (!strcmp(key, CKPT_TAGS_KEY))
 		return ckpt_fail(CKPT_E_INVAL, "metadata key %s is reserved: tags are added with "
-				 "ckpt_save_add_tag", key);
+				 "save1_add_tag", key);
 	size_t kl = strlen(key), vl = strlen(value);
 	if (kl > UINT32_MAX / 2 || vl > UINT32_MAX / 2)
 		return ckpt_fail(CKPT_E_INVAL, "metadata '%.40s': too long", key);
@@ -416,7 +415,7 @@ CKPT_API int ckpt_tag_check(const char *tag)
 	return tag ? tag_check(tag) : ckpt_fail(CKPT_E_INVAL, "tag: NULL");
 }
 
-CKPT_API int ckpt_save_add_tag(ckpt_save *sv, const char *tag)
+int save1_add_tag(save1 *sv, const char *tag)
 {
 	if (!sv || !tag)
 		return ckpt_fail(CKPT_E_INVAL, "tag: NULL save or tag");
@@ -449,7 +448,7 @@ static int64_t commit_time_ns(void)
  * chunk table and references the pipeline built. */
 static int save_commit(struct pipe_save *ps, bool *keep_packs)
 {
-	struct ckpt_save *sv = (struct ckpt_save *)(void *)((char *)ps - offsetof(struct ckpt_save, ps));
+	struct save1 *sv = (struct save1 *)(void *)((char *)ps - offsetof(struct save1, ps));
 	struct ckpt_store *s = sv->s;
 	struct manifest m = {
 		.version = CKPT_FORMAT_VERSION, .step = sv->step, .time_ns = commit_time_ns(),

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/ckpt_int.h"
 #include "format/format.h"
 #include "save/pipeline.h"
 #include "store/store.h"
@@ -18,7 +19,7 @@
 struct save_store {
 	struct ckpt_store store;
 	pthread_mutex_t mu;        /* live, pipe (its creation and replacement); before s->mu */
-	struct ckpt_save *live;    /* begun and not yet finished */
+	struct save1 *live;    /* begun and not yet finished */
 	struct pipe *pipe;         /* made by the first submit (or ckpt_store_reserve) */
 };
 
@@ -27,14 +28,14 @@ static inline struct save_store *save_store_of(struct ckpt_store *s)
 	return (struct save_store *)(void *)((char *)s - offsetof(struct save_store, store));
 }
 
-struct ckpt_save {
+struct save1 {
 	struct ckpt_store *s;
-	struct ckpt_save *next_live; /* the handle's list of saves not yet finished */
+	struct save1 *next_live; /* the handle's list of saves not yet finished */
 	uint64_t step;
 	uint32_t gen;
 	uint32_t chunk_size;
 	int compress, level;
-	bool sync;                /* ckpt_save_commit(): the caller waits for the whole save */
+	bool sync;                /* save1_commit(): the caller waits for the whole save */
 	/* Filled by the caller. */
 	struct pipe_tensor *t;
 	size_t nt, capt;
@@ -51,6 +52,6 @@ struct ckpt_save {
  * the first step of ckpt_store_close. */
 void save_drain(struct save_store *ss);
 /* Releases everything the save holds; the handle forgets it. */
-void save_destroy(struct ckpt_save *sv);
+void save_destroy(struct save1 *sv);
 
 #endif

@@ -570,6 +570,7 @@ static ckpt_info *info_pack(ckpt_info *v, char **tags, long n)
 		*p = 0;
 		const char *none = p++;
 		for (long k = 0; k <= n; k++) {
+			out[k].struct_size = sizeof *out;
 			out[k].tags = none;
 			if (k == n || !tags[k])
 				continue;
@@ -629,7 +630,7 @@ int store_info_list(const uint64_t *steps, long n, int include_invalid,
 	return (int)k;
 }
 
-CKPT_API int ckpt_store_list(ckpt_store *s, int include_invalid, ckpt_info **out)
+CKPT_API long ckpt_store_list(ckpt_store *s, int include_invalid, ckpt_info **out)
 {
 	*out = NULL;
 	uint64_t *steps;

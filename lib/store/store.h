@@ -109,6 +109,8 @@ struct ckpt_store {
 	int (*tier_manifest)(void *tier, uint64_t step, struct manifest *m);
 	bool tier_read;            /* CKPT_REMOTE_READ: readers use the remote even for local ones */
 	int (*tier_pack)(void *tier, const struct manifest *m, uint32_t id, char *what, size_t len);
+	/* The public remote handle of this store (lib/api: a plain allocation, freed at close). */
+	void *api_remote;
 };
 
 /* Pack ids of multi-rank saves: rank r allocates in [DIST_PACK_LO(r), DIST_PACK_LO(r+1)),

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 #include "format/codec.h"
 #include "remote/remote.h"
 #include "store/store.h"
@@ -198,14 +199,14 @@ void tier_unmark_upload(const struct tier_ref *t, const char *key);
  * damaged (-CKPT_E_CORRUPT) unless CKPT_GC_FORCE, no pack or part while an upload is live
  * (counted as spared). CKPT_GC_DRY_RUN: only counts. Returns 0 or -CKPT_E_*. */
 int tier_gc(const struct tier_ref *t, const uint8_t uuid[16], int64_t grace_s, int flags,
-	    ckpt_remote_gc_report *rep);
+	    rgc_report *rep);
 /* Removes the remote manifests of store t that retention r does not keep, as a local prune
  * chooses them (gc/gc.h; never a damaged one: its step is kept); their packs are left to
  * tier_gc. While a remote manifest is damaged, nothing is removed (-CKPT_E_CORRUPT naming its
  * key) unless CKPT_GC_FORCE. *removed (malloc'd, rep->manifests_removed entries, ascending) gets the steps removed
  * (CKPT_GC_DRY_RUN: that would be). Returns 0 or -CKPT_E_*. */
-int tier_prune(const struct tier_ref *t, const uint8_t uuid[16], const ckpt_retention *r,
-	       int flags, ckpt_remote_gc_report *rep, uint64_t **removed);
+int tier_prune(const struct tier_ref *t, const uint8_t uuid[16], const retain_rules *r,
+	       int flags, rgc_report *rep, uint64_t **removed);
 
 /* ---- tier_fetch.c --------------------------------------------------------------------------- */
 /* The store's tier_pack hook: an anonymous file (the fd) holding pack id's header and the records

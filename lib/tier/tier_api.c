@@ -312,10 +312,10 @@ uint64_t tier_bytes_fetched(struct ckpt_store *s)
 	return u ? __atomic_load_n(&u->fetched, __ATOMIC_RELAXED) : 0;
 }
 
-CKPT_API int ckpt_store_set_remote(ckpt_store *s, const char *url, unsigned flags)
+int rstore_set(ckpt_store *s, const char *url, unsigned flags)
 {
 	if (!s || (flags & ~(unsigned)(CKPT_REMOTE_UPLOAD | CKPT_REMOTE_READ)))
-		return ckpt_fail(CKPT_E_INVAL, "ckpt_store_set_remote: %s", s ? "unknown flags" : "no store");
+		return ckpt_fail(CKPT_E_INVAL, "rstore_set: %s", s ? "unknown flags" : "no store");
 	store_tier_detach(s);
 	if (!url)
 		return 0;
@@ -351,7 +351,7 @@ CKPT_API int ckpt_store_set_remote(ckpt_store *s, const char *url, unsigned flag
 	return 0;
 }
 
-CKPT_API const char *ckpt_store_remote(const ckpt_store *s)
+const char *rstore_url(const ckpt_store *s)
 {
 	const struct tier_up *u = s ? s->tier : NULL;
 	return u ? u->ref.r->url : NULL;
@@ -366,13 +366,13 @@ static struct tier_up *remote_of(ckpt_store *s)
 {
 	struct tier_up *u = s ? s->tier : NULL;
 	if (!u)
-		ckpt_fail(CKPT_E_STATE, "store %s has no remote (ckpt_store_set_remote)",
+		ckpt_fail(CKPT_E_STATE, "store %s has no remote (rstore_set)",
 			  s ? s->path : "(null)");
 	return u;
 }
 
-CKPT_API int ckpt_store_push(ckpt_store *s, uint64_t step, ckpt_remote_stats *stats,
-			     ckpt_remote_progress_fn progress, void *arg)
+int rstore_push(ckpt_store *s, uint64_t step, ckpt_remote_stats *stats,
+			     ckpt_progress_fn progress, void *arg)
 {
 	struct tier_up *u = remote_of(s);
 	if (!u)
@@ -390,8 +390,8 @@ CKPT_API int ckpt_store_push(ckpt_store *s, uint64_t step, ckpt_remote_stats *st
 	return rc;
 }
 
-CKPT_API int ckpt_store_pull(ckpt_store *s, uint64_t step, uint64_t *pulled,
-			     ckpt_remote_stats *stats, ckpt_remote_progress_fn progress, void *arg)
+int rstore_pull(ckpt_store *s, uint64_t step, uint64_t *pulled,
+			     ckpt_remote_stats *stats, ckpt_progress_fn progress, void *arg)
 {
 	struct tier_up *u = remote_of(s);
 	if (!u)
@@ -413,7 +413,7 @@ static int manifest_there(struct tier_up *u, uint64_t step)
 	return rc == -CKPT_E_NOTFOUND ? 0 : rc ? rc : 1;
 }
 
-CKPT_API int ckpt_store_upload_state(ckpt_store *s, uint64_t step)
+int rstore_upload_state(ckpt_store *s, uint64_t step)
 {
 	struct tier_up *u = remote_of(s);
 	if (!u)
@@ -493,7 +493,7 @@ static int wait_manifest(struct tier_up *u, uint64_t step, int64_t timeout_ms)
 	}
 }
 
-CKPT_API int ckpt_store_wait_uploaded(ckpt_store *s, uint64_t step, int64_t timeout_ms)
+int rstore_wait_uploaded(ckpt_store *s, uint64_t step, int64_t timeout_ms)
 {
 	struct tier_up *u = remote_of(s);
 	if (!u)
@@ -519,21 +519,21 @@ CKPT_API int ckpt_store_wait_uploaded(ckpt_store *s, uint64_t step, int64_t time
 	}
 	if (rc != 1)
 		return rc;
-	rc = ckpt_store_upload_state(s, step); /* not queued: on the remote already? */
+	rc = rstore_upload_state(s, step); /* not queued: on the remote already? */
 	if (rc == CKPT_UPLOAD_REMOTE)
 		return 0;
 	return rc < 0 ? rc : ckpt_fail(CKPT_E_STATE, "checkpoint %" PRIu64 " of %s is not queued for "
 				       "upload (CKPT_REMOTE_UPLOAD is not set)", step, s->path);
 }
 
-CKPT_API long ckpt_store_remote_steps(ckpt_store *s, uint64_t **steps)
+long rstore_steps(ckpt_store *s, uint64_t **steps)
 {
 	*steps = NULL;
 	struct tier_up *u = remote_of(s);
 	return u ? tier_remote_steps(&u->ref, steps) : -CKPT_E_STATE;
 }
 
-CKPT_API int ckpt_store_remote_list(ckpt_store *s, int include_invalid, ckpt_info **out)
+int rstore_list(ckpt_store *s, int include_invalid, ckpt_info **out)
 {
 	*out = NULL;
 	struct tier_up *u = remote_of(s);
@@ -548,19 +548,19 @@ CKPT_API int ckpt_store_remote_list(ckpt_store *s, int include_invalid, ckpt_inf
 	return rc;
 }
 
-CKPT_API int ckpt_store_remote_gc(ckpt_store *s, int flags, ckpt_remote_gc_report *report)
+int rstore_gc(ckpt_store *s, int flags, rgc_report *report)
 {
-	ckpt_remote_gc_report local;
+	rgc_report local;
 	struct tier_up *u = remote_of(s);
 	if (!u)
 		return -CKPT_E_STATE;
 	return tier_gc(&u->ref, s->hdr.uuid, s->opt.gc_grace_s, flags, report ? report : &local);
 }
 
-CKPT_API int ckpt_store_remote_prune_gc(ckpt_store *s, const ckpt_retention *retention,
-					int flags, ckpt_remote_gc_report *report, uint64_t **removed)
+int rstore_prune_gc(ckpt_store *s, const retain_rules *retention,
+					int flags, rgc_report *report, uint64_t **removed)
 {
-	ckpt_remote_gc_report local, gc;
+	rgc_report local, gc;
 	uint64_t *steps = NULL;
 	if (removed)
 		*removed = NULL;
@@ -591,13 +591,13 @@ CKPT_API int ckpt_store_remote_prune_gc(ckpt_store *s, const ckpt_retention *ret
 	return rc;
 }
 
-CKPT_API int ckpt_store_remote_prune(ckpt_store *s, const ckpt_prune_policy *policy, int flags,
-				     ckpt_remote_gc_report *report)
+int rstore_prune(ckpt_store *s, const retain_keep *policy, int flags,
+				     rgc_report *report)
 {
 	if (!policy)
-		return ckpt_fail(CKPT_E_INVAL, "ckpt_store_remote_prune: no policy");
-	ckpt_retention r = {.keep = *policy};
-	return ckpt_store_remote_prune_gc(s, &r, flags, report, NULL);
+		return ckpt_fail(CKPT_E_INVAL, "rstore_prune: no policy");
+	retain_rules r = {.keep = *policy};
+	return rstore_prune_gc(s, &r, flags, report, NULL);
 }
 
 CKPT_API int ckpt_remote_adopt(const char *url, const char *store_id, const char *path)

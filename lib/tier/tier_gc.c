@@ -175,7 +175,7 @@ static int keep_fence(const struct tier_ref *t, struct tier_gc_mark *g, struct k
 /* Deletes what is garbage in k: packs not live (unless an upload is in flight), parts of steps
  * without a manifest, dead upload markers. g: this gc's marker (NULL for a dry run). */
 static int collect(const struct tier_ref *t, struct keys *k, const bool *live, const uint64_t *steps,
-		   long n, struct tier_gc_mark *g, ckpt_remote_gc_report *rep)
+		   long n, struct tier_gc_mark *g, rgc_report *rep)
 {
 	bool dry = !g;
 	int rc = 0;
@@ -212,7 +212,7 @@ static int collect(const struct tier_ref *t, struct keys *k, const bool *live, c
 }
 
 int tier_gc(const struct tier_ref *t, const uint8_t uuid[16], int64_t grace_s, int flags,
-	    ckpt_remote_gc_report *rep)
+	    rgc_report *rep)
 {
 	memset(rep, 0, sizeof *rep);
 	char prefix[128];
@@ -330,8 +330,8 @@ static int remote_set_refuse(const struct tier_ref *t, const struct remote_set *
 			 t->r->url, t->id, bad, bad == 1 ? "" : "s", list, bad > shown ? ", ..." : "");
 }
 
-int tier_prune(const struct tier_ref *t, const uint8_t uuid[16], const ckpt_retention *r,
-	       int flags, ckpt_remote_gc_report *rep, uint64_t **removed)
+int tier_prune(const struct tier_ref *t, const uint8_t uuid[16], const retain_rules *r,
+	       int flags, rgc_report *rep, uint64_t **removed)
 {
 	memset(rep, 0, sizeof *rep);
 	*removed = NULL;

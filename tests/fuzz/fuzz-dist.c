@@ -3,7 +3,7 @@
  * Every input is decoded as a manifest, as it is and with its length field and XXH3-128 trailer
  * recomputed (as fuzz-manifest.c does), and what decodes goes through what the multi-rank
  * readers parse: dist_layout_parse (a global manifest's world, part records and shard tables,
- * the parser behind ckpt_dist_reader_open), dist_parse_piece on every tensor's ckpt.dist.NAME
+ * the parser behind dreader_open), dist_parse_piece on every tensor's ckpt.dist.NAME
  * description (a part file's, as rank 0's merge reads it) and dist_parse_sum on every part record.
  * Each must fail cleanly (a negative CKPT_E_* code with a message; -1 for the piece and record
  * parsers) or give what the format promises: one global tensor per tensor, shards inside their

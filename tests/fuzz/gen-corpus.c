@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 #include "format/codec.h"
 #include "common/common.h"
 #include "format/format.h"
@@ -89,10 +90,10 @@ static ckpt_store *open_store(const char *dir, int compress)
 	return s;
 }
 
-static void add(ckpt_save *sv, const char *name, ckpt_dtype dt, unsigned nd, const uint64_t *sh,
+static void add(save1 *sv, const char *name, ckpt_dtype dt, unsigned nd, const uint64_t *sh,
 		const void *d)
 {
-	if (ckpt_save_add_tensor(sv, name, dt, nd, sh, CKPT_MEM_HOST, d))
+	if (save1_add_tensor(sv, name, dt, nd, sh, CKPT_MEM_HOST, d))
 		die(name);
 }
 
@@ -175,69 +176,69 @@ static void take_store(const char *dir, const char *tag)
 static void store_a(const char *dir)
 {
 	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE);
-	ckpt_save *sv;
+	save1 *sv;
 	/* 1: nothing */
-	if (ckpt_save_begin(s, 1, &sv) || ckpt_save_commit(sv, NULL))
+	if (save1_begin(s, 1, &sv) || save1_commit(sv, NULL))
 		die("step 1");
 	/* 2: a scalar and an empty metadata value */
 	double x = 3.25;
-	if (ckpt_save_begin(s, 2, &sv))
+	if (save1_begin(s, 2, &sv))
 		die("step 2");
 	add(sv, "s", CKPT_DTYPE_F64, 0, NULL, &x);
-	ckpt_save_set_meta(sv, "k", "");
-	if (ckpt_save_commit(sv, NULL))
+	save1_set_meta(sv, "k", "");
+	if (save1_commit(sv, NULL))
 		die("step 2");
 	/* 3: 0-byte tensors */
 	uint64_t z1[1] = {0}, z3[3] = {2, 0, 3};
 	uint16_t bf = 0x3f80;
-	if (ckpt_save_begin(s, 3, &sv))
+	if (save1_begin(s, 3, &sv))
 		die("step 3");
 	add(sv, "empty", CKPT_DTYPE_F32, 1, z1, NULL);
 	add(sv, "empty3", CKPT_DTYPE_BOOL, 3, z3, NULL);
 	add(sv, "scalar.bf16", CKPT_DTYPE_BF16, 0, NULL, &bf);
-	if (ckpt_save_commit(sv, NULL))
+	if (save1_commit(sv, NULL))
 		die("step 3");
 	/* 4: metadata only */
-	if (ckpt_save_begin(s, 4, &sv))
+	if (save1_begin(s, 4, &sv))
 		die("step 4");
-	ckpt_save_set_meta(sv, "lr", "0.001");
-	ckpt_save_set_meta(sv, "note", "unicode \xe2\x9c\x93 \"q\" \\ \n");
-	ckpt_save_set_meta(sv, "\xf0\x9f\x98\x80", "emoji key");
-	if (ckpt_save_commit(sv, NULL))
+	save1_set_meta(sv, "lr", "0.001");
+	save1_set_meta(sv, "note", "unicode \xe2\x9c\x93 \"q\" \\ \n");
+	save1_set_meta(sv, "\xf0\x9f\x98\x80", "emoji key");
+	if (save1_commit(sv, NULL))
 		die("step 4");
 	/* 5: multi-chunk tensors with tails, a duplicate (dedup), every size class */
 	uint64_t sh[2] = {3, 30000}, one[1] = {1}, ex[1] = {128 << 10};
 	uint8_t *w = data(3 * 30000 * 2, 1), *u = data(128 << 10, 0);
-	if (ckpt_save_begin(s, 5, &sv))
+	if (save1_begin(s, 5, &sv))
 		die("step 5");
 	add(sv, "layer.0.weight", CKPT_DTYPE_BF16, 2, sh, w);
 	add(sv, "layer.0.weight.copy", CKPT_DTYPE_BF16, 2, sh, w);
 	add(sv, "one", CKPT_DTYPE_U8, 1, one, u);
 	add(sv, "exact", CKPT_DTYPE_U8, 1, ex, u);
-	ckpt_save_set_meta(sv, "epoch", "3");
-	if (ckpt_save_commit(sv, NULL))
+	save1_set_meta(sv, "epoch", "3");
+	if (save1_commit(sv, NULL))
 		die("step 5");
 	/* 6: unusual names; reuses chunks of step 5 */
 	const char *names[] = {"x", " ", "a/b/../c", "\xc3\xa9\xe2\x82\xac", "tab\there", "new\nline",
 			       "quote\"back\\slash", "\x7f\x01\x1f"};
 	uint64_t s5[1] = {5};
-	if (ckpt_save_begin(s, 6, &sv))
+	if (save1_begin(s, 6, &sv))
 		die("step 6");
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		add(sv, names[i], CKPT_DTYPE_I16, 1, s5, u + i);
 	add(sv, "exact-again", CKPT_DTYPE_U8, 1, ex, u);
-	if (ckpt_save_commit(sv, NULL))
+	if (save1_commit(sv, NULL))
 		die("step 6");
 	/* 7: the most dimensions; 8: many small tensors */
 	uint64_t r32[CKPT_MAX_DIMS];
 	for (int i = 0; i < CKPT_MAX_DIMS; i++)
 		r32[i] = i % 5 == 0 ? 2 : 1;
-	if (ckpt_save_begin(s, 7, &sv))
+	if (save1_begin(s, 7, &sv))
 		die("step 7");
 	add(sv, "rank32", CKPT_DTYPE_F32, CKPT_MAX_DIMS, r32, u);
-	if (ckpt_save_commit(sv, NULL))
+	if (save1_commit(sv, NULL))
 		die("step 7");
-	if (ckpt_save_begin(s, 8, &sv))
+	if (save1_begin(s, 8, &sv))
 		die("step 8");
 	char nm[64];
 	for (int i = 0; i < 60; i++) {
@@ -245,7 +246,7 @@ static void store_a(const char *dir)
 		snprintf(nm, sizeof nm, "small.%03d", i);
 		add(sv, nm, CKPT_DTYPE_I32, 1, sh1, u + 64 * i);
 	}
-	if (ckpt_save_commit(sv, NULL))
+	if (save1_commit(sv, NULL))
 		die("step 8");
 	ckpt_store_close(s);
 	free(w);
@@ -257,21 +258,21 @@ static void store_b(const char *dir)
 	ckpt_store *s = open_store(dir, CKPT_COMPRESS_ZSTD);
 	uint64_t sh[1] = {100000}, sh4[1] = {50000};
 	uint8_t *w = data(200000, 1), *f = data(200000, 1), *z = calloc(1, 70000), *r = data(70000, 0);
-	ckpt_save *sv;
-	if (ckpt_save_begin(s, 10, &sv))
+	save1 *sv;
+	if (save1_begin(s, 10, &sv))
 		die("zstd step");
 	add(sv, "bf16", CKPT_DTYPE_BF16, 1, sh, w);
 	add(sv, "f32", CKPT_DTYPE_F32, 1, sh4, f);
 	add(sv, "u8.zeros", CKPT_DTYPE_U8, 1, (uint64_t[]){70000}, z);
 	add(sv, "u8.random", CKPT_DTYPE_U8, 1, (uint64_t[]){70000}, r);
-	if (ckpt_save_commit(sv, NULL))
+	if (save1_commit(sv, NULL))
 		die("zstd step");
 	w[5] ^= 1;
-	if (ckpt_save_begin(s, 11, &sv))
+	if (save1_begin(s, 11, &sv))
 		die("zstd step 2");
 	add(sv, "bf16", CKPT_DTYPE_BF16, 1, sh, w);
 	add(sv, "f32", CKPT_DTYPE_F32, 1, sh4, f);
-	if (ckpt_save_commit(sv, NULL))
+	if (save1_commit(sv, NULL))
 		die("zstd step 2");
 	ckpt_store_close(s);
 	free(w);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 #include "dist/dist.h"
 #include "format/format.h"
 #include "io/io.h"
@@ -54,23 +55,23 @@ static int save(ckpt_comm *comm, ckpt_store *st, uint64_t step)
 	uint64_t r0 = 8u * k / n, r1 = 8u * (k + 1) / n;
 	uint64_t gw[2] = {8, 6}, ow[2] = {r0, 0}, lw[2] = {r1 - r0, 6};
 	uint64_t gg[2] = {4, 6}, og[2] = {k / 2 * 2, k % 2 * 3}, lg[2] = {2, 3}, ge[2] = {64, 8};
-	ckpt_dist_save *d;
-	int rc = ckpt_dist_save_begin(st, comm, step, &d);
+	dsave *d;
+	int rc = dsave_begin(st, comm, step, &d);
 	if (rc)
 		return rc;
-	rc = ckpt_dist_save_add_shard(d, "w", CKPT_DTYPE_F32, 2, gw, ow, lw, CKPT_MEM_HOST, w);
+	rc = dsave_add_shard(d, "w", CKPT_DTYPE_F32, 2, gw, ow, lw, CKPT_MEM_HOST, w);
 	if (!rc && n == 4)
-		rc = ckpt_dist_save_add_shard(d, "g", CKPT_DTYPE_I16, 2, gg, og, lg, CKPT_MEM_HOST, g);
+		rc = dsave_add_shard(d, "g", CKPT_DTYPE_I16, 2, gg, og, lg, CKPT_MEM_HOST, g);
 	if (!rc && n == 4)
-		rc = ckpt_dist_save_add_replicated(d, "e", CKPT_DTYPE_U16, 2, ge, k, n, CKPT_MEM_HOST, e);
+		rc = dsave_add_replicated(d, "e", CKPT_DTYPE_U16, 2, ge, k, n, CKPT_MEM_HOST, e);
 	if (!rc && n == 4 && k == 0)
-		rc = ckpt_dist_save_add_shard(d, "s", CKPT_DTYPE_F64, 0, NULL, NULL, NULL,
+		rc = dsave_add_shard(d, "s", CKPT_DTYPE_F64, 0, NULL, NULL, NULL,
 					      CKPT_MEM_HOST, &s);
 	if (rc) {
-		ckpt_dist_save_abort(d);
+		dsave_abort(d);
 		return rc;
 	}
-	return ckpt_dist_save_commit(d, NULL);
+	return dsave_commit(d, NULL);
 }
 
 struct world {

@@ -1,4 +1,4 @@
-/* The CUDA provider's ordering and memory rules (issue 12), one case per defect the issue lists:
+/* The CUDA provider's ordering and memory rules, one case per way they can be broken:
  * compressed restore into the GPU (staging overflow), the fence does not block the CPU even when
  * the state is larger than the pool, tensors on two devices each fenced on their own stream, a
  * device pointer declared as host memory, a retried submit, the pool's memory kind after a
@@ -107,24 +107,24 @@ static int dev_equals(const void *d, const uint8_t *want, size_t n, const char *
 static void check_dev_restore(ckpt_store *s, uint64_t step, const char *name, int dev,
 			      const uint8_t *want, size_t n)
 {
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, step, &r));
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, step, &r));
 	REQUIRE(r);
-	long i = ckpt_reader_find(r, name);
+	long i = reader1_find(r, name);
 	CHECK(i >= 0);
 	void *d;
 	CUDA_OK(cudaSetDevice(dev));
 	CUDA_OK(cudaMalloc(&d, n));
 	CUDA_OK(cudaMemset(d, 0xA5, n));
 	if (i >= 0) {
-		CHECK_OK(ckpt_reader_restore(r, (size_t)i, dev, d, n));
+		CHECK_OK(reader1_restore(r, (size_t)i, dev, d, n));
 		char what[256];
 		snprintf(what, sizeof what, "step %llu '%s' on device %d", (unsigned long long)step,
 			 name, dev);
 		CHECK(dev_equals(d, want, n, what));
 	}
 	CUDA_OK(cudaFree(d));
-	ckpt_reader_close(r);
+	reader1_close(r);
 }
 
 /* Bytes with 4 random bits each: zstd halves them, so a read group of compressed records decodes
@@ -136,7 +136,7 @@ static void fill_half_entropy(uint8_t *p, size_t n, uint64_t seed)
 		p[i] &= 0x0f;
 }
 
-/* Defect 1: restoring zstd records into device memory decoded a whole read group (bounded by its
+/* Restoring zstd records into device memory decoded a whole read group (bounded by its
  * size on disk) into a staging buffer of the read buffer's size. */
 static void test_compressed(const char *dir)
 {
@@ -147,12 +147,12 @@ static void test_compressed(const char *dir)
 	REQUIRE(want);
 	fill_half_entropy(want, n, 7);
 	void *d = dev_copy(0, want, n);
-	ckpt_save *sv = NULL;
+	save1 *sv = NULL;
 	uint64_t shape[1] = { n };
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(save1_begin(s, 1, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
 	ckpt_stats st;
-	CHECK_OK(ckpt_save_commit(sv, &st));
+	CHECK_OK(save1_commit(sv, &st));
 	printf("  %llu bytes stored for %zu\n", (unsigned long long)st.bytes_stored, n);
 	CHECK(st.bytes_stored < n * 3 / 4);
 	check_dev_restore(s, 1, "w", 0, want, n);
@@ -184,7 +184,7 @@ static void gate_set(int open)
 	pthread_mutex_unlock(&gate_mu);
 }
 
-/* Defect 2: the fence returns while no copy can have run (the trainer's stream is held, and the
+/* The fence returns while no copy can have run (the trainer's stream is held, and the
  * copies are ordered after it), with a state 8 times the pool. A fence that blocks the CPU never
  * returns here; the alarm turns that hang into a failure. */
 static void test_fence_nonblocking(const char *dir)
@@ -202,19 +202,19 @@ static void test_fence_nonblocking(const char *dir)
 	/* A first CUDA save pins the pool (cudaHostRegister), which CUDA may order after work on the
 	 * device: done here, before the trainer's stream is held. */
 	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 0, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 0, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(save1_commit(sv, NULL));
 	gate_set(0);
 	CUDA_OK(cudaLaunchHostFunc(user, gate_fn, NULL));
 
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
-	CHECK_OK(ckpt_save_after_stream(sv, user));
-	CHECK_OK(ckpt_save_submit(sv));
+	CHECK_OK(save1_begin(s, 1, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(save1_after_stream(sv, user));
+	CHECK_OK(save1_submit(sv));
 	alarm(120);
-	CHECK_OK(ckpt_save_fence(sv, user));
+	CHECK_OK(save1_fence(sv, user));
 	alarm(0);
 	printf("  fence returned with the trainer's stream held\n");
 	/* The next optimizer step, queued after the fence; the stream is forced at once, so without
@@ -223,7 +223,7 @@ static void test_fence_nonblocking(const char *dir)
 	gate_set(1);
 	CUDA_OK(cudaStreamSynchronize(user));
 	CHECK(dev_equals(d, ee, n, "tensor after the next step"));
-	CHECK_OK(ckpt_save_wait(sv, NULL));
+	CHECK_OK(save1_wait(sv, NULL));
 	check_dev_restore(s, 1, "w", 0, want, n);
 	CUDA_OK(cudaStreamDestroy(user));
 	CUDA_OK(cudaFree(d));
@@ -232,7 +232,7 @@ static void test_fence_nonblocking(const char *dir)
 	ckpt_store_close(s);
 }
 
-/* Defect 11: tensors on two devices in one save, each device's trainer stream fenced. */
+/* Tensors on two devices in one save, each device's trainer stream fenced. */
 static void test_two_devices(const char *dir)
 {
 	if (ndev < 2) {
@@ -245,8 +245,8 @@ static void test_two_devices(const char *dir)
 	uint8_t *want[2];
 	void *d[2];
 	cudaStream_t st[2];
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
 	for (int k = 0; k < 2; k++) {
 		want[k] = malloc(n[k]);
 		REQUIRE(want[k]);
@@ -254,17 +254,17 @@ static void test_two_devices(const char *dir)
 		d[k] = dev_copy(k, want[k], n[k]);
 		CUDA_OK(cudaStreamCreateWithFlags(&st[k], cudaStreamNonBlocking));
 		uint64_t shape[1] = { n[k] };
-		CHECK_OK(ckpt_save_add_tensor(sv, k ? "dev1" : "dev0", CKPT_DTYPE_U8, 1, shape, k, d[k]));
+		CHECK_OK(save1_add_tensor(sv, k ? "dev1" : "dev0", CKPT_DTYPE_U8, 1, shape, k, d[k]));
 	}
-	CHECK_OK(ckpt_save_submit(sv));
+	CHECK_OK(save1_submit(sv));
 	for (int k = 0; k < 2; k++) {
 		CUDA_OK(cudaSetDevice(k));
-		CHECK_OK(ckpt_save_fence(sv, st[k]));
+		CHECK_OK(save1_fence(sv, st[k]));
 		CUDA_OK(cudaMemsetAsync(d[k], 0x77, n[k], st[k]));
 		CUDA_OK(cudaStreamSynchronize(st[k]));
 	}
 	ckpt_stats stats;
-	CHECK_OK(ckpt_save_wait(sv, &stats));
+	CHECK_OK(save1_wait(sv, &stats));
 	CHECK(stats.tensors == 2);
 	for (int k = 0; k < 2; k++) {
 		check_dev_restore(s, 1, k ? "dev1" : "dev0", k, want[k], n[k]);
@@ -279,8 +279,8 @@ static void test_two_devices(const char *dir)
 	ckpt_store_close(s);
 }
 
-/* Defect 8: tensors on two devices, each written by its own trainer stream (held until the test
- * opens the gate): ckpt_save_after_stream on both streams orders each copy after its writer. The
+/* Tensors on two devices, each written by its own trainer stream (held until the test
+ * opens the gate): save1_after_stream on both streams orders each copy after its writer. The
  * library's workers wait for their own copies without cudaStreamSynchronize on shared streams. */
 static void test_two_writer_streams(const char *dir)
 {
@@ -298,8 +298,8 @@ static void test_two_writer_streams(const char *dir)
 	cudaStream_t st[2];
 	/* Allocations first (CUDA may order them after held work), and a first save that pins the
 	 * pool; only then are the writers held. */
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 0, &sv));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 0, &sv));
 	for (int k = 0; k < 2; k++) {
 		want[k] = malloc(n);
 		REQUIRE(want[k]);
@@ -309,27 +309,27 @@ static void test_two_writer_streams(const char *dir)
 		memcpy(pinned[k], want[k], n);
 		CUDA_OK(cudaStreamCreateWithFlags(&st[k], cudaStreamNonBlocking));
 		uint64_t shape[1] = { n };
-		CHECK_OK(ckpt_save_add_tensor(sv, k ? "dev1" : "dev0", CKPT_DTYPE_U8, 1, shape, k, d[k]));
+		CHECK_OK(save1_add_tensor(sv, k ? "dev1" : "dev0", CKPT_DTYPE_U8, 1, shape, k, d[k]));
 	}
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	CHECK_OK(save1_commit(sv, NULL));
 	gate_set(0);
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	CHECK_OK(save1_begin(s, 1, &sv));
 	for (int k = 0; k < 2; k++) {
 		CUDA_OK(cudaSetDevice(k));
 		CUDA_OK(cudaLaunchHostFunc(st[k], gate_fn, NULL));
 		CUDA_OK(cudaMemcpyAsync(d[k], pinned[k], n, cudaMemcpyHostToDevice, st[k]));
 		uint64_t shape[1] = { n };
-		CHECK_OK(ckpt_save_add_tensor(sv, k ? "dev1" : "dev0", CKPT_DTYPE_U8, 1, shape, k, d[k]));
-		CHECK_OK(ckpt_save_after_stream(sv, st[k]));
+		CHECK_OK(save1_add_tensor(sv, k ? "dev1" : "dev0", CKPT_DTYPE_U8, 1, shape, k, d[k]));
+		CHECK_OK(save1_after_stream(sv, st[k]));
 	}
 	long syncs = dbl_count("cudadouble_stream_syncs");
-	CHECK_OK(ckpt_save_submit(sv));
+	CHECK_OK(save1_submit(sv));
 	for (int k = 0; k < 2; k++) {
 		CUDA_OK(cudaSetDevice(k));
-		CHECK_OK(ckpt_save_fence(sv, st[k]));
+		CHECK_OK(save1_fence(sv, st[k]));
 	}
 	gate_set(1);
-	CHECK_OK(ckpt_save_wait(sv, NULL));
+	CHECK_OK(save1_wait(sv, NULL));
 	if (syncs >= 0) {
 		syncs = dbl_count("cudadouble_stream_syncs") - syncs;
 		printf("  cudaStreamSynchronize calls during the save: %ld\n", syncs);
@@ -349,7 +349,7 @@ static void test_two_writer_streams(const char *dir)
 	ckpt_store_close(s);
 }
 
-/* Defect 10: device memory declared as host memory (or as another device's) is refused; the
+/* Device memory declared as host memory (or as another device's) is refused; the
  * library must not touch it with memcpy (the double faults then, as a GPU would). */
 static void test_wrong_memory_type(const char *dir)
 {
@@ -361,37 +361,37 @@ static void test_wrong_memory_type(const char *dir)
 	t_fill(want, n, 30);
 	void *d = dev_copy(0, want, n);
 	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	int rc = ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, d);
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
+	int rc = save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, d);
 	printf("  add: %d (%s)\n", rc, ckpt_errmsg());
 	CHECK(rc == -CKPT_E_INVAL);
 	CHECK(strstr(ckpt_errmsg(), "device 0") != NULL);
 	/* Host memory declared as device memory. */
-	rc = ckpt_save_add_tensor(sv, "h", CKPT_DTYPE_U8, 1, shape, 0, want);
+	rc = save1_add_tensor(sv, "h", CKPT_DTYPE_U8, 1, shape, 0, want);
 	printf("  add: %d (%s)\n", rc, ckpt_errmsg());
 	CHECK(rc == -CKPT_E_INVAL);
 	if (ndev > 1) {
-		rc = ckpt_save_add_tensor(sv, "w1", CKPT_DTYPE_U8, 1, shape, 1, d);
+		rc = save1_add_tensor(sv, "w1", CKPT_DTYPE_U8, 1, shape, 1, d);
 		CHECK(rc == -CKPT_E_INVAL);
 	}
-	ckpt_save_abort(sv);
+	save1_abort(sv);
 	/* A valid save, then a restore into device memory declared as host memory. */
-	CHECK_OK(ckpt_save_begin(s, 2, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, 2, &r));
-	rc = ckpt_reader_restore(r, 0, CKPT_MEM_HOST, d, n);
+	CHECK_OK(save1_begin(s, 2, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(save1_commit(sv, NULL));
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, 2, &r));
+	rc = reader1_restore(r, 0, CKPT_MEM_HOST, d, n);
 	printf("  restore: %d (%s)\n", rc, ckpt_errmsg());
 	CHECK(rc == -CKPT_E_INVAL);
-	ckpt_reader_close(r);
+	reader1_close(r);
 	CUDA_OK(cudaFree(d));
 	free(want);
 	ckpt_store_close(s);
 }
 
-/* Defect 7: a submit that failed (here: the stream could not be created, by the double's error
+/* A submit that failed (here: the stream could not be created, by the double's error
  * injection) can be retried; the retry saves the right bytes once. */
 static void test_resubmit(const char *dir)
 {
@@ -407,18 +407,18 @@ static void test_resubmit(const char *dir)
 	t_fill(want, n, 40);
 	void *d = dev_copy(0, want, n);
 	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
 	dbl_fail("cudaStreamCreateWithFlags", 1);
-	int rc = ckpt_save_submit(sv);
+	int rc = save1_submit(sv);
 	dbl_fail(NULL, -1);
 	printf("  first submit: %d (%s)\n", rc, ckpt_errmsg());
 	CHECK(rc < 0);
-	CHECK_OK(ckpt_save_submit(sv));
+	CHECK_OK(save1_submit(sv));
 	ckpt_stats st;
 	memset(&st, 0, sizeof st);
-	CHECK_OK(ckpt_save_wait(sv, &st));
+	CHECK_OK(save1_wait(sv, &st));
 	CHECK(st.logical_bytes == n);
 	CHECK(st.chunks == (n + 64 * KiB - 1) / (64 * KiB));
 	check_dev_restore(s, 1, "w", 0, want, n);
@@ -436,19 +436,19 @@ static int resubmit_at(ckpt_store *s, uint64_t step, long k, void *d, cudaStream
 		       const uint8_t *b, const uint8_t *c, size_t n)
 {
 	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, step, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
-	CHECK_OK(ckpt_save_after_stream(sv, us));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, step, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(save1_after_stream(sv, us));
 	CUDA_OK(cudaMemcpyAsync(d, b, n, cudaMemcpyHostToDevice, us));
 	dbl_fail("*", k);
-	int rc = ckpt_save_submit(sv), wrc = 0;
+	int rc = save1_submit(sv), wrc = 0;
 	if (rc) {
 		dbl_fail(NULL, -1);
 		CUDA_OK(cudaMemcpyAsync(d, c, n, cudaMemcpyHostToDevice, us)); /* the last write */
-		CHECK_OK(ckpt_save_submit(sv));
+		CHECK_OK(save1_submit(sv));
 	}
-	wrc = ckpt_save_wait(sv, NULL);
+	wrc = save1_wait(sv, NULL);
 	dbl_fail(NULL, -1);
 	if (rc) {
 		CHECK_OK(wrc);
@@ -461,7 +461,7 @@ static int resubmit_at(ckpt_store *s, uint64_t step, long k, void *d, cudaStream
 	return rc != 0;
 }
 
-/* Issue 27, C1: a submit failing at any CUDA call of its path (stream, event, wait, pool
+/* A submit failing at any CUDA call of its path (stream, event, wait, pool
  * registration), then retried, saves the trainer's last write, never older bytes. */
 static void test_resubmit_order(const char *dir)
 {
@@ -505,12 +505,12 @@ static void save_host(ckpt_store *s, uint64_t step, const char *const *names, in
 		      const uint8_t *data, size_t n)
 {
 	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, step, &sv));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, step, &sv));
 	for (int i = 0; i < k; i++)
-		CHECK_OK(ckpt_save_add_tensor(sv, names[i], CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
+		CHECK_OK(save1_add_tensor(sv, names[i], CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
 					      data));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	CHECK_OK(save1_commit(sv, NULL));
 }
 
 static void *dst_dev0(size_t index, const ckpt_tensor_info *info, int *mem, void *arg)
@@ -520,7 +520,7 @@ static void *dst_dev0(size_t index, const ckpt_tensor_info *info, int *mem, void
 	return out[index];
 }
 
-/* Issue 27, C5: a CUDA restore keeps the copies of several read groups in flight while the next
+/* A CUDA restore keeps the copies of several read groups in flight while the next
  * groups are read and decoded (a ring of pinned staging buffers, each copy waited for by an event
  * only when its buffer comes round again), never synchronizes a whole stream per group, and
  * restore_all's threads give their staging back to the store instead of freeing it. */
@@ -540,19 +540,19 @@ static void test_restore_overlap(const char *dir)
 	void *d[2];
 	CUDA_OK(cudaMalloc(&d[0], n));
 	CUDA_OK(cudaMalloc(&d[1], n));
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, 1, &r));
 	long syncs = dbl_count("cudadouble_stream_syncs");
 	(void)dbl_count("cudadouble_max_copies_in_flight"); /* from here */
-	CHECK_OK(ckpt_reader_restore(r, 0, 0, d[0], n));
+	CHECK_OK(reader1_restore(r, 0, 0, d[0], n));
 	long most = dbl_count("cudadouble_max_copies_in_flight");
 	syncs = dbl_count("cudadouble_stream_syncs") - syncs;
 	CHECK(dev_equals(d[0], want, n, "restore of 'a' into device 0"));
 	long frees = dbl_count("cudadouble_host_frees");
-	CHECK_OK(ckpt_reader_restore_all(r, dst_dev0, d));
+	CHECK_OK(reader1_restore_all(r, dst_dev0, d));
 	frees = dbl_count("cudadouble_host_frees") - frees;
 	CHECK(dev_equals(d[1], want, n, "restore_all's 'b' on device 0"));
-	ckpt_reader_close(r);
+	reader1_close(r);
 	printf("  one restore: up to %ld copies in flight, %ld stream synchronizations; "
 	       "restore_all: %ld cudaFreeHost\n", most, syncs, frees);
 	CHECK(syncs == 0 && frees == 0);
@@ -564,7 +564,7 @@ static void test_restore_overlap(const char *dir)
 	ckpt_store_close(s);
 }
 
-/* Issue 27, item 3: ckpt_reader_after_stream: the caller's stream still has a write of the
+/* reader1_after_stream: the caller's stream still has a write of the
  * destination queued (the trainer's last use of the buffer); the restore's copies follow it, so
  * the restored bytes are what remains, without the caller synchronizing its stream first. */
 static void test_reader_after_stream(const char *dir)
@@ -583,20 +583,20 @@ static void test_reader_after_stream(const char *dir)
 	/* Queued, not run: the double runs a stream's work only when something needs it (on a
 	 * GPU it may or may not have run by the restore; either way the order must hold). */
 	CUDA_OK(cudaMemsetAsync(d, 0x3c, n, us));
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, 1, &r));
-	CHECK_OK(ckpt_reader_after_stream(r, us));
-	CHECK_OK(ckpt_reader_restore(r, 0, 0, d, n)); /* its copies follow us's memset */
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, 1, &r));
+	CHECK_OK(reader1_after_stream(r, us));
+	CHECK_OK(reader1_restore(r, 0, 0, d, n)); /* its copies follow us's memset */
 	CUDA_OK(cudaStreamSynchronize(us));
 	CHECK(dev_equals(d, want, n, "restore after the caller's queued write"));
-	ckpt_reader_close(r);
+	reader1_close(r);
 	CUDA_OK(cudaStreamDestroy(us));
 	CUDA_OK(cudaFree(d));
 	free(want);
 	ckpt_store_close(s);
 }
 
-/* Issue 27, the double's per-thread default stream: the caller orders a restore_all after
+/* The double's per-thread default stream: the caller orders a restore_all after
  * cudaStreamPerThread, which names its own thread's stream. restore_all's copies run on worker
  * threads, whose cudaStreamPerThread is another stream: the ordering must be made on the
  * caller's thread (the write it queued on its per-thread stream lands before the restore). */
@@ -614,21 +614,21 @@ static void test_per_thread_stream(const char *dir)
 	CUDA_OK(cudaMalloc(&d[1], n));
 	CUDA_OK(cudaMemsetAsync(d[0], 0x11, n, cudaStreamPerThread)); /* queued (lazy double) */
 	CUDA_OK(cudaMemsetAsync(d[1], 0x22, n, cudaStreamPerThread));
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, 1, &r));
-	CHECK_OK(ckpt_reader_after_stream(r, cudaStreamPerThread));
-	CHECK_OK(ckpt_reader_restore_all(r, dst_dev0, d));
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, 1, &r));
+	CHECK_OK(reader1_after_stream(r, cudaStreamPerThread));
+	CHECK_OK(reader1_restore_all(r, dst_dev0, d));
 	CUDA_OK(cudaStreamSynchronize(cudaStreamPerThread));
 	CHECK(dev_equals(d[0], want, n, "restore_all's 'a' after the per-thread stream's write"));
 	CHECK(dev_equals(d[1], want, n, "restore_all's 'b' after the per-thread stream's write"));
-	ckpt_reader_close(r);
+	reader1_close(r);
 	CUDA_OK(cudaFree(d[0]));
 	CUDA_OK(cudaFree(d[1]));
 	free(want);
 	ckpt_store_close(s);
 }
 
-/* Defect 5: a host-only first save does not fix the pool to pageable memory; the pool costs at
+/* A host-only first save does not fix the pool to pageable memory; the pool costs at
  * most one pinned allocation, not one per slab. */
 static void test_pool_kind(const char *dir)
 {
@@ -643,36 +643,36 @@ static void test_pool_kind(const char *dir)
 	REQUIRE(want);
 	t_fill(want, n, 50);
 	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "h", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
+	CHECK_OK(save1_add_tensor(sv, "h", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
+	CHECK_OK(save1_commit(sv, NULL));
 	void *d = dev_copy(0, want, n);
 	long pageable = dbl_count("cudadouble_pageable_copies");
 	long allocs = dbl_count("cudadouble_host_allocs");
-	CHECK_OK(ckpt_save_begin(s, 2, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "d", CKPT_DTYPE_U8, 1, shape, 0, d));
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_fence(sv, NULL));
-	CHECK_OK(ckpt_save_wait(sv, NULL));
+	CHECK_OK(save1_begin(s, 2, &sv));
+	CHECK_OK(save1_add_tensor(sv, "d", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_fence(sv, NULL));
+	CHECK_OK(save1_wait(sv, NULL));
 	pageable = dbl_count("cudadouble_pageable_copies") - pageable;
 	allocs = dbl_count("cudadouble_host_allocs") - allocs;
 	printf("  device save: %ld copies into pageable memory, %ld cudaHostAlloc calls\n", pageable,
 	       allocs);
 	CHECK(pageable == 0);
 	CHECK(allocs <= 1);
-	/* Defect 6: restores through one reader allocate their pinned staging once: a buffer for
-	 * pieces and the ring of groups in flight (issue 27, C5). The staging is the store's: a
+	/* Restores through one reader allocate their pinned staging once: a buffer for
+	 * pieces and the ring of groups in flight. The staging is the store's: a
 	 * second reader allocates none, and nothing is freed before the store closes (cudaFreeHost
 	 * synchronizes the device under a trainer running beside the restore). */
 	allocs = dbl_count("cudadouble_host_allocs");
 	long frees = dbl_count("cudadouble_host_frees");
 	for (int rd = 0; rd < 2; rd++) {
-		ckpt_reader *r = NULL;
-		CHECK_OK(ckpt_reader_open(s, 2, &r));
+		reader1 *r = NULL;
+		CHECK_OK(reader1_open(s, 2, &r));
 		for (int k = 0; k < 5; k++)
-			CHECK_OK(ckpt_reader_restore(r, 0, 0, d, n));
-		ckpt_reader_close(r);
+			CHECK_OK(reader1_restore(r, 0, 0, d, n));
+		reader1_close(r);
 	}
 	allocs = dbl_count("cudadouble_host_allocs") - allocs;
 	frees = dbl_count("cudadouble_host_frees") - frees;
@@ -717,7 +717,7 @@ static void *dst_dev1(size_t index, const ckpt_tensor_info *info, int *mem, void
 }
 
 struct fresh_add {
-	ckpt_save *sv;
+	save1 *sv;
 	void *dev_ptr, *host_ptr;
 	uint64_t n;
 	int rc[3];
@@ -728,33 +728,33 @@ static void *fresh_thread_add(void *arg)
 {
 	struct fresh_add *a = arg;
 	uint64_t shape[1] = { a->n };
-	a->rc[0] = ckpt_save_add_tensor(a->sv, "fresh", CKPT_DTYPE_U8, 1, shape, 1, a->dev_ptr);
-	a->rc[1] = ckpt_save_add_tensor(a->sv, "fresh-host", CKPT_DTYPE_U8, 1, shape,
+	a->rc[0] = save1_add_tensor(a->sv, "fresh", CKPT_DTYPE_U8, 1, shape, 1, a->dev_ptr);
+	a->rc[1] = save1_add_tensor(a->sv, "fresh-host", CKPT_DTYPE_U8, 1, shape,
 					CKPT_MEM_HOST, a->host_ptr);
-	a->rc[2] = ckpt_save_add_tensor(a->sv, "wrong", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
+	a->rc[2] = save1_add_tensor(a->sv, "wrong", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
 					a->dev_ptr); /* still told apart */
 	return NULL;
 }
 
-/* Defect 4, in a fresh process (this program run again with "only-dev1 DIR"): a process that uses
+/* In a fresh process (this program run again with "only-dev1 DIR"): a process that uses
  * only device 1 restores (restore_all, on worker threads without a context) and saves, adding
- * tensors from a thread without a context too (issue 27, C7: the pointer query there used to
+ * tensors from a thread without a context too (the pointer query there used to
  * create device 0's context); no context may appear on device 0. */
 static int child_only_dev1(const char *dir)
 {
 	CUDA_OK(cudaSetDevice(1));
 	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 1 * MiB);
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, 1, &r));
 	void *out[1] = { NULL };
-	CHECK_OK(ckpt_reader_restore_all(r, dst_dev1, out));
+	CHECK_OK(reader1_restore_all(r, dst_dev1, out));
 	ckpt_tensor_info info;
-	CHECK_OK(ckpt_reader_tensor(r, 0, &info));
-	ckpt_reader_close(r);
-	ckpt_save *sv = NULL;
+	CHECK_OK(reader1_tensor(r, 0, &info));
+	reader1_close(r);
+	save1 *sv = NULL;
 	uint64_t shape[1] = { info.nbytes };
-	CHECK_OK(ckpt_save_begin(s, 2, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 1, out[0]));
+	CHECK_OK(save1_begin(s, 2, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 1, out[0]));
 	uint8_t host[64] = { 1 };
 	struct fresh_add fa = { sv, out[0], host, sizeof host, { 1, 1, 1 } };
 	pthread_t th;
@@ -763,9 +763,9 @@ static int child_only_dev1(const char *dir)
 	CHECK_OK(fa.rc[0]);
 	CHECK_OK(fa.rc[1]);
 	CHECK(fa.rc[2] == -CKPT_E_INVAL);
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_fence(sv, NULL));
-	CHECK_OK(ckpt_save_wait(sv, NULL));
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_fence(sv, NULL));
+	CHECK_OK(save1_wait(sv, NULL));
 	ckpt_store_close(s);
 	CUDA_OK(cudaFree(out[0]));
 	int c0 = cuda_ctx_active(0), c1 = cuda_ctx_active(1);
@@ -788,16 +788,16 @@ static void test_unused_device(const char *dir, const char *self)
 	REQUIRE(want);
 	t_fill(want, n, 60);
 	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, want));
+	CHECK_OK(save1_commit(sv, NULL));
 	ckpt_store_close(s);
 	free(want);
 	run_child(self, "only-dev1", dir, NULL, NULL, "using device 1 only");
 }
 
-/* Issue 27, C4, in a fresh process (this program run again with "host-fence DIR", before it
+/* In a fresh process (this program run again with "host-fence DIR", before it
  * loads a runtime itself): the fence of a host-only save is its snapshot; it loads neither the
  * CUDA module (nor, through it, a runtime and the driver). */
 static int child_host_fence(const char *dir)
@@ -806,12 +806,12 @@ static int child_host_fence(const char *dir)
 	uint8_t buf[8192];
 	t_fill(buf, sizeof buf, 70);
 	uint64_t shape[1] = { sizeof buf };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "h", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, buf));
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_fence(sv, NULL));
-	CHECK_OK(ckpt_save_wait(sv, NULL));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
+	CHECK_OK(save1_add_tensor(sv, "h", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, buf));
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_fence(sv, NULL));
+	CHECK_OK(save1_wait(sv, NULL));
 	ckpt_store_close(s);
 	void *m = dlopen(getenv("CKPT_CUDA_MODULE"), RTLD_NOW | RTLD_NOLOAD);
 	printf("  after a host-only save's fence the CUDA module is %s\n",
@@ -828,7 +828,7 @@ static void test_host_fence(const char *dir, const char *self)
 	run_child(self, "host-fence", dir, NULL, NULL, "fencing a host-only save");
 }
 
-/* Issue 27, C8, in a fresh process with CUDADOUBLE_NO_MEMOPS=1 (this program run again with
+/* In a fresh process with CUDADOUBLE_NO_MEMOPS=1 (this program run again with
  * "no-memops DIR"): without stream memory operations the fence waits on the calling thread for
  * the snapshot, never parking a CUDA callback thread in a host function (which would hold back
  * the trainer's own host functions of every stream); the trainer's writes after the fence do not
@@ -844,19 +844,19 @@ static int child_no_memops(const char *dir)
 	cudaStream_t us;
 	CUDA_OK(cudaStreamCreateWithFlags(&us, cudaStreamNonBlocking));
 	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
-	CHECK_OK(ckpt_save_after_stream(sv, us));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(save1_after_stream(sv, us));
 	long before = dbl_count("cudadouble_host_funcs");
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_fence(sv, us));
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_fence(sv, us));
 	long launched = dbl_count("cudadouble_host_funcs") - before;
 	printf("  without stream memory operations: %ld host functions queued by the fence\n",
 	       launched);
 	CHECK(launched == 0);
 	CUDA_OK(cudaMemsetAsync(d, 0x5a, n, us)); /* the next step, once the fence passed */
-	CHECK_OK(ckpt_save_wait(sv, NULL));
+	CHECK_OK(save1_wait(sv, NULL));
 	CUDA_OK(cudaStreamSynchronize(us));
 	check_dev_restore(s, 1, "w", 0, want, n);
 	CUDA_OK(cudaStreamDestroy(us));
@@ -877,7 +877,7 @@ static void test_no_memops(const char *dir, const char *self)
 		  "without stream memory operations");
 }
 
-/* Issue 27, the double's asynchronous and sticky errors, in a fresh process (this program run
+/* The double's asynchronous and sticky errors, in a fresh process (this program run
  * again with "async-error DIR"): a copy of a device save fails on the device after the call
  * that queued it succeeded. The save must fail, naming CUDA, leave nothing visible, and keep the
  * earlier checkpoint restorable (into host memory: CUDA answers nothing but the error now). */
@@ -886,13 +886,13 @@ static int child_async_restore(const char *dir, void (*fail_async)(long), size_t
 	/* A restore whose third copy into the device fails there: the call must fail too, never
 	 * report data that is not on the device. */
 	ckpt_store *s = open_store(dir, CKPT_COMPRESS_NONE, 1 * MiB);
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, 1, &r));
 	fail_async(3);
-	int rc = r ? ckpt_reader_restore(r, 0, 0, d, n) : -1;
+	int rc = r ? reader1_restore(r, 0, 0, d, n) : -1;
 	printf("  restore with a failing device copy: %d (%s)\n", rc, ckpt_errmsg());
 	CHECK(rc < 0 && strstr(ckpt_errmsg(), "cudaErrorLaunchFailure"));
-	ckpt_reader_close(r);
+	reader1_close(r);
 	ckpt_store_close(s);
 	return t_done();
 }
@@ -910,10 +910,10 @@ static int child_async_error(const char *dir, const char *what)
 	t_fill(want, n, 97);
 	void *d = dev_copy(0, want, n);
 	uint64_t shape[1] = { n };
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	CHECK_OK(save1_commit(sv, NULL));
 	if (!strcmp(what, "restore")) {
 		ckpt_store_close(s);
 		int res = child_async_restore(dir, fail_async, n, d);
@@ -922,23 +922,23 @@ static int child_async_error(const char *dir, const char *what)
 		return res;
 	}
 	fail_async(5); /* the fifth copy of the next save fails on the device */
-	CHECK_OK(ckpt_save_begin(s, 2, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
-	int rc = ckpt_save_submit(sv);
+	CHECK_OK(save1_begin(s, 2, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, 0, d));
+	int rc = save1_submit(sv);
 	if (!rc)
-		rc = ckpt_save_wait(sv, NULL);
+		rc = save1_wait(sv, NULL);
 	else
-		ckpt_save_abort(sv);
+		save1_abort(sv);
 	printf("  save with a failing device copy: %d (%s)\n", rc, ckpt_errmsg());
 	CHECK(rc < 0 && strstr(ckpt_errmsg(), "cudaErrorLaunchFailure"));
 	uint64_t got_step = 0;
 	CHECK(ckpt_store_resolve(s, 2, &got_step) == -CKPT_E_NOTFOUND);
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, 1, &r));
 	if (r) {
-		CHECK_OK(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, got, n));
+		CHECK_OK(reader1_restore(r, 0, CKPT_MEM_HOST, got, n));
 		CHECK(!memcmp(got, want, n));
-		ckpt_reader_close(r);
+		reader1_close(r);
 	}
 	ckpt_store_close(s);
 	free(want);
@@ -997,7 +997,7 @@ int main(int argc, char **argv)
 	}
 	printf("CUDA runtime %s, %d device(s)%s\n", t_cudart_name, ndev,
 	       dbl("cudadouble_fail") ? " (the CUDA test double)" : "");
-	/* Defect 3: the provider uses the runtime already in the process, never a second one. */
+	/* The provider uses the runtime already in the process, never a second one. */
 	if (dbl("cudadouble_runtimes")) {
 		int (*nrt)(void);
 		void *sym = dbl("cudadouble_runtimes");

@@ -1,6 +1,6 @@
 /* Checkpoints of CUDA tensors through the CUDA provider (lib/gpu/cuda): save from device memory (sizes
  * from 0 bytes to several pools, odd sizes), the fence on a user stream (work queued after it must
- * not reach the checkpoint), ckpt_save_after_stream (work queued before must), the legacy default
+ * not reach the checkpoint), save1_after_stream (work queued before must), the legacy default
  * stream, restore into device and host memory, incremental saves from the GPU, host and device
  * tensors mixed in one save. Exits 77 (skip) when the CUDA provider is not available: no module,
  * no driver or no device. Built by lib/gpu/cuda/cuda.mk (it uses the CUDA runtime directly). */
@@ -97,9 +97,9 @@ static ckpt_store *open_store(const char *dir)
 	return s;
 }
 
-static int add(ckpt_save *sv, const struct gt *t, int mem, const void *data)
+static int add(save1 *sv, const struct gt *t, int mem, const void *data)
 {
-	return ckpt_save_add_tensor(sv, t->name, t->dtype, t->ndim, t->shape, mem, data);
+	return save1_add_tensor(sv, t->name, t->dtype, t->ndim, t->shape, mem, data);
 }
 
 /* Compares device memory d (n bytes) with want. */
@@ -126,36 +126,36 @@ static int dev_equals(const void *d, const uint8_t *want, size_t n)
  * and compares with want. */
 static void check_restore(ckpt_store *s, uint64_t step, struct gt *ts, size_t nt)
 {
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, step, &r));
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, step, &r));
 	REQUIRE(r);
-	CHECK(ckpt_reader_tensor_count(r) == nt);
+	CHECK(reader1_tensor_count(r) == nt);
 	for (size_t i = 0; i < nt; i++) {
 		const struct gt *t = &ts[i];
-		long idx = ckpt_reader_find(r, t->name);
+		long idx = reader1_find(r, t->name);
 		CHECK(idx >= 0);
 		if (idx < 0)
 			continue;
 		ckpt_tensor_info info;
-		CHECK_OK(ckpt_reader_tensor(r, (size_t)idx, &info));
+		CHECK_OK(reader1_tensor(r, (size_t)idx, &info));
 		CHECK(info.nbytes == t->n);
 		/* Into the GPU. */
 		void *d = NULL;
 		CUDA_OK(cudaMalloc(&d, t->n ? t->n : 1));
 		CUDA_OK(cudaMemset(d, 0xA5, t->n ? t->n : 1));
-		CHECK_OK(ckpt_reader_restore(r, (size_t)idx, 0, d, t->n));
+		CHECK_OK(reader1_restore(r, (size_t)idx, 0, d, t->n));
 		if (!dev_equals(d, t->want, t->n)) {
 			fprintf(stderr, "step %llu tensor '%s' (%zu bytes) restored into the GPU differs\n",
 				(unsigned long long)step, t->name, t->n);
 			t_failures++;
 		}
 		/* A wrong size is refused. */
-		CHECK_RC(ckpt_reader_restore(r, (size_t)idx, 0, d, t->n + 1), -CKPT_E_INVAL);
+		CHECK_RC(reader1_restore(r, (size_t)idx, 0, d, t->n + 1), -CKPT_E_INVAL);
 		CUDA_OK(cudaFree(d));
 		/* Into host memory. */
 		uint8_t *h = malloc(t->n ? t->n : 1);
 		REQUIRE(h);
-		CHECK_OK(ckpt_reader_restore(r, (size_t)idx, CKPT_MEM_HOST, h, t->n));
+		CHECK_OK(reader1_restore(r, (size_t)idx, CKPT_MEM_HOST, h, t->n));
 		if (memcmp(h, t->want, t->n)) {
 			fprintf(stderr, "step %llu tensor '%s' restored into the host differs\n",
 				(unsigned long long)step, t->name);
@@ -163,7 +163,7 @@ static void check_restore(ckpt_store *s, uint64_t step, struct gt *ts, size_t nt
 		}
 		free(h);
 	}
-	ckpt_reader_close(r);
+	reader1_close(r);
 }
 
 /* A host function that holds its stream until the test opens the gate: trainer work that cannot
@@ -226,15 +226,15 @@ static void test_fence(const char *dir)
 	CUDA_OK(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking));
 	CUDA_OK(cudaDeviceSynchronize());
 
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
 	REQUIRE(sv);
 	for (size_t i = 0; i < NBASE; i++)
 		CHECK_OK(add(sv, &base[i], 0, base[i].d));
-	CHECK_OK(ckpt_save_set_meta(sv, "test", "t-gpu"));
+	CHECK_OK(save1_set_meta(sv, "test", "t-gpu"));
 	double t0 = now_s();
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_fence(sv, user));
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_fence(sv, user));
 	double blocked = now_s() - t0;
 	/* The next "optimizer step": overwrites every tensor, queued after the fence. */
 	for (size_t i = 0; i < NBASE; i++)
@@ -242,7 +242,7 @@ static void test_fence(const char *dir)
 			CUDA_OK(cudaMemsetAsync(base[i].d, 0xEE, base[i].n, user));
 	ckpt_stats st;
 	memset(&st, 0, sizeof st);
-	CHECK_OK(ckpt_save_wait(sv, &st));
+	CHECK_OK(save1_wait(sv, &st));
 	printf("  blocked %.3f ms, save %.3f s, snapshot %.3f s, gpu '%s', pool %llu\n",
 	       blocked * 1e3, st.seconds, st.snapshot_seconds, st.gpu,
 	       (unsigned long long)st.pool_bytes);
@@ -267,7 +267,7 @@ static void test_fence(const char *dir)
 	ckpt_store_close(s);
 }
 
-/* ckpt_save_wait_snapshot (no fence), and the fence on the legacy default stream (NULL). */
+/* save1_wait_snapshot (no fence), and the fence on the legacy default stream (NULL). */
 static void test_snapshot_and_legacy(const char *dir)
 {
 	printf("wait_snapshot, and a fence on the legacy default stream\n");
@@ -275,36 +275,36 @@ static void test_snapshot_and_legacy(const char *dir)
 	base_init(2);
 	CUDA_OK(cudaDeviceSynchronize());
 
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 10, &sv));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 10, &sv));
 	for (size_t i = 0; i < NBASE; i++)
 		CHECK_OK(add(sv, &base[i], 0, base[i].d));
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_wait_snapshot(sv));
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_wait_snapshot(sv));
 	for (size_t i = 0; i < NBASE; i++)
 		CUDA_OK(cudaMemset(base[i].d, 0x11, base[i].n ? base[i].n : 1));
-	CHECK_OK(ckpt_save_wait(sv, NULL));
+	CHECK_OK(save1_wait(sv, NULL));
 	check_restore(s, 10, base, NBASE);
 
 	/* The tensors now hold 0x11; make that the expected content and save with a NULL fence. */
 	for (size_t i = 0; i < NBASE; i++)
 		memset(base[i].want, 0x11, base[i].n);
-	CHECK_OK(ckpt_save_begin(s, 11, &sv));
+	CHECK_OK(save1_begin(s, 11, &sv));
 	for (size_t i = 0; i < NBASE; i++)
 		CHECK_OK(add(sv, &base[i], 0, base[i].d));
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_fence(sv, NULL));
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_fence(sv, NULL));
 	for (size_t i = 0; i < NBASE; i++)
 		if (base[i].n)
 			CUDA_OK(cudaMemsetAsync(base[i].d, 0x22, base[i].n, (cudaStream_t)0));
-	CHECK_OK(ckpt_save_wait(sv, NULL));
+	CHECK_OK(save1_wait(sv, NULL));
 	check_restore(s, 11, base, NBASE);
 	base_free();
 	ckpt_store_close(s);
 }
 
 /* Work queued before submit (a stream held by a gate, then the write of the tensor) is seen by the
- * snapshot: through ckpt_save_after_stream on a user stream, and by default on the legacy stream.
+ * snapshot: through save1_after_stream on a user stream, and by default on the legacy stream.
  * The gate opens only after submit and fence, so a copy not ordered after the write reads the old
  * bytes whatever the timing. */
 static void test_after_stream(const char *dir)
@@ -320,10 +320,10 @@ static void test_after_stream(const char *dir)
 
 	/* A first CUDA save pins the pool (cudaHostRegister), which CUDA may order after work on the
 	 * device: done before any stream is held. */
-	ckpt_save *warm = NULL;
-	CHECK_OK(ckpt_save_begin(s, 19, &warm));
+	save1 *warm = NULL;
+	CHECK_OK(save1_begin(s, 19, &warm));
 	CHECK_OK(add(warm, &t, 0, t.d));
-	CHECK_OK(ckpt_save_commit(warm, NULL));
+	CHECK_OK(save1_commit(warm, NULL));
 	for (int variant = 0; variant < 2; variant++) {
 		cudaStream_t q = variant == 0 ? user : (cudaStream_t)0;
 		uint64_t seed = 40 + (uint64_t)variant;
@@ -333,17 +333,17 @@ static void test_after_stream(const char *dir)
 		gate_set(0);
 		CUDA_OK(cudaLaunchHostFunc(q, gate_fn, NULL));
 		CUDA_OK(cudaMemcpyAsync(t.d, pinned, t.n, cudaMemcpyHostToDevice, q));
-		ckpt_save *sv = NULL;
-		CHECK_OK(ckpt_save_begin(s, 20 + (uint64_t)variant, &sv));
+		save1 *sv = NULL;
+		CHECK_OK(save1_begin(s, 20 + (uint64_t)variant, &sv));
 		CHECK_OK(add(sv, &t, 0, t.d));
 		if (variant == 0)
-			CHECK_OK(ckpt_save_after_stream(sv, user));
-		CHECK_OK(ckpt_save_submit(sv));
-		CHECK_RC(ckpt_save_after_stream(sv, user), -CKPT_E_STATE);
-		CHECK_OK(ckpt_save_fence(sv, q));
+			CHECK_OK(save1_after_stream(sv, user));
+		CHECK_OK(save1_submit(sv));
+		CHECK_RC(save1_after_stream(sv, user), -CKPT_E_STATE);
+		CHECK_OK(save1_fence(sv, q));
 		CUDA_OK(cudaMemsetAsync(t.d, 0x33, t.n, q));
 		gate_set(1);
-		CHECK_OK(ckpt_save_wait(sv, NULL));
+		CHECK_OK(save1_wait(sv, NULL));
 		CUDA_OK(cudaDeviceSynchronize());
 		check_restore(s, 20 + (uint64_t)variant, &t, 1);
 	}
@@ -360,11 +360,11 @@ static void test_incremental(const char *dir)
 	ckpt_store *s = open_store(dir);
 	base_init(5);
 	ckpt_stats st;
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
 	for (size_t i = 0; i < NBASE; i++)
 		CHECK_OK(add(sv, &base[i], 0, base[i].d));
-	CHECK_OK(ckpt_save_commit(sv, &st));
+	CHECK_OK(save1_commit(sv, &st));
 	uint64_t first_new = st.chunks_new;
 	CHECK(first_new > 0);
 
@@ -378,23 +378,23 @@ static void test_incremental(const char *dir)
 	CUDA_OK(cudaMemcpy((uint8_t *)odd->d + odd->n - 1, odd->want + odd->n - 1, 1,
 			   cudaMemcpyHostToDevice));
 
-	CHECK_OK(ckpt_save_begin(s, 2, &sv));
+	CHECK_OK(save1_begin(s, 2, &sv));
 	for (size_t i = 0; i < NBASE; i++)
 		CHECK_OK(add(sv, &base[i], 0, base[i].d));
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_fence(sv, NULL));
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_fence(sv, NULL));
 	memset(&st, 0, sizeof st);
-	CHECK_OK(ckpt_save_wait(sv, &st));
+	CHECK_OK(save1_wait(sv, &st));
 	printf("  step 1: %llu new chunks; step 2: %llu new of %llu\n",
 	       (unsigned long long)first_new, (unsigned long long)st.chunks_new,
 	       (unsigned long long)st.chunks);
 	CHECK(st.chunks_new == 2);
 
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, 2, &r));
-	for (size_t i = 0; r && i < ckpt_reader_tensor_count(r); i++) {
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, 2, &r));
+	for (size_t i = 0; r && i < reader1_tensor_count(r); i++) {
 		ckpt_tensor_info info;
-		CHECK_OK(ckpt_reader_tensor(r, i, &info));
+		CHECK_OK(reader1_tensor(r, i, &info));
 		uint64_t want = !strcmp(info.name, "big") || !strcmp(info.name, "odd") ? 1 : 0;
 		if (info.chunks_new != want) {
 			fprintf(stderr, "tensor '%s': %llu new chunks, want %llu\n", info.name,
@@ -402,14 +402,14 @@ static void test_incremental(const char *dir)
 			t_failures++;
 		}
 	}
-	ckpt_reader_close(r);
+	reader1_close(r);
 	check_restore(s, 2, base, NBASE);
 	base_free();
 	ckpt_store_close(s);
 }
 
 /* Host and device tensors in one save; each restored into the other memory, also through
- * ckpt_reader_restore_all with a callback that picks the memory. */
+ * reader1_restore_all with a callback that picks the memory. */
 struct dst_arg {
 	void *dev[8];
 	void *host[8];
@@ -444,26 +444,26 @@ static void test_mixed(const char *dir)
 	size_t nt = sizeof ts / sizeof ts[0];
 	for (size_t i = 0; i < nt; i++)
 		gt_init(&ts[i], 60 + i);
-	ckpt_save *sv = NULL;
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
+	save1 *sv = NULL;
+	CHECK_OK(save1_begin(s, 1, &sv));
 	for (size_t i = 0; i < nt; i++) {
 		int host = ts[i].name[0] == 'h';
 		CHECK_OK(add(sv, &ts[i], host ? CKPT_MEM_HOST : 0, host ? (void *)ts[i].want : ts[i].d));
 	}
 	ckpt_stats st;
 	memset(&st, 0, sizeof st);
-	CHECK_OK(ckpt_save_commit(sv, &st));
+	CHECK_OK(save1_commit(sv, &st));
 	CHECK(!strcmp(st.gpu, "cuda"));
 	check_restore(s, 1, ts, nt);
 
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, 1, &r));
 	struct dst_arg a;
 	memset(&a, 0, sizeof a);
-	CHECK_OK(ckpt_reader_restore_all(r, dst_for, &a));
+	CHECK_OK(reader1_restore_all(r, dst_for, &a));
 	for (size_t i = 0; i < nt; i++) {
 		ckpt_tensor_info info;
-		CHECK_OK(ckpt_reader_tensor(r, i, &info));
+		CHECK_OK(reader1_tensor(r, i, &info));
 		const struct gt *t = &ts[i];
 		CHECK(!strcmp(info.name, t->name));
 		int ok = i % 2 == 0 ? dev_equals(a.dev[i], t->want, t->n)
@@ -476,26 +476,26 @@ static void test_mixed(const char *dir)
 			CUDA_OK(cudaFree(a.dev[i]));
 		free(a.host[i]);
 	}
-	ckpt_reader_close(r);
+	reader1_close(r);
 
 	/* A device that does not exist is refused (when adding or when submitting). */
 	int ndev = 0;
 	CUDA_OK(cudaGetDeviceCount(&ndev));
 	if (ndev < 16) {
-		CHECK_OK(ckpt_save_begin(s, 2, &sv));
+		CHECK_OK(save1_begin(s, 2, &sv));
 		int rc = add(sv, &ts[0], ndev, ts[0].d);
 		if (rc == 0) {
-			rc = ckpt_save_submit(sv);
+			rc = save1_submit(sv);
 			if (rc == 0) {
-				rc = ckpt_save_wait(sv, NULL);
+				rc = save1_wait(sv, NULL);
 				sv = NULL;
 			}
 		}
 		printf("  tensor on missing device %d: %d (%s)\n", ndev, rc, ckpt_errmsg());
 		CHECK(rc < 0);
-		ckpt_save_abort(sv);
-		ckpt_reader *r2 = NULL;
-		CHECK_RC(ckpt_reader_open(s, 2, &r2), -CKPT_E_NOTFOUND);
+		save1_abort(sv);
+		reader1 *r2 = NULL;
+		CHECK_RC(reader1_open(s, 2, &r2), -CKPT_E_NOTFOUND);
 	}
 	for (size_t i = 0; i < nt; i++)
 		gt_free(&ts[i]);

@@ -21,7 +21,7 @@
  *                                    bounded attempt, a cancel stops a request awaiting its answer
  *   s3ops URL sweep                  against fakes3.py: the sweep aborts old incomplete uploads
  *   s3ops URL sweeprgw               the same against radosgw (ages of +-1 h: its clock)
- *   s3ops URL pull                   against fakes3.py: ckpt_store_pull of a pushed checkpoint
+ *   s3ops URL pull                   against fakes3.py: rstore_pull of a pushed checkpoint
  *                                    whose ranged pieces fail mid-way (retried: bit-identical),
  *                                    fail every time, come back damaged or short (the pull
  *                                    fails naming the pack, nothing of it is kept)
@@ -764,14 +764,14 @@ static void pull_with(const char *dir, const char *url, const char *sub, int wan
 		if (!data[i] && (data[i] = malloc(TB)))
 			t_fill(data[i], TB, 40 + (uint64_t)i);
 	ckpt_store *s = t_open_store(src, 1u << 20, 0);
-	REQUIRE(s && ckpt_store_set_remote(s, u, 0) == 0);
+	REQUIRE(s && rstore_set(s, u, 0) == 0);
 	t_remote_save(s, 1, data, NT, TB);
-	CHECK_OK(ckpt_store_push(s, 1, NULL, NULL, NULL));
+	CHECK_OK(rstore_push(s, 1, NULL, NULL, NULL));
 	ckpt_store_close(s);
 	CHECK_OK(ckpt_remote_adopt(u, NULL, dst));
-	REQUIRE(ckpt_store_open(dst, NULL, &s) == 0 && ckpt_store_set_remote(s, u, 0) == 0);
+	REQUIRE(ckpt_store_open(dst, NULL, &s) == 0 && rstore_set(s, u, 0) == 0);
 	ckpt_remote_stats st;
-	int rc = ckpt_store_pull(s, 1, NULL, &st, NULL, NULL);
+	int rc = rstore_pull(s, 1, NULL, &st, NULL, NULL);
 	CHECK_RC(rc, want);
 	if (want) {
 		check_msg(sub, "packs/00000001.pack", sub);
@@ -780,14 +780,14 @@ static void pull_with(const char *dir, const char *url, const char *sub, int wan
 	} else {
 		CHECK(st.packs_sent == 1);
 		uint8_t *back = malloc(TB);
-		ckpt_reader *rd;
-		REQUIRE(back && ckpt_reader_open(s, 1, &rd) == 0);
+		reader1 *rd;
+		REQUIRE(back && reader1_open(s, 1, &rd) == 0);
 		for (int i = 0; i < NT; i++) {
 			memset(back, 0, TB);
-			CHECK_OK(ckpt_reader_restore(rd, (size_t)i, CKPT_MEM_HOST, back, TB));
+			CHECK_OK(reader1_restore(rd, (size_t)i, CKPT_MEM_HOST, back, TB));
 			CHECK(memcmp(back, data[i], TB) == 0);
 		}
-		ckpt_reader_close(rd);
+		reader1_close(rd);
 		free(back);
 	}
 	ckpt_store_close(s);

@@ -1,4 +1,4 @@
-/* The asynchronous save API: ckpt_save_submit / wait_snapshot / poll / wait / abort.
+/* The asynchronous save API: save1_submit / wait_snapshot / poll / wait / abort.
  *
  * - submit returns before the save is durable: fdatasync() is gated by this test (the definition
  *   below takes precedence over libc's for the statically linked library), so the save provably
@@ -97,12 +97,12 @@ int fsync(int fd)
 }
 
 /* Polls until sv finishes (at most 30 s). */
-static int poll_until_done(ckpt_save *sv)
+static int poll_until_done(save1 *sv)
 {
 	double t0 = tp_now();
-	while (!ckpt_save_poll(sv) && tp_now() - t0 < 30)
+	while (!save1_poll(sv) && tp_now() - t0 < 30)
 		usleep(1000);
-	return ckpt_save_poll(sv);
+	return save1_poll(sv);
 }
 
 static uint64_t set_bytes(const struct tp_set *s)
@@ -140,37 +140,37 @@ static void test_basic(void)
 	struct tp_set *want = tp_set_dup(cur);
 
 	gate_set(&sync_gate_closed, 1);
-	ckpt_save *sv = tp_begin(s, 1, cur);
-	CHECK(ckpt_save_poll(sv) == 0);
-	CHECK_RC(ckpt_save_wait_snapshot(sv), -CKPT_E_STATE);
-	CHECK_RC(ckpt_save_fence(sv, NULL), -CKPT_E_STATE);
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK(ckpt_save_poll(sv) == 0);
+	save1 *sv = tp_begin(s, 1, cur);
+	CHECK(save1_poll(sv) == 0);
+	CHECK_RC(save1_wait_snapshot(sv), -CKPT_E_STATE);
+	CHECK_RC(save1_fence(sv, NULL), -CKPT_E_STATE);
+	CHECK_OK(save1_submit(sv));
+	CHECK(save1_poll(sv) == 0);
 	/* Wrong state after submit: nothing changes. */
 	uint64_t sh[1] = {16};
 	uint8_t extra[16] = {0};
-	CHECK_RC(ckpt_save_submit(sv), -CKPT_E_STATE);
-	CHECK_RC(ckpt_save_add_tensor(sv, "late", CKPT_DTYPE_U8, 1, sh, CKPT_MEM_HOST, extra),
+	CHECK_RC(save1_submit(sv), -CKPT_E_STATE);
+	CHECK_RC(save1_add_tensor(sv, "late", CKPT_DTYPE_U8, 1, sh, CKPT_MEM_HOST, extra),
 		 -CKPT_E_STATE);
-	CHECK_RC(ckpt_save_set_meta(sv, "late", "x"), -CKPT_E_STATE);
-	CHECK_RC(ckpt_save_after_stream(sv, NULL), -CKPT_E_STATE);
-	CHECK_OK(ckpt_save_wait_snapshot(sv));
-	CHECK_OK(ckpt_save_wait_snapshot(sv)); /* again: still fine */
+	CHECK_RC(save1_set_meta(sv, "late", "x"), -CKPT_E_STATE);
+	CHECK_RC(save1_after_stream(sv, NULL), -CKPT_E_STATE);
+	CHECK_OK(save1_wait_snapshot(sv));
+	CHECK_OK(save1_wait_snapshot(sv)); /* again: still fine */
 	/* The caller owns its tensors again. */
 	scribble(cur, 999);
 	/* The commit is held at fdatasync: not durable, not visible, not finished. */
 	CHECK(gate_wait_held(&sync_waiters));
-	CHECK(ckpt_save_poll(sv) == 0);
+	CHECK(save1_poll(sv) == 0);
 	CHECK(!tp_manifest_exists(s, 1));
 	ckpt_info *list = NULL;
 	CHECK(ckpt_store_list(s, 1, &list) == 0);
 	ckpt_info_free(list);
 	gate_set(&sync_gate_closed, 0);
 	CHECK(poll_until_done(sv) == 1);
-	CHECK(ckpt_save_poll(sv) == 1);
+	CHECK(save1_poll(sv) == 1);
 	ckpt_stats st;
 	memset(&st, 0xee, sizeof st);
-	CHECK_OK(ckpt_save_wait(sv, &st));
+	CHECK_OK(save1_wait(sv, &st));
 	CHECK(tp_manifest_exists(s, 1));
 	CHECK(st.step == 1);
 	CHECK(st.tensors == want->nt);
@@ -207,10 +207,10 @@ static void test_basic(void)
 		tp_set_free(want);
 		want = tp_set_dup(cur);
 		sv = tp_begin(s, step, cur);
-		CHECK_OK(ckpt_save_submit(sv));
-		CHECK_OK(ckpt_save_wait_snapshot(sv));
+		CHECK_OK(save1_submit(sv));
+		CHECK_OK(save1_wait_snapshot(sv));
 		scribble(cur, step * 1000);
-		CHECK_OK(ckpt_save_wait(sv, &st));
+		CHECK_OK(save1_wait(sv, &st));
 		CHECK(st.snapshot_seconds <= st.seconds);
 		CHECK(st.pool_peak <= st.pool_bytes);
 		if (step % 3 != 2)
@@ -243,9 +243,9 @@ static void test_abort(void)
 	/* Abort right after submit (the save is far from done: held at fdatasync at the latest). */
 	struct tp_set *b = tp_set_new(16, 1u << 20, 11);
 	gate_set(&sync_gate_closed, 1);
-	ckpt_save *sv = tp_begin(s, 11, b);
-	CHECK_OK(ckpt_save_submit(sv));
-	ckpt_save_abort(sv);
+	save1 *sv = tp_begin(s, 11, b);
+	CHECK_OK(save1_submit(sv));
+	save1_abort(sv);
 	gate_set(&sync_gate_closed, 0);
 	CHECK(!tp_manifest_exists(s, 11));
 	CHECK(tp_count_packs(packs) == packs_before);
@@ -256,16 +256,16 @@ static void test_abort(void)
 
 	/* Abort after the snapshot. */
 	sv = tp_begin(s, 11, b);
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_wait_snapshot(sv));
-	ckpt_save_abort(sv);
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_wait_snapshot(sv));
+	save1_abort(sv);
 	CHECK(!tp_manifest_exists(s, 11));
 	CHECK(tp_count_packs(packs) == packs_before);
 
 	/* Abort of a save that was never submitted, and of NULL. */
 	sv = tp_begin(s, 11, b);
-	ckpt_save_abort(sv);
-	ckpt_save_abort(NULL);
+	save1_abort(sv);
+	save1_abort(NULL);
 
 	/* The step is free again, and nothing deduplicates against the aborted saves. */
 	CHECK_OK(tp_save(s, 11, b, NULL));
@@ -286,13 +286,13 @@ static void test_abort(void)
  * directory's fsync): the save may report the cancel or success, but the store must never be left
  * with a visible manifest whose packs were removed. */
 struct abort_arg {
-	ckpt_save *sv;
+	save1 *sv;
 };
 
 static void *abort_thread(void *arg)
 {
 	struct abort_arg *a = arg;
-	ckpt_save_abort(a->sv);
+	save1_abort(a->sv);
 	return NULL;
 }
 
@@ -304,8 +304,8 @@ static void test_abort_at_commit(void)
 	CHECK_OK(tp_save(s, 20, a, NULL));
 	struct tp_set *b = tp_set_new(4, 300000, 21);
 	gate_set(&mfdir_gate_closed, 1);
-	ckpt_save *sv = tp_begin(s, 21, b);
-	CHECK_OK(ckpt_save_submit(sv));
+	save1 *sv = tp_begin(s, 21, b);
+	CHECK_OK(save1_submit(sv));
 	REQUIRE(gate_wait_held(&mfdir_waiters));
 	/* The manifest of 21 is in place; cancel now. */
 	CHECK(tp_manifest_exists(s, 21));
@@ -351,22 +351,22 @@ static void test_in_flight(void)
 	x[2] = tp_set_dup(x[0]);
 	tp_set_touch(x[2], CS, 7, 2);
 	struct tp_set *want[3];
-	ckpt_save *sv[3];
+	save1 *sv[3];
 	for (int i = 0; i < 3; i++) {
 		want[i] = tp_set_dup(x[i]);
 		sv[i] = tp_begin(s, 31 + (uint64_t)i, x[i]);
-		CHECK_OK(ckpt_save_submit(sv[i]));
+		CHECK_OK(save1_submit(sv[i]));
 	}
 	/* A step being saved cannot be begun again. */
-	ckpt_save *dupl = NULL;
-	CHECK_RC(ckpt_save_begin(s, 32, &dupl), -CKPT_E_EXISTS);
+	save1 *dupl = NULL;
+	CHECK_RC(save1_begin(s, 32, &dupl), -CKPT_E_EXISTS);
 	CHECK(dupl == NULL);
 	/* Commit order: polled from the last to the first, a later save is never done before an
 	 * earlier one. */
 	int order_ok = 1;
 	double t0 = tp_now();
 	for (;;) {
-		int d2 = ckpt_save_poll(sv[2]), d1 = ckpt_save_poll(sv[1]), d0 = ckpt_save_poll(sv[0]);
+		int d2 = save1_poll(sv[2]), d1 = save1_poll(sv[1]), d0 = save1_poll(sv[0]);
 		if ((d2 && !d1) || (d1 && !d0))
 			order_ok = 0;
 		if (d0 && d1 && d2)
@@ -380,9 +380,9 @@ static void test_in_flight(void)
 	CHECK(order_ok);
 	ckpt_stats st[3];
 	for (int i = 0; i < 3; i++) {
-		CHECK_OK(ckpt_save_wait_snapshot(sv[i]));
+		CHECK_OK(save1_wait_snapshot(sv[i]));
 		scribble(x[i], 5000 + (uint64_t)i);
-		CHECK_OK(ckpt_save_wait(sv[i], &st[i]));
+		CHECK_OK(save1_wait(sv[i], &st[i]));
 	}
 	uint64_t total = set_chunks(want[0], CS);
 	CHECK(st[0].chunks_new == total);
@@ -428,16 +428,16 @@ static void test_in_flight_faults(int err)
 		s = tp_open(dir, &TP_OPTS(.pool = 1u << 20, .io_size = 256u << 10, .threads = 3, .qd = 2,
 					  .no_create = 1));
 		struct tp_set *x[3];
-		ckpt_save *sv[3];
+		save1 *sv[3];
 		ckpt_io_fault_arm(IO_FAULT_WRITE, nth, err);
 		for (int i = 0; i < 3; i++) {
 			x[i] = tp_set_dup(want[i]);
 			sv[i] = tp_begin(s, 10 + (uint64_t)i, x[i]);
-			CHECK_OK(ckpt_save_submit(sv[i]));
+			CHECK_OK(save1_submit(sv[i]));
 		}
 		int rc[3], nfailed = 0;
 		for (int i = 0; i < 3; i++) {
-			rc[i] = ckpt_save_wait(sv[i], NULL);
+			rc[i] = save1_wait(sv[i], NULL);
 			if (rc[i]) {
 				nfailed++;
 				int want_rc = err == ENOSPC ? -CKPT_E_NOSPC : -CKPT_E_IO;
@@ -496,18 +496,18 @@ static void test_empty(void)
 	char *dir = t_tmpdir("async-empty");
 	ckpt_store *s = tp_open(dir, &TP_OPTS(.threads = 1));
 	struct tp_set *none = tp_set_new(0, 0, 0);
-	ckpt_save *sv = tp_begin(s, 5, none);
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_wait_snapshot(sv));
+	save1 *sv = tp_begin(s, 5, none);
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_wait_snapshot(sv));
 	CHECK(poll_until_done(sv) == 1);
 	ckpt_stats st;
-	CHECK_OK(ckpt_save_wait(sv, &st));
+	CHECK_OK(save1_wait(sv, &st));
 	CHECK(st.tensors == 0 && st.chunks == 0 && st.logical_bytes == 0);
 	CHECK(st.snapshot_seconds <= st.seconds);
 	tp_check(s, 5, none);
 	/* wait without submit: -CKPT_E_STATE, and the save is freed. */
 	sv = tp_begin(s, 6, none);
-	CHECK_RC(ckpt_save_wait(sv, NULL), -CKPT_E_STATE);
+	CHECK_RC(save1_wait(sv, NULL), -CKPT_E_STATE);
 	CHECK(!tp_manifest_exists(s, 6));
 	ckpt_store_close(s);
 	tp_set_free(none);
@@ -524,12 +524,12 @@ static void test_failure_and_close(void)
 	struct tp_set *a = tp_set_new(8, 1u << 20, 60);
 	/* The first write fails: wait_snapshot returns 0 or the error, wait the error. */
 	ckpt_io_fault_arm(IO_FAULT_WRITE, 1, EIO);
-	ckpt_save *sv = tp_begin(s, 1, a);
-	CHECK_OK(ckpt_save_submit(sv));
-	int rc = ckpt_save_wait_snapshot(sv);
+	save1 *sv = tp_begin(s, 1, a);
+	CHECK_OK(save1_submit(sv));
+	int rc = save1_wait_snapshot(sv);
 	CHECK(rc == 0 || rc == -CKPT_E_IO);
 	CHECK(poll_until_done(sv) == 1);
-	CHECK_RC(ckpt_save_wait(sv, NULL), -CKPT_E_IO);
+	CHECK_RC(save1_wait(sv, NULL), -CKPT_E_IO);
 	CHECK(strstr(ckpt_errmsg(), "checkpoint 1") != NULL);
 	ckpt_io_fault_disarm();
 	CHECK(!tp_manifest_exists(s, 1));
@@ -545,11 +545,11 @@ static void test_failure_and_close(void)
 	ckpt_options_free(op);
 	struct tp_set *b = tp_set_dup(a);
 	tp_set_touch(b, CS, 2, 8);
-	ckpt_save *s1 = tp_begin(s, 50, a), *s2 = tp_begin(s, 50, b);
-	CHECK_OK(ckpt_save_submit(s1));
-	CHECK_OK(ckpt_save_submit(s2));
-	CHECK_OK(ckpt_save_wait(s1, NULL));
-	CHECK_OK(ckpt_save_wait(s2, NULL));
+	save1 *s1 = tp_begin(s, 50, a), *s2 = tp_begin(s, 50, b);
+	CHECK_OK(save1_submit(s1));
+	CHECK_OK(save1_submit(s2));
+	CHECK_OK(save1_wait(s1, NULL));
+	CHECK_OK(save1_wait(s2, NULL));
 	tp_check(s, 50, b);
 	ckpt_store_close(s);
 
@@ -558,9 +558,9 @@ static void test_failure_and_close(void)
 	struct tp_set *c = tp_set_new(8, 1u << 20, 61);
 	s1 = tp_begin(s, 60, a);
 	s2 = tp_begin(s, 61, c);
-	CHECK_OK(ckpt_save_submit(s1));
-	CHECK_OK(ckpt_save_submit(s2));
-	ckpt_save *s3 = tp_begin(s, 62, c); /* never submitted: aborted */
+	CHECK_OK(save1_submit(s1));
+	CHECK_OK(save1_submit(s2));
+	save1 *s3 = tp_begin(s, 62, c); /* never submitted: aborted */
 	(void)s3;
 	ckpt_store_close(s);
 	s = tp_open(dir, &TP_OPTS(.no_create = 1));
@@ -590,16 +590,16 @@ static void test_abort_in_flight(void)
 		tp_set_touch(want[1], CS, 3, 1);
 		want[2] = tp_set_dup(want[1]);
 		tp_set_touch(want[2], CS, 4, 2);
-		ckpt_save *sv[3];
+		save1 *sv[3];
 		for (int i = 0; i < 3; i++) {
 			x[i] = tp_set_dup(want[i]);
 			sv[i] = tp_begin(s, 70 + (uint64_t)i, x[i]);
-			CHECK_OK(ckpt_save_submit(sv[i]));
+			CHECK_OK(save1_submit(sv[i]));
 		}
-		ckpt_save_abort(sv[victim]);
+		save1_abort(sv[victim]);
 		for (int i = 0; i < 3; i++)
 			if (i != victim)
-				CHECK_OK(ckpt_save_wait(sv[i], NULL));
+				CHECK_OK(save1_wait(sv[i], NULL));
 		for (int pass = 0; pass < 2; pass++) {
 			for (int i = 0; i < 3; i++) {
 				/* The victim may have committed before the abort came; if it did, it is

@@ -31,11 +31,11 @@ static ckpt_store *make_store(char *dir, uint8_t *a, uint8_t *b, int compress)
 	ckpt_store *s = t_open_store(dir, CHUNK, compress);
 	uint64_t shape[1] = {TB};
 	for (uint64_t step = 1; step <= 2; step++) {
-		ckpt_save *sv;
-		REQUIRE(ckpt_save_begin(s, step, &sv) == 0);
-		REQUIRE(ckpt_save_add_tensor(sv, "alpha", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, a) == 0);
-		REQUIRE(ckpt_save_add_tensor(sv, "beta", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, b) == 0);
-		REQUIRE(ckpt_save_commit(sv, NULL) == 0);
+		save1 *sv;
+		REQUIRE(save1_begin(s, step, &sv) == 0);
+		REQUIRE(save1_add_tensor(sv, "alpha", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, a) == 0);
+		REQUIRE(save1_add_tensor(sv, "beta", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, b) == 0);
+		REQUIRE(save1_commit(sv, NULL) == 0);
 		if (step == 1)
 			b[0] ^= 1; /* step 2 differs in beta's first chunk */
 	}
@@ -58,10 +58,10 @@ static void pack_damage(int where, int compress)
 	 * 4096 + span(c0); uncompressed spans are 64 KiB + 4 KiB. */
 	uint64_t rec1 = 4096 + (compress ? 0 : (CHUNK + 4096));
 	t_flip_byte(pack, where == 0 ? rec1 + 64 + 1000 : rec1 + 9);
-	ckpt_reader *r;
-	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	reader1 *r;
+	CHECK_OK(reader1_open(s, 1, &r));
 	struct dmg g = {0};
-	long n = ckpt_reader_verify(r, on_damage, NULL, &g);
+	long n = reader1_verify(r, on_damage, NULL, &g);
 	CHECK(n >= 1);
 	CHECK(g.n == n);
 	if (!compress) {
@@ -69,19 +69,19 @@ static void pack_damage(int where, int compress)
 		CHECK(g.chunk == 1);
 		CHECK(g.error == (where == 0 ? CKPT_E_CHECKSUM : CKPT_E_CHECKSUM));
 	}
-	int rc = ckpt_reader_restore(r, 0, CKPT_MEM_HOST, buf, TB);
+	int rc = reader1_restore(r, 0, CKPT_MEM_HOST, buf, TB);
 	CHECK(rc == -CKPT_E_CHECKSUM || rc == -CKPT_E_CORRUPT);
 	CHECK(strstr(ckpt_errmsg(), "alpha") != NULL);
 	CHECK(strstr(ckpt_errmsg(), "checkpoint 1") != NULL);
 	CHECK(strstr(ckpt_errmsg(), ".pack") != NULL);
 	/* beta is intact in step 1 */
-	CHECK_OK(ckpt_reader_restore(r, 1, CKPT_MEM_HOST, buf, TB));
+	CHECK_OK(reader1_restore(r, 1, CKPT_MEM_HOST, buf, TB));
 	CHECK(memcmp(buf, b, TB) == 0);
-	ckpt_reader_close(r);
+	reader1_close(r);
 	/* Step 2 shares alpha's chunks: damage shows there too. */
-	CHECK_OK(ckpt_reader_open(s, 2, &r));
-	CHECK(ckpt_reader_verify(r, NULL, NULL, NULL) >= 1);
-	ckpt_reader_close(r);
+	CHECK_OK(reader1_open(s, 2, &r));
+	CHECK(reader1_verify(r, NULL, NULL, NULL) >= 1);
+	reader1_close(r);
 	ckpt_store_close(s);
 	free(pack);
 	t_rmrf(dir);
@@ -101,8 +101,8 @@ static void manifest_damage(void)
 	char mf[4200];
 	snprintf(mf, sizeof mf, "%s/manifests/%020d.ckpt", dir, 2);
 	t_flip_byte(mf, 200);
-	ckpt_reader *r;
-	CHECK_RC(ckpt_reader_open(s, 2, &r), -CKPT_E_CHECKSUM);
+	reader1 *r;
+	CHECK_RC(reader1_open(s, 2, &r), -CKPT_E_CHECKSUM);
 	CHECK(strstr(ckpt_errmsg(), "00000000000000000002.ckpt") != NULL);
 	/* "latest" skips the damaged checkpoint and falls back to the newest valid one. */
 	uint64_t latest;
@@ -115,12 +115,12 @@ static void manifest_damage(void)
 	CHECK(list[1].step == 2 && list[1].error == CKPT_E_CHECKSUM);
 	ckpt_info_free(list);
 	/* A damaged checkpoint's step is not silently overwritten. */
-	ckpt_save *sv;
-	CHECK_RC(ckpt_save_begin(s, 2, &sv), -CKPT_E_EXISTS);
+	save1 *sv;
+	CHECK_RC(save1_begin(s, 2, &sv), -CKPT_E_EXISTS);
 	/* Truncated manifest. */
 	snprintf(mf, sizeof mf, "%s/manifests/%020d.ckpt", dir, 1);
 	CHECK(truncate(mf, 150) == 0);
-	CHECK_RC(ckpt_reader_open(s, 1, &r), -CKPT_E_CORRUPT);
+	CHECK_RC(reader1_open(s, 1, &r), -CKPT_E_CORRUPT);
 	CHECK(strstr(ckpt_errmsg(), "truncated") != NULL);
 	CHECK_RC(ckpt_store_resolve(s, CKPT_STEP_LATEST, &latest), -CKPT_E_NOTFOUND);
 	ckpt_store_close(s);
@@ -141,22 +141,22 @@ static void pack_missing_or_truncated(void)
 	snprintf(pd, sizeof pd, "%s/packs", dir);
 	char *pack = t_first_file(pd, ".pack");
 	CHECK(truncate(pack, 4096 + 2 * (CHUNK + 4096) + 100) == 0);
-	ckpt_reader *r;
-	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	reader1 *r;
+	CHECK_OK(reader1_open(s, 1, &r));
 	struct dmg g = {0};
-	long n = ckpt_reader_verify(r, on_damage, NULL, &g);
+	long n = reader1_verify(r, on_damage, NULL, &g);
 	CHECK(n == 6); /* alpha chunks 2,3 and beta 0..3 */
 	CHECK(g.error == CKPT_E_CORRUPT);
-	CHECK_RC(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, buf, TB), -CKPT_E_CORRUPT);
+	CHECK_RC(reader1_restore(r, 0, CKPT_MEM_HOST, buf, TB), -CKPT_E_CORRUPT);
 	CHECK(strstr(ckpt_errmsg(), "truncated") != NULL);
-	ckpt_reader_close(r);
+	reader1_close(r);
 	CHECK(unlink(pack) == 0);
-	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	CHECK_OK(reader1_open(s, 1, &r));
 	g.n = 0;
-	CHECK(ckpt_reader_verify(r, on_damage, NULL, &g) == 8);
-	CHECK_RC(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, buf, TB), -CKPT_E_CORRUPT);
+	CHECK(reader1_verify(r, on_damage, NULL, &g) == 8);
+	CHECK_RC(reader1_restore(r, 0, CKPT_MEM_HOST, buf, TB), -CKPT_E_CORRUPT);
 	CHECK(strstr(ckpt_errmsg(), "missing") != NULL);
-	ckpt_reader_close(r);
+	reader1_close(r);
 	ckpt_store_close(s);
 	free(pack);
 	t_rmrf(dir);
@@ -175,8 +175,8 @@ static void busy(void)
 	pid_t pid = fork();
 	if (pid == 0) {
 		ckpt_store *s = t_open_store(dir, 0, 0);
-		ckpt_save *sv;
-		if (ckpt_save_begin(s, 1, &sv))
+		save1 *sv;
+		if (save1_begin(s, 1, &sv))
 			_exit(1);
 		if (write(pfd[1], "x", 1) != 1)
 			_exit(1);
@@ -186,8 +186,8 @@ static void busy(void)
 	char c;
 	REQUIRE(read(pfd[0], &c, 1) == 1);
 	ckpt_store *s = t_open_store(dir, 0, 0);
-	ckpt_save *sv;
-	CHECK_RC(ckpt_save_begin(s, 2, &sv), -CKPT_E_BUSY);
+	save1 *sv;
+	CHECK_RC(save1_begin(s, 2, &sv), -CKPT_E_BUSY);
 	CHECK(strstr(ckpt_errmsg(), "busy") != NULL);
 	char pid_s[32];
 	snprintf(pid_s, sizeof pid_s, "process %d ", (int)pid);
@@ -199,14 +199,14 @@ static void busy(void)
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	/* The lock dies with its holder. */
-	CHECK_OK(ckpt_save_begin(s, 2, &sv));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	CHECK_OK(save1_begin(s, 2, &sv));
+	CHECK_OK(save1_commit(sv, NULL));
 	/* A read-only handle never writes. */
 	ckpt_store_close(s);
 	ckpt_options *o = ckpt_options_create();
 	ckpt_options_set(o, CKPT_OPT_READ_ONLY, 1);
 	CHECK_OK(ckpt_store_open(dir, o, &s));
-	CHECK_RC(ckpt_save_begin(s, 3, &sv), -CKPT_E_PERM);
+	CHECK_RC(save1_begin(s, 3, &sv), -CKPT_E_PERM);
 	ckpt_options_free(o);
 	ckpt_store_close(s);
 	t_rmrf(dir);

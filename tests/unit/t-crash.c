@@ -26,15 +26,15 @@ static void child(const char *dir, uint64_t first)
 	for (uint64_t step = first;; step++) {
 		for (int i = 0; i < NT; i++)
 			tensor_data(buf[i], step, i);
-		ckpt_save *sv;
-		if (ckpt_save_begin(s, step, &sv))
+		save1 *sv;
+		if (save1_begin(s, step, &sv))
 			_exit(3);
 		for (int i = 0; i < NT; i++) {
 			char nm[16];
 			snprintf(nm, sizeof nm, "t%d", i);
-			ckpt_save_add_tensor(sv, nm, CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, buf[i]);
+			save1_add_tensor(sv, nm, CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, buf[i]);
 		}
-		if (ckpt_save_commit(sv, NULL))
+		if (save1_commit(sv, NULL))
 			_exit(4);
 	}
 }
@@ -61,26 +61,26 @@ static int check_store(const char *dir, uint64_t *seen, int nseen, int full)
 			old |= seen[j] == list[k].step;
 		if (old && !full)
 			continue;
-		ckpt_reader *r;
-		if (ckpt_reader_open(s, list[k].step, &r)) {
+		reader1 *r;
+		if (reader1_open(s, list[k].step, &r)) {
 			fprintf(stderr, "step %llu: open failed: %s\n", (unsigned long long)list[k].step,
 				ckpt_errmsg());
 			bad++;
 			continue;
 		}
-		if (ckpt_reader_verify(r, NULL, NULL, NULL) != 0) {
+		if (reader1_verify(r, NULL, NULL, NULL) != 0) {
 			fprintf(stderr, "step %llu: verify failed\n", (unsigned long long)list[k].step);
 			bad++;
 		}
 		for (int i = 0; i < NT; i++) {
 			tensor_data(want, list[k].step, i);
-			if (ckpt_reader_restore(r, (size_t)i, CKPT_MEM_HOST, got, TB) || memcmp(got, want, TB)) {
+			if (reader1_restore(r, (size_t)i, CKPT_MEM_HOST, got, TB) || memcmp(got, want, TB)) {
 				fprintf(stderr, "step %llu tensor %d: wrong data\n",
 					(unsigned long long)list[k].step, i);
 				bad++;
 			}
 		}
-		ckpt_reader_close(r);
+		reader1_close(r);
 	}
 	/* Checkpoints seen before must all still be there. */
 	for (int j = 0; j < nseen; j++) {

@@ -1,6 +1,6 @@
-/* Asynchronous multi-rank saves (issue 24, item 1): ckpt_dist_save_submit / _wait_snapshot /
+/* Asynchronous multi-rank saves: dsave_submit / _wait_snapshot /
  * _fence / _poll / _wait, ranks as threads with their own handles.
- * - Threaded (CKPT_DIST_THREADED: the commit runs on a library thread) and not (it runs in wait):
+ * - Threaded (CKPT_SAVE_THREADED: the commit runs on a library thread) and not (it runs in wait):
  *   each rank overwrites its tensors as soon as wait_snapshot returns; the checkpoint holds the
  *   values of before. The state (4 x 6 MiB) is larger than each rank's pool (2 MiB), so the
  *   snapshot streams through the pool: no copy of the state is made.
@@ -50,29 +50,29 @@ static ckpt_store *open_small_pool(const char *dir)
 static int save_rank(struct job *j, ckpt_comm *c, ckpt_store *s, float *w)
 {
 	int k = c->rank;
-	ckpt_dist_save *d;
-	int rc = ckpt_dist_save_begin(s, c, j->step, &d);
+	dsave *d;
+	int rc = dsave_begin(s, c, j->step, &d);
 	if (rc)
 		return rc;
 	uint64_t g = (uint64_t)NR * ELEMS, off = (uint64_t)k * ELEMS, l = ELEMS;
-	rc = ckpt_dist_save_add_shard(d, "w", CKPT_DTYPE_F32, 1, &g, &off, &l, CKPT_MEM_HOST, w);
+	rc = dsave_add_shard(d, "w", CKPT_DTYPE_F32, 1, &g, &off, &l, CKPT_MEM_HOST, w);
 	if (rc || k + 1 == j->abort1) {
-		ckpt_dist_save_abort(d);
+		dsave_abort(d);
 		return rc ? rc : -CKPT_E_STATE;
 	}
-	CHECK_OK(ckpt_dist_save_submit(d, j->flags));
-	CHECK_RC(ckpt_dist_save_submit(d, j->flags), -CKPT_E_STATE);
-	CHECK_RC(ckpt_dist_save_commit(d, NULL), -CKPT_E_STATE);
-	rc = ckpt_dist_save_wait_snapshot(d);
-	CHECK(ckpt_dist_save_fence(d, NULL) == rc); /* host tensors: the snapshot itself */
+	CHECK_OK(dsave_submit(d, j->flags));
+	CHECK_RC(dsave_submit(d, j->flags), -CKPT_E_STATE);
+	CHECK_RC(dsave_commit(d, NULL), -CKPT_E_STATE);
+	rc = dsave_wait_snapshot(d);
+	CHECK(dsave_fence(d, NULL) == rc); /* host tensors: the snapshot itself */
 	for (uint64_t i = 0; i < ELEMS; i++) /* the next training step */
 		w[i] = -1.0f;
-	if (j->flags & CKPT_DIST_THREADED)
-		for (int n = 0; n < 600000 && !ckpt_dist_save_poll(d); n++)
+	if (j->flags & CKPT_SAVE_THREADED)
+		for (int n = 0; n < 600000 && !dsave_poll(d); n++)
 			usleep(100); /* it finishes on its own; the bound only keeps a bug from hanging */
-	j->polled[k] = ckpt_dist_save_poll(d);
+	j->polled[k] = dsave_poll(d);
 	ckpt_stats st;
-	int wrc = ckpt_dist_save_wait(d, &st);
+	int wrc = dsave_wait(d, &st);
 	return rc ? rc : wrc;
 }
 
@@ -105,21 +105,21 @@ static int run(struct job *j)
 static void check_ckpt(const char *dir, uint64_t step)
 {
 	ckpt_store *s = open_small_pool(dir);
-	ckpt_dist_reader *r = NULL;
-	CHECK_OK(ckpt_dist_reader_open(s, step, &r));
+	dreader *r = NULL;
+	CHECK_OK(dreader_open(s, step, &r));
 	if (r) {
 		uint64_t len = (uint64_t)NR * ELEMS, off = 0, bad = 0;
 		float *w = malloc(len * sizeof *w);
 		REQUIRE(w);
-		CHECK_OK(ckpt_dist_reader_restore_box(r, 0, &off, &len, w, len * sizeof *w));
+		CHECK_OK(dreader_restore_box(r, 0, &off, &len, w, len * sizeof *w));
 		for (uint64_t i = 0; i < len; i++)
 			bad += w[i] != val(step, i);
 		if (bad)
 			fprintf(stderr, "step %" PRIu64 ": %" PRIu64 " values differ\n", step, bad);
 		CHECK(bad == 0);
-		CHECK(ckpt_dist_reader_verify_parts(r, NULL, NULL) == 0);
+		CHECK(dreader_verify_parts(r, NULL, NULL) == 0);
 		free(w);
-		ckpt_dist_reader_close(r);
+		dreader_close(r);
 	}
 	ckpt_store_close(s);
 }
@@ -135,7 +135,7 @@ static bool exists(const char *dir, uint64_t step)
 
 static void modes(const char *dir)
 {
-	const unsigned flags[2] = {CKPT_DIST_THREADED, 0};
+	const unsigned flags[2] = {CKPT_SAVE_THREADED, 0};
 	for (int m = 0; m < 2; m++) {
 		uint64_t step = 10 + (uint64_t)m * 10;
 		struct job ok = {.dir = dir, .step = step, .flags = flags[m]};
@@ -163,14 +163,14 @@ static int misuse_rank(ckpt_comm *c, void *p)
 {
 	const char *dir = p;
 	ckpt_store *s = open_small_pool(dir);
-	ckpt_dist_save *d;
-	REQUIRE(ckpt_dist_save_begin(s, c, 99, &d) == 0);
-	CHECK_RC(ckpt_dist_save_submit(d, 2), -CKPT_E_INVAL);
-	CHECK_RC(ckpt_dist_save_wait(d, NULL), -CKPT_E_STATE); /* not freed: not submitted */
-	CHECK_RC(ckpt_dist_save_wait_snapshot(d), -CKPT_E_STATE);
-	CHECK(ckpt_dist_save_poll(d) == 0);
-	CHECK_OK(ckpt_dist_save_submit(d, 0));
-	int rc = ckpt_dist_save_wait(d, NULL);
+	dsave *d;
+	REQUIRE(dsave_begin(s, c, 99, &d) == 0);
+	CHECK_RC(dsave_submit(d, 2), -CKPT_E_INVAL);
+	CHECK_RC(dsave_wait(d, NULL), -CKPT_E_STATE); /* not freed: not submitted */
+	CHECK_RC(dsave_wait_snapshot(d), -CKPT_E_STATE);
+	CHECK(dsave_poll(d) == 0);
+	CHECK_OK(dsave_submit(d, 0));
+	int rc = dsave_wait(d, NULL);
 	ckpt_store_close(s);
 	return rc;
 }

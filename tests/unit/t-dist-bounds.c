@@ -1,9 +1,9 @@
-/* Bounds of a multi-rank checkpoint's metadata and of a strided box restore (issue 23). A world
+/* Bounds of a multi-rank checkpoint's metadata and of a strided box restore. A world
  * of 2 ranks (threads, tests/unit/t-dist-tcomm.h) saves one step; its global manifest is then
  * re-encoded (lib/format, so the checksum follows) with a crafted ckpt.dist.world (-1, 0, "12abc",
  * values that wrap or exceed the most ranks a save accepts, one that disagrees with the part
  * records) and crafted shard tables (junk after a number, a global shape whose byte size
- * overflows): ckpt_dist_reader_open must refuse each as -CKPT_E_CORRUPT naming the key, where it
+ * overflows): dreader_open must refuse each as -CKPT_E_CORRUPT naming the key, where it
  * used to take the value (world -1 made verify loop over 4 billion ranks). Last, strided restores
  * whose destination extent overflows 64 bits must fail with -CKPT_E_INVAL before writing a byte
  * (they used to wrap into the buffer, or past it). */
@@ -44,15 +44,15 @@ static void refused(ckpt_store *s, const char *path, const char *key, const char
 		    const char *orig)
 {
 	t_mf_set_meta(path, key, value);
-	ckpt_dist_reader *d = NULL;
-	int rc = ckpt_dist_reader_open(s, STEP, &d);
+	dreader *d = NULL;
+	int rc = dreader_open(s, STEP, &d);
 	if (rc != -CKPT_E_CORRUPT || !strstr(ckpt_errmsg(), key) || !strstr(ckpt_errmsg(), value))
 		fprintf(stderr, "%s = \"%s\": rc %d (%s), world %u\n", key, value, rc,
-			rc ? ckpt_errmsg() : "opened", ckpt_dist_reader_world_size(d));
+			rc ? ckpt_errmsg() : "opened", dreader_world_size(d));
 	CHECK(rc == -CKPT_E_CORRUPT && d == NULL);
 	CHECK(strstr(ckpt_errmsg(), key) && strstr(ckpt_errmsg(), value));
 	/* Never verify the parts of what did open: a world of 4 billion would take forever. */
-	ckpt_dist_reader_close(d);
+	dreader_close(d);
 	t_mf_set_meta(path, key, orig);
 }
 
@@ -62,21 +62,21 @@ static void test_world(ckpt_store *s, const char *path)
 				    "99999999999999999999", "1048577", "1023", "3", "1"};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
 		refused(s, path, DIST_WORLD, bad[i], "2");
-	ckpt_dist_reader *d = NULL;
-	CHECK_OK(ckpt_dist_reader_open(s, STEP, &d));
-	CHECK(ckpt_dist_reader_world_size(d) == NR);
-	CHECK(d && ckpt_dist_reader_verify_parts(d, NULL, NULL) == 0);
-	ckpt_dist_reader_close(d);
+	dreader *d = NULL;
+	CHECK_OK(dreader_open(s, STEP, &d));
+	CHECK(dreader_world_size(d) == NR);
+	CHECK(d && dreader_verify_parts(d, NULL, NULL) == 0);
+	dreader_close(d);
 }
 
 static void test_shards(ckpt_store *s, const char *path)
 {
-	ckpt_reader *r;
-	CHECK_OK(ckpt_reader_open(s, STEP, &r));
+	reader1 *r;
+	CHECK_OK(reader1_open(s, STEP, &r));
 	REQUIRE(r);
 	char orig[DIST_VAL_MAX], v[DIST_VAL_MAX + 64];
-	snprintf(orig, sizeof orig, "%s", ckpt_reader_get_meta(r, DIST_SHARDS "w"));
-	ckpt_reader_close(r);
+	snprintf(orig, sizeof orig, "%s", reader1_get_meta(r, DIST_SHARDS "w"));
+	reader1_close(r);
 	unsigned dt, nd, k, t0, t1;
 	unsigned long long g0, g1, o[4];
 	REQUIRE(sscanf(orig, "%u %u %llu %llu %u %u %llu %llu %u %llu %llu", &dt, &nd, &g0, &g1, &k,
@@ -99,13 +99,13 @@ static void test_shards(ckpt_store *s, const char *path)
 }
 
 /* A strided restore that must fail with -CKPT_E_INVAL naming what, buf untouched. */
-static void strided_refused(ckpt_dist_reader *d, size_t w, const uint64_t *len,
+static void strided_refused(dreader *d, size_t w, const uint64_t *len,
 			    const uint64_t *strides, uint64_t size, const char *what)
 {
 	uint8_t buf[256];
 	memset(buf, 0xa5, sizeof buf);
 	uint64_t off[2] = {0, 0};
-	int rc = ckpt_dist_reader_restore_box_strided(d, w, off, len, buf, strides, size);
+	int rc = dreader_restore_box_strided(d, w, off, len, buf, strides, size);
 	if (rc != -CKPT_E_INVAL || !strstr(ckpt_errmsg(), what))
 		fprintf(stderr, "strides %llu %llu, lengths %llu %llu: rc %d (%s)\n",
 			(unsigned long long)strides[0], (unsigned long long)strides[1],
@@ -121,10 +121,10 @@ static void strided_refused(ckpt_dist_reader *d, size_t w, const uint64_t *len,
 
 static void test_strided(ckpt_store *s)
 {
-	ckpt_dist_reader *d = NULL;
-	CHECK_OK(ckpt_dist_reader_open(s, STEP, &d));
+	dreader *d = NULL;
+	CHECK_OK(dreader_open(s, STEP, &d));
 	REQUIRE(d);
-	long w = ckpt_dist_reader_find(d, "w");
+	long w = dreader_find(d, "w");
 	REQUIRE(w >= 0);
 	/* (3 - 1) x 2^63 is 2^64: it wrapped to 0, the box fit in 4 bytes and rows 1 and 2
 	 * landed on element 0. */
@@ -145,12 +145,12 @@ static void test_strided(ckpt_store *s)
 	float got[16];
 	uint64_t off[2] = {255, 10}, len[2] = {2, 3}, st[2] = {8, 1};
 	memset(got, 0, sizeof got);
-	CHECK_OK(ckpt_dist_reader_restore_box_strided(d, (size_t)w, off, len, got, st,
+	CHECK_OK(dreader_restore_box_strided(d, (size_t)w, off, len, got, st,
 						      sizeof got));
 	for (unsigned i = 0; i < 2; i++)
 		for (unsigned j = 0; j < 3; j++)
 			CHECK(got[i * 8 + j] == scen_w(STEP, (255 + i) * W_COLS + 10 + j));
-	ckpt_dist_reader_close(d);
+	dreader_close(d);
 }
 
 int main(void)

@@ -40,15 +40,15 @@ static void child(const char *path, int gate, int out, int idx)
 		for (int i = 0; i < 256; i++)
 			v[i] = (uint64_t)idx * 1000 + (uint64_t)i;
 		uint64_t shape = 256;
-		ckpt_save *sv;
+		save1 *sv;
 		int rc;
-		while ((rc = ckpt_save_begin(s, (uint64_t)idx + 1, &sv)) == -CKPT_E_BUSY)
+		while ((rc = save1_begin(s, (uint64_t)idx + 1, &sv)) == -CKPT_E_BUSY)
 			; /* another process's save holds the lock: try again until it is done */
-		if (!rc && !(rc = ckpt_save_add_tensor(sv, "v", CKPT_DTYPE_U64, 1, &shape,
+		if (!rc && !(rc = save1_add_tensor(sv, "v", CKPT_DTYPE_U64, 1, &shape,
 						       CKPT_MEM_HOST, v)))
-			rc = ckpt_save_commit(sv, NULL);
+			rc = save1_commit(sv, NULL);
 		else if (!rc)
-			ckpt_save_abort(sv);
+			save1_abort(sv);
 		a.rc = rc;
 	}
 	if (a.rc)
@@ -97,14 +97,14 @@ static void one_round(const char *path)
 	}
 	/* Every process's checkpoint reads back through one handle. */
 	for (int i = 0; i < NPROC; i++) {
-		ckpt_reader *r;
+		reader1 *r;
 		uint64_t v[256];
-		CHECK_OK(ckpt_reader_open(s, (uint64_t)i + 1, &r));
+		CHECK_OK(reader1_open(s, (uint64_t)i + 1, &r));
 		if (!r)
 			continue;
-		CHECK_OK(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, v, sizeof v));
+		CHECK_OK(reader1_restore(r, 0, CKPT_MEM_HOST, v, sizeof v));
 		CHECK(v[0] == (uint64_t)i * 1000 && v[255] == (uint64_t)i * 1000 + 255);
-		ckpt_reader_close(r);
+		reader1_close(r);
 	}
 	ckpt_store_close(s);
 }

@@ -1,4 +1,4 @@
-/* Deferred multi-rank commits (CKPT_DIST_DEFER, ckpt_dist_save_release): the commit of a
+/* Deferred multi-rank commits (CKPT_SAVE_DEFER, dsave_release): the commit of a
  * framework whose own protocol ends after the data is written (DCP's finish()), ranks as threads.
  * - Every part durable and still no checkpoint until every rank released; rank 0's metadata set
  *   after submit goes into the global manifest, replacing its entry of before submit.
@@ -20,7 +20,7 @@
 
 #define NR 4
 #define ELEMS (1u << 18) /* f32 elements per rank: 1 MiB */
-#define DEFER (CKPT_DIST_THREADED | CKPT_DIST_DEFER)
+#define DEFER (CKPT_SAVE_THREADED | CKPT_SAVE_DEFER)
 
 enum how { RELEASE_OK, RELEASE_FAIL, WAIT_EARLY, ABORT_EARLY };
 
@@ -72,24 +72,24 @@ static int parts_durable(const char *dir, uint64_t step)
 	return 0;
 }
 
-static int finish_rank(struct job *j, ckpt_comm *c, ckpt_dist_save *d)
+static int finish_rank(struct job *j, ckpt_comm *c, dsave *d)
 {
 	int k = c->rank;
 	if (k == 0) { /* every part is durable, and nothing is visible until the releases */
 		CHECK(parts_durable(j->dir, j->step));
 		j->visible_early = exists(j->dir, j->step);
-		CHECK_OK(ckpt_dist_save_set_meta(d, "k", "late"));
-		CHECK_OK(ckpt_dist_save_set_meta(d, "k2", "new"));
+		CHECK_OK(dsave_set_meta(d, "k", "late"));
+		CHECK_OK(dsave_set_meta(d, "k2", "new"));
 	}
 	CHECK_OK(c->barrier(c->ctx)); /* rank 0 looked before anyone released */
 	if (k == j->odd && j->how == RELEASE_FAIL)
-		CHECK_OK(ckpt_dist_save_release(d, -CKPT_E_IO, "the framework failed here"));
+		CHECK_OK(dsave_release(d, -CKPT_E_IO, "the framework failed here"));
 	else if (k == j->odd && j->how == ABORT_EARLY) {
-		ckpt_dist_save_abort(d);
+		dsave_abort(d);
 		return -CKPT_E_STATE;
 	} else if (!(k == j->odd && j->how == WAIT_EARLY))
-		CHECK_OK(ckpt_dist_save_release(d, 0, NULL));
-	return ckpt_dist_save_wait(d, NULL);
+		CHECK_OK(dsave_release(d, 0, NULL));
+	return dsave_wait(d, NULL);
 }
 
 static int rank_main(ckpt_comm *c, void *p)
@@ -101,17 +101,17 @@ static int rank_main(ckpt_comm *c, void *p)
 	for (uint64_t i = 0; i < ELEMS; i++)
 		w[i] = (float)(j->step * 7 + (uint64_t)k * ELEMS + i);
 	ckpt_store *s = open_store(j->dir);
-	ckpt_dist_save *d;
-	int rc = ckpt_dist_save_begin(s, c, j->step, &d);
+	dsave *d;
+	int rc = dsave_begin(s, c, j->step, &d);
 	if (!rc) {
 		uint64_t g = (uint64_t)NR * ELEMS, off = (uint64_t)k * ELEMS, l = ELEMS;
-		CHECK_OK(ckpt_dist_save_add_shard(d, "w", CKPT_DTYPE_F32, 1, &g, &off, &l,
+		CHECK_OK(dsave_add_shard(d, "w", CKPT_DTYPE_F32, 1, &g, &off, &l,
 						  CKPT_MEM_HOST, w));
 		if (k == 0)
-			CHECK_OK(ckpt_dist_save_set_meta(d, "k", "early"));
-		CHECK_OK(ckpt_dist_save_submit(d, DEFER));
-		CHECK_RC(ckpt_dist_save_add_tag(d, "late"), -CKPT_E_STATE);
-		CHECK_OK(ckpt_dist_save_wait_snapshot(d));
+			CHECK_OK(dsave_set_meta(d, "k", "early"));
+		CHECK_OK(dsave_submit(d, DEFER));
+		CHECK_RC(dsave_add_tag(d, "late"), -CKPT_E_STATE);
+		CHECK_OK(dsave_wait_snapshot(d));
 		rc = finish_rank(j, c, d);
 	}
 	if (rc)
@@ -134,13 +134,13 @@ static int run(struct job *j)
 static void check_meta(const char *dir, uint64_t step)
 {
 	ckpt_store *s = open_store(dir);
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, step, &r));
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, step, &r));
 	if (r) {
-		const char *v = ckpt_reader_get_meta(r, "k"), *v2 = ckpt_reader_get_meta(r, "k2");
+		const char *v = reader1_get_meta(r, "k"), *v2 = reader1_get_meta(r, "k2");
 		CHECK(v && !strcmp(v, "late"));
 		CHECK(v2 && !strcmp(v2, "new"));
-		ckpt_reader_close(r);
+		reader1_close(r);
 	}
 	ckpt_store_close(s);
 }
@@ -161,7 +161,7 @@ static void outcomes(const char *dir)
 	struct job early = {.dir = dir, .step = 6, .how = WAIT_EARLY, .odd = 2};
 	CHECK(run(&early) == NR);
 	for (int k = 0; k < NR; k++)
-		CHECK(strstr(early.msg[k], "waited for before ckpt_dist_save_release") != NULL);
+		CHECK(strstr(early.msg[k], "waited for before dsave_release") != NULL);
 	CHECK(!exists(dir, 6));
 
 	struct job ab = {.dir = dir, .step = 6, .how = ABORT_EARLY, .odd = 3};
@@ -179,23 +179,23 @@ static int misuse_rank(ckpt_comm *c, void *p)
 {
 	const char *dir = p;
 	ckpt_store *s = open_store(dir);
-	ckpt_dist_save *d;
-	REQUIRE(ckpt_dist_save_begin(s, c, 90, &d) == 0);
-	CHECK_RC(ckpt_dist_save_release(d, 0, NULL), -CKPT_E_STATE); /* not submitted */
-	CHECK_RC(ckpt_dist_save_submit(d, CKPT_DIST_DEFER), -CKPT_E_INVAL);
-	CHECK_OK(ckpt_dist_save_submit(d, CKPT_DIST_THREADED));
-	CHECK_RC(ckpt_dist_save_release(d, 0, NULL), -CKPT_E_STATE); /* not deferred */
-	CHECK_RC(ckpt_dist_save_set_meta(d, "k", "v"), -CKPT_E_STATE);
-	CHECK_OK(ckpt_dist_save_wait(d, NULL));
-	REQUIRE(ckpt_dist_save_begin(s, c, 91, &d) == 0);
-	CHECK_OK(ckpt_dist_save_submit(d, DEFER));
-	CHECK_RC(ckpt_dist_save_set_meta(d, "ckpt.dist.x", "v"), -CKPT_E_INVAL);
-	CHECK_RC(ckpt_dist_save_set_meta(d, "ckpt.tags", "v"), -CKPT_E_INVAL);
-	CHECK_RC(ckpt_dist_save_release(d, 5, NULL), -CKPT_E_INVAL);
-	CHECK_OK(ckpt_dist_save_release(d, 0, NULL));
-	CHECK_RC(ckpt_dist_save_release(d, 0, NULL), -CKPT_E_STATE);
-	CHECK_RC(ckpt_dist_save_set_meta(d, "k", "v"), -CKPT_E_STATE);
-	int rc = ckpt_dist_save_wait(d, NULL);
+	dsave *d;
+	REQUIRE(dsave_begin(s, c, 90, &d) == 0);
+	CHECK_RC(dsave_release(d, 0, NULL), -CKPT_E_STATE); /* not submitted */
+	CHECK_RC(dsave_submit(d, CKPT_SAVE_DEFER), -CKPT_E_INVAL);
+	CHECK_OK(dsave_submit(d, CKPT_SAVE_THREADED));
+	CHECK_RC(dsave_release(d, 0, NULL), -CKPT_E_STATE); /* not deferred */
+	CHECK_RC(dsave_set_meta(d, "k", "v"), -CKPT_E_STATE);
+	CHECK_OK(dsave_wait(d, NULL));
+	REQUIRE(dsave_begin(s, c, 91, &d) == 0);
+	CHECK_OK(dsave_submit(d, DEFER));
+	CHECK_RC(dsave_set_meta(d, "ckpt.dist.x", "v"), -CKPT_E_INVAL);
+	CHECK_RC(dsave_set_meta(d, "ckpt.tags", "v"), -CKPT_E_INVAL);
+	CHECK_RC(dsave_release(d, 5, NULL), -CKPT_E_INVAL);
+	CHECK_OK(dsave_release(d, 0, NULL));
+	CHECK_RC(dsave_release(d, 0, NULL), -CKPT_E_STATE);
+	CHECK_RC(dsave_set_meta(d, "k", "v"), -CKPT_E_STATE);
+	int rc = dsave_wait(d, NULL);
 	ckpt_store_close(s);
 	return rc;
 }

@@ -1,4 +1,4 @@
-/* Replicated shards are split among their holders (issue 24, item 3): ckpt_dist_save_add_shard_replica.
+/* Replicated shards are split among their holders: dsave_add_shard_replica.
  * 4 thread-ranks as a 2 x 2 mesh: "w" (16 x 4096 f32) is sharded by rows over the mesh's first
  * dimension and replicated over its second, so ranks 0 and 1 hold rows 0-7, ranks 2 and 3 rows
  * 8-15. Each holder saves half of its box (its logical bytes are half the box), the checkpoint
@@ -38,23 +38,23 @@ static ckpt_store *open_store(const char *dir)
 	return t_open_opts(dir, (const int64_t[]){CKPT_OPT_CHUNK_SIZE, 64 << 10, 0});
 }
 
-static int add_all(ckpt_dist_save *d, int k, const float *w, const float *v, const float *t)
+static int add_all(dsave *d, int k, const float *w, const float *v, const float *t)
 {
 	uint64_t g[2] = {ROWS, COLS}, off[2] = {(uint64_t)(k / 2) * (ROWS / 2), 0};
 	uint64_t l[2] = {ROWS / 2, COLS};
-	int rc = ckpt_dist_save_add_shard_replica(d, "w", CKPT_DTYPE_F32, 2, g, off, l,
+	int rc = dsave_add_shard_replica(d, "w", CKPT_DTYPE_F32, 2, g, off, l,
 						  (unsigned)k % 2, 2, CKPT_MEM_HOST, w);
 	uint64_t vg[2] = {1, VN}, vo[2] = {0, 0};
 	if (!rc)
-		rc = ckpt_dist_save_add_shard_replica(d, "v", CKPT_DTYPE_F32, 2, vg, vo, vg,
+		rc = dsave_add_shard_replica(d, "v", CKPT_DTYPE_F32, 2, vg, vo, vg,
 						      (unsigned)k, NR, CKPT_MEM_HOST, v);
 	uint64_t sg = 1, so = 0;
 	if (!rc)
-		rc = ckpt_dist_save_add_shard_replica(d, "s", CKPT_DTYPE_F32, 1, &sg, &so, &sg,
+		rc = dsave_add_shard_replica(d, "s", CKPT_DTYPE_F32, 1, &sg, &so, &sg,
 						      (unsigned)k, NR, CKPT_MEM_HOST, v);
 	uint64_t tg[2] = {2, 4}, to[2] = {0, 0};
 	if (!rc && k < 3) /* ranks 0-2 hold t; rank 0's share of its 2 rows is empty */
-		rc = ckpt_dist_save_add_shard_replica(d, "t", CKPT_DTYPE_F32, 2, tg, to, tg,
+		rc = dsave_add_shard_replica(d, "t", CKPT_DTYPE_F32, 2, tg, to, tg,
 						      (unsigned)k, 3, CKPT_MEM_HOST, t);
 	return rc;
 }
@@ -72,18 +72,18 @@ static int rank_main(ckpt_comm *c, void *p)
 	for (int i = 0; i < 8; i++)
 		t[i] = (float)(100 + i);
 	ckpt_store *s = open_store(j->dir);
-	ckpt_dist_save *d;
-	int rc = ckpt_dist_save_begin(s, c, j->step, &d);
+	dsave *d;
+	int rc = dsave_begin(s, c, j->step, &d);
 	if (!rc) {
-		CHECK_RC(ckpt_dist_save_add_shard_replica(d, "x", CKPT_DTYPE_F32, 2,
+		CHECK_RC(dsave_add_shard_replica(d, "x", CKPT_DTYPE_F32, 2,
 							  (uint64_t[]){2, 2}, (uint64_t[]){0, 0},
 							  (uint64_t[]){2, 2}, 2, 2, CKPT_MEM_HOST,
 							  t), -CKPT_E_INVAL);
 		rc = add_all(d, k, w, v, t);
 		if (rc)
-			ckpt_dist_save_abort(d);
+			dsave_abort(d);
 		else
-			rc = ckpt_dist_save_commit(d, &j->st[k]);
+			rc = dsave_commit(d, &j->st[k]);
 	}
 	ckpt_store_close(s);
 	free(w);
@@ -105,17 +105,17 @@ static uint64_t want_logical(int k)
 static void check_restore(const char *dir, uint64_t step)
 {
 	ckpt_store *s = open_store(dir);
-	ckpt_dist_reader *r = NULL;
-	CHECK_OK(ckpt_dist_reader_open(s, step, &r));
+	dreader *r = NULL;
+	CHECK_OK(dreader_open(s, step, &r));
 	if (!r) {
 		ckpt_store_close(s);
 		return;
 	}
-	long wi = ckpt_dist_reader_find(r, "w");
-	CHECK(wi >= 0 && ckpt_dist_reader_shard_count(r, (size_t)wi) == 4);
+	long wi = dreader_find(r, "w");
+	CHECK(wi >= 0 && dreader_shard_count(r, (size_t)wi) == 4);
 	for (long j = 0; wi >= 0 && j < 4; j++) {
-		ckpt_dist_shard sh;
-		CHECK_OK(ckpt_dist_reader_shard(r, (size_t)wi, (size_t)j, &sh));
+		ckpt_shard sh;
+		CHECK_OK(dreader_shard(r, (size_t)wi, (size_t)j, &sh));
 		/* rank r (mesh (r/2, r%2)) saved the r%2 half of rows block r/2 */
 		CHECK(sh.lengths[0] == ROWS / 4 && sh.lengths[1] == COLS && sh.rank >= 0 &&
 		      sh.offsets[0] == (uint64_t)(sh.rank / 2) * 8 + (uint64_t)(sh.rank % 2) * 4);
@@ -123,25 +123,25 @@ static void check_restore(const char *dir, uint64_t step)
 	uint64_t off[2] = {0, 0}, len[2] = {ROWS, COLS}, bad = 0;
 	float *w = malloc(ROWS * COLS * sizeof *w);
 	REQUIRE(w);
-	CHECK_OK(ckpt_dist_reader_restore_box(r, (size_t)wi, off, len, w, ROWS * COLS * 4));
+	CHECK_OK(dreader_restore_box(r, (size_t)wi, off, len, w, ROWS * COLS * 4));
 	for (uint64_t i = 0; i < ROWS * COLS; i++)
 		bad += w[i] != wval(i);
 	CHECK(bad == 0);
 	float v[VN], t[8];
 	uint64_t vl[2] = {1, VN}, tl[2] = {2, 4};
-	CHECK_OK(ckpt_dist_reader_restore_box(r, (size_t)ckpt_dist_reader_find(r, "v"), off, vl, v,
+	CHECK_OK(dreader_restore_box(r, (size_t)dreader_find(r, "v"), off, vl, v,
 					      sizeof v));
 	for (uint64_t i = 0; i < VN; i++)
 		bad += v[i] != (float)i;
-	CHECK(ckpt_dist_reader_shard_count(r, (size_t)ckpt_dist_reader_find(r, "s")) == 1);
-	CHECK(ckpt_dist_reader_shard_count(r, (size_t)ckpt_dist_reader_find(r, "t")) == 2);
-	CHECK_OK(ckpt_dist_reader_restore_box(r, (size_t)ckpt_dist_reader_find(r, "t"), off, tl, t,
+	CHECK(dreader_shard_count(r, (size_t)dreader_find(r, "s")) == 1);
+	CHECK(dreader_shard_count(r, (size_t)dreader_find(r, "t")) == 2);
+	CHECK_OK(dreader_restore_box(r, (size_t)dreader_find(r, "t"), off, tl, t,
 					      sizeof t));
 	for (int i = 0; i < 8; i++)
 		bad += t[i] != (float)(100 + i);
 	CHECK(bad == 0);
 	free(w);
-	ckpt_dist_reader_close(r);
+	dreader_close(r);
 	ckpt_store_close(s);
 }
 

@@ -1,4 +1,4 @@
-/* Pack ids of multi-rank saves without a listing of the shared pack directory (issue 24, item 6):
+/* Pack ids of multi-rank saves without a listing of the shared pack directory:
  * each rank probes its own id range (store_max_pack_id in part mode) instead of reading every
  * rank's packs at every save. Two ranks (threads, tests/unit/t-dist-world.h) save 3 MiB each per
  * step into 1 MiB packs:
@@ -56,16 +56,16 @@ static int rank_main(ckpt_comm *c, void *arg)
 	uint64_t g = NR * PER, off = r * PER, len = PER;
 	for (uint64_t i = 0; i < PER; i++)
 		j->w[r][i] = val(j->step, off + i);
-	ckpt_dist_save *d;
-	int rc = ckpt_dist_save_begin(j->s[r], c, j->step, &d);
+	dsave *d;
+	int rc = dsave_begin(j->s[r], c, j->step, &d);
 	if (rc)
 		return rc;
-	if ((rc = ckpt_dist_save_add_shard(d, "w", CKPT_DTYPE_F32, 1, &g, &off, &len, CKPT_MEM_HOST,
+	if ((rc = dsave_add_shard(d, "w", CKPT_DTYPE_F32, 1, &g, &off, &len, CKPT_MEM_HOST,
 					   j->w[r]))) {
-		ckpt_dist_save_abort(d);
+		dsave_abort(d);
 		return rc;
 	}
-	return ckpt_dist_save_commit(d, NULL);
+	return dsave_commit(d, NULL);
 }
 
 static ckpt_store *open_store(const char *dir)
@@ -90,16 +90,16 @@ static void save(struct job *j, uint64_t step)
 
 static void check_restore(ckpt_store *s, uint64_t step, float *buf)
 {
-	ckpt_dist_reader *d = NULL;
-	CHECK_OK(ckpt_dist_reader_open(s, step, &d));
+	dreader *d = NULL;
+	CHECK_OK(dreader_open(s, step, &d));
 	REQUIRE(d);
 	uint64_t off = 0, len = NR * PER;
-	CHECK_OK(ckpt_dist_reader_restore_box(d, 0, &off, &len, buf, len * sizeof *buf));
+	CHECK_OK(dreader_restore_box(d, 0, &off, &len, buf, len * sizeof *buf));
 	uint64_t bad = 0;
 	for (uint64_t i = 0; i < len; i++)
 		bad += buf[i] != val(step, i);
 	CHECK(bad == 0);
-	ckpt_dist_reader_close(d);
+	dreader_close(d);
 }
 
 /* Every pack of the store has an id in a rank's range; returns rank 1's highest. */
@@ -153,8 +153,8 @@ int main(void)
 	/* Steps 1 and 2 go, and their packs: the lowest ids of each range are free again. */
 	ckpt_store *s = open_store(dir);
 	uint64_t gone[2] = {1, 2};
-	CHECK_OK(ckpt_store_delete(s, gone, 2, NULL, 0, NULL));
-	CHECK_OK(ckpt_store_gc(s, 0, 0, NULL));
+	CHECK_OK(retain_delete(s, gone, 2, NULL, 0, NULL));
+	CHECK_OK(retain_gc(s, 0, 0, NULL));
 	ckpt_store_close(s);
 	for (int r = 0; r < NR; r++)
 		j.s[r] = open_store(dir);

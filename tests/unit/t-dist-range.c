@@ -1,5 +1,5 @@
-/* Flattened-range shards (issue 24, item 4): ckpt_dist_save_add_range and
- * ckpt_dist_reader_restore_range, as FSDP1 flat parameters and Megatron's distributed optimizer
+/* Flattened-range shards: dsave_add_range and
+ * dreader_restore_range, as FSDP1 flat parameters and Megatron's distributed optimizer
  * hold a tensor (elements [offset, offset + count) of its row-major order).
  * - dist_range_boxes: every range of every small shape is cut into contiguous boxes, in order,
  *   that cover it exactly, at most 2 * ndim - 1 of them.
@@ -89,7 +89,7 @@ static void check_boxes(void)
 	CHECK(nb == 1);
 }
 
-static int add_all(ckpt_dist_save *d, int k, enum mode mode, const float *w, const float *v,
+static int add_all(dsave *d, int k, enum mode mode, const float *w, const float *v,
 		   const float *m)
 {
 	static const uint64_t wcut[NR + 1] = {0, 37, 100, 101, WN};
@@ -97,21 +97,21 @@ static int add_all(ckpt_dist_save *d, int k, enum mode mode, const float *w, con
 	uint64_t w0 = wcut[k], w1 = wcut[k + 1];
 	if (mode == HOLE && k == 2)
 		w1 = 100; /* [100, 101) is nobody's */
-	int rc = ckpt_dist_save_add_range(d, "w", CKPT_DTYPE_F32, 3, wg, w0, w1 - w0, 0, 1,
+	int rc = dsave_add_range(d, "w", CKPT_DTYPE_F32, 3, wg, w0, w1 - w0, 0, 1,
 					  CKPT_MEM_HOST, w + w0);
 	/* v: ranks 0 and 1 hold [0, 1500) alike, ranks 2 and 3 [1500, 3000) */
 	uint64_t v0 = (uint64_t)(k / 2) * 1500;
 	if (!rc)
-		rc = ckpt_dist_save_add_range(d, "v", CKPT_DTYPE_F32, 2, vg, v0, 1500,
+		rc = dsave_add_range(d, "v", CKPT_DTYPE_F32, 2, vg, v0, 1500,
 					      (unsigned)k % 2, 2, CKPT_MEM_HOST, v + v0);
 	if (!rc && k == 0) { /* m: a box of rows 0-1 (16 elements) on rank 0 */
 		uint64_t off[2] = {0, 0}, l[2] = {2, 8};
-		rc = ckpt_dist_save_add_shard(d, "m", CKPT_DTYPE_F32, 2, mg, off, l, CKPT_MEM_HOST, m);
+		rc = dsave_add_shard(d, "m", CKPT_DTYPE_F32, 2, mg, off, l, CKPT_MEM_HOST, m);
 	} else if (!rc && k == 1) {
-		rc = ckpt_dist_save_add_range(d, "m", CKPT_DTYPE_F32, 2, mg, 16, 4, 0, 1,
+		rc = dsave_add_range(d, "m", CKPT_DTYPE_F32, 2, mg, 16, 4, 0, 1,
 					      CKPT_MEM_HOST, m + 16);
 	} else if (!rc && k == 2) {
-		rc = ckpt_dist_save_add_range(d, "m", CKPT_DTYPE_F32, 2, mg, 20, 12, 0, 1,
+		rc = dsave_add_range(d, "m", CKPT_DTYPE_F32, 2, mg, 20, 12, 0, 1,
 					      CKPT_MEM_HOST, m + 20);
 	}
 	return rc;
@@ -129,20 +129,20 @@ static int rank_main(ckpt_comm *c, void *p)
 	for (uint64_t i = 0; i < MN; i++)
 		m[i] = mv(i);
 	ckpt_store *s = t_open_opts(j->dir, (const int64_t[]){CKPT_OPT_CHUNK_SIZE, 64 << 10, 0});
-	ckpt_dist_save *d;
-	int rc = ckpt_dist_save_begin(s, c, j->step, &d);
+	dsave *d;
+	int rc = dsave_begin(s, c, j->step, &d);
 	if (!rc) {
 		if (j->mode == FULL && k == 3) { /* bad arguments, refused before anything is added */
 			uint64_t g[2] = {4, 8};
-			CHECK(ckpt_dist_save_add_range(d, "bad", CKPT_DTYPE_F32, 2, g, 30, 3, 0, 1,
+			CHECK(dsave_add_range(d, "bad", CKPT_DTYPE_F32, 2, g, 30, 3, 0, 1,
 						       CKPT_MEM_HOST, m) == -CKPT_E_INVAL);
 			CHECK(strstr(ckpt_errmsg(), "flattened range of bad") != NULL);
-			CHECK(ckpt_dist_save_add_range(d, "bad", CKPT_DTYPE_F32, 2, g, 0, 3, 1, 1,
+			CHECK(dsave_add_range(d, "bad", CKPT_DTYPE_F32, 2, g, 0, 3, 1, 1,
 						       CKPT_MEM_HOST, m) == -CKPT_E_INVAL);
 		}
 		int arc = add_all(d, k, j->mode, w, v, m);
 		CHECK_OK(arc);
-		rc = ckpt_dist_save_commit(d, &j->st[k]);
+		rc = dsave_commit(d, &j->st[k]);
 	}
 	ckpt_store_close(s);
 	return rc;
@@ -170,20 +170,20 @@ static uint32_t mf_version(const char *dir, uint64_t step)
 static void check_read(const char *dir, uint64_t step, bool pieces)
 {
 	ckpt_store *s = t_open_opts(dir, (const int64_t[]){0});
-	ckpt_dist_reader *r;
+	dreader *r;
 	CHECK(mf_version(dir, step) == (pieces ? 3u : 2u));
-	CHECK_OK(ckpt_dist_reader_open(s, step, &r));
-	long wi = ckpt_dist_reader_find(r, "w"), vi = ckpt_dist_reader_find(r, "v");
-	long mi = ckpt_dist_reader_find(r, "m");
+	CHECK_OK(dreader_open(s, step, &r));
+	long wi = dreader_find(r, "w"), vi = dreader_find(r, "v");
+	long mi = dreader_find(r, "m");
 	REQUIRE(wi >= 0 && vi >= 0 && mi >= 0);
 	float got[VN];
 	uint64_t o3[3] = {0, 0, 0}, l3[3] = {6, 5, 7};
-	CHECK_OK(ckpt_dist_reader_restore_box(r, (size_t)wi, o3, l3, got, WN * 4));
+	CHECK_OK(dreader_restore_box(r, (size_t)wi, o3, l3, got, WN * 4));
 	for (uint64_t i = 0; i < WN; i++)
 		CHECK(got[i] == wv(i));
 	/* a column box: w[:, 2:4, 3] */
 	uint64_t co[3] = {0, 2, 3}, cl[3] = {6, 2, 1};
-	CHECK_OK(ckpt_dist_reader_restore_box(r, (size_t)wi, co, cl, got, 12 * 4));
+	CHECK_OK(dreader_restore_box(r, (size_t)wi, co, cl, got, 12 * 4));
 	for (uint64_t a = 0; a < 6; a++)
 		for (uint64_t b = 0; b < 2; b++)
 			CHECK(got[a * 2 + b] == wv(a * 35 + (2 + b) * 7 + 3));
@@ -191,26 +191,26 @@ static void check_read(const char *dir, uint64_t step, bool pieces)
 	static const uint64_t rs[][2] = {{0, WN}, {3, 147}, {36, 2}, {100, 1}, {209, 1}, {5, 0}};
 	for (size_t i = 0; i < ARRAY_SIZE(rs); i++) {
 		memset(got, 0, sizeof got);
-		CHECK_OK(ckpt_dist_reader_restore_range(r, (size_t)wi, rs[i][0], rs[i][1],
+		CHECK_OK(dreader_restore_range(r, (size_t)wi, rs[i][0], rs[i][1],
 							CKPT_MEM_HOST, got, rs[i][1] * 4));
 		for (uint64_t e = 0; e < rs[i][1]; e++)
 			CHECK(got[e] == wv(rs[i][0] + e));
 	}
-	CHECK_OK(ckpt_dist_reader_restore_range(r, (size_t)vi, 1, VN - 2, CKPT_MEM_HOST, got,
+	CHECK_OK(dreader_restore_range(r, (size_t)vi, 1, VN - 2, CKPT_MEM_HOST, got,
 						(VN - 2) * 4));
 	for (uint64_t e = 0; e < VN - 2; e++)
 		CHECK(got[e] == vv(1 + e));
-	CHECK_OK(ckpt_dist_reader_restore_range(r, (size_t)mi, 0, MN, CKPT_MEM_HOST, got, MN * 4));
+	CHECK_OK(dreader_restore_range(r, (size_t)mi, 0, MN, CKPT_MEM_HOST, got, MN * 4));
 	for (uint64_t e = 0; e < MN; e++)
 		CHECK(got[e] == mv(e));
-	CHECK(ckpt_dist_reader_restore_range(r, (size_t)mi, 30, 3, CKPT_MEM_HOST, got, 12) ==
+	CHECK(dreader_restore_range(r, (size_t)mi, 30, 3, CKPT_MEM_HOST, got, 12) ==
 	      -CKPT_E_INVAL);
-	CHECK(ckpt_dist_reader_restore_range(r, (size_t)mi, 0, 3, CKPT_MEM_HOST, got, 8) ==
+	CHECK(dreader_restore_range(r, (size_t)mi, 0, 3, CKPT_MEM_HOST, got, 8) ==
 	      -CKPT_E_INVAL);
 	CHECK(strstr(ckpt_errmsg(), "buffer of 8 bytes") != NULL);
 	/* w's ranges are 3 + 4 + 1 + 3 boxes (37 = 1 row of 35 and 2; ...): more shards than ranks */
-	CHECK(ckpt_dist_reader_shard_count(r, (size_t)wi) > NR);
-	ckpt_dist_reader_close(r);
+	CHECK(dreader_shard_count(r, (size_t)wi) > NR);
+	dreader_close(r);
 	ckpt_store_close(s);
 }
 

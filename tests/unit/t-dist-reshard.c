@@ -1,7 +1,7 @@
-/* Chunk-exact resharding restore (issue 24, item 4). Four ranks (threads, t-dist-world.h) save
+/* Chunk-exact resharding restore. Four ranks (threads, t-dist-world.h) save
  * row shards of "m": F32 [1024, 1024] (rows of 4 KiB, 16 to a 64 KiB chunk) and "w": F32
  * [64, 65536] (rows of 256 KiB, 4 chunks each) and "n": F32 [32768, 3] (rows of 12 bytes). Boxes of other layouts are restored with
- * ckpt_dist_reader_restore_box(_strided, _mem) and checked element by element:
+ * dreader_restore_box(_strided, _mem) and checked element by element:
  * - the 4 column boxes of each (a 4-way column reshard), contiguous; the bytes each reads (the
  *   reader's stats) are at most 1.1 x the chunks its rows touch, counted here from the chunk
  *   size, and each chunk is read once (stats.chunks). The old restore read each shard's byte
@@ -55,8 +55,8 @@ static int save_rank(ckpt_comm *c, void *arg)
 {
 	ckpt_store *s = ((ckpt_store **)arg)[c->rank];
 	float *buf[NMAT] = {NULL};
-	ckpt_dist_save *d;
-	int rc = ckpt_dist_save_begin(s, c, STEP, &d);
+	dsave *d;
+	int rc = dsave_begin(s, c, STEP, &d);
 	for (int k = 0; k < NMAT && !rc; k++) {
 		const struct mat *x = mats[k];
 		uint64_t rows = x->rows / NR, r0 = rows * (uint64_t)c->rank;
@@ -67,13 +67,13 @@ static int save_rank(ckpt_comm *c, void *arg)
 				buf[k][i * x->cols + j] = val(x, r0 + i, j);
 		uint64_t g[2] = {x->rows, x->cols}, o[2] = {r0, 0}, l[2] = {rows, x->cols};
 		if (!rc)
-			rc = ckpt_dist_save_add_shard(d, x->name, CKPT_DTYPE_F32, 2, g, o, l,
+			rc = dsave_add_shard(d, x->name, CKPT_DTYPE_F32, 2, g, o, l,
 						      CKPT_MEM_HOST, buf[k]);
 	}
 	if (rc && d)
-		ckpt_dist_save_abort(d);
+		dsave_abort(d);
 	else if (!rc)
-		rc = ckpt_dist_save_commit(d, NULL);
+		rc = dsave_commit(d, NULL);
 	for (int k = 0; k < NMAT; k++)
 		free(buf[k]);
 	return rc;
@@ -137,17 +137,17 @@ static int box_ok(const struct mat *x, const float *got, uint64_t r0, uint64_t c
 
 /* Restores box (r0, c0, nr, nc) of x contiguously, checks it and its reads: bytes at most
  * 1.1 x the chunks it needs (and at least those), each needed chunk read once. */
-static void box_exact(ckpt_dist_reader *d, const struct mat *x, uint64_t r0, uint64_t c0,
+static void box_exact(dreader *d, const struct mat *x, uint64_t r0, uint64_t c0,
 		      uint64_t nr, uint64_t nc)
 {
 	ckpt_stats a, b;
-	ckpt_reader_stats(ckpt_dist_reader_checkpoint(d), &a);
+	reader1_stats(dreader_checkpoint(d), &a);
 	float *got = malloc(nr * nc * 4);
 	REQUIRE(got);
 	uint64_t off[2] = {r0, c0}, len[2] = {nr, nc};
-	CHECK_OK(ckpt_dist_reader_restore_box(d, (size_t)x->g, off, len, got, nr * nc * 4));
+	CHECK_OK(dreader_restore_box(d, (size_t)x->g, off, len, got, nr * nc * 4));
 	CHECK(box_ok(x, got, r0, c0, nr, nc, nc, 1));
-	ckpt_reader_stats(ckpt_dist_reader_checkpoint(d), &b);
+	reader1_stats(dreader_checkpoint(d), &b);
 	uint64_t nchunks, rec, need = needed(x, r0, c0, nr, nc, &nchunks, &rec);
 	uint64_t read = b.bytes_read - a.bytes_read;
 	printf("%s box (%" PRIu64 ", %" PRIu64 ") x (%" PRIu64 ", %" PRIu64 "): read %" PRIu64
@@ -163,7 +163,7 @@ static void box_exact(ckpt_dist_reader *d, const struct mat *x, uint64_t r0, uin
 	free(got);
 }
 
-static void test_exact(ckpt_dist_reader *d)
+static void test_exact(dreader *d)
 {
 	for (int k = 0; k < NMAT; k++) {
 		const struct mat *x = mats[k];
@@ -183,7 +183,7 @@ static void test_exact(ckpt_dist_reader *d)
 
 /* The column boxes into their places in one matrix (strides {cols, 1}), and one transposed
  * (strides {1, rows}): every element once, and nothing outside a box written. */
-static void test_strided(ckpt_dist_reader *d, const struct mat *x)
+static void test_strided(dreader *d, const struct mat *x)
 {
 	uint64_t n = x->rows * x->cols, w = x->cols / 4;
 	float *all = malloc(n * 4), *tr = malloc(n * 4);
@@ -191,7 +191,7 @@ static void test_strided(ckpt_dist_reader *d, const struct mat *x)
 	memset(all, 0xff, n * 4);
 	for (uint64_t c = 0; c < 4; c++) {
 		uint64_t off[2] = {0, c * w}, len[2] = {x->rows, w}, st[2] = {x->cols, 1};
-		CHECK_OK(ckpt_dist_reader_restore_box_strided(d, (size_t)x->g, off, len, all + c * w,
+		CHECK_OK(dreader_restore_box_strided(d, (size_t)x->g, off, len, all + c * w,
 							      st, (n - c * w) * 4));
 	}
 	CHECK(box_ok(x, all, 0, 0, x->rows, x->cols, x->cols, 1));
@@ -199,7 +199,7 @@ static void test_strided(ckpt_dist_reader *d, const struct mat *x)
 	uint64_t r0 = 7, c0 = 3, nr = x->rows - 9, nc = 300;
 	memset(tr, 0xff, n * 4);
 	uint64_t off[2] = {r0, c0}, len[2] = {nr, nc}, st[2] = {1, nr};
-	CHECK_OK(ckpt_dist_reader_restore_box_strided(d, (size_t)x->g, off, len, tr, st,
+	CHECK_OK(dreader_restore_box_strided(d, (size_t)x->g, off, len, tr, st,
 						      nr * nc * 4));
 	CHECK(box_ok(x, tr, r0, c0, nr, nc, 1, nr));
 	uint32_t untouched;
@@ -241,7 +241,7 @@ static int cudart_open(struct cudart *c)
 /* Box (r0, c0, nr, nc) of x into device memory of the whole matrix's size at element offset
  * (r0, c0) with strides {cols, 1}: copied back and checked, the rest still the pattern. And the
  * same box contiguous on the device. */
-static void device_box(ckpt_dist_reader *d, const struct cudart *cu, const struct mat *x,
+static void device_box(dreader *d, const struct cudart *cu, const struct mat *x,
 		       uint64_t r0, uint64_t c0, uint64_t nr, uint64_t nc)
 {
 	uint64_t n = x->rows * x->cols;
@@ -252,7 +252,7 @@ static void device_box(ckpt_dist_reader *d, const struct cudart *cu, const struc
 	REQUIRE(cu->memcpy_(dev, host, n * 4, H2D) == 0);
 	uint64_t off[2] = {r0, c0}, len[2] = {nr, nc}, st[2] = {x->cols, 1};
 	float *at = (float *)dev + r0 * x->cols + c0;
-	CHECK_OK(ckpt_dist_reader_restore_box_mem(d, (size_t)x->g, off, len, 0, at, st,
+	CHECK_OK(dreader_restore_box_mem(d, (size_t)x->g, off, len, 0, at, st,
 						  (n - r0 * x->cols - c0) * 4));
 	REQUIRE(cu->memcpy_(host, dev, n * 4, D2H) == 0);
 	CHECK(box_ok(x, host + r0 * x->cols + c0, r0, c0, nr, nc, x->cols, 1));
@@ -260,7 +260,7 @@ static void device_box(ckpt_dist_reader *d, const struct cudart *cu, const struc
 	if (r0 * x->cols + c0) /* the element before the box's first one is outside it */
 		memcpy(&before, host + r0 * x->cols + c0 - 1, 4);
 	CHECK(before == 0xffffffffu);
-	CHECK_OK(ckpt_dist_reader_restore_box_mem(d, (size_t)x->g, off, len, 0, dev, NULL,
+	CHECK_OK(dreader_restore_box_mem(d, (size_t)x->g, off, len, 0, dev, NULL,
 						  nr * nc * 4));
 	REQUIRE(cu->memcpy_(host, dev, nr * nc * 4, D2H) == 0);
 	CHECK(box_ok(x, host, r0, c0, nr, nc, nc, 1));
@@ -268,22 +268,22 @@ static void device_box(ckpt_dist_reader *d, const struct cudart *cu, const struc
 	free(host);
 }
 
-static void test_device(ckpt_dist_reader *d)
+static void test_device(dreader *d)
 {
 	uint64_t off[2] = {0, 0}, len[2] = {1, 1};
 	float f;
-	CHECK_RC(ckpt_dist_reader_restore_box_mem(d, (size_t)M.g, off, len, 99, &f, NULL, 4),
+	CHECK_RC(dreader_restore_box_mem(d, (size_t)M.g, off, len, 99, &f, NULL, 4),
 		 -CKPT_E_INVAL);
 	struct cudart cu;
 	if (!ckpt_gpu_cuda() || cudart_open(&cu)) {
 		printf("CUDA destinations: skipped (%s)\n",
 		       ckpt_gpu_cuda() ? "no CUDA runtime symbols" : ckpt_gpu_cuda_error());
-		CHECK_RC(ckpt_dist_reader_restore_box_mem(d, (size_t)M.g, off, len, 0, &f, NULL, 4),
+		CHECK_RC(dreader_restore_box_mem(d, (size_t)M.g, off, len, 0, &f, NULL, 4),
 			 -CKPT_E_UNSUPPORTED);
 		return;
 	}
 	/* A host pointer declared as device memory. */
-	CHECK_RC(ckpt_dist_reader_restore_box_mem(d, (size_t)M.g, off, len, 0, &f, NULL, 4),
+	CHECK_RC(dreader_restore_box_mem(d, (size_t)M.g, off, len, 0, &f, NULL, 4),
 		 -CKPT_E_INVAL);
 	device_box(d, &cu, &M, 0, 256, MR, 256);     /* pieces out of the staging buffer */
 	device_box(d, &cu, &M, 100, 0, 500, MC);      /* whole chunks staged, pieces around */
@@ -320,10 +320,10 @@ static void test_damage(const char *dir)
 	t_flip_byte(pack, 4096 + 64 + 1000);
 	free(pack);
 	ckpt_store *s = t_open_store(dir, CHUNK, 0);
-	ckpt_dist_reader *d;
-	REQUIRE(s && !ckpt_dist_reader_open(s, STEP, &d));
+	dreader *d;
+	REQUIRE(s && !dreader_open(s, STEP, &d));
 	struct hit h = {.n = 0};
-	long nd = ckpt_reader_verify(ckpt_dist_reader_checkpoint(d), on_damage, NULL, &h);
+	long nd = reader1_verify(dreader_checkpoint(d), on_damage, NULL, &h);
 	if (nd != 1)
 		fprintf(stderr, "verify: %ld damaged chunks (%s)\n", nd, nd < 0 ? ckpt_errmsg() : "");
 	CHECK(nd == 1);
@@ -332,10 +332,10 @@ static void test_damage(const char *dir)
 	uint64_t r0 = 0, c0 = 0;
 	for (int k = 0; k < NMAT && !x; k++)
 		for (size_t j = 0; j < NR && !x; j++) {
-			ckpt_dist_shard sh;
+			ckpt_shard sh;
 			ckpt_tensor_info ti;
-			REQUIRE(!ckpt_dist_reader_shard(d, (size_t)mats[k]->g, j, &sh));
-			REQUIRE(!ckpt_reader_tensor(ckpt_dist_reader_checkpoint(d), sh.tensor, &ti));
+			REQUIRE(!dreader_shard(d, (size_t)mats[k]->g, j, &sh));
+			REQUIRE(!reader1_tensor(dreader_checkpoint(d), sh.tensor, &ti));
 			if (!strcmp(ti.name, h.tensor)) {
 				x = mats[k];
 				r0 = sh.offsets[0] + h.chunk * CHUNK / (x->cols * 4);
@@ -348,28 +348,28 @@ static void test_damage(const char *dir)
 	uint64_t nc = x->cols - c0 < 16 ? x->cols - c0 : 16, off[2] = {r0, c0}, len[2] = {1, nc}, all[2] = {x->rows, x->cols}, zero[2] = {0, 0};
 	char chunk[64];
 	snprintf(chunk, sizeof chunk, "chunk %" PRIu64, h.chunk);
-	CHECK_RC(ckpt_dist_reader_restore_box(d, (size_t)x->g, off, len, got, nc * 4),
+	CHECK_RC(dreader_restore_box(d, (size_t)x->g, off, len, got, nc * 4),
 		 -CKPT_E_CHECKSUM);
 	CHECK(strstr(ckpt_errmsg(), h.tensor) && strstr(ckpt_errmsg(), chunk) &&
 	      strstr(ckpt_errmsg(), "restore box of"));
-	CHECK_RC(ckpt_dist_reader_restore_box(d, (size_t)x->g, zero, all, got,
+	CHECK_RC(dreader_restore_box(d, (size_t)x->g, zero, all, got,
 					      x->rows * x->cols * 4), -CKPT_E_CHECKSUM);
 	CHECK(strstr(ckpt_errmsg(), h.tensor) && strstr(ckpt_errmsg(), chunk));
 	off[0] = (r0 + x->rows / NR) % x->rows;
-	CHECK_OK(ckpt_dist_reader_restore_box(d, (size_t)x->g, off, len, got, nc * 4));
+	CHECK_OK(dreader_restore_box(d, (size_t)x->g, off, len, got, nc * 4));
 	CHECK(box_ok(x, got, off[0], c0, 1, nc, nc, 1));
 	free(got);
-	ckpt_dist_reader_close(d);
+	dreader_close(d);
 	ckpt_store_close(s);
 }
 
-static ckpt_dist_reader *open_world(ckpt_store **s, const char *dir, int compress)
+static dreader *open_world(ckpt_store **s, const char *dir, int compress)
 {
 	save_world(dir, compress);
-	ckpt_dist_reader *d;
-	REQUIRE((*s = t_open_store(dir, CHUNK, compress)) && !ckpt_dist_reader_open(*s, STEP, &d));
-	REQUIRE((M.g = ckpt_dist_reader_find(d, "m")) >= 0 && (W.g = ckpt_dist_reader_find(d, "w")) >= 0 &&
-		(N.g = ckpt_dist_reader_find(d, "n")) >= 0);
+	dreader *d;
+	REQUIRE((*s = t_open_store(dir, CHUNK, compress)) && !dreader_open(*s, STEP, &d));
+	REQUIRE((M.g = dreader_find(d, "m")) >= 0 && (W.g = dreader_find(d, "w")) >= 0 &&
+		(N.g = dreader_find(d, "n")) >= 0);
 	return d;
 }
 
@@ -383,12 +383,12 @@ int main(void)
 	setenv("CKPT_CUDA_MODULE", mod, 0);
 	char *dir = t_tmpdir("reshard"), *zdir = t_tmpdir("reshard-zstd");
 	ckpt_store *s;
-	ckpt_dist_reader *d = open_world(&s, dir, 0);
+	dreader *d = open_world(&s, dir, 0);
 	test_exact(d);
 	test_strided(d, &M);
 	test_strided(d, &W);
 	test_device(d);
-	ckpt_dist_reader_close(d);
+	dreader_close(d);
 	ckpt_store_close(s);
 	test_damage(dir);
 	/* Compressed chunks: decoded into the reader's chunk, then copied. */
@@ -398,13 +398,13 @@ int main(void)
 		uint64_t off[2] = {9, x->cols / 4 + x->cols / 8}, len[2] = {x->rows - 20, x->cols / 4};
 		float *got = malloc(len[0] * len[1] * 4);
 		REQUIRE(got);
-		CHECK_OK(ckpt_dist_reader_restore_box(d, (size_t)x->g, off, len, got,
+		CHECK_OK(dreader_restore_box(d, (size_t)x->g, off, len, got,
 						      len[0] * len[1] * 4));
 		CHECK(box_ok(x, got, off[0], off[1], len[0], len[1], len[1], 1));
 		free(got);
 	}
 	test_strided(d, &M);
-	ckpt_dist_reader_close(d);
+	dreader_close(d);
 	ckpt_store_close(s);
 	t_rmrf(dir);
 	t_rmrf(zdir);

@@ -1,4 +1,4 @@
-/* Two multi-rank jobs on one store (issue 23: G4, G4b, G3, G1; issue 24: commit safety). Ranks are
+/* Two multi-rank jobs on one store, neither damaging what the other saves. Ranks are
  * threads, each with its own store handle; the main thread orders the jobs' phases (begin, then
  * commit) with gates, so every interleaving below is exact, not timing.
  * - Same step: while job A saves step 1, job B's begin fails BUSY on every rank naming A's
@@ -80,8 +80,8 @@ static void *rank_main(void *p)
 	struct job *j = a->j;
 	int k = a->k;
 	ckpt_comm c = tc_comm(&j->r[k]);
-	ckpt_dist_save *d = NULL;
-	j->brc[k] = j->rc[k] = ckpt_dist_save_begin(j->s[k], &c, j->step[k], &d);
+	dsave *d = NULL;
+	j->brc[k] = j->rc[k] = dsave_begin(j->s[k], &c, j->step[k], &d);
 	if (j->brc[k])
 		snprintf(j->msg[k], sizeof j->msg[k], "%s", ckpt_errmsg());
 	gate_add(&j->begun);
@@ -95,11 +95,11 @@ static void *rank_main(void *p)
 	for (uint64_t i = 0; i < ROWS; i++)
 		w[i] = val(j->tag, (uint64_t)k * ROWS + i);
 	uint64_t g = (uint64_t)j->n * ROWS, off = (uint64_t)k * ROWS, l = ROWS;
-	int rc = ckpt_dist_save_add_shard(d, "w", CKPT_DTYPE_F32, 1, &g, &off, &l, CKPT_MEM_HOST, w);
+	int rc = dsave_add_shard(d, "w", CKPT_DTYPE_F32, 1, &g, &off, &l, CKPT_MEM_HOST, w);
 	if (rc || k + 1 == j->abort1)
-		ckpt_dist_save_abort(d);
+		dsave_abort(d);
 	else
-		rc = ckpt_dist_save_commit(d, NULL);
+		rc = dsave_commit(d, NULL);
 	j->rc[k] = rc ? rc : k + 1 == j->abort1 ? -CKPT_E_STATE : 0;
 	if (j->rc[k])
 		snprintf(j->msg[k], sizeof j->msg[k], "%s", ckpt_errmsg());
@@ -163,9 +163,9 @@ static int begin_failures(const struct job *j, int want_rc, const char *want_tex
 static void check_ckpt(const char *dir, uint64_t step, int n, float tag)
 {
 	ckpt_store *s = t_open_store(dir, CHUNK, 0);
-	ckpt_dist_reader *r = NULL;
+	dreader *r = NULL;
 	REQUIRE(s);
-	CHECK_OK(ckpt_dist_reader_open(s, step, &r));
+	CHECK_OK(dreader_open(s, step, &r));
 	if (!r) {
 		ckpt_store_close(s);
 		return;
@@ -173,14 +173,14 @@ static void check_ckpt(const char *dir, uint64_t step, int n, float tag)
 	uint64_t len = (uint64_t)n * ROWS, off = 0, bad = 0;
 	float *w = malloc(len * sizeof *w);
 	REQUIRE(w);
-	CHECK(ckpt_dist_reader_world_size(r) == (unsigned)n);
-	CHECK_OK(ckpt_dist_reader_restore_box(r, 0, &off, &len, w, len * sizeof *w));
+	CHECK(dreader_world_size(r) == (unsigned)n);
+	CHECK_OK(dreader_restore_box(r, 0, &off, &len, w, len * sizeof *w));
 	for (uint64_t i = 0; i < len; i++)
 		bad += w[i] != val(tag, i);
 	CHECK(bad == 0);
-	CHECK(ckpt_dist_reader_verify_parts(r, NULL, NULL) == 0);
+	CHECK(dreader_verify_parts(r, NULL, NULL) == 0);
 	free(w);
-	ckpt_dist_reader_close(r);
+	dreader_close(r);
 	ckpt_store_close(s);
 }
 
@@ -311,13 +311,13 @@ static void resave_fewer(const char *dir)
 	REQUIRE(s && ckpt_store_du(s, &du) == 0);
 	CHECK(du->parts == 2 * 4); /* steps 1, 9, 20, 21: their world's parts only */
 	ckpt_du_free(du);
-	ckpt_gc_report *rep = NULL;
-	CHECK_OK(ckpt_store_gc(s, 0, 0, &rep));
+	gc_report *rep = NULL;
+	CHECK_OK(retain_gc(s, 0, 0, &rep));
 	/* The two strays, and the parts of step 7 whose commit failed. */
 	CHECK(rep && rep->parts_removed == 2 + 2);
 	if (rep && rep->parts_removed != 4)
 		fprintf(stderr, "gc removed %" PRIu64 " part files\n", rep->parts_removed);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	ckpt_store_close(s);
 	check_parts(dir, 9, "0.part 1.part");
 	check_parts(dir, 7, "");

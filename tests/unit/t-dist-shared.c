@@ -1,4 +1,4 @@
-/* ckpt_dist_reader_restore_shared (issue 24 item 3b, the C form): a replicated entry restored
+/* dreader_restore_shared (the C form): a replicated entry restored
  * by every rank of a job is read from the store by one rank and broadcast through ckpt_comm.
  * 4 ranks (threads, t-dist-tcomm.h) save the scenario of t-dist-scen.h; then each restores "emb"
  * with root 1: every rank gets every byte, only root reads pack bytes (the others' readers read
@@ -43,12 +43,12 @@ static int restore_main(ckpt_comm *c, void *arg)
 	size_t n = (size_t)E_ROWS * E_COLS;
 	uint16_t *e = calloc(n, sizeof *e);
 	ckpt_store *s = t_open_store(sr->dir, SCEN_CHUNK, 0);
-	ckpt_dist_reader *d = NULL;
-	int rc = !e || !s ? -CKPT_E_NOMEM : ckpt_dist_reader_open(s, STEP, &d);
-	long idx = rc ? -1 : ckpt_dist_reader_find(d, "emb");
+	dreader *d = NULL;
+	int rc = !e || !s ? -CKPT_E_NOMEM : dreader_open(s, STEP, &d);
+	long idx = rc ? -1 : dreader_find(d, "emb");
 	uint64_t size = n * sizeof *e - (k == sr->bad_rank ? 2 : 0);
 	/* every rank reaches the collective, whatever failed before it (a test of the ranks' agreement) */
-	rc = ckpt_dist_reader_restore_shared(d, c, idx < 0 ? 0 : (size_t)idx, ROOT, e, size);
+	rc = dreader_restore_shared(d, c, idx < 0 ? 0 : (size_t)idx, ROOT, e, size);
 	snprintf(sr->msg[k], sizeof sr->msg[k], "%s", rc ? ckpt_errmsg() : "");
 	sr->diff[k] = -1;
 	if (!rc) {
@@ -58,9 +58,9 @@ static int restore_main(ckpt_comm *c, void *arg)
 	}
 	ckpt_stats st = {0};
 	if (d)
-		ckpt_reader_stats(ckpt_dist_reader_checkpoint(d), &st);
+		reader1_stats(dreader_checkpoint(d), &st);
 	sr->bytes_read[k] = st.bytes_read;
-	ckpt_dist_reader_close(d);
+	dreader_close(d);
 	ckpt_store_close(s);
 	free(e);
 	return rc;

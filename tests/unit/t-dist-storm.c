@@ -1,4 +1,4 @@
-/* The metadata storm (issue 14): at every step of a multi-rank job, a rank must not reread every
+/* The metadata storm: at every step of a multi-rank job, a rank must not reread every
  * manifest to refresh its dedup index. 4 ranks (threads, each with its own store handle kept
  * across steps, tests/unit/t-dist-tcomm.h) save 8 steps; the test build counts the manifests
  * read into dedup indexes (CKPT_TEST_HOOKS) and the part files read by commits: each rank reads
@@ -71,11 +71,11 @@ static int save_step(struct job *j, uint64_t step)
 static void check_all(ckpt_store *s, const uint64_t *steps, int n)
 {
 	for (int i = 0; i < n; i++) {
-		ckpt_reader *r;
-		CHECK_OK(ckpt_reader_open(s, steps[i], &r));
+		reader1 *r;
+		CHECK_OK(reader1_open(s, steps[i], &r));
 		if (r)
-			CHECK(ckpt_reader_verify(r, NULL, NULL, NULL) == 0);
-		ckpt_reader_close(r);
+			CHECK(reader1_verify(r, NULL, NULL, NULL) == 0);
+		reader1_close(r);
 		CHECK(scen_check_layout(s, steps[i], 2) == 0);
 	}
 }
@@ -109,10 +109,10 @@ static void test_forged_part(ckpt_store *s, uint64_t step)
 	store_mf_name(step, name, sizeof name);
 	snprintf(mf, sizeof mf, "%s/%s", s->mf_dir, name);
 	t_mf_rewrite(mf, set_part_record, rec, unused);
-	ckpt_dist_reader *d;
-	CHECK_OK(ckpt_dist_reader_open(s, step, &d));
-	CHECK(d && ckpt_dist_reader_verify_parts(d, NULL, NULL) == 1);
-	ckpt_dist_reader_close(d);
+	dreader *d;
+	CHECK_OK(dreader_open(s, step, &d));
+	CHECK(d && dreader_verify_parts(d, NULL, NULL) == 1);
+	dreader_close(d);
 }
 
 /* A multi-rank save of step 200 that fails leaves parts/200; a single-process save of step 200
@@ -129,27 +129,27 @@ static void test_single_after_failed(struct job *j, ckpt_store *g, const char *d
 	static uint8_t data[3 * SCEN_CHUNK + 17];
 	t_fill(data, sizeof data, 200);
 	uint64_t shape[1] = {sizeof data};
-	ckpt_save *sv;
-	CHECK_OK(ckpt_save_begin(g, 200, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "single", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, data));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	save1 *sv;
+	CHECK_OK(save1_begin(g, 200, &sv));
+	CHECK_OK(save1_add_tensor(sv, "single", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, data));
+	CHECK_OK(save1_commit(sv, NULL));
 	ckpt_du *du = NULL;
 	CHECK_OK(ckpt_store_du(g, &du));
 	uint64_t live_before = du ? du->parts : 0;
 	ckpt_du_free(du);
-	ckpt_gc_report *rep = NULL;
-	CHECK_OK(ckpt_store_gc(g, 0, 0, &rep));
+	gc_report *rep = NULL;
+	CHECK_OK(retain_gc(g, 0, 0, &rep));
 	CHECK(rep && rep->parts_removed > 0);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(access(parts, F_OK) != 0 && errno == ENOENT);
 	CHECK_OK(ckpt_store_du(g, &du));
 	CHECK(du && du->parts == live_before);
 	ckpt_du_free(du);
-	ckpt_reader *r;
-	CHECK_OK(ckpt_reader_open(g, 200, &r));
+	reader1 *r;
+	CHECK_OK(reader1_open(g, 200, &r));
 	if (r)
-		CHECK(ckpt_reader_verify(r, NULL, NULL, NULL) == 0);
-	ckpt_reader_close(r);
+		CHECK(reader1_verify(r, NULL, NULL, NULL) == 0);
+	reader1_close(r);
 }
 
 int main(void)
@@ -180,10 +180,10 @@ int main(void)
 	CHECK(save_step(&j, 100) == NR);
 	scen_abort_rank = -1;
 	ckpt_store *g = t_open_store(dir, SCEN_CHUNK, 0);
-	ckpt_gc_report *rep = NULL;
-	CHECK_OK(ckpt_store_gc(g, 0, 0, &rep));
+	gc_report *rep = NULL;
+	CHECK_OK(retain_gc(g, 0, 0, &rep));
 	CHECK(rep && rep->packs_removed > 0 && rep->parts_removed > 0);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(save_step(&j, 100) == 0); /* the same data again, through the same handles */
 	steps[STEPS] = 100;
 	check_all(g, steps, STEPS + 1);

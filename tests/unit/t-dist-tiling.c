@@ -1,9 +1,9 @@
-/* A shard table must tile its global tensor exactly (issue 23, G6). Four ranks (threads,
+/* A shard table must tile its global tensor exactly. Four ranks (threads,
  * tests/unit/t-dist-world.h) save "g": I16 [4, 6] as a 2 x 2 grid of boxes and "w": F32 [8, 6]
  * by rows; the global manifest's shard tables are then re-encoded (tests/unit/t-mf-rewrite.h, so
  * the checksum follows) with a gap, overlapping boxes (in a row split, and across the grid), a
  * box outside the extent, a table whose dtype is not its shards', one tensor named twice, a
- * shard of another name, and a part record of a rank written "01". ckpt_dist_reader_open must
+ * shard of another name, and a part record of a rank written "01". dreader_open must
  * refuse each as -CKPT_E_CORRUPT with a message naming the tensor and the problem (both ranks
  * of an overlap); the overlaps and the gap used to open, and read back rows that no shard or two
  * shards held. The intact checkpoint opens, grid included, and restores whole. */
@@ -38,16 +38,16 @@ static int save(ckpt_store *s, ckpt_comm *c)
 		w[i] = (float)(r * 12 + i);
 	uint64_t gg[2] = {4, 6}, go[2] = {gi, gj}, gl[2] = {2, 3};
 	uint64_t wg[2] = {8, 6}, wo[2] = {2 * r, 0}, wl[2] = {2, 6};
-	ckpt_dist_save *d;
-	int rc = ckpt_dist_save_begin(s, c, STEP, &d);
+	dsave *d;
+	int rc = dsave_begin(s, c, STEP, &d);
 	if (rc)
 		return rc;
-	if ((rc = ckpt_dist_save_add_shard(d, "g", CKPT_DTYPE_I16, 2, gg, go, gl, CKPT_MEM_HOST, g)) ||
-	    (rc = ckpt_dist_save_add_shard(d, "w", CKPT_DTYPE_F32, 2, wg, wo, wl, CKPT_MEM_HOST, w))) {
-		ckpt_dist_save_abort(d);
+	if ((rc = dsave_add_shard(d, "g", CKPT_DTYPE_I16, 2, gg, go, gl, CKPT_MEM_HOST, g)) ||
+	    (rc = dsave_add_shard(d, "w", CKPT_DTYPE_F32, 2, wg, wo, wl, CKPT_MEM_HOST, w))) {
+		dsave_abort(d);
 		return rc;
 	}
-	return ckpt_dist_save_commit(d, NULL);
+	return dsave_commit(d, NULL);
 }
 
 static int rank_main(ckpt_comm *c, void *arg)
@@ -105,15 +105,15 @@ static void refused(ckpt_store *s, const char *path, const char *key, const stru
 	char v[DIST_VAL_MAX];
 	put(v, sizeof v, tb);
 	t_mf_set_meta(path, key, v);
-	ckpt_dist_reader *d = NULL;
-	int rc = ckpt_dist_reader_open(s, STEP, &d);
+	dreader *d = NULL;
+	int rc = dreader_open(s, STEP, &d);
 	int named = rc != 0;
 	for (const char *const *w = want; *w && named; w++)
 		named = strstr(ckpt_errmsg(), *w) != NULL;
 	if (rc != -CKPT_E_CORRUPT || !named)
 		fprintf(stderr, "%s = \"%s\": rc %d (%s)\n", key, v, rc, rc ? ckpt_errmsg() : "opened");
 	CHECK(rc == -CKPT_E_CORRUPT && d == NULL && named);
-	ckpt_dist_reader_close(d);
+	dreader_close(d);
 	t_mf_set_meta(path, key, orig);
 }
 
@@ -182,28 +182,28 @@ static void test_part_key(ckpt_store *s, const char *path)
 {
 	struct rename rn = {DIST_PART "1", DIST_PART "01"}, back = {DIST_PART "01", DIST_PART "1"};
 	t_mf_rewrite(path, rename_key, &rn, NULL);
-	ckpt_dist_reader *d = NULL;
-	CHECK(ckpt_dist_reader_open(s, STEP, &d) == -CKPT_E_CORRUPT && !d);
+	dreader *d = NULL;
+	CHECK(dreader_open(s, STEP, &d) == -CKPT_E_CORRUPT && !d);
 	CHECK(strstr(ckpt_errmsg(), DIST_PART "01"));
 	t_mf_rewrite(path, rename_key, &back, NULL);
 }
 
 static void check_intact(ckpt_store *s)
 {
-	ckpt_dist_reader *d = NULL;
-	CHECK_OK(ckpt_dist_reader_open(s, STEP, &d));
+	dreader *d = NULL;
+	CHECK_OK(dreader_open(s, STEP, &d));
 	REQUIRE(d);
-	long g = ckpt_dist_reader_find(d, "g");
+	long g = dreader_find(d, "g");
 	REQUIRE(g >= 0);
-	CHECK(ckpt_dist_reader_shard_count(d, (size_t)g) == NR);
+	CHECK(dreader_shard_count(d, (size_t)g) == NR);
 	int16_t got[4 * 6];
 	uint64_t off[2] = {0, 0}, len[2] = {4, 6};
-	CHECK_OK(ckpt_dist_reader_restore_box(d, (size_t)g, off, len, got, sizeof got));
+	CHECK_OK(dreader_restore_box(d, (size_t)g, off, len, got, sizeof got));
 	for (unsigned i = 0; i < 4; i++)
 		for (unsigned j = 0; j < 6; j++)
 			CHECK(got[i * 6 + j] == gval(i, j));
-	CHECK(ckpt_dist_reader_verify_parts(d, NULL, NULL) == 0);
-	ckpt_dist_reader_close(d);
+	CHECK(dreader_verify_parts(d, NULL, NULL) == 0);
+	dreader_close(d);
 }
 
 int main(void)
@@ -216,12 +216,12 @@ int main(void)
 	char name[64], path[4096], ow[DIST_VAL_MAX], og[DIST_VAL_MAX];
 	store_mf_name(STEP, name, sizeof name);
 	snprintf(path, sizeof path, "%s/%s", s->mf_dir, name);
-	ckpt_reader *r;
-	CHECK_OK(ckpt_reader_open(s, STEP, &r));
-	REQUIRE(r && ckpt_reader_get_meta(r, KW) && ckpt_reader_get_meta(r, KG));
-	snprintf(ow, sizeof ow, "%s", ckpt_reader_get_meta(r, KW));
-	snprintf(og, sizeof og, "%s", ckpt_reader_get_meta(r, KG));
-	ckpt_reader_close(r);
+	reader1 *r;
+	CHECK_OK(reader1_open(s, STEP, &r));
+	REQUIRE(r && reader1_get_meta(r, KW) && reader1_get_meta(r, KG));
+	snprintf(ow, sizeof ow, "%s", reader1_get_meta(r, KW));
+	snprintf(og, sizeof og, "%s", reader1_get_meta(r, KG));
+	reader1_close(r);
 	test_rows(s, path, ow);
 	test_grid(s, path, og, ow);
 	test_part_key(s, path);

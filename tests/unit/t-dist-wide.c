@@ -1,4 +1,4 @@
-/* A commit of 64 ranks (threads, tests/unit/t-dist-world.h) with tiny shards (issue 24, item 6):
+/* A commit of 64 ranks (threads, tests/unit/t-dist-world.h) with tiny shards:
  * "w" F32 [256, 3] split by rows, "g" I16 [16, 24] as an 8 x 8 grid of boxes and "z" U8 [64]
  * where rank 63's box is empty, inside rank 62's two elements (the merge's pairwise test took
  * that for an overlap; the shared sweep of dist_find_overlap, as the readers, does not).
@@ -91,7 +91,7 @@ static int damaging_allgather(void *ctx, const void *in, size_t len, void *out)
 	return tc_allgather(ctx, in, len, out);
 }
 
-static int add(ckpt_dist_save *d, const struct job *j, unsigned r, float *w, int16_t *g,
+static int add(dsave *d, const struct job *j, unsigned r, float *w, int16_t *g,
 	       uint8_t *z)
 {
 	uint64_t wg[2] = {4 * NR, 3}, wo[2] = {4 * r, 0}, wl[2] = {4, 3};
@@ -113,11 +113,11 @@ static int add(ckpt_dist_save *d, const struct job *j, unsigned r, float *w, int
 		g[i] = gval(j->step, (go[0] + i / 3) * 24 + go[1] + i % 3);
 	z[0] = z[1] = (uint8_t)(j->step + zo);
 	z[1]++;
-	int rc = ckpt_dist_save_add_shard(d, "w", CKPT_DTYPE_F32, 2, wg, wo, wl, CKPT_MEM_HOST, w);
+	int rc = dsave_add_shard(d, "w", CKPT_DTYPE_F32, 2, wg, wo, wl, CKPT_MEM_HOST, w);
 	if (!rc)
-		rc = ckpt_dist_save_add_shard(d, "g", CKPT_DTYPE_I16, 2, gg, go, gl, CKPT_MEM_HOST, g);
+		rc = dsave_add_shard(d, "g", CKPT_DTYPE_I16, 2, gg, go, gl, CKPT_MEM_HOST, g);
 	if (!rc)
-		rc = ckpt_dist_save_add_shard(d, "z", CKPT_DTYPE_U8, 1, &zg, &zo, &zl, CKPT_MEM_HOST,
+		rc = dsave_add_shard(d, "z", CKPT_DTYPE_U8, 1, &zg, &zo, &zl, CKPT_MEM_HOST,
 					      z);
 	return rc;
 }
@@ -132,12 +132,12 @@ static int rank_main(ckpt_comm *c, void *arg)
 	float w[12];
 	int16_t g[6];
 	uint8_t z[2];
-	ckpt_dist_save *d;
-	int rc = ckpt_dist_save_begin(j->s[r], &mine, j->step, &d);
+	dsave *d;
+	int rc = dsave_begin(j->s[r], &mine, j->step, &d);
 	if (!rc && (rc = add(d, j, r, w, g, z)))
-		ckpt_dist_save_abort(d);
+		dsave_abort(d);
 	else if (!rc)
-		rc = ckpt_dist_save_commit(d, NULL);
+		rc = dsave_commit(d, NULL);
 	if (rc)
 		snprintf(j->msg[r], sizeof j->msg[r], "%s", ckpt_errmsg());
 	return rc;
@@ -169,28 +169,28 @@ static void all_failed(const struct job *j, const char *const *want, const char 
 
 static void check_restore(ckpt_store *s, uint64_t step)
 {
-	ckpt_dist_reader *d = NULL;
-	CHECK_OK(ckpt_dist_reader_open(s, step, &d));
+	dreader *d = NULL;
+	CHECK_OK(dreader_open(s, step, &d));
 	REQUIRE(d);
-	CHECK(ckpt_dist_reader_world_size(d) == NR);
+	CHECK(dreader_world_size(d) == NR);
 	static float w[4 * NR * 3];
 	int16_t g[16 * 24];
 	uint8_t z[NR];
 	uint64_t o[2] = {0, 0}, wl[2] = {4 * NR, 3}, gl[2] = {16, 24}, zl = NR;
-	long wi = ckpt_dist_reader_find(d, "w"), gi = ckpt_dist_reader_find(d, "g");
-	long zi = ckpt_dist_reader_find(d, "z");
+	long wi = dreader_find(d, "w"), gi = dreader_find(d, "g");
+	long zi = dreader_find(d, "z");
 	REQUIRE(wi >= 0 && gi >= 0 && zi >= 0);
-	CHECK(ckpt_dist_reader_shard_count(d, (size_t)wi) == NR);
-	CHECK_OK(ckpt_dist_reader_restore_box(d, (size_t)wi, o, wl, w, sizeof w));
-	CHECK_OK(ckpt_dist_reader_restore_box(d, (size_t)gi, o, gl, g, sizeof g));
-	CHECK_OK(ckpt_dist_reader_restore_box(d, (size_t)zi, o, &zl, z, sizeof z));
+	CHECK(dreader_shard_count(d, (size_t)wi) == NR);
+	CHECK_OK(dreader_restore_box(d, (size_t)wi, o, wl, w, sizeof w));
+	CHECK_OK(dreader_restore_box(d, (size_t)gi, o, gl, g, sizeof g));
+	CHECK_OK(dreader_restore_box(d, (size_t)zi, o, &zl, z, sizeof z));
 	for (unsigned i = 0; i < 4 * NR * 3; i++)
 		CHECK(w[i] == wval(step, i));
 	for (unsigned i = 0; i < 16 * 24; i++)
 		CHECK(g[i] == gval(step, i));
 	for (unsigned i = 0; i < NR; i++)
 		CHECK(z[i] == (uint8_t)(step + i));
-	ckpt_dist_reader_close(d);
+	dreader_close(d);
 }
 
 static ckpt_store *open_small(const char *dir)

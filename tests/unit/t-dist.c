@@ -117,8 +117,9 @@ static int rank_main(struct pcomm *c, uint64_t step, const char *kill_at)
 {
 	if (kill_at && strncmp(kill_at, "after:", 6))
 		setenv("CKPT_DIST_KILL_AT", kill_at, 1);
-	ckpt_comm comm = {.rank = c->rank, .size = c->size, .ctx = c, .allgather = p_allgather,
-			  .broadcast = p_broadcast, .barrier = p_barrier, .errmsg = p_errmsg};
+	ckpt_comm comm = {.struct_size = sizeof comm, .rank = c->rank, .size = c->size, .ctx = c,
+			  .allgather = p_allgather, .broadcast = p_broadcast, .barrier = p_barrier,
+			  .errmsg = p_errmsg};
 	ckpt_store *s = t_open_store(g_store, SCEN_CHUNK, 0);
 	if (!s)
 		return 2;
@@ -216,21 +217,21 @@ static void check_all_layouts(ckpt_store *s, uint64_t step)
  * restored transposed (innermost stride not 1). */
 static void test_strided(ckpt_store *s, uint64_t step)
 {
-	ckpt_dist_reader *r;
-	CHECK_OK(ckpt_dist_reader_open(s, step, &r));
-	long iw = ckpt_dist_reader_find(r, "w");
+	dreader *r;
+	CHECK_OK(dreader_open(s, step, &r));
+	long iw = dreader_find(r, "w");
 	REQUIRE(iw >= 0);
 	size_t n = (size_t)W_ROWS * W_COLS;
 	float *m = calloc(n, sizeof *m), *t = calloc(n, sizeof *t);
 	REQUIRE(m && t);
 	for (unsigned q = 0; q < 2; q++) {
 		uint64_t o[2] = {0, W_COLS * q / 2}, l[2] = {W_ROWS, W_COLS / 2}, st[2] = {W_COLS, 1};
-		CHECK_OK(ckpt_dist_reader_restore_box_strided(r, (size_t)iw, o, l, m + o[1], st,
+		CHECK_OK(dreader_restore_box_strided(r, (size_t)iw, o, l, m + o[1], st,
 							      (n - o[1]) * sizeof *m));
 	}
 	uint64_t o[2] = {0, 0}, l[2] = {W_ROWS, W_COLS}, tst[2] = {1, W_ROWS};
-	CHECK_OK(ckpt_dist_reader_restore_box_strided(r, (size_t)iw, o, l, t, tst, n * sizeof *t));
-	CHECK_RC(ckpt_dist_reader_restore_box_strided(r, (size_t)iw, o, l, t, tst, n * sizeof *t - 1),
+	CHECK_OK(dreader_restore_box_strided(r, (size_t)iw, o, l, t, tst, n * sizeof *t));
+	CHECK_RC(dreader_restore_box_strided(r, (size_t)iw, o, l, t, tst, n * sizeof *t - 1),
 		 -CKPT_E_INVAL);
 	long bad = 0;
 	for (uint64_t i = 0; i < W_ROWS; i++)
@@ -242,7 +243,7 @@ static void test_strided(ckpt_store *s, uint64_t step)
 	CHECK(bad == 0);
 	free(m);
 	free(t);
-	ckpt_dist_reader_close(r);
+	dreader_close(r);
 }
 
 /* Saves, an incremental step, resharding in both directions. */
@@ -260,30 +261,30 @@ static void test_roundtrip(void)
 	CHECK(scen_check_box(s, 2, o, l) == 0);
 	test_strided(s, 3);
 	/* Step 2 changed rows 0..63 only: the global manifest says how much was new. */
-	ckpt_reader *r;
-	CHECK_OK(ckpt_reader_open(s, 2, &r));
+	reader1 *r;
+	CHECK_OK(reader1_open(s, 2, &r));
 	/* The replicated tensor is an ordinary tensor of the global manifest (ckptctl, export). */
-	long e = ckpt_reader_find(r, "emb");
+	long e = reader1_find(r, "emb");
 	CHECK(e >= 0);
-	CHECK(ckpt_reader_get_meta(r, "step") && !strcmp(ckpt_reader_get_meta(r, "step"), "2"));
-	CHECK(ckpt_reader_get_meta(r, "ckpt.dist.world") &&
-	      !strcmp(ckpt_reader_get_meta(r, "ckpt.dist.world"), "4"));
+	CHECK(reader1_get_meta(r, "step") && !strcmp(reader1_get_meta(r, "step"), "2"));
+	CHECK(reader1_get_meta(r, "ckpt.dist.world") &&
+	      !strcmp(reader1_get_meta(r, "ckpt.dist.world"), "4"));
 	ckpt_tensor_info ti;
 	size_t newc = 0;
-	for (size_t i = 0; i < ckpt_reader_tensor_count(r); i++)
-		if (ckpt_reader_tensor(r, i, &ti) == 0)
+	for (size_t i = 0; i < reader1_tensor_count(r); i++)
+		if (reader1_tensor(r, i, &ti) == 0)
 			newc += ti.chunks_new;
 	/* rows 0..63 of w are 96 KiB: 2 chunks of 64 KiB (rank 0's shard), nothing else. */
 	CHECK(newc == 2);
-	ckpt_reader_close(r);
+	reader1_close(r);
 	/* Step 1 wrote w (12 chunks) and emb (10 chunks) once, not once per replica. */
-	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	CHECK_OK(reader1_open(s, 1, &r));
 	newc = 0;
-	for (size_t i = 0; i < ckpt_reader_tensor_count(r); i++)
-		if (ckpt_reader_tensor(r, i, &ti) == 0)
+	for (size_t i = 0; i < reader1_tensor_count(r); i++)
+		if (reader1_tensor(r, i, &ti) == 0)
 			newc += ti.chunks_new;
 	CHECK(newc == 22);
-	ckpt_reader_close(r);
+	reader1_close(r);
 	ckpt_store_close(s);
 }
 
@@ -404,25 +405,25 @@ static void test_locking(uint64_t step)
 	ckpt_store *a = t_open_store(g_store, SCEN_CHUNK, 0), *b = t_open_store(g_store, SCEN_CHUNK, 0);
 	ckpt_store *c = t_open_store(g_store, SCEN_CHUNK, 0);
 	REQUIRE(a && b && c);
-	ckpt_dist_save *da, *dc;
-	CHECK_OK(ckpt_dist_save_begin(a, &c0, step, &da));
-	CHECK_OK(ckpt_dist_save_begin(c, &c1, step + 1, &dc)); /* another rank: not blocked */
-	ckpt_dist_save *again;
-	CHECK_RC(ckpt_dist_save_begin(a, &c0, step + 2, &again), -CKPT_E_BUSY);
-	ckpt_gc_report *rep = NULL;
-	CHECK_RC(ckpt_store_gc(b, 0, 0, &rep), -CKPT_E_BUSY);
-	ckpt_save *sv;
-	CHECK_RC(ckpt_save_begin(b, step + 3, &sv), -CKPT_E_BUSY);
+	dsave *da, *dc;
+	CHECK_OK(dsave_begin(a, &c0, step, &da));
+	CHECK_OK(dsave_begin(c, &c1, step + 1, &dc)); /* another rank: not blocked */
+	dsave *again;
+	CHECK_RC(dsave_begin(a, &c0, step + 2, &again), -CKPT_E_BUSY);
+	gc_report *rep = NULL;
+	CHECK_RC(retain_gc(b, 0, 0, &rep), -CKPT_E_BUSY);
+	save1 *sv;
+	CHECK_RC(save1_begin(b, step + 3, &sv), -CKPT_E_BUSY);
 	uint64_t shape[1] = {1000};
 	static float x[1000];
-	CHECK_OK(ckpt_dist_save_add_shard(da, "x", CKPT_DTYPE_F32, 1, shape, (uint64_t[]){0},
+	CHECK_OK(dsave_add_shard(da, "x", CKPT_DTYPE_F32, 1, shape, (uint64_t[]){0},
 					  shape, CKPT_MEM_HOST, x));
-	CHECK_RC(ckpt_dist_save_set_meta(da, "ckpt.dist.world", "9"), -CKPT_E_INVAL);
+	CHECK_RC(dsave_set_meta(da, "ckpt.dist.world", "9"), -CKPT_E_INVAL);
 	ckpt_stats st;
-	CHECK_OK(ckpt_dist_save_commit(da, &st));
-	ckpt_dist_save_abort(dc);
-	CHECK_OK(ckpt_store_gc(b, 0, 0, &rep));
-	ckpt_gc_report_free(rep);
+	CHECK_OK(dsave_commit(da, &st));
+	dsave_abort(dc);
+	CHECK_OK(retain_gc(b, 0, 0, &rep));
+	gc_report_free(rep);
 	CHECK(manifest_exists(step) && !manifest_exists(step + 1));
 	ckpt_store_close(a);
 	ckpt_store_close(b);
@@ -457,21 +458,21 @@ int main(void)
 	CHECK(access(pd, F_OK) == 0 && !manifest_exists(orphan));
 	s = t_open_store(g_store, SCEN_CHUNK, 0);
 	REQUIRE(s);
-	ckpt_gc_report *rep = NULL;
-	CHECK_OK(ckpt_store_gc(s, 0, 0, &rep));
+	gc_report *rep = NULL;
+	CHECK_OK(retain_gc(s, 0, 0, &rep));
 	CHECK(rep && rep->packs_removed > 0 && rep->leftovers_removed >= 4);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(access(pd, F_OK) != 0);
 	/* Prune the odd steps (their packs become partly dead), then compaction rewrites global
 	 * manifests (version 2 kept) over moved per-rank records. */
-	ckpt_prune_policy pol = {.keep_every = 2};
+	retain_keep pol = {.keep_every = 2};
 	rep = NULL;
-	CHECK_OK(ckpt_store_prune(s, &pol, 0, &rep));
-	ckpt_gc_report_free(rep);
+	CHECK_OK(retain_prune(s, &pol, 0, &rep));
+	gc_report_free(rep);
 	rep = NULL;
-	CHECK_OK(ckpt_store_gc(s, 1.0, 0, &rep));
+	CHECK_OK(retain_gc(s, 1.0, 0, &rep));
 	CHECK(rep && rep->manifests_rewritten > 0);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(scen_check_layout(s, 2, 4) == 0);
 	CHECK(scen_check_layout(s, 10, 3) == 0);
 	snprintf(pd, sizeof pd, "%s/manifests/%020d.ckpt", g_store, 2);

@@ -1,4 +1,4 @@
-/* ckptctl export of a multi-rank checkpoint (issue 14): the file holds each GLOBAL tensor whole,
+/* ckptctl export of a multi-rank checkpoint: the file holds each GLOBAL tensor whole,
  * assembled from its shards, replicated tensors once, without the shard layout's metadata.
  *
  * Four ranks are threads of this process, each with its own store handle, talking through a
@@ -137,9 +137,9 @@ static void *rank_main(void *arg)
 	ckpt_comm comm = {.rank = c->rank, .size = NR, .ctx = c, .allgather = t_allgather,
 			  .broadcast = t_broadcast, .barrier = t_barrier};
 	ckpt_store *s = t_open_store(c->store, 64 << 10, 0);
-	ckpt_dist_save *d = NULL;
+	dsave *d = NULL;
 	void *bufs[NT + 1] = {0};
-	c->rc = s ? ckpt_dist_save_begin(s, &comm, 1, &d) : -CKPT_E_IO;
+	c->rc = s ? dsave_begin(s, &comm, 1, &d) : -CKPT_E_IO;
 	for (size_t t = 0; t < NT && !c->rc; t++) {
 		const struct gspec *g = &G[t];
 		uint64_t off[3], ext[3];
@@ -148,24 +148,24 @@ static void *rank_main(void *arg)
 			uint8_t *p = bufs[t] = malloc(n);
 			for (uint64_t j = 0; p && j < n; j++)
 				p[j] = gbyte(t, j);
-			c->rc = ckpt_dist_save_add_replicated(d, g->name, g->dtype, g->ndim, g->shape,
+			c->rc = dsave_add_replicated(d, g->name, g->dtype, g->ndim, g->shape,
 							      (unsigned)c->rank, NR, CKPT_MEM_HOST, p);
 		} else {
 			bufs[t] = piece(t, c->rank, off, ext);
-			c->rc = ckpt_dist_save_add_shard(d, g->name, g->dtype, g->ndim, g->shape, off,
+			c->rc = dsave_add_shard(d, g->name, g->dtype, g->ndim, g->shape, off,
 							 ext, CKPT_MEM_HOST, bufs[t]);
 		}
 	}
 	static const char none[1];
 	if (!c->rc)
-		c->rc = ckpt_dist_save_add_replicated(d, "empty", CKPT_DTYPE_F32, 2, empty_shape,
+		c->rc = dsave_add_replicated(d, "empty", CKPT_DTYPE_F32, 2, empty_shape,
 						      (unsigned)c->rank, NR, CKPT_MEM_HOST, none);
 	if (!c->rc)
-		c->rc = ckpt_dist_save_set_meta(d, "note", "consolidated");
+		c->rc = dsave_set_meta(d, "note", "consolidated");
 	if (c->rc)
 		fprintf(stderr, "rank %d: %s\n", c->rank, ckpt_errmsg());
 	/* Every rank commits (collective), also after a failure: then every commit fails. */
-	int rc = d ? ckpt_dist_save_commit(d, NULL) : c->rc;
+	int rc = d ? dsave_commit(d, NULL) : c->rc;
 	if (rc && !c->rc)
 		fprintf(stderr, "rank %d: commit: %s\n", c->rank, ckpt_errmsg());
 	c->rc = c->rc ? c->rc : rc;
@@ -189,20 +189,20 @@ static int sh(const char *fmt, const char *a, const char *b, const char *c)
 static void check_imported(const char *store)
 {
 	ckpt_store *s = t_open_store(store, 0, 0);
-	ckpt_reader *r;
-	REQUIRE(s && ckpt_reader_open(s, 2, &r) == 0);
-	CHECK(ckpt_reader_tensor_count(r) == NT + 1);
+	reader1 *r;
+	REQUIRE(s && reader1_open(s, 2, &r) == 0);
+	CHECK(reader1_tensor_count(r) == NT + 1);
 	for (size_t t = 0; t < NT; t++) {
 		const struct gspec *g = &G[t];
-		long i = ckpt_reader_find(r, g->name);
+		long i = reader1_find(r, g->name);
 		ckpt_tensor_info ti;
 		CHECK(i >= 0);
-		if (i < 0 || ckpt_reader_tensor(r, (size_t)i, &ti))
+		if (i < 0 || reader1_tensor(r, (size_t)i, &ti))
 			continue;
 		CHECK(ti.dtype == g->dtype && ti.ndim == g->ndim && ti.nbytes == gnbytes(g));
 		CHECK(!memcmp(ti.shape, g->shape, g->ndim * sizeof *ti.shape));
 		uint8_t *p = malloc(ti.nbytes + 1);
-		CHECK_OK(ckpt_reader_restore(r, (size_t)i, CKPT_MEM_HOST, p, ti.nbytes));
+		CHECK_OK(reader1_restore(r, (size_t)i, CKPT_MEM_HOST, p, ti.nbytes));
 		uint64_t bad = 0;
 		for (uint64_t j = 0; j < ti.nbytes; j++)
 			bad += p[j] != gbyte(t, j);
@@ -212,17 +212,17 @@ static void check_imported(const char *store)
 		CHECK(bad == 0);
 		free(p);
 	}
-	long e = ckpt_reader_find(r, "empty");
+	long e = reader1_find(r, "empty");
 	ckpt_tensor_info ti;
-	CHECK(e >= 0 && ckpt_reader_tensor(r, (size_t)e, &ti) == 0 && ti.nbytes == 0 &&
+	CHECK(e >= 0 && reader1_tensor(r, (size_t)e, &ti) == 0 && ti.nbytes == 0 &&
 	      ti.ndim == 2 && ti.shape[0] == 0 && ti.shape[1] == 5);
-	const char *note = ckpt_reader_get_meta(r, "note");
+	const char *note = reader1_get_meta(r, "note");
 	CHECK(note && !strcmp(note, "consolidated"));
-	for (size_t k = 0; k < ckpt_reader_meta_count(r); k++) {
+	for (size_t k = 0; k < reader1_meta_count(r); k++) {
 		const char *key, *v;
-		CHECK(ckpt_reader_meta(r, k, &key, &v) == 0 && strncmp(key, "ckpt.dist.", 10));
+		CHECK(reader1_meta(r, k, &key, &v) == 0 && strncmp(key, "ckpt.dist.", 10));
 	}
-	ckpt_reader_close(r);
+	reader1_close(r);
 	ckpt_store_close(s);
 }
 
@@ -255,24 +255,24 @@ static void check_world_of_one(const char *store, const char *dir)
 	ckpt_comm comm = {.rank = 0, .size = 1, .allgather = solo_allgather,
 			  .broadcast = solo_broadcast, .barrier = solo_barrier};
 	ckpt_store *s = t_open_store(store, 0, 0);
-	ckpt_dist_save *d;
-	REQUIRE(p && s && ckpt_dist_save_begin(s, &comm, 5, &d) == 0);
-	CHECK_OK(ckpt_dist_save_add_shard(d, g->name, g->dtype, g->ndim, g->shape, zero, g->shape,
+	dsave *d;
+	REQUIRE(p && s && dsave_begin(s, &comm, 5, &d) == 0);
+	CHECK_OK(dsave_add_shard(d, g->name, g->dtype, g->ndim, g->shape, zero, g->shape,
 					  CKPT_MEM_HOST, p));
-	CHECK_OK(ckpt_dist_save_commit(d, NULL));
+	CHECK_OK(dsave_commit(d, NULL));
 	ckpt_store_close(s);
 	char out[4096], back[4096];
 	snprintf(out, sizeof out, "%s/one.safetensors", dir);
 	snprintf(back, sizeof back, "%s/back1", dir);
 	CHECK(sh("export -q '%s' 5 -o '%s'%s", store, out, "") == 0);
 	CHECK(sh("import -q '%s' --step 1 '%s'%s", back, out, "") == 0);
-	ckpt_reader *r;
-	REQUIRE((s = t_open_store(back, 0, 0)) && ckpt_reader_open(s, 1, &r) == 0);
-	long i = ckpt_reader_find(r, "w");
+	reader1 *r;
+	REQUIRE((s = t_open_store(back, 0, 0)) && reader1_open(s, 1, &r) == 0);
+	long i = reader1_find(r, "w");
 	uint8_t *q = malloc(n);
-	CHECK(ckpt_reader_tensor_count(r) == 1 && i == 0);
-	CHECK(q && i == 0 && ckpt_reader_restore(r, 0, CKPT_MEM_HOST, q, n) == 0 && !memcmp(p, q, n));
-	ckpt_reader_close(r);
+	CHECK(reader1_tensor_count(r) == 1 && i == 0);
+	CHECK(q && i == 0 && reader1_restore(r, 0, CKPT_MEM_HOST, q, n) == 0 && !memcmp(p, q, n));
+	reader1_close(r);
 	ckpt_store_close(s);
 	free(p);
 	free(q);
@@ -287,21 +287,21 @@ static void check_select(const char *store, const char *dir)
 	CHECK(sh("export -q '%s' 1 -o '%s' --select %s", store, out, "m") == 0);
 	CHECK(sh("import -q '%s' --step 1 '%s'%s", back, out, "") == 0);
 	ckpt_store *s = t_open_store(back, 0, 0);
-	ckpt_reader *r;
-	REQUIRE(s && ckpt_reader_open(s, 1, &r) == 0);
-	CHECK(ckpt_reader_tensor_count(r) == 2);
+	reader1 *r;
+	REQUIRE(s && reader1_open(s, 1, &r) == 0);
+	CHECK(reader1_tensor_count(r) == 2);
 	for (size_t t = NT - 2; t < NT; t++) {
-		long i = ckpt_reader_find(r, G[t].name + 2);
+		long i = reader1_find(r, G[t].name + 2);
 		uint64_t n = gnbytes(&G[t]);
 		uint8_t p[64];
 		CHECK(i >= 0 && n <= sizeof p);
 		if (i < 0 || n > sizeof p)
 			continue;
-		CHECK_OK(ckpt_reader_restore(r, (size_t)i, CKPT_MEM_HOST, p, n));
+		CHECK_OK(reader1_restore(r, (size_t)i, CKPT_MEM_HOST, p, n));
 		for (uint64_t j = 0; j < n; j++)
 			CHECK(p[j] == gbyte(t, j));
 	}
-	ckpt_reader_close(r);
+	reader1_close(r);
 	ckpt_store_close(s);
 }
 
@@ -317,18 +317,18 @@ static void check_cut(const char *store, const char *file)
 	for (int i = 0; i < 8; i++)
 		off += (uint64_t)len8[i] << (8 * i);
 	ckpt_store *s = t_open_store(store, 0, 0);
-	ckpt_dist_reader *d;
-	REQUIRE(s && ckpt_dist_reader_open(s, 1, &d) == 0);
-	for (size_t k = 0; k < ckpt_dist_reader_tensor_count(d); k++) {
+	dreader *d;
+	REQUIRE(s && dreader_open(s, 1, &d) == 0);
+	for (size_t k = 0; k < dreader_tensor_count(d); k++) {
 		ckpt_tensor_info ti;
-		REQUIRE(ckpt_dist_reader_tensor(d, k, &ti) == 0);
+		REQUIRE(dreader_tensor(d, k, &ti) == 0);
 		if (!strcmp(ti.name, "big")) {
 			uint64_t cut = XFER_BLOCK - off;
 			CHECK(off < XFER_BLOCK && off + ti.nbytes > XFER_BLOCK && cut % 4 != 0);
 		}
 		off += ti.nbytes;
 	}
-	ckpt_dist_reader_close(d);
+	dreader_close(d);
 	ckpt_store_close(s);
 }
 

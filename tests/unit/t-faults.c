@@ -99,21 +99,21 @@ static ckpt_store *open_store(const char *dir, int compress)
 
 static int save_step(ckpt_store *s, uint64_t step, uint64_t seed)
 {
-	ckpt_save *sv;
-	int rc = ckpt_save_begin(s, step, &sv);
+	save1 *sv;
+	int rc = save1_begin(s, step, &sv);
 	if (rc)
 		return rc;
 	uint8_t *d[NT];
 	for (int i = 0; i < NT; i++) {
 		d[i] = tdata(&TD[i], seed);
-		rc = ckpt_save_add_tensor(sv, TD[i].name, TD[i].dt, TD[i].ndim, TD[i].shape,
+		rc = save1_add_tensor(sv, TD[i].name, TD[i].dt, TD[i].ndim, TD[i].shape,
 					  CKPT_MEM_HOST, d[i]);
 		REQUIRE(rc == 0);
 	}
 	char v[32];
 	snprintf(v, sizeof v, "%llu", (unsigned long long)seed);
-	REQUIRE(ckpt_save_set_meta(sv, "seed", v) == 0);
-	rc = ckpt_save_commit(sv, NULL);
+	REQUIRE(save1_set_meta(sv, "seed", v) == 0);
+	rc = save1_commit(sv, NULL);
 	for (int i = 0; i < NT; i++)
 		free(d[i]);
 	return rc;
@@ -123,26 +123,26 @@ static int save_step(ckpt_store *s, uint64_t step, uint64_t seed)
  * Returns the number of problems (0: intact and identical). */
 static int check_step(ckpt_store *s, uint64_t step, uint64_t seed)
 {
-	ckpt_reader *r;
-	int rc = ckpt_reader_open(s, step, &r), bad = 0;
+	reader1 *r;
+	int rc = reader1_open(s, step, &r), bad = 0;
 	if (rc) {
 		fprintf(stderr, "step %llu does not open: %s\n", (unsigned long long)step, ckpt_errmsg());
 		return 1;
 	}
-	long dmg = ckpt_reader_verify(r, NULL, NULL, NULL);
+	long dmg = reader1_verify(r, NULL, NULL, NULL);
 	if (dmg != 0) {
 		fprintf(stderr, "step %llu: verify returned %ld: %s\n", (unsigned long long)step, dmg,
 			ckpt_errmsg());
 		bad++;
 	}
-	const char *sd = ckpt_reader_get_meta(r, "seed");
+	const char *sd = reader1_get_meta(r, "seed");
 	if (!sd || strtoull(sd, NULL, 10) != seed)
 		bad++;
 	for (int i = 0; i < NT; i++) {
-		long idx = ckpt_reader_find(r, TD[i].name);
+		long idx = reader1_find(r, TD[i].name);
 		uint64_t n = tbytes(&TD[i]);
 		uint8_t *want = tdata(&TD[i], seed), *got = malloc(n ? n : 1);
-		if (idx < 0 || ckpt_reader_restore(r, (size_t)idx, CKPT_MEM_HOST, got, n) ||
+		if (idx < 0 || reader1_restore(r, (size_t)idx, CKPT_MEM_HOST, got, n) ||
 		    memcmp(got, want, n)) {
 			fprintf(stderr, "step %llu: tensor %s does not restore identically: %s\n",
 				(unsigned long long)step, TD[i].name, ckpt_errmsg());
@@ -151,7 +151,7 @@ static int check_step(ckpt_store *s, uint64_t step, uint64_t seed)
 		free(want);
 		free(got);
 	}
-	ckpt_reader_close(r);
+	reader1_close(r);
 	return bad;
 }
 
@@ -292,9 +292,9 @@ static void save_faults(int compress, int op, int err)
 				t_failures++;
 			}
 			/* No manifest for the step, no temporary left, no pack left behind. */
-			ckpt_reader *r = NULL;
-			CHECK_RC(ckpt_reader_open(s, step, &r), -CKPT_E_NOTFOUND);
-			ckpt_reader_close(r);
+			reader1 *r = NULL;
+			CHECK_RC(reader1_open(s, step, &r), -CKPT_E_NOTFOUND);
+			reader1_close(r);
 			if (!same_listing(&mf0, &mf1)) {
 				fprintf(stderr, "%s, op %lu: manifests directory changed by a failed save\n",
 					label, n);
@@ -360,17 +360,17 @@ static void save_faults(int compress, int op, int err)
  * among the successful ones (wrong data: never allowed) in *wrong. */
 static int restore_all(ckpt_store *s, uint64_t step, uint64_t seed, int *wrong, int *open_rc)
 {
-	ckpt_reader *r;
-	*open_rc = ckpt_reader_open(s, step, &r);
+	reader1 *r;
+	*open_rc = reader1_open(s, step, &r);
 	if (*open_rc)
 		return 0;
 	int failed = 0;
 	for (int i = 0; i < NT; i++) {
 		uint64_t n = tbytes(&TD[i]);
 		uint8_t *want = tdata(&TD[i], seed), *got = malloc(n ? n : 1);
-		long idx = ckpt_reader_find(r, TD[i].name);
+		long idx = reader1_find(r, TD[i].name);
 		REQUIRE(idx >= 0);
-		int rc = ckpt_reader_restore(r, (size_t)idx, CKPT_MEM_HOST, got, n);
+		int rc = reader1_restore(r, (size_t)idx, CKPT_MEM_HOST, got, n);
 		if (rc) {
 			failed++;
 			if (rc != -CKPT_E_IO) {
@@ -384,7 +384,7 @@ static int restore_all(ckpt_store *s, uint64_t step, uint64_t seed, int *wrong, 
 		free(want);
 		free(got);
 	}
-	ckpt_reader_close(r);
+	reader1_close(r);
 	return failed;
 }
 
@@ -443,12 +443,12 @@ static void read_faults(int compress)
 			/* verify */
 			ckpt_io_fault_arm(IO_FAULT_READ, n, errs[e]);
 			s = open_store(dir, compress);
-			ckpt_reader *r = NULL;
-			CHECK_OK(ckpt_reader_open(s, 2, &r));
-			long dmg = r ? ckpt_reader_verify(r, NULL, NULL, NULL) : 0;
+			reader1 *r = NULL;
+			CHECK_OK(reader1_open(s, 2, &r));
+			long dmg = r ? reader1_verify(r, NULL, NULL, NULL) : 0;
 			unsigned long vfired = ckpt_io_fault_fired();
 			ckpt_io_fault_disarm();
-			ckpt_reader_close(r);
+			reader1_close(r);
 			if (vfired && errs[e] && dmg == 0) {
 				fprintf(stderr, "read fault %lu: verify reported no damage under EIO\n", n);
 				t_failures++;

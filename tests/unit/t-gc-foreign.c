@@ -1,4 +1,4 @@
-/* gc and prune act only on this store's packs (issue 11, F1 and F2): a file whose name is not
+/* gc and prune act only on this store's packs: a file whose name is not
  * exactly the canonical NNNNNNNN.pack, or whose header carries another store's uuid, is left
  * alone and reported; before the fix, "2.pack" made gc remove the real 00000002.pack, and gc of one
  * store removed the packs of another that shares its data directory. */
@@ -40,16 +40,16 @@ static void build(const char *dir, const char *data_dir)
 	for (int t = 0; t < NT; t++)
 		buf[t] = malloc(TB);
 	for (uint64_t step = 1; step <= STEPS; step++) {
-		ckpt_save *sv;
-		REQUIRE(ckpt_save_begin(s, step, &sv) == 0);
+		save1 *sv;
+		REQUIRE(save1_begin(s, step, &sv) == 0);
 		for (int t = 0; t < NT; t++) {
 			char nm[16];
 			snprintf(nm, sizeof nm, "w%d", t);
 			data_for(buf[t], step, t);
-			REQUIRE(ckpt_save_add_tensor(sv, nm, CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
+			REQUIRE(save1_add_tensor(sv, nm, CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
 						     buf[t]) == 0);
 		}
-		REQUIRE(ckpt_save_commit(sv, NULL) == 0);
+		REQUIRE(save1_commit(sv, NULL) == 0);
 	}
 	for (int t = 0; t < NT; t++)
 		free(buf[t]);
@@ -69,14 +69,14 @@ static int damaged(const char *dir, int want)
 	}
 	uint8_t *want_b = malloc(TB), *got = malloc(TB);
 	for (int k = 0; k < n; k++) {
-		ckpt_reader *r;
-		if (list[k].error || ckpt_reader_open(s, list[k].step, &r)) {
+		reader1 *r;
+		if (list[k].error || reader1_open(s, list[k].step, &r)) {
 			fprintf(stderr, "%s step %llu: %s\n", dir, (unsigned long long)list[k].step,
 				ckpt_errmsg());
 			bad++;
 			continue;
 		}
-		if (ckpt_reader_verify(r, NULL, NULL, NULL)) {
+		if (reader1_verify(r, NULL, NULL, NULL)) {
 			fprintf(stderr, "%s step %llu: verify: %s\n", dir,
 				(unsigned long long)list[k].step, ckpt_errmsg());
 			bad++;
@@ -85,7 +85,7 @@ static int damaged(const char *dir, int want)
 			data_for(want_b, list[k].step, t);
 			char nm[16];
 			snprintf(nm, sizeof nm, "w%d", t);
-			int rc = ckpt_reader_restore(r, (size_t)ckpt_reader_find(r, nm), CKPT_MEM_HOST,
+			int rc = reader1_restore(r, (size_t)reader1_find(r, nm), CKPT_MEM_HOST,
 						     got, TB);
 			if (rc || memcmp(want_b, got, TB)) {
 				fprintf(stderr, "%s step %llu %s: %s\n", dir,
@@ -94,7 +94,7 @@ static int damaged(const char *dir, int want)
 				bad++;
 			}
 		}
-		ckpt_reader_close(r);
+		reader1_close(r);
 	}
 	ckpt_info_free(list);
 	free(want_b);
@@ -128,15 +128,15 @@ static void lookalike_names(void)
 	REQUIRE(f);
 	fclose(f);
 	ckpt_store *s = t_open_store(dir, 0, 0);
-	ckpt_gc_report *rep = NULL;
-	CHECK_OK(ckpt_store_gc(s, 0.99, 0, &rep));
+	gc_report *rep = NULL;
+	CHECK_OK(retain_gc(s, 0.99, 0, &rep));
 	CHECK(rep && rep->files_left_alone == ARRAY_LEN(names) + 1);
 	CHECK(rep && rep->left_alone && strstr(rep->left_alone, "not a canonical pack name"));
-	ckpt_gc_report_free(rep);
-	ckpt_prune_policy pol = {.keep_last = 2};
-	CHECK_OK(ckpt_store_prune(s, &pol, 0, &rep));
+	gc_report_free(rep);
+	retain_keep pol = {.keep_last = 2};
+	CHECK_OK(retain_prune(s, &pol, 0, &rep));
 	CHECK(rep && rep->files_left_alone == ARRAY_LEN(names) + 1);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	ckpt_store_close(s);
 	CHECK(damaged(dir, 2) == 0);
 	for (size_t i = 0; i < ARRAY_LEN(names); i++) {
@@ -154,13 +154,13 @@ static void shared_data_dir(void)
 	build(a, d);
 	build(b, d);
 	ckpt_store *s = open_opts(a, NULL);
-	ckpt_prune_policy pol = {.keep_last = 1};
-	ckpt_gc_report *rep = NULL;
-	CHECK_OK(ckpt_store_prune(s, &pol, 0, &rep));
+	retain_keep pol = {.keep_last = 1};
+	gc_report *rep = NULL;
+	CHECK_OK(retain_prune(s, &pol, 0, &rep));
 	CHECK(rep && rep->files_left_alone > 0);
 	CHECK(rep && rep->left_alone && strstr(rep->left_alone, "another store"));
-	ckpt_gc_report_free(rep);
-	CHECK_OK(ckpt_store_gc(s, 0.99, 0, NULL));
+	gc_report_free(rep);
+	CHECK_OK(retain_gc(s, 0.99, 0, NULL));
 	ckpt_store_close(s);
 	CHECK(damaged(a, 1) == 0);
 	CHECK(damaged(b, STEPS) == 0);
@@ -187,9 +187,9 @@ static void symlinked_packs(void)
 	REQUIRE(symlink(target, p) == 0);
 	ckpt_store *s = NULL;
 	if (ckpt_store_open(a, NULL, &s) == 0) {
-		ckpt_store_gc(s, 0.99, 0, NULL);
-		ckpt_prune_policy pol = {.keep_last = 1};
-		ckpt_store_prune(s, &pol, 0, NULL);
+		retain_gc(s, 0.99, 0, NULL);
+		retain_keep pol = {.keep_last = 1};
+		retain_prune(s, &pol, 0, NULL);
 		ckpt_store_close(s);
 	}
 	CHECK(damaged(b, STEPS) == 0);
@@ -208,8 +208,8 @@ static void missing_data_dir(void)
 	snprintf(moved, sizeof moved, "%s.away", d);
 	REQUIRE(rename(d, moved) == 0);
 	ckpt_store *s = open_opts(a, NULL);
-	ckpt_prune_policy pol = {.keep_last = 1};
-	CHECK(ckpt_store_prune(s, &pol, 0, NULL) < 0);
+	retain_keep pol = {.keep_last = 1};
+	CHECK(retain_prune(s, &pol, 0, NULL) < 0);
 	CHECK(strstr(ckpt_errmsg(), d) && strstr(ckpt_errmsg(), "nothing was removed"));
 	ckpt_info *list;
 	CHECK(ckpt_store_list(s, 1, &list) == STEPS);

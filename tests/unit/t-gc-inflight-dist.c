@@ -1,5 +1,5 @@
-/* gc beside a multi-rank save in flight, with the store's lock made node-local (issue 24, item
- * 5): CKPT_TEST_LOCAL_LOCK=1 (test builds) grants every flock of the writer lock, as a lock on
+/* gc beside a multi-rank save in flight, with the store's lock made node-local:
+ * CKPT_TEST_LOCAL_LOCK=1 (test builds) grants every flock of the writer lock, as a lock on
  * another node of a mount with local locks would. 4 thread-ranks save step 2. Once every
  * rank's part is durable and its part save has ended (released its lock), and before the global
  * manifest is written (rank 0's commit reads the parts: ckpt_test_part_hook, test builds),
@@ -26,7 +26,7 @@
 struct job {
 	const char *dir;
 	uint64_t step;
-	ckpt_gc_report *del, *gc;   /* the delete and gc on the other handle, in rank 0's commit */
+	gc_report *del, *gc;   /* the delete and gc on the other handle, in rank 0's commit */
 	int rc[NR];
 };
 
@@ -54,27 +54,27 @@ static void other_node_gc(unsigned rank)
 	hooked = NULL;
 	ckpt_store *b = open_store(j->dir);
 	uint64_t one = 1;
-	CHECK_OK(ckpt_store_delete(b, &one, 1, NULL, CKPT_GC_NEWEST, &j->del));
-	CHECK_OK(ckpt_store_gc(b, 0, 0, &j->gc));
+	CHECK_OK(retain_delete(b, &one, 1, NULL, CKPT_GC_NEWEST, &j->del));
+	CHECK_OK(retain_gc(b, 0, 0, &j->gc));
 	ckpt_store_close(b);
 }
 
 static int save_rank(struct job *j, ckpt_comm *c, ckpt_store *s, const float *w, const float *f)
 {
 	int k = c->rank;
-	ckpt_dist_save *d;
-	int rc = ckpt_dist_save_begin(s, c, j->step, &d);
+	dsave *d;
+	int rc = dsave_begin(s, c, j->step, &d);
 	if (rc)
 		return rc;
 	uint64_t g[2] = {NR * ROWS, COLS}, off[2] = {(uint64_t)k * ROWS, 0}, l[2] = {ROWS, COLS};
 	uint64_t fg = NR * 4096, fo = (uint64_t)k * 4096, fl = 4096;
-	if ((rc = ckpt_dist_save_add_shard(d, "w", CKPT_DTYPE_F32, 2, g, off, l, CKPT_MEM_HOST, w)) ||
-	    (rc = ckpt_dist_save_add_shard(d, "fresh", CKPT_DTYPE_F32, 1, &fg, &fo, &fl,
+	if ((rc = dsave_add_shard(d, "w", CKPT_DTYPE_F32, 2, g, off, l, CKPT_MEM_HOST, w)) ||
+	    (rc = dsave_add_shard(d, "fresh", CKPT_DTYPE_F32, 1, &fg, &fo, &fl,
 					   CKPT_MEM_HOST, f))) {
-		ckpt_dist_save_abort(d);
+		dsave_abort(d);
 		return rc;
 	}
-	return ckpt_dist_save_commit(d, NULL);
+	return dsave_commit(d, NULL);
 }
 
 static int rank_main(ckpt_comm *c, void *p)
@@ -104,21 +104,21 @@ static void run(struct job *j)
 static bool restores(const char *dir, uint64_t step)
 {
 	ckpt_store *s = open_store(dir);
-	ckpt_dist_reader *r = NULL;
-	int rc = ckpt_dist_reader_open(s, step, &r);
+	dreader *r = NULL;
+	int rc = dreader_open(s, step, &r);
 	uint64_t bad = 0;
 	if (!rc) {
 		uint64_t off[2] = {0, 0}, len[2] = {NR * ROWS, COLS};
 		float *w = malloc(NR * ROWS * COLS * sizeof *w);
 		REQUIRE(w);
-		rc = ckpt_dist_reader_restore_box(r, (size_t)ckpt_dist_reader_find(r, "w"), off, len, w,
+		rc = dreader_restore_box(r, (size_t)dreader_find(r, "w"), off, len, w,
 						  NR * ROWS * COLS * sizeof *w);
 		for (uint64_t i = 0; !rc && i < NR * ROWS * COLS; i++)
 			bad += w[i] != wval(i);
 		free(w);
-		if (!rc && ckpt_dist_reader_verify_parts(r, NULL, NULL) != 0)
+		if (!rc && dreader_verify_parts(r, NULL, NULL) != 0)
 			rc = -1;
-		ckpt_dist_reader_close(r);
+		dreader_close(r);
 	}
 	if (rc || bad)
 		fprintf(stderr, "step %" PRIu64 " does not restore: %s (%" PRIu64 " values differ)\n",
@@ -148,15 +148,15 @@ int main(void)
 	CHECK(restores(dir, 2));
 	/* Committed: no marker is left, and gc removes only what no checkpoint references. */
 	ckpt_store *s = open_store(dir);
-	ckpt_gc_report *rep = NULL;
-	CHECK_OK(ckpt_store_gc(s, 0, 0, &rep));
+	gc_report *rep = NULL;
+	CHECK_OK(retain_gc(s, 0, 0, &rep));
 	if (rep)
 		CHECK(rep->packs_spared == 0 && !rep->in_flight);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	ckpt_store_close(s);
 	CHECK(restores(dir, 2));
-	ckpt_gc_report_free(two.del);
-	ckpt_gc_report_free(two.gc);
+	gc_report_free(two.del);
+	gc_report_free(two.gc);
 	t_rmrf(dir);
 	free(dir);
 	return t_done();

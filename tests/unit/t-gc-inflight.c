@@ -1,5 +1,5 @@
 /* gc and prune spare what a save in flight may reference when the store's lock does not keep
- * them out (issue 24 item 5): CKPT_TEST_LOCAL_LOCK=1 makes every flock on STORE/LOCK succeed,
+ * them out: CKPT_TEST_LOCAL_LOCK=1 makes every flock on STORE/LOCK succeed,
  * as a node-local flock on a shared mount does on every node, and the handles are given
  * different node identities, as the processes of two nodes have. A save begun on node A (its
  * dedup index loaded) while node B deletes the checkpoint it deduplicates against still
@@ -38,42 +38,42 @@ static ckpt_store *open_node(const char *dir, const char *node, int64_t grace)
 	return s;
 }
 
-static void add(ckpt_save *sv, uint64_t seed)
+static void add(save1 *sv, uint64_t seed)
 {
 	static uint8_t buf[TB];
 	uint64_t shape[1] = {TB};
 	t_fill(buf, TB, seed);
-	REQUIRE(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, buf) == 0);
+	REQUIRE(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, buf) == 0);
 }
 
 static void save(ckpt_store *s, uint64_t step, uint64_t seed)
 {
-	ckpt_save *sv;
-	REQUIRE(ckpt_save_begin(s, step, &sv) == 0);
+	save1 *sv;
+	REQUIRE(save1_begin(s, step, &sv) == 0);
 	add(sv, seed);
-	REQUIRE(ckpt_save_commit(sv, NULL) == 0);
+	REQUIRE(save1_commit(sv, NULL) == 0);
 }
 
 /* Whether step restores as the data of seed and verifies. */
 static bool restores(ckpt_store *s, uint64_t step, uint64_t seed)
 {
 	static uint8_t want[TB], got[TB];
-	ckpt_reader *r;
-	if (ckpt_reader_open(s, step, &r))
+	reader1 *r;
+	if (reader1_open(s, step, &r))
 		return false;
 	t_fill(want, TB, seed);
-	bool ok = ckpt_reader_restore(r, 0, CKPT_MEM_HOST, got, TB) == 0 && !memcmp(want, got, TB) &&
-		  ckpt_reader_verify(r, NULL, NULL, NULL) == 0;
+	bool ok = reader1_restore(r, 0, CKPT_MEM_HOST, got, TB) == 0 && !memcmp(want, got, TB) &&
+		  reader1_verify(r, NULL, NULL, NULL) == 0;
 	if (!ok)
 		fprintf(stderr, "step %llu does not restore: %s\n", (unsigned long long)step,
 			ckpt_errmsg());
-	ckpt_reader_close(r);
+	reader1_close(r);
 	return ok;
 }
 
-static int delete_step(ckpt_store *s, uint64_t step, ckpt_gc_report **rep)
+static int delete_step(ckpt_store *s, uint64_t step, gc_report **rep)
 {
-	return ckpt_store_delete(s, &step, 1, NULL, CKPT_GC_NEWEST, rep);
+	return retain_delete(s, &step, 1, NULL, CKPT_GC_NEWEST, rep);
 }
 
 /* Node A saves step 2 deduplicating against step 1 while node B deletes step 1 and collects. */
@@ -82,10 +82,10 @@ static void test_live_save(void)
 	char *dir = t_tmpdir("gcinflight");
 	ckpt_store *a = open_node(dir, "node-a", -1);
 	save(a, 1, 7);
-	ckpt_save *sv;
-	REQUIRE(ckpt_save_begin(a, 2, &sv) == 0); /* marker made, dedup index loaded */
+	save1 *sv;
+	REQUIRE(save1_begin(a, 2, &sv) == 0); /* marker made, dedup index loaded */
 	ckpt_store *b = open_node(dir, "node-b", -1);
-	ckpt_gc_report *rep = NULL;
+	gc_report *rep = NULL;
 	CHECK_OK(delete_step(b, 1, &rep));
 	if (rep) {
 		CHECK(rep->n_steps_removed == 1);
@@ -93,21 +93,21 @@ static void test_live_save(void)
 		CHECK(rep->packs_spared >= 1);
 		CHECK(rep->in_flight && strstr(rep->in_flight, "(save since "));
 	}
-	ckpt_gc_report_free(rep);
-	CHECK_OK(ckpt_store_gc(b, 0.5, 0, &rep));
+	gc_report_free(rep);
+	CHECK_OK(retain_gc(b, 0.5, 0, &rep));
 	if (rep)
 		CHECK(rep->packs_removed == 0 && rep->packs_spared >= 1);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	add(sv, 7);
 	ckpt_stats st;
-	CHECK_OK(ckpt_save_commit(sv, &st));
+	CHECK_OK(save1_commit(sv, &st));
 	CHECK(st.chunks_new == 0); /* every chunk from the packs of the deleted step 1 */
 	CHECK(restores(b, 2, 7));
 	/* Committed: its marker is gone, and nothing it references is garbage. */
-	CHECK_OK(ckpt_store_gc(b, 0, 0, &rep));
+	CHECK_OK(retain_gc(b, 0, 0, &rep));
 	if (rep)
 		CHECK(rep->packs_removed == 0 && rep->packs_spared == 0 && !rep->in_flight);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(restores(a, 2, 7));
 	ckpt_store_close(b);
 	ckpt_store_close(a);
@@ -146,21 +146,21 @@ static void test_dead_markers(void)
 	/* Another node's, refreshed an hour ago: live under the default grace age (six hours). */
 	char *m = fake_marker(dir, "node-far");
 	age(m, 3600);
-	ckpt_gc_report *rep = NULL;
+	gc_report *rep = NULL;
 	CHECK_OK(delete_step(b, 1, &rep));
 	if (rep) {
 		CHECK(rep->packs_removed == 0 && rep->packs_spared >= 1);
 		CHECK(rep->in_flight && !strcmp(rep->in_flight,
 						"process 4242 on host far (save since 2020-01-02T03:04:05Z)"));
 	}
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(access(m, F_OK) == 0);
 	/* Seven hours: dead; gc removes it and reclaims step 1's packs. */
 	age(m, 7 * 3600);
-	CHECK_OK(ckpt_store_gc(b, 0, 0, &rep));
+	CHECK_OK(retain_gc(b, 0, 0, &rep));
 	if (rep)
 		CHECK(rep->packs_removed >= 1 && rep->packs_spared == 0 && !rep->in_flight);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(access(m, F_OK) != 0);
 	free(m);
 	/* This node's, its lock free (its save died): dead at once, whatever its age. */
@@ -168,16 +168,16 @@ static void test_dead_markers(void)
 	CHECK_OK(delete_step(b, 2, &rep));
 	if (rep)
 		CHECK(rep->packs_removed >= 1 && rep->packs_spared == 0);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(access(m, F_OK) != 0);
 	free(m);
 	/* Grace 0: every other node's marker is dead (an operator who knows the job is gone). */
 	m = fake_marker(dir, "node-far");
 	ckpt_store *z = open_node(dir, "node-b", 0);
-	CHECK_OK(ckpt_store_gc(z, 0, 0, &rep));
+	CHECK_OK(retain_gc(z, 0, 0, &rep));
 	if (rep)
 		CHECK(rep->packs_spared == 0);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(access(m, F_OK) != 0);
 	free(m);
 	CHECK(restores(b, 3, 3));
@@ -214,25 +214,25 @@ static void test_tmp_markers(void)
 		_exit(0);
 	REQUIRE(waitpid(child, NULL, 0) == child);
 	char *live = tmp_marker(dir, (long)getpid(), "node-b");
-	ckpt_gc_report *rep = NULL;
+	gc_report *rep = NULL;
 	CHECK_OK(delete_step(b, 1, &rep));
 	if (rep)
 		CHECK(rep->packs_removed == 0 && rep->packs_spared >= 1);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(access(live, F_OK) == 0);
 	unlink(live);
 	char *far = tmp_marker(dir, (long)child, "node-far"), *dead = tmp_marker(dir, (long)child,
 										 "node-b");
-	CHECK_OK(ckpt_store_gc(b, 0, 0, &rep));
+	CHECK_OK(retain_gc(b, 0, 0, &rep));
 	if (rep)
 		CHECK(rep->packs_removed == 0 && rep->packs_spared >= 1); /* the far one is live */
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(access(dead, F_OK) != 0 && access(far, F_OK) == 0);
 	unlink(far);
-	CHECK_OK(ckpt_store_gc(b, 0, 0, &rep));
+	CHECK_OK(retain_gc(b, 0, 0, &rep));
 	if (rep)
 		CHECK(rep->packs_removed >= 1 && rep->packs_spared == 0);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(restores(b, 2, 2));
 	free(live);
 	free(far);
@@ -249,18 +249,18 @@ static void test_marker_lifetime(void)
 	ckpt_store *a = open_node(dir, "node-a", -1);
 	char wdir[4096];
 	snprintf(wdir, sizeof wdir, "%s/writers", dir);
-	ckpt_save *sv;
-	REQUIRE(ckpt_save_begin(a, 1, &sv) == 0);
+	save1 *sv;
+	REQUIRE(save1_begin(a, 1, &sv) == 0);
 	char *f = t_first_file(wdir, ".writer");
 	CHECK(f != NULL);
 	add(sv, 1);
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	CHECK_OK(save1_commit(sv, NULL));
 	CHECK(!f || access(f, F_OK) != 0);
 	free(f);
-	REQUIRE(ckpt_save_begin(a, 2, &sv) == 0);
+	REQUIRE(save1_begin(a, 2, &sv) == 0);
 	f = t_first_file(wdir, ".writer");
 	CHECK(f != NULL);
-	ckpt_save_abort(sv);
+	save1_abort(sv);
 	CHECK(!f || access(f, F_OK) != 0);
 	free(f);
 	ckpt_store_close(a);

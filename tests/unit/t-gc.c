@@ -40,15 +40,15 @@ static void build(const char *dir)
 	for (int t = 0; t < NT; t++)
 		buf[t] = malloc(TB);
 	for (uint64_t step = 1; step <= STEPS; step++) {
-		ckpt_save *sv;
-		REQUIRE(ckpt_save_begin(s, step * 10, &sv) == 0);
+		save1 *sv;
+		REQUIRE(save1_begin(s, step * 10, &sv) == 0);
 		for (int t = 0; t < NT; t++) {
 			char nm[16];
 			snprintf(nm, sizeof nm, "w%d", t);
 			data_for(buf[t], step, t);
-			REQUIRE(ckpt_save_add_tensor(sv, nm, CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, buf[t]) == 0);
+			REQUIRE(save1_add_tensor(sv, nm, CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, buf[t]) == 0);
 		}
-		REQUIRE(ckpt_save_commit(sv, NULL) == 0);
+		REQUIRE(save1_commit(sv, NULL) == 0);
 	}
 	for (int t = 0; t < NT; t++)
 		free(buf[t]);
@@ -64,26 +64,26 @@ static int check_all(const char *dir, int *count)
 	REQUIRE(n >= 0);
 	uint8_t *want = malloc(TB), *got = malloc(TB);
 	for (int k = 0; k < n; k++) {
-		ckpt_reader *r;
-		if (list[k].error || ckpt_reader_open(s, list[k].step, &r)) {
+		reader1 *r;
+		if (list[k].error || reader1_open(s, list[k].step, &r)) {
 			fprintf(stderr, "step %llu: invalid (%s)\n", (unsigned long long)list[k].step,
 				ckpt_errmsg());
 			bad++;
 			continue;
 		}
-		if (ckpt_reader_verify(r, NULL, NULL, NULL) != 0) {
+		if (reader1_verify(r, NULL, NULL, NULL) != 0) {
 			fprintf(stderr, "step %llu: verify failed\n", (unsigned long long)list[k].step);
 			bad++;
 		}
 		for (int t = 0; t < NT; t++) {
 			data_for(want, list[k].step / 10, t);
-			if (ckpt_reader_restore(r, (size_t)t, CKPT_MEM_HOST, got, TB) || memcmp(want, got, TB)) {
+			if (reader1_restore(r, (size_t)t, CKPT_MEM_HOST, got, TB) || memcmp(want, got, TB)) {
 				fprintf(stderr, "step %llu w%d: %s\n", (unsigned long long)list[k].step, t,
 					ckpt_errmsg());
 				bad++;
 			}
 		}
-		ckpt_reader_close(r);
+		reader1_close(r);
 	}
 	*count = n;
 	ckpt_info_free(list);
@@ -127,19 +127,19 @@ static void accounting(void)
 
 	/* Dry run: reports, changes nothing. */
 	uint64_t before = store_bytes(dir);
-	ckpt_prune_policy pol = {.keep_last = 2};
-	ckpt_gc_report *dry, *rep;
-	CHECK_OK(ckpt_store_prune(s, &pol, CKPT_GC_DRY_RUN, &dry));
+	retain_keep pol = {.keep_last = 2};
+	gc_report *dry, *rep;
+	CHECK_OK(retain_prune(s, &pol, CKPT_GC_DRY_RUN, &dry));
 	CHECK(store_bytes(dir) == before);
 	CHECK(dry->n_steps_removed == STEPS - 2);
 	/* The real run removes exactly that and frees exactly what it says. */
-	CHECK_OK(ckpt_store_prune(s, &pol, 0, &rep));
+	CHECK_OK(retain_prune(s, &pol, 0, &rep));
 	CHECK(rep->n_steps_removed == dry->n_steps_removed);
 	CHECK(rep->bytes_freed == dry->bytes_freed);
 	CHECK(before - store_bytes(dir) == rep->bytes_freed);
 	CHECK(rep->steps_removed[0] == 10 && rep->steps_removed[3] == 40);
-	ckpt_gc_report_free(dry);
-	ckpt_gc_report_free(rep);
+	gc_report_free(dry);
+	gc_report_free(rep);
 	int n, bad = 0;
 	CHECK((bad = check_all(dir, &n)) == 0);
 	CHECK(n == 2);
@@ -151,15 +151,15 @@ static void accounting(void)
 	CHECK(du->pack_bytes == t_dir_bytes(packs));
 	ckpt_du_free(du);
 	before = store_bytes(dir);
-	CHECK_OK(ckpt_store_gc(s, 0.99, CKPT_GC_DRY_RUN, &dry));
+	CHECK_OK(retain_gc(s, 0.99, CKPT_GC_DRY_RUN, &dry));
 	CHECK(store_bytes(dir) == before);
-	CHECK_OK(ckpt_store_gc(s, 0.99, 0, &rep));
+	CHECK_OK(retain_gc(s, 0.99, 0, &rep));
 	CHECK(rep->packs_compacted == dry->packs_compacted && rep->packs_compacted > 0);
 	CHECK(rep->manifests_rewritten > 0);
 	CHECK(before - store_bytes(dir) == rep->bytes_freed);
 	CHECK(rep->bytes_freed == dead);
-	ckpt_gc_report_free(dry);
-	ckpt_gc_report_free(rep);
+	gc_report_free(dry);
+	gc_report_free(rep);
 	CHECK_OK(ckpt_store_du(s, &du));
 	CHECK(du->dead_record_bytes == 0 && du->garbage_bytes == 0);
 	CHECK(du->pack_bytes == t_dir_bytes(packs));
@@ -167,25 +167,25 @@ static void accounting(void)
 	CHECK(check_all(dir, &n) == 0 && n == 2);
 
 	/* The newest valid checkpoint is never removed, whatever the policy. */
-	pol = (ckpt_prune_policy){.keep_last = 0};
-	CHECK_OK(ckpt_store_prune(s, &pol, 0, &rep));
+	pol = (retain_keep){.keep_last = 0};
+	CHECK_OK(retain_prune(s, &pol, 0, &rep));
 	CHECK(rep->n_steps_removed == 1 && rep->steps_removed[0] == 50);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(check_all(dir, &n) == 0 && n == 1);
 	/* Saving again after gc dedups against what is left (the index is rebuilt), and works. */
 	uint8_t *buf = malloc(TB);
 	data_for(buf, 6, 0);
 	uint64_t shape[1] = {TB};
-	ckpt_save *sv;
-	CHECK_OK(ckpt_save_begin(s, 70, &sv));
-	CHECK_OK(ckpt_save_add_tensor(sv, "w0", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, buf));
+	save1 *sv;
+	CHECK_OK(save1_begin(s, 70, &sv));
+	CHECK_OK(save1_add_tensor(sv, "w0", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, buf));
 	ckpt_stats st;
-	CHECK_OK(ckpt_save_commit(sv, &st));
+	CHECK_OK(save1_commit(sv, &st));
 	CHECK(st.chunks_new == 0);
-	ckpt_reader *r;
-	CHECK_OK(ckpt_reader_open(s, 70, &r));
-	CHECK(ckpt_reader_verify(r, NULL, NULL, NULL) == 0);
-	ckpt_reader_close(r);
+	reader1 *r;
+	CHECK_OK(reader1_open(s, 70, &r));
+	CHECK(reader1_verify(r, NULL, NULL, NULL) == 0);
+	reader1_close(r);
 	free(buf);
 	ckpt_store_close(s);
 	t_rmrf(dir);
@@ -198,35 +198,35 @@ static void policies_and_damage(void)
 	build(dir);
 	ckpt_store *s = t_open_store(dir, 0, 0);
 	uint64_t keep[1] = {20};
-	ckpt_prune_policy pol = {.keep_last = 1, .keep_every = 30, .keep_steps = keep, .n_keep_steps = 1};
-	ckpt_gc_report *rep;
-	CHECK_OK(ckpt_store_prune(s, &pol, 0, &rep));
+	retain_keep pol = {.keep_last = 1, .keep_every = 30, .keep_steps = keep, .n_keep_steps = 1};
+	gc_report *rep;
+	CHECK_OK(retain_prune(s, &pol, 0, &rep));
 	/* kept: 60 (last), 30 and 60 (every 30), 20 (listed); removed: 10, 40, 50 */
 	CHECK(rep->n_steps_removed == 3);
 	CHECK(rep->steps_removed[0] == 10 && rep->steps_removed[1] == 40 && rep->steps_removed[2] == 50);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	int n;
 	CHECK(check_all(dir, &n) == 0 && n == 3);
 	/* A damaged manifest stops pack removal unless forced. */
 	char mf[4200];
 	snprintf(mf, sizeof mf, "%s/manifests/%020d.ckpt", dir, 20);
 	t_flip_byte(mf, 100);
-	CHECK_RC(ckpt_store_gc(s, 0, 0, &rep), -CKPT_E_CORRUPT);
+	CHECK_RC(retain_gc(s, 0, 0, &rep), -CKPT_E_CORRUPT);
 	CHECK(strstr(ckpt_errmsg(), "00000000000000000020.ckpt") != NULL);
 	ckpt_du *du;
 	CHECK_OK(ckpt_store_du(s, &du));
 	CHECK(du->invalid_manifests == 1 && du->n == 2);
 	ckpt_du_free(du);
-	CHECK_OK(ckpt_store_gc(s, 0, CKPT_GC_FORCE, &rep));
-	ckpt_gc_report_free(rep);
+	CHECK_OK(retain_gc(s, 0, CKPT_GC_FORCE, &rep));
+	gc_report_free(rep);
 	/* The valid ones still verify after a forced gc. */
-	ckpt_reader *r;
-	CHECK_OK(ckpt_reader_open(s, 60, &r));
-	CHECK(ckpt_reader_verify(r, NULL, NULL, NULL) == 0);
-	ckpt_reader_close(r);
-	CHECK_OK(ckpt_reader_open(s, 30, &r));
-	CHECK(ckpt_reader_verify(r, NULL, NULL, NULL) == 0);
-	ckpt_reader_close(r);
+	reader1 *r;
+	CHECK_OK(reader1_open(s, 60, &r));
+	CHECK(reader1_verify(r, NULL, NULL, NULL) == 0);
+	reader1_close(r);
+	CHECK_OK(reader1_open(s, 30, &r));
+	CHECK(reader1_verify(r, NULL, NULL, NULL) == 0);
+	reader1_close(r);
 
 	/* Busy: another process holds the lock. */
 	int pfd[2];
@@ -234,23 +234,23 @@ static void policies_and_damage(void)
 	pid_t pid = fork();
 	if (pid == 0) {
 		ckpt_store *s2 = t_open_store(dir, 0, 0);
-		ckpt_save *sv;
-		if (ckpt_save_begin(s2, 999, &sv) || write(pfd[1], "x", 1) != 1)
+		save1 *sv;
+		if (save1_begin(s2, 999, &sv) || write(pfd[1], "x", 1) != 1)
 			_exit(1);
 		pause();
 		_exit(0);
 	}
 	char c;
 	REQUIRE(read(pfd[0], &c, 1) == 1);
-	CHECK_RC(ckpt_store_gc(s, 0, 0, &rep), -CKPT_E_BUSY);
-	CHECK_RC(ckpt_store_prune(s, &pol, 0, &rep), -CKPT_E_BUSY);
+	CHECK_RC(retain_gc(s, 0, 0, &rep), -CKPT_E_BUSY);
+	CHECK_RC(retain_prune(s, &pol, 0, &rep), -CKPT_E_BUSY);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	/* A save in flight on the same handle: refused as well, not interleaved. */
-	ckpt_save *sv;
-	CHECK_OK(ckpt_save_begin(s, 1000, &sv));
-	CHECK_RC(ckpt_store_gc(s, 0, 0, &rep), -CKPT_E_BUSY);
-	ckpt_save_abort(sv);
+	save1 *sv;
+	CHECK_OK(save1_begin(s, 1000, &sv));
+	CHECK_RC(retain_gc(s, 0, 0, &rep), -CKPT_E_BUSY);
+	save1_abort(sv);
 	ckpt_store_close(s);
 	t_rmrf(dir);
 	free(dir);
@@ -273,8 +273,8 @@ static void kill_points(void)
 			snprintf(v, sizeof v, "%d", at);
 			setenv("CKPT_GC_KILL_AT", v, 1);
 			ckpt_store *s = t_open_store(dir, 0, 0);
-			ckpt_prune_policy pol = {.keep_last = 3};
-			if (ckpt_store_prune(s, &pol, 0, NULL) || ckpt_store_gc(s, 0.99, 0, NULL))
+			retain_keep pol = {.keep_last = 3};
+			if (retain_prune(s, &pol, 0, NULL) || retain_gc(s, 0.99, 0, NULL))
 				_exit(2);
 			ckpt_store_close(s);
 			_exit(0);
@@ -288,9 +288,9 @@ static void kill_points(void)
 		}
 		/* A later gc finishes the job: store clean, 3 checkpoints. */
 		ckpt_store *s = t_open_store(dir, 0, 0);
-		ckpt_gc_report *rep;
-		CHECK_OK(ckpt_store_gc(s, 0.99, 0, &rep));
-		ckpt_gc_report_free(rep);
+		gc_report *rep;
+		CHECK_OK(retain_gc(s, 0.99, 0, &rep));
+		gc_report_free(rep);
 		ckpt_du *du;
 		CHECK_OK(ckpt_store_du(s, &du));
 		CHECK(du->garbage_bytes == 0);

@@ -27,12 +27,12 @@ int main(void)
 		if (step == 2) /* change the 1000-byte tail chunk of another */
 			data[7][TBYTES - 1] ^= 0x01;
 		/* step 3: nothing changed */
-		ckpt_save *sv;
-		CHECK_OK(ckpt_save_begin(s, (uint64_t)step * 10, &sv));
+		save1 *sv;
+		CHECK_OK(save1_begin(s, (uint64_t)step * 10, &sv));
 		for (int i = 0; i < NT; i++)
-			CHECK_OK(ckpt_save_add_tensor(sv, names[i], CKPT_DTYPE_U8, 1, shape,
+			CHECK_OK(save1_add_tensor(sv, names[i], CKPT_DTYPE_U8, 1, shape,
 						      CKPT_MEM_HOST, data[i]));
-		CHECK_OK(ckpt_save_commit(sv, &st[step]));
+		CHECK_OK(save1_commit(sv, &st[step]));
 		disk[step + 1] = t_dir_bytes(packs);
 	}
 	const uint64_t per_tensor_chunks = 5;
@@ -54,25 +54,25 @@ int main(void)
 	CHECK(disk[1] - disk[0] == st[0].bytes_written);
 
 	/* The manifest says which tensor got new chunks, and the list says what each step added. */
-	ckpt_reader *r;
-	CHECK_OK(ckpt_reader_open(s, 10, &r));
+	reader1 *r;
+	CHECK_OK(reader1_open(s, 10, &r));
 	for (int i = 0; i < NT; i++) {
 		ckpt_tensor_info ti;
-		ckpt_reader_tensor(r, (size_t)i, &ti);
+		reader1_tensor(r, (size_t)i, &ti);
 		CHECK(ti.chunks == per_tensor_chunks);
 		CHECK(ti.chunks_new == (i == 42 ? 1u : 0u));
 	}
 	/* Restore the changed tensor and an unchanged one: current data. */
 	uint8_t *buf = malloc(TBYTES);
-	CHECK_OK(ckpt_reader_restore(r, 42, CKPT_MEM_HOST, buf, TBYTES));
+	CHECK_OK(reader1_restore(r, 42, CKPT_MEM_HOST, buf, TBYTES));
 	CHECK(buf[CHUNK + 5] == data[42][CHUNK + 5]);
-	ckpt_reader_close(r);
+	reader1_close(r);
 	/* Step 0 still restores the old bytes of tensor 42. */
-	CHECK_OK(ckpt_reader_open(s, 0, &r));
-	CHECK_OK(ckpt_reader_restore(r, 42, CKPT_MEM_HOST, buf, TBYTES));
+	CHECK_OK(reader1_open(s, 0, &r));
+	CHECK_OK(reader1_restore(r, 42, CKPT_MEM_HOST, buf, TBYTES));
 	uint8_t old = (uint8_t)(data[42][CHUNK + 5] ^ 0xffu);
 	CHECK(buf[CHUNK + 5] == old);
-	ckpt_reader_close(r);
+	reader1_close(r);
 	free(buf);
 
 	ckpt_info *list;
@@ -90,23 +90,23 @@ int main(void)
 	/* A second handle (another process's view) dedups against what the first wrote. */
 	ckpt_store_close(s);
 	s = t_open_store(dir, CHUNK, CKPT_COMPRESS_NONE);
-	ckpt_save *sv;
-	CHECK_OK(ckpt_save_begin(s, 40, &sv));
+	save1 *sv;
+	CHECK_OK(save1_begin(s, 40, &sv));
 	for (int i = 0; i < NT; i++)
-		CHECK_OK(ckpt_save_add_tensor(sv, names[i], CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
+		CHECK_OK(save1_add_tensor(sv, names[i], CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
 					      data[i]));
 	ckpt_stats s4;
-	CHECK_OK(ckpt_save_commit(sv, &s4));
+	CHECK_OK(save1_commit(sv, &s4));
 	CHECK(s4.chunks_new == 0);
 
 	/* Compression does not change dedup: digests are over raw bytes. */
 	ckpt_store_close(s);
 	s = t_open_store(dir, CHUNK, CKPT_COMPRESS_ZSTD);
-	CHECK_OK(ckpt_save_begin(s, 50, &sv));
+	CHECK_OK(save1_begin(s, 50, &sv));
 	for (int i = 0; i < NT; i++)
-		CHECK_OK(ckpt_save_add_tensor(sv, names[i], CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
+		CHECK_OK(save1_add_tensor(sv, names[i], CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
 					      data[i]));
-	CHECK_OK(ckpt_save_commit(sv, &s4));
+	CHECK_OK(save1_commit(sv, &s4));
 	CHECK(s4.chunks_new == 0);
 	ckpt_store_close(s);
 	for (int i = 0; i < NT; i++)

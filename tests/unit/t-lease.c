@@ -1,9 +1,9 @@
-/* Readers are never broken by gc or prune (issue 11): a reader that opened a checkpoint reads all
+/* Readers are never broken by gc or prune: a reader that opened a checkpoint reads all
  * of it while prune removes that checkpoint and gc compacts or removes its packs; the packs it
  * needs are deferred and removed by a later gc once it is closed. A lease left by a killed reader
  * defers nothing (its lock died with it). Synchronisation is by pipes and waitpid, never time.
  *
- * Readers of another node (issue 24): where flock is node-local, gc on node B takes the lock of a
+ * Readers of another node: where flock is node-local, gc on node B takes the lock of a
  * reader's lease on node A. CKPT_TEST_LOCAL_LOCK=1 hides the lease locks of readers whose record
  * names another node, as such a mount does, and the two handles are given node identities: the
  * reader's lease keeps its packs through prune and gc while it is fresh (its refresh thread
@@ -59,16 +59,16 @@ static void build(const char *dir)
 	for (int t = 0; t < NT; t++)
 		buf[t] = malloc(TB);
 	for (uint64_t step = 1; step <= STEPS; step++) {
-		ckpt_save *sv;
-		REQUIRE(ckpt_save_begin(s, step, &sv) == 0);
+		save1 *sv;
+		REQUIRE(save1_begin(s, step, &sv) == 0);
 		for (int t = 0; t < NT; t++) {
 			char nm[16];
 			snprintf(nm, sizeof nm, "w%d", t);
 			data_for(buf[t], step, t);
-			REQUIRE(ckpt_save_add_tensor(sv, nm, CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
+			REQUIRE(save1_add_tensor(sv, nm, CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
 						     buf[t]) == 0);
 		}
-		REQUIRE(ckpt_save_commit(sv, NULL) == 0);
+		REQUIRE(save1_commit(sv, NULL) == 0);
 	}
 	for (int t = 0; t < NT; t++)
 		free(buf[t]);
@@ -76,7 +76,7 @@ static void build(const char *dir)
 }
 
 /* Restores every tensor of r and compares; returns the number of failures. */
-static int restore_all(ckpt_reader *r, uint64_t step)
+static int restore_all(reader1 *r, uint64_t step)
 {
 	uint8_t *want = malloc(TB), *got = malloc(TB);
 	int bad = 0;
@@ -84,14 +84,14 @@ static int restore_all(ckpt_reader *r, uint64_t step)
 		char nm[16];
 		snprintf(nm, sizeof nm, "w%d", t);
 		data_for(want, step, t);
-		int rc = ckpt_reader_restore(r, (size_t)ckpt_reader_find(r, nm), CKPT_MEM_HOST, got, TB);
+		int rc = reader1_restore(r, (size_t)reader1_find(r, nm), CKPT_MEM_HOST, got, TB);
 		if (rc || memcmp(want, got, TB)) {
 			fprintf(stderr, "step %llu %s: %s\n", (unsigned long long)step, nm,
 				rc ? ckpt_errmsg() : "bytes differ");
 			bad++;
 		}
 	}
-	if (ckpt_reader_verify(r, NULL, NULL, NULL) != 0)
+	if (reader1_verify(r, NULL, NULL, NULL) != 0)
 		bad++;
 	free(want);
 	free(got);
@@ -101,10 +101,10 @@ static int restore_all(ckpt_reader *r, uint64_t step)
 /* Restores the newest checkpoint through s and compares; returns the number of failures. */
 static int newest_restores(ckpt_store *s)
 {
-	ckpt_reader *r;
-	REQUIRE(ckpt_reader_open(s, STEPS, &r) == 0);
+	reader1 *r;
+	REQUIRE(reader1_open(s, STEPS, &r) == 0);
 	int bad = restore_all(r, STEPS);
-	ckpt_reader_close(r);
+	reader1_close(r);
 	return bad;
 }
 
@@ -134,27 +134,27 @@ static void readers_survive(void)
 	ckpt_store *rs, *gs = open_small(dir);
 	REQUIRE(ckpt_store_open(dir, ro, &rs) == 0);
 	ckpt_options_free(ro);
-	ckpt_reader *r1, *r3;
-	REQUIRE(ckpt_reader_open(rs, 1, &r1) == 0);
-	REQUIRE(ckpt_reader_open(rs, 3, &r3) == 0);
+	reader1 *r1, *r3;
+	REQUIRE(reader1_open(rs, 1, &r1) == 0);
+	REQUIRE(reader1_open(rs, 3, &r3) == 0);
 	CHECK(count_leases(dir) == 2);
-	ckpt_prune_policy pol = {.keep_last = 1};
-	ckpt_gc_report *rep = NULL;
-	CHECK_OK(ckpt_store_prune(gs, &pol, 0, &rep));
+	retain_keep pol = {.keep_last = 1};
+	gc_report *rep = NULL;
+	CHECK_OK(retain_prune(gs, &pol, 0, &rep));
 	CHECK(rep && rep->n_steps_removed == STEPS - 1 && rep->packs_deferred > 0);
-	ckpt_gc_report_free(rep);
-	CHECK_OK(ckpt_store_gc(gs, 0.99, 0, &rep));
+	gc_report_free(rep);
+	CHECK_OK(retain_gc(gs, 0.99, 0, &rep));
 	CHECK(rep && rep->packs_deferred > 0);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(restore_all(r1, 1) == 0);
 	CHECK(restore_all(r3, 3) == 0);
-	ckpt_reader_close(r1);
-	ckpt_reader_close(r3);
+	reader1_close(r1);
+	reader1_close(r3);
 	CHECK(count_leases(dir) == 0);
 	/* Closed: the next gc removes what was deferred, and the store is clean. */
-	CHECK_OK(ckpt_store_gc(gs, 0.99, 0, &rep));
+	CHECK_OK(retain_gc(gs, 0.99, 0, &rep));
 	CHECK(rep && rep->packs_deferred == 0 && rep->packs_removed > 0);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	ckpt_du *du;
 	CHECK_OK(ckpt_store_du(gs, &du));
 	CHECK(du->garbage_bytes == 0);
@@ -178,8 +178,8 @@ static void killed_reader(void)
 	if (pid == 0) {
 		close(pfd[0]);
 		ckpt_store *s = open_small(dir);
-		ckpt_reader *r;
-		if (ckpt_reader_open(s, 1, &r))
+		reader1 *r;
+		if (reader1_open(s, 1, &r))
 			_exit(2);
 		if (write(pfd[1], "x", 1) != 1)
 			_exit(3);
@@ -194,15 +194,15 @@ static void killed_reader(void)
 	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 	CHECK(count_leases(dir) == 1);
 	ckpt_store *s = open_small(dir);
-	ckpt_prune_policy pol = {.keep_last = 1};
-	ckpt_gc_report *rep = NULL;
-	CHECK_OK(ckpt_store_prune(s, &pol, 0, &rep));
+	retain_keep pol = {.keep_last = 1};
+	gc_report *rep = NULL;
+	CHECK_OK(retain_prune(s, &pol, 0, &rep));
 	CHECK(rep && rep->packs_deferred == 0 && rep->packs_removed > 0);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(count_leases(dir) == 0);
-	CHECK_OK(ckpt_store_gc(s, 0.99, 0, &rep));
+	CHECK_OK(retain_gc(s, 0.99, 0, &rep));
 	CHECK(rep && rep->packs_deferred == 0);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(newest_restores(s) == 0);
 	ckpt_store_close(s);
 	t_rmrf(dir);
@@ -248,24 +248,24 @@ static void other_node_reader(void)
 	snprintf(ld, sizeof ld, "%s/leases", dir);
 	ckpt_store *a = on_node(open_small(dir), "node-a"), *b = on_node(open_small(dir), "node-b");
 	setenv("CKPT_TEST_LOCAL_LOCK", "1", 1);
-	ckpt_reader *r1;
-	REQUIRE(ckpt_reader_open(a, 2, &r1) == 0);
+	reader1 *r1;
+	REQUIRE(reader1_open(a, 2, &r1) == 0);
 	char *lp = t_first_file(ld, ".lease");
 	REQUIRE(lp);
 	snprintf(want, sizeof want, "\npid %ld\n", (long)getpid());
 	CHECK(holds(lp, "packs ") && holds(lp, "\nend\n") && holds(lp, want) &&
 	      holds(lp, "\nnode node-a\n") && holds(lp, "\nwhat reader of step 2\n"));
-	ckpt_prune_policy pol = {.keep_last = 1};
-	ckpt_gc_report *rep = NULL;
-	CHECK_OK(ckpt_store_prune(b, &pol, 0, &rep));
+	retain_keep pol = {.keep_last = 1};
+	gc_report *rep = NULL;
+	CHECK_OK(retain_prune(b, &pol, 0, &rep));
 	snprintf(want, sizeof want, "process %ld on host ", (long)getpid());
 	CHECK(rep && rep->n_steps_removed == STEPS - 1 && rep->packs_deferred > 0);
 	CHECK(rep && rep->reader && strstr(rep->reader, want) &&
 	      strstr(rep->reader, "(reader of step 2 since "));
-	ckpt_gc_report_free(rep);
-	CHECK_OK(ckpt_store_gc(b, 0.99, 0, &rep));
+	gc_report_free(rep);
+	CHECK_OK(retain_gc(b, 0.99, 0, &rep));
 	CHECK(rep && rep->packs_deferred > 0);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(restore_all(r1, 2) == 0);
 	/* Its process refreshes it: an hour old now, fresh again soon. */
 	age(lp, 3600);
@@ -276,12 +276,12 @@ static void other_node_reader(void)
 	 * refresh thread is paused first, or a touch between the aging and gc makes it fresh. */
 	marker_test_pause_refresh(true);
 	age(lp, 7 * 3600);
-	CHECK_OK(ckpt_store_gc(b, 0.99, 0, &rep));
+	CHECK_OK(retain_gc(b, 0.99, 0, &rep));
 	marker_test_pause_refresh(false);
 	CHECK(rep && rep->packs_deferred == 0 && rep->packs_removed > 0 && !rep->reader);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(count_leases(dir) == 0);
-	ckpt_reader_close(r1);
+	reader1_close(r1);
 	unsetenv("CKPT_TEST_LOCAL_LOCK");
 	CHECK(newest_restores(b) == 0);
 	free(lp);
@@ -314,22 +314,22 @@ static void unrecorded_leases(void)
 	int fd = open(old, O_RDONLY);
 	REQUIRE(fd >= 0 && flock(fd, LOCK_SH) == 0);
 	age(old, 7 * 3600); /* an old libckpt does not refresh it: its lock says it lives */
-	ckpt_prune_policy pol = {.keep_last = 1};
-	ckpt_gc_report *rep = NULL;
-	CHECK_OK(ckpt_store_prune(s, &pol, 0, &rep));
+	retain_keep pol = {.keep_last = 1};
+	gc_report *rep = NULL;
+	CHECK_OK(retain_prune(s, &pol, 0, &rep));
 	CHECK(rep && rep->packs_deferred > 0 && rep->packs_removed == 0);
 	CHECK(rep && rep->reader && strstr(rep->reader, "00000000000000aa.lease (its reader not "));
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	close(fd); /* its reader gone */
 	char *half = fake_lease(dir, "00000000000000bb.lease", "packs 3\n1\n");
-	CHECK_OK(ckpt_store_gc(s, 0, 0, &rep));
+	CHECK_OK(retain_gc(s, 0, 0, &rep));
 	CHECK(rep && rep->packs_deferred > 0 && rep->packs_removed == 0);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(access(old, F_OK) != 0 && access(half, F_OK) == 0);
 	age(half, 7 * 3600);
-	CHECK_OK(ckpt_store_gc(s, 0, 0, &rep));
+	CHECK_OK(retain_gc(s, 0, 0, &rep));
 	CHECK(rep && rep->packs_deferred == 0 && rep->packs_removed > 0);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 	CHECK(count_leases(dir) == 0);
 	free(old);
 	free(half);
@@ -348,20 +348,20 @@ static void remote_reader(void)
 	build(a);
 	ckpt_store *s = open_small(a);
 	char *url = realpath(remote, NULL);
-	REQUIRE(url && ckpt_store_set_remote(s, url, 0) == 0);
-	CHECK_OK(ckpt_store_push(s, STEPS, NULL, NULL, NULL));
+	REQUIRE(url && rstore_set(s, url, 0) == 0);
+	CHECK_OK(rstore_push(s, STEPS, NULL, NULL, NULL));
 	ckpt_store_close(s);
 	REQUIRE(ckpt_remote_adopt(url, NULL, b) == 0);
-	REQUIRE(ckpt_store_open(b, NULL, &s) == 0 && ckpt_store_set_remote(s, url, 0) == 0);
-	ckpt_reader *r;
-	REQUIRE(ckpt_reader_open(s, STEPS, &r) == 0);
+	REQUIRE(ckpt_store_open(b, NULL, &s) == 0 && rstore_set(s, url, 0) == 0);
+	reader1 *r;
+	REQUIRE(reader1_open(s, STEPS, &r) == 0);
 	char ld[4300], want[64];
 	snprintf(ld, sizeof ld, "%s/leases", b);
 	char *lp = t_first_file(ld, ".lease");
 	snprintf(want, sizeof want, "\nwhat reader of step %d\n", STEPS);
 	CHECK(lp && holds(lp, want) && holds(lp, "\nnode "));
 	CHECK(restore_all(r, STEPS) == 0);
-	ckpt_reader_close(r);
+	reader1_close(r);
 	CHECK(count_leases(b) == 0);
 	free(lp);
 	free(url);

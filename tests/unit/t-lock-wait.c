@@ -1,4 +1,4 @@
-/* The writer lock's busy message and CKPT_OPT_LOCK_WAIT_MS (issue 23, G7): a second writer is
+/* The writer lock's busy message and CKPT_OPT_LOCK_WAIT_MS: a second writer is
  * told who holds the store (pid, host, what, since when, from the holder's record in
  * STORE/LOCK), and with the option it waits for the lock instead of being refused at once.
  * The holder is a child process that begins a save and commits it when the parent says so
@@ -48,15 +48,15 @@ static int save_one(ckpt_store *s, uint64_t step)
 {
 	static float x[64];
 	uint64_t shape[1] = {64};
-	ckpt_save *sv;
-	int rc = ckpt_save_begin(s, step, &sv);
+	save1 *sv;
+	int rc = save1_begin(s, step, &sv);
 	if (rc)
 		return rc;
-	if ((rc = ckpt_save_add_tensor(sv, "x", CKPT_DTYPE_F32, 1, shape, CKPT_MEM_HOST, x))) {
-		ckpt_save_abort(sv);
+	if ((rc = save1_add_tensor(sv, "x", CKPT_DTYPE_F32, 1, shape, CKPT_MEM_HOST, x))) {
+		save1_abort(sv);
 		return rc;
 	}
-	return ckpt_save_commit(sv, NULL);
+	return save1_commit(sv, NULL);
 }
 
 struct holder {
@@ -75,13 +75,13 @@ static struct holder hold(const char *dir, uint64_t step)
 		ckpt_store *s = t_open_store(dir, 0, 0);
 		static float x[64];
 		uint64_t shape[1] = {64};
-		ckpt_save *sv;
+		save1 *sv;
 		char c;
-		if (ckpt_save_begin(s, step, &sv) ||
-		    ckpt_save_add_tensor(sv, "x", CKPT_DTYPE_F32, 1, shape, CKPT_MEM_HOST, x) ||
+		if (save1_begin(s, step, &sv) ||
+		    save1_add_tensor(sv, "x", CKPT_DTYPE_F32, 1, shape, CKPT_MEM_HOST, x) ||
 		    write(a[1], "h", 1) != 1 || read(b[0], &c, 1) != 1)
 			_exit(1);
-		_exit(ckpt_save_commit(sv, NULL) ? 2 : 0);
+		_exit(save1_commit(sv, NULL) ? 2 : 0);
 	}
 	close(a[1]);
 	close(b[0]);
@@ -117,8 +117,8 @@ static void names_holder(const char *dir)
 	CHECK(strstr(ckpt_errmsg(), "Z) is writing to it (lock ") != NULL);
 	if (!strstr(ckpt_errmsg(), want))
 		fprintf(stderr, "message: %s\n", ckpt_errmsg());
-	ckpt_gc_report *rep = NULL;
-	CHECK_RC(ckpt_store_gc(s, 0, 0, &rep), -CKPT_E_BUSY);
+	gc_report *rep = NULL;
+	CHECK_RC(retain_gc(s, 0, 0, &rep), -CKPT_E_BUSY);
 	CHECK(strstr(ckpt_errmsg(), want) != NULL);
 	char p[4096], buf[512] = "";
 	snprintf(p, sizeof p, "%s/LOCK", dir);
@@ -132,11 +132,11 @@ static void names_holder(const char *dir)
 
 	/* Another handle of this very process. */
 	ckpt_store *s2 = t_open_store(dir, 0, 0);
-	ckpt_save *sv;
-	CHECK_OK(ckpt_save_begin(s, 7, &sv));
+	save1 *sv;
+	CHECK_OK(save1_begin(s, 7, &sv));
 	CHECK_RC(save_one(s2, 8), -CKPT_E_BUSY);
 	CHECK(strstr(ckpt_errmsg(), "is busy: another handle of this process (save since ") != NULL);
-	ckpt_save_abort(sv);
+	save1_abort(sv);
 	/* Released: the record went with the lock; a lock held by something that is not a
 	 * libckpt writer is named by pid, and the message says there is no record. */
 	int fd = open(p, O_RDONLY | O_CLOEXEC);

@@ -48,9 +48,9 @@ static void test_striping(int compress)
 	ckpt_stats st;
 	CHECK_OK(tp_save(s, 1, a, &st));
 	CHECK(st.data_dirs == 3);
-	ckpt_save *sv = tp_begin(s, 2, b);
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_wait(sv, &st));
+	save1 *sv = tp_begin(s, 2, b);
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_wait(sv, &st));
 	CHECK(st.data_dirs == 3);
 	CHECK(st.chunks_reused > 0);
 	tp_check(s, 1, a);
@@ -99,13 +99,13 @@ static void test_striping(int compress)
 	/* A data directory goes missing. */
 	REQUIRE(rename(d2, d2moved) == 0);
 	s = tp_open(store, &TP_OPTS(.no_create = 1));
-	ckpt_reader *r = NULL;
-	CHECK_OK(ckpt_reader_open(s, 1, &r));
+	reader1 *r = NULL;
+	CHECK_OK(reader1_open(s, 1, &r));
 	int failures = 0;
 	char msg[2048] = "";
-	for (size_t i = 0; r && i < ckpt_reader_tensor_count(r); i++) {
+	for (size_t i = 0; r && i < reader1_tensor_count(r); i++) {
 		uint8_t *buf = malloc(a->t[i].n);
-		int rc = ckpt_reader_restore(r, i, CKPT_MEM_HOST, buf, a->t[i].n);
+		int rc = reader1_restore(r, i, CKPT_MEM_HOST, buf, a->t[i].n);
 		if (rc) {
 			CHECK(rc == -CKPT_E_CORRUPT || rc == -CKPT_E_NOTFOUND || rc == -CKPT_E_IO);
 			if (!failures)
@@ -119,16 +119,16 @@ static void test_striping(int compress)
 	CHECK(strstr(msg, ".pack") != NULL);
 	CHECK(strstr(msg, "missing") != NULL || strstr(msg, "No such file") != NULL);
 	CHECK(strstr(msg, "checkpoint 1") != NULL);
-	CHECK(ckpt_reader_verify(r, NULL, NULL, NULL) > 0);
-	ckpt_reader_close(r);
+	CHECK(reader1_verify(r, NULL, NULL, NULL) > 0);
+	reader1_close(r);
 	/* A save cannot stripe over a directory that is gone: it fails and names it. */
-	ckpt_save *sv2 = NULL;
-	int rc = ckpt_save_begin(s, 4, &sv2);
+	save1 *sv2 = NULL;
+	int rc = save1_begin(s, 4, &sv2);
 	if (!rc) {
 		for (size_t i = 0; i < c->nt; i++)
-			ckpt_save_add_tensor(sv2, c->t[i].name, c->t[i].dt, c->t[i].ndim, c->t[i].shape,
+			save1_add_tensor(sv2, c->t[i].name, c->t[i].dt, c->t[i].ndim, c->t[i].shape,
 					     CKPT_MEM_HOST, c->t[i].data);
-		rc = ckpt_save_commit(sv2, NULL);
+		rc = save1_commit(sv2, NULL);
 	}
 	printf("save with a missing data directory: %s\n", rc ? ckpt_errmsg() : "succeeded");
 	CHECK(rc != 0);

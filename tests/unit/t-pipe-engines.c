@@ -35,8 +35,8 @@ static int uring_available(void)
 	char *dir = t_tmpdir("eng-probe");
 	ckpt_store *s = tp_open(dir, &TP_OPTS(.engine = CKPT_ENGINE_IO_URING, .threads = 1));
 	struct tp_set *a = tp_set_new(1, 1000, 1);
-	ckpt_save *sv = tp_begin(s, 1, a);
-	int rc = ckpt_save_commit(sv, NULL);
+	save1 *sv = tp_begin(s, 1, a);
+	int rc = save1_commit(sv, NULL);
 	if (rc)
 		printf("io_uring unavailable here (%s): its configurations are skipped\n", ckpt_errmsg());
 	CHECK(rc == 0 || rc == -CKPT_E_UNSUPPORTED || rc == -CKPT_E_NOMEM);
@@ -60,9 +60,9 @@ static void run(const struct cfg *c, unsigned qd, unsigned threads, const struct
 	ckpt_stats st[2];
 	CHECK_OK(tp_save(s, 1, a, &st[0]));
 	/* The second asynchronously. */
-	ckpt_save *sv = tp_begin(s, 2, b);
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_wait(sv, &st[1]));
+	save1 *sv = tp_begin(s, 2, b);
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_wait(sv, &st[1]));
 	for (int i = 0; i < 2; i++) {
 		if (strcmp(st[i].engine, c->expect)) {
 			fprintf(stderr, "%s, qd %u, %u threads: engine %s, expected %s\n", c->label, qd,
@@ -75,20 +75,20 @@ static void run(const struct cfg *c, unsigned qd, unsigned threads, const struct
 	tp_check(s, 1, a);
 	tp_check(s, 2, b);
 	for (int i = 0; i < 2; i++) {
-		ckpt_reader *r = NULL;
-		CHECK_OK(ckpt_reader_open(s, 1 + (uint64_t)i, &r));
+		reader1 *r = NULL;
+		CHECK_OK(reader1_open(s, 1 + (uint64_t)i, &r));
 		if (!r)
 			continue;
-		ckpt_reader_info(r, &out->info[i]);
+		reader1_info(r, &out->info[i]);
 		out->info[i].time = 0;
-		for (size_t k = 0; k < ckpt_reader_tensor_count(r) && k < 16; k++) {
+		for (size_t k = 0; k < reader1_tensor_count(r) && k < 16; k++) {
 			ckpt_tensor_info ti;
-			CHECK_OK(ckpt_reader_tensor(r, k, &ti));
+			CHECK_OK(reader1_tensor(r, k, &ti));
 			out->tchunks[i][k] = ti.chunks;
 			out->tnew[i][k] = ti.chunks_new;
 			out->tbytes_new[i][k] = ti.bytes_new;
 		}
-		ckpt_reader_close(r);
+		reader1_close(r);
 	}
 	ckpt_store_close(s);
 	unsetenv("CKPT_IO_ENGINE");

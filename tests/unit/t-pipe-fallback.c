@@ -48,9 +48,9 @@ static int save_and_check(const char *dir, int direct_opt /* as tp_opts.direct_i
 	tp_set_touch(b, CS, 2, 1);
 	ckpt_stats st1, st2;
 	CHECK_OK(tp_save(s, 1, a, &st1));
-	ckpt_save *sv = tp_begin(s, 2, b);
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_wait(sv, &st2));
+	save1 *sv = tp_begin(s, 2, b);
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_wait(sv, &st2));
 	CHECK(st1.direct_io == st2.direct_io);
 	CHECK(st2.chunks_reused > 0);
 	tp_check(s, 1, a);

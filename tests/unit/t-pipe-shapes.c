@@ -41,10 +41,10 @@ static void test_tiny(void)
 	ckpt_store *s = tp_open(dir, &TP_OPTS(.pool = 1u << 20, .io_size = 256u << 10, .threads = 4));
 	struct tp_set *a = tiny_set(10000, 1);
 	ckpt_stats st;
-	ckpt_save *sv = tp_begin(s, 1, a);
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_wait_snapshot(sv));
-	CHECK_OK(ckpt_save_wait(sv, &st));
+	save1 *sv = tp_begin(s, 1, a);
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_wait_snapshot(sv));
+	CHECK_OK(save1_wait(sv, &st));
 	CHECK(st.tensors == 10000);
 	CHECK(st.chunks == 10000);
 	CHECK(st.pool_peak <= st.pool_bytes);
@@ -77,12 +77,12 @@ static void test_huge(int compress)
 		for (uint64_t off = 0; off < a->t[0].n; off += 2 * CS)
 			memset(a->t[0].data + off, 0, MIN_(CS, a->t[0].n - off));
 	ckpt_stats st;
-	ckpt_save *sv = tp_begin(s, 1, a);
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK(ckpt_save_poll(sv) == 0);
-	CHECK_OK(ckpt_save_wait_snapshot(sv));
+	save1 *sv = tp_begin(s, 1, a);
+	CHECK_OK(save1_submit(sv));
+	CHECK(save1_poll(sv) == 0);
+	CHECK_OK(save1_wait_snapshot(sv));
 	struct tp_set *want = tp_set_dup(a);
-	CHECK_OK(ckpt_save_wait(sv, &st));
+	CHECK_OK(save1_wait(sv, &st));
 	CHECK(st.chunks == (a->t[0].n + CS - 1) / CS);
 	CHECK(st.wait_seconds > 0);
 	CHECK(st.pool_peak <= st.pool_bytes);
@@ -124,10 +124,10 @@ static void test_empty_shapes(void)
 		z->t[i].data = calloc(1, 8);
 	}
 	z->t[2].data[0] = 42;
-	ckpt_save *sv = tp_begin(s, 2, z);
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_wait_snapshot(sv));
-	CHECK_OK(ckpt_save_wait(sv, &st));
+	save1 *sv = tp_begin(s, 2, z);
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_wait_snapshot(sv));
+	CHECK_OK(save1_wait(sv, &st));
 	CHECK(st.tensors == 3 && st.chunks == 1);
 	tp_check(s, 2, z);
 	ckpt_store_close(s);
@@ -154,11 +154,11 @@ static void test_zstd(void)
 	tp_check(s, 1, a);
 	struct tp_set *b = tp_set_dup(a);
 	tp_set_touch(b, CS, 3, 4);
-	ckpt_save *sv = tp_begin(s, 2, b);
-	CHECK_OK(ckpt_save_submit(sv));
-	CHECK_OK(ckpt_save_wait_snapshot(sv));
+	save1 *sv = tp_begin(s, 2, b);
+	CHECK_OK(save1_submit(sv));
+	CHECK_OK(save1_wait_snapshot(sv));
 	tp_set_touch(b, CS, 1, 99); /* after the snapshot: must not reach the checkpoint */
-	CHECK_OK(ckpt_save_wait(sv, &st));
+	CHECK_OK(save1_wait(sv, &st));
 	tp_set_touch(b, CS, 1, 99); /* undo (xor) */
 	CHECK(st.chunks_reused > 0 && st.chunks_new > 0);
 	tp_check(s, 2, b);

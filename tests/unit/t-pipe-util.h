@@ -147,24 +147,24 @@ static TP_UNUSED ckpt_store *tp_open(const char *dir, const struct tp_opts *o)
 
 /* ---- saving ---------------------------------------------------------------------------------- */
 /* Begins a save of step with every tensor of set (and a metadata entry naming the step). */
-static TP_UNUSED ckpt_save *tp_begin(ckpt_store *s, uint64_t step, const struct tp_set *set)
+static TP_UNUSED save1 *tp_begin(ckpt_store *s, uint64_t step, const struct tp_set *set)
 {
-	ckpt_save *sv = NULL;
-	int rc = ckpt_save_begin(s, step, &sv);
+	save1 *sv = NULL;
+	int rc = save1_begin(s, step, &sv);
 	if (rc)
 		fprintf(stderr, "begin %llu: %s: %s\n", (unsigned long long)step, ckpt_strerror(rc),
 			ckpt_errmsg());
 	REQUIRE(rc == 0 && sv);
 	for (size_t i = 0; set && i < set->nt; i++) {
 		const struct tp_tensor *t = &set->t[i];
-		rc = ckpt_save_add_tensor(sv, t->name, t->dt, t->ndim, t->shape, CKPT_MEM_HOST, t->data);
+		rc = save1_add_tensor(sv, t->name, t->dt, t->ndim, t->shape, CKPT_MEM_HOST, t->data);
 		if (rc)
 			fprintf(stderr, "add %s: %s\n", t->name, ckpt_errmsg());
 		REQUIRE(rc == 0);
 	}
 	char v[32];
 	snprintf(v, sizeof v, "%llu", (unsigned long long)step);
-	REQUIRE(ckpt_save_set_meta(sv, "step", v) == 0);
+	REQUIRE(save1_set_meta(sv, "step", v) == 0);
 	return sv;
 }
 
@@ -172,8 +172,8 @@ static TP_UNUSED ckpt_save *tp_begin(ckpt_store *s, uint64_t step, const struct 
 static TP_UNUSED int tp_save(ckpt_store *s, uint64_t step, const struct tp_set *set, ckpt_stats *st)
 {
 	ckpt_stats tmp;
-	ckpt_save *sv = tp_begin(s, step, set);
-	int rc = ckpt_save_commit(sv, st ? st : &tmp);
+	save1 *sv = tp_begin(s, step, set);
+	int rc = save1_commit(sv, st ? st : &tmp);
 	if (rc)
 		fprintf(stderr, "commit %llu: %s: %s\n", (unsigned long long)step, ckpt_strerror(rc),
 			ckpt_errmsg());
@@ -210,17 +210,17 @@ static void *tp_dst_for(size_t index, const ckpt_tensor_info *info, int *mem, vo
 static TP_UNUSED int tp_check(ckpt_store *s, uint64_t step, const struct tp_set *set)
 {
 	int before = t_failures;
-	ckpt_reader *r = NULL;
-	int rc = ckpt_reader_open(s, step, &r);
+	reader1 *r = NULL;
+	int rc = reader1_open(s, step, &r);
 	CHECK_OK(rc);
 	if (rc) {
 		fprintf(stderr, "  (checkpoint %llu)\n", (unsigned long long)step);
 		return t_failures - before;
 	}
-	CHECK(ckpt_reader_tensor_count(r) == set->nt);
+	CHECK(reader1_tensor_count(r) == set->nt);
 	char v[32];
 	snprintf(v, sizeof v, "%llu", (unsigned long long)step);
-	const char *m = ckpt_reader_get_meta(r, "step");
+	const char *m = reader1_get_meta(r, "step");
 	CHECK(m && !strcmp(m, v));
 	/* The parallel restore first, on a fresh reader: its pack table fills as threads need packs. */
 	struct tp_dst d = {.want = set};
@@ -231,7 +231,7 @@ static TP_UNUSED int tp_check(ckpt_store *s, uint64_t step, const struct tp_set 
 		REQUIRE(d.bufs[i]);
 		memset(d.bufs[i], 0x5a, set->t[i].n);
 	}
-	CHECK_OK(ckpt_reader_restore_all(r, tp_dst_for, &d));
+	CHECK_OK(reader1_restore_all(r, tp_dst_for, &d));
 	CHECK(d.bad == 0);
 	for (size_t i = 0; i < set->nt; i++) {
 		if (memcmp(d.bufs[i], set->t[i].data, set->t[i].n)) {
@@ -242,17 +242,17 @@ static TP_UNUSED int tp_check(ckpt_store *s, uint64_t step, const struct tp_set 
 		free(d.bufs[i]);
 	}
 	free(d.bufs);
-	CHECK(ckpt_reader_verify(r, NULL, NULL, NULL) == 0);
-	for (size_t i = 0; i < set->nt && i < ckpt_reader_tensor_count(r); i++) {
+	CHECK(reader1_verify(r, NULL, NULL, NULL) == 0);
+	for (size_t i = 0; i < set->nt && i < reader1_tensor_count(r); i++) {
 		const struct tp_tensor *t = &set->t[i];
 		ckpt_tensor_info info;
-		CHECK_OK(ckpt_reader_tensor(r, i, &info));
+		CHECK_OK(reader1_tensor(r, i, &info));
 		CHECK(!strcmp(info.name, t->name));
 		CHECK(info.nbytes == t->n && info.dtype == t->dt);
 		uint8_t *b = malloc(t->n ? t->n : 1);
 		REQUIRE(b);
 		memset(b, 0xa5, t->n);
-		rc = ckpt_reader_restore(r, i, CKPT_MEM_HOST, b, t->n);
+		rc = reader1_restore(r, i, CKPT_MEM_HOST, b, t->n);
 		CHECK_OK(rc);
 		if (!rc && memcmp(b, t->data, t->n)) {
 			fprintf(stderr, "checkpoint %llu: tensor %s differs\n", (unsigned long long)step,
@@ -261,7 +261,7 @@ static TP_UNUSED int tp_check(ckpt_store *s, uint64_t step, const struct tp_set 
 		}
 		free(b);
 	}
-	ckpt_reader_close(r);
+	reader1_close(r);
 	if (t_failures != before)
 		fprintf(stderr, "  (checkpoint %llu: %d problem(s))\n", (unsigned long long)step,
 			t_failures - before);

@@ -53,17 +53,17 @@ static void test_backpressure(void)
 	tp_set_touch(b, CS, 2, 3);
 	struct tp_set *c = tp_set_new(nt, 2u << 20, 4);
 	struct tp_set *bw = tp_set_dup(b), *cw = tp_set_dup(c);
-	ckpt_save *sb = tp_begin(s, 2, b), *sc = tp_begin(s, 3, c);
-	CHECK_OK(ckpt_save_submit(sb));
-	CHECK_OK(ckpt_save_submit(sc));
-	CHECK(ckpt_save_poll(sc) == 0);
+	save1 *sb = tp_begin(s, 2, b), *sc = tp_begin(s, 3, c);
+	CHECK_OK(save1_submit(sb));
+	CHECK_OK(save1_submit(sc));
+	CHECK(save1_poll(sc) == 0);
 	ckpt_stats stb, stc;
-	CHECK_OK(ckpt_save_wait_snapshot(sc));
+	CHECK_OK(save1_wait_snapshot(sc));
 	/* The third's state is far larger than the pool: its snapshot can end only once its slabs
 	 * were written, that is once the second was committed (saves are processed in order). */
-	CHECK(ckpt_save_poll(sb) == 1);
-	CHECK_OK(ckpt_save_wait(sb, &stb));
-	CHECK_OK(ckpt_save_wait(sc, &stc));
+	CHECK(save1_poll(sb) == 1);
+	CHECK_OK(save1_wait(sb, &stb));
+	CHECK_OK(save1_wait(sc, &stc));
 	CHECK(stb.wait_seconds > 0 && stc.wait_seconds > 0);
 	CHECK(stb.pool_peak <= stb.pool_bytes && stc.pool_peak <= stc.pool_bytes);
 	CHECK(stb.chunks_reused > 0);
@@ -161,25 +161,25 @@ static void test_concurrency(void)
 		pthread_mutex_init(&ra.mu, NULL);
 		/* The first checkpoint exists before the reader starts. */
 		x[0] = tp_set_dup(want[0]);
-		ckpt_save *sv[NSAVES];
+		save1 *sv[NSAVES];
 		sv[0] = tp_begin(s, 100, x[0]);
-		CHECK_OK(ckpt_save_commit(sv[0], NULL));
+		CHECK_OK(save1_commit(sv[0], NULL));
 		pthread_t th;
 		REQUIRE(pthread_create(&th, NULL, reader_thread, &ra) == 0);
 		for (int i = 1; i < NSAVES; i++) {
 			x[i] = tp_set_dup(want[i]);
 			sv[i] = tp_begin(s, 100 + (uint64_t)i, x[i]);
-			CHECK_OK(ckpt_save_submit(sv[i]));
+			CHECK_OK(save1_submit(sv[i]));
 		}
 		/* The snapshots end in order; scribble over each as soon as it is done. */
 		for (int i = 1; i < NSAVES; i++) {
-			CHECK_OK(ckpt_save_wait_snapshot(sv[i]));
+			CHECK_OK(save1_wait_snapshot(sv[i]));
 			for (size_t t = 0; t < x[i]->nt; t++)
 				memset(x[i]->t[t].data, 0xcc, x[i]->t[t].n);
 		}
 		ckpt_stats st[NSAVES];
 		for (int i = 1; i < NSAVES; i++) {
-			CHECK_OK(ckpt_save_wait(sv[i], &st[i]));
+			CHECK_OK(save1_wait(sv[i], &st[i]));
 			CHECK(st[i].data_dirs == 3);
 			CHECK(st[i].threads == 8);
 			CHECK(st[i].chunks_reused > 0);
@@ -230,15 +230,15 @@ static void *handle_thread(void *arg)
 	struct tp_set *a = tp_set_new(4, 400000, 70 + (uint64_t)h->id);
 	struct tp_set *b = tp_set_dup(a);
 	tp_set_touch(b, CS, 3, 9);
-	ckpt_save *s1 = tp_begin(s, 1, a), *s2 = tp_begin(s, 2, b);
-	CHECK_OK(ckpt_save_submit(s1));
-	CHECK_OK(ckpt_save_submit(s2));
+	save1 *s1 = tp_begin(s, 1, a), *s2 = tp_begin(s, 2, b);
+	CHECK_OK(save1_submit(s1));
+	CHECK_OK(save1_submit(s2));
 	/* A failing call on this thread: its message must be this thread's. */
-	ckpt_reader *r = NULL;
-	CHECK_RC(ckpt_reader_open(s, 999, &r), -CKPT_E_NOTFOUND);
+	reader1 *r = NULL;
+	CHECK_RC(reader1_open(s, 999, &r), -CKPT_E_NOTFOUND);
 	CHECK(strstr(ckpt_errmsg(), "999") != NULL || strstr(ckpt_errmsg(), "checkpoint") != NULL);
-	CHECK_OK(ckpt_save_wait(s1, NULL));
-	CHECK_OK(ckpt_save_wait(s2, NULL));
+	CHECK_OK(save1_wait(s1, NULL));
+	CHECK_OK(save1_wait(s2, NULL));
 	tp_check(s, 1, a);
 	tp_check(s, 2, b);
 	ckpt_store_close(s);
@@ -305,12 +305,12 @@ static void test_direct_refused_in_flight(void)
 	struct tp_set *b = tp_set_new(4, 300000, 6);
 	/* Write 1 is the first save's manifest, write 2 the second's first pack header. */
 	ckpt_io_fault_arm(IO_FAULT_WRITE, 2, EINVAL);
-	ckpt_save *sa = tp_begin(s, 2, a), *sb = tp_begin(s, 3, b);
-	CHECK_OK(ckpt_save_submit(sa));
-	CHECK_OK(ckpt_save_submit(sb));
+	save1 *sa = tp_begin(s, 2, a), *sb = tp_begin(s, 3, b);
+	CHECK_OK(save1_submit(sa));
+	CHECK_OK(save1_submit(sb));
 	ckpt_stats sta, stb;
-	CHECK_OK(ckpt_save_wait(sa, &sta));
-	CHECK_OK(ckpt_save_wait(sb, &stb));
+	CHECK_OK(save1_wait(sa, &sta));
+	CHECK_OK(save1_wait(sb, &stb));
 	CHECK(ckpt_io_fault_fired() == 1);
 	ckpt_io_fault_disarm();
 	CHECK(sta.chunks_new == 0 && sta.bytes_written == 0);

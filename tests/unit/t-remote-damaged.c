@@ -43,7 +43,7 @@ static int objects(const struct tier_ref *t)
 static void steps_are(ckpt_store *s, const char *want)
 {
 	uint64_t *v;
-	long n = ckpt_store_remote_steps(s, &v);
+	long n = rstore_steps(s, &v);
 	char buf[64] = "";
 	size_t l = 0;
 	for (long i = 0; i < n; i++)
@@ -56,16 +56,16 @@ static void steps_are(ckpt_store *s, const char *want)
 /* A remote prune refused for the damaged manifest key: nothing removed. */
 static void refused(ckpt_store *s, const struct tier_ref *t, const char *key, int flags)
 {
-	ckpt_retention r = {.keep = {.keep_last = 1}};
-	ckpt_remote_gc_report rep;
+	retain_rules r = {.keep = {.keep_last = 1}};
+	rgc_report rep;
 	uint64_t *removed = NULL;
 	int before = objects(t);
-	CHECK_RC(ckpt_store_remote_prune_gc(s, &r, flags, &rep, &removed), -CKPT_E_CORRUPT);
+	CHECK_RC(rstore_prune_gc(s, &r, flags, &rep, &removed), -CKPT_E_CORRUPT);
 	printf("refused (flags %d): %s\n", flags, ckpt_errmsg());
 	CHECK(strstr(ckpt_errmsg(), key) != NULL);
 	CHECK(removed == NULL);
-	ckpt_prune_policy pol = {.keep_last = 1};
-	CHECK_RC(ckpt_store_remote_prune(s, &pol, flags, &rep), -CKPT_E_CORRUPT);
+	retain_keep pol = {.keep_last = 1};
+	CHECK_RC(rstore_prune(s, &pol, flags, &rep), -CKPT_E_CORRUPT);
 	CHECK(strstr(ckpt_errmsg(), key) != NULL);
 	steps_are(s, "1 2 3");
 	CHECK(objects(t) == before);
@@ -93,11 +93,11 @@ static void missing_pack(const char *dir, const char *url, const struct tier_ref
 	manifest_free(&m);
 	CHECK_OK(t->r->ops->del(t->r, key));
 	ckpt_store *s = t_open_store(dir, 0, 0);
-	REQUIRE(ckpt_store_set_remote(s, url, CKPT_REMOTE_READ) == 0);
-	ckpt_reader *rd;
-	REQUIRE(ckpt_reader_open(s, 2, &rd) == 0);
-	long bad = ckpt_reader_verify(rd, on_damage, NULL, file);
-	ckpt_reader_close(rd);
+	REQUIRE(rstore_set(s, url, CKPT_REMOTE_READ) == 0);
+	reader1 *rd;
+	REQUIRE(reader1_open(s, 2, &rd) == 0);
+	long bad = reader1_verify(rd, on_damage, NULL, file);
+	reader1_close(rd);
 	printf("missing pack: %ld damaged, first in %s (want ...%s)\n", bad, file, key);
 	CHECK(bad > 0);
 	CHECK(strstr(file, key) != NULL);
@@ -115,12 +115,12 @@ int main(void)
 		REQUIRE(data[i]);
 	}
 	ckpt_store *s = t_open_store(dir, 0, 0);
-	REQUIRE(ckpt_store_set_remote(s, url, 0) == 0);
+	REQUIRE(rstore_set(s, url, 0) == 0);
 	for (uint64_t step = 1; step <= 3; step++) {
 		for (int i = 0; i < NT; i++)
 			t_fill(data[i], TBYTES, step * 10 + (uint64_t)i);
 		t_remote_save(s, step, data, NT, TBYTES);
-		CHECK_OK(ckpt_store_push(s, step, NULL, NULL, NULL));
+		CHECK_OK(rstore_push(s, step, NULL, NULL, NULL));
 	}
 	struct tier_ref t;
 	REQUIRE(rmt_open(url, NULL, &t.r) == 0);
@@ -140,12 +140,12 @@ int main(void)
 	ckpt_store *f;
 	REQUIRE(ckpt_remote_adopt(url, NULL, fresh) == 0);
 	REQUIRE(ckpt_store_open(fresh, NULL, &f) == 0);
-	REQUIRE(ckpt_store_set_remote(f, url, 0) == 0);
+	REQUIRE(rstore_set(f, url, 0) == 0);
 	uint64_t got = 0;
-	CHECK_OK(ckpt_store_pull(f, CKPT_STEP_LATEST, &got, NULL, NULL, NULL));
+	CHECK_OK(rstore_pull(f, CKPT_STEP_LATEST, &got, NULL, NULL, NULL));
 	CHECK(got == 2);
 	ckpt_info *list;
-	int n = ckpt_store_remote_list(f, 1, &list);
+	int n = rstore_list(f, 1, &list);
 	CHECK(n == 3);
 	CHECK(n == 3 && list[2].step == 3 && list[2].error != 0 && !list[1].error);
 	printf("pulled %" PRIu64 "; remote step 3 listed with error %d\n", got,
@@ -155,10 +155,10 @@ int main(void)
 	ckpt_store_close(f);
 
 	/* Forced: the policy's choice goes, the damaged manifest stays. */
-	ckpt_retention r = {.keep = {.keep_last = 1}};
-	ckpt_remote_gc_report rep;
+	retain_rules r = {.keep = {.keep_last = 1}};
+	rgc_report rep;
 	uint64_t *removed = NULL;
-	CHECK_OK(ckpt_store_remote_prune_gc(s, &r, CKPT_GC_FORCE, &rep, &removed));
+	CHECK_OK(rstore_prune_gc(s, &r, CKPT_GC_FORCE, &rep, &removed));
 	CHECK(rep.manifests_removed == 1 && removed && removed[0] == 1);
 	free(removed);
 	steps_are(s, "2 3");

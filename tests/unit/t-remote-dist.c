@@ -1,4 +1,4 @@
-/* The node-loss drill of a 4-rank checkpoint (issue 25): four ranks (threads, each with its own
+/* The node-loss drill of a 4-rank checkpoint: four ranks (threads, each with its own
  * store handle on one shared store) save a row-sharded global tensor and a replicated one, twice;
  * rank 0's handle uploads in the background (CKPT_REMOTE_UPLOAD) after each global commit, every
  * rank's packs and parts before the global manifest. Then the local store is deleted, a fresh one
@@ -34,7 +34,7 @@ static void *rank_main(void *arg)
 	ckpt_options_free(o);
 	tc_barrier(r); /* every rank sees the one store rank 0 may have created */
 	if (r->rank == 0)
-		REQUIRE(ckpt_store_set_remote(s, remote_url, CKPT_REMOTE_UPLOAD) == 0);
+		REQUIRE(rstore_set(s, remote_url, CKPT_REMOTE_UPLOAD) == 0);
 	ckpt_comm comm = tc_comm(r);
 	uint64_t gshape[2] = {ROWS, COLS}, rows = ROWS / NR;
 	uint64_t off[2] = {rows * (uint64_t)r->rank, 0}, ext[2] = {rows, COLS}, bshape[1] = {sizeof bias};
@@ -43,18 +43,18 @@ static void *rank_main(void *arg)
 		if (r->rank == 0 && step == 2) /* the second checkpoint changes rank 2's rows */
 			t_fill(w + 2 * rows * COLS, rows * COLS, 77);
 		tc_barrier(r);
-		ckpt_dist_save *sv;
-		REQUIRE(ckpt_dist_save_begin(s, &comm, step, &sv) == 0);
-		CHECK_OK(ckpt_dist_save_add_shard(sv, "w", CKPT_DTYPE_U8, 2, gshape, off, ext,
+		dsave *sv;
+		REQUIRE(dsave_begin(s, &comm, step, &sv) == 0);
+		CHECK_OK(dsave_add_shard(sv, "w", CKPT_DTYPE_U8, 2, gshape, off, ext,
 						  CKPT_MEM_HOST, w + off[0] * COLS));
-		CHECK_OK(ckpt_dist_save_add_replicated(sv, "bias", CKPT_DTYPE_U8, 1, bshape,
+		CHECK_OK(dsave_add_replicated(sv, "bias", CKPT_DTYPE_U8, 1, bshape,
 						       (unsigned)r->rank, NR, CKPT_MEM_HOST, bias));
-		CHECK_OK(ckpt_dist_save_commit(sv, NULL));
+		CHECK_OK(dsave_commit(sv, NULL));
 	}
 	if (r->rank == 0) {
-		CHECK_OK(ckpt_store_wait_uploaded(s, CKPT_STEP_LATEST, 60000));
-		CHECK(ckpt_store_upload_state(s, 1) == CKPT_UPLOAD_REMOTE);
-		CHECK(ckpt_store_upload_state(s, 2) == CKPT_UPLOAD_REMOTE);
+		CHECK_OK(rstore_wait_uploaded(s, CKPT_STEP_LATEST, 60000));
+		CHECK(rstore_upload_state(s, 1) == CKPT_UPLOAD_REMOTE);
+		CHECK(rstore_upload_state(s, 2) == CKPT_UPLOAD_REMOTE);
 	}
 	ckpt_store_close(s);
 	return NULL;
@@ -64,17 +64,17 @@ static void *rank_main(void *arg)
  * are local). */
 static void check_global(ckpt_store *s, bool parts)
 {
-	ckpt_dist_reader *dr;
-	CHECK_OK(ckpt_dist_reader_open(s, CKPT_STEP_LATEST, &dr));
+	dreader *dr;
+	CHECK_OK(dreader_open(s, CKPT_STEP_LATEST, &dr));
 	if (!dr)
 		return;
-	CHECK(ckpt_dist_reader_world_size(dr) == NR);
+	CHECK(dreader_world_size(dr) == NR);
 	t_remote_check_whole(dr, "w", 2, (uint64_t[]){ROWS, COLS}, w, sizeof w);
 	t_remote_check_whole(dr, "bias", 1, (uint64_t[]){sizeof bias}, bias, sizeof bias);
 	if (parts)
-		CHECK(ckpt_dist_reader_verify_parts(dr, NULL, NULL) == 0);
-	CHECK(ckpt_reader_verify(ckpt_dist_reader_checkpoint(dr), NULL, NULL, NULL) == 0);
-	ckpt_dist_reader_close(dr);
+		CHECK(dreader_verify_parts(dr, NULL, NULL) == 0);
+	CHECK(reader1_verify(dreader_checkpoint(dr), NULL, NULL, NULL) == 0);
+	dreader_close(dr);
 }
 
 /* Part 2 of step 1 on the remote damaged two ways (a byte flipped inside: its size and trailer
@@ -99,7 +99,7 @@ static void damaged_part(ckpt_store *s, const char *url, const char *path)
 		struct rmt_src bad = {.buf = b, .len = way == 0 ? size : size - 1};
 		REQUIRE(r->ops->put(r, key, &bad, 0, NULL, NULL) == 0);
 		b[size / 2] ^= way == 0 ? 0x10 : 0;
-		int rc = ckpt_store_pull(s, 1, NULL, NULL, NULL, NULL);
+		int rc = rstore_pull(s, 1, NULL, NULL, NULL, NULL);
 		CHECK(rc == -CKPT_E_CHECKSUM || rc == -CKPT_E_CORRUPT);
 		CHECK(strstr(ckpt_errmsg(), key) != NULL);
 		printf("damaged part (%s): %s\n", way == 0 ? "a byte flipped" : "cut", ckpt_errmsg());
@@ -112,12 +112,12 @@ static void damaged_part(ckpt_store *s, const char *url, const char *path)
 	REQUIRE(r->ops->put(r, key, &good, 0, NULL, NULL) == 0);
 	rmt_close(r);
 	free(b);
-	CHECK_OK(ckpt_store_pull(s, 1, NULL, NULL, NULL, NULL));
-	ckpt_dist_reader *dr;
-	CHECK_OK(ckpt_dist_reader_open(s, 1, &dr));
+	CHECK_OK(rstore_pull(s, 1, NULL, NULL, NULL, NULL));
+	dreader *dr;
+	CHECK_OK(dreader_open(s, 1, &dr));
 	if (dr) {
-		CHECK(ckpt_dist_reader_verify_parts(dr, NULL, NULL) == 0);
-		ckpt_dist_reader_close(dr);
+		CHECK(dreader_verify_parts(dr, NULL, NULL) == 0);
+		dreader_close(dr);
 	}
 }
 
@@ -144,11 +144,11 @@ int main(void)
 	CHECK_OK(ckpt_remote_adopt(url, NULL, path2));
 	ckpt_store *s;
 	REQUIRE(ckpt_store_open(path2, NULL, &s) == 0);
-	REQUIRE(ckpt_store_set_remote(s, url, 0) == 0);
+	REQUIRE(rstore_set(s, url, 0) == 0);
 	check_global(s, false); /* read from the remote, nothing pulled */
 	uint64_t got = 0;
 	ckpt_remote_stats st;
-	CHECK_OK(ckpt_store_pull(s, CKPT_STEP_LATEST, &got, &st, NULL, NULL));
+	CHECK_OK(rstore_pull(s, CKPT_STEP_LATEST, &got, &st, NULL, NULL));
 	CHECK(got == 2);
 	printf("pulled checkpoint %llu: %llu packs, %llu bytes\n", (unsigned long long)got,
 	       (unsigned long long)st.packs_sent, (unsigned long long)st.bytes_sent);

@@ -1,4 +1,4 @@
-/* Faults of the remote during a push (issue 25): a put that fails at every position of an upload
+/* Faults of the remote during a push: a put that fails at every position of an upload
  * (an I/O error: the remote dies mid-upload), a remote that fills up (ENOSPC from some put on),
  * each failing the push with the error naming the object, the remote never listing the
  * checkpoint, and the next push completing and pulling back intact. The faults are a wrapper
@@ -149,9 +149,9 @@ int main(void)
 	snprintf(fresh, sizeof fresh, "%s-fresh", dir);
 	CHECK_OK(tier_adopt(f.in, t.id, fresh));
 	REQUIRE(ckpt_store_open(fresh, NULL, &s) == 0);
-	REQUIRE(ckpt_store_set_remote(s, url, 0) == 0);
+	REQUIRE(rstore_set(s, url, 0) == 0);
 	uint64_t *steps;
-	long n = ckpt_store_remote_steps(s, &steps);
+	long n = rstore_steps(s, &steps);
 	CHECK(n == total + 2);
 	/* No upload marker is left behind by the failed pushes. */
 	char up[128];
@@ -160,11 +160,11 @@ int main(void)
 	CHECK_OK(f.in->ops->list(f.in, up, count_key, &markers));
 	CHECK(markers == 0);
 	for (long i = 0; i < n; i++) {
-		CHECK_OK(ckpt_store_pull(s, steps[i], NULL, NULL, NULL, NULL));
-		ckpt_reader *r;
-		CHECK_OK(ckpt_reader_open(s, steps[i], &r));
-		CHECK(r && ckpt_reader_verify(r, NULL, NULL, NULL) == 0);
-		ckpt_reader_close(r);
+		CHECK_OK(rstore_pull(s, steps[i], NULL, NULL, NULL, NULL));
+		reader1 *r;
+		CHECK_OK(reader1_open(s, steps[i], &r));
+		CHECK(r && reader1_verify(r, NULL, NULL, NULL) == 0);
+		reader1_close(r);
 	}
 	free(steps);
 	ckpt_store_close(s);

@@ -66,19 +66,19 @@ static bool remote_whole(const char *url, const char *id, uint64_t step, uint8_t
 	bool ok = tier_pull(s, &t, step, NULL, NULL, NULL, NULL) == 0;
 	if (!ok)
 		printf("pull of %" PRIu64 ": %s\n", step, ckpt_errmsg());
-	ckpt_reader *r = NULL;
-	ok = ok && ckpt_reader_open(s, step, &r) == 0;
+	reader1 *r = NULL;
+	ok = ok && reader1_open(s, step, &r) == 0;
 	uint8_t *buf = malloc(TBYTES);
 	for (int i = 0; ok && i < NT; i++) {
 		char name[16];
 		snprintf(name, sizeof name, "t%d", i);
-		long k = ckpt_reader_find(r, name);
-		ok = k >= 0 && ckpt_reader_restore(r, (size_t)k, CKPT_MEM_HOST, buf, TBYTES) == 0 &&
+		long k = reader1_find(r, name);
+		ok = k >= 0 && reader1_restore(r, (size_t)k, CKPT_MEM_HOST, buf, TBYTES) == 0 &&
 		     !memcmp(buf, want[i], TBYTES);
 	}
 	free(buf);
 	if (r)
-		ckpt_reader_close(r);
+		reader1_close(r);
 	t.r->ops->close(t.r);
 	ckpt_store_close(s);
 	t_rmrf(path);
@@ -259,7 +259,7 @@ static void gc_race(const char *url)
 	CHECK_OK(t.r->ops->del(t.r, key)); /* remote step 1 gone: its packs are garbage there */
 	gr.s = s, gr.t = &t;
 	tier_test_hook = gc_race_hook;
-	ckpt_remote_gc_report rep;
+	rgc_report rep;
 	CHECK_OK(tier_gc(&t, s->hdr.uuid, 3600, 0, &rep));
 	tier_test_hook = NULL;
 	REQUIRE(gr.started);
@@ -291,7 +291,7 @@ static void gc_dead(const char *url)
 	double took = ckpt_now() - t0;
 	printf("gc_dead: the push waited %.1f s for a dead gc's marker\n", took);
 	CHECK(took >= 1.9 && took < 30);
-	ckpt_remote_gc_report rep;
+	rgc_report rep;
 	CHECK_OK(tier_gc(&t, s->hdr.uuid, 3600, 0, &rep));
 	CHECK(remote_count(&t, "gc/") == 1); /* younger than the grace age: kept */
 	sleep(1);
@@ -327,7 +327,7 @@ static void gc_lapse(const char *url)
 	setenv("CKPT_REMOTE_GC_STALE_S", "2", 1);
 	lapse_deletes = 0;
 	tier_test_hook = lapse_hook;
-	ckpt_remote_gc_report rep;
+	rgc_report rep;
 	CHECK_OK(tier_gc(&t, s->hdr.uuid, 3600, 0, &rep));
 	tier_test_hook = NULL;
 	unsetenv("CKPT_REMOTE_GC_STALE_S");
@@ -358,7 +358,7 @@ static void gc_sweep(const char *url)
 	fclose(f);
 	struct timespec old[2] = {{.tv_sec = time(NULL) - 7200}, {.tv_sec = time(NULL) - 7200}};
 	CHECK(utimensat(AT_FDCWD, tmp, old, 0) == 0);
-	ckpt_remote_gc_report rep;
+	rgc_report rep;
 	CHECK_OK(tier_gc(&t, s->hdr.uuid, 7 * 3600, 0, &rep)); /* younger than the grace age */
 	CHECK(rep.leftovers_removed == 0 && access(tmp, F_OK) == 0);
 	CHECK_OK(tier_gc(&t, s->hdr.uuid, 3600, 0, &rep));
@@ -382,13 +382,13 @@ static void repush(const char *url)
 	CHECK_OK(tier_push(s, &t, 2, NULL, NULL, NULL, NULL));
 	long packs = remote_count(&t, "packs/");
 	uint64_t one = 1;
-	ckpt_gc_report *gr1 = NULL; /* step 1 goes: its pack is half dead, and compacted */
-	CHECK_OK(ckpt_store_delete(s, &one, 1, NULL, 0, &gr1));
-	ckpt_gc_report_free(gr1);
-	ckpt_gc_report *gr2 = NULL;
-	CHECK_OK(ckpt_store_gc(s, 0.99, 0, &gr2));
+	gc_report *gr1 = NULL; /* step 1 goes: its pack is half dead, and compacted */
+	CHECK_OK(retain_delete(s, &one, 1, NULL, 0, &gr1));
+	gc_report_free(gr1);
+	gc_report *gr2 = NULL;
+	CHECK_OK(retain_gc(s, 0.99, 0, &gr2));
 	CHECK(gr2 && gr2->packs_compacted >= 1);
-	ckpt_gc_report_free(gr2);
+	gc_report_free(gr2);
 	ckpt_remote_stats st;
 	int rc = tier_push(s, &t, 2, &st, NULL, NULL, NULL);
 	printf("repush after compaction: %d %s (sent %" PRIu64 ")\n", rc, rc ? ckpt_errmsg() : "",
@@ -398,9 +398,9 @@ static void repush(const char *url)
 	CHECK(remote_whole(url, t.id, 2, data));
 	/* Another checkpoint 2 (deleted locally, saved anew): refused, nothing sent. */
 	uint64_t two = 2;
-	ckpt_gc_report *gr3 = NULL;
-	CHECK_OK(ckpt_store_delete(s, &two, 1, NULL, CKPT_GC_NEWEST, &gr3));
-	ckpt_gc_report_free(gr3);
+	gc_report *gr3 = NULL;
+	CHECK_OK(retain_delete(s, &two, 1, NULL, CKPT_GC_NEWEST, &gr3));
+	gc_report_free(gr3);
 	t_fill(data[0], TBYTES, 56);
 	t_remote_save(s, 2, data, NT, TBYTES);
 	rc = tier_push(s, &t, 2, &st, NULL, NULL, NULL);

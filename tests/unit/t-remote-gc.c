@@ -1,4 +1,4 @@
-/* Remote prune and gc with two stores on one remote (issue 25): A's prune removes its old
+/* Remote prune and gc with two stores on one remote: A's prune removes its old
  * checkpoints and gc their packs, a dry run changes nothing, and B's objects (same prefix) are all
  * still there and B's checkpoints pull back intact, as do A's kept ones; an upload in flight (a
  * live upload marker) keeps its packs from gc until the marker is dead; a damaged remote manifest
@@ -31,7 +31,7 @@ static ckpt_store *open_store(const char *path, const char *url, int64_t grace)
 	ckpt_store *s;
 	REQUIRE(ckpt_store_open(path, o, &s) == 0);
 	ckpt_options_free(o);
-	REQUIRE(ckpt_store_set_remote(s, url, 0) == 0);
+	REQUIRE(rstore_set(s, url, 0) == 0);
 	return s;
 }
 
@@ -71,16 +71,16 @@ static void pulls_back(const char *url, ckpt_store *s, const char *fresh, long w
 	CHECK_OK(ckpt_remote_adopt(url, id, fresh));
 	ckpt_store *f;
 	REQUIRE(ckpt_store_open(fresh, NULL, &f) == 0);
-	REQUIRE(ckpt_store_set_remote(f, url, 0) == 0);
+	REQUIRE(rstore_set(f, url, 0) == 0);
 	uint64_t *steps;
-	long n = ckpt_store_remote_steps(f, &steps);
+	long n = rstore_steps(f, &steps);
 	CHECK(n == want);
 	for (long i = 0; i < n; i++) {
-		CHECK_OK(ckpt_store_pull(f, steps[i], NULL, NULL, NULL, NULL));
-		ckpt_reader *r;
-		CHECK_OK(ckpt_reader_open(f, steps[i], &r));
-		CHECK(r && ckpt_reader_verify(r, NULL, NULL, NULL) == 0);
-		ckpt_reader_close(r);
+		CHECK_OK(rstore_pull(f, steps[i], NULL, NULL, NULL, NULL));
+		reader1 *r;
+		CHECK_OK(reader1_open(f, steps[i], &r));
+		CHECK(r && reader1_verify(r, NULL, NULL, NULL) == 0);
+		reader1_close(r);
 	}
 	free(steps);
 	ckpt_store_close(f);
@@ -102,24 +102,24 @@ int main(void)
 	for (uint64_t step = 1; step <= 4; step++) {
 		t_fill(data[0], TBYTES, 100 + step); /* each step a new pack, the last one's garbage */
 		save(a, step);
-		CHECK_OK(ckpt_store_push(a, step, NULL, NULL, NULL));
+		CHECK_OK(rstore_push(a, step, NULL, NULL, NULL));
 	}
 	for (uint64_t step = 1; step <= 2; step++) {
 		t_fill(data[0], TBYTES, 500 + step);
 		save(b, step);
-		CHECK_OK(ckpt_store_push(b, step, NULL, NULL, NULL));
+		CHECK_OK(rstore_push(b, step, NULL, NULL, NULL));
 	}
 	struct tally b0 = objects(url, b), a0 = objects(url, a);
 
 	/* A dry run counts and removes nothing. */
-	ckpt_prune_policy pol = {.keep_last = 2};
-	ckpt_remote_gc_report rep;
-	CHECK_OK(ckpt_store_remote_prune(a, &pol, CKPT_GC_DRY_RUN, &rep));
+	retain_keep pol = {.keep_last = 2};
+	rgc_report rep;
+	CHECK_OK(rstore_prune(a, &pol, CKPT_GC_DRY_RUN, &rep));
 	CHECK(rep.manifests_removed == 2);
 	struct tally a1 = objects(url, a);
 	CHECK(a1.n == a0.n && a1.bytes == a0.bytes);
 	/* The prune, then its gc: A's old checkpoints and packs go, B's objects all stay. */
-	CHECK_OK(ckpt_store_remote_prune(a, &pol, 0, &rep));
+	CHECK_OK(rstore_prune(a, &pol, 0, &rep));
 	printf("prune: %" PRIu64 " checkpoints, %" PRIu64 " packs (%" PRIu64 " bytes) removed\n",
 	       rep.manifests_removed, rep.packs_removed, rep.bytes_freed);
 	CHECK(rep.manifests_removed == 2 && rep.packs_removed >= 1 && rep.packs_spared == 0);
@@ -127,7 +127,7 @@ int main(void)
 	CHECK(b1.n == b0.n && b1.bytes == b0.bytes);
 	struct tally a2 = objects(url, a);
 	CHECK(a2.bytes + rep.bytes_freed < a0.bytes && a2.n < a0.n); /* packs and manifests gone */
-	CHECK_OK(ckpt_store_remote_gc(b, 0, &rep));
+	CHECK_OK(rstore_gc(b, 0, &rep));
 	CHECK(rep.packs_removed == 0); /* B's gc finds nothing of B's to remove, and leaves A's */
 	pulls_back(url, a, fresh, 2);
 	pulls_back(url, b, fresh, 2);
@@ -156,21 +156,21 @@ int main(void)
 	tier_key_pack(&t, newest, key, sizeof key);
 	CHECK_OK(t.r->ops->put(t.r, key, &src, 0, NULL, NULL));
 	fclose(lf);
-	CHECK_OK(ckpt_store_remote_gc(a, 0, &rep));
+	CHECK_OK(rstore_gc(a, 0, &rep));
 	CHECK(rep.packs_spared == 1 && rep.uploads_in_flight == 1 && rep.packs_removed == 0);
 	uint64_t size;
 	CHECK_OK(t.r->ops->stat(t.r, key, &size, NULL));
 	/* The upload finished: the manifest names the pack, gc keeps it. */
-	CHECK_OK(ckpt_store_push(a, 5, NULL, NULL, NULL));
+	CHECK_OK(rstore_push(a, 5, NULL, NULL, NULL));
 	tier_unmark_upload(&t, mark);
-	CHECK_OK(ckpt_store_remote_gc(a, 0, &rep));
+	CHECK_OK(rstore_gc(a, 0, &rep));
 	CHECK(rep.packs_removed == 0 && rep.uploads_in_flight == 0);
 	CHECK_OK(t.r->ops->stat(t.r, key, &size, NULL));
 	/* A killed push's marker is dead after the grace age (0 here): gc goes on. */
 	ckpt_store_close(a);
 	a = open_store(pa, url, 0);
 	CHECK_OK(tier_mark_upload(&t, mark, sizeof mark));
-	CHECK_OK(ckpt_store_remote_gc(a, 0, &rep));
+	CHECK_OK(rstore_gc(a, 0, &rep));
 	CHECK(rep.uploads_in_flight == 0);
 
 	/* A damaged remote manifest of A: gc removes nothing unless forced. */
@@ -178,12 +178,12 @@ int main(void)
 	uint8_t junk[64] = "not a manifest";
 	struct rmt_src js = {.buf = junk, .len = sizeof junk};
 	CHECK_OK(t.r->ops->put(t.r, key, &js, 0, NULL, NULL));
-	CHECK_RC(ckpt_store_remote_gc(a, 0, &rep), -CKPT_E_CORRUPT);
+	CHECK_RC(rstore_gc(a, 0, &rep), -CKPT_E_CORRUPT);
 	printf("damaged: %s\n", ckpt_errmsg());
 	CHECK(rep.packs_removed == 0);
-	CHECK_OK(ckpt_store_remote_gc(a, CKPT_GC_FORCE, &rep));
+	CHECK_OK(rstore_gc(a, CKPT_GC_FORCE, &rep));
 	pol.keep_last = 1; /* a damaged manifest is never pruned */
-	CHECK_OK(ckpt_store_remote_prune(a, &pol, CKPT_GC_FORCE, &rep));
+	CHECK_OK(rstore_prune(a, &pol, CKPT_GC_FORCE, &rep));
 	CHECK(!t.r->ops->stat(t.r, key, &size, NULL));
 	rmt_close(t.r);
 	ckpt_store_close(a);

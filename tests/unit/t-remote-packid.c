@@ -1,4 +1,4 @@
-/* Pack ids a remote may hold are never reused (issue 25, the bug of a reused id): a pack id names
+/* Pack ids a remote may hold are never reused (the bug of a reused id): a pack id names
  * one object on the remote forever, and a push refuses (CKPT_E_CORRUPT) to replace a remote pack
  * with another of the same id. Three ways a local save could pick such an id, each checked to push
  * and restore after the fix:
@@ -25,7 +25,7 @@ static ckpt_store *open_store(const char *path, const char *url)
 	ckpt_store *s;
 	REQUIRE(ckpt_store_open(path, o, &s) == 0);
 	ckpt_options_free(o);
-	REQUIRE(ckpt_store_set_remote(s, url, 0) == 0);
+	REQUIRE(rstore_set(s, url, 0) == 0);
 	return s;
 }
 
@@ -36,16 +36,16 @@ static void dist_save1(ckpt_store *s, uint64_t step)
 	static struct tc_rank rk[1];
 	tc_init(&sh, rk, 1);
 	ckpt_comm comm = tc_comm(&rk[0]);
-	ckpt_dist_save *d;
+	dsave *d;
 	uint64_t shape[1] = {TBYTES};
-	REQUIRE(ckpt_dist_save_begin(s, &comm, step, &d) == 0);
+	REQUIRE(dsave_begin(s, &comm, step, &d) == 0);
 	for (int i = 0; i < NT; i++) {
 		char name[16];
 		snprintf(name, sizeof name, "t%d", i);
-		CHECK_OK(ckpt_dist_save_add_replicated(d, name, CKPT_DTYPE_U8, 1, shape, 0, 1,
+		CHECK_OK(dsave_add_replicated(d, name, CKPT_DTYPE_U8, 1, shape, 0, 1,
 						       CKPT_MEM_HOST, data[i]));
 	}
-	REQUIRE(ckpt_dist_save_commit(d, NULL) == 0);
+	REQUIRE(dsave_commit(d, NULL) == 0);
 }
 
 static void save(ckpt_store *s, uint64_t step, bool dist)
@@ -59,33 +59,33 @@ static void save(ckpt_store *s, uint64_t step, bool dist)
 /* Deletes step locally and collects its packs: the newest pack goes with it. */
 static void delete_local(ckpt_store *s, uint64_t step)
 {
-	ckpt_gc_report *rep = NULL;
-	CHECK_OK(ckpt_store_delete(s, &step, 1, NULL, CKPT_GC_NEWEST, &rep));
+	gc_report *rep = NULL;
+	CHECK_OK(retain_delete(s, &step, 1, NULL, CKPT_GC_NEWEST, &rep));
 	CHECK(rep && rep->packs_removed >= 1);
-	ckpt_gc_report_free(rep);
+	gc_report_free(rep);
 }
 
 /* Every tensor of step (a multi-rank one's replicated tensors are plain tensors) restores as
  * data[] holds it now. */
 static void check_step(ckpt_store *s, uint64_t step)
 {
-	ckpt_reader *r;
-	CHECK_OK(ckpt_reader_open(s, step, &r));
+	reader1 *r;
+	CHECK_OK(reader1_open(s, step, &r));
 	if (!r)
 		return;
 	uint8_t *buf = malloc(TBYTES);
 	for (int i = 0; i < NT; i++) {
 		char name[16];
 		snprintf(name, sizeof name, "t%d", i);
-		long k = ckpt_reader_find(r, name);
+		long k = reader1_find(r, name);
 		CHECK(k >= 0);
 		memset(buf, 0, TBYTES);
 		if (k >= 0)
-			CHECK_OK(ckpt_reader_restore(r, (size_t)k, CKPT_MEM_HOST, buf, TBYTES));
+			CHECK_OK(reader1_restore(r, (size_t)k, CKPT_MEM_HOST, buf, TBYTES));
 		CHECK(!memcmp(buf, data[i], TBYTES));
 	}
 	free(buf);
-	ckpt_reader_close(r);
+	reader1_close(r);
 }
 
 /* Cases 1 and 2: save 1, save 2 (new data: a new pack), push 2; delete 2 and gc; save 3 (other
@@ -99,13 +99,13 @@ static void gc_reuse(const char *dir, const char *url, bool dist)
 	save(s, 1, dist);
 	t_fill(data[1], TBYTES, dist ? 201 : 101);
 	save(s, 2, dist);
-	CHECK_OK(ckpt_store_push(s, 2, NULL, NULL, NULL));
+	CHECK_OK(rstore_push(s, 2, NULL, NULL, NULL));
 	delete_local(s, 2);
 	ckpt_store_close(s); /* a new handle: nothing remembered but what is on disk */
 	s = open_store(path, url);
 	t_fill(data[1], TBYTES, dist ? 202 : 102);
 	save(s, 3, dist);
-	int rc = ckpt_store_push(s, 3, NULL, NULL, NULL);
+	int rc = rstore_push(s, 3, NULL, NULL, NULL);
 	if (rc)
 		printf("%s: push after gc: %s\n", dist ? "multi-rank" : "one-process", ckpt_errmsg());
 	CHECK(rc == 0);
@@ -128,8 +128,8 @@ static void adopt_reuse(const char *dir, const char *url)
 	ckpt_store *s = open_store(path, url);
 	save(s, 1, false);
 	save(s, 2, true); /* a rank's range too */
-	CHECK_OK(ckpt_store_push(s, 1, NULL, NULL, NULL));
-	CHECK_OK(ckpt_store_push(s, 2, NULL, NULL, NULL));
+	CHECK_OK(rstore_push(s, 1, NULL, NULL, NULL));
+	CHECK_OK(rstore_push(s, 2, NULL, NULL, NULL));
 	ckpt_store_close(s);
 	t_rmrf(path);
 	CHECK_OK(ckpt_remote_adopt(url, NULL, path2));
@@ -138,11 +138,11 @@ static void adopt_reuse(const char *dir, const char *url)
 	save(s, 3, false);
 	t_fill(data[3], TBYTES, 304);
 	save(s, 4, true);
-	int rc = ckpt_store_push(s, 3, NULL, NULL, NULL);
+	int rc = rstore_push(s, 3, NULL, NULL, NULL);
 	if (rc)
 		printf("after adopt: push of 3: %s\n", ckpt_errmsg());
 	CHECK(rc == 0);
-	rc = ckpt_store_push(s, 4, NULL, NULL, NULL);
+	rc = rstore_push(s, 4, NULL, NULL, NULL);
 	if (rc)
 		printf("after adopt: push of 4: %s\n", ckpt_errmsg());
 	CHECK(rc == 0);
@@ -166,10 +166,10 @@ static void damaged_marks(const char *dir, const char *url)
 	REQUIRE(fp);
 	fputs("0 12\n0 13\n", fp); /* a range twice */
 	fclose(fp);
-	ckpt_save *sv = NULL;
-	int rc = ckpt_save_begin(s, 1, &sv);
+	save1 *sv = NULL;
+	int rc = save1_begin(s, 1, &sv);
 	if (!rc)
-		ckpt_save_abort(sv);
+		save1_abort(sv);
 	CHECK(rc == -CKPT_E_CORRUPT && strstr(ckpt_errmsg(), "packids"));
 	ckpt_store_close(s);
 	t_rmrf(path);

@@ -1,4 +1,4 @@
-/* Remote prune with every local retention rule (issue 25): eight checkpoints whose manifests
+/* Remote prune with every local retention rule: eight checkpoints whose manifests
  * record chosen commit times (CKPT_TEST_COMMIT_TIME, as the local calendar-rule tests) and tags,
  * all pushed; for each policy (calendar rules across months and a year boundary, keep_within
  * against a set clock, tags, keep_last, keep_every) the remote prune's dry run removes exactly
@@ -37,13 +37,13 @@ static void save_all(ckpt_store *s)
 		snprintf(t, sizeof t, "%lld", (long long)utc(when[i].y, when[i].mo, when[i].d, when[i].h));
 		setenv("CKPT_TEST_COMMIT_TIME", t, 1);
 		t_fill(buf, TBYTES, 100 + (uint64_t)i);
-		ckpt_save *sv;
-		REQUIRE(ckpt_save_begin(s, (uint64_t)i + 1, &sv) == 0);
-		CHECK_OK(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, buf));
+		save1 *sv;
+		REQUIRE(save1_begin(s, (uint64_t)i + 1, &sv) == 0);
+		CHECK_OK(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, buf));
 		if (when[i].tag)
-			CHECK_OK(ckpt_save_add_tag(sv, when[i].tag));
-		REQUIRE(ckpt_save_commit(sv, NULL) == 0);
-		CHECK_OK(ckpt_store_push(s, (uint64_t)i + 1, NULL, NULL, NULL));
+			CHECK_OK(save1_add_tag(sv, when[i].tag));
+		REQUIRE(save1_commit(sv, NULL) == 0);
+		CHECK_OK(rstore_push(s, (uint64_t)i + 1, NULL, NULL, NULL));
 	}
 	unsetenv("CKPT_TEST_COMMIT_TIME");
 	free(buf);
@@ -64,14 +64,14 @@ static void kept_text(const uint64_t *removed, size_t n, char *buf, size_t len)
 }
 
 /* The remote's dry run removes what the local one does, and keeps want. */
-static void same_choice(ckpt_store *s, const char *name, const ckpt_retention *r, const char *want)
+static void same_choice(ckpt_store *s, const char *name, const retain_rules *r, const char *want)
 {
-	ckpt_gc_report *loc = NULL;
-	ckpt_remote_gc_report rep;
+	gc_report *loc = NULL;
+	rgc_report rep;
 	uint64_t *removed = NULL;
 	char lk[64], rk[64];
-	CHECK_OK(ckpt_store_prune_gc(s, r, NULL, CKPT_GC_DRY_RUN, &loc));
-	CHECK_OK(ckpt_store_remote_prune_gc(s, r, CKPT_GC_DRY_RUN, &rep, &removed));
+	CHECK_OK(retain_prune_gc(s, r, NULL, CKPT_GC_DRY_RUN, &loc));
+	CHECK_OK(rstore_prune_gc(s, r, CKPT_GC_DRY_RUN, &rep, &removed));
 	if (!loc)
 		return;
 	kept_text(loc->steps_removed, loc->n_steps_removed, lk, sizeof lk);
@@ -80,14 +80,14 @@ static void same_choice(ckpt_store *s, const char *name, const ckpt_retention *r
 	CHECK(!strcmp(lk, want));
 	CHECK(!strcmp(rk, want));
 	CHECK(rep.packs_removed == 0); /* a dry run */
-	ckpt_gc_report_free(loc);
+	gc_report_free(loc);
 	free(removed);
 }
 
 static void remote_steps_are(ckpt_store *s, const char *want)
 {
 	uint64_t *v;
-	long n = ckpt_store_remote_steps(s, &v);
+	long n = rstore_steps(s, &v);
 	char buf[64] = "";
 	size_t l = 0;
 	for (long i = 0; i < n; i++)
@@ -102,10 +102,10 @@ int main(void)
 	char *cleanup, *url = t_remote_url("remote-prune", &cleanup);
 	char *dir = t_tmpdir("remote-prune-local");
 	ckpt_store *s = t_open_store(dir, 0, 0);
-	REQUIRE(ckpt_store_set_remote(s, url, 0) == 0);
+	REQUIRE(rstore_set(s, url, 0) == 0);
 	save_all(s);
 	const char *release[] = {"release"}, *both[] = {"release", "best"};
-	struct { const char *name; ckpt_retention r; const char *want; } cases[] = {
+	struct { const char *name; retain_rules r; const char *want; } cases[] = {
 		{"monthly 3", {.keep_monthly = 3}, "5 6 8"},
 		{"monthly 10", {.keep_monthly = 10}, "1 3 5 6 8"},
 		{"yearly 2", {.keep_yearly = 2}, "3 8"},
@@ -125,17 +125,17 @@ int main(void)
 		same_choice(s, cases[i].name, &cases[i].r, cases[i].want);
 
 	/* Refused: a negative duration, a bad tag, no policy. */
-	ckpt_remote_gc_report rep;
+	rgc_report rep;
 	const char *bad[] = {"a,b"};
-	CHECK(ckpt_store_remote_prune_gc(s, &(ckpt_retention){.keep_within = -1}, 0, &rep, NULL) ==
+	CHECK(rstore_prune_gc(s, &(retain_rules){.keep_within = -1}, 0, &rep, NULL) ==
 	      -CKPT_E_INVAL);
-	CHECK(ckpt_store_remote_prune_gc(s, &(ckpt_retention){.keep_tags = bad, .n_keep_tags = 1},
+	CHECK(rstore_prune_gc(s, &(retain_rules){.keep_tags = bad, .n_keep_tags = 1},
 					 0, &rep, NULL) == -CKPT_E_INVAL);
-	CHECK(ckpt_store_remote_prune_gc(s, NULL, 0, &rep, NULL) == -CKPT_E_INVAL);
+	CHECK(rstore_prune_gc(s, NULL, 0, &rep, NULL) == -CKPT_E_INVAL);
 
 	/* The real thing: the remote keeps 5 6 8 and collects the others' packs; local untouched. */
 	uint64_t *removed = NULL;
-	CHECK_OK(ckpt_store_remote_prune_gc(s, &(ckpt_retention){.keep_monthly = 3}, 0, &rep,
+	CHECK_OK(rstore_prune_gc(s, &(retain_rules){.keep_monthly = 3}, 0, &rep,
 					    &removed));
 	printf("removed %" PRIu64 " checkpoints and %" PRIu64 " packs from the remote\n",
 	       rep.manifests_removed, rep.packs_removed);

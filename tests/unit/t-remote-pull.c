@@ -62,7 +62,7 @@ static ckpt_store *adopt(const char *url, const char *id, const char *path)
 	CHECK_OK(ckpt_remote_adopt(url, id, path));
 	ckpt_store *s;
 	REQUIRE(ckpt_store_open(path, NULL, &s) == 0);
-	REQUIRE(ckpt_store_set_remote(s, url, 0) == 0);
+	REQUIRE(rstore_set(s, url, 0) == 0);
 	return s;
 }
 
@@ -90,7 +90,7 @@ static void two_writers(const char *url, const char *id, const char *dir)
 	t_remote_save(a, 2, data, NT, TBYTES);
 	fill(3);
 	t_remote_save(b, 3, data, NT, TBYTES);
-	CHECK_OK(ckpt_store_push(a, 2, NULL, NULL, NULL));
+	CHECK_OK(rstore_push(a, 2, NULL, NULL, NULL));
 	struct rmt *r;
 	REQUIRE(rmt_open(url, NULL, &r) == 0);
 	struct tier_ref ref = {0};
@@ -100,7 +100,7 @@ static void two_writers(const char *url, const char *id, const char *dir)
 	rmt_close(r);
 	snprintf(local, sizeof local, "%s/packs/%s", pb, strrchr(key, '/') + 1);
 	REQUIRE(access(local, F_OK) == 0); /* B has a pack of the id A pushed: the setting */
-	CHECK_RC(ckpt_store_pull(b, 2, NULL, NULL, NULL, NULL), -CKPT_E_CORRUPT);
+	CHECK_RC(rstore_pull(b, 2, NULL, NULL, NULL, NULL), -CKPT_E_CORRUPT);
 	const char *msg = ckpt_errmsg();
 	printf("two writers: %s\n", msg);
 	CHECK(strstr(msg, "is not the remote's pack") && strstr(msg, "two writers of store") &&
@@ -131,7 +131,7 @@ static void bad_pack(const char *url, const char *id, const char *path, const ch
 	ckpt_store *s = adopt(url, id, path);
 	char pk[4300];
 	snprintf(pk, sizeof pk, "%s/packs", path);
-	int rc = ckpt_store_pull(s, 1, NULL, NULL, NULL, NULL);
+	int rc = rstore_pull(s, 1, NULL, NULL, NULL, NULL);
 	CHECK(rc == -CKPT_E_CORRUPT || rc == -CKPT_E_CHECKSUM);
 	CHECK(strstr(ckpt_errmsg(), key) != NULL);
 	printf("%s: rc %d: %s\n", how, rc, ckpt_errmsg());
@@ -163,12 +163,12 @@ static void damaged_packs(const char *url, const char *id, const char *dir)
 	bad_pack(url, id, path, key, orig, size + 4096, "4096 bytes appended");
 	obj_put(url, key, orig, size); /* repaired: the pull succeeds and verifies */
 	ckpt_store *s = adopt(url, id, path);
-	CHECK_OK(ckpt_store_pull(s, 1, NULL, NULL, NULL, NULL));
-	ckpt_reader *rd;
-	CHECK_OK(ckpt_reader_open(s, 1, &rd));
+	CHECK_OK(rstore_pull(s, 1, NULL, NULL, NULL, NULL));
+	reader1 *rd;
+	CHECK_OK(reader1_open(s, 1, &rd));
 	if (rd) {
-		CHECK(ckpt_reader_verify(rd, NULL, NULL, NULL) == 0);
-		ckpt_reader_close(rd);
+		CHECK(reader1_verify(rd, NULL, NULL, NULL) == 0);
+		reader1_close(rd);
 	}
 	ckpt_store_close(s);
 	free(orig);
@@ -257,12 +257,12 @@ int main(void)
 	for (int i = 0; i < NT; i++)
 		REQUIRE((data[i] = malloc(TBYTES)));
 	ckpt_store *s = t_open_store(path, CHUNK, CKPT_COMPRESS_NONE);
-	REQUIRE(ckpt_store_set_remote(s, url, 0) == 0);
+	REQUIRE(rstore_set(s, url, 0) == 0);
 	char id[33];
 	ckpt_store_id(s, id);
 	fill(1);
 	t_remote_save(s, 1, data, NT, TBYTES);
-	CHECK_OK(ckpt_store_push(s, 1, NULL, NULL, NULL));
+	CHECK_OK(rstore_push(s, 1, NULL, NULL, NULL));
 	ckpt_store_close(s);
 
 	damaged_packs(url, id, dir);

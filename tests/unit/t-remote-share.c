@@ -1,4 +1,4 @@
-/* Every rank uploads its own packs (issue 25): four ranks (threads, each with its own store handle
+/* Every rank uploads its own packs: four ranks (threads, each with its own store handle
  * on one shared store, each with CKPT_REMOTE_UPLOAD) save a row-sharded tensor and a replicated one.
  * Checked:
  *   - each handle put exactly the packs of its own id range (its upload counters against the
@@ -43,13 +43,13 @@ static void save_step(ckpt_store *s, struct tc_rank *r, uint64_t step)
 	uint64_t gshape[2] = {ROWS, COLS}, rows = ROWS / NR;
 	uint64_t off[2] = {rows * (uint64_t)r->rank, 0}, ext[2] = {rows, COLS};
 	uint64_t bshape[1] = {sizeof bias};
-	ckpt_dist_save *sv;
-	REQUIRE(ckpt_dist_save_begin(s, &comm, step, &sv) == 0);
-	CHECK_OK(ckpt_dist_save_add_shard(sv, "w", CKPT_DTYPE_U8, 2, gshape, off, ext, CKPT_MEM_HOST,
+	dsave *sv;
+	REQUIRE(dsave_begin(s, &comm, step, &sv) == 0);
+	CHECK_OK(dsave_add_shard(sv, "w", CKPT_DTYPE_U8, 2, gshape, off, ext, CKPT_MEM_HOST,
 					  w[step] + off[0] * COLS));
-	CHECK_OK(ckpt_dist_save_add_replicated(sv, "bias", CKPT_DTYPE_U8, 1, bshape,
+	CHECK_OK(dsave_add_replicated(sv, "bias", CKPT_DTYPE_U8, 1, bshape,
 					       (unsigned)r->rank, NR, CKPT_MEM_HOST, bias));
-	CHECK_OK(ckpt_dist_save_commit(sv, NULL));
+	CHECK_OK(dsave_commit(sv, NULL));
 }
 
 static ckpt_store *open_rank(struct tc_rank *r, unsigned flags)
@@ -62,7 +62,7 @@ static ckpt_store *open_rank(struct tc_rank *r, unsigned flags)
 	REQUIRE(ckpt_store_open(store_path, o, &s) == 0);
 	ckpt_options_free(o);
 	tc_barrier(r); /* every rank sees the one store rank 0 may have created */
-	REQUIRE(ckpt_store_set_remote(s, remote_url, flags) == 0);
+	REQUIRE(rstore_set(s, remote_url, flags) == 0);
 	return s;
 }
 
@@ -84,11 +84,11 @@ static void resume(struct tc_rank *r)
 	save_step(s, r, 4);
 	ckpt_store_close(s);
 	s = open_rank(r, CKPT_REMOTE_UPLOAD);
-	CHECK(ckpt_store_upload_state(s, 4) == CKPT_UPLOAD_UPLOADING); /* waits for the rank */
+	CHECK(rstore_upload_state(s, 4) == CKPT_UPLOAD_UPLOADING); /* waits for the rank */
 	save_step(s, r, 5);
 	for (uint64_t step = 4; step <= 5; step++) {
-		CHECK_OK(ckpt_store_wait_uploaded(s, step, 60000));
-		CHECK(ckpt_store_upload_state(s, step) == CKPT_UPLOAD_REMOTE);
+		CHECK_OK(rstore_wait_uploaded(s, step, 60000));
+		CHECK(rstore_upload_state(s, step) == CKPT_UPLOAD_REMOTE);
 	}
 	close_rank(s, r);
 }
@@ -100,8 +100,8 @@ static void *rank_main(void *arg)
 	/* Steps 1 and 2: rank 1 is slow (CKPT_TEST_SHARE_STALL=1:300, set by main); rank 0 waits. */
 	for (uint64_t step = 1; step <= 2; step++) {
 		save_step(s, r, step);
-		CHECK_OK(ckpt_store_wait_uploaded(s, step, 60000)); /* rank > 0: the manifest too */
-		CHECK(ckpt_store_upload_state(s, step) == CKPT_UPLOAD_REMOTE);
+		CHECK_OK(rstore_wait_uploaded(s, step, 60000)); /* rank > 0: the manifest too */
+		CHECK(rstore_upload_state(s, step) == CKPT_UPLOAD_REMOTE);
 	}
 	tc_barrier(r);
 	if (r->rank == 0) /* step 3: rank 3's share never comes */
@@ -109,14 +109,14 @@ static void *rank_main(void *arg)
 	tc_barrier(r);
 	save_step(s, r, 3);
 	if (r->rank == 0) {
-		CHECK_OK(ckpt_store_wait_uploaded(s, 3, 60000));
-		CHECK(ckpt_store_upload_state(s, 3) == CKPT_UPLOAD_REMOTE);
+		CHECK_OK(rstore_wait_uploaded(s, 3, 60000));
+		CHECK(rstore_upload_state(s, 3) == CKPT_UPLOAD_REMOTE);
 	} else if (r->rank != 3) {
-		CHECK_OK(ckpt_store_wait_uploaded(s, 3, 60000));
+		CHECK_OK(rstore_wait_uploaded(s, 3, 60000));
 	}
 	tc_barrier(r);
 	if (r->rank == 3) /* still stalled: its share of 3 is in flight */
-		CHECK(ckpt_store_wait_uploaded(s, CKPT_STEP_LATEST, 0) == -CKPT_E_BUSY);
+		CHECK(rstore_wait_uploaded(s, CKPT_STEP_LATEST, 0) == -CKPT_E_BUSY);
 	close_rank(s, r); /* rank 3's stalled share is canceled */
 	tc_barrier(r);
 	if (r->rank == 0)
@@ -235,9 +235,9 @@ static void check_gc(const char *id)
 		ckpt_store *s;
 		REQUIRE(ckpt_store_open(store_path, o, &s) == 0);
 		ckpt_options_free(o);
-		REQUIRE(ckpt_store_set_remote(s, remote_url, 0) == 0);
-		ckpt_remote_gc_report rep;
-		CHECK_OK(ckpt_store_remote_gc(s, 0, &rep));
+		REQUIRE(rstore_set(s, remote_url, 0) == 0);
+		rgc_report rep;
+		CHECK_OK(rstore_gc(s, 0, &rep));
 		printf("remote gc, grace %d s: %" PRIu64 " uploads in flight, %" PRIu64 " packs "
 		       "spared, %" PRIu64 " removed, %" PRIu64 " parts removed\n", grace,
 		       rep.uploads_in_flight, rep.packs_spared, rep.packs_removed, rep.parts_removed);
@@ -255,15 +255,15 @@ static void check_gc(const char *id)
 static void check_global(ckpt_store *s, bool parts)
 {
 	for (uint64_t step = 1; step <= STEPS; step++) {
-		ckpt_dist_reader *dr;
-		CHECK_OK(ckpt_dist_reader_open(s, step, &dr));
+		dreader *dr;
+		CHECK_OK(dreader_open(s, step, &dr));
 		if (!dr)
 			continue;
 		t_remote_check_whole(dr, "w", 2, (uint64_t[]){ROWS, COLS}, w[step], sizeof w[step]);
 		t_remote_check_whole(dr, "bias", 1, (uint64_t[]){sizeof bias}, bias, sizeof bias);
 		if (parts)
-			CHECK(ckpt_dist_reader_verify_parts(dr, NULL, NULL) == 0);
-		ckpt_dist_reader_close(dr);
+			CHECK(dreader_verify_parts(dr, NULL, NULL) == 0);
+		dreader_close(dr);
 	}
 }
 
@@ -310,10 +310,10 @@ int main(void)
 	t_rmrf(path);
 	CHECK_OK(ckpt_remote_adopt(url, NULL, path2));
 	REQUIRE(ckpt_store_open(path2, NULL, &s) == 0);
-	REQUIRE(ckpt_store_set_remote(s, url, 0) == 0);
+	REQUIRE(rstore_set(s, url, 0) == 0);
 	check_global(s, false); /* read from the remote, nothing pulled */
 	for (uint64_t step = 1; step <= STEPS; step++)
-		CHECK_OK(ckpt_store_pull(s, step, NULL, NULL, NULL, NULL));
+		CHECK_OK(rstore_pull(s, step, NULL, NULL, NULL, NULL));
 	check_global(s, true);
 	ckpt_store_close(s);
 	return t_remote_done(dir, cleanup, url);

@@ -1,4 +1,4 @@
-/* The remote tier, one process (issue 25): a push sends only the packs the remote lacks (the bytes
+/* The remote tier, one process: a push sends only the packs the remote lacks (the bytes
  * sent by a 5%-changed checkpoint equal its new bytes on disk; a second push sends nothing); the
  * node-loss drill (the local store deleted, a new one adopted from the remote, the latest and an
  * older checkpoint pulled and restored bit-identical); a damaged remote pack is refused naming the
@@ -19,30 +19,30 @@ static char names[NT][32];
 static void save(ckpt_store *s, uint64_t step, ckpt_stats *st)
 {
 	uint64_t shape[1] = {TBYTES};
-	ckpt_save *sv;
-	REQUIRE(ckpt_save_begin(s, step, &sv) == 0);
+	save1 *sv;
+	REQUIRE(save1_begin(s, step, &sv) == 0);
 	for (int i = 0; i < NT; i++)
-		CHECK_OK(ckpt_save_add_tensor(sv, names[i], CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
+		CHECK_OK(save1_add_tensor(sv, names[i], CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
 					      data[i]));
-	REQUIRE(ckpt_save_commit(sv, st) == 0);
+	REQUIRE(save1_commit(sv, st) == 0);
 }
 
 /* Restores every tensor of step and compares with want (NULL: the current data). */
 static void check_restore(ckpt_store *s, uint64_t step, uint8_t **want)
 {
-	ckpt_reader *r;
-	CHECK_OK(ckpt_reader_open(s, step, &r));
+	reader1 *r;
+	CHECK_OK(reader1_open(s, step, &r));
 	if (!r)
 		return;
 	uint8_t *buf = malloc(TBYTES);
 	for (size_t i = 0; i < NT; i++) {
 		memset(buf, 0xa5, TBYTES);
-		CHECK_OK(ckpt_reader_restore(r, i, CKPT_MEM_HOST, buf, TBYTES));
+		CHECK_OK(reader1_restore(r, i, CKPT_MEM_HOST, buf, TBYTES));
 		CHECK(!memcmp(buf, want ? want[i] : data[i], TBYTES));
 	}
-	CHECK(ckpt_reader_verify(r, NULL, NULL, NULL) == 0);
+	CHECK(reader1_verify(r, NULL, NULL, NULL) == 0);
 	free(buf);
-	ckpt_reader_close(r);
+	reader1_close(r);
 }
 
 /* Replaces remote object key by its bytes with one flipped at off (any backend: get, put). */
@@ -75,14 +75,14 @@ static int local_count(ckpt_store *s)
  * lands in the store. */
 static void remote_reads(ckpt_store *s, const char *path, uint8_t **old)
 {
-	ckpt_reader *r;
-	CHECK_OK(ckpt_reader_open(s, CKPT_STEP_LATEST, &r));
+	reader1 *r;
+	CHECK_OK(reader1_open(s, CKPT_STEP_LATEST, &r));
 	if (!r)
 		return;
 	ckpt_info info;
-	ckpt_reader_info(r, &info);
+	reader1_info(r, &info);
 	CHECK(info.step == 2);
-	ckpt_reader_close(r);
+	reader1_close(r);
 	uint64_t before = tier_bytes_fetched((struct ckpt_store *)s);
 	check_restore(s, 2, NULL);
 	uint64_t got = tier_bytes_fetched((struct ckpt_store *)s) - before;
@@ -105,7 +105,7 @@ static ckpt_store *adopt(const char *url, const char *id, const char *path)
 	CHECK_OK(ckpt_remote_adopt(url, id, path));
 	ckpt_store *s;
 	REQUIRE(ckpt_store_open(path, NULL, &s) == 0);
-	REQUIRE(ckpt_store_set_remote(s, url, 0) == 0);
+	REQUIRE(rstore_set(s, url, 0) == 0);
 	return s;
 }
 
@@ -122,17 +122,17 @@ int main(void)
 		snprintf(names[i], sizeof names[i], "layer.%02d", i);
 	}
 	ckpt_store *s = t_open_store(path, CHUNK, CKPT_COMPRESS_ZSTD);
-	CHECK_RC(ckpt_store_push(s, CKPT_STEP_LATEST, NULL, NULL, NULL), -CKPT_E_STATE);
-	REQUIRE(ckpt_store_set_remote(s, url, 0) == 0);
+	CHECK_RC(rstore_push(s, CKPT_STEP_LATEST, NULL, NULL, NULL), -CKPT_E_STATE);
+	REQUIRE(rstore_set(s, url, 0) == 0);
 	char id[33];
 	ckpt_store_id(s, id);
 	ckpt_stats st1, st2;
 	save(s, 1, &st1);
-	CHECK(ckpt_store_upload_state(s, 1) == CKPT_UPLOAD_LOCAL);
+	CHECK(rstore_upload_state(s, 1) == CKPT_UPLOAD_LOCAL);
 	ckpt_remote_stats rs;
-	CHECK_OK(ckpt_store_push(s, 1, &rs, NULL, NULL));
+	CHECK_OK(rstore_push(s, 1, &rs, NULL, NULL));
 	CHECK(rs.bytes_sent == st1.bytes_written && rs.packs_present == 0);
-	CHECK(ckpt_store_upload_state(s, 1) == CKPT_UPLOAD_REMOTE);
+	CHECK(rstore_upload_state(s, 1) == CKPT_UPLOAD_REMOTE);
 	/* 5% of the data changes (one tensor of twenty): the push sends its new packs only. */
 	uint8_t *old[NT];
 	for (int i = 0; i < NT; i++) {
@@ -141,15 +141,15 @@ int main(void)
 	}
 	t_fill(data[3], TBYTES, 999);
 	save(s, 2, &st2);
-	CHECK_OK(ckpt_store_push(s, CKPT_STEP_LATEST, &rs, NULL, NULL));
+	CHECK_OK(rstore_push(s, CKPT_STEP_LATEST, &rs, NULL, NULL));
 	printf("step 2: %" PRIu64 " new bytes locally, %" PRIu64 " bytes uploaded (%.3fx), %" PRIu64
 	       " packs skipped\n", st2.bytes_written, rs.bytes_sent,
 	       (double)rs.bytes_sent / (double)st2.bytes_written, rs.packs_present);
 	CHECK(rs.bytes_sent == st2.bytes_written && rs.packs_present >= 1);
-	CHECK_OK(ckpt_store_push(s, 2, &rs, NULL, NULL));
+	CHECK_OK(rstore_push(s, 2, &rs, NULL, NULL));
 	CHECK(rs.bytes_sent == 0 && rs.packs_sent == 0);
 	uint64_t *steps;
-	CHECK(ckpt_store_remote_steps(s, &steps) == 2 && steps[0] == 1 && steps[1] == 2);
+	CHECK(rstore_steps(s, &steps) == 2 && steps[0] == 1 && steps[1] == 2);
 	free(steps);
 	ckpt_store_close(s);
 
@@ -161,10 +161,10 @@ int main(void)
 	ckpt_store_id(s, id2);
 	CHECK(!strcmp(id, id2));
 	uint64_t got = 0;
-	CHECK_OK(ckpt_store_pull(s, CKPT_STEP_LATEST, &got, &rs, NULL, NULL));
+	CHECK_OK(rstore_pull(s, CKPT_STEP_LATEST, &got, &rs, NULL, NULL));
 	CHECK(got == 2 && rs.packs_sent >= 1);
 	check_restore(s, 2, NULL);
-	CHECK_OK(ckpt_store_pull(s, 1, &got, &rs, NULL, NULL));
+	CHECK_OK(rstore_pull(s, 1, &got, &rs, NULL, NULL));
 	CHECK(got == 1 && rs.packs_present >= 1); /* the packs step 2 shares are local already */
 	check_restore(s, 1, old);
 	ckpt_store_close(s);
@@ -176,19 +176,19 @@ int main(void)
 	tier_key_pack(&ref, 1, key, sizeof key);
 	damage(url, key, 4096 + 64 + 10);
 	s = adopt(url, id, path2);
-	CHECK_RC(ckpt_store_pull(s, 1, NULL, NULL, NULL, NULL), -CKPT_E_CHECKSUM);
+	CHECK_RC(rstore_pull(s, 1, NULL, NULL, NULL, NULL), -CKPT_E_CHECKSUM);
 	CHECK(strstr(ckpt_errmsg(), key) != NULL);
 	printf("damaged: %s\n", ckpt_errmsg());
 	CHECK(local_count(s) == 0);
-	ckpt_reader *rd;
-	CHECK_OK(ckpt_reader_open(s, 1, &rd));
+	reader1 *rd;
+	CHECK_OK(reader1_open(s, 1, &rd));
 	if (rd) { /* a remote read of it fails too, naming the object */
 		uint8_t *buf = malloc(TBYTES);
-		CHECK_RC(ckpt_reader_restore(rd, 0, CKPT_MEM_HOST, buf, TBYTES), -CKPT_E_CHECKSUM);
+		CHECK_RC(reader1_restore(rd, 0, CKPT_MEM_HOST, buf, TBYTES), -CKPT_E_CHECKSUM);
 		CHECK(strstr(ckpt_errmsg(), key) != NULL);
 		printf("remote read, damaged: %s\n", ckpt_errmsg());
 		free(buf);
-		ckpt_reader_close(rd);
+		reader1_close(rd);
 	}
 	char pk[4400];
 	snprintf(pk, sizeof pk, "%s/packs", path2);
@@ -201,7 +201,7 @@ int main(void)
 	CHECK_OK(r->ops->del(r, key));
 	rmt_close(r);
 	/* Damage of the remote checkpoint, not a checkpoint the remote lacks (ckptctl's exit 4). */
-	CHECK_RC(ckpt_store_pull(s, 1, NULL, NULL, NULL, NULL), -CKPT_E_CORRUPT);
+	CHECK_RC(rstore_pull(s, 1, NULL, NULL, NULL, NULL), -CKPT_E_CORRUPT);
 	CHECK(strstr(ckpt_errmsg(), "lacks") != NULL && strstr(ckpt_errmsg(), key) != NULL);
 	CHECK(local_count(s) == 0);
 	printf("missing: %s\n", ckpt_errmsg());

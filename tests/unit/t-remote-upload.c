@@ -1,6 +1,6 @@
-/* The background upload (CKPT_REMOTE_UPLOAD, issue 25): a save commits while the previous
+/* The background upload (CKPT_REMOTE_UPLOAD): a save commits while the previous
  * checkpoint is still uploading (the local store is never held by the remote); the state goes
- * uploading -> remote and ckpt_store_wait_uploaded waits for it (or times out with BUSY); a close
+ * uploading -> remote and rstore_wait_uploaded waits for it (or times out with BUSY); a close
  * cancels the upload in flight and the next open resumes it. Then kill -9 at random points of an
  * upload, 50 trials (CKPT_TEST_KILL_TRIALS): after each, every checkpoint the remote lists has
  * every pack it references there whole, and the next upload completes. The remote is
@@ -41,29 +41,29 @@ static ckpt_store *open_store(const char *path, int64_t bandwidth)
 static void background(const char *path, const char *url)
 {
 	ckpt_store *s = open_store(path, 4 << 20); /* 16 MiB a step: about 4 s */
-	REQUIRE(ckpt_store_set_remote(s, url, CKPT_REMOTE_UPLOAD) == 0);
+	REQUIRE(rstore_set(s, url, CKPT_REMOTE_UPLOAD) == 0);
 	save(s, 1);
-	CHECK(ckpt_store_upload_state(s, 1) == CKPT_UPLOAD_UPLOADING);
+	CHECK(rstore_upload_state(s, 1) == CKPT_UPLOAD_UPLOADING);
 	t_fill(data[0], TBYTES, 42);
 	save(s, 2);
-	CHECK(ckpt_store_upload_state(s, 1) == CKPT_UPLOAD_UPLOADING); /* the save did not wait */
-	CHECK(ckpt_store_upload_state(s, 2) == CKPT_UPLOAD_UPLOADING);
-	CHECK_RC(ckpt_store_wait_uploaded(s, 2, 0), -CKPT_E_BUSY);
-	CHECK_OK(ckpt_store_wait_uploaded(s, CKPT_STEP_LATEST, 120000));
-	CHECK(ckpt_store_upload_state(s, 1) == CKPT_UPLOAD_REMOTE);
-	CHECK(ckpt_store_upload_state(s, 2) == CKPT_UPLOAD_REMOTE);
-	CHECK_OK(ckpt_store_wait_uploaded(s, 1, 0));
+	CHECK(rstore_upload_state(s, 1) == CKPT_UPLOAD_UPLOADING); /* the save did not wait */
+	CHECK(rstore_upload_state(s, 2) == CKPT_UPLOAD_UPLOADING);
+	CHECK_RC(rstore_wait_uploaded(s, 2, 0), -CKPT_E_BUSY);
+	CHECK_OK(rstore_wait_uploaded(s, CKPT_STEP_LATEST, 120000));
+	CHECK(rstore_upload_state(s, 1) == CKPT_UPLOAD_REMOTE);
+	CHECK(rstore_upload_state(s, 2) == CKPT_UPLOAD_REMOTE);
+	CHECK_OK(rstore_wait_uploaded(s, 1, 0));
 	/* Closed mid-upload: canceled, not listed; the next open resumes it. */
 	t_fill(data[1], TBYTES, 43);
 	save(s, 3);
 	ckpt_store_close(s);
 	s = open_store(path, 0);
-	REQUIRE(ckpt_store_set_remote(s, url, 0) == 0);
-	CHECK(ckpt_store_upload_state(s, 3) == CKPT_UPLOAD_LOCAL);
-	CHECK_RC(ckpt_store_wait_uploaded(s, 3, 0), -CKPT_E_STATE);
-	REQUIRE(ckpt_store_set_remote(s, url, CKPT_REMOTE_UPLOAD) == 0);
-	CHECK_OK(ckpt_store_wait_uploaded(s, 3, 60000));
-	CHECK(ckpt_store_upload_state(s, 3) == CKPT_UPLOAD_REMOTE);
+	REQUIRE(rstore_set(s, url, 0) == 0);
+	CHECK(rstore_upload_state(s, 3) == CKPT_UPLOAD_LOCAL);
+	CHECK_RC(rstore_wait_uploaded(s, 3, 0), -CKPT_E_STATE);
+	REQUIRE(rstore_set(s, url, CKPT_REMOTE_UPLOAD) == 0);
+	CHECK_OK(rstore_wait_uploaded(s, 3, 60000));
+	CHECK(rstore_upload_state(s, 3) == CKPT_UPLOAD_REMOTE);
 	ckpt_store_close(s);
 }
 
@@ -135,9 +135,9 @@ static void drop_remote(const char *url)
 static void upload_child(const char *path, const char *url)
 {
 	ckpt_store *s = open_store(path, 96 << 20);
-	if (ckpt_store_set_remote(s, url, CKPT_REMOTE_UPLOAD))
+	if (rstore_set(s, url, CKPT_REMOTE_UPLOAD))
 		_exit(3);
-	int rc = ckpt_store_wait_uploaded(s, CKPT_STEP_LATEST, 60000);
+	int rc = rstore_wait_uploaded(s, CKPT_STEP_LATEST, 60000);
 	ckpt_store_close(s);
 	_exit(rc ? 4 : 0);
 }
@@ -163,10 +163,10 @@ static void kills(const char *path, const char *url_base, int trials, uint64_t s
 		CHECK(!WIFEXITED(status) || WEXITSTATUS(status) == 0);
 		ckpt_store *s = open_store(path, 0);
 		check_whole(s, url); /* never a partial checkpoint */
-		REQUIRE(ckpt_store_set_remote(s, url, CKPT_REMOTE_UPLOAD) == 0);
-		CHECK_OK(ckpt_store_wait_uploaded(s, CKPT_STEP_LATEST, 60000));
+		REQUIRE(rstore_set(s, url, CKPT_REMOTE_UPLOAD) == 0);
+		CHECK_OK(rstore_wait_uploaded(s, CKPT_STEP_LATEST, 60000));
 		for (uint64_t step = 1; step <= 3; step++)
-			CHECK(ckpt_store_upload_state(s, step) == CKPT_UPLOAD_REMOTE);
+			CHECK(rstore_upload_state(s, step) == CKPT_UPLOAD_REMOTE);
 		check_whole(s, url);
 		ckpt_store_close(s);
 		drop_remote(url);

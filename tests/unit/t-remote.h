@@ -55,28 +55,28 @@ static inline void t_remote_save(ckpt_store *s, uint64_t step, uint8_t *const *d
 				 uint64_t tbytes)
 {
 	uint64_t shape[1] = {tbytes};
-	ckpt_save *sv;
-	REQUIRE(ckpt_save_begin(s, step, &sv) == 0);
+	save1 *sv;
+	REQUIRE(save1_begin(s, step, &sv) == 0);
 	for (int i = 0; i < nt; i++) {
 		char name[32];
 		snprintf(name, sizeof name, "t%d", i);
-		CHECK_OK(ckpt_save_add_tensor(sv, name, CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, data[i]));
+		CHECK_OK(save1_add_tensor(sv, name, CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, data[i]));
 	}
-	REQUIRE(ckpt_save_commit(sv, NULL) == 0);
+	REQUIRE(save1_commit(sv, NULL) == 0);
 }
 
 /* Restores the whole of global tensor name (ndim 1 or 2 dimensions of shape) of dr and compares
  * it with want (len bytes). */
-static inline void t_remote_check_whole(ckpt_dist_reader *dr, const char *name, unsigned ndim,
+static inline void t_remote_check_whole(dreader *dr, const char *name, unsigned ndim,
 					const uint64_t *shape, const uint8_t *want, size_t len)
 {
 	uint8_t *got = calloc(1, len);
 	uint64_t off[2] = {0, 0};
-	long k = ckpt_dist_reader_find(dr, name);
+	long k = dreader_find(dr, name);
 	REQUIRE(got && ndim <= 2);
 	CHECK(k >= 0);
 	if (k >= 0)
-		CHECK_OK(ckpt_dist_reader_restore_box(dr, (size_t)k, off, shape, got, len));
+		CHECK_OK(dreader_restore_box(dr, (size_t)k, off, shape, got, len));
 	CHECK(!memcmp(got, want, len));
 	free(got);
 }

@@ -1,4 +1,4 @@
-/* Direct restore (issue 13): raw chunks are read straight into a host destination when it is
+/* Direct restore: raw chunks are read straight into a host destination when it is
  * aligned as ckpt.h says (dst - payload offset a multiple of the DIO memory alignment; dst % 4096
  * == CKPT_RESTORE_DIRECT_OFFSET always is), through the psync and io_uring engines, and decoded
  * from the read buffer otherwise. Either way the bytes are exact; damage in any part of a raw
@@ -41,12 +41,12 @@ static ckpt_store *open_store(const char *dir, int engine, int direct, int compr
 static void save(ckpt_store *s)
 {
 	uint64_t shape[1] = {NB}, sshape[1] = {SMALL};
-	ckpt_save *sv;
-	REQUIRE(ckpt_save_begin(s, 1, &sv) == 0);
-	CHECK_OK(ckpt_save_add_tensor(sv, "big", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, src));
-	CHECK_OK(ckpt_save_add_tensor(sv, "small", CKPT_DTYPE_U8, 1, sshape, CKPT_MEM_HOST,
+	save1 *sv;
+	REQUIRE(save1_begin(s, 1, &sv) == 0);
+	CHECK_OK(save1_add_tensor(sv, "big", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, src));
+	CHECK_OK(save1_add_tensor(sv, "small", CKPT_DTYPE_U8, 1, sshape, CKPT_MEM_HOST,
 				      small_src));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	CHECK_OK(save1_commit(sv, NULL));
 }
 
 /* A destination of NB bytes at misalign bytes past CKPT_RESTORE_DIRECT_OFFSET in a 4 KiB page. */
@@ -82,7 +82,7 @@ static unsigned pack_mem_align(const char *dir, unsigned *blk)
 	return a;
 }
 
-static void counts(ckpt_reader *r, uint64_t *d, uint64_t *b)
+static void counts(reader1 *r, uint64_t *d, uint64_t *b)
 {
 	reader_path_counts(r, d, b);
 }
@@ -108,21 +108,21 @@ static void paths(const char *dir, ckpt_store *s, int direct_opt)
 		align = blk = 1;
 	/* The short last chunk (1234 bytes) has a middle unless blocks are larger than it. */
 	const uint64_t nd = 5 + ((REC_HDR_LEN + 1234) / blk * blk > ALIGN_UP(REC_HDR_LEN, blk));
-	ckpt_reader *r;
-	REQUIRE(ckpt_reader_open(s, 1, &r) == 0);
+	reader1 *r;
+	REQUIRE(reader1_open(s, 1, &r) == 0);
 	uint64_t d0, b0, d1, b1;
 
 	/* Aligned: every chunk of "big" read in place (the short last one too, unless blocks are
 	 * larger than it). */
 	uint8_t *d = dst_at(base, 0);
 	counts(r, &d0, &b0);
-	CHECK_OK(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, d, NB));
+	CHECK_OK(reader1_restore(r, 0, CKPT_MEM_HOST, d, NB));
 	CHECK(memcmp(d, src, NB) == 0);
 	counts(r, &d1, &b1);
 	CHECK(d1 - d0 == nd && b1 - b0 == 6 - nd);
 
 	/* The small tensor has no block-aligned middle under O_DIRECT: the buffer path. */
-	CHECK_OK(ckpt_reader_restore(r, 1, CKPT_MEM_HOST, small, SMALL));
+	CHECK_OK(reader1_restore(r, 1, CKPT_MEM_HOST, small, SMALL));
 	CHECK(memcmp(small, small_src, SMALL) == 0);
 	counts(r, &d0, &b0);
 	unsigned small_direct = align == 1;
@@ -130,7 +130,7 @@ static void paths(const char *dir, ckpt_store *s, int direct_opt)
 
 	/* Misaligned by 8 bytes: the buffer path under O_DIRECT, in place without it. */
 	d = dst_at(base, 8);
-	CHECK_OK(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, d, NB));
+	CHECK_OK(reader1_restore(r, 0, CKPT_MEM_HOST, d, NB));
 	CHECK(memcmp(d, src, NB) == 0);
 	counts(r, &d1, &b1);
 	if (align > 8)
@@ -144,7 +144,7 @@ static void paths(const char *dir, ckpt_store *s, int direct_opt)
 	/* restore_all, on the worker threads. */
 	struct alld a = {dst_at(base, 0), small};
 	memset(small, 0, SMALL);
-	CHECK_OK(ckpt_reader_restore_all(r, dst_for, &a));
+	CHECK_OK(reader1_restore_all(r, dst_for, &a));
 	CHECK(memcmp(a.big, src, NB) == 0 && memcmp(small, small_src, SMALL) == 0);
 	counts(r, &d0, &b0);
 	CHECK(d0 - d1 == nd + small_direct && b0 - b1 == 6 - nd + !small_direct);
@@ -152,7 +152,7 @@ static void paths(const char *dir, ckpt_store *s, int direct_opt)
 	/* A short first transfer of the vectored read: the engine finishes it. */
 	d = dst_at(base, 0);
 	ckpt_io_fault_arm(IO_FAULT_READ, 1, 0);
-	CHECK_OK(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, d, NB));
+	CHECK_OK(reader1_restore(r, 0, CKPT_MEM_HOST, d, NB));
 	CHECK(ckpt_io_fault_fired() == 1);
 	ckpt_io_fault_disarm();
 	CHECK(memcmp(d, src, NB) == 0);
@@ -161,7 +161,7 @@ static void paths(const char *dir, ckpt_store *s, int direct_opt)
 
 	/* A failed vectored read: -CKPT_E_IO naming the pack and the tensor. */
 	ckpt_io_fault_arm(IO_FAULT_READ, 1, EIO);
-	CHECK_RC(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, dst_at(base, 0), NB), -CKPT_E_IO);
+	CHECK_RC(reader1_restore(r, 0, CKPT_MEM_HOST, dst_at(base, 0), NB), -CKPT_E_IO);
 	CHECK(ckpt_io_fault_fired() == 1);
 	ckpt_io_fault_disarm();
 	CHECK(strstr(ckpt_errmsg(), ".pack") && strstr(ckpt_errmsg(), "'big'"));
@@ -174,19 +174,19 @@ static void paths(const char *dir, ckpt_store *s, int direct_opt)
 		memset(d, 0, NB);
 		counts(r, &d0, &b0);
 		ckpt_io_fault_arm(IO_FAULT_READ, 1, EINVAL);
-		CHECK_OK(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, d, NB));
+		CHECK_OK(reader1_restore(r, 0, CKPT_MEM_HOST, d, NB));
 		CHECK(ckpt_io_fault_fired() == 1);
 		ckpt_io_fault_disarm();
 		CHECK(memcmp(d, src, NB) == 0);
 		counts(r, &d1, &b1);
 		CHECK(d1 == d0 && b1 - b0 == 6);
 		memset(d, 0, NB);
-		CHECK_OK(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, d, NB));
+		CHECK_OK(reader1_restore(r, 0, CKPT_MEM_HOST, d, NB));
 		CHECK(memcmp(d, src, NB) == 0);
 		counts(r, &d0, &b0);
 		CHECK(d0 == d1 && b0 - b1 == 6);
 	}
-	ckpt_reader_close(r);
+	reader1_close(r);
 	free(base);
 }
 
@@ -194,24 +194,24 @@ static void paths(const char *dir, ckpt_store *s, int direct_opt)
  * destination must fail with want, naming chunk 2. */
 static void damaged(const char *dir, ckpt_store *s, uint64_t rel, int want, int want2)
 {
-	ckpt_reader *r;
-	REQUIRE(ckpt_reader_open(s, 1, &r) == 0);
+	reader1 *r;
+	REQUIRE(reader1_open(s, 1, &r) == 0);
 	ckpt_chunk_info ci;
-	CHECK_OK(ckpt_reader_chunk(r, 0, 2, &ci));
-	ckpt_reader_close(r);
+	CHECK_OK(reader1_chunk(r, 0, 2, &ci));
+	reader1_close(r);
 	char pack[4096];
 	snprintf(pack, sizeof pack, "%s/packs/%08u.pack", dir, ci.pack_id);
 	t_flip_byte(pack, ci.offset + rel);
 	uint8_t *base = ckpt_aligned_alloc(NB + 8192);
-	REQUIRE(ckpt_reader_open(s, 1, &r) == 0);
-	int rc = ckpt_reader_restore(r, 0, CKPT_MEM_HOST, dst_at(base, 0), NB);
+	REQUIRE(reader1_open(s, 1, &r) == 0);
+	int rc = reader1_restore(r, 0, CKPT_MEM_HOST, dst_at(base, 0), NB);
 	CHECK(rc == want || rc == want2);
 	CHECK(strstr(ckpt_errmsg(), "chunk 2") && strstr(ckpt_errmsg(), "'big'"));
-	ckpt_reader_close(r);
+	reader1_close(r);
 	t_flip_byte(pack, ci.offset + rel); /* repaired */
-	REQUIRE(ckpt_reader_open(s, 1, &r) == 0);
-	CHECK_OK(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, dst_at(base, 0), NB));
-	ckpt_reader_close(r);
+	REQUIRE(reader1_open(s, 1, &r) == 0);
+	CHECK_OK(reader1_restore(r, 0, CKPT_MEM_HOST, dst_at(base, 0), NB));
+	reader1_close(r);
 	free(base);
 }
 
@@ -247,15 +247,15 @@ static void compressed_case(void)
 	memset(src + CS, 0, CS); /* chunk 1 compresses */
 	save(s);
 	uint8_t *base = ckpt_aligned_alloc(NB + 8192);
-	ckpt_reader *r;
-	REQUIRE(ckpt_reader_open(s, 1, &r) == 0);
+	reader1 *r;
+	REQUIRE(reader1_open(s, 1, &r) == 0);
 	uint8_t *d = dst_at(base, 0);
-	CHECK_OK(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, d, NB));
+	CHECK_OK(reader1_restore(r, 0, CKPT_MEM_HOST, d, NB));
 	CHECK(memcmp(d, src, NB) == 0);
 	uint64_t dc, bc;
 	counts(r, &dc, &bc);
 	CHECK(dc == 5 && bc == 1);
-	ckpt_reader_close(r);
+	reader1_close(r);
 	memcpy(src + CS, keep, CS);
 	free(base);
 	ckpt_store_close(s);

@@ -1,4 +1,4 @@
-/* Reads in flight across read groups (issue 13): ckpt_reader_restore of a tensor of many groups
+/* Reads in flight across read groups: reader1_restore of a tensor of many groups
  * submits the next groups' reads before it checks the first (reader_inflight_max), and so does
  * restore_all; every byte is still checked: a failed or short (truncated pack) read of a later
  * group fails the call with the error naming that group's first chunk, the tensor is not counted
@@ -58,50 +58,50 @@ static uint8_t *dst_at(uint8_t *base, size_t misalign)
 /* Reads in flight, for one tensor and for restore_all, on a fresh reader each. */
 static void inflight(ckpt_store *s, uint8_t *d)
 {
-	ckpt_reader *r;
+	reader1 *r;
 	uint64_t reads, bytes;
 	ckpt_stats st;
-	REQUIRE(ckpt_reader_open(s, 1, &r) == 0);
-	CHECK_OK(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, d, NB));
+	REQUIRE(reader1_open(s, 1, &r) == 0);
+	CHECK_OK(reader1_restore(r, 0, CKPT_MEM_HOST, d, NB));
 	CHECK(memcmp(d, src, NB) == 0);
 	reader_inflight_max(r, &reads, &bytes);
 	/* Every group's read is submitted before the first is checked (the slots outnumber them). */
 	CHECK(reads == NGROUPS);
 	CHECK(bytes == (NCH - 1) * (uint64_t)rec_span(CS) + rec_span(777));
-	ckpt_reader_stats(r, &st);
+	reader1_stats(r, &st);
 	CHECK(st.threads == 1 && st.tensors == 1 && st.logical_bytes == NB);
-	ckpt_reader_close(r);
+	reader1_close(r);
 
-	REQUIRE(ckpt_reader_open(s, 1, &r) == 0);
+	REQUIRE(reader1_open(s, 1, &r) == 0);
 	memset(d, 0xee, NB);
-	CHECK_OK(ckpt_reader_restore_all(r, dst_for, d));
+	CHECK_OK(reader1_restore_all(r, dst_for, d));
 	CHECK(memcmp(d, src, NB) == 0);
 	reader_inflight_max(r, &reads, &bytes);
 	/* Two threads share the groups: one takes at least half and submits them all before it
 	 * checks one. */
 	CHECK(reads >= NGROUPS / 2);
-	ckpt_reader_stats(r, &st);
+	reader1_stats(r, &st);
 	CHECK(st.threads == 2 && st.tensors == 1);
 	if (t_failures)
 		fprintf(stderr, "in flight: %llu reads, %llu bytes\n", (unsigned long long)reads,
 			(unsigned long long)bytes);
-	ckpt_reader_close(r);
+	reader1_close(r);
 }
 
 /* Faults on the read of group nth (1-based; the pack is open already, so reads count from the
  * first group): err fails it, 0 makes its first transfer short. */
-static void fault_on(ckpt_reader *r, uint8_t *d, unsigned nth, int err, int want, bool all)
+static void fault_on(reader1 *r, uint8_t *d, unsigned nth, int err, int want, bool all)
 {
 	ckpt_stats st0, st1;
-	ckpt_reader_stats(r, &st0);
+	reader1_stats(r, &st0);
 	memset(d, 0xee, NB);
 	ckpt_io_fault_arm(IO_FAULT_READ, nth, err);
-	int rc = all ? ckpt_reader_restore_all(r, dst_for, d)
-		     : ckpt_reader_restore(r, 0, CKPT_MEM_HOST, d, NB);
+	int rc = all ? reader1_restore_all(r, dst_for, d)
+		     : reader1_restore(r, 0, CKPT_MEM_HOST, d, NB);
 	CHECK(ckpt_io_fault_fired() == 1);
 	ckpt_io_fault_disarm();
 	CHECK_RC(rc, want);
-	ckpt_reader_stats(r, &st1);
+	reader1_stats(r, &st1);
 	if (want) {
 		char chunk[32];
 		snprintf(chunk, sizeof chunk, "chunk %u ", nth - 1);
@@ -115,29 +115,29 @@ static void fault_on(ckpt_reader *r, uint8_t *d, unsigned nth, int err, int want
 	}
 	/* The reads in flight were drained: the reader restores correctly now. */
 	memset(d, 0xee, NB);
-	CHECK_OK(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, d, NB));
+	CHECK_OK(reader1_restore(r, 0, CKPT_MEM_HOST, d, NB));
 	CHECK(memcmp(d, src, NB) == 0);
 }
 
 /* The pack cut after the record of chunk cut: the group reads from there on come back short. */
 static void truncated(const char *dir, ckpt_store *s, uint8_t *d, unsigned cut)
 {
-	ckpt_reader *r;
+	reader1 *r;
 	ckpt_chunk_info ci;
-	REQUIRE(ckpt_reader_open(s, 1, &r) == 0);
-	CHECK_OK(ckpt_reader_chunk(r, 0, cut, &ci));
+	REQUIRE(reader1_open(s, 1, &r) == 0);
+	CHECK_OK(reader1_chunk(r, 0, cut, &ci));
 	char pack[4096];
 	snprintf(pack, sizeof pack, "%s/packs/%08u.pack", dir, ci.pack_id);
 	REQUIRE(truncate(pack, (off_t)(ci.offset + 4096)) == 0);
-	CHECK_RC(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, d, NB), -CKPT_E_CORRUPT);
+	CHECK_RC(reader1_restore(r, 0, CKPT_MEM_HOST, d, NB), -CKPT_E_CORRUPT);
 	char chunk[32];
 	snprintf(chunk, sizeof chunk, "chunk %u ", cut);
 	CHECK(strstr(ckpt_errmsg(), "truncated") && strstr(ckpt_errmsg(), chunk));
 	if (t_failures)
 		fprintf(stderr, "truncated: %s\n", ckpt_errmsg());
-	CHECK_RC(ckpt_reader_restore_all(r, dst_for, d), -CKPT_E_CORRUPT);
+	CHECK_RC(reader1_restore_all(r, dst_for, d), -CKPT_E_CORRUPT);
 	CHECK(strstr(ckpt_errmsg(), "truncated") && strstr(ckpt_errmsg(), "'big'"));
-	ckpt_reader_close(r);
+	reader1_close(r);
 }
 
 static void engine_case(const char *tag, int engine)
@@ -153,33 +153,33 @@ static void engine_case(const char *tag, int engine)
 		return;
 	}
 	uint64_t shape[1] = {NB};
-	ckpt_save *sv;
-	REQUIRE(ckpt_save_begin(s, 1, &sv) == 0);
-	CHECK_OK(ckpt_save_add_tensor(sv, "big", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, src));
-	CHECK_OK(ckpt_save_commit(sv, NULL));
+	save1 *sv;
+	REQUIRE(save1_begin(s, 1, &sv) == 0);
+	CHECK_OK(save1_add_tensor(sv, "big", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, src));
+	CHECK_OK(save1_commit(sv, NULL));
 	ckpt_store_close(s);
 	REQUIRE((s = open_store(dir, engine, 2)));
-	ckpt_reader *r;
-	REQUIRE(ckpt_reader_open(s, 1, &r) == 0);
+	reader1 *r;
+	REQUIRE(reader1_open(s, 1, &r) == 0);
 	for (unsigned k = 1; k < NCH; k++) {
 		ckpt_chunk_info a, b;
-		CHECK_OK(ckpt_reader_chunk(r, 0, k - 1, &a));
-		CHECK_OK(ckpt_reader_chunk(r, 0, k, &b));
+		CHECK_OK(reader1_chunk(r, 0, k - 1, &a));
+		CHECK_OK(reader1_chunk(r, 0, k, &b));
 		REQUIRE(a.pack_id == b.pack_id && b.offset == a.offset + a.disk_bytes);
 	}
-	ckpt_reader_close(r);
+	reader1_close(r);
 	uint8_t *base = ckpt_aligned_alloc(NB + 8192);
 	for (size_t mis = 0; mis <= 8; mis += 8) {
 		uint8_t *d = dst_at(base, mis);
 		inflight(s, d);
-		REQUIRE(ckpt_reader_open(s, 1, &r) == 0);
-		CHECK_OK(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, d, NB)); /* opens the pack */
+		REQUIRE(reader1_open(s, 1, &r) == 0);
+		CHECK_OK(reader1_restore(r, 0, CKPT_MEM_HOST, d, NB)); /* opens the pack */
 		fault_on(r, d, 5, EIO, -CKPT_E_IO, false);
 		fault_on(r, d, NGROUPS, EIO, -CKPT_E_IO, false);
 		fault_on(r, d, 7, 0, 0, false);
 		fault_on(r, d, 9, EIO, -CKPT_E_IO, true);
 		fault_on(r, d, 11, 0, 0, true);
-		ckpt_reader_close(r);
+		reader1_close(r);
 	}
 	truncated(dir, s, dst_at(base, 0), 30);
 	free(base);

@@ -71,58 +71,58 @@ static void run(uint32_t cs, int compress)
 	}
 	REQUIRE(k == NT);
 
-	ckpt_save *sv;
-	CHECK_OK(ckpt_save_begin(s, 7, &sv));
+	save1 *sv;
+	CHECK_OK(save1_begin(s, 7, &sv));
 	for (size_t i = 0; i < k; i++)
-		CHECK_OK(ckpt_save_add_tensor(sv, t[i].name, t[i].dt, t[i].ndim, t[i].shape,
+		CHECK_OK(save1_add_tensor(sv, t[i].name, t[i].dt, t[i].ndim, t[i].shape,
 					      CKPT_MEM_HOST, t[i].data));
-	CHECK_OK(ckpt_save_set_meta(sv, "lr", "0.001"));
-	CHECK_OK(ckpt_save_set_meta(sv, "note", "unicode \xe2\x9c\x93 and \"quotes\""));
-	CHECK_OK(ckpt_save_set_meta(sv, "lr", "0.002")); /* last value wins */
+	CHECK_OK(save1_set_meta(sv, "lr", "0.001"));
+	CHECK_OK(save1_set_meta(sv, "note", "unicode \xe2\x9c\x93 and \"quotes\""));
+	CHECK_OK(save1_set_meta(sv, "lr", "0.002")); /* last value wins */
 	ckpt_stats st;
-	CHECK_OK(ckpt_save_commit(sv, &st));
+	CHECK_OK(save1_commit(sv, &st));
 	CHECK(st.tensors == k);
 	CHECK(st.chunks == st.chunks_new + st.chunks_reused);
 	CHECK(st.chunks_reused >= 4); /* dup-of-big's chunks */
 
-	ckpt_reader *r;
-	CHECK_OK(ckpt_reader_open(s, CKPT_STEP_LATEST, &r));
+	reader1 *r;
+	CHECK_OK(reader1_open(s, CKPT_STEP_LATEST, &r));
 	REQUIRE(r);
-	CHECK(ckpt_reader_tensor_count(r) == k);
-	CHECK(ckpt_reader_meta_count(r) == 2);
-	CHECK(!strcmp(ckpt_reader_get_meta(r, "lr"), "0.002"));
-	CHECK(!strcmp(ckpt_reader_get_meta(r, "note"), "unicode \xe2\x9c\x93 and \"quotes\""));
-	CHECK(ckpt_reader_get_meta(r, "missing") == NULL);
+	CHECK(reader1_tensor_count(r) == k);
+	CHECK(reader1_meta_count(r) == 2);
+	CHECK(!strcmp(reader1_get_meta(r, "lr"), "0.002"));
+	CHECK(!strcmp(reader1_get_meta(r, "note"), "unicode \xe2\x9c\x93 and \"quotes\""));
+	CHECK(reader1_get_meta(r, "missing") == NULL);
 	for (size_t i = 0; i < k; i++) {
 		ckpt_tensor_info ti;
-		CHECK_OK(ckpt_reader_tensor(r, i, &ti));
+		CHECK_OK(reader1_tensor(r, i, &ti));
 		CHECK(!strcmp(ti.name, t[i].name));
 		CHECK(ti.dtype == t[i].dt && ti.ndim == t[i].ndim && ti.nbytes == t[i].n);
 		for (unsigned d = 0; d < ti.ndim; d++)
 			CHECK(ti.shape[d] == t[i].shape[d]);
-		CHECK(ckpt_reader_find(r, t[i].name) == (long)i);
+		CHECK(reader1_find(r, t[i].name) == (long)i);
 		uint8_t *buf = malloc(t[i].n + 1);
 		memset(buf, 0xAA, t[i].n + 1);
-		CHECK_OK(ckpt_reader_restore(r, i, CKPT_MEM_HOST, buf, t[i].n));
+		CHECK_OK(reader1_restore(r, i, CKPT_MEM_HOST, buf, t[i].n));
 		CHECK(memcmp(buf, t[i].data, t[i].n) == 0);
 		CHECK(buf[t[i].n] == 0xAA); /* nothing written past the end */
 		if (t[i].n)
-			CHECK_RC(ckpt_reader_restore(r, i, CKPT_MEM_HOST, buf, t[i].n - 1), -CKPT_E_INVAL);
+			CHECK_RC(reader1_restore(r, i, CKPT_MEM_HOST, buf, t[i].n - 1), -CKPT_E_INVAL);
 		free(buf);
 	}
-	CHECK(ckpt_reader_find(r, "nope") == -CKPT_E_NOTFOUND);
-	CHECK(ckpt_reader_verify(r, NULL, NULL, NULL) == 0);
-	ckpt_reader_close(r);
+	CHECK(reader1_find(r, "nope") == -CKPT_E_NOTFOUND);
+	CHECK(reader1_verify(r, NULL, NULL, NULL) == 0);
+	reader1_close(r);
 
 	/* Reopen the store from disk: same content. */
 	ckpt_store_close(s);
 	s = t_open_store(dir, 0, 0);
-	CHECK_OK(ckpt_reader_open(s, 7, &r));
+	CHECK_OK(reader1_open(s, 7, &r));
 	uint8_t *b = malloc(t[18].n);
-	CHECK_OK(ckpt_reader_restore(r, 18, CKPT_MEM_HOST, b, t[18].n));
+	CHECK_OK(reader1_restore(r, 18, CKPT_MEM_HOST, b, t[18].n));
 	CHECK(memcmp(b, t[18].data, t[18].n) == 0);
 	free(b);
-	ckpt_reader_close(r);
+	reader1_close(r);
 
 	ckpt_store_close(s);
 	for (size_t i = 0; i < k; i++)
@@ -136,30 +136,30 @@ static void bad_args(void)
 {
 	char *dir = t_tmpdir("args");
 	ckpt_store *s = t_open_store(dir, 0, 0);
-	ckpt_save *sv;
+	save1 *sv;
 	uint64_t sh[1] = {4};
 	float f[4] = {0};
-	CHECK_RC(ckpt_save_begin(s, CKPT_STEP_LATEST, &sv), -CKPT_E_INVAL);
-	CHECK_OK(ckpt_save_begin(s, 1, &sv));
-	ckpt_save *sv2;
+	CHECK_RC(save1_begin(s, CKPT_STEP_LATEST, &sv), -CKPT_E_INVAL);
+	CHECK_OK(save1_begin(s, 1, &sv));
+	save1 *sv2;
 	/* Several saves may be open on one handle; the same step twice may not. */
-	CHECK_RC(ckpt_save_begin(s, 1, &sv2), -CKPT_E_EXISTS);
-	CHECK_OK(ckpt_save_begin(s, 2, &sv2));
-	ckpt_save_abort(sv2);
-	CHECK_RC(ckpt_save_add_tensor(sv, "", CKPT_DTYPE_F32, 1, sh, CKPT_MEM_HOST, f), -CKPT_E_INVAL);
-	CHECK_RC(ckpt_save_add_tensor(sv, "x", 99, 1, sh, CKPT_MEM_HOST, f), -CKPT_E_INVAL);
-	CHECK_RC(ckpt_save_add_tensor(sv, "x", CKPT_DTYPE_F32, 1, sh, 0, f), -CKPT_E_UNSUPPORTED);
-	CHECK_RC(ckpt_save_add_tensor(sv, "x", CKPT_DTYPE_F32, 1, sh, CKPT_MEM_HOST, NULL), -CKPT_E_INVAL);
+	CHECK_RC(save1_begin(s, 1, &sv2), -CKPT_E_EXISTS);
+	CHECK_OK(save1_begin(s, 2, &sv2));
+	save1_abort(sv2);
+	CHECK_RC(save1_add_tensor(sv, "", CKPT_DTYPE_F32, 1, sh, CKPT_MEM_HOST, f), -CKPT_E_INVAL);
+	CHECK_RC(save1_add_tensor(sv, "x", 99, 1, sh, CKPT_MEM_HOST, f), -CKPT_E_INVAL);
+	CHECK_RC(save1_add_tensor(sv, "x", CKPT_DTYPE_F32, 1, sh, 0, f), -CKPT_E_UNSUPPORTED);
+	CHECK_RC(save1_add_tensor(sv, "x", CKPT_DTYPE_F32, 1, sh, CKPT_MEM_HOST, NULL), -CKPT_E_INVAL);
 	uint64_t huge[2] = {1ull << 62, 8};
-	CHECK_RC(ckpt_save_add_tensor(sv, "x", CKPT_DTYPE_F32, 2, huge, CKPT_MEM_HOST, f), -CKPT_E_INVAL);
-	CHECK_OK(ckpt_save_add_tensor(sv, "x", CKPT_DTYPE_F32, 1, sh, CKPT_MEM_HOST, f));
-	CHECK_RC(ckpt_save_add_tensor(sv, "x", CKPT_DTYPE_F32, 1, sh, CKPT_MEM_HOST, f), -CKPT_E_INVAL);
+	CHECK_RC(save1_add_tensor(sv, "x", CKPT_DTYPE_F32, 2, huge, CKPT_MEM_HOST, f), -CKPT_E_INVAL);
+	CHECK_OK(save1_add_tensor(sv, "x", CKPT_DTYPE_F32, 1, sh, CKPT_MEM_HOST, f));
+	CHECK_RC(save1_add_tensor(sv, "x", CKPT_DTYPE_F32, 1, sh, CKPT_MEM_HOST, f), -CKPT_E_INVAL);
 	CHECK(strstr(ckpt_errmsg(), "twice") != NULL);
-	CHECK_RC(ckpt_save_set_meta(sv, "", "v"), -CKPT_E_INVAL);
-	CHECK_OK(ckpt_save_commit(sv, NULL));
-	CHECK_RC(ckpt_save_begin(s, 1, &sv), -CKPT_E_EXISTS);
-	ckpt_reader *r;
-	CHECK_RC(ckpt_reader_open(s, 99, &r), -CKPT_E_NOTFOUND);
+	CHECK_RC(save1_set_meta(sv, "", "v"), -CKPT_E_INVAL);
+	CHECK_OK(save1_commit(sv, NULL));
+	CHECK_RC(save1_begin(s, 1, &sv), -CKPT_E_EXISTS);
+	reader1 *r;
+	CHECK_RC(reader1_open(s, 99, &r), -CKPT_E_NOTFOUND);
 	ckpt_store_close(s);
 
 	ckpt_options *o = ckpt_options_create();

@@ -1,4 +1,4 @@
-/* verify notices what the chunk digests cannot see (issue 11): nonzero bytes in a record's padding
+/* verify notices what the chunk digests cannot see: nonzero bytes in a record's padding
  * and bytes appended to a pack. Restore is unaffected (the data is intact); verify reports
  * damage naming the pack. */
 #include "helpers.h"
@@ -18,11 +18,11 @@ static void on_damage(const ckpt_damage *d, void *arg)
 static long verify(const char *dir)
 {
 	ckpt_store *s = t_open_store(dir, 0, 0);
-	ckpt_reader *r;
-	REQUIRE(ckpt_reader_open(s, CKPT_STEP_LATEST, &r) == 0);
+	reader1 *r;
+	REQUIRE(reader1_open(s, CKPT_STEP_LATEST, &r) == 0);
 	msg[0] = 0;
-	long n = ckpt_reader_verify(r, on_damage, NULL, NULL);
-	ckpt_reader_close(r);
+	long n = reader1_verify(r, on_damage, NULL, NULL);
+	reader1_close(r);
 	ckpt_store_close(s);
 	return n;
 }
@@ -43,17 +43,17 @@ int main(void)
 	static uint8_t data[3 * 65536 + 1000];
 	t_fill(data, sizeof data, 7);
 	ckpt_store *s = t_open_store(dir, 65536, 0);
-	ckpt_save *sv;
+	save1 *sv;
 	uint64_t shape[1] = {sizeof data};
-	REQUIRE(ckpt_save_begin(s, 1, &sv) == 0);
-	REQUIRE(ckpt_save_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, data) == 0);
-	REQUIRE(ckpt_save_commit(sv, NULL) == 0);
+	REQUIRE(save1_begin(s, 1, &sv) == 0);
+	REQUIRE(save1_add_tensor(sv, "w", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, data) == 0);
+	REQUIRE(save1_commit(sv, NULL) == 0);
 	/* The last chunk (1000 bytes) leaves padding in its record. */
-	ckpt_reader *r;
-	REQUIRE(ckpt_reader_open(s, 1, &r) == 0);
+	reader1 *r;
+	REQUIRE(reader1_open(s, 1, &r) == 0);
 	ckpt_chunk_info ci;
-	REQUIRE(ckpt_reader_chunk(r, 0, 3, &ci) == 0);
-	ckpt_reader_close(r);
+	REQUIRE(reader1_chunk(r, 0, 3, &ci) == 0);
+	reader1_close(r);
 	ckpt_store_close(s);
 	REQUIRE(64 + ci.stored_bytes < ci.disk_bytes);
 	char pack[4096];
@@ -77,11 +77,11 @@ int main(void)
 
 	/* Restore still returns the data (its digests are fine). */
 	s = t_open_store(dir, 0, 0);
-	REQUIRE(ckpt_reader_open(s, 1, &r) == 0);
+	REQUIRE(reader1_open(s, 1, &r) == 0);
 	static uint8_t got[sizeof data];
-	CHECK_OK(ckpt_reader_restore(r, 0, CKPT_MEM_HOST, got, sizeof got));
+	CHECK_OK(reader1_restore(r, 0, CKPT_MEM_HOST, got, sizeof got));
 	CHECK(!memcmp(got, data, sizeof data));
-	ckpt_reader_close(r);
+	reader1_close(r);
 	ckpt_store_close(s);
 	t_rmrf(dir);
 	free(dir);
