@@ -1,14 +1,28 @@
-# Tests: unit programs in tests/unit/*.c (one per module; they may include lib/ internals and link
-# TLIB, the library's objects with their internal symbols), scripts tests/*/t-*.sh. `make check`
-# runs them all through tests/run.sh, `make check-quick` all but those tests/slow.list names.
-TEST_UNIT_SRC := $(sort $(wildcard tests/unit/t-*.c))
-TEST_BINS     := $(TEST_UNIT_SRC:tests/unit/%.c=$(B)/tests/bin/%)
+# Tests: unit programs in tests/unit/FOLDER/t-NAME.c, FOLDER the lib/ folder whose code the test
+# mainly exercises (they may include lib/ internals and link TLIB, the library's objects with their
+# internal symbols; the headers and helpers they share stay in tests/unit, -Itests/unit), and
+# scripts tests/*/t-*.sh. Each program builds as $(B)/tests/bin/t-NAME, the name tests/run.sh and
+# the scripts use, so NAME is unique across folders. `make check` runs them all through
+# tests/run.sh, `make check-quick` all but those tests/slow.list names.
+TEST_UNIT_SRC := $(sort $(wildcard tests/unit/*/t-*.c))
+TEST_BINS     := $(addprefix $(B)/tests/bin/,$(basename $(notdir $(TEST_UNIT_SRC))))
 TEST_HELPERS  := $(sort $(wildcard tests/unit/helpers/*.c))
 TEST_EXTRA    ?=
+# A program left directly in tests/unit would be neither built nor run: say so instead.
+$(if $(wildcard tests/unit/t-*.c),$(error $(wildcard tests/unit/t-*.c): a unit test goes in \
+  tests/unit/FOLDER/, FOLDER the lib/ folder it mainly exercises (tests/README.md)))
+$(if $(filter-out $(words $(TEST_BINS)),$(words $(sort $(TEST_BINS)))),$(error two unit tests \
+  share a name (each builds as $(B)/tests/bin/t-NAME): $(sort $(foreach b,$(TEST_BINS),$(if \
+  $(filter-out 1,$(words $(filter $(b),$(TEST_BINS)))),$(notdir $(b)))))))
 
-$(B)/tests/bin/%: tests/unit/%.c $(TEST_HELPERS) $(wildcard tests/unit/*.h) $(wildcard tests/fuzz/*.c) $(TLIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Ilib -Itests/unit $< $(TEST_HELPERS) -o $@ $(ALL_LDFLAGS) $(TLIB) $(LDLIBS)
+define unit_test_rule
+$(B)/tests/bin/$(basename $(notdir $(1))): $(1) $$(TEST_HELPERS) $$(wildcard tests/unit/*.h) \
+  $$(wildcard tests/fuzz/*.c) $$(TLIB)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(ALL_CFLAGS) -Ilib -Itests/unit $$< $$(TEST_HELPERS) -o $$@ $$(ALL_LDFLAGS) \
+	  $$(TLIB) $$(LDLIBS)
+endef
+$(foreach s,$(TEST_UNIT_SRC),$(eval $(call unit_test_rule,$(s))))
 
 # ckptctl with the test hooks (CKPT_GC_KILL_AT; CKPTCTL_TEST_TRUNCATE_INPUT) for the crash and
 # import-safety tests; not installed.

@@ -4,7 +4,7 @@
  * reduced modulo 256 KiB + 1), the rest = the stored payload. Decoding must return 0 or
  * -CKPT_E_CORRUPT, and never write outside the raw_len bytes it was given. When it succeeds, the
  * encoder's output for those bytes must decode back to them.
- * Replayed by tests/unit/t-fuzz-replay.c (which renames FUZZ_ENTRY). */
+ * Replayed by tests/unit/format/t-fuzz-replay.c (which renames FUZZ_ENTRY). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,8 +11,8 @@
  * inside theirs. Anything else aborts.
  *
  * Build and run it as tests/fuzz/README.md describes (`make fuzz`). The corpus
- * (tests/fuzz/corpus/dist/) is replayed by tests/unit/t-fuzz-replay.c, which includes this file
- * with FUZZ_ENTRY renamed. */
+ * (tests/fuzz/corpus/dist/) is replayed by tests/unit/format/t-fuzz-replay.c, which includes
+ * this file with FUZZ_ENTRY renamed. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

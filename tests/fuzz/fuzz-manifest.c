@@ -7,8 +7,8 @@
  * encode/decode round trip. Anything else aborts.
  *
  * Build and run it as tests/fuzz/README.md describes (clang -fsanitize=fuzzer,address). The
- * corpus (tests/fuzz/corpus/) is replayed by tests/unit/t-fuzz-replay.c, which includes this file
- * with FUZZ_ENTRY renamed. */
+ * corpus (tests/fuzz/corpus/) is replayed by tests/unit/format/t-fuzz-replay.c, which includes
+ * this file with FUZZ_ENTRY renamed. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * checksum (bytes 56..63, over bytes 0..55) recomputed so that the field checks behind it run.
  * A decode must fail cleanly (negative CKPT_E_* code, message naming the file) or return a header
  * whose fields are valid and that re-encodes to a header decoding to the same values.
- * Replayed by tests/unit/t-fuzz-replay.c (which renames FUZZ_ENTRY). */
+ * Replayed by tests/unit/format/t-fuzz-replay.c (which renames FUZZ_ENTRY). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

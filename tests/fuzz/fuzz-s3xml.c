@@ -4,7 +4,7 @@
  * the way lib/remote reads them. Every element found must lie inside the input and after the
  * previous one; every text must fit its buffer and be NUL-terminated at the returned length;
  * numbers are -1 or below 2^63. Memory errors are AddressSanitizer's job.
- * Replayed by tests/unit/t-s3-xml.c (which renames FUZZ_ENTRY). */
+ * Replayed by tests/unit/remote/t-s3-xml.c (which renames FUZZ_ENTRY). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

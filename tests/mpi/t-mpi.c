@@ -143,7 +143,7 @@ int main(int argc, char **argv)
 	ckpt_options_set(o, CKPT_OPT_CHUNK_SIZE, SCEN_CHUNK);
 	ckpt_store *s = NULL;
 	/* Every rank creates the store when it is missing, at once: one header wins
-	 * (tests/unit/t-dist-create checks the race itself). */
+	 * (tests/unit/store/t-dist-create checks the race itself). */
 	int rc = ckpt_store_open(argv[1], o, &s);
 	ckpt_options_free(o);
 	long bad = 0;

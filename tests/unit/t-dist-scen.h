@@ -1,5 +1,5 @@
-/* The multi-rank scenario shared by tests/unit/t-dist.c (ranks are forked processes talking over
- * pipes) and tests/mpi/t-mpi.c (ranks are MPI processes): what each rank saves at a step, and
+/* The multi-rank scenario shared by tests/unit/dist/t-dist.c (ranks are forked processes talking
+ * over pipes) and tests/mpi/t-mpi.c (ranks are MPI processes): what each rank saves at a step, and
  * checks of a checkpoint against the data it must hold, for any world size and any box. */
 #ifndef T_DIST_SCEN_H
 #define T_DIST_SCEN_H

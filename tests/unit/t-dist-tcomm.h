@@ -1,6 +1,6 @@
 /* An in-process communicator for multi-rank tests: ranks are threads of one process, each with
  * its own store handle; collectives meet at a generation-counting barrier. Used by
- * tests/unit/t-dist-storm.c (also under TSan) and tests/cli/mkdist.c. No rank dies here, so
+ * tests/unit/dist/t-dist-storm.c (also under TSan) and tests/cli/mkdist.c. No rank dies here, so
  * nothing waits for a rank that is gone. */
 #ifndef T_DIST_TCOMM_H
 #define T_DIST_TCOMM_H

@@ -1,6 +1,6 @@
 /* Forging manifest files for tests that damage checkpoints consistently: a manifest is decoded,
  * edited in memory and re-encoded through lib/format, so that its checksum follows and only the
- * edit is wrong. Used by tests/unit/t-dist-storm.c, tests/unit/t-dist-bounds.c and
+ * edit is wrong. Used by tests/unit/dist/t-dist-storm.c, tests/unit/dist/t-dist-bounds.c and
  * tests/cli/mfset.c. */
 #ifndef T_MF_REWRITE_H
 #define T_MF_REWRITE_H

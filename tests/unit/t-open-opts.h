@@ -1,5 +1,5 @@
 /* Opens (creating) a store with a list of options: pairs of ckpt_option and value ending with 0.
- * For tests that tune several options at once (tests/unit/t-dist-wide.c, t-dist-packids.c). */
+ * For tests that tune several options at once (tests/unit/dist/t-dist-wide.c, t-dist-packids.c). */
 #ifndef T_OPEN_OPTS_H
 #define T_OPEN_OPTS_H
 

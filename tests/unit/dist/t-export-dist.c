@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 
 #include "helpers.h"
-#include "../../cli/ckptctl/xfer.h" /* XFER_BLOCK: "big" must cross a block boundary */
+#include "../../../cli/ckptctl/xfer.h" /* XFER_BLOCK: "big" must cross a block boundary */
 
 #define NR 4
 #define NT 9

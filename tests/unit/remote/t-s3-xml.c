@@ -10,7 +10,7 @@
 #include "common/common.h"
 
 #define FUZZ_ENTRY fuzz_s3xml_entry
-#include "../fuzz/fuzz-s3xml.c"
+#include "../../fuzz/fuzz-s3xml.c"
 #undef FUZZ_ENTRY
 
 static struct s3_span S(const char *s)

@@ -9,16 +9,16 @@
 #include <sys/stat.h>
 
 #define FUZZ_ENTRY fuzz_manifest_entry
-#include "../fuzz/fuzz-manifest.c"
+#include "../../fuzz/fuzz-manifest.c"
 #undef FUZZ_ENTRY
 #define FUZZ_ENTRY fuzz_records_entry
-#include "../fuzz/fuzz-records.c"
+#include "../../fuzz/fuzz-records.c"
 #undef FUZZ_ENTRY
 #define FUZZ_ENTRY fuzz_codec_entry
-#include "../fuzz/fuzz-codec.c"
+#include "../../fuzz/fuzz-codec.c"
 #undef FUZZ_ENTRY
 #define FUZZ_ENTRY fuzz_dist_entry
-#include "../fuzz/fuzz-dist.c"
+#include "../../fuzz/fuzz-dist.c"
 #undef FUZZ_ENTRY
 
 static int read_file(const char *path, uint8_t **out, size_t *len)
