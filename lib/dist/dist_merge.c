@@ -66,8 +66,8 @@ static int bad(const struct merge *m, unsigned r, const char *what)
 }
 
 #ifdef CKPT_TEST_HOOKS
-/* Test builds: part files read by commits (tests/unit/t-dist-storm: rank 0's only), and a hook
- * called with each part's rank before its read (tests/unit/t-dist-wide: reads at once). */
+/* Test builds: part files read by commits (tests/unit/dist/t-dist-storm: rank 0's only), and a hook
+ * called with each part's rank before its read (tests/unit/dist/t-dist-wide: reads at once). */
 unsigned long ckpt_test_part_reads;
 void (*ckpt_test_part_hook)(unsigned rank);
 #endif

@@ -18,7 +18,7 @@
 #include "store/store.h"
 
 /* Crash testing, in test builds only: CKPT_DIST_KILL_AT="RANK:N" kills rank RANK at the Nth
- * point of its multi-rank save (tests/unit/t-dist kills at every point in turn). */
+ * point of its multi-rank save (tests/unit/dist/t-dist kills at every point in turn). */
 #ifdef CKPT_TEST_HOOKS
 void dist_kill_point(int rank)
 {

@@ -73,7 +73,7 @@ void pack_hdr_encode(const struct pack_hdr *h, uint8_t out[PACK_HDR_LEN])
 
 int pack_hdr_decode(const uint8_t *buf, size_t len, struct pack_hdr *h, const char *what)
 {
-	/* The whole 4 KiB block is the header (fixed by tests/unit/t-format): a shorter buffer is
+	/* The whole 4 KiB block is the header (fixed by tests/unit/format/t-format): a shorter buffer is
 	 * truncated, and the padding after the checksummed 64 bytes must be zero, or damage there
 	 * would go unnoticed. */
 	if (len < PACK_HDR_LEN)
@@ -428,7 +428,7 @@ static int mf_decode_body(uint8_t *buf, size_t len, struct manifest *m, const ch
 	uint64_t avail = (uint64_t)(c.end - c.p);
 	/* Each entry takes at least this many bytes, so these bounds keep allocations honest.
 	 * n_refs is 64-bit: "n_refs * 4 > avail" wrapped for n_refs >= 2^62 and let the reference
-	 * loop run past the buffer, hence the division (fixed by tests/unit/t-format). */
+	 * loop run past the buffer, hence the division (fixed by tests/unit/format/t-format). */
 	if ((uint64_t)m->n_meta * 10 > avail || (uint64_t)m->n_chunks * MF_CHUNK_LEN > avail ||
 	    (uint64_t)m->n_tensors * 17 > avail || m->n_refs > avail / 4)
 		return ckpt_fail(CKPT_E_CORRUPT, "%s: entry counts exceed the manifest's size", what);

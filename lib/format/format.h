@@ -1,7 +1,7 @@
 /* Encoding and decoding of every on-disk structure (docs/format.md): the store header, pack
  * headers, chunk record headers and manifests. Bytes only, no I/O: every decoder takes a buffer and
  * its length, checks magic, version, lengths, offsets and checksums, and returns -CKPT_E_* with a
- * message that names `what` (the file) on any inconsistency. Fuzzed by tests/unit/t-format. */
+ * message that names `what` (the file) on any inconsistency. Fuzzed by tests/unit/format/t-format. */
 #ifndef CKPT_FORMAT_H
 #define CKPT_FORMAT_H
 

@@ -30,7 +30,7 @@ struct lease_set;
 
 /* Crash testing, in test builds only (CKPT_TEST_HOOKS: the tests' archive and the tests' ckptctl,
  * never the release library): CKPT_GC_KILL_AT=N kills the process at the Nth point where the
- * store's state on disk changes (tests/unit/t-gc and tests/cli/t-ckptctl-crash kill at every point
+ * store's state on disk changes (tests/unit/gc/t-gc and tests/cli/t-ckptctl-crash kill at every point
  * in turn and check the store). One counter for all of lib/gc (in gc_scan.c), so the points keep
  * their numbers whichever file they sit in; every file that calls it is in the Makefile's
  * HOOK_SRC. */

@@ -1,7 +1,7 @@
 /* The XML of S3's answers, read by element name (ListObjectsV2, InitiateMultipartUpload,
  * CompleteMultipartUpload, Error). The input is whatever the server (or anything pretending to be
  * it) sent: every scan is bounded by the span's length, nothing allocates or recurses, and input
- * that makes no sense reads as "absent". tests/unit/t-s3-xml.c feeds it hostile cases. */
+ * that makes no sense reads as "absent". tests/unit/remote/t-s3-xml.c feeds it hostile cases. */
 #include "remote/s3_int.h"
 
 #include <stdio.h>

@@ -158,7 +158,7 @@ static int flock_wait(int fd, int op, int64_t wait_ms)
 #ifdef CKPT_TEST_HOOKS
 	/* CKPT_TEST_LOCAL_LOCK=1 (test builds only): every lock is granted, as a node-local flock
 	 * on a shared mount grants it on every node (the in-flight markers must then keep gc off
-	 * a save's packs; tests/unit/t-gc-inflight). */
+	 * a save's packs; tests/unit/gc/t-gc-inflight). */
 	const char *local = getenv("CKPT_TEST_LOCAL_LOCK");
 	if (local && !strcmp(local, "1"))
 		return 0;

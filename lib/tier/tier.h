@@ -174,7 +174,7 @@ int tier_note_writer(struct ckpt_store *s, const struct tier_ref *t);
 /* "host:path (last push T), ..." of every writer recorded for t, into out. */
 void tier_describe_writers(const struct tier_ref *t, char *out, size_t len);
 #ifdef CKPT_TEST_HOOKS
-/* Test builds: called at named points (tests/unit/t-remote-fence.c forces interleavings). */
+/* Test builds: called at named points (tests/unit/tier/t-remote-fence.c forces interleavings). */
 extern void (*tier_test_hook)(const char *point);
 #endif
 
