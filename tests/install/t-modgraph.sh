@@ -22,7 +22,11 @@ trap 'rm -rf "$tmp"' EXIT
 # module is its path there without .o, e.g. lib/save/pipeline).
 edges() {
 	local o
-	sed "s|^$B/obj/||; s|\.o\$||" > "$tmp/mods"
+	# An object whose source is gone (a file removed since this build dir was made) is stale,
+	# not part of the tree: it would draw edges that no longer exist.
+	sed "s|^$B/obj/||; s|\.o\$||" | while read -r m; do
+		[ -e "${m#hooks/}.c" ] && echo "$m"
+	done > "$tmp/mods"
 	while read -r m; do
 		nm --defined-only -g "$B/obj/$m.o" | awk -v m="$m" 'NF == 3 {print $3, m}'
 	done < "$tmp/mods" | sort > "$tmp/defs"
