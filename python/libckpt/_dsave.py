@@ -1,5 +1,5 @@
 """Multi-rank saves (Store.save / save_async with a group): the plan exchanged between ranks, the
-part each rank adds (ckpt_dist_save_*), and the collective commit, in the foreground or on a
+part each rank adds (ckpt_save_* with a communicator), and the collective commit, in the foreground or on a
 background thread (DistSaveHandle).  See dist.py for the collective rules."""
 
 import ctypes
@@ -142,7 +142,7 @@ def _order_streams(lb, d, leaves):
         ev = torch.cuda.Event()
         ev.record(streams[dv])
         primary.wait_event(ev)
-    L.check(lb.ckpt_dist_save_after_stream(d, primary.cuda_stream), "ordering the copies")
+    L.check(lb.ckpt_save_after_stream(d, primary.cuda_stream), "ordering the copies")
     return streams
 
 
@@ -205,41 +205,36 @@ def _prepare(state, step, dg):
 def _add(lb, d, dg, leaves, mine, meta, tags, keep):
     for lf in leaves:
         act = mine.get(lf.name, ("skip",))
-        shape = D._u64s(lf.shape)
-        keep.append(shape)
-        if act[0] == "S":
-            g, o = D._u64s(lf.box[0]), D._u64s(lf.box[1])
-            keep += [g, o]
-            rc = lb.ckpt_dist_save_add_shard_replica(d, lf.name.encode(), lf.dtype,
-                                                     len(lf.shape), g, o, shape, act[1], act[2],
-                                                     lf.mem, lf.ptr)
-        elif act[0] == "F":
-            g = D._u64s(lf.box[0])
-            keep.append(g)
-            rc = D.range_fn("ckpt_dist_save_add_range")(d, lf.name.encode(), lf.dtype,
-                                                         len(lf.box[0]), g, lf.box[1],
-                                                         lf.nbytes // max(1, L.dtype_size(lf.dtype)),
-                                                         act[1], act[2], lf.mem, lf.ptr)
-        elif act[0] == "R":
-            rc = lb.ckpt_dist_save_add_replicated(d, lf.name.encode(), lf.dtype, len(lf.shape),
-                                                  shape, act[1], act[2], lf.mem, lf.ptr)
-        else:
+        if act[0] == "skip":
             continue
-        L.check(rc, f"tensor {lf.name!r}")
+        shape = D._u64s(lf.shape)
+        t = L.Tensor(name=lf.name.encode(), dtype=lf.dtype, ndim=len(lf.shape), shape=shape,
+                     mem=lf.mem, data=lf.ptr, replica=act[1], nreplicas=act[2])
+        if act[0] == "S":  # a box of a global tensor
+            t.global_shape, t.offsets = D._u64s(lf.box[0]), D._u64s(lf.box[1])
+        elif act[0] == "F":  # a flat range of one: shape unused
+            t.ndim = len(lf.box[0])
+            t.global_shape = D._u64s(lf.box[0])
+            t.offset, t.count = lf.box[1], lf.nbytes // max(1, L.dtype_size(lf.dtype))
+        keep.append(t)
+        L.check(lb.ckpt_save_add(d, ctypes.byref(t)), f"tensor {lf.name!r}")
     if dg.rank == 0:  # the global manifest keeps rank 0's metadata and tags
         for k, v in meta.items():
-            L.check(lb.ckpt_dist_save_set_meta(d, k.encode(), v.encode()), f"metadata {k!r}")
+            L.check(lb.ckpt_save_set_meta(d, k.encode(), v.encode()), f"metadata {k!r}")
         for t in tags:
-            L.check(lb.ckpt_dist_save_add_tag(d, t.encode()), f"tag {t!r}")
+            L.check(lb.ckpt_save_add_tag(d, t.encode()), f"tag {t!r}")
 
 
 def save_async(store, state, step, meta, dg, background=True, tags=()):
     """Store.save_async / save with a group: returns a DistSaveHandle.  This rank's part goes
     through the store's pinned pipeline like a one-process save_async (no copy of the state: CPU
     tensors must not change before wait_snapshot(), CUDA tensors are fenced on torch's current
-    stream); the collective commit then runs on libckpt's thread (CKPT_DIST_THREADED: the
-    binding's collectives are on its own gloo group), or in wait() when background is False."""
-    lb = D.lib()
+    stream); the collective commit then runs on libckpt's thread (CKPT_SAVE_THREADED: the
+    binding's collectives are on its own gloo group).  The save is begun deferred
+    (CKPT_SAVE_DEFER) so that a failure of this rank after begin reaches the commit with its
+    text (ckpt_save_release); a save that goes well is released at once after its submit.
+    background: unused since the commit always runs on libckpt's thread (save() waits for it)."""
+    lb = L.load()
     store._dist_wait()
     t0 = time.perf_counter()
     tree, leaves, gathered = _prepare(state, step, dg)
@@ -252,13 +247,15 @@ def save_async(store, state, step, meta, dg, background=True, tags=()):
     err, streams = None, {}
     # Begin is collective: every rank calls it, and it fails on every rank alike (a rank that
     # cannot begin, ranks that disagree on the step, another job saving it), so no exchange.
+    opts = L.SaveOptions(comm=ctypes.pointer(comm.struct),
+                         flags=L.SAVE_THREADED | L.SAVE_DEFER)
     with store._lock:
         out = ctypes.c_void_p()
-        rc = lb.ckpt_dist_save_begin(store._handle(), ctypes.byref(comm.struct), step,
-                                     ctypes.byref(out))
+        rc = lb.ckpt_save_begin(store._handle(), step, ctypes.byref(opts), ctypes.byref(out))
     if rc < 0:
         raise L.make_error(rc, f"checkpoint {step}, rank {dg.rank}")
     d = out.value
+    keep.append(opts)
     try:  # every local failure goes to the commit: the other ranks must hear of it
         with store._lock:
             _add(lb, d, dg, leaves, mine, meta, tags, keep)
@@ -268,23 +265,23 @@ def save_async(store, state, step, meta, dg, background=True, tags=()):
     if err is not None:
         # This rank fails the save. The other ranks learn of it at the commit, whose exchange
         # of the parts' outcomes names this rank and carries its text; so this rank joins the
-        # commit (deferred, then released with the failure) rather than every save paying for
-        # an exchange of its own here, one collective of ~10 ms at 4 ranks.
+        # commit (released with the failure) rather than every save paying for an exchange of
+        # its own here, one collective of ~10 ms at 4 ranks.
         text = str(err) if isinstance(err, CkptError) else f"{type(err).__name__}: {err}"
         code = getattr(err, "code", 0) or CkptIOError.code
         with store._lock:
-            lb.ckpt_dist_save_submit(d, D.THREADED | D.DEFER)
-            lb.ckpt_dist_save_release(d, -abs(code), text.encode(errors="replace")[:220])
+            lb.ckpt_save_submit(d)
+            lb.ckpt_save_release(d, -abs(code), text.encode(errors="replace")[:220])
         DistSaveHandle(store, d, step, keep, comm, t0).join()
         raise err
     with store._lock:
-        # A failed submit still goes on to the commit (threaded) or to wait(): the other ranks
-        # learn of it there.
-        lb.ckpt_dist_save_submit(d, D.THREADED if background else 0)
+        # A failed submit still goes on to the commit: the other ranks learn of it there.
+        lb.ckpt_save_submit(d)
+        lb.ckpt_save_release(d, 0, None)
     h = DistSaveHandle(store, d, step, keep, comm, t0)
     store._dist_started(h)
     for dv, st in streams.items():
-        rc = lb.ckpt_dist_save_fence(d, st.cuda_stream)
+        rc = lb.ckpt_save_fence(d, st.cuda_stream)
         if rc < 0:
             ferr = L.make_error(rc, f"checkpoint {step}: fence on cuda:{dv}")
             h.join()
@@ -308,17 +305,17 @@ class DistSaveHandle(_SnapshotWait):
         self.snapshot_time = None  # seconds from save_async's start to the end of wait_snapshot
 
     def _c_wait_snapshot(self, ptr):
-        return D.lib().ckpt_dist_save_wait_snapshot(ptr)
+        return L.load().ckpt_save_wait_snapshot(ptr)
 
     def done(self):
         with self._lock:
-            return self._ptr is None or D.lib().ckpt_dist_save_poll(self._ptr) == 1
+            return self._ptr is None or L.load().ckpt_save_poll(self._ptr) == 1
 
     def _finish(self):
         if self._ptr is None:
             return
         st = L.Stats()
-        rc = D.lib().ckpt_dist_save_wait(self._ptr, ctypes.byref(st))
+        rc = L.load().ckpt_save_wait(self._ptr, ctypes.byref(st))
         self._ptr = None
         if self.snapshot_time is None:
             self.snapshot_time = time.perf_counter() - self._t0

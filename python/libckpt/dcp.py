@@ -12,19 +12,20 @@ each write item is a shard of the global tensor named by its FQN (a BYTE_IO item
 tensor of its bytes), and DCP's Metadata (its global plan: sizes, chunks, planner data) is the
 checkpoint's metadata entry "dcp.metadata".  ckptctl lists, verifies, prunes and exports it as
 any other multi-rank checkpoint; DCP's resharding works on load because every read item is a box
-of a global tensor (ckpt_dist_reader_restore_box reads only the chunks under it, re-hashing each).
+of a global tensor (ckpt_reader_read of a box reads only the chunks under it, re-hashing each).
 
-How DCP's protocol maps onto libckpt's multi-rank save (include/ckpt.h, ckpt_dist_*):
+How DCP's protocol maps onto libckpt's multi-rank save (include/ckpt.h, ckpt_save_* with a
+communicator):
 - The save's collectives run on libckpt's own gloo group over DCP's process group (the writer's
   process_group; libckpt.dist_group), made on the main thread by reset().  Every rank opens
   the store (creating it and its parent directories when missing: of ranks creating it at once,
   one header wins), rank 0 picks the step, and one exchange of every rank's outcome makes a
   failure on any rank raise on all, naming it; every rank then begins its part collectively
-  (ckpt_dist_save_begin: rank 0 claims the step; a step that exists, or a busy one, raises on
+  (ckpt_save_begin: rank 0 claims the step; a step that exists, or a busy one, raises on
   every rank before anything is written).
-- The part is submitted with CKPT_DIST_THREADED | CKPT_DIST_DEFER: it is hashed, written and made
+- The part is begun with CKPT_SAVE_THREADED | CKPT_SAVE_DEFER: it is hashed, written and made
   durable in libckpt's pipeline, and the collective commit then waits on libckpt's thread for
-  ckpt_dist_save_release.  Ranks other than 0 release in write_data; rank 0 in finish(), after
+  ckpt_save_release.  Ranks other than 0 release in write_data; rank 0 in finish(), after
   setting DCP's Metadata (metadata entry set after submit) and checking every rank's part.  So
   the global manifest is written by finish() and only there: a save that fails or dies before
   finish() leaves parts that gc collects, never a checkpoint, and every rank's commit learns the
@@ -148,9 +149,10 @@ class _SoloComm:
     """ckpt_comm of a save without torch.distributed: one rank, nothing to exchange."""
 
     def __init__(self):
-        self._cbs = (D.AG_FN(self._allgather), D.BC_FN(lambda _c, _b, _n, _r: 0),
-                     D.BAR_FN(lambda _c: 0), D.ERR_FN(lambda _c: None))
-        self.struct = D.CommStruct(0, 1, None, *self._cbs)
+        self._cbs = (L.AG_FN(self._allgather), L.BC_FN(lambda _c, _b, _n, _r: 0),
+                     L.BAR_FN(lambda _c: 0), L.ERR_FN(lambda _c: None))
+        self.struct = L.Comm(rank=0, size=1, ctx=None, allgather=self._cbs[0],
+                             broadcast=self._cbs[1], barrier=self._cbs[2], errmsg=self._cbs[3])
         self.local_fail = False
 
     @staticmethod
@@ -197,11 +199,12 @@ class _Where:
 
 class _Save:
     """This rank's part of one DCP save: begun (collectively) by stage() or write_data(),
-    submitted with CKPT_DIST_DEFER, released by finish() on rank 0 and by write_data() on the
+    deferred (CKPT_SAVE_DEFER), released by finish() on rank 0 and by write_data() on the
     others, then waited for."""
 
     def __init__(self, store, comm, ptr, step, rank, world):
         self.store, self.comm, self.ptr = store, comm, ptr
+        self.opts = None          # the ckpt_save_options it was begun with (they name comm)
         self.step, self.rank, self.world = step, rank, world
         self.staged = False
         self.held = frozenset()   # (fqn, offsets) of the items this rank's part holds
@@ -396,11 +399,15 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
         comm = _SoloComm() if dg is None else D._Comm(dg)
         rank, world = (0, 1) if dg is None else (dg.rank, dg.size)
         out = ctypes.c_void_p()
+        opts = L.SaveOptions(comm=ctypes.pointer(comm.struct),
+                             flags=L.SAVE_THREADED | L.SAVE_DEFER)
         with self._store._lock:
-            rc = D.lib().ckpt_dist_save_begin(self._store._handle(), ctypes.byref(comm.struct),
-                                              step, ctypes.byref(out))
+            rc = L.load().ckpt_save_begin(self._store._handle(), step, ctypes.byref(opts),
+                                          ctypes.byref(out))
         L.check(rc, f"DCP save of step {step} into {self._path}, rank {rank}")
-        return _Save(self._store, comm, out.value, step, rank, world)
+        sv = _Save(self._store, comm, out.value, step, rank, world)
+        sv.opts = opts
+        return sv
 
     def _submit(self, sv, add, exchange=True):
         """add() adds this rank's tensors; then every rank learns every rank's outcome (a
@@ -408,7 +415,7 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
         snapshot awaited.  exchange=False (write_data, whose failure DCP gathers and raises on
         every rank itself): no exchange; a failing rank submits its part and gives it up, so
         that the commit fails on every rank as well, and raises."""
-        dg, lb = self._dg, D.lib()
+        dg, lb = self._dg, L.load()
         err = None
         try:
             with self._store._lock:
@@ -421,14 +428,14 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
                         ev = torch.cuda.Event()
                         ev.record(streams[dv])
                         streams[devs[0]].wait_event(ev)
-                    L.check(lb.ckpt_dist_save_after_stream(sv.ptr, streams[devs[0]].cuda_stream),
+                    L.check(lb.ckpt_save_after_stream(sv.ptr, streams[devs[0]].cuda_stream),
                             "ordering the copies")
         except Exception as e:  # noqa: BLE001  raised below, after the exchange
             err = e
         mine = None if err is None else f"{type(err).__name__}: {err}"
         if not exchange and err is not None:
             with self._store._lock:
-                lb.ckpt_dist_save_submit(sv.ptr, D.THREADED | D.DEFER)
+                lb.ckpt_save_submit(sv.ptr)
             self._cur = sv
             self._give_up(mine, join=False)
             raise err
@@ -441,16 +448,16 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
         if failed:
             sv.comm.local_fail = True  # every rank knows: the abort's collectives do nothing
             with self._store._lock:
-                lb.ckpt_dist_save_abort(sv.ptr)
+                lb.ckpt_save_abort(sv.ptr)
             if err is not None:
                 raise err
             raise CkptIOError(f"DCP save of step {sv.step}: rank {failed[0][0]} failed: "
                               f"{failed[0][1]}")
         with self._store._lock:
-            rc = lb.ckpt_dist_save_submit(sv.ptr, D.THREADED | D.DEFER)
+            rc = lb.ckpt_save_submit(sv.ptr)
         self._cur = sv
         if rc >= 0:
-            rc = lb.ckpt_dist_save_wait_snapshot(sv.ptr)
+            rc = lb.ckpt_save_wait_snapshot(sv.ptr)
         sv.keep = []
         if rc < 0:
             e = L.make_error(rc, f"DCP save of step {sv.step}, rank {sv.rank}")
@@ -461,11 +468,11 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
     def _release(self, sv, rc=0, why=None):
         if not sv.released:
             sv.released = True
-            D.lib().ckpt_dist_save_release(sv.ptr, rc, why.encode()[:220] if why else None)
+            L.load().ckpt_save_release(sv.ptr, rc, why.encode()[:220] if why else None)
 
     def _wait(self, sv):
         st = L.Stats()
-        rc = D.lib().ckpt_dist_save_wait(sv.ptr, ctypes.byref(st))
+        rc = L.load().ckpt_save_wait(sv.ptr, ctypes.byref(st))
         sv.ptr = None
         L.check(rc, f"DCP checkpoint {sv.step} in {self._path}")
         self._stats = L.stats_dict(st)
@@ -602,7 +609,7 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
             if sv.staged:
                 _check_held(metadata, frozenset().union(*(p.held for p in parts.values())))
             metadata.storage_data = _storage_data(results)
-            L.check(D.lib().ckpt_dist_save_set_meta(sv.ptr, METADATA_KEY.encode(),
+            L.check(L.load().ckpt_save_set_meta(sv.ptr, METADATA_KEY.encode(),
                                                     _pack(metadata)), "DCP metadata")
         except BaseException as e:
             self._give_up(str(e))
@@ -625,11 +632,11 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
         lshape = tuple(t.shape)
         if not t.numel():  # an empty chunk (an uneven split's last rank) holds nothing
             return
-        lb = D.lib()
-        rc = lb.ckpt_dist_save_add_shard_replica(sv.ptr, fqn.encode(), _dtype(t, fqn), len(gshape),
-                                                 D._u64s(gshape), D._u64s(off), D._u64s(lshape),
-                                                 replica, nreplicas, _mem(t), t.data_ptr())
-        L.check(rc, f"DCP item {fqn!r}")
+        desc = L.Tensor(name=fqn.encode(), dtype=_dtype(t, fqn), ndim=len(gshape),
+                        shape=L.u64s(lshape), mem=_mem(t), data=t.data_ptr(),
+                        global_shape=L.u64s(gshape), offsets=L.u64s(off), replica=replica,
+                        nreplicas=nreplicas)
+        L.check(L.load().ckpt_save_add(sv.ptr, ctypes.byref(desc)), f"DCP item {fqn!r}")
         sv.keep.append(t)
 
     def _bytes(self, sv, fqn, data):
@@ -655,7 +662,7 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
     def _add_staged(self, sv, state_dict):
         """dcp.async_save's staging: every item of this rank's state, as DCP's default planner
         names them (its create_local_plan), saved once across ranks: a DTensor's box by its
-        replicas in turn (ckpt_dist_save_add_shard_replica splits it), a plain tensor whole by
+        replicas in turn (ckpt_save_add with nreplicas splits it), a plain tensor whole by
         one rank (_assign), an object (BYTE_IO) by rank 0."""
         from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
         planner = DefaultSavePlanner()
@@ -831,7 +838,7 @@ class LibckptStorageReader(_Where, StorageReader):
         with self._store() as store:
             step = "latest" if self._step is None else self._step
             with store._open_reader(step) as r:
-                text = L.load().ckpt_reader_get_meta(r.ptr, METADATA_KEY.encode())
+                text = r.get_meta(METADATA_KEY)
                 resolved = r.step
         where = f"checkpoint {resolved} of {self._path}"
         if text is None:
@@ -858,7 +865,7 @@ class LibckptStorageReader(_Where, StorageReader):
         return plans
 
     def read_data(self, plan, planner):
-        with self._store() as store, _dread._View(store, self._resolved) as v:
+        with self._store() as store, store._open_reader(self._resolved, as_saved=False) as v:
             for req in plan.items:
                 _read_item(v, req, planner)
         fut = Future()
