@@ -9,10 +9,10 @@ from . import _restore as R
 from . import _select as S
 from . import _tree as T
 from . import dist as D
-from ._common import Reader, _step_arg, order_after_current, region
+from ._common import _step_arg
+from ._driver import agree, raise_first, region
 from ._target import _alloc, _check_target
-from .errors import (CkptError, CkptIOError, CkptMemoryError, CorruptError, MismatchError,
-                     UnsupportedError, error_class)
+from .errors import CkptMemoryError, CorruptError, MismatchError, UnsupportedError
 
 
 def _fill_cuda(v, idx, x, off, shape, n):
@@ -23,7 +23,7 @@ def _fill_cuda(v, idx, x, off, shape, n):
         return False
     es = x.element_size()
     # pending work on x runs first: the copies follow torch's current stream
-    order_after_current(v.ptr, {x.device.index})
+    v.order_after({x.device.index})
     if x.is_contiguous():
         g, size = region(offsets=off, lengths=shape), n * es
     else:
@@ -300,23 +300,10 @@ def _host_bytes(t):
 
 
 def restore_local(r, v, state, strict):
-    """Restores state from an open checkpoint (single- or multi-rank: r and v its Reader of the
-    global tensors) on this process alone."""
+    """Restores state from an open checkpoint (single- or multi-rank: r and v its ReadDriver of
+    the global tensors) on this process alone."""
     rs = _Restore(r.tree(), v, state, strict)
     return rs.fill(rs.check())
-
-
-def _raise_remote(what, outs):
-    bad = [(r, o) for r, o in enumerate(outs) if o is not None]
-    if bad:
-        r, (code, msg) = bad[0]
-        cls = error_class(code) if code else CkptError
-        raise cls(f"{what}: rank {r} failed: {msg}", code=code or CkptIOError.code,
-                  name=L.load().ckpt_strerror(code or CkptIOError.code).decode())
-
-
-def _outcome(err):
-    return None if err is None else (getattr(err, "code", 0) or 0, f"{type(err).__name__}: {err}")
 
 
 def restore(store, state, step, strict, dg, share=True):
@@ -343,7 +330,7 @@ def _restore_group(store, opened, state, step, strict, dg, share):
             s = ("err", getattr(e, "code", 0) or 0, f"{type(e).__name__}: {e}")
     s = dg.broadcast_object(s, "restore: agreeing on the step")
     if s[0] == "err":
-        _raise_remote("restore", [(s[1], s[2])])
+        raise_first("restore", [(s[1], s[2])])
     what = f"restore of checkpoint {s[1]}"
     rs, err, mine, whole = None, None, [], []
     try:
@@ -354,15 +341,11 @@ def _restore_group(store, opened, state, step, strict, dg, share):
         whole = rs.whole() if share else []
     except Exception as e:  # noqa: BLE001  reported to the other ranks, then raised here
         err = e
-    outs = dg.gather_object((_outcome(err), mine, node_key(), whole),
-                            f"{what}: exchanging the checks")
-    if err is not None:
-        raise err
-    _raise_remote(what, [o[0] for o in outs])
+    outs = agree(dg, err, what, "exchanging the checks", (mine, node_key(), whole))
     left = set(mine)
     for o in outs:
-        left &= set(o[1])
-    sh = _Share(dg, rs.v, [o[2] for o in outs], [o[3] for o in outs]) if share else None
+        left &= set(o[0])
+    sh = _Share(dg, rs.v, [o[1] for o in outs], [o[2] for o in outs]) if share else None
     if sh is not None and sh.active():
         sh.pg = dg.node_group(sh.nodes, sh.members)  # collective over the node (or all) ranks
     if sh is not None and (sh.pg is None or not sh.active()):
@@ -377,13 +360,10 @@ def _restore_group(store, opened, state, step, strict, dg, share):
     except Exception as e:  # noqa: BLE001
         err = e
     done = rs.v.bytes_read() - before
-    outs = dg.gather_object((_outcome(err), done), f"{what}: exchanging the outcome")
-    if err is not None:
-        raise err
-    _raise_remote(what, [o[0] for o in outs])
+    per_rank = agree(dg, err, what, "exchanging the outcome", done)
     mine_read = sum(1 for r in sh.reader.values() if r == dg.rank) if sh else 0
     return R.RestoreResult(rs.step, mine, stats={
-        "bytes_read": done, "bytes_read_per_rank": [o[1] for o in outs],
+        "bytes_read": done, "bytes_read_per_rank": per_rank,
         "bytes_received": sh.got if sh else 0,
         "shared_entries": len(sh.reader) if sh else 0, "entries_read_for_node": mine_read})
 

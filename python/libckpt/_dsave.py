@@ -1,19 +1,17 @@
 """Multi-rank saves (Store.save / save_async with a group): the plan exchanged between ranks, the
-part each rank adds (ckpt_save_* with a communicator), and the collective commit, in the foreground or on a
-background thread (DistSaveHandle).  See dist.py for the collective rules."""
+part each rank adds, and the collective commit on libckpt's thread (a SaveDriver with a
+communicator; DistSaveHandle).  See dist.py for the collective rules."""
 
-import ctypes
 import hashlib
 import json
 import pickle
-import threading
 import time
 
+from . import _driver
 from . import _lib as L
 from . import _tree as T
 from . import dist as D
-from ._common import _SnapshotWait, _stats
-from .errors import CkptError, CkptIOError, InvalidArgumentError, MismatchError, error_class
+from .errors import InvalidArgumentError, MismatchError
 
 _MISSING = object()
 
@@ -128,22 +126,10 @@ def merge_trees(trees):
     return out
 
 
-def _order_streams(lb, d, leaves):
-    """CUDA leaves: the part's copies follow torch's current stream of each device (one stream
-    orders them; the others join it by event), as a one-process save_async does.  Returns the
-    streams to fence after submit."""
-    devs = sorted({lf.mem for lf in leaves if lf.mem >= 0})
-    if not devs:
-        return {}
-    import torch
-    streams = {dv: torch.cuda.current_stream(dv) for dv in devs}
-    primary = streams[devs[0]]
-    for dv in devs[1:]:
-        ev = torch.cuda.Event()
-        ev.record(streams[dv])
-        primary.wait_event(ev)
-    L.check(lb.ckpt_save_after_stream(d, primary.cuda_stream), "ordering the copies")
-    return streams
+def _order_streams(drv, leaves):
+    """CUDA leaves: the part's copies follow torch's current stream of each device, as a
+    one-process save_async does (fenced after submit)."""
+    drv.order_after([lf.mem for lf in leaves])
 
 
 def _digest(obj):
@@ -202,27 +188,25 @@ def _prepare(state, step, dg):
     return tree, leaves, gathered
 
 
-def _add(lb, d, dg, leaves, mine, meta, tags, keep):
+def _add(drv, dg, leaves, mine, meta, tags):
     for lf in leaves:
         act = mine.get(lf.name, ("skip",))
-        if act[0] == "skip":
-            continue
-        shape = D._u64s(lf.shape)
-        t = L.Tensor(name=lf.name.encode(), dtype=lf.dtype, ndim=len(lf.shape), shape=shape,
-                     mem=lf.mem, data=lf.ptr, replica=act[1], nreplicas=act[2])
+        what = f"tensor {lf.name!r}"
         if act[0] == "S":  # a box of a global tensor
-            t.global_shape, t.offsets = D._u64s(lf.box[0]), D._u64s(lf.box[1])
-        elif act[0] == "F":  # a flat range of one: shape unused
-            t.ndim = len(lf.box[0])
-            t.global_shape = D._u64s(lf.box[0])
-            t.offset, t.count = lf.box[1], lf.nbytes // max(1, L.dtype_size(lf.dtype))
-        keep.append(t)
-        L.check(lb.ckpt_save_add(d, ctypes.byref(t)), f"tensor {lf.name!r}")
+            drv.add(lf.name, lf.dtype, lf.shape, lf.mem, lf.ptr, global_shape=lf.box[0],
+                    offsets=lf.box[1], replica=act[1], nreplicas=act[2], what=what)
+        elif act[0] == "F":  # a flat range of one
+            drv.add(lf.name, lf.dtype, lf.shape, lf.mem, lf.ptr, global_shape=lf.box[0],
+                    offset=lf.box[1], count=lf.nbytes // max(1, L.dtype_size(lf.dtype)),
+                    replica=act[1], nreplicas=act[2], what=what)
+        elif act[0] == "R":  # a whole tensor held by act[2] ranks alike
+            drv.add(lf.name, lf.dtype, lf.shape, lf.mem, lf.ptr, replica=act[1],
+                    nreplicas=act[2], what=what)
     if dg.rank == 0:  # the global manifest keeps rank 0's metadata and tags
         for k, v in meta.items():
-            L.check(lb.ckpt_save_set_meta(d, k.encode(), v.encode()), f"metadata {k!r}")
+            drv.set_meta(k, v, f"metadata {k!r}")
         for t in tags:
-            L.check(lb.ckpt_save_add_tag(d, t.encode()), f"tag {t!r}")
+            drv.add_tag(t)
 
 
 def save_async(store, state, step, meta, dg, background=True, tags=()):
@@ -230,11 +214,8 @@ def save_async(store, state, step, meta, dg, background=True, tags=()):
     through the store's pinned pipeline like a one-process save_async (no copy of the state: CPU
     tensors must not change before wait_snapshot(), CUDA tensors are fenced on torch's current
     stream); the collective commit then runs on libckpt's thread (CKPT_SAVE_THREADED: the
-    binding's collectives are on its own gloo group).  The save is begun deferred
-    (CKPT_SAVE_DEFER) so that a failure of this rank after begin reaches the commit with its
-    text (ckpt_save_release); a save that goes well is released at once after its submit.
+    binding's collectives are on its own gloo group), released at once after the submit.
     background: unused since the commit always runs on libckpt's thread (save() waits for it)."""
-    lb = L.load()
     store._dist_wait()
     t0 = time.perf_counter()
     tree, leaves, gathered = _prepare(state, step, dg)
@@ -242,24 +223,15 @@ def save_async(store, state, step, meta, dg, background=True, tags=()):
     meta = dict(meta)
     if dg.rank == 0:  # the global manifest keeps rank 0's metadata only
         meta.update(T.binding_meta(merge_trees([g[2] for g in gathered])))
-    comm = D._Comm(dg)
-    keep = [leaves]
-    err, streams = None, {}
     # Begin is collective: every rank calls it, and it fails on every rank alike (a rank that
     # cannot begin, ranks that disagree on the step, another job saving it), so no exchange.
-    opts = L.SaveOptions(comm=ctypes.pointer(comm.struct),
-                         flags=L.SAVE_THREADED | L.SAVE_DEFER)
-    with store._lock:
-        out = ctypes.c_void_p()
-        rc = lb.ckpt_save_begin(store._handle(), step, ctypes.byref(opts), ctypes.byref(out))
-    if rc < 0:
-        raise L.make_error(rc, f"checkpoint {step}, rank {dg.rank}")
-    d = out.value
-    keep.append(opts)
+    drv = _driver.SaveDriver(store, step, D._Comm(dg), f"checkpoint {step}, rank {dg.rank}")
+    drv.keep.append(leaves)
+    err = None
     try:  # every local failure goes to the commit: the other ranks must hear of it
         with store._lock:
-            _add(lb, d, dg, leaves, mine, meta, tags, keep)
-            streams = _order_streams(lb, d, leaves)
+            _add(drv, dg, leaves, mine, meta, tags)
+            _order_streams(drv, leaves)
     except Exception as e:  # noqa: BLE001  raised below, after the commit
         err = e
     if err is not None:
@@ -267,79 +239,28 @@ def save_async(store, state, step, meta, dg, background=True, tags=()):
         # of the parts' outcomes names this rank and carries its text; so this rank joins the
         # commit (released with the failure) rather than every save paying for an exchange of
         # its own here, one collective of ~10 ms at 4 ranks.
-        text = str(err) if isinstance(err, CkptError) else f"{type(err).__name__}: {err}"
-        code = getattr(err, "code", 0) or CkptIOError.code
-        with store._lock:
-            lb.ckpt_save_submit(d)
-            lb.ckpt_save_release(d, -abs(code), text.encode(errors="replace")[:220])
-        DistSaveHandle(store, d, step, keep, comm, t0).join()
+        drv.give_up(err)
+        DistSaveHandle(store, drv, t0).join()
         raise err
     with store._lock:
         # A failed submit still goes on to the commit: the other ranks learn of it there.
-        lb.ckpt_save_submit(d)
-        lb.ckpt_save_release(d, 0, None)
-    h = DistSaveHandle(store, d, step, keep, comm, t0)
+        drv.submit()
+        drv.release()
+    h = DistSaveHandle(store, drv, t0)
     store._dist_started(h)
-    for dv, st in streams.items():
-        rc = lb.ckpt_save_fence(d, st.cuda_stream)
-        if rc < 0:
-            ferr = L.make_error(rc, f"checkpoint {step}: fence on cuda:{dv}")
-            h.join()
-            raise ferr
+    ferr = drv.fence()
+    if ferr is not None:
+        h.join()
+        raise ferr
     return h
 
 
-class DistSaveHandle(_SnapshotWait):
+class DistSaveHandle(_driver.SaveHandle):
     """A multi-rank save in flight (Store.save_async with a group).  This rank's part is persisted
     by the pipeline and the collective commit of the global manifest runs on libckpt's thread.
     wait_snapshot(): once this rank's tensors are copied (they may then change).  wait(): this
     rank's SaveStats once the global checkpoint is durable and visible, or the error, on every
     rank alike (the failing rank is named).  done(): True once it finished."""
-
-    def __init__(self, store, d, step, keep, comm, t0):
-        self._store, self._ptr, self.step = store, d, step
-        self._keep, self._comm, self._t0 = keep, comm, t0
-        self._lock = threading.Lock()
-        self._snapshot_done = False
-        self._stats = self._error = None
-        self.snapshot_time = None  # seconds from save_async's start to the end of wait_snapshot
-
-    def _c_wait_snapshot(self, ptr):
-        return L.load().ckpt_save_wait_snapshot(ptr)
-
-    def done(self):
-        with self._lock:
-            return self._ptr is None or L.load().ckpt_save_poll(self._ptr) == 1
-
-    def _finish(self):
-        if self._ptr is None:
-            return
-        st = L.Stats()
-        rc = L.load().ckpt_save_wait(self._ptr, ctypes.byref(st))
-        self._ptr = None
-        if self.snapshot_time is None:
-            self.snapshot_time = time.perf_counter() - self._t0
-        self._keep = self._comm = None
-        if rc < 0:
-            if self._error is None:
-                self._error = L.make_error(rc)
-        else:
-            self._stats = _stats(st)
-
-    def join(self):
-        """Waits for the commit without raising (the next multi-rank call on the store)."""
-        with self._lock:
-            self._finish()
-
-    def wait(self):
-        with self._lock:
-            self._finish()
-        store = self._store
-        if store is not None:
-            store._forget(self)
-        if self._error is not None:
-            raise self._error
-        return self._stats
 
     def __del__(self):
         if getattr(self, "_ptr", None) is not None:

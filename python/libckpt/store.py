@@ -16,8 +16,9 @@ from . import _restore as R
 from . import _select as S
 from . import _tree as T
 from . import dist as _dist
-from ._common import (Reader, SaveStats, _SnapshotWait, _stats, _step_arg,  # noqa: F401  SaveStats: public
-                      order_after_current, region)
+from . import _driver
+from ._common import SaveStats, _step_arg  # noqa: F401  SaveStats: public
+from ._driver import ReadDriver, SaveDriver, region
 from ._target import _alloc, _check_target, _data_ptr
 from .errors import (CkptError, CkptIOError, CorruptError, InvalidArgumentError, NoSpaceError,
                      NotFoundError, PermissionDeniedError, StateError, UnsupportedError,
@@ -103,7 +104,7 @@ def _meta_dict(metadata):
     return meta
 
 
-class SaveHandle(_SnapshotWait):
+class SaveHandle(_driver.SaveHandle):
     """A save in progress (from Store.save_async).
 
     wait_snapshot(): returns once every tensor has been copied out of the caller's memory; from
@@ -112,49 +113,6 @@ class SaveHandle(_SnapshotWait):
     The handle keeps every tensor of the state (and the contiguous copies made for it) alive until
     the snapshot is done.  Dropping an unfinished handle waits for it (so memory stays valid).
     """
-
-    def __init__(self, store, ptr, step, keep, t0):
-        self._store = store
-        self._ptr = ptr
-        self.step = step
-        self._keep = keep
-        self._lock = threading.Lock()
-        self._snapshot_done = False
-        self._stats = None
-        self._error = None
-        self._t0 = t0
-        self.snapshot_time = None  # seconds from save_async's start to the end of wait_snapshot
-
-    def _c_wait_snapshot(self, ptr):
-        return L.load().ckpt_save_wait_snapshot(ptr)
-
-    def done(self):
-        """True once the save finished, successfully or not (then wait() returns at once)."""
-        with self._lock:
-            if self._ptr is None:
-                return True
-            return L.load().ckpt_save_poll(self._ptr) == 1
-
-    def wait(self):
-        """Waits until the checkpoint is durable and visible; returns its SaveStats, or raises."""
-        with self._lock:
-            if self._ptr is not None:
-                st = L.Stats()
-                rc = L.load().ckpt_save_wait(self._ptr, ctypes.byref(st))
-                self._ptr = None
-                self._keep = None
-                if self.snapshot_time is None:
-                    self.snapshot_time = time.perf_counter() - self._t0
-                if rc < 0:
-                    self._error = L.make_error(rc)
-                else:
-                    self._stats = _stats(st)
-                store = self._store
-                if store is not None:
-                    store._forget(self)
-            if self._error is not None:
-                raise self._error
-            return self._stats
 
     def __del__(self):
         if getattr(self, "_ptr", None) is not None:
@@ -471,7 +429,6 @@ class Store:
         and save time).
         """
         t0 = time.perf_counter()
-        lib = L.load()
         step = _step_arg(step, allow_latest=False)
         user_meta = _meta_dict(metadata)
         user_meta.update(_binding_meta or {})
@@ -483,52 +440,32 @@ class Store:
         tree, leaves = T.flatten(state)
         meta = T.binding_meta(tree)
         meta.update(user_meta)
-        keep = [leaves]
         with self._lock:
-            store = self._handle()
-            out = ctypes.c_void_p()
-            L.check(lib.ckpt_save_begin(store, step, None, ctypes.byref(out)))
-            sv = out.value
-            submitted = False
+            drv = SaveDriver(self, step)
+            drv.keep.append(leaves)  # the tensors and the contiguous copies made for them
+            ok = False
             try:
                 for lf in leaves:
-                    t = L.Tensor(name=lf.name.encode(), dtype=lf.dtype, ndim=len(lf.shape),
-                                 shape=L.u64s(lf.shape), mem=lf.mem, data=lf.ptr)
-                    keep.append(t)
-                    L.check(lib.ckpt_save_add(sv, ctypes.byref(t)))
+                    drv.add(lf.name, lf.dtype, lf.shape, lf.mem, lf.ptr)
                 for k, v in meta.items():
-                    L.check(lib.ckpt_save_set_meta(sv, k.encode(), v.encode()))
+                    drv.set_meta(k, v)
                 for t in tags:
-                    L.check(lib.ckpt_save_add_tag(sv, t.encode()), f"tag {t!r}")
-                devs = sorted({lf.mem for lf in leaves if lf.mem >= 0})
-                streams = {}
-                if devs:
-                    import torch
-                    streams = {d: torch.cuda.current_stream(d) for d in devs}
-                    primary = streams[devs[0]]
-                    for d in devs[1:]:
-                        # one stream orders the copies: the others' work joins it by event
-                        ev = torch.cuda.Event()
-                        ev.record(streams[d])
-                        primary.wait_event(ev)
-                    L.check(lib.ckpt_save_after_stream(sv, primary.cuda_stream))
-                L.check(lib.ckpt_save_submit(sv))
-                submitted = True
-            except BaseException:
-                if not submitted:
-                    lib.ckpt_save_abort(sv)
-                raise
-            h = SaveHandle(self, sv, step, keep, t0)
+                    drv.add_tag(t)
+                drv.order_after([lf.mem for lf in leaves])
+                L.check(drv.submit())
+                ok = True
+            finally:
+                if not ok:
+                    drv.abort()
+            h = SaveHandle(self, drv, t0)
             self._inflight.append(weakref.ref(h))
-        for d, s in streams.items():
-            rc = lib.ckpt_save_fence(sv, s.cuda_stream)
-            if rc < 0:
-                err = L.make_error(rc, f"checkpoint {step}: fence on cuda:{d}")
-                try:
-                    h.wait()
-                except CkptError:
-                    pass
-                raise err
+        err = drv.fence()
+        if err is not None:
+            try:
+                h.wait()
+            except CkptError:
+                pass
+            raise err
         return h
 
     def save(self, state, step, metadata=None, group=None, tags=None):
@@ -560,7 +497,7 @@ class Store:
     def _open_reader(self, step, as_saved=True):
         """A Reader of checkpoint step: of its tensors as saved (a multi-rank checkpoint's
         pieces, as `ckptctl show` lists them), or with as_saved=False of its global tensors."""
-        return Reader(self, _step_arg(step), as_saved=as_saved)
+        return ReadDriver(self, _step_arg(step), as_saved=as_saved)
 
     @contextlib.contextmanager
     def _open_checkpoint(self, step, boxes=False):
@@ -570,7 +507,7 @@ class Store:
         by the step it resolved to could find it pruned meanwhile (a reader keeps its packs, not
         its manifest)."""
         s = _step_arg(step)
-        with Reader(self, s) as r:
+        with ReadDriver(self, s) as r:
             if s == L.STEP_LATEST:
                 self._warn_damaged_newer(r.step)
             yield r, (r if boxes or r.multi_rank() else None)
@@ -665,19 +602,10 @@ class Store:
                     for ti in (r.tensor(i) for i in range(r.count()))]
 
     def verify(self, step="latest"):
-        """Re-hashes every chunk of a checkpoint; returns the list of damages (empty: intact)."""
-        damages = []
-
-        def on_damage(d, _arg):
-            d = d.contents
-            damages.append({"step": d.step, "tensor": d.tensor.decode() if d.tensor else None,
-                            "chunk": d.chunk, "offset": d.offset,
-                            "file": d.file.decode() if d.file else None, "error": d.error,
-                            "message": d.message.decode() if d.message else ""})
-        cb = L.DAMAGE_FN(on_damage)
+        """Re-hashes every chunk of a checkpoint (and a multi-rank checkpoint's part files);
+        returns the list of damages (empty: intact)."""
         with self._open_reader(step) as r:
-            L.check(L.load().ckpt_reader_verify(r.ptr, None, cb, L.NO_PROGRESS, None), "verify")
-        return damages
+            return r.verify()
 
     def du(self):
         """Space accounting (needs no lock): a dict with one entry per valid checkpoint
@@ -983,7 +911,7 @@ def _restore_into(r, targets):
     torch = T.torch_mod()
     cuda_devs = {o.device.index for _, _, o in targets
                  if T.is_torch_tensor(o) and o.device.type == "cuda"}
-    order_after_current(r.ptr, cuda_devs)  # pending work on the targets runs first
+    r.order_after(cuda_devs)  # pending work on the targets runs first
 
     def plan(stage_cuda):
         dst, copies, keep, first = {}, [], [], {}
@@ -1020,14 +948,7 @@ def _restore_into(r, targets):
         return dst, copies, keep
 
     def run(dst):
-        def cb(index, _info, mem, _arg):
-            d = dst.get(index)
-            if d is None:
-                return None
-            mem[0] = d[1]
-            return d[0]
-        fn = L.DST_FN(cb)
-        L.check(L.load().ckpt_reader_read_all(r.ptr, fn, None))
+        r.read_all(dst.get)
 
     dst, copies, keep = plan(stage_cuda=False)
     try:
