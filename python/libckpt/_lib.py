@@ -1,4 +1,6 @@
-"""Loading libckpt.so and declaring its C interface (include/ckpt.h) for ctypes."""
+"""Loading libckpt.so and declaring its C interface (include/ckpt.h) for ctypes: the one place
+of the package that mirrors the header (every prototype it calls, every struct, callback type and
+constant it uses), which tests/python/t-ctypes-abi.sh checks against include/ckpt.h."""
 
 import ctypes
 import ctypes.util
@@ -417,14 +419,6 @@ def load():
 def has(name):
     """True when the loaded library exports function `name`."""
     return hasattr(load(), name)
-
-
-def need(name):
-    """The function `name`, or UnsupportedError when this libckpt lacks it."""
-    if not has(name):
-        from .errors import UnsupportedError
-        raise UnsupportedError(f"{name} is not in this libckpt ({_path}): update the library")
-    return getattr(load(), name)
 
 
 def library_path():
