@@ -1,109 +1,36 @@
 """Reading multi-rank checkpoints: Store.restore with Shard / DTensor targets (any split and world
-size; collective with a group) and the consolidated Store.load of a multi-rank checkpoint, over
-ckpt_dist_reader_* (each box reads only the chunks under it)."""
+size; collective with a group) and the consolidated Store.load of a multi-rank checkpoint, through
+a reader of the global tensors (ckpt_reader_read of a box reads only the chunks under it)."""
 
 import contextlib
-import ctypes
 
 from . import _lib as L
 from . import _restore as R
 from . import _select as S
 from . import _tree as T
 from . import dist as D
-from ._common import _step_arg, order_after_current
+from ._common import _step_arg
+from ._driver import agree, raise_first, region
 from ._target import _alloc, _check_target
-from .errors import (CkptError, CkptIOError, CkptMemoryError, CorruptError, MismatchError,
-                     NotFoundError, UnsupportedError, error_class)
+from .errors import CkptMemoryError, CorruptError, MismatchError, UnsupportedError
 
 
-class _View:
-    """A checkpoint's global tensors, as _restore.Plan reads a checkpoint (names, find, tensor).
-    step may be L.STEP_LATEST where the library has ckpt_dist_reader_checkpoint: self.step is
-    then the step that open resolved it to."""
-
-    def __init__(self, store, step):
-        out = ctypes.c_void_p()
-        with store._lock:
-            L.check(D.lib().ckpt_dist_reader_open(store._handle(), step, ctypes.byref(out)))
-        self.ptr, self.step, self._names = out.value, step, None
-        if L.has("ckpt_dist_reader_checkpoint"):
-            inf = L.Info()
-            L.load().ckpt_reader_info(self.base(), ctypes.byref(inf))
-            self.step = inf.step
-
-    def base(self):
-        """The checkpoint reader this view reads through (the view's: not to be closed)."""
-        return L.load().ckpt_dist_reader_checkpoint(self.ptr)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        D.lib().ckpt_dist_reader_close(self.ptr)
-        self.ptr = None
-
-    def world(self):
-        return D.lib().ckpt_dist_reader_world_size(self.ptr)
-
-    def tensor(self, i):
-        ti = L.TensorInfo()
-        L.check(D.lib().ckpt_dist_reader_tensor(self.ptr, i, ctypes.byref(ti)))
-        return L.tensor_dict(ti)
-
-    def names(self):
-        if self._names is None:
-            n = D.lib().ckpt_dist_reader_tensor_count(self.ptr)
-            self._names = {self.tensor(i)["name"]: i for i in range(n)}
-        return self._names
-
-    def find(self, name):
-        idx = self.names().get(name)
-        if idx is None:
-            raise NotFoundError(f"no tensor {name!r} in checkpoint {self.step}",
-                                code=NotFoundError.code, name="not found")
-        return idx
-
-
-def multi_rank(r):
-    """True for a checkpoint (an open store._Reader) saved by several ranks (format version 2)."""
-    return L.load().ckpt_reader_get_meta(r.ptr, D.DIST_WORLD_KEY.encode()) is not None
-
-
-_box_mem_fn = None
-
-
-def _box_mem():
-    """ckpt_dist_reader_restore_box_mem (a box into host or CUDA memory) with its prototype, or
-    None in a libckpt without it."""
-    global _box_mem_fn
-    if _box_mem_fn is None:
-        f = getattr(D.lib(), "ckpt_dist_reader_restore_box_mem", None)
-        if f is not None:
-            u64p = ctypes.POINTER(ctypes.c_uint64)
-            f.restype = ctypes.c_int
-            f.argtypes = [ctypes.c_void_p, ctypes.c_size_t, u64p, u64p, ctypes.c_int,
-                          ctypes.c_void_p, u64p, ctypes.c_uint64]
-        _box_mem_fn = f or False
-    return _box_mem_fn or None
-
-
-def _fill_cuda(v, idx, x, offa, lena, shape, n):
+def _fill_cuda(v, idx, x, off, shape, n):
     """Reads the box into CUDA tensor x in place (libckpt stages it through pinned memory): True,
-    or False when x's layout or this libckpt (no box_mem, no CUDA provider) does not allow it."""
-    fn = _box_mem()
+    or False when x's layout or this libckpt (no CUDA provider) does not allow it."""
     st = x.stride()
-    if fn is None or not all(s > 0 for s, d in zip(st, shape) if d > 1):
+    if not all(s > 0 for s, d in zip(st, shape) if d > 1):
         return False
-    import torch
     es = x.element_size()
     # pending work on x runs first: the copies follow torch's current stream
-    order_after_current(v.base(), {x.device.index})
+    v.order_after({x.device.index})
     if x.is_contiguous():
-        strides, size = None, n * es
+        g, size = region(offsets=off, lengths=shape), n * es
     else:
-        strides, size = D._u64s(st), (sum((d - 1) * s for s, d in zip(st, shape)) + 1) * es
+        g = region(offsets=off, lengths=shape, strides=st)
+        size = (sum((d - 1) * s for s, d in zip(st, shape)) + 1) * es
     try:
-        L.check(fn(v.ptr, idx, offa, lena, x.device.index, x.data_ptr(), strides, size))
+        v.read(idx, x.data_ptr(), size, g, mem=x.device.index)
     except UnsupportedError:
         return False  # no CUDA provider in libckpt: staged on the host by the caller
     return True
@@ -117,12 +44,11 @@ def _fill_range(v, idx, t, offset):
         n *= int(s)
     if n == 0:
         return
-    fn = D.range_fn("ckpt_dist_reader_restore_range")
+    g = region(offset=offset, count=n)
     if T.is_np_array(t):
         import numpy as np
         if t.flags.c_contiguous and t.flags.writeable and (t.dtype.isnative or t.itemsize == 1):
-            L.check(fn(v.ptr, idx, offset, n, L.MEM_HOST, t.__array_interface__["data"][0],
-                       t.nbytes))
+            v.read(idx, t.__array_interface__["data"][0], t.nbytes, g)
             return
         tmp = np.empty(t.shape, t.dtype.newbyteorder("="))
         _fill_range(v, idx, tmp, offset)
@@ -131,7 +57,7 @@ def _fill_range(v, idx, t, offset):
     import torch
     x = t.detach()
     if x.device.type == "cpu" and x.is_contiguous():
-        L.check(fn(v.ptr, idx, offset, n, L.MEM_HOST, x.data_ptr(), n * x.element_size()))
+        v.read(idx, x.data_ptr(), n * x.element_size(), g)
         return
     tmp = torch.empty(tuple(x.shape), dtype=x.dtype, pin_memory=x.device.type == "cuda")
     _fill_range(v, idx, tmp, offset)
@@ -152,13 +78,11 @@ def _fill(v, idx, t, off):
         n *= s
     if n == 0:
         return
-    lb = D.lib()
-    offa, lena = D._u64s(off), D._u64s(shape)
     if T.is_np_array(t):
         import numpy as np
         if t.flags.c_contiguous and t.flags.writeable and (t.dtype.isnative or t.itemsize == 1):
-            L.check(lb.ckpt_dist_reader_restore_box(v.ptr, idx, offa, lena,
-                                                    t.__array_interface__["data"][0], t.nbytes))
+            v.read(idx, t.__array_interface__["data"][0], t.nbytes,
+                   region(offsets=off, lengths=shape))
             return
         tmp = np.empty(shape, t.dtype.newbyteorder("="))
         _fill(v, idx, tmp, off)
@@ -167,17 +91,16 @@ def _fill(v, idx, t, off):
     import torch
     x = t.detach()
     es = x.element_size()
-    if x.device.type == "cuda" and _fill_cuda(v, idx, x, offa, lena, shape, n):
+    if x.device.type == "cuda" and _fill_cuda(v, idx, x, off, shape, n):
         return
     if x.device.type == "cpu" and x.is_contiguous():
-        L.check(lb.ckpt_dist_reader_restore_box(v.ptr, idx, offa, lena, x.data_ptr(), n * es))
+        v.read(idx, x.data_ptr(), n * es, region(offsets=off, lengths=shape))
         return
     st = x.stride()
     if x.device.type == "cpu" and all(s > 0 for s, d in zip(st, shape) if d > 1):
         # a column block of a matrix, a transposed view: written in place, element by element
         span = sum((d - 1) * s for s, d in zip(st, shape)) + 1
-        L.check(lb.ckpt_dist_reader_restore_box_strided(v.ptr, idx, offa, lena, x.data_ptr(),
-                                                        D._u64s(st), span * es))
+        v.read(idx, x.data_ptr(), span * es, region(offsets=off, lengths=shape, strides=st))
         return
     tmp = torch.empty(shape, dtype=x.dtype, pin_memory=x.device.type == "cuda")
     _fill(v, idx, tmp, off)
@@ -225,8 +148,8 @@ class _Restore:
     writes: plan() (every check; what the checkpoint holds that state lacks), then fill()."""
 
     def __init__(self, tree, v, state, strict):
-        """tree: the checkpoint's saved structure (None: another tool's); v: its open _View,
-        which stays the caller's to close."""
+        """tree: the checkpoint's saved structure (None: another tool's); v: its open Reader
+        of the global tensors, which stays the caller's to close."""
         self.tree, self.v, self.step = tree, v, v.step
         self.state, self.strict = state, strict
         self.plan, self.jobs = None, []
@@ -248,12 +171,14 @@ class _Restore:
         self.apply()
         return res
 
-    def fill_reads(self, dropped, skip=()):
-        """The strict check and every read but those of the entries in skip (indices another
-        rank of the node reads for this one)."""
+    def fill_reads(self, dropped, skip=(), before=None):
+        """The strict check, then before() (the node's collective reads) and every read but
+        those of the entries in skip (indices read by the collective reads)."""
         plan = self.plan
         plan.dropped = list(dropped)
         dropped = R.finish(plan, self.strict, self.step)
+        if before is not None:
+            before()
         for idx, t, off in self.jobs:
             if idx not in skip:
                 _fill(self.v, idx, t, off)
@@ -289,12 +214,6 @@ def _numel(shape):
     return n
 
 
-def _bytes_read(v):
-    st = L.Stats()
-    L.load().ckpt_reader_stats(v.base(), ctypes.byref(st))
-    return int(st.bytes_read)
-
-
 def node_key():
     """This process's node, as the ranks of a group compare it: host name and boot id (two
     containers of one host with one name are still two kernels only if their boot ids differ)."""
@@ -308,11 +227,12 @@ def node_key():
 
 
 class _Share:
-    """Replicated entries read once per node: of the global tensors that every
-    rank of a node restores whole, each is read (and verified) by one rank of the node, the
-    largest first to the least loaded rank so that the node's reads run in parallel, and
-    broadcast to the others over the node's gloo group.  Every rank computes the same plan from
-    the exchanged checks."""
+    """Replicated entries read once per node: of the global tensors that every rank of a node
+    restores whole, each is read (and verified) by one rank of the node, the largest first to
+    the least loaded rank so that the node's reads run in parallel, and sent to the others by
+    libckpt's collective read (ckpt_reader_read with a region whose comm is the node's gloo
+    group): a read that fails raises on every rank of the node alike.  Every rank computes the
+    same plan from the exchanged checks."""
 
     def __init__(self, dg, v, nodes, wholes):
         me = nodes[dg.rank]
@@ -333,76 +253,57 @@ class _Share:
             self.reader[i] = r
             load[r] += sizes[i]
         self.sizes = sizes
-        self.names = {i: v.tensor(i)["name"] for i in sizes}
         self.pg = None
+        self.got = 0
 
     def active(self):
         return bool(self.reader)
 
-    def skip(self, rank):
-        """The entries rank receives instead of reading."""
-        return {i for i, r in self.reader.items() if r != rank}
+    def skip(self):
+        """The entries read by the node's collective reads, not by each rank's own."""
+        return set(self.reader)
 
-    def broadcast(self, dg, jobs, what):
-        """Sends this rank's entries to the node's other ranks and receives theirs, entry by entry
-        in index order (the same on every rank).  Returns the bytes received."""
-        import torch.distributed as dist
+    def read(self, dg, v, jobs):
+        """Every shared entry, in index order (the same on every rank of the node): read by its
+        rank and received by the others, into this rank's target.  Counts the bytes received."""
+        comm = D._Comm(dg, self.pg, self.members)
         targets = {idx: t for idx, t, _ in jobs}
-        got = 0
         for i in sorted(self.reader):
             src = self.reader[i]
-            t = targets[i]
-            buf, back = _wire(t, src == dg.rank)
-            dg._run(f"{what}: sharing global tensor {self.names[i]!r} from rank {src}",
-                    lambda: dist.broadcast(buf, src=dg.ranks[src], group=self.pg))
+            addr, back = _host_bytes(targets[i])
+            v.read(i, addr, self.sizes[i], region(comm=comm.struct,
+                                                  root=self.members.index(src)))
+            back()
             if src != dg.rank:
-                back()
-                got += self.sizes[i]
-        return got
+                self.got += self.sizes[i]
 
 
-def _wire(t, sending):
-    """A contiguous CPU uint8 tensor over the bytes of target t (a torch tensor or numpy array, in
-    native byte order) to broadcast, and what copies a received one into t (nothing when the
-    tensor is t's own memory)."""
-    import torch
+def _host_bytes(t):
+    """The address of contiguous host memory for the bytes of target t (a torch tensor or numpy
+    array, in native byte order), and what copies them into t (nothing when it is t's own)."""
     if T.is_np_array(t):
         import numpy as np
-        native = t.dtype.newbyteorder("=")
         if t.flags.c_contiguous and t.flags.writeable and (t.dtype.isnative or t.itemsize == 1):
-            return torch.from_numpy(t.reshape(-1).view(np.uint8)), lambda: None
-        a = np.ascontiguousarray(t, dtype=native) if sending else np.empty(t.shape, native)
-        return (torch.from_numpy(a.reshape(-1).view(np.uint8)),
-                lambda: np.copyto(t, a))
+            return t.__array_interface__["data"][0], lambda: None
+        a = np.empty(t.shape, t.dtype.newbyteorder("="))
+        return a.__array_interface__["data"][0], lambda: np.copyto(t, a)
+    import torch
     x = t.detach()
     if x.device.type == "cpu" and x.is_contiguous():
-        return x.reshape(-1).view(torch.uint8), lambda: None
-    tmp = x.contiguous().cpu() if sending else torch.empty(tuple(x.shape), dtype=x.dtype)
+        return x.data_ptr(), lambda: None
+    tmp = torch.empty(tuple(x.shape), dtype=x.dtype)
 
     def back():
         with torch.no_grad():
             x.copy_(tmp)
-    return tmp.reshape(-1).view(torch.uint8), back
+    return tmp.data_ptr(), back
 
 
 def restore_local(r, v, state, strict):
-    """Restores state from an open checkpoint (single- or multi-rank: store._Reader r and its
-    _View v) on this process alone."""
+    """Restores state from an open checkpoint (single- or multi-rank: r and v its ReadDriver of
+    the global tensors) on this process alone."""
     rs = _Restore(r.tree(), v, state, strict)
     return rs.fill(rs.check())
-
-
-def _raise_remote(what, outs):
-    bad = [(r, o) for r, o in enumerate(outs) if o is not None]
-    if bad:
-        r, (code, msg) = bad[0]
-        cls = error_class(code) if code else CkptError
-        raise cls(f"{what}: rank {r} failed: {msg}", code=code or CkptIOError.code,
-                  name=L.load().ckpt_strerror(code or CkptIOError.code).decode())
-
-
-def _outcome(err):
-    return None if err is None else (getattr(err, "code", 0) or 0, f"{type(err).__name__}: {err}")
 
 
 def restore(store, state, step, strict, dg, share=True):
@@ -429,7 +330,7 @@ def _restore_group(store, opened, state, step, strict, dg, share):
             s = ("err", getattr(e, "code", 0) or 0, f"{type(e).__name__}: {e}")
     s = dg.broadcast_object(s, "restore: agreeing on the step")
     if s[0] == "err":
-        _raise_remote("restore", [(s[1], s[2])])
+        raise_first("restore", [(s[1], s[2])])
     what = f"restore of checkpoint {s[1]}"
     rs, err, mine, whole = None, None, [], []
     try:
@@ -440,46 +341,30 @@ def _restore_group(store, opened, state, step, strict, dg, share):
         whole = rs.whole() if share else []
     except Exception as e:  # noqa: BLE001  reported to the other ranks, then raised here
         err = e
-    outs = dg.gather_object((_outcome(err), mine, node_key(), whole),
-                            f"{what}: exchanging the checks")
-    if err is not None:
-        raise err
-    _raise_remote(what, [o[0] for o in outs])
+    outs = agree(dg, err, what, "exchanging the checks", (mine, node_key(), whole))
     left = set(mine)
     for o in outs:
-        left &= set(o[1])
-    sh = _Share(dg, rs.v, [o[2] for o in outs], [o[3] for o in outs]) if share else None
+        left &= set(o[0])
+    sh = _Share(dg, rs.v, [o[1] for o in outs], [o[2] for o in outs]) if share else None
     if sh is not None and sh.active():
         sh.pg = dg.node_group(sh.nodes, sh.members)  # collective over the node (or all) ranks
     if sh is not None and (sh.pg is None or not sh.active()):
         sh = None
-    before, got = _bytes_read(rs.v), 0
+    before = rs.v.bytes_read()
     try:
-        # raises (strict) alike on every rank; a read fails on the rank that reads it
-        rs.fill_reads(sorted(left), sh.skip(dg.rank) if sh else ())
-    except Exception as e:  # noqa: BLE001
-        err = e
-    if sh is not None:
-        # the reading rank's failure (a damaged chunk) raises on every rank, before any
-        # rank waits for a broadcast that would never come
-        outs = dg.gather_object(_outcome(err), f"{what}: exchanging the reads")
-        if err is not None:
-            raise err
-        _raise_remote(what, outs)
-    try:
-        if sh is not None:
-            got = sh.broadcast(dg, rs.jobs, what)
+        # raises (strict) alike on every rank, before the node's collective reads; then each
+        # rank reads its own entries (a read fails on the rank that reads it)
+        rs.fill_reads(sorted(left), sh.skip() if sh else (),
+                      (lambda: sh.read(dg, rs.v, rs.jobs)) if sh else None)
         rs.apply()
     except Exception as e:  # noqa: BLE001
         err = e
-    done = _bytes_read(rs.v) - before
-    outs = dg.gather_object((_outcome(err), done), f"{what}: exchanging the outcome")
-    if err is not None:
-        raise err
-    _raise_remote(what, [o[0] for o in outs])
+    done = rs.v.bytes_read() - before
+    per_rank = agree(dg, err, what, "exchanging the outcome", done)
     mine_read = sum(1 for r in sh.reader.values() if r == dg.rank) if sh else 0
     return R.RestoreResult(rs.step, mine, stats={
-        "bytes_read": done, "bytes_read_per_rank": [o[1] for o in outs], "bytes_received": got,
+        "bytes_read": done, "bytes_read_per_rank": per_rank,
+        "bytes_received": sh.got if sh else 0,
         "shared_entries": len(sh.reader) if sh else 0, "entries_read_for_node": mine_read})
 
 
@@ -508,7 +393,7 @@ def alloc_checked(kind, ti, device, step):
 
 
 def load(r, v, device, keys, map_location):
-    """Store.load of an open multi-rank checkpoint (store._Reader r and its _View v): the saved
+    """Store.load of an open multi-rank checkpoint (r and v its Reader of the global tensors): the saved
     structure with every Shard leaf as its global tensor, assembled from all ranks' pieces."""
     pres = S.prefixes(keys) if keys is not None else None
     tree = r.tree()

@@ -1,19 +1,17 @@
 """Multi-rank saves (Store.save / save_async with a group): the plan exchanged between ranks, the
-part each rank adds (ckpt_dist_save_*), and the collective commit, in the foreground or on a
-background thread (DistSaveHandle).  See dist.py for the collective rules."""
+part each rank adds, and the collective commit on libckpt's thread (a SaveDriver with a
+communicator; DistSaveHandle).  See dist.py for the collective rules."""
 
-import ctypes
 import hashlib
 import json
 import pickle
-import threading
 import time
 
+from . import _driver
 from . import _lib as L
 from . import _tree as T
 from . import dist as D
-from ._common import _SnapshotWait, _stats
-from .errors import CkptError, CkptIOError, InvalidArgumentError, MismatchError, error_class
+from .errors import InvalidArgumentError, MismatchError
 
 _MISSING = object()
 
@@ -128,22 +126,10 @@ def merge_trees(trees):
     return out
 
 
-def _order_streams(lb, d, leaves):
-    """CUDA leaves: the part's copies follow torch's current stream of each device (one stream
-    orders them; the others join it by event), as a one-process save_async does.  Returns the
-    streams to fence after submit."""
-    devs = sorted({lf.mem for lf in leaves if lf.mem >= 0})
-    if not devs:
-        return {}
-    import torch
-    streams = {dv: torch.cuda.current_stream(dv) for dv in devs}
-    primary = streams[devs[0]]
-    for dv in devs[1:]:
-        ev = torch.cuda.Event()
-        ev.record(streams[dv])
-        primary.wait_event(ev)
-    L.check(lb.ckpt_dist_save_after_stream(d, primary.cuda_stream), "ordering the copies")
-    return streams
+def _order_streams(drv, leaves):
+    """CUDA leaves: the part's copies follow torch's current stream of each device, as a
+    one-process save_async does (fenced after submit)."""
+    drv.order_after([lf.mem for lf in leaves])
 
 
 def _digest(obj):
@@ -202,44 +188,34 @@ def _prepare(state, step, dg):
     return tree, leaves, gathered
 
 
-def _add(lb, d, dg, leaves, mine, meta, tags, keep):
+def _add(drv, dg, leaves, mine, meta, tags):
     for lf in leaves:
         act = mine.get(lf.name, ("skip",))
-        shape = D._u64s(lf.shape)
-        keep.append(shape)
-        if act[0] == "S":
-            g, o = D._u64s(lf.box[0]), D._u64s(lf.box[1])
-            keep += [g, o]
-            rc = lb.ckpt_dist_save_add_shard_replica(d, lf.name.encode(), lf.dtype,
-                                                     len(lf.shape), g, o, shape, act[1], act[2],
-                                                     lf.mem, lf.ptr)
-        elif act[0] == "F":
-            g = D._u64s(lf.box[0])
-            keep.append(g)
-            rc = D.range_fn("ckpt_dist_save_add_range")(d, lf.name.encode(), lf.dtype,
-                                                         len(lf.box[0]), g, lf.box[1],
-                                                         lf.nbytes // max(1, L.dtype_size(lf.dtype)),
-                                                         act[1], act[2], lf.mem, lf.ptr)
-        elif act[0] == "R":
-            rc = lb.ckpt_dist_save_add_replicated(d, lf.name.encode(), lf.dtype, len(lf.shape),
-                                                  shape, act[1], act[2], lf.mem, lf.ptr)
-        else:
-            continue
-        L.check(rc, f"tensor {lf.name!r}")
+        what = f"tensor {lf.name!r}"
+        if act[0] == "S":  # a box of a global tensor
+            drv.add(lf.name, lf.dtype, lf.shape, lf.mem, lf.ptr, global_shape=lf.box[0],
+                    offsets=lf.box[1], replica=act[1], nreplicas=act[2], what=what)
+        elif act[0] == "F":  # a flat range of one
+            drv.add(lf.name, lf.dtype, lf.shape, lf.mem, lf.ptr, global_shape=lf.box[0],
+                    offset=lf.box[1], count=lf.nbytes // max(1, L.dtype_size(lf.dtype)),
+                    replica=act[1], nreplicas=act[2], what=what)
+        elif act[0] == "R":  # a whole tensor held by act[2] ranks alike
+            drv.add(lf.name, lf.dtype, lf.shape, lf.mem, lf.ptr, replica=act[1],
+                    nreplicas=act[2], what=what)
     if dg.rank == 0:  # the global manifest keeps rank 0's metadata and tags
         for k, v in meta.items():
-            L.check(lb.ckpt_dist_save_set_meta(d, k.encode(), v.encode()), f"metadata {k!r}")
+            drv.set_meta(k, v, f"metadata {k!r}")
         for t in tags:
-            L.check(lb.ckpt_dist_save_add_tag(d, t.encode()), f"tag {t!r}")
+            drv.add_tag(t)
 
 
 def save_async(store, state, step, meta, dg, background=True, tags=()):
     """Store.save_async / save with a group: returns a DistSaveHandle.  This rank's part goes
     through the store's pinned pipeline like a one-process save_async (no copy of the state: CPU
     tensors must not change before wait_snapshot(), CUDA tensors are fenced on torch's current
-    stream); the collective commit then runs on libckpt's thread (CKPT_DIST_THREADED: the
-    binding's collectives are on its own gloo group), or in wait() when background is False."""
-    lb = D.lib()
+    stream); the collective commit then runs on libckpt's thread (CKPT_SAVE_THREADED: the
+    binding's collectives are on its own gloo group), released at once after the submit.
+    background: unused since the commit always runs on libckpt's thread (save() waits for it)."""
     store._dist_wait()
     t0 = time.perf_counter()
     tree, leaves, gathered = _prepare(state, step, dg)
@@ -247,102 +223,44 @@ def save_async(store, state, step, meta, dg, background=True, tags=()):
     meta = dict(meta)
     if dg.rank == 0:  # the global manifest keeps rank 0's metadata only
         meta.update(T.binding_meta(merge_trees([g[2] for g in gathered])))
-    comm = D._Comm(dg)
-    keep = [leaves]
-    err, streams = None, {}
     # Begin is collective: every rank calls it, and it fails on every rank alike (a rank that
     # cannot begin, ranks that disagree on the step, another job saving it), so no exchange.
-    with store._lock:
-        out = ctypes.c_void_p()
-        rc = lb.ckpt_dist_save_begin(store._handle(), ctypes.byref(comm.struct), step,
-                                     ctypes.byref(out))
-    if rc < 0:
-        raise L.make_error(rc, f"checkpoint {step}, rank {dg.rank}")
-    d = out.value
+    drv = _driver.SaveDriver(store, step, D._Comm(dg), f"checkpoint {step}, rank {dg.rank}")
+    drv.keep.append(leaves)
+    err = None
     try:  # every local failure goes to the commit: the other ranks must hear of it
         with store._lock:
-            _add(lb, d, dg, leaves, mine, meta, tags, keep)
-            streams = _order_streams(lb, d, leaves)
+            _add(drv, dg, leaves, mine, meta, tags)
+            _order_streams(drv, leaves)
     except Exception as e:  # noqa: BLE001  raised below, after the commit
         err = e
     if err is not None:
         # This rank fails the save. The other ranks learn of it at the commit, whose exchange
         # of the parts' outcomes names this rank and carries its text; so this rank joins the
-        # commit (deferred, then released with the failure) rather than every save paying for
-        # an exchange of its own here, one collective of ~10 ms at 4 ranks.
-        text = str(err) if isinstance(err, CkptError) else f"{type(err).__name__}: {err}"
-        code = getattr(err, "code", 0) or CkptIOError.code
-        with store._lock:
-            lb.ckpt_dist_save_submit(d, D.THREADED | D.DEFER)
-            lb.ckpt_dist_save_release(d, -abs(code), text.encode(errors="replace")[:220])
-        DistSaveHandle(store, d, step, keep, comm, t0).join()
+        # commit (released with the failure) rather than every save paying for an exchange of
+        # its own here, one collective of ~10 ms at 4 ranks.
+        drv.give_up(err)
+        DistSaveHandle(store, drv, t0).join()
         raise err
     with store._lock:
-        # A failed submit still goes on to the commit (threaded) or to wait(): the other ranks
-        # learn of it there.
-        lb.ckpt_dist_save_submit(d, D.THREADED if background else 0)
-    h = DistSaveHandle(store, d, step, keep, comm, t0)
+        # A failed submit still goes on to the commit: the other ranks learn of it there.
+        drv.submit()
+        drv.release()
+    h = DistSaveHandle(store, drv, t0)
     store._dist_started(h)
-    for dv, st in streams.items():
-        rc = lb.ckpt_dist_save_fence(d, st.cuda_stream)
-        if rc < 0:
-            ferr = L.make_error(rc, f"checkpoint {step}: fence on cuda:{dv}")
-            h.join()
-            raise ferr
+    ferr = drv.fence()
+    if ferr is not None:
+        h.join()
+        raise ferr
     return h
 
 
-class DistSaveHandle(_SnapshotWait):
+class DistSaveHandle(_driver.SaveHandle):
     """A multi-rank save in flight (Store.save_async with a group).  This rank's part is persisted
     by the pipeline and the collective commit of the global manifest runs on libckpt's thread.
     wait_snapshot(): once this rank's tensors are copied (they may then change).  wait(): this
     rank's SaveStats once the global checkpoint is durable and visible, or the error, on every
     rank alike (the failing rank is named).  done(): True once it finished."""
-
-    def __init__(self, store, d, step, keep, comm, t0):
-        self._store, self._ptr, self.step = store, d, step
-        self._keep, self._comm, self._t0 = keep, comm, t0
-        self._lock = threading.Lock()
-        self._snapshot_done = False
-        self._stats = self._error = None
-        self.snapshot_time = None  # seconds from save_async's start to the end of wait_snapshot
-
-    def _c_wait_snapshot(self, ptr):
-        return D.lib().ckpt_dist_save_wait_snapshot(ptr)
-
-    def done(self):
-        with self._lock:
-            return self._ptr is None or D.lib().ckpt_dist_save_poll(self._ptr) == 1
-
-    def _finish(self):
-        if self._ptr is None:
-            return
-        st = L.Stats()
-        rc = D.lib().ckpt_dist_save_wait(self._ptr, ctypes.byref(st))
-        self._ptr = None
-        if self.snapshot_time is None:
-            self.snapshot_time = time.perf_counter() - self._t0
-        self._keep = self._comm = None
-        if rc < 0:
-            if self._error is None:
-                self._error = L.make_error(rc)
-        else:
-            self._stats = _stats(st)
-
-    def join(self):
-        """Waits for the commit without raising (the next multi-rank call on the store)."""
-        with self._lock:
-            self._finish()
-
-    def wait(self):
-        with self._lock:
-            self._finish()
-        store = self._store
-        if store is not None:
-            store._forget(self)
-        if self._error is not None:
-            raise self._error
-        return self._stats
 
     def __del__(self):
         if getattr(self, "_ptr", None) is not None:

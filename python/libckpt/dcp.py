@@ -12,19 +12,20 @@ each write item is a shard of the global tensor named by its FQN (a BYTE_IO item
 tensor of its bytes), and DCP's Metadata (its global plan: sizes, chunks, planner data) is the
 checkpoint's metadata entry "dcp.metadata".  ckptctl lists, verifies, prunes and exports it as
 any other multi-rank checkpoint; DCP's resharding works on load because every read item is a box
-of a global tensor (ckpt_dist_reader_restore_box reads only the chunks under it, re-hashing each).
+of a global tensor (ckpt_reader_read of a box reads only the chunks under it, re-hashing each).
 
-How DCP's protocol maps onto libckpt's multi-rank save (include/ckpt.h, ckpt_dist_*):
+How DCP's protocol maps onto libckpt's multi-rank save (include/ckpt.h, ckpt_save_* with a
+communicator):
 - The save's collectives run on libckpt's own gloo group over DCP's process group (the writer's
   process_group; libckpt.dist_group), made on the main thread by reset().  Every rank opens
   the store (creating it and its parent directories when missing: of ranks creating it at once,
   one header wins), rank 0 picks the step, and one exchange of every rank's outcome makes a
   failure on any rank raise on all, naming it; every rank then begins its part collectively
-  (ckpt_dist_save_begin: rank 0 claims the step; a step that exists, or a busy one, raises on
+  (ckpt_save_begin: rank 0 claims the step; a step that exists, or a busy one, raises on
   every rank before anything is written).
-- The part is submitted with CKPT_DIST_THREADED | CKPT_DIST_DEFER: it is hashed, written and made
+- The part is begun with CKPT_SAVE_THREADED | CKPT_SAVE_DEFER: it is hashed, written and made
   durable in libckpt's pipeline, and the collective commit then waits on libckpt's thread for
-  ckpt_dist_save_release.  Ranks other than 0 release in write_data; rank 0 in finish(), after
+  ckpt_save_release.  Ranks other than 0 release in write_data; rank 0 in finish(), after
   setting DCP's Metadata (metadata entry set after submit) and checking every rank's part.  So
   the global manifest is written by finish() and only there: a save that fails or dies before
   finish() leaves parts that gc collects, never a checkpoint, and every rank's commit learns the
@@ -79,10 +80,11 @@ if tuple(int(x) for x in re.findall(r"\d+", torch.__version__)[:2]) < (2, 6):
 
 from . import _dread
 from . import _lib as L
+from ._driver import SaveDriver, agree
 from . import _tree as T
 from . import dist as D
 from ._target import _alloc
-from .errors import CkptIOError, CorruptError, InvalidArgumentError, StateError, UnsupportedError
+from .errors import CorruptError, InvalidArgumentError, StateError, UnsupportedError
 from .store import Store
 
 __all__ = ["LibckptStorageWriter", "LibckptStorageReader", "resolve_checkpoint_id", "METADATA_KEY"]
@@ -148,9 +150,10 @@ class _SoloComm:
     """ckpt_comm of a save without torch.distributed: one rank, nothing to exchange."""
 
     def __init__(self):
-        self._cbs = (D.AG_FN(self._allgather), D.BC_FN(lambda _c, _b, _n, _r: 0),
-                     D.BAR_FN(lambda _c: 0), D.ERR_FN(lambda _c: None))
-        self.struct = D.CommStruct(0, 1, None, *self._cbs)
+        self._cbs = (L.AG_FN(self._allgather), L.BC_FN(lambda _c, _b, _n, _r: 0),
+                     L.BAR_FN(lambda _c: 0), L.ERR_FN(lambda _c: None))
+        self.struct = L.Comm(rank=0, size=1, ctx=None, allgather=self._cbs[0],
+                             broadcast=self._cbs[1], barrier=self._cbs[2], errmsg=self._cbs[3])
         self.local_fail = False
 
     @staticmethod
@@ -197,17 +200,16 @@ class _Where:
 
 class _Save:
     """This rank's part of one DCP save: begun (collectively) by stage() or write_data(),
-    submitted with CKPT_DIST_DEFER, released by finish() on rank 0 and by write_data() on the
+    deferred (CKPT_SAVE_DEFER), released by finish() on rank 0 and by write_data() on the
     others, then waited for."""
 
-    def __init__(self, store, comm, ptr, step, rank, world):
-        self.store, self.comm, self.ptr = store, comm, ptr
-        self.step, self.rank, self.world = step, rank, world
+    def __init__(self, drv, rank, world):
+        self.drv = drv            # the C save (a SaveDriver with the ranks' communicator)
+        self.step, self.rank, self.world = drv.step, rank, world
         self.staged = False
         self.held = frozenset()   # (fqn, offsets) of the items this rank's part holds
-        self.keep = []            # what the part's tensors point into, until the snapshot
+        self.mems = set()         # the memories of the part's tensors (CUDA devices >= 0)
         self.metadata = None      # rank 0: the planner's Metadata seen in write_data
-        self.released = False
         self.where = None         # staged: (store, step argument) of the save
         self.reset_seen = False   # staged: DCP's thread reset the writer for it
 
@@ -367,7 +369,7 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
         rank 0 picks the step.  One exchange carries every rank's outcome, so a failure on any
         rank raises on every rank, naming the rank and its error (not as a rank that died)."""
         rank = 0 if dg is None else dg.rank
-        mine, err = None, None
+        step, err = None, None
         try:
             store = self._open_store()
             if prepare is not None:
@@ -376,16 +378,9 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
             if rank == 0 and step is None:
                 latest = store.latest_step()
                 step = 0 if latest is None else latest + 1
-            mine = ("ok", step)
         except Exception as e:  # noqa: BLE001  the others must hear of it
-            err, mine = e, ("error", getattr(e, "code", 0) or 0, f"{type(e).__name__}: {e}")
-        outs = [mine] if dg is None else dg.gather_object(
-            mine, f"DCP save into {self._path}: opening the store")
-        if err is not None:
-            raise err
-        _dread._raise_remote(f"DCP save into {self._path}",
-                             [None if o[0] == "ok" else o[1:] for o in outs])
-        return outs[0][1]
+            err = e
+        return agree(dg, err, f"DCP save into {self._path}", "opening the store", step)[0]
 
     def _begin(self, prepare=None):
         """Collective: this rank's part of the next step begun (rank 0 claims it); prepare:
@@ -395,81 +390,50 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
         step = self._agree(dg, prepare)
         comm = _SoloComm() if dg is None else D._Comm(dg)
         rank, world = (0, 1) if dg is None else (dg.rank, dg.size)
-        out = ctypes.c_void_p()
-        with self._store._lock:
-            rc = D.lib().ckpt_dist_save_begin(self._store._handle(), ctypes.byref(comm.struct),
-                                              step, ctypes.byref(out))
-        L.check(rc, f"DCP save of step {step} into {self._path}, rank {rank}")
-        return _Save(self._store, comm, out.value, step, rank, world)
+        drv = SaveDriver(self._store, step, comm,
+                         f"DCP save of step {step} into {self._path}, rank {rank}")
+        return _Save(drv, rank, world)
 
     def _submit(self, sv, add, exchange=True):
         """add() adds this rank's tensors; then every rank learns every rank's outcome (a
-        failing rank fails all, each raising), and the part is submitted, deferred, and its
-        snapshot awaited.  exchange=False (write_data, whose failure DCP gathers and raises on
-        every rank itself): no exchange; a failing rank submits its part and gives it up, so
-        that the commit fails on every rank as well, and raises."""
-        dg, lb = self._dg, D.lib()
+        failing rank fails all, each raising, and every rank drops its part), and the part is
+        submitted and its snapshot awaited.  exchange=False (write_data, whose failure DCP
+        gathers and raises on every rank itself): no exchange; a failing rank gives its part up,
+        so that the commit fails on every rank as well, and raises."""
         err = None
         try:
             with self._store._lock:
                 add()
-                devs = sorted({_mem(t) for t in sv.keep if _mem(t) >= 0})
-                if devs:
-                    import torch
-                    streams = {dv: torch.cuda.current_stream(dv) for dv in devs}
-                    for dv in devs[1:]:
-                        ev = torch.cuda.Event()
-                        ev.record(streams[dv])
-                        streams[devs[0]].wait_event(ev)
-                    L.check(lb.ckpt_dist_save_after_stream(sv.ptr, streams[devs[0]].cuda_stream),
-                            "ordering the copies")
+                sv.drv.order_after(sv.mems)
         except Exception as e:  # noqa: BLE001  raised below, after the exchange
             err = e
-        mine = None if err is None else f"{type(err).__name__}: {err}"
         if not exchange and err is not None:
-            with self._store._lock:
-                lb.ckpt_dist_save_submit(sv.ptr, D.THREADED | D.DEFER)
             self._cur = sv
-            self._give_up(mine, join=False)
+            self._give_up(f"{type(err).__name__}: {err}", join=False)
             raise err
-        if not exchange:
-            errs = [None]
-        else:
-            errs = [mine] if dg is None else dg.gather_object(mine, f"DCP save of step {sv.step}: "
-                                                                    f"exchanging the adds")
-        failed = [(r, e) for r, e in enumerate(errs) if e is not None]
-        if failed:
-            sv.comm.local_fail = True  # every rank knows: the abort's collectives do nothing
-            with self._store._lock:
-                lb.ckpt_dist_save_abort(sv.ptr)
-            if err is not None:
-                raise err
-            raise CkptIOError(f"DCP save of step {sv.step}: rank {failed[0][0]} failed: "
-                              f"{failed[0][1]}")
-        with self._store._lock:
-            rc = lb.ckpt_dist_save_submit(sv.ptr, D.THREADED | D.DEFER)
+        if exchange:
+            try:
+                agree(self._dg, err, f"DCP save of step {sv.step}", "exchanging the adds")
+            except BaseException:
+                sv.drv.abort(local=True)  # every rank knows: the abort exchanges nothing
+                raise
+        rc = sv.drv.submit()
         self._cur = sv
         if rc >= 0:
-            rc = lb.ckpt_dist_save_wait_snapshot(sv.ptr)
-        sv.keep = []
+            rc = sv.drv.wait_snapshot()
+        sv.drv.keep = []
         if rc < 0:
             e = L.make_error(rc, f"DCP save of step {sv.step}, rank {sv.rank}")
             # the other ranks go on into DCP's plan: the commit fails once they release
             self._give_up(str(e), join=False)
             raise e
 
-    def _release(self, sv, rc=0, why=None):
-        if not sv.released:
-            sv.released = True
-            D.lib().ckpt_dist_save_release(sv.ptr, rc, why.encode()[:220] if why else None)
-
     def _wait(self, sv):
-        st = L.Stats()
-        rc = D.lib().ckpt_dist_save_wait(sv.ptr, ctypes.byref(st))
-        sv.ptr = None
-        L.check(rc, f"DCP checkpoint {sv.step} in {self._path}")
-        self._stats = L.stats_dict(st)
-        return self._stats
+        stats, err = sv.drv.wait(f"DCP checkpoint {sv.step} in {self._path}")
+        if err is not None:
+            raise err
+        self._stats = stats
+        return stats
 
     @property
     def last_stats(self):
@@ -481,7 +445,7 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
     def _join_last(self):
         """Waits for the previous save's commit (its outcome reached the caller through DCP)."""
         sv, self._last = self._last, None
-        if sv is not None and sv.ptr is not None:
+        if sv is not None and sv.drv.ptr is not None:
             try:
                 self._wait(sv)
             except Exception:  # noqa: BLE001  DCP raised it already, on every rank
@@ -493,7 +457,7 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
         sv, self._cur = self._cur, None
         if sv is None:
             return
-        self._release(sv, -CkptIOError.code, f"DCP save given up: {why}")
+        sv.drv.give_up(f"DCP save given up: {why}")
         self._join_last()
         self._last = sv
         if join:
@@ -565,7 +529,7 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
                                            "(planner.metadata, as DefaultSavePlanner has)")
                 sv.metadata = md
             else:  # rank 0's finish() decides; this rank's part goes to the exchange now
-                self._release(sv)
+                sv.drv.release()
                 self._cur, self._last = None, sv
         except BaseException as e:
             self._give_up(f"rank {sp.rank}: {e}")
@@ -602,12 +566,11 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
             if sv.staged:
                 _check_held(metadata, frozenset().union(*(p.held for p in parts.values())))
             metadata.storage_data = _storage_data(results)
-            L.check(D.lib().ckpt_dist_save_set_meta(sv.ptr, METADATA_KEY.encode(),
-                                                    _pack(metadata)), "DCP metadata")
+            sv.drv.set_meta(METADATA_KEY, _pack(metadata).decode(), "DCP metadata")
         except BaseException as e:
             self._give_up(str(e))
             raise
-        self._release(sv)
+        sv.drv.release()
         self._cur = None
         self._wait(sv)
 
@@ -625,12 +588,10 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
         lshape = tuple(t.shape)
         if not t.numel():  # an empty chunk (an uneven split's last rank) holds nothing
             return
-        lb = D.lib()
-        rc = lb.ckpt_dist_save_add_shard_replica(sv.ptr, fqn.encode(), _dtype(t, fqn), len(gshape),
-                                                 D._u64s(gshape), D._u64s(off), D._u64s(lshape),
-                                                 replica, nreplicas, _mem(t), t.data_ptr())
-        L.check(rc, f"DCP item {fqn!r}")
-        sv.keep.append(t)
+        sv.drv.add(fqn, _dtype(t, fqn), lshape, _mem(t), t.data_ptr(), global_shape=gshape,
+                   offsets=off, replica=replica, nreplicas=nreplicas, what=f"DCP item {fqn!r}")
+        sv.drv.keep.append(t)
+        sv.mems.add(_mem(t))
 
     def _bytes(self, sv, fqn, data):
         import torch
@@ -655,7 +616,7 @@ class LibckptStorageWriter(_Where, StorageWriter, AsyncStager):
     def _add_staged(self, sv, state_dict):
         """dcp.async_save's staging: every item of this rank's state, as DCP's default planner
         names them (its create_local_plan), saved once across ranks: a DTensor's box by its
-        replicas in turn (ckpt_dist_save_add_shard_replica splits it), a plain tensor whole by
+        replicas in turn (ckpt_save_add with nreplicas splits it), a plain tensor whole by
         one rank (_assign), an object (BYTE_IO) by rank 0."""
         from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
         planner = DefaultSavePlanner()
@@ -831,7 +792,7 @@ class LibckptStorageReader(_Where, StorageReader):
         with self._store() as store:
             step = "latest" if self._step is None else self._step
             with store._open_reader(step) as r:
-                text = L.load().ckpt_reader_get_meta(r.ptr, METADATA_KEY.encode())
+                text = r.get_meta(METADATA_KEY)
                 resolved = r.step
         where = f"checkpoint {resolved} of {self._path}"
         if text is None:
@@ -858,7 +819,7 @@ class LibckptStorageReader(_Where, StorageReader):
         return plans
 
     def read_data(self, plan, planner):
-        with self._store() as store, _dread._View(store, self._resolved) as v:
+        with self._store() as store, store._open_reader(self._resolved, as_saved=False) as v:
             for req in plan.items:
                 _read_item(v, req, planner)
         fut = Future()

@@ -1,6 +1,6 @@
 """Multi-rank checkpoints from torch.distributed: Shard leaves, collective save / save_async /
 restore over a process group, and the consolidated load of a multi-rank checkpoint (libckpt's
-ckpt_dist_* API; docs/format.md, version 2).
+save with a communicator and its global-tensor reader; docs/format.md, version 2).
 
 Which collectives run where (the rule every rank follows):
 - libckpt's collectives (ckpt_comm: allgather, broadcast, barrier) and the binding's own small
@@ -31,94 +31,10 @@ from . import _lib as L
 from . import _tree as T
 from .errors import CkptIOError, InvalidArgumentError, UnsupportedError
 
-THREADED = 1  # CKPT_DIST_THREADED: libckpt's thread may call the communicator (our own group)
-DEFER = 2  # CKPT_DIST_DEFER: the commit waits for ckpt_dist_save_release
 LOCAL = object()  # group=libckpt.LOCAL: this process alone, even under an initialized group
 DIST_WORLD_KEY = "ckpt.dist.world"
 
-_u64 = ctypes.c_uint64
-_vp = ctypes.c_void_p
-_P = ctypes.POINTER
-AG_FN = ctypes.CFUNCTYPE(ctypes.c_int, _vp, _vp, ctypes.c_size_t, _vp)
-BC_FN = ctypes.CFUNCTYPE(ctypes.c_int, _vp, _vp, ctypes.c_size_t, ctypes.c_int)
-BAR_FN = ctypes.CFUNCTYPE(ctypes.c_int, _vp)
-ERR_FN = ctypes.CFUNCTYPE(_vp, _vp)  # c_char_p results of callbacks would dangle: an address
-
-
-class CommStruct(ctypes.Structure):
-    _fields_ = [("rank", ctypes.c_int), ("size", ctypes.c_int), ("ctx", _vp),
-                ("allgather", AG_FN), ("broadcast", BC_FN), ("barrier", BAR_FN),
-                ("errmsg", ERR_FN)]
-
-
-_PROTOS = {
-    "ckpt_dist_save_begin": (ctypes.c_int, [_vp, _P(CommStruct), _u64, _P(_vp)]),
-    "ckpt_dist_save_add_shard": (ctypes.c_int, [_vp, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint,
-                                                _P(_u64), _P(_u64), _P(_u64), ctypes.c_int, _vp]),
-    "ckpt_dist_save_add_shard_replica": (ctypes.c_int, [_vp, ctypes.c_char_p, ctypes.c_int,
-                                                        ctypes.c_uint, _P(_u64), _P(_u64),
-                                                        _P(_u64), ctypes.c_uint, ctypes.c_uint,
-                                                        ctypes.c_int, _vp]),
-    "ckpt_dist_save_add_replicated": (ctypes.c_int, [_vp, ctypes.c_char_p, ctypes.c_int,
-                                                     ctypes.c_uint, _P(_u64), ctypes.c_uint,
-                                                     ctypes.c_uint, ctypes.c_int, _vp]),
-    "ckpt_dist_save_set_meta": (ctypes.c_int, [_vp, ctypes.c_char_p, ctypes.c_char_p]),
-    "ckpt_dist_save_add_tag": (ctypes.c_int, [_vp, ctypes.c_char_p]),
-    "ckpt_dist_save_commit": (ctypes.c_int, [_vp, _P(L.Stats)]),
-    "ckpt_dist_save_after_stream": (ctypes.c_int, [_vp, _vp]),
-    "ckpt_dist_save_submit": (ctypes.c_int, [_vp, ctypes.c_uint]),
-    "ckpt_dist_save_wait_snapshot": (ctypes.c_int, [_vp]),
-    "ckpt_dist_save_fence": (ctypes.c_int, [_vp, _vp]),
-    "ckpt_dist_save_poll": (ctypes.c_int, [_vp]),
-    "ckpt_dist_save_release": (ctypes.c_int, [_vp, ctypes.c_int, ctypes.c_char_p]),
-    "ckpt_dist_save_wait": (ctypes.c_int, [_vp, _P(L.Stats)]),
-    "ckpt_dist_save_abort": (None, [_vp]),
-    "ckpt_dist_reader_open": (ctypes.c_int, [_vp, _u64, _P(_vp)]),
-    "ckpt_dist_reader_close": (None, [_vp]),
-    "ckpt_dist_reader_world_size": (ctypes.c_uint, [_vp]),
-    "ckpt_dist_reader_tensor_count": (ctypes.c_size_t, [_vp]),
-    "ckpt_dist_reader_tensor": (ctypes.c_int, [_vp, ctypes.c_size_t, _P(L.TensorInfo)]),
-    "ckpt_dist_reader_restore_box": (ctypes.c_int, [_vp, ctypes.c_size_t, _P(_u64), _P(_u64),
-                                                    _vp, _u64]),
-    "ckpt_dist_reader_restore_box_strided": (ctypes.c_int, [_vp, ctypes.c_size_t, _P(_u64),
-                                                            _P(_u64), _vp, _P(_u64), _u64]),
-}
-_bound = None
-
-
-def lib():
-    """libckpt with the ckpt_dist_* functions declared; UnsupportedError when it lacks them."""
-    global _bound
-    if _bound is None:
-        lb = L.load()
-        for name, (res, args) in _PROTOS.items():
-            f = L.need(name)
-            f.restype, f.argtypes = res, args
-        _bound = lb
-    return _bound
-
-
-_range_fns = {}
-
-
-def range_fn(name):
-    """ckpt_dist_save_add_range / ckpt_dist_reader_restore_range with their prototypes (a
-    libckpt older than flattened ranges lacks them: UnsupportedError, from the FlatShard leaf
-    that needs them only)."""
-    if name not in _range_fns:
-        lib()  # loaded, and a libckpt with multi-rank saves
-        f = L.need(name)
-        f.restype = ctypes.c_int
-        f.argtypes = ([_vp, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, _P(_u64), _u64, _u64,
-                       ctypes.c_uint, ctypes.c_uint, ctypes.c_int, _vp]
-                      if name == "ckpt_dist_save_add_range" else
-                      [_vp, ctypes.c_size_t, _u64, _u64, ctypes.c_int, _vp, _u64])
-        _range_fns[name] = f
-    return _range_fns[name]
-
-
-def _u64s(vals):
-    return (_u64 * max(1, len(vals)))(*[int(v) for v in vals])
+_u64s = L.u64s
 
 
 # The largest extent or byte size a torch tensor or numpy array can have (their sizes are signed
@@ -198,7 +114,7 @@ class FlatShard:
     Megatron's distributed optimizer hold their state.  `tensor` (torch or NumPy, any shape; its
     elements in row-major order are the range's) holds them.  The ranks' ranges (and Shard boxes)
     must tile the global tensor; a range several ranks hold alike is saved once.  libckpt saves
-    a range as the at most 2 * ndim - 1 boxes it is made of (ckpt_dist_save_add_range), so the
+    a range as the at most 2 * ndim - 1 boxes it is made of (ckpt_save_add of a range), so the
     checkpoint loads, exports and reshards like any sharded tensor.  As a restore target, the
     range is read into `tensor`, whatever split of ranges or boxes saved it."""
 
@@ -528,16 +444,21 @@ def resolve_group(group):
 
 # ---------------------------------------------------------------------------------- ckpt_comm
 class _Comm:
-    """ckpt_comm over a DistGroup: the library calls these from its commit thread
-    (CKPT_DIST_THREADED) or from the thread in wait()."""
+    """ckpt_comm over a DistGroup (or over the sub-group pg of its ranks `members`, indices in
+    it: a node's ranks): the library calls these from its commit thread (CKPT_SAVE_THREADED),
+    from the thread in wait(), or in a collective read."""
 
-    def __init__(self, dg):
+    def __init__(self, dg, pg=None, members=None):
         self.dg = dg
+        self.pg = dg.pg if pg is None else pg
+        self.ranks = dg.ranks if members is None else [dg.ranks[m] for m in members]
+        rank = dg.rank if members is None else list(members).index(dg.rank)
         self.local_fail = False  # abort without collectives: every rank already knows
         self._msg = ctypes.create_string_buffer(1024)
-        self._cbs = (AG_FN(self._allgather), BC_FN(self._broadcast), BAR_FN(self._barrier),
-                     ERR_FN(self._errmsg))
-        self.struct = CommStruct(dg.rank, dg.size, None, *self._cbs)
+        self._cbs = (L.AG_FN(self._allgather), L.BC_FN(self._broadcast), L.BAR_FN(self._barrier),
+                     L.ERR_FN(self._errmsg))
+        self.struct = L.Comm(rank=rank, size=len(self.ranks), ctx=None, allgather=self._cbs[0],
+                             broadcast=self._cbs[1], barrier=self._cbs[2], errmsg=self._cbs[3])
 
     def _fail(self, exc):
         msg = self.dg.describe(exc) if not isinstance(exc, str) else exc
@@ -552,8 +473,8 @@ class _Comm:
             import torch.distributed as dist
             t = torch.empty(n, dtype=torch.uint8)
             ctypes.memmove(t.data_ptr(), inp, n)
-            outs = [torch.empty(n, dtype=torch.uint8) for _ in range(self.dg.size)]
-            dist.all_gather(outs, t, group=self.dg.pg)
+            outs = [torch.empty(n, dtype=torch.uint8) for _ in range(len(self.ranks))]
+            dist.all_gather(outs, t, group=self.pg)
             for i, o in enumerate(outs):
                 ctypes.memmove(out + i * n, o.data_ptr(), n)
             return 0
@@ -566,11 +487,11 @@ class _Comm:
         try:
             import torch
             import torch.distributed as dist
-            t = torch.empty(n, dtype=torch.uint8)
-            if self.dg.rank == root:
-                ctypes.memmove(t.data_ptr(), buf, n)
-            dist.broadcast(t, src=self.dg.ranks[root], group=self.dg.pg)
-            ctypes.memmove(buf, t.data_ptr(), n)
+            if n == 0:
+                return 0
+            # the bytes in place (a collective read's destination): no copy in or out
+            t = torch.frombuffer((ctypes.c_uint8 * n).from_address(buf), dtype=torch.uint8)
+            dist.broadcast(t, src=self.ranks[root], group=self.pg)
             return 0
         except Exception as e:  # noqa: BLE001
             return self._fail(e)
@@ -580,7 +501,7 @@ class _Comm:
             return self._fail("the save was given up on every rank")
         try:
             import torch.distributed as dist
-            dist.barrier(group=self.dg.pg)
+            dist.barrier(group=self.pg)
             return 0
         except Exception as e:  # noqa: BLE001
             return self._fail(e)

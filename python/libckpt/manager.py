@@ -10,7 +10,7 @@ import time
 
 from . import _lib as L
 from . import dist as D
-from ._dread import _outcome, _raise_remote
+from ._driver import outcome, raise_first
 from .errors import CkptError
 from .store import Store
 
@@ -206,12 +206,12 @@ class CheckpointManager:
             try:
                 out = ("ok", fn())
             except Exception as e:  # noqa: BLE001  every rank raises it
-                err, out = e, ("err", _outcome(e))
+                err, out = e, ("err", outcome(e))
         out = self._ctl.broadcast_object(out, what)
         if err is not None:
             raise err
         if out[0] == "err":
-            _raise_remote(what, [out[1]])
+            raise_first(what, [out[1]])
         return out[1]
 
     def _open(self, path, options):
@@ -226,12 +226,12 @@ class CheckpointManager:
                 box.append(Store(path, **options))
             except Exception as e:  # noqa: BLE001  every rank raises it
                 err = e
-        outs = self._ctl.gather_object(_outcome(err), "opening the store")
+        outs = self._ctl.gather_object(outcome(err), "opening the store")
         if err is not None:
             raise err
         if any(o is not None for o in outs):
             box[0].close()
-        _raise_remote("opening the store", outs)
+        raise_first("opening the store", outs)
         return box[0]
 
     def _agree(self, flags):

@@ -16,11 +16,13 @@ from . import _restore as R
 from . import _select as S
 from . import _tree as T
 from . import dist as _dist
-from ._common import (SaveStats, _SnapshotWait, _stats, _step_arg,  # noqa: F401  SaveStats: public
-                      order_after_current)
+from . import _driver
+from ._common import SaveStats, _step_arg  # noqa: F401  SaveStats: public
+from ._driver import ReadDriver, SaveDriver, region
 from ._target import _alloc, _check_target, _data_ptr
 from .errors import (CkptError, CkptIOError, CorruptError, InvalidArgumentError, NoSpaceError,
-                     NotFoundError, PermissionDeniedError, UnsupportedError, VersionError)
+                     NotFoundError, PermissionDeniedError, StateError, UnsupportedError,
+                     VersionError)
 
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.I)
@@ -102,10 +104,7 @@ def _meta_dict(metadata):
     return meta
 
 
-_GC_NEWEST = 4  # CKPT_GC_NEWEST (include/ckpt.h): ckpt_store_delete may remove the newest
-
-
-class SaveHandle(_SnapshotWait):
+class SaveHandle(_driver.SaveHandle):
     """A save in progress (from Store.save_async).
 
     wait_snapshot(): returns once every tensor has been copied out of the caller's memory; from
@@ -114,49 +113,6 @@ class SaveHandle(_SnapshotWait):
     The handle keeps every tensor of the state (and the contiguous copies made for it) alive until
     the snapshot is done.  Dropping an unfinished handle waits for it (so memory stays valid).
     """
-
-    def __init__(self, store, ptr, step, keep, t0):
-        self._store = store
-        self._ptr = ptr
-        self.step = step
-        self._keep = keep
-        self._lock = threading.Lock()
-        self._snapshot_done = False
-        self._stats = None
-        self._error = None
-        self._t0 = t0
-        self.snapshot_time = None  # seconds from save_async's start to the end of wait_snapshot
-
-    def _c_wait_snapshot(self, ptr):
-        return L.load().ckpt_save_wait_snapshot(ptr)
-
-    def done(self):
-        """True once the save finished, successfully or not (then wait() returns at once)."""
-        with self._lock:
-            if self._ptr is None:
-                return True
-            return L.load().ckpt_save_poll(self._ptr) == 1
-
-    def wait(self):
-        """Waits until the checkpoint is durable and visible; returns its SaveStats, or raises."""
-        with self._lock:
-            if self._ptr is not None:
-                st = L.Stats()
-                rc = L.load().ckpt_save_wait(self._ptr, ctypes.byref(st))
-                self._ptr = None
-                self._keep = None
-                if self.snapshot_time is None:
-                    self.snapshot_time = time.perf_counter() - self._t0
-                if rc < 0:
-                    self._error = L.make_error(rc)
-                else:
-                    self._stats = _stats(st)
-                store = self._store
-                if store is not None:
-                    store._forget(self)
-            if self._error is not None:
-                raise self._error
-            return self._stats
 
     def __del__(self):
         if getattr(self, "_ptr", None) is not None:
@@ -204,6 +160,7 @@ class Store:
                  remote_bandwidth=None, remote_store_id=None):
         lib = L.load()
         self._ptr = None
+        self._remote = None  # the ckpt_remote (the store's: ckpt_store_close frees it)
         self._lock = threading.RLock()
         self._inflight = []
         # A missing store is an error unless asked for: a mistyped path on the load side must
@@ -288,31 +245,51 @@ class Store:
         With upload, every checkpoint is uploaded in the background once it is durable locally
         (never holding the next save), and the local ones the remote lacks at once: an upload
         that was killed resumes. close() cancels the uploads in flight (wait_uploaded first)."""
+        lib = L.load()
+        if url is None:
+            with self._lock:
+                rm, self._remote = self._remote, None
+                lib.ckpt_remote_close(rm)  # accepts NULL
+            self.remote = None
+            return
         flags = L.REMOTE_UPLOAD if upload else 0
-        L.check(L.load().ckpt_store_set_remote(self._handle(), None if url is None
-                                               else str(url).encode(), flags),
-                f"remote {url!r}")
-        self.remote = None if url is None else str(url)
+        out = ctypes.c_void_p()
+        with self._lock:
+            # a remote already open is closed first (ckpt_remote_open): its handle goes
+            self._remote, self.remote = None, None
+            L.check(lib.ckpt_remote_open(self._handle(), str(url).encode(), flags,
+                                         ctypes.byref(out)), f"remote {url!r}")
+            self._remote = out.value
+        self.remote = str(url)
+
+    def _rm(self):
+        """The store's ckpt_remote, or StateError when it has none."""
+        self._handle()
+        if self._remote is None:
+            raise StateError(f"store {self.path} has no remote (Store(path, remote=URL) or "
+                             f"set_remote(URL))", code=StateError.code, name="invalid state")
+        return self._remote
 
     def push(self, step="latest"):
         """Uploads checkpoint `step` to the remote now (only the packs it lacks, the manifest
         last). Returns {"packs_sent", "bytes_sent", "packs_present", "bytes_present"}."""
         st = L.RemoteStats()
-        L.check(L.load().ckpt_store_push(self._handle(), _step_arg(step), ctypes.byref(st), None,
-                                         None), "push")
-        return {k: getattr(st, k) for k, _ in L.RemoteStats._fields_}
+        L.check(L.load().ckpt_remote_push(self._rm(), _step_arg(step), ctypes.byref(st),
+                                          L.NO_PROGRESS, None), "push")
+        return {k: getattr(st, k) for k in L.fields_of(L.RemoteStats)}
 
     def pull(self, step="latest"):
         """Brings checkpoint `step` (default: the remote's newest) into the local store, every
         record checked against its digest. Returns the step pulled."""
         got = ctypes.c_uint64()
-        L.check(L.load().ckpt_store_pull(self._handle(), _step_arg(step), ctypes.byref(got), None,
-                                         None, None), "pull")
+        with self._lock:
+            L.check(L.load().ckpt_remote_pull(self._rm(), _step_arg(step), ctypes.byref(got),
+                                              None, L.NO_PROGRESS, None), "pull")
         return got.value
 
     def upload_state(self, step):
         """'local', 'uploading' or 'remote' for checkpoint `step`."""
-        rc = L.check(L.load().ckpt_store_upload_state(self._handle(), _step_arg(step)))
+        rc = L.check(L.load().ckpt_remote_state(self._rm(), _step_arg(step)))
         return L.UPLOAD_STATES[rc]
 
     def wait_uploaded(self, step="latest", timeout=None):
@@ -320,18 +297,24 @@ class Store:
         at most `timeout` seconds (None: no limit). Raises the upload's error, or BusyError at
         the deadline."""
         ms = -1 if timeout is None else max(0, round(timeout * 1000))
-        L.check(L.load().ckpt_store_wait_uploaded(self._handle(), _step_arg(step), ms),
+        L.check(L.load().ckpt_remote_wait(self._rm(), _step_arg(step), ms),
                 "waiting for the upload")
+
+    def _remote_list(self, include_invalid):
+        """The Info dicts of the checkpoints on the remote (ckpt_remote_list), ascending."""
+        out = ctypes.POINTER(L.Info)()
+        lib = L.load()
+        with self._lock:
+            n = L.check(lib.ckpt_remote_list(self._rm(), int(bool(include_invalid)),
+                                             ctypes.byref(out)))
+        try:
+            return [L.info_dict(out[i]) for i in range(n)]
+        finally:
+            lib.ckpt_info_free(out)
 
     def remote_steps(self):
         """The steps of this store's checkpoints on the remote, ascending."""
-        out = ctypes.POINTER(L.Info)()
-        lib = L.load()
-        n = L.check(lib.ckpt_store_remote_list(self._handle(), 0, ctypes.byref(out)))
-        try:
-            return [out[i].step for i in range(n)]
-        finally:
-            lib.ckpt_info_free(out)
+        return [i["step"] for i in self._remote_list(False)]
 
     @staticmethod
     def remote_stores(url):
@@ -376,8 +359,8 @@ class Store:
                 first = first or e
         with self._lock:
             if self._ptr is not None:
-                L.load().ckpt_store_close(self._ptr)
-                self._ptr = None
+                L.load().ckpt_store_close(self._ptr)  # its remote too
+                self._ptr = self._remote = None
             self._inflight = []
         if first is not None:
             raise first
@@ -446,7 +429,6 @@ class Store:
         and save time).
         """
         t0 = time.perf_counter()
-        lib = L.load()
         step = _step_arg(step, allow_latest=False)
         user_meta = _meta_dict(metadata)
         user_meta.update(_binding_meta or {})
@@ -458,52 +440,32 @@ class Store:
         tree, leaves = T.flatten(state)
         meta = T.binding_meta(tree)
         meta.update(user_meta)
-        keep = [leaves]
         with self._lock:
-            store = self._handle()
-            out = ctypes.c_void_p()
-            L.check(lib.ckpt_save_begin(store, step, ctypes.byref(out)))
-            sv = out.value
-            submitted = False
+            drv = SaveDriver(self, step)
+            drv.keep.append(leaves)  # the tensors and the contiguous copies made for them
+            ok = False
             try:
                 for lf in leaves:
-                    shape = (ctypes.c_uint64 * max(1, len(lf.shape)))(*lf.shape)
-                    keep.append(shape)
-                    L.check(lib.ckpt_save_add_tensor(sv, lf.name.encode(), lf.dtype, len(lf.shape),
-                                                     shape, lf.mem, lf.ptr))
+                    drv.add(lf.name, lf.dtype, lf.shape, lf.mem, lf.ptr)
                 for k, v in meta.items():
-                    L.check(lib.ckpt_save_set_meta(sv, k.encode(), v.encode()))
+                    drv.set_meta(k, v)
                 for t in tags:
-                    L.check(lib.ckpt_save_add_tag(sv, t.encode()), f"tag {t!r}")
-                devs = sorted({lf.mem for lf in leaves if lf.mem >= 0})
-                streams = {}
-                if devs:
-                    import torch
-                    streams = {d: torch.cuda.current_stream(d) for d in devs}
-                    primary = streams[devs[0]]
-                    for d in devs[1:]:
-                        # one stream orders the copies: the others' work joins it by event
-                        ev = torch.cuda.Event()
-                        ev.record(streams[d])
-                        primary.wait_event(ev)
-                    L.check(lib.ckpt_save_after_stream(sv, primary.cuda_stream))
-                L.check(lib.ckpt_save_submit(sv))
-                submitted = True
-            except BaseException:
-                if not submitted:
-                    lib.ckpt_save_abort(sv)
-                raise
-            h = SaveHandle(self, sv, step, keep, t0)
+                    drv.add_tag(t)
+                drv.order_after([lf.mem for lf in leaves])
+                L.check(drv.submit())
+                ok = True
+            finally:
+                if not ok:
+                    drv.abort()
+            h = SaveHandle(self, drv, t0)
             self._inflight.append(weakref.ref(h))
-        for d, s in streams.items():
-            rc = lib.ckpt_save_fence(sv, s.cuda_stream)
-            if rc < 0:
-                err = L.make_error(rc, f"checkpoint {step}: fence on cuda:{d}")
-                try:
-                    h.wait()
-                except CkptError:
-                    pass
-                raise err
+        err = drv.fence()
+        if err is not None:
+            try:
+                h.wait()
+            except CkptError:
+                pass
+            raise err
         return h
 
     def save(self, state, step, metadata=None, group=None, tags=None):
@@ -532,40 +494,28 @@ class Store:
             self._dist_pending = None
 
     # ------------------------------------------------------------------ reading
-    def _open_reader(self, step):
-        s = _step_arg(step)
-        out = ctypes.c_void_p()
-        with self._lock:
-            L.check(L.load().ckpt_reader_open(self._handle(), s, ctypes.byref(out)))
-        return _Reader(out.value)
+    def _open_reader(self, step, as_saved=True):
+        """A Reader of checkpoint step: of its tensors as saved (a multi-rank checkpoint's
+        pieces, as `ckptctl show` lists them), or with as_saved=False of its global tensors."""
+        return ReadDriver(self, _step_arg(step), as_saved=as_saved)
 
     @contextlib.contextmanager
     def _open_checkpoint(self, step, boxes=False):
-        """For load and restore: (reader, view) of checkpoint step from ONE open, view a
-        _dread._View of its global tensors when it was saved by several ranks or boxes (Shard
-        targets) need one, else None.  'latest' is resolved by that open: opening again by the
-        step it resolved to could find it pruned meanwhile (a reader keeps its packs, not its
-        manifest)."""
+        """For load and restore: (reader, view) of checkpoint step from ONE open of a reader of
+        its global tensors; view is that reader too when it was saved by several ranks or boxes
+        (Shard targets) need one, else None.  'latest' is resolved by that open: opening again
+        by the step it resolved to could find it pruned meanwhile (a reader keeps its packs, not
+        its manifest)."""
         s = _step_arg(step)
-        if L.has("ckpt_dist_reader_checkpoint"):
-            with _dread._View(self, s) as v:
-                r = _Reader(v.base(), owned=False)
-                if s == L.STEP_LATEST:
-                    self._warn_damaged_newer(r.step)
-                yield r, (v if boxes or _dread.multi_rank(r) else None)
-            return
-        with self._open_reader(s) as r:  # an older libckpt: the view is opened by the step
+        with ReadDriver(self, s) as r:
             if s == L.STEP_LATEST:
                 self._warn_damaged_newer(r.step)
-            if not (boxes or _dread.multi_rank(r)):
-                yield r, None
-                return
-            with _dread._View(self, r.step) as v:
-                yield r, v
+            yield r, (r if boxes or r.multi_rank() else None)
 
     def _newer_steps(self, step):
-        """The steps above `step` that the store's manifests/ lists, and those its remote lists:
-        names only, nothing opened."""
+        """The steps above `step` that the store's manifests/ lists (names only, nothing
+        opened), and the damaged ones above it that its remote lists (ckpt_remote_list decodes
+        the remote's manifests: the public API has no listing by name)."""
         local, remote = set(), set()
         try:
             names = os.listdir(os.path.join(self.path, "manifests"))
@@ -574,39 +524,24 @@ class Store:
         for n in names:  # manifests/<20 digits>.ckpt (docs/format.md)
             if len(n) == 25 and n.endswith(".ckpt") and n[:20].isdigit() and int(n[:20]) > step:
                 local.add(int(n[:20]))
-        if self.remote is not None and L.has("ckpt_store_remote_steps"):
-            out = ctypes.POINTER(ctypes.c_uint64)()
-            with self._lock:
-                n = L.load().ckpt_store_remote_steps(self._handle(), ctypes.byref(out))
+        if self._remote is not None:
             try:
-                remote.update(out[i] for i in range(n) if out[i] > step)
-            finally:
-                if n >= 0:
-                    ctypes.CDLL(None).free(out)
+                remote.update(i["step"] for i in self._remote_list(True)
+                              if i["step"] > step and i["error"])
+            except CkptError:
+                pass  # an unreachable remote: nothing to warn about from it
         return local, remote
 
     def _warn_damaged_newer(self, step):
         """"latest" is the newest checkpoint that reads (here `step`): warns about each newer one
         it passed over, local or on the remote, with the library's message naming its manifest
-        (as ckptctl list, verify and pull report them). Only when a newer step is listed are the
-        manifests decoded (a newer one that decodes was committed meanwhile: not reported), and
-        only a damaged one is opened, for its message."""
-        local, remote = self._newer_steps(step)
-        damaged = set()
+        (as ckptctl list, verify and pull report them). Only when a newer step is listed locally
+        are the local manifests decoded (a newer one that decodes was committed meanwhile: not
+        reported), and only a damaged one is opened, for its message."""
+        local, damaged = self._newer_steps(step)
         if local:
             damaged.update(i["step"] for i in self.list(include_invalid=True)
                            if i["error"] and i["step"] in local)
-        if remote:
-            lib = L.load()
-            arr = ctypes.POINTER(L.Info)()
-            with self._lock:
-                n = lib.ckpt_store_remote_list(self._handle(), 1, ctypes.byref(arr))
-            try:
-                damaged.update(arr[i].step for i in range(n)
-                               if arr[i].error and arr[i].step in remote)
-            finally:
-                if n >= 0:
-                    lib.ckpt_info_free(arr)
         for n in sorted(damaged):
             try:
                 with self._open_reader(n):
@@ -667,56 +602,52 @@ class Store:
                     for ti in (r.tensor(i) for i in range(r.count()))]
 
     def verify(self, step="latest"):
-        """Re-hashes every chunk of a checkpoint; returns the list of damages (empty: intact)."""
-        damages = []
-
-        def on_damage(d, _arg):
-            d = d.contents
-            damages.append({"step": d.step, "tensor": d.tensor.decode() if d.tensor else None,
-                            "chunk": d.chunk, "offset": d.offset,
-                            "file": d.file.decode() if d.file else None, "error": d.error,
-                            "message": d.message.decode() if d.message else ""})
-        cb = L.DAMAGE_FN(on_damage)
+        """Re-hashes every chunk of a checkpoint (and a multi-rank checkpoint's part files);
+        returns the list of damages (empty: intact)."""
         with self._open_reader(step) as r:
-            L.check(L.load().ckpt_reader_verify(r.ptr, cb, L.PROGRESS_FN(), None), "verify")
-        return damages
+            return r.verify()
 
     def du(self):
         """Space accounting (needs no lock): a dict with one entry per valid checkpoint
         (`checkpoints`: step, referenced_bytes, exclusive_bytes, shared_bytes) and the store's
         totals (packs, pack_bytes, live_bytes, garbage_bytes, ...)."""
         lib = L.load()
-        f = L.need("ckpt_store_du")
         out = ctypes.POINTER(L.Du)()
         with self._lock:
-            L.check(f(self._handle(), ctypes.byref(out)))
+            L.check(lib.ckpt_store_du(self._handle(), ctypes.byref(out)))
         try:
             d = out.contents
-            res = {name: getattr(d, name) for name, _ in L.Du._fields_ if name not in ("n", "entries")}
-            res["checkpoints"] = [{name: getattr(d.entries[i], name) for name, _ in L.DuEntry._fields_}
-                                  for i in range(d.n)]
+            res = {name: getattr(d, name) for name in L.fields_of(L.Du)
+                   if name not in ("n", "entries")}
+            res["checkpoints"] = [{name: getattr(d.entries[i], name)
+                                   for name in L.fields_of(L.DuEntry)} for i in range(d.n)]
             return res
         finally:
             lib.ckpt_du_free(out)
 
     @staticmethod
     def _report(lib, rep):
+        """A ckpt_report as a dict (its counts, steps_removed; the texts as str or None), freed."""
         if not rep:
             return {}
         try:
             r = rep.contents
-            d = {name: getattr(r, name) for name, _ in L.GcReport._fields_
-                 if name not in ("steps_removed", "n_steps_removed")}
+            d = {}
+            for name in L.fields_of(L.Report):
+                if name in ("steps_removed", "n_steps_removed", "choices", "n_choices"):
+                    continue
+                v = getattr(r, name)
+                d[name] = v.decode(errors="replace") if isinstance(v, bytes) else v
             d["steps_removed"] = [r.steps_removed[i] for i in range(r.n_steps_removed)]
             return d
         finally:
-            lib.ckpt_gc_report_free(rep)
+            lib.ckpt_report_free(rep)
 
     def prune(self, keep_last=1, keep_every=0, keep_steps=(), dry_run=False, force=False,
               keep_tags=(), keep_within=0, keep_hourly=0, keep_daily=0, keep_weekly=0,
               keep_monthly=0, keep_yearly=0):
         """Removes the checkpoints the policy does not keep, then the packs nothing references
-        (ckpt_store_prune_gc): keep the newest `keep_last` (at least the newest one), every step
+        (ckpt_store_prune): keep the newest `keep_last` (at least the newest one), every step
         that is a multiple of `keep_every`, `keep_steps`, every checkpoint with one of
         `keep_tags` (restic's --keep-tag), those saved less than `keep_within` seconds ago, and
         the newest of each of the last keep_hourly/daily/weekly/monthly/yearly periods (UTC)
@@ -724,30 +655,24 @@ class Store:
         dict (steps_removed, bytes_freed, ...).  Takes the writer lock (BusyError).  dry_run:
         report only."""
         lib = L.load()
-        steps = [int(x) for x in keep_steps]
-        arr = (ctypes.c_uint64 * max(1, len(steps)))(*steps)
-        pol = L.PrunePolicy(keep_last, keep_every, ctypes.cast(arr, ctypes.POINTER(ctypes.c_uint64)),
-                            len(steps))
+        keep_steps = [int(x) for x in keep_steps]
         flags = (L.GC_DRY_RUN if dry_run else 0) | (L.GC_FORCE if force else 0)
-        rep = ctypes.POINTER(L.GcReport)()
+        rep = ctypes.POINTER(L.Report)()
         tags = L.tag_list(keep_tags, "keep_tags") if keep_tags else []
         timed = (keep_within, keep_hourly, keep_daily, keep_weekly, keep_monthly, keep_yearly)
-        if not (tags or any(timed)):  # the policy an older libckpt takes too
-            with self._lock:
-                L.check(L.need("ckpt_store_prune")(self._handle(), ctypes.byref(pol), flags,
-                                                   ctypes.byref(rep)))
-            return self._report(lib, rep)
         for name, v in zip(("keep_within", "keep_hourly", "keep_daily", "keep_weekly",
                             "keep_monthly", "keep_yearly"), timed):
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise InvalidArgumentError(f"prune: {name} must be a whole number >= 0, got {v!r}")
         tarr = (ctypes.c_char_p * max(1, len(tags)))(*[t.encode() for t in tags])
-        ret = L.Retention(pol, 0, keep_within, keep_hourly, keep_daily, keep_weekly,
-                          keep_monthly, keep_yearly,
-                          ctypes.cast(tarr, ctypes.POINTER(ctypes.c_char_p)), len(tags))
+        ret = L.Retention(keep_last=keep_last, keep_every=keep_every, keep_steps=L.u64s(keep_steps),
+                          n_keep_steps=len(keep_steps), keep_within=keep_within,
+                          keep_hourly=keep_hourly, keep_daily=keep_daily,
+                          keep_weekly=keep_weekly, keep_monthly=keep_monthly,
+                          keep_yearly=keep_yearly, keep_tags=tarr, n_keep_tags=len(tags))
         with self._lock:
-            L.check(L.need("ckpt_store_prune_gc")(self._handle(), ctypes.byref(ret), None, flags,
-                                                  ctypes.byref(rep)))
+            L.check(lib.ckpt_store_prune(self._handle(), ctypes.byref(ret), None, flags,
+                                         ctypes.byref(rep)))
         return self._report(lib, rep)
 
     def delete(self, steps, newest=False):
@@ -756,17 +681,13 @@ class Store:
         InvalidArgumentError for the newest valid checkpoint unless newest=True.  Returns the
         report as prune does.  Takes the writer lock (BusyError)."""
         lib = L.load()
-        f = L.need("ckpt_store_delete")
-        f.restype = ctypes.c_int
-        f.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
-                      ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.POINTER(L.GcReport))]
         steps = [_step_arg(s, allow_latest=False) for s in
                  ((steps,) if isinstance(steps, int) else steps)]
-        arr = (ctypes.c_uint64 * max(1, len(steps)))(*steps)
-        rep = ctypes.POINTER(L.GcReport)()
+        rep = ctypes.POINTER(L.Report)()
         with self._lock:
-            L.check(f(self._handle(), arr, len(steps), None, _GC_NEWEST if newest else 0,
-                      ctypes.byref(rep)), "delete")
+            L.check(lib.ckpt_store_delete(self._handle(), L.u64s(steps), len(steps), None,
+                                          L.GC_NEWEST if newest else 0, ctypes.byref(rep)),
+                    "delete")
         return self._report(lib, rep)
 
     def gc(self, compact_below=0.0, dry_run=False, force=False):
@@ -774,11 +695,13 @@ class Store:
         live share is below `compact_below` (0 to 1; 0: no compaction) (ckpt_store_gc).
         Returns the report as a dict."""
         lib = L.load()
-        f = L.need("ckpt_store_gc")
         flags = (L.GC_DRY_RUN if dry_run else 0) | (L.GC_FORCE if force else 0)
-        rep = ctypes.POINTER(L.GcReport)()
+        rep = ctypes.POINTER(L.Report)()
+        # compaction by live share only (max_unused 1: no limit), as this call always did
+        pol = L.GcPolicy(compact_below=float(compact_below), max_unused=1.0)
         with self._lock:
-            L.check(f(self._handle(), float(compact_below), flags, ctypes.byref(rep)))
+            L.check(lib.ckpt_store_gc(self._handle(), ctypes.byref(pol), flags,
+                                      ctypes.byref(rep)))
         return self._report(lib, rep)
 
     def load(self, step="latest", device=None, keys=None, map_location=None):
@@ -834,22 +757,30 @@ class Store:
     def get_slice(self, name, step="latest"):
         """A lazy handle on one saved tensor, as safetensors' get_slice: .shape, .dtype, and
         indexing on the first dimension ([a:b], [i], [a:b, ...]) reads only the chunks that hold
-        those rows (ckpt_reader_restore_range, or the shards' chunks under them for a global
-        tensor of a multi-rank checkpoint).  `name`: the tensor's dotted name (store.tensors():
+        those rows (ckpt_reader_read of an element range: the chunks under it, of every piece
+        for a global tensor of a multi-rank checkpoint).  `name`: the tensor's dotted name (store.tensors():
         "model.fc1.weight"), a global tensor's name in a multi-rank checkpoint, or a name as
         stored."""
-        L.need("ckpt_reader_restore_range")
         with self._open_checkpoint(step) as (r, v):
             tree = r.tree()
             old = r.old_names()
-            if v is not None and name not in r.names():
-                # a multi-rank checkpoint's global tensors (a sharded one is stored as NAME@RANK;
-                # a replicated one is in both lists, counted once)
-                stored = S.resolve(name, dict.fromkeys([*v.names(), *r.names()]), old, r.step)
-            else:
+            if v is None:
                 stored = S.resolve(name, r.names(), old, r.step)
-            glob = v is not None and stored in v.names() and stored not in r.names()
-            ti = v.tensor(v.find(stored)) if glob else r.tensor(r.find(stored))
+                glob, ti = False, None
+            else:
+                with self._open_reader(r.step) as p:  # the pieces as saved
+                    pieces = p.names()
+                    if name not in pieces:
+                        # the global tensors (a sharded one is stored as NAME@RANK; a
+                        # replicated one is in both lists, counted once)
+                        stored = S.resolve(name, dict.fromkeys([*v.names(), *pieces]), old,
+                                           r.step)
+                    else:
+                        stored = S.resolve(name, pieces, old, r.step)
+                    glob = stored in v.names() and stored not in pieces
+                    ti = None if glob else p.tensor(p.find(stored))
+            if ti is None:
+                ti = r.tensor(r.find(stored))
             kind = T.kind_of(tree, stored) if tree is not None else None
             return TensorSlice(self, r.step, stored, ti, kind or ("torch" if _has_torch() else "numpy"),
                                glob)
@@ -937,15 +868,12 @@ class TensorSlice:
         obj = _alloc(self.kind, dict(self._ti, shape=shape), None)
         row_bytes = self._ti["nbytes"] // self.shape[0] if self.shape and self.shape[0] else 0
         size = (b - a) * row_bytes if self.shape else self._ti["nbytes"]
-        if size and self._glob:
-            off = (a,) + (0,) * (len(self.shape) - 1) if self.shape else ()
-            with _dread._View(self._store, self.step) as v:
-                _dread._fill(v, v.find(self.name), obj, off)
-        elif size:
-            ptr = _data_ptr(obj)
-            with self._store._open_reader(self.step) as r:
-                L.check(L.load().ckpt_reader_restore_range(r.ptr, r.find(self.name),
-                                                           a * row_bytes, ptr, size))
+        if size:
+            # rows [a, b) are the elements [a * row, b * row) of the row-major tensor
+            es = L.dtype_size(self._ti["ckpt_dtype"])
+            g = region(offset=a * row_bytes // es, count=size // es) if self.shape else None
+            with self._store._open_reader(self.step, as_saved=not self._glob) as r:
+                r.read(r.find(self.name), _data_ptr(obj), size, g)
         return obj
 
     def __getitem__(self, key):
@@ -972,73 +900,8 @@ class TensorSlice:
         return out[(slice(None),) + rest] if rest else out
 
 
-class _Reader:
-    """An open ckpt_reader; owned=False for the one a dist reader reads through (closed with it)."""
-
-    def __init__(self, ptr, owned=True):
-        self.ptr, self._owned = ptr, owned
-        inf = L.Info()
-        L.load().ckpt_reader_info(ptr, ctypes.byref(inf))
-        self._info = L.info_dict(inf)
-        self.step = inf.step
-        self._index = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        if self._owned:
-            L.load().ckpt_reader_close(self.ptr)
-        self.ptr = None
-
-    def info(self):
-        return dict(self._info)
-
-    def count(self):
-        return L.load().ckpt_reader_tensor_count(self.ptr)
-
-    def tensor(self, i):
-        ti = L.TensorInfo()
-        L.check(L.load().ckpt_reader_tensor(self.ptr, i, ctypes.byref(ti)))
-        return L.tensor_dict(ti)
-
-    def names(self):
-        """{name: index} of every tensor (one pass, instead of ckpt_reader_find's linear search
-        per name)."""
-        if self._index is None:
-            self._index = {self.tensor(i)["name"]: i for i in range(self.count())}
-        return self._index
-
-    def find(self, name):
-        idx = self.names().get(name)
-        if idx is None:
-            raise NotFoundError(f"no tensor {name!r} in checkpoint {self.step}",
-                                code=NotFoundError.code, name="not found")
-        return idx
-
-    def meta(self):
-        lib = L.load()
-        out = {}
-        for i in range(lib.ckpt_reader_meta_count(self.ptr)):
-            k, v = ctypes.c_char_p(), ctypes.c_char_p()
-            L.check(lib.ckpt_reader_meta(self.ptr, i, ctypes.byref(k), ctypes.byref(v)))
-            out[k.value.decode()] = v.value.decode()
-        return out
-
-    def tree(self):
-        v = L.load().ckpt_reader_get_meta(self.ptr, T.META_KEY.encode())
-        return T.loads(v.decode()) if v is not None else None
-
-    def old_names(self):
-        """True for a checkpoint an older binding saved (a description, no libckpt.names): its
-        names escape the dots of keys ("model.fc1%2Eweight")."""
-        lib = L.load()
-        return lib.ckpt_reader_get_meta(self.ptr, T.META_KEY.encode()) is not None and \
-            lib.ckpt_reader_get_meta(self.ptr, T.NAMES_KEY.encode()) is None
-
-
 def _restore_into(r, targets):
-    """Restores (index, info, object) targets through ckpt_reader_restore_all, in parallel.
+    """Restores (index, info, object) targets through ckpt_reader_read_all, in parallel.
 
     Contiguous CPU tensors/arrays are filled directly; CUDA tensors directly on the device when
     libckpt's CUDA provider is loaded, else through a pinned host buffer; non-contiguous targets
@@ -1048,7 +911,7 @@ def _restore_into(r, targets):
     torch = T.torch_mod()
     cuda_devs = {o.device.index for _, _, o in targets
                  if T.is_torch_tensor(o) and o.device.type == "cuda"}
-    order_after_current(r.ptr, cuda_devs)  # pending work on the targets runs first
+    r.order_after(cuda_devs)  # pending work on the targets runs first
 
     def plan(stage_cuda):
         dst, copies, keep, first = {}, [], [], {}
@@ -1085,14 +948,7 @@ def _restore_into(r, targets):
         return dst, copies, keep
 
     def run(dst):
-        def cb(index, _info, mem, _arg):
-            d = dst.get(index)
-            if d is None:
-                return None
-            mem[0] = d[1]
-            return d[0]
-        fn = L.DST_FN(cb)
-        L.check(L.load().ckpt_reader_restore_all(r.ptr, fn, None))
+        r.read_all(dst.get)
 
     dst, copies, keep = plan(stage_cuda=False)
     try:
