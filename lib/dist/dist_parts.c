@@ -40,7 +40,7 @@ static bool mf_exists(struct ckpt_store *s, uint64_t step)
 {
 	char name[64], p[4096];
 	store_mf_name(step, name, sizeof name);
-	snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
+	snprintf(p, sizeof p, "%s/%s", s->layout.mf_dir, name);
 	return access(p, F_OK) == 0 || errno != ENOENT;
 }
 

@@ -115,8 +115,8 @@ static int remove_dead_packs(struct ckpt_store *s, struct pk *pv, size_t np, boo
 		touched[pv[i].dir] = true;
 	}
 	lease_set_free(&ls);
-	for (unsigned d = 0; d < s->ndirs; d++)
-		if (touched[d] && (rc = io_fsync_dir(s->pack_dirs[d])))
+	for (unsigned d = 0; d < s->layout.ndirs; d++)
+		if (touched[d] && (rc = io_fsync_dir(s->layout.pack_dirs[d])))
 			return rc;
 	return 0;
 }

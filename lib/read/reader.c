@@ -91,7 +91,7 @@ int reader1_open(ckpt_store *s, uint64_t step, reader1 **out)
 	rc = remote ? s->tier_manifest(s->tier, want, &r->m) : store_load_manifest(s, step, &r->m);
 	step = rc ? step : r->m.step;
 	store_mf_name(step, name, sizeof name);
-	snprintf(r->mf_path, sizeof r->mf_path, "%s/%s", s->mf_dir, name);
+	snprintf(r->mf_path, sizeof r->mf_path, "%s/%s", s->layout.mf_dir, name);
 	if (rc) {
 		pthread_mutex_destroy(&r->mu);
 		lease_drop(r->lease);

@@ -49,7 +49,7 @@ static int write_pack_hdr(struct ckpt_store *s, struct spack *pk, const char *pa
  * pack across all of them (a reader takes the first it finds). */
 static bool id_elsewhere(const struct ckpt_store *s, unsigned dir, uint32_t id)
 {
-	for (unsigned d = 0; d < s->ndirs; d++) {
+	for (unsigned d = 0; d < s->layout.ndirs; d++) {
 		char p[4096];
 		struct stat st;
 		store_pack_path(s, d, id, p, sizeof p);
@@ -91,14 +91,14 @@ static int create_pack(struct ckpt_store *s, unsigned dir, uint32_t *id, char *p
 			int e = errno;
 			return ckpt_fail(ckpt_errno_code(e), "create pack %s: %s", path, strerror(e));
 		}
-		if (s->ndirs < 2 || !id_elsewhere(s, dir, *id))
+		if (s->layout.ndirs < 2 || !id_elsewhere(s, dir, *id))
 			return fd;
 		close(fd);
 		unlink(path);
 	}
 	return ckpt_fail(CKPT_E_NOSPC, "create a pack in %s: no free pack id left below %u (ids "
 			 "taken by other writers, or the range of this writer used up)",
-			 s->pack_dirs[dir], limit);
+			 s->layout.pack_dirs[dir], limit);
 }
 
 /* Opens a new pack in directory dir and writes its header, probing O_DIRECT on the way. */
@@ -134,7 +134,7 @@ int pipe_pick_pack(struct pipe_save *ps, uint64_t w, int *out, uint32_t *id, uin
 {
 	struct ckpt_store *s = ps->p->s;
 	pthread_mutex_lock(&ps->wmu);
-	unsigned dir = ps->next_dir++ % s->ndirs;
+	unsigned dir = ps->next_dir++ % s->layout.ndirs;
 	int cur = ps->cur_pack[dir], rc = 0;
 	if (cur < 0 || ps->packs[cur].end >= s->opt.pack_size) {
 		rc = open_pack(ps, dir, &cur);
@@ -214,8 +214,8 @@ int pipe_close_packs(struct pipe_save *ps, bool sync)
 			unlink(path);
 	}
 	/* The packs' directory entries must be durable before a manifest names them. */
-	for (unsigned d = 0; sync && !rc && d < s->ndirs; d++)
+	for (unsigned d = 0; sync && !rc && d < s->layout.ndirs; d++)
 		if (dirs[d])
-			rc = io_fsync_dir(s->pack_dirs[d]);
+			rc = io_fsync_dir(s->layout.pack_dirs[d]);
 	return rc;
 }

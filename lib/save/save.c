@@ -37,7 +37,7 @@ static int begin_locked(struct save_store *ss, uint64_t step)
 		return rc;
 	char name[64], p[4096];
 	store_mf_name(step, name, sizeof name);
-	snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
+	snprintf(p, sizeof p, "%s/%s", s->layout.mf_dir, name);
 	if (!s->opt.overwrite && (step_live(ss, step) || access(p, F_OK) == 0)) {
 		rc = ckpt_fail(CKPT_E_EXISTS, "checkpoint %llu already exists in store %s (%s)",
 			       (unsigned long long)step, s->path,
@@ -485,15 +485,15 @@ static int save_commit(struct pipe_save *ps, bool *keep_packs)
 		if (s->part_mode) /* a rank's part: visible only through the global manifest */
 			rc = dist_write_part(s, sv->step, buf, len, &renamed);
 		else
-			rc = io_write_atomic(s->mf_dir, name, buf, len, &renamed);
+			rc = io_write_atomic(s->layout.mf_dir, name, buf, len, &renamed);
 		if (rc && renamed && !s->part_mode) {
 			/* The manifest is visible but its directory entry may not be durable: the save
 			 * reports failure, so take the manifest back. Its packs go too once the removal
 			 * is durable; otherwise they stay (garbage for gc) in case the entry survives. */
 			char p[4096];
-			snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
+			snprintf(p, sizeof p, "%s/%s", s->layout.mf_dir, name);
 			unlink(p);
-			*keep_packs = io_fsync_dir(s->mf_dir) != 0;
+			*keep_packs = io_fsync_dir(s->layout.mf_dir) != 0;
 		}
 	}
 	free(buf);

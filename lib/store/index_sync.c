@@ -54,10 +54,10 @@ static int list_seen(struct ckpt_store *s, struct mf_seen **out, size_t *n)
 {
 	*out = NULL;
 	*n = 0;
-	DIR *d = opendir(s->mf_dir);
+	DIR *d = opendir(s->layout.mf_dir);
 	if (!d) {
 		int e = errno;
-		return ckpt_fail(ckpt_errno_code(e), "open %s: %s", s->mf_dir, strerror(e));
+		return ckpt_fail(ckpt_errno_code(e), "open %s: %s", s->layout.mf_dir, strerror(e));
 	}
 	size_t cap = 0;
 	struct mf_seen *v = NULL;

@@ -9,14 +9,8 @@
 #include "ckpt.h"
 #include "format/format.h"
 #include "store/index.h"
+#include "store/layout.h"
 #include "io/io.h"
-
-#define STORE_FILE "store"
-#define LOCK_FILE "LOCK"
-#define PACK_DIR "packs"
-#define MF_DIR "manifests"
-
-#define MAX_DATA_DIRS 64
 
 struct ckpt_options {
 	int create;
@@ -46,10 +40,7 @@ struct ckpt_options {
 
 struct ckpt_store {
 	char *path;
-	char *pack_dir, *mf_dir;
-	/* Pack directories: pack_dirs[0] is pack_dir, then one per data directory. */
-	char **pack_dirs;
-	unsigned ndirs;
+	struct store_layout layout; /* directories (layout.c) */
 	pthread_mutex_t mu;        /* the lock count, part_mode */
 	pthread_mutex_t idx_mu;    /* the dedup index while saves are processed */
 	unsigned lock_users;
@@ -131,19 +122,6 @@ int store_packid_mark(const char *dir, uint32_t range, uint32_t *mark);
  * writing the file atomically and durably when a mark changes. Callers hold the writer lock
  * exclusively, or own a store nobody uses yet. Returns 0 or -CKPT_E_*. */
 int store_packids_raise(const char *dir, const uint32_t *ids, size_t n);
-#define PART_DIR "parts"
-/* The part files are store layout (store.c), used by the save (a part-mode save writes its
- * manifest there), dist_merge.c (reads them) and gc (counts leftovers). */
-/* STORE/parts/<step> (rank < 0) or STORE/parts/<step>/<rank>.part. */
-void dist_part_path(const struct ckpt_store *s, uint64_t step, int rank, char *buf, size_t len);
-/* Creates STORE/parts/ (fsynced into the store when new) and parts/<step> (not fsynced: the
- * part writes do it) and refuses either when it is a symbolic link; dir gets parts/<step>'s
- * path. Returns 0 or -CKPT_E_*. */
-int store_part_dir(struct ckpt_store *s, uint64_t step, char *dir, size_t len);
-/* Writes this handle's rank's part manifest STORE/parts/<step>/<rank>.part atomically and never
- * over an existing file (-CKPT_E_EXISTS: another save's part); *renamed is set when the file is
- * this call's (as io_write_new's linked). Returns 0 or -CKPT_E_*. */
-int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t len, int *renamed);
 
 /* Opens the store at path into *s (zeroed memory the caller owns: the public handle). On failure
  * s is left for store_fini. Returns 0 or -CKPT_E_*. */
@@ -178,10 +156,6 @@ static inline void store_tier_detach(struct ckpt_store *s)
 }
 /* Releases what store_init set up (the writer lock included); s itself stays the caller's. */
 void store_fini(struct ckpt_store *s);
-
-/* Paths of a store's files: a pack in pack directory dir. */
-void store_pack_path(const struct ckpt_store *s, unsigned dir, uint32_t pack_id, char *buf, size_t len);
-void store_mf_name(uint64_t step, char *buf, size_t len);
 
 /* Takes the writer lock (flock on STORE/LOCK: shared in part_mode, else exclusive), waiting up to
  * the option lock_wait_ms for it, and records this writer in the file (pid, host, what: a static

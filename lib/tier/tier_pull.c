@@ -185,7 +185,7 @@ static void slots_free(struct pull_job *j)
 static bool have_local(struct ckpt_store *s, uint32_t id, char *path, size_t len)
 {
 	struct stat st;
-	for (unsigned d = 0; d < s->ndirs; d++) {
+	for (unsigned d = 0; d < s->layout.ndirs; d++) {
 		store_pack_path(s, d, id, path, len);
 		if (!lstat(path, &st))
 			return true;
@@ -552,8 +552,8 @@ static int pull_locked(struct ckpt_store *s, const struct tier_ref *t, const str
 	if (n < 0)
 		return (int)n;
 	int rc = pull_packs(j, ids, (size_t)n);
-	if (!rc && !(rc = io_fsync_dir(s->pack_dir)) && !(rc = pull_parts(s, t, m))) {
-		rc = io_write_new(s->mf_dir, name, raw, rawlen, NULL); /* the commit point */
+	if (!rc && !(rc = io_fsync_dir(s->layout.pack_dir)) && !(rc = pull_parts(s, t, m))) {
+		rc = io_write_new(s->layout.mf_dir, name, raw, rawlen, NULL); /* the commit point */
 		if (rc > 0)
 			rc = ckpt_fail(CKPT_E_EXISTS, "checkpoint %" PRIu64 " exists in %s already",
 				       m->step, s->path);
