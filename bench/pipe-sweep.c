@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 #include "common/hash.h"
 
 #define CHUNK (1u << 20)

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 
 struct dsave {
 	ckpt_store *s;

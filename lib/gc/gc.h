@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 #include "format/format.h"
 
 /* Checks a retention's arguments (keep_within not negative, every keep_tags entry a valid tag).

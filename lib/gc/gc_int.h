@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/ckpt_int.h"
 #include "store/store.h"
 
 struct lease_set;

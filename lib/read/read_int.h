@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 #include "format/codec.h"
 #include "format/format.h"
 #include "io/engine.h"

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 
 /* Chunks restored so far by r read straight into their destination (direct), and decoded from
  * the read buffer (buffered). */

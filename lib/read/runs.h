@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 
 /* n elements of es bytes at byte off of the tensor, back to back there, go to dst, dst + step,
  * dst + 2 * step, ... (step == es: contiguous in the destination too). */

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/ckpt_int.h"
 #include "format/format.h"
 #include "save/pipeline.h"
 #include "store/store.h"

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 #include "format/codec.h"
 #include "remote/remote.h"
 #include "store/store.h"

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 #include "format/codec.h"
 #include "common/common.h"
 #include "format/format.h"

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 #include "dist/dist.h"
 #include "format/format.h"
 #include "io/io.h"

@@ -68,8 +68,10 @@ int main(int argc, char **argv)
 	ckpt_save *sv;
 	memset(x, 0, sizeof x);
 	ckpt_options_set(o, CKPT_OPT_CREATE, 1);
-	if (argc < 2 || ckpt_store_open(argv[1], o, &s) || ckpt_save_begin(s, 1, &sv) ||
-	    ckpt_save_add_tensor(sv, "x", CKPT_DTYPE_F32, 1, shape, CKPT_MEM_HOST, x) ||
+	ckpt_tensor t = {.struct_size = sizeof t, .name = "x", .dtype = CKPT_DTYPE_F32, .ndim = 1,
+			 .shape = shape, .mem = CKPT_MEM_HOST, .data = x};
+	if (argc < 2 || ckpt_store_open(argv[1], o, &s) || ckpt_save_begin(s, 1, NULL, &sv) ||
+	    ckpt_save_add(sv, &t) ||
 	    ckpt_save_commit(sv, NULL)) {
 		fprintf(stderr, "save: %s\n", ckpt_errmsg());
 		return 1;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 
 extern int t_failures;
 

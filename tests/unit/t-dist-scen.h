@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ckpt.h"
+#include "common/ckpt_int.h"
 
 /* "w": F32 [W_ROWS, W_COLS], sharded by rows at save; "emb": U16 [E_ROWS, E_COLS], replicated on
  * every rank. Chunks of 64 KiB: w is 12 chunks, emb 10. */

@@ -94,7 +94,8 @@ static void tc_init(struct tc_shared *sh, struct tc_rank *r, unsigned n)
 
 static ckpt_comm tc_comm(struct tc_rank *r)
 {
-	return (ckpt_comm){.rank = r->rank, .size = (int)r->sh->n, .ctx = r,
+	return (ckpt_comm){.struct_size = sizeof(ckpt_comm), .rank = r->rank,
+			   .size = (int)r->sh->n, .ctx = r,
 			   .allgather = tc_allgather, .broadcast = tc_broadcast,
 			   .barrier = tc_barrier};
 }
