@@ -24,13 +24,13 @@ static int write_pack_hdr(struct ckpt_store *s, struct spack *pk, const char *pa
 	pack_hdr_encode(&h, hdr);
 	/* Some file systems accept O_DIRECT at open and refuse it (EINVAL) at the first write: the
 	 * header write is the probe. Any other error is the save's. */
-	ssize_t n = s->io->pwrite(pk->fd, hdr, PACK_HDR_LEN, 0);
+	ssize_t n = s->packs.io->pwrite(pk->fd, hdr, PACK_HDR_LEN, 0);
 	if (n < 0 && errno == EINVAL && pk->direct) {
 		int fl = fcntl(pk->fd, F_GETFL);
 		if (fl >= 0 && fcntl(pk->fd, F_SETFL, fl & ~O_DIRECT) == 0) {
 			pk->direct = false;
 			store_refuse_direct(s);
-			n = s->io->pwrite(pk->fd, hdr, PACK_HDR_LEN, 0);
+			n = s->packs.io->pwrite(pk->fd, hdr, PACK_HDR_LEN, 0);
 		}
 	}
 	int rc = 0;
@@ -39,7 +39,7 @@ static int write_pack_hdr(struct ckpt_store *s, struct spack *pk, const char *pa
 		rc = ckpt_fail(ckpt_errno_code(e) == CKPT_E_NOSPC ? CKPT_E_NOSPC : CKPT_E_IO,
 			       "write %s: %s", path, strerror(e));
 	} else if (n != PACK_HDR_LEN) {
-		rc = io_write_all(s->io, pk->fd, hdr + n, PACK_HDR_LEN - (size_t)n, (uint64_t)n, path);
+		rc = io_write_all(s->packs.io, pk->fd, hdr + n, PACK_HDR_LEN - (size_t)n, (uint64_t)n, path);
 	}
 	free(hdr);
 	return rc;
@@ -199,7 +199,7 @@ int pipe_close_packs(struct pipe_save *ps, bool sync)
 		struct spack *pk = &ps->packs[i];
 		char path[4096];
 		store_pack_path(s, pk->dir, pk->id, path, sizeof path);
-		if (sync && !rc && s->io->fdatasync(pk->fd)) {
+		if (sync && !rc && s->packs.io->fdatasync(pk->fd)) {
 			int e = errno;
 			rc = ckpt_fail(ckpt_errno_code(e) == CKPT_E_NOSPC ? CKPT_E_NOSPC : CKPT_E_IO,
 				       "fdatasync %s: %s", path, strerror(e));

@@ -188,8 +188,8 @@ int store_begin_write(struct ckpt_store *s)
 	uint32_t maxid = 0;
 	int rc = store_lock(s, "save");
 	if (!rc && !(rc = store_max_pack_id(s, &maxid))) {
-		__atomic_store_n(&s->next_pack_id, maxid, __ATOMIC_SEQ_CST);
-		s->io = ckpt_io_default();
+		__atomic_store_n(&s->packs.next_id, maxid, __ATOMIC_SEQ_CST);
+		s->packs.io = ckpt_io_default();
 		pthread_mutex_lock(&s->idx_mu);
 		rc = store_refresh_index(s);
 		pthread_mutex_unlock(&s->idx_mu);
