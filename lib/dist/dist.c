@@ -475,9 +475,9 @@ int dist_commit_all(dsave *d, ckpt_stats *st, struct part_msg *mine)
  * (rare: only after a failure). */
 void dist_forget_part(struct ckpt_store *s)
 {
-	pthread_mutex_lock(&s->idx_mu);
-	s->idx_valid = false;
-	pthread_mutex_unlock(&s->idx_mu);
+	pthread_mutex_lock(&s->index.mu);
+	s->index.valid = false;
+	pthread_mutex_unlock(&s->index.mu);
 }
 
 /* The rest of a save after submit: the part durable, the exchange, rank 0's commit. */

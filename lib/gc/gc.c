@@ -45,9 +45,9 @@ void gc_maint_unlock(struct ckpt_store *s)
 {
 	pthread_mutex_lock(&s->mu);
 	/* Manifests and packs changed: the next save rebuilds its dedup index. */
-	pthread_mutex_lock(&s->idx_mu);
-	s->idx_valid = false;
-	pthread_mutex_unlock(&s->idx_mu);
+	pthread_mutex_lock(&s->index.mu);
+	s->index.valid = false;
+	pthread_mutex_unlock(&s->index.mu);
 	if (--s->lock_users == 0)
 		store_unlock(s);
 	pthread_mutex_unlock(&s->mu);

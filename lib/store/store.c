@@ -17,11 +17,10 @@
 int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts)
 {
 	pthread_mutex_init(&s->mu, NULL);
-	pthread_mutex_init(&s->idx_mu, NULL);
 	pthread_mutex_init(&s->pin_mu, NULL);
 	s->lock_fd = -1;
 	packs_init(&s->packs);
-	index_init(&s->idx);
+	store_index_init(&s->index);
 	if (!path || !*path)
 		return ckpt_fail(CKPT_E_INVAL, "store path is empty");
 	ckpt_options *defaults = NULL;
@@ -58,9 +57,7 @@ void store_fini(struct ckpt_store *s)
 	s->npinned = 0;
 	pthread_mutex_destroy(&s->pin_mu);
 	pthread_mutex_destroy(&s->mu);
-	pthread_mutex_destroy(&s->idx_mu);
-	index_free(&s->idx);
-	free(s->idx_seen);
+	store_index_fini(&s->index);
 	free(s->path);
 }
 
@@ -349,17 +346,5 @@ CKPT_API int ckpt_store_resolve(ckpt_store *s, uint64_t step, uint64_t *out)
 	free(steps);
 	return ckpt_fail(CKPT_E_NOTFOUND, "store %s has no valid checkpoint", s->path);
 }
-
-struct ckpt_index *store_index_lock(struct ckpt_store *s)
-{
-	pthread_mutex_lock(&s->idx_mu);
-	return &s->idx;
-}
-
-void store_index_unlock(struct ckpt_store *s)
-{
-	pthread_mutex_unlock(&s->idx_mu);
-}
-
 
 /* store_refresh_index() and store_index_resync(): index_sync.c. */

@@ -43,17 +43,12 @@ struct ckpt_store {
 	char *path;
 	struct store_layout layout; /* directories (layout.c) */
 	pthread_mutex_t mu;        /* the lock count, part_mode */
-	pthread_mutex_t idx_mu;    /* the dedup index while saves are processed */
 	unsigned lock_users;
 	struct store_hdr hdr;
 	struct ckpt_options opt;
 	struct store_packs packs;  /* pack ids, O_DIRECT, io ops (packids.c) */
 	int lock_fd;
-	/* Dedup index and the manifest files it was built from (index_sync.c). */
-	struct ckpt_index idx;
-	struct mf_seen *idx_seen;
-	size_t idx_nseen;
-	bool idx_valid;
+	struct store_index index;  /* the dedup index (index.c, index_sync.c) */
 	uint32_t gen;
 	/* Multi-rank saves (dist.c): this handle writes rank part_rank's part of a checkpoint:
 	 * shared lock, packs in the rank's id range, manifest into parts/. */
@@ -182,25 +177,11 @@ int store_load_manifest(struct ckpt_store *s, uint64_t step, struct manifest *m)
 /* Lists the steps that have a manifest file, ascending. Returns the count or -CKPT_E_*. */
 long store_steps(struct ckpt_store *s, uint64_t **steps);
 
-/* Brings the dedup index up to date with the manifests on disk (call under the lock): reads only
- * the manifests added since it was built, or all of them when one it was built from changed
- * (index_sync.c). */
-int store_refresh_index(struct ckpt_store *s);
-
-/* After this process committed a manifest under the lock: the index is current, record the
- * directory's files so the next save does not read its own manifest again. */
-int store_index_resync(struct ckpt_store *s);
-
 /* The first write of the handle since the lock was free (s->mu held, lock_users == 0): takes
  * the writer lock and looks at packs and manifests anew, since another process may have saved,
  * pruned or collected meanwhile (pack ids, the io ops, the dedup index). On failure the lock
  * is not held (index_sync.c). Returns 0 or -CKPT_E_*. */
 int store_begin_write(struct ckpt_store *s);
-
-/* The dedup index: store_index_lock takes the index lock and returns the index, valid until
- * store_index_unlock. */
-struct ckpt_index *store_index_lock(struct ckpt_store *s);
-void store_index_unlock(struct ckpt_store *s);
 
 
 /* ckpt_store_list's array (one block, freed by ckpt_info_free) for steps[0..n), each manifest

@@ -533,9 +533,9 @@ static int pull_lock(struct ckpt_store *s)
 static void pull_unlock(struct ckpt_store *s)
 {
 	pthread_mutex_lock(&s->mu);
-	pthread_mutex_lock(&s->idx_mu);
-	s->idx_valid = false; /* a new manifest: the next save rebuilds its dedup index */
-	pthread_mutex_unlock(&s->idx_mu);
+	pthread_mutex_lock(&s->index.mu);
+	s->index.valid = false; /* a new manifest: the next save rebuilds its dedup index */
+	pthread_mutex_unlock(&s->index.mu);
 	if (--s->lock_users == 0)
 		store_unlock(s);
 	pthread_mutex_unlock(&s->mu);
