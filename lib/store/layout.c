@@ -295,8 +295,8 @@ static int setup_dirs(struct store_layout *l, const char *path, const ckpt_optio
 	return rc;
 }
 
-int layout_init(struct store_layout *l, const char *path, const ckpt_options *opts,
-		struct store_hdr *hdr)
+int store_layout_init(struct store_layout *l, const char *path, const ckpt_options *opts,
+		      struct store_hdr *hdr)
 {
 	int rc = 0;
 	char *hp = NULL;
@@ -349,7 +349,7 @@ out:
 	return rc;
 }
 
-void layout_fini(struct store_layout *l)
+void store_layout_fini(struct store_layout *l)
 {
 	for (unsigned i = 0; l->pack_dirs && i < l->ndirs; i++)
 		free(l->pack_dirs[i]);

@@ -30,11 +30,11 @@ struct store_layout {
 /* Opens the layout of the store at path into l (zeroed): creates the store when opts says so
  * and there is none (the header last, atomically), refuses symbolically linked directories,
  * reads the header into *hdr and sets up the pack directories (STORE/datadirs and the options'
- * data directories, recorded when new). On failure l is left for layout_fini. Returns 0 or
+ * data directories, recorded when new). On failure l is left for store_layout_fini. Returns 0 or
  * -CKPT_E_*. */
-int layout_init(struct store_layout *l, const char *path, const ckpt_options *opts,
-		struct store_hdr *hdr);
-void layout_fini(struct store_layout *l);
+int store_layout_init(struct store_layout *l, const char *path, const ckpt_options *opts,
+		      struct store_hdr *hdr);
+void store_layout_fini(struct store_layout *l);
 
 /* Paths of a store's files: a pack in pack directory dir. */
 void store_pack_path(const struct ckpt_store *s, unsigned dir, uint32_t pack_id, char *buf, size_t len);

@@ -98,7 +98,7 @@ int store_packids_raise(const char *dir, const uint32_t *ids, size_t n)
 	return rc;
 }
 
-void packs_init(struct store_packs *p)
+void store_packs_init(struct store_packs *p)
 {
 	p->io = ckpt_io_default();
 }

@@ -38,7 +38,7 @@ struct store_packs {
 	const struct ckpt_io_ops *io; /* the io ops packs are written with (store_begin_write) */
 };
 
-void packs_init(struct store_packs *p);
+void store_packs_init(struct store_packs *p);
 
 /* A pack id no other pack of this writer has (thread-safe; under the writer lock). */
 uint32_t store_new_pack_id(struct ckpt_store *s);

@@ -19,7 +19,7 @@ int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts)
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_mutex_init(&s->pin_mu, NULL);
 	s->lock_fd = -1;
-	packs_init(&s->packs);
+	store_packs_init(&s->packs);
 	store_index_init(&s->index);
 	if (!path || !*path)
 		return ckpt_fail(CKPT_E_INVAL, "store path is empty");
@@ -37,7 +37,7 @@ int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts)
 	if (!s->path)
 		rc = ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	else
-		rc = layout_init(&s->layout, path, opts, &s->hdr);
+		rc = store_layout_init(&s->layout, path, opts, &s->hdr);
 	/* The one check of the mount: where it says flocks are node-local, the caller is told. */
 	if (!rc)
 		s->warning = store_mount_check("/proc/self/mountinfo", path);
@@ -51,7 +51,7 @@ void store_fini(struct ckpt_store *s)
 	store_unlock(s);
 	marker_end(s); /* a multi-rank save's, left by a handle closed with it in flight */
 	free(s->warning);
-	layout_fini(&s->layout);
+	store_layout_fini(&s->layout);
 	for (unsigned i = 0; i < s->npinned; i++)
 		s->pinned_free(s->pinned[i].p, s->pinned[i].size);
 	s->npinned = 0;
