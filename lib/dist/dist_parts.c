@@ -137,9 +137,9 @@ void dist_claim_release(struct ckpt_store *s, uint64_t step, int fd, bool commit
 {
 	/* Every rank's in-flight marker ends here, not with its part save: the rank's packs are
 	 * unreferenced until the global manifest names them (store_unlock keeps it in part_mode). */
-	pthread_mutex_lock(&s->mu);
+	pthread_mutex_lock(&s->lock.mu);
 	marker_end(s);
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->lock.mu);
 	if (fd < 0)
 		return;
 	/* After a commit the file can go: a job that still opens the old one and locks it finds

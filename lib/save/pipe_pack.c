@@ -69,7 +69,7 @@ static bool id_elsewhere(const struct ckpt_store *s, unsigned dir, uint32_t id)
 static int create_pack(struct ckpt_store *s, unsigned dir, uint32_t *id, char *path, size_t len,
 		       bool *direct)
 {
-	uint32_t limit = s->part_mode ? DIST_PACK_LO(s->part_rank + 1) : DIST_PACK_LO(0);
+	uint32_t limit = s->lock.part_mode ? DIST_PACK_LO(s->lock.part_rank + 1) : DIST_PACK_LO(0);
 	int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
 	for (int tries = 0; tries < 4096; tries++) {
 		if ((*id = store_new_pack_id(s)) >= limit)

@@ -115,7 +115,7 @@ int store_part_dir(struct ckpt_store *s, uint64_t step, char *dir, size_t len)
 int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t len, int *renamed)
 {
 	char dir[4096], name[32];
-	snprintf(name, sizeof name, "%u.part", s->part_rank);
+	snprintf(name, sizeof name, "%u.part", s->lock.part_rank);
 	*renamed = 0;
 	int rc = store_part_dir(s, step, dir, sizeof dir);
 	if (!rc) { /* parts/<step>'s entry durable before the part is reported durable */

@@ -161,14 +161,14 @@ static uint32_t probe_taken(const struct ckpt_store *s, uint32_t from, uint32_t 
 int store_max_pack_id(struct ckpt_store *s, uint32_t *out)
 {
 	/* Each writer allocates in its own id range (store.h, DIST_PACK_LO). */
-	uint64_t lo = s->part_mode ? DIST_PACK_LO(s->part_rank) : 0;
-	uint64_t hi = s->part_mode ? DIST_PACK_LO(s->part_rank + 1) : DIST_PACK_LO(0);
+	uint64_t lo = s->lock.part_mode ? DIST_PACK_LO(s->lock.part_rank) : 0;
+	uint64_t hi = s->lock.part_mode ? DIST_PACK_LO(s->lock.part_rank + 1) : DIST_PACK_LO(0);
 	/* Never below an id gc removed (or a remote holds): packids.c. */
 	uint32_t mark;
 	int rc = store_packid_mark(s->path, (uint32_t)(lo >> STORE_PACK_RANGE_BITS), &mark);
 	if (rc)
 		return rc;
-	if (s->part_mode) {
+	if (s->lock.part_mode) {
 		/* Every rank of every save: listing the shared directories (all ranks' packs) would
 		 * cost each rank O(packs of the store) per save; probing the rank's own range from
 		 * this handle's last id (its previous save's, when it was this rank's) or the mark
@@ -202,9 +202,9 @@ int store_max_pack_id(struct ckpt_store *s, uint32_t *out)
 
 void store_skip_taken_ids(struct ckpt_store *s)
 {
-	uint32_t lo = DIST_PACK_LO(s->part_rank), hi = DIST_PACK_LO(s->part_rank + 1);
+	uint32_t lo = DIST_PACK_LO(s->lock.part_rank), hi = DIST_PACK_LO(s->lock.part_rank + 1);
 	uint32_t cur = __atomic_load_n(&s->packs.next_id, __ATOMIC_SEQ_CST);
-	if (!s->part_mode || cur < lo || cur >= hi)
+	if (!s->lock.part_mode || cur < lo || cur >= hi)
 		return;
 	uint32_t last = probe_taken(s, cur, hi);
 	while (cur < last && !__atomic_compare_exchange_n(&s->packs.next_id, &cur, last, false,

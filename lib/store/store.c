@@ -16,9 +16,8 @@
 
 int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts)
 {
-	pthread_mutex_init(&s->mu, NULL);
+	store_lock_init(&s->lock);
 	pthread_mutex_init(&s->pin_mu, NULL);
-	s->lock_fd = -1;
 	store_packs_init(&s->packs);
 	store_index_init(&s->index);
 	if (!path || !*path)
@@ -40,7 +39,7 @@ int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts)
 		rc = store_layout_init(&s->layout, path, opts, &s->hdr);
 	/* The one check of the mount: where it says flocks are node-local, the caller is told. */
 	if (!rc)
-		s->warning = store_mount_check("/proc/self/mountinfo", path);
+		s->lock.warning = store_mount_check("/proc/self/mountinfo", path);
 	ckpt_options_free(defaults);
 	return rc;
 }
@@ -50,13 +49,12 @@ void store_fini(struct ckpt_store *s)
 	store_tier_detach(s); /* first: its uploads read the store's paths */
 	store_unlock(s);
 	marker_end(s); /* a multi-rank save's, left by a handle closed with it in flight */
-	free(s->warning);
+	store_lock_fini(&s->lock);
 	store_layout_fini(&s->layout);
 	for (unsigned i = 0; i < s->npinned; i++)
 		s->pinned_free(s->pinned[i].p, s->pinned[i].size);
 	s->npinned = 0;
 	pthread_mutex_destroy(&s->pin_mu);
-	pthread_mutex_destroy(&s->mu);
 	store_index_fini(&s->index);
 	free(s->path);
 }
@@ -98,7 +96,7 @@ CKPT_API const char *ckpt_store_path(const ckpt_store *s)
 
 CKPT_API const char *ckpt_store_warning(const ckpt_store *s)
 {
-	return s ? s->warning : NULL;
+	return s ? s->lock.warning : NULL;
 }
 
 /* "checkpoint 25 not found in store S (steps: 10, 20)": the steps there are, the first and last

@@ -10,6 +10,7 @@
 #include "format/format.h"
 #include "store/index.h"
 #include "store/layout.h"
+#include "store/lock.h"
 #include "store/packids.h"
 #include "io/io.h"
 
@@ -42,25 +43,11 @@ struct ckpt_options {
 struct ckpt_store {
 	char *path;
 	struct store_layout layout; /* directories (layout.c) */
-	pthread_mutex_t mu;        /* the lock count, part_mode */
-	unsigned lock_users;
+	struct store_lock lock;    /* the writer lock, its users, part mode, marker (lock.c) */
 	struct store_hdr hdr;
 	struct ckpt_options opt;
 	struct store_packs packs;  /* pack ids, O_DIRECT, io ops (packids.c) */
-	int lock_fd;
 	struct store_index index;  /* the dedup index (index.c, index_sync.c) */
-	uint32_t gen;
-	/* Multi-rank saves (dist.c): this handle writes rank part_rank's part of a checkpoint:
-	 * shared lock, packs in the rank's id range, manifest into parts/. */
-	bool part_mode;
-	uint32_t part_rank;
-	/* The in-flight marker of this handle's save (marker.c), NULL when none; and the node
-	 * identity markers are compared by (boot id; filled at first use, set by tests). */
-	struct marker *marker;
-	char node[40];
-	/* Why the store's mount may not keep the writer lock across nodes (store_mount_check),
-	 * or NULL: ckpt_store_warning(). */
-	char *warning;
 	/* Pinned staging buffers of CUDA restores, kept for the handle's life (store_pinned_*):
 	 * freeing pinned memory synchronizes the device, which would stall a trainer running
 	 * beside a restore. */
@@ -133,51 +120,13 @@ static inline void store_tier_detach(struct ckpt_store *s)
 /* Releases what store_init set up (the writer lock included); s itself stays the caller's. */
 void store_fini(struct ckpt_store *s);
 
-/* Takes the writer lock (flock on STORE/LOCK: shared in part_mode, else exclusive), waiting up to
- * the option lock_wait_ms for it, and records this writer in the file (pid, host, what: a static
- * label such as "save", the rank in part_mode, since when) for the busy message of the next one
- * (lock.c). Returns 0, -CKPT_E_BUSY naming the holder (from the record when it is current),
- * -CKPT_E_PERM (read-only handle, symlinked lock file) or -CKPT_E_IO. unlock releases it (and
- * the record of an exclusive holder). */
-int store_lock(struct ckpt_store *s, const char *what);
-void store_unlock(struct ckpt_store *s);
-/* store_lock for prune, delete and gc: the same lock, exclusive, but no in-flight marker (they
- * are what markers guard against). */
-int store_lock_maint(struct ckpt_store *s, const char *what);
-
-/* The writer record (lock.c) that STORE/LOCK and the in-flight markers hold, one "key value"
- * line each: pid, host, what (a label, "multi-rank save, rank N," in part_mode), since (UTC),
- * node (the boot id: which machine; last, so that older readers' prefix stays the same). */
-struct writer_rec {
-	long pid;
-	char host[96];
-	char node[40];
-	char what[64];
-	char since[32];
-};
-/* Writes s's record for what into buf (NUL-terminated). Returns its length (0 if it does not
- * fit). */
-int store_format_record(struct ckpt_store *s, const char *what, char *buf, size_t len);
-/* Parses a record (buf is changed); false when it is not a complete one. */
-bool store_parse_record(char *buf, struct writer_rec *r);
-/* s->node, read on first use: /proc/sys/kernel/random/boot_id (processes of one kernel share
- * their flocks), else the host name. */
-const char *store_node(struct ckpt_store *s);
-/* This machine's host name as one printable word (record.c), into buf of len bytes. */
-void store_host(char *buf, size_t len);
-
-/* Whether the mount that holds dir, as the mountinfo file at path (/proc/self/mountinfo) lists
- * it, keeps flocks local to the node (NFS local_lock=flock|all or nolock, Lustre localflock).
- * Returns a malloc'd message saying so, or NULL (not local, not found, unreadable). */
-char *store_mount_check(const char *mountinfo, const char *dir);
-
 /* Reads and decodes the manifest of step. Returns 0 or -CKPT_E_* (the message names the file). */
 int store_load_manifest(struct ckpt_store *s, uint64_t step, struct manifest *m);
 
 /* Lists the steps that have a manifest file, ascending. Returns the count or -CKPT_E_*. */
 long store_steps(struct ckpt_store *s, uint64_t **steps);
 
-/* The first write of the handle since the lock was free (s->mu held, lock_users == 0): takes
+/* The first write of the handle since the lock was free (s->lock.mu held, lock.users == 0): takes
  * the writer lock and looks at packs and manifests anew, since another process may have saved,
  * pruned or collected meanwhile (pack ids, the io ops, the dedup index). On failure the lock
  * is not held (index_sync.c). Returns 0 or -CKPT_E_*. */

@@ -522,23 +522,23 @@ static int pull_parts(struct ckpt_store *s, const struct tier_ref *t, const stru
  * before the manifest names them. */
 static int pull_lock(struct ckpt_store *s)
 {
-	pthread_mutex_lock(&s->mu);
-	int rc = s->lock_users ? 0 : store_lock(s, "pull");
+	pthread_mutex_lock(&s->lock.mu);
+	int rc = s->lock.users ? 0 : store_lock(s, "pull");
 	if (!rc)
-		s->lock_users++;
-	pthread_mutex_unlock(&s->mu);
+		s->lock.users++;
+	pthread_mutex_unlock(&s->lock.mu);
 	return rc;
 }
 
 static void pull_unlock(struct ckpt_store *s)
 {
-	pthread_mutex_lock(&s->mu);
+	pthread_mutex_lock(&s->lock.mu);
 	pthread_mutex_lock(&s->index.mu);
 	s->index.valid = false; /* a new manifest: the next save rebuilds its dedup index */
 	pthread_mutex_unlock(&s->index.mu);
-	if (--s->lock_users == 0)
+	if (--s->lock.users == 0)
 		store_unlock(s);
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->lock.mu);
 }
 
 /* Packs, parts, manifest: the checkpoint m (raw: its bytes) into s. */
