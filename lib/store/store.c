@@ -17,7 +17,7 @@
 int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts)
 {
 	store_lock_init(&s->lock);
-	pthread_mutex_init(&s->pin_mu, NULL);
+	store_pins_init(&s->pins);
 	store_packs_init(&s->packs);
 	store_index_init(&s->index);
 	if (!path || !*path)
@@ -51,42 +51,9 @@ void store_fini(struct ckpt_store *s)
 	marker_end(s); /* a multi-rank save's, left by a handle closed with it in flight */
 	store_lock_fini(&s->lock);
 	store_layout_fini(&s->layout);
-	for (unsigned i = 0; i < s->npinned; i++)
-		s->pinned_free(s->pinned[i].p, s->pinned[i].size);
-	s->npinned = 0;
-	pthread_mutex_destroy(&s->pin_mu);
+	store_pins_fini(&s->pins);
 	store_index_fini(&s->index);
 	free(s->path);
-}
-
-int store_pinned_take(struct ckpt_store *s, size_t size, void **p, size_t *got)
-{
-	int found = 0;
-	pthread_mutex_lock(&s->pin_mu);
-	for (unsigned i = 0; i < s->npinned && !found; i++) {
-		if (s->pinned[i].size < size)
-			continue;
-		*p = s->pinned[i].p;
-		*got = s->pinned[i].size;
-		s->pinned[i] = s->pinned[--s->npinned];
-		found = 1;
-	}
-	pthread_mutex_unlock(&s->pin_mu);
-	return found;
-}
-
-void store_pinned_give(struct ckpt_store *s, void *p, size_t size,
-		       void (*free_fn)(void *p, size_t size))
-{
-	pthread_mutex_lock(&s->pin_mu);
-	bool kept = s->npinned < STORE_PINNED_MAX;
-	if (kept) {
-		s->pinned[s->npinned++] = (struct store_pinned){p, size};
-		s->pinned_free = free_fn;
-	}
-	pthread_mutex_unlock(&s->pin_mu);
-	if (!kept)
-		free_fn(p, size);
 }
 
 CKPT_API const char *ckpt_store_path(const ckpt_store *s)

@@ -12,6 +12,7 @@
 #include "store/layout.h"
 #include "store/lock.h"
 #include "store/packids.h"
+#include "store/pins.h"
 #include "io/io.h"
 
 struct ckpt_options {
@@ -38,7 +39,6 @@ struct ckpt_options {
 
 /* The store of one handle. It knows nothing of saves: the public handle (handle.c) wraps it with
  * the save layer's state (save.h, struct save_store). */
-#define STORE_PINNED_MAX 32
 
 struct ckpt_store {
 	char *path;
@@ -48,16 +48,7 @@ struct ckpt_store {
 	struct ckpt_options opt;
 	struct store_packs packs;  /* pack ids, O_DIRECT, io ops (packids.c) */
 	struct store_index index;  /* the dedup index (index.c, index_sync.c) */
-	/* Pinned staging buffers of CUDA restores, kept for the handle's life (store_pinned_*):
-	 * freeing pinned memory synchronizes the device, which would stall a trainer running
-	 * beside a restore. */
-	pthread_mutex_t pin_mu;
-	struct store_pinned {
-		void *p;
-		size_t size;
-	} pinned[STORE_PINNED_MAX];
-	unsigned npinned;
-	void (*pinned_free)(void *p, size_t size);
+	struct store_pins pins;    /* CUDA restores' pinned staging buffers (pins.c) */
 	/* The remote tier of this handle (lib/tier, above every other folder), NULL when none is
 	 * set: tier_commit(tier, step) runs once a checkpoint of this handle is durable (a
 	 * one-process manifest, rank 0's global manifest; it must not block), tier_free(tier) at
@@ -141,13 +132,5 @@ int store_info_list(const uint64_t *steps, long n, int include_invalid,
 		    ckpt_info **out);
 /* Fills a ckpt_info from a decoded manifest. */
 void store_info_of(const struct manifest *m, ckpt_info *info);
-
-/* The store's cache of pinned buffers (the read layer's CUDA staging): take returns a cached
- * buffer of at least size bytes into *p (its size into *got) and 1, or 0 when there is none;
- * give keeps p (size bytes) for a later take, or frees it with free_fn when the cache is full.
- * store_fini frees what is kept with the free_fn given. Thread-safe. */
-int store_pinned_take(struct ckpt_store *s, size_t size, void **p, size_t *got);
-void store_pinned_give(struct ckpt_store *s, void *p, size_t size,
-		       void (*free_fn)(void *p, size_t size));
 
 #endif
