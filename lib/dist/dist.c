@@ -423,7 +423,7 @@ int dist_commit_all(dsave *d, ckpt_stats *st, struct part_msg *mine)
 	struct part_msg *all = calloc(n, sizeof *all);
 	if (!all)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	uint64_t key = __atomic_load_n(&d->s->tier_upkey, __ATOMIC_ACQUIRE);
+	uint64_t key = store_upload_key(d->s);
 	mine->upkey = key;
 	int rc = d->comm.allgather(d->comm.ctx, mine, sizeof *mine, all);
 	if (rc) {

@@ -46,7 +46,7 @@ int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts)
 
 void store_fini(struct ckpt_store *s)
 {
-	store_tier_detach(s); /* first: its uploads read the store's paths */
+	store_hooks_fini(&s->hooks); /* first: a remote's uploads read the store's paths */
 	store_unlock(s);
 	marker_end(s); /* a multi-rank save's, left by a handle closed with it in flight */
 	store_lock_fini(&s->lock);

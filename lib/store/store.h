@@ -9,6 +9,7 @@
 #include "ckpt.h"
 #include "format/format.h"
 #include "store/index.h"
+#include "store/hooks.h"
 #include "store/layout.h"
 #include "store/lock.h"
 #include "store/packids.h"
@@ -49,29 +50,7 @@ struct ckpt_store {
 	struct store_packs packs;  /* pack ids, O_DIRECT, io ops (packids.c) */
 	struct store_index index;  /* the dedup index (index.c, index_sync.c) */
 	struct store_pins pins;    /* CUDA restores' pinned staging buffers (pins.c) */
-	/* The remote tier of this handle (lib/tier, above every other folder), NULL when none is
-	 * set: tier_commit(tier, step) runs once a checkpoint of this handle is durable (a
-	 * one-process manifest, rank 0's global manifest; it must not block), tier_free(tier) at
-	 * the start of store_fini. Pointers, so that store, save and dist never call up into it. */
-	void *tier;
-	void (*tier_commit)(void *tier, uint64_t step);
-	void (*tier_free)(void *tier);
-	/* Multi-rank commits (dist.c): tier_upkey is non-zero while the handle uploads in the
-	 * background (the remote's identity, a hash of its url; atomic), and each rank tells it to
-	 * rank 0 at commit; then tier_commit_dist(tier, step, rank, world, sharing) runs on rank 0
-	 * after the global commit (sharing[r]: rank r uploads its own packs to the same remote)
-	 * and, with sharing NULL, on every other rank whose upkey is rank 0's. Must not block. */
-	uint64_t tier_upkey;
-	void (*tier_commit_dist)(void *tier, uint64_t step, int rank, unsigned world,
-				 const bool *sharing);
-	/* Readers of a handle with a remote: tier_manifest(tier, step or CKPT_STEP_LATEST, m)
-	 * fetches a checkpoint's manifest that is not local, tier_pack(tier, m, id, what, len) a
-	 * pack that is not local: the fd of an anonymous file holding the pack's header and the
-	 * records m references, range-read and each checked against its digest (what gets the
-	 * remote object's name). Both return 0 / the fd, or -CKPT_E_*. */
-	int (*tier_manifest)(void *tier, uint64_t step, struct manifest *m);
-	bool tier_read;            /* CKPT_REMOTE_READ: readers use the remote even for local ones */
-	int (*tier_pack)(void *tier, const struct manifest *m, uint32_t id, char *what, size_t len);
+	struct store_hooks hooks;  /* the listeners of its events: the remote tier (hooks.c) */
 	/* The public remote handle of this store (lib/api: a plain allocation, freed at close). */
 	void *api_remote;
 };
@@ -80,34 +59,6 @@ struct ckpt_store {
 /* Opens the store at path into *s (zeroed memory the caller owns: the public handle). On failure
  * s is left for store_fini. Returns 0 or -CKPT_E_*. */
 int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts);
-/* Tells the handle's remote tier, if any, that checkpoint step is durable (store.tier_commit). */
-static inline void store_notify_commit(struct ckpt_store *s, uint64_t step)
-{
-	if (s->tier_commit)
-		s->tier_commit(s->tier, step);
-}
-/* A multi-rank checkpoint is durable (store.tier_commit_dist). */
-static inline void store_notify_dist(struct ckpt_store *s, uint64_t step, int rank, unsigned world,
-				     const bool *sharing)
-{
-	if (s->tier_commit_dist)
-		s->tier_commit_dist(s->tier, step, rank, world, sharing);
-}
-/* Detaches the handle's remote tier: its tier_free first (which stops its uploads), then every
- * hook cleared. */
-static inline void store_tier_detach(struct ckpt_store *s)
-{
-	if (s->tier_free)
-		s->tier_free(s->tier);
-	s->tier = NULL;
-	s->tier_commit = NULL;
-	s->tier_commit_dist = NULL;
-	__atomic_store_n(&s->tier_upkey, 0, __ATOMIC_RELEASE);
-	s->tier_free = NULL;
-	s->tier_manifest = NULL;
-	s->tier_pack = NULL;
-	s->tier_read = false;
-}
 /* Releases what store_init set up (the writer lock included); s itself stays the caller's. */
 void store_fini(struct ckpt_store *s);
 
