@@ -1,15 +1,11 @@
-/* Store directory: open and close (the layout is layout.c), manifest files, listing, the dedup
- * index (the writer lock is lock.c). */
+/* The store of a handle: open and close, which init and fini its parts (store.h), and the
+ * manifest files: loading, listing, resolving a step. */
 #include "store/store.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/common.h"
 #include "store/marker.h"

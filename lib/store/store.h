@@ -1,20 +1,21 @@
-/* The store: directory layout, writer lock, manifests on disk, dedup index. Internal to lib/. */
+/* The store: struct ckpt_store and what it is made of (the layout, the writer lock, pack ids,
+ * the dedup index, the pinned cache, the listeners: one header each), its open and close, and
+ * the manifests on disk. Internal to lib/. */
 #ifndef CKPT_STORE_H
 #define CKPT_STORE_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "ckpt.h"
 #include "format/format.h"
-#include "store/index.h"
+#include "io/io.h"
 #include "store/hooks.h"
+#include "store/index.h"
 #include "store/layout.h"
 #include "store/lock.h"
 #include "store/packids.h"
 #include "store/pins.h"
-#include "io/io.h"
 
 struct ckpt_options {
 	int create;
@@ -38,23 +39,23 @@ struct ckpt_options {
 	char *data_dirs[MAX_DATA_DIRS];
 };
 
-/* The store of one handle. It knows nothing of saves: the public handle (handle.c) wraps it with
- * the save layer's state (save.h, struct save_store). */
-
+/* The store of one handle: where it is, its header and options, and its parts, each an object
+ * with its own init/fini in its own file. It knows nothing of saves: the public handle (handle.c)
+ * wraps it with the save layer's state (save.h, struct save_store), and the layers above hear of
+ * its events as listeners (hooks.h). */
 struct ckpt_store {
 	char *path;
-	struct store_layout layout; /* directories (layout.c) */
-	struct store_lock lock;    /* the writer lock, its users, part mode, marker (lock.c) */
 	struct store_hdr hdr;
 	struct ckpt_options opt;
-	struct store_packs packs;  /* pack ids, O_DIRECT, io ops (packids.c) */
-	struct store_index index;  /* the dedup index (index.c, index_sync.c) */
-	struct store_pins pins;    /* CUDA restores' pinned staging buffers (pins.c) */
-	struct store_hooks hooks;  /* the listeners of its events: the remote tier (hooks.c) */
+	struct store_layout layout; /* its directories (layout.c) */
+	struct store_lock lock;     /* the writer lock, its users, part mode, marker (lock.c) */
+	struct store_packs packs;   /* new pack ids, O_DIRECT, the io ops (packids.c) */
+	struct store_index index;   /* the dedup index (index.c, index_sync.c) */
+	struct store_pins pins;     /* CUDA restores' pinned staging buffers (pins.c) */
+	struct store_hooks hooks;   /* the listeners of its events: the remote tier (hooks.c) */
 	/* The public remote handle of this store (lib/api: a plain allocation, freed at close). */
 	void *api_remote;
 };
-
 
 /* Opens the store at path into *s (zeroed memory the caller owns: the public handle). On failure
  * s is left for store_fini. Returns 0 or -CKPT_E_*. */
@@ -73,7 +74,6 @@ long store_steps(struct ckpt_store *s, uint64_t **steps);
  * pruned or collected meanwhile (pack ids, the io ops, the dedup index). On failure the lock
  * is not held (index_sync.c). Returns 0 or -CKPT_E_*. */
 int store_begin_write(struct ckpt_store *s);
-
 
 /* ckpt_store_list's array (one block, freed by ckpt_info_free) for steps[0..n), each manifest
  * from load (a local or a remote one); a step whose manifest does not load is listed with its
