@@ -33,7 +33,7 @@ struct dist_global {
 
 struct dist_layout {
 	unsigned world;          /* 1 without DIST_WORLD */
-	bool v2;                 /* the manifest has DIST_WORLD: saved by ckpt_dist_save_* */
+	bool v2;                 /* the manifest has DIST_WORLD: saved by a multi-rank save */
 	struct dist_global *g;
 	size_t ng;
 };
