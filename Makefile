@@ -69,7 +69,7 @@ BINS := $(B)/bin/ckptctl
 -include bench/bench.mk
 -include demo/demo.mk
 -include python/python.mk
-.PHONY: all lib check check-fresh demo bench install uninstall clean deps test-deps sanitize tsan
+.PHONY: all lib check check-fresh docfigures demo bench install uninstall clean deps test-deps sanitize tsan
 all: lib $(BINS) $(B)/lib/libckpt.pc
 
 lib: $(SOLIB) $(B)/lib/libckpt.so $(B)/lib/$(SONAME) $(ALIB)
@@ -136,6 +136,10 @@ deps:
 # not part of `make check`). See tools/check-fresh.sh.
 check-fresh:
 	sh tools/check-fresh.sh
+# The figures of docs/architecture.md (sizes, include graph, longest files and functions, the
+# public functions' files), recomputed from the tree; tests/docs/t-doc-figures.sh checks them.
+docfigures:
+	python3 tools/docfigures.py
 test-deps:
 	@sh tools/install-deps.sh test
 

@@ -10,17 +10,17 @@
 #                      (throughput against fio, cp and torch.save; a save's blocked, snapshot and
 #                      persist time); `make bench` and `make bench-quick` end with it
 #   make bench-quick   BENCH_SIZE=256M BENCH_RUNS=1 BENCH_IMPORT_SIZE=128M (development)
-#   make bench-dcp     only bench/python/dcp_bench.py (issue 26: libckpt against DCP's
+#   make bench-dcp     only bench/python/dcp_bench.py (libckpt against DCP's
 #                      FileSystemWriter and torch.save, 1, 2, 4 gloo ranks; the torch 2.x venv)
-#   make bench-s3      only remote_bench.sh (issue 25: a 2 GiB checkpoint pushed to radosgw and
+#   make bench-s3      only remote_bench.sh (a 2 GiB checkpoint pushed to radosgw and
 #                      pulled back against aws s3 cp; the 5%-changed push); `make bench` runs it
 #   make bench-peers   only bench/python/peers_bench.py: libckpt against DeepSpeed's FastPersist,
 #                      torch.save, DCP (its DefaultStager, thread and process) and
 #                      s3torchconnector, on the same state; installs the peers first
 #                      (tools/peers-venv.sh), draws build/bench/peers.svg, ends with the goal
 #                      lines (PASS, MISS or NOT RUN); `make bench` runs it
-#   make bench-dist    only dist_bench.sh (issue 14: mpirun -np 4 saves against fio --numjobs=4,
-#                      replicated snapshot per rank against one rank alone; issue 24: 1, 2, 4 ranks
+#   make bench-dist    only dist_bench.sh (mpirun -np 4 saves against fio --numjobs=4,
+#                      replicated snapshot per rank against one rank alone; 1, 2, 4 ranks
 #                      against fio --numjobs=N, async blocked time, bench/dist-commit's commit of
 #                      4 to 256 thread-ranks); `make bench` runs it last
 #
@@ -51,7 +51,7 @@ bench-bins: lib $(BENCH_BINS)
 bench: test-deps
 	$(MAKE) all bench-bins
 	B='$(B)' sh bench/run-bench.sh
-	@# The issue's export figure is on a 2 GiB file (BENCH_IMPORT_SIZE to change it).
+	@# The export figure is on a 2 GiB file (BENCH_IMPORT_SIZE to change it).
 	B='$(B)' BENCH_IMPORT_SIZE=$${BENCH_IMPORT_SIZE:-2G} sh bench/import_bench.sh
 	B='$(B)' sh bench/dist_bench.sh
 	@# The Python figures (torch_save/load against the binding), merged into results.json; Debian's
@@ -85,7 +85,7 @@ bench-import: test-deps
 	$(MAKE) all
 	B='$(B)' sh bench/import_bench.sh
 
-# libckpt against PyTorch DCP (issue 26): bench/python/dcp_bench.py on the torch 2.x virtual
+# libckpt against PyTorch DCP: bench/python/dcp_bench.py on the torch 2.x virtual
 # environment (tools/venv.sh; $LIBCKPT_TORCH_VENV moves it), against $(B)'s library; skipped, with
 # a line saying how to make it, without the venv. BENCH_DCP_SIZE (default 1G), BENCH_RUNS,
 # BENCH_DCP_WORLDS (default "1 2 4"): bench/README.md.
@@ -101,7 +101,7 @@ endef
 bench-dcp: test-deps
 	$(MAKE) lib
 	$(bench_dcp_run)
-# Issue 25 item 7: bench/remote_bench.sh alone (a checkpoint pushed to a radosgw on loopback and
+# bench/remote_bench.sh alone (a checkpoint pushed to a radosgw on loopback and
 # pulled back, against aws s3 cp; the 5%-changed push), merged into results.json, then the table.
 # It skips, saying why, without radosgw (tools/deps.d/s3.test) or awscli.
 .PHONY: bench-s3

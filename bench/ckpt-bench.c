@@ -10,7 +10,7 @@
  *     the time to ckpt_save_wait() the whole save (durable and visible);
  *   - an incremental save (step 2) after one byte was changed in 5% of the chunks, spread at
  *     random over all tensors;
- *   - a full restore of the latest checkpoint with ckpt_reader_restore_all() into pre-touched host
+ *   - a full restore of the latest checkpoint with ckpt_reader_read_all() into pre-touched host
  *     buffers (the library checks every digest), then a memcmp against the state (not timed).
  * The store is deleted after each repetition. It prints one JSON object (medians, plus every
  * sample under "ckpt_bench_samples") on stdout and its progress on stderr.
@@ -334,12 +334,15 @@ static void do_save(const struct cfg *c, ckpt_store *s, uint64_t step, const str
 	char what[64];
 	ckpt_save *sv;
 	memset(res, 0, sizeof *res);
+	res->st.struct_size = sizeof res->st;
 	double t0 = now();
 	snprintf(what, sizeof what, "save step %" PRIu64 ": begin", step);
-	check(ckpt_save_begin(s, step, &sv), what);
+	check(ckpt_save_begin(s, step, NULL, &sv), what);
 	for (size_t i = 0; i < n; i++) {
-		int rc = ckpt_save_add_tensor(sv, t[i].name, t[i].dtype, t[i].ndim, t[i].shape,
-					      CKPT_MEM_HOST, t[i].data);
+		ckpt_tensor ct = {.struct_size = sizeof ct, .name = t[i].name, .dtype = t[i].dtype,
+				  .ndim = t[i].ndim, .shape = t[i].shape, .mem = CKPT_MEM_HOST,
+				  .data = t[i].data};
+		int rc = ckpt_save_add(sv, &ct);
 		if (rc < 0) {
 			ckpt_save_abort(sv);
 			check(rc, "add tensor");
@@ -567,6 +570,7 @@ int main(int argc, char **argv)
 	ckpt_stats last_save, last_restore;
 	memset(&last_save, 0, sizeof last_save);
 	memset(&last_restore, 0, sizeof last_restore);
+	last_restore.struct_size = sizeof last_restore;
 	uint64_t changed = 0;
 
 	char store_path[4096];
@@ -628,11 +632,11 @@ int main(int argc, char **argv)
 		struct restore_ctx rc = { .S = &S };
 		g_restore_ctx = &rc;
 		t0 = now();
-		check(ckpt_reader_open(s, CKPT_STEP_LATEST, &rd), "open reader");
+		check(ckpt_reader_open(s, CKPT_STEP_LATEST, 0, &rd), "open reader");
 		if (ckpt_reader_tensor_count(rd) != S.n)
 			die("latest checkpoint has %zu tensors, expected %zu",
 			    ckpt_reader_tensor_count(rd), S.n);
-		check(ckpt_reader_restore_all(rd, dst_for, &rc), "restore_all");
+		check(ckpt_reader_read_all(rd, dst_for, &rc), "restore_all");
 		restore_s[run] = now() - t0;
 		ckpt_reader_stats(rd, &last_restore);
 		ckpt_reader_close(rd);

@@ -1,4 +1,4 @@
-/* The multi-rank commit at scale (issue 24, item 6), run by bench/dist_bench.sh:
+/* The multi-rank commit at scale, run by bench/dist_bench.sh:
  *
  *   dist-commit DIR RANKS STEPS
  *
@@ -6,7 +6,7 @@
  * unit tests, tests/unit/t-dist-world.h) save small shards (one F32 row of 256 elements and one
  * box of a 2-D grid each) into a new store in DIR, STEPS times after one warm-up save. Timed:
  * from a barrier after every rank added its shards to the last rank's return from
- * ckpt_dist_save_commit: each rank's part written and made durable, rank 0 reading the RANKS
+ * ckpt_save_commit: each rank's part written and made durable, rank 0 reading the RANKS
  * parts, checking the tiling, merging and committing the global manifest, the outcome broadcast.
  * Also timed: the begin (every rank's handle takes the lock, finds its next pack id and refreshes
  * its index; rank 0 claims the step). One JSON line: {"ranks": N, "commit_seconds": [per step],
@@ -51,21 +51,26 @@ static int rank_main(ckpt_comm *c, void *arg)
 	uint64_t wg[2] = {n, ROW}, wo[2] = {r, 0}, wl[2] = {1, ROW};
 	uint64_t rows = (n + side - 1) / side;
 	uint64_t gg[2] = {2 * rows, 2 * side}, go[2] = {2 * (r / side), 2 * (r % side)}, gl[2] = {2, 2};
-	ckpt_dist_save *d;
+	ckpt_tensor tg = {.struct_size = sizeof tg, .name = "g", .dtype = CKPT_DTYPE_F32, .ndim = 2,
+			  .shape = gl, .mem = CKPT_MEM_HOST, .data = g, .global_shape = gg,
+			  .offsets = go};
+	ckpt_tensor tw = {.struct_size = sizeof tw, .name = "w", .dtype = CKPT_DTYPE_F32, .ndim = 2,
+			  .shape = wl, .mem = CKPT_MEM_HOST, .data = w, .global_shape = wg,
+			  .offsets = wo};
+	ckpt_save_options so = {.struct_size = sizeof so, .comm = c};
+	ckpt_save *d;
 	c->barrier(c->ctx);
 	double b0 = now();
-	int rc = ckpt_dist_save_begin(j->s[r], c, j->step, &d);
+	int rc = ckpt_save_begin(j->s[r], j->step, &so, &d);
 	double b1 = now();
-	if (!rc && n % side == 0 &&
-	    (rc = ckpt_dist_save_add_shard(d, "g", CKPT_DTYPE_F32, 2, gg, go, gl, CKPT_MEM_HOST, g)))
-		ckpt_dist_save_abort(d);
-	if (!rc && (rc = ckpt_dist_save_add_shard(d, "w", CKPT_DTYPE_F32, 2, wg, wo, wl,
-						  CKPT_MEM_HOST, w)))
-		ckpt_dist_save_abort(d);
+	if (!rc && n % side == 0 && (rc = ckpt_save_add(d, &tg)))
+		ckpt_save_abort(d);
+	if (!rc && (rc = ckpt_save_add(d, &tw)))
+		ckpt_save_abort(d);
 	c->barrier(c->ctx);
 	double t0 = now();
 	if (!rc)
-		rc = ckpt_dist_save_commit(d, NULL);
+		rc = ckpt_save_commit(d, NULL);
 	double t1 = now();
 	pthread_mutex_lock(&j->mu);
 	j->b0 = b0 < j->b0 ? b0 : j->b0;

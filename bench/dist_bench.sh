@@ -3,12 +3,13 @@
 #   1. 4 ranks saving 4 shards of a BENCH_DIST_SIZE (default 2G) state into one store, against
 #      fio --numjobs=4 writing the same bytes (each job its own file, O_DIRECT, io_uring, fsync at
 #      the end) in the same directory: aggregate GB/s of each and their ratio.
-#   3. Asynchronous multi-rank saves (issue 24): each of the ranks saves its 1/N of a
-#      BENCH_DIST_ASYNC_SIZE (default 1G) state with ckpt_dist_save_submit; the time it is blocked
-#      (begin to wait_snapshot) against one process's ckpt_save_submit of the same per-rank
-#      state, alone (the pool holds the state in both; goal: at most 1.1), and against N such
-#      one-process saves at once (each its own store), which share the memory bandwidth and
-#      cores as the N ranks do: the multi-rank path's own cost.
+#   3. Asynchronous multi-rank saves: each of the ranks saves its 1/N of a
+#      BENCH_DIST_ASYNC_SIZE (default 1G) state with ckpt_save_submit (a save with a
+#      communicator); the time it is blocked (begin to wait_snapshot) against one process's
+#      ckpt_save_submit of the same per-rank state, alone (the pool holds the state in both;
+#      goal: at most 1.1), and against N such one-process saves at once (each its own store),
+#      which share the memory bandwidth and cores as the N ranks do: the multi-rank path's own
+#      cost.
 #   2. A replicated BENCH_DIST_REP_SIZE (default 1G) state on 4 ranks (each replica saves about
 #      1/4) against one rank saving it alone: the snapshot time per rank (the part's
 #      snapshot_seconds; the mean over the 4 ranks) and its ratio.
@@ -16,8 +17,8 @@
 #      each against fio --numjobs=N on the same directory run as run-bench.sh runs fio for the
 #      one-process figure (1 MiB O_DIRECT io_uring writes at depth 32, fsync at the end), each
 #      job 1/N of the bytes: dist_shards_gbps_N, dist_fio_numjobs_gbps_N, dist_shards_vs_fio_N
-#      (goal >= 0.9; issue 24, item 7). The RANKS figure of 1. is the same at the same N.
-#   5. The commit at scale (issue 24, item 6): $B/bench/dist-commit (threads as ranks, no MPI)
+#      (goal >= 0.9). The RANKS figure of 1. is the same at the same N.
+#   5. The commit at scale: $B/bench/dist-commit (threads as ranks, no MPI)
 #      with 4, 16, 64 and 256 ranks (BENCH_DIST_COMMIT_RANKS) of tiny shards, the median of
 #      BENCH_DIST_COMMIT_STEPS (default 5) timed commits after a warm-up save:
 #      dist_commit_seconds_N, from every rank's commit call to the last one's return, and

@@ -1,5 +1,5 @@
 #!/bin/sh
-# A/B timing of `ckptctl export` and `ckptctl import` (issue 13): two ckptctl binaries (before and
+# A/B timing of `ckptctl export` and `ckptctl import`: two ckptctl binaries (before and
 # after a change) on the same safetensors file and store, interleaved with cp + sync of the file
 # (cp_sync: the source in the page cache; cp_sync_cold: its pages dropped first, so that cp reads
 # it from the device as export reads its packs), RUNS rounds (this disk swings +-40% between

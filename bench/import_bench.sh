@@ -15,7 +15,7 @@
 # The source file sits in the page cache (it was just written, then synced); BENCH_DROP_CACHES=1
 # drops the caches before each import (root only) to measure a cold source.
 #
-# Issue 13, after each step-1 import: export_seconds (`ckptctl export STORE 1`), cp_sync_seconds
+# After each step-1 import: export_seconds (`ckptctl export STORE 1`), cp_sync_seconds
 # (cp of the source from the page cache + sync), cp_sync_cold_seconds (the same after the source's
 # pages were dropped, so that cp reads it from the device as export reads its packs; the pages
 # are read back afterwards) and, when fio exists, export_fio_bound_seconds (fio reading the packs
@@ -206,7 +206,7 @@ def fio_bound(out):
                     "--fallocate=native", "--end_fsync=1"] + common, "fio read + write")
 
 def export_and_cp():
-    # Issue 13: `ckptctl export` of the imported checkpoint against cp + sync of the same file
+    # `ckptctl export` of the imported checkpoint against cp + sync of the same file
     # (both write a new file of the same size on the same directory and make it durable). cp
     # reads its source from the page cache (warm: the file was just written or read) or, for
     # cp_sync_cold, from the device after its pages were dropped, as export reads its packs.

@@ -222,7 +222,7 @@ int main(int argc, char **argv)
 			memcpy(t[i] + 8 * k, &x, 8);
 		}
 	}
-	/* floor_copy_hash_gbps is the issue's floor: an 8-chunk ring, a destination that stays in
+	/* floor_copy_hash_gbps is the first floor: an 8-chunk ring, a destination that stays in
 	 * the CPU's caches. The pipeline copies into its pool, which does not: the same copy into a
 	 * pool-sized ring, and the fused copy the pipeline uses, say what is the pipeline and what
 	 * the memory system. */

@@ -1,4 +1,4 @@
-/* The checkpoint side of bench/remote_bench.sh (issue 25 item 7): makes the checkpoints that are
+/* The checkpoint side of bench/remote_bench.sh: makes the checkpoints that are
  * pushed and pulled, and times a restore straight from the remote. Only the public API.
  *
  *   remote-bench save STORE SIZE           step 1: SIZE bytes (incompressible, 64 MiB tensors)
@@ -71,15 +71,17 @@ static int save(const char *path, uint64_t size, uint64_t step, double pct)
 	for (uint64_t c = 0; every && c < nchunks; c += every)
 		mem[c * chunk + 17] ^= 0x5a;
 	ckpt_save *sv;
-	int rc = ckpt_save_begin(s, step, &sv);
+	int rc = ckpt_save_begin(s, step, NULL, &sv);
 	char name[32];
 	for (uint64_t t = 0; !rc && t < nt; t++) {
 		uint64_t shape[1] = {TENSOR};
 		snprintf(name, sizeof name, "layer.%03llu", (unsigned long long)t);
-		rc = ckpt_save_add_tensor(sv, name, CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST,
-					  mem + t * TENSOR);
+		ckpt_tensor ct = {.struct_size = sizeof ct, .name = name, .dtype = CKPT_DTYPE_U8,
+				  .ndim = 1, .shape = shape, .mem = CKPT_MEM_HOST,
+				  .data = mem + t * TENSOR};
+		rc = ckpt_save_add(sv, &ct);
 	}
-	ckpt_stats st;
+	ckpt_stats st = {.struct_size = sizeof st};
 	if (rc)
 		ckpt_save_abort(sv);
 	else
@@ -109,13 +111,15 @@ static int restore(const char *path, const char *url)
 		return 1;
 	double t0 = now();
 	ckpt_reader *rd = NULL;
-	if ((rc = ckpt_store_set_remote(s, url, 0)) || (rc = ckpt_reader_open(s, CKPT_STEP_LATEST, &rd)))
+	ckpt_remote *rm;
+	if ((rc = ckpt_remote_open(s, url, 0, &rm)) ||
+	    (rc = ckpt_reader_open(s, CKPT_STEP_LATEST, 0, &rd)))
 		return fail("open the remote checkpoint", rc);
 	size_t n = ckpt_reader_tensor_count(rd);
 	uint8_t *mem = malloc(n * TENSOR);
 	if (!mem)
 		return fail("out of memory", 0);
-	rc = ckpt_reader_restore_all(rd, dst_for, mem);
+	rc = ckpt_reader_read_all(rd, dst_for, mem);
 	ckpt_reader_close(rd);
 	double t = now() - t0;
 	int bad = 0;

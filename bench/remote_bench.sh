@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25 item 7: a checkpoint to S3 and back against `aws s3 cp` (Debian's awscli, its defaults:
+# A checkpoint to S3 and back against `aws s3 cp` (Debian's awscli, its defaults:
 # 8 MiB parts, 10 requests in flight) to the same radosgw on loopback (tests/s3/rgw.sh).
 #
 # The checkpoint: bench/remote-bench saves BENCH_S3_SIZE (default 2G) of incompressible tensors

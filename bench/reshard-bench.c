@@ -1,15 +1,15 @@
 /*
- * reshard-bench — the cost of a 4-way column reshard of row shards (issue 24, item 4).
+ * reshard-bench — the cost of a 4-way column reshard of row shards.
  *
  * Four ranks (threads, tests/unit/t-dist-world.h) save an F32 [rows, cols] matrix by rows into a
  * fresh store (chunk size --chunk, default 1 MiB); then one reader restores the 4 column boxes
- * [rows, cols / 4] with ckpt_dist_reader_restore_box(), as a job resharded from 4 row ranks to 4
- * column ranks does, and checks every element (not timed). For each box it measures the bytes
- * read from the packs (ckpt_reader_stats on ckpt_dist_reader_checkpoint) against the bytes of the
- * chunks its rows touch (computed here from the chunk size) and against the byte span per shard
- * that the old box restore read (every chunk between the overlap's first and last element), and
- * the time. Reads go through O_DIRECT where the file system allows it, so they are not served
- * from the page cache.
+ * [rows, cols / 4] with ckpt_reader_read() of a box region, as a job resharded from 4 row ranks
+ * to 4 column ranks does, and checks every element (not timed). For each box it measures the
+ * bytes read from the packs (ckpt_reader_stats) against the bytes of the chunks its rows touch
+ * (computed here from the chunk size) and against the byte span per shard that the old box
+ * restore read (every chunk between the overlap's first and last element), and the time. Reads
+ * go through O_DIRECT where the file system allows it, so they are not served from the page
+ * cache.
  *
  * Usage: reshard-bench [--rows R] [--cols C] [--chunk BYTES] [--dir DIR]
  * (defaults: 64 x 1048576, rows of 4 MiB, 4 chunks each; DIR defaults to $BENCH_DIR or
@@ -59,13 +59,16 @@ static int save_rank(ckpt_comm *c, void *arg)
 		for (uint64_t j = 0; j < cols; j++)
 			buf[i * cols + j] = val(r0 + i, j);
 	uint64_t g[2] = {rows, cols}, o[2] = {r0, 0}, l[2] = {n, cols};
-	ckpt_dist_save *d;
-	int rc = ckpt_dist_save_begin(s, c, 1, &d);
-	if (!rc && (rc = ckpt_dist_save_add_shard(d, "m", CKPT_DTYPE_F32, 2, g, o, l,
-						  CKPT_MEM_HOST, buf)))
-		ckpt_dist_save_abort(d);
+	ckpt_tensor t = {.struct_size = sizeof t, .name = "m", .dtype = CKPT_DTYPE_F32, .ndim = 2,
+			 .shape = l, .mem = CKPT_MEM_HOST, .data = buf, .global_shape = g,
+			 .offsets = o};
+	ckpt_save_options so = {.struct_size = sizeof so, .comm = c};
+	ckpt_save *d;
+	int rc = ckpt_save_begin(s, 1, &so, &d);
+	if (!rc && (rc = ckpt_save_add(d, &t)))
+		ckpt_save_abort(d);
 	else if (!rc)
-		rc = ckpt_dist_save_commit(d, NULL);
+		rc = ckpt_save_commit(d, NULL);
 	free(buf);
 	return rc;
 }
@@ -122,21 +125,22 @@ static int run(const char *dir)
 			return die("save", rcs[k]);
 	fprintf(stderr, "saved %" PRIu64 " MiB by %d ranks in %.2f s\n", rows * cols * 4 >> 20, NR,
 		now() - t0);
-	ckpt_dist_reader *d;
-	if ((rc = ckpt_dist_reader_open(s[0], 1, &d)))
+	ckpt_reader *d;
+	if ((rc = ckpt_reader_open(s[0], 1, 0, &d)))
 		return die("open", rc);
 	uint64_t w = cols / NR, read = 0, need = 0, span = 0;
 	float *box = malloc(rows * w * sizeof *box);
 	double secs = 0;
 	for (uint64_t c = 0; c < NR && box; c++) {
 		uint64_t off[2] = {0, c * w}, len[2] = {rows, w}, bn, bs;
-		ckpt_stats a, b;
-		ckpt_reader_stats(ckpt_dist_reader_checkpoint(d), &a);
+		ckpt_region g = {.struct_size = sizeof g, .offsets = off, .lengths = len};
+		ckpt_stats a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
+		ckpt_reader_stats(d, &a);
 		t0 = now();
-		if ((rc = ckpt_dist_reader_restore_box(d, 0, off, len, box, rows * w * 4)))
+		if ((rc = ckpt_reader_read(d, 0, &g, CKPT_MEM_HOST, box, rows * w * 4)))
 			return die("restore box", rc);
 		secs += now() - t0;
-		ckpt_reader_stats(ckpt_dist_reader_checkpoint(d), &b);
+		ckpt_reader_stats(d, &b);
 		model(c * w, w, &bn, &bs);
 		read += b.bytes_read - a.bytes_read;
 		need += bn;
@@ -151,8 +155,9 @@ static int run(const char *dir)
 	/* The reference: the same bytes restored in the saved layout (each shard whole). */
 	float *all = malloc(rows * cols * sizeof *all);
 	uint64_t zero[2] = {0, 0}, whole[2] = {rows, cols};
+	ckpt_region all_g = {.struct_size = sizeof all_g, .offsets = zero, .lengths = whole};
 	t0 = now();
-	if (!all || (rc = ckpt_dist_reader_restore_box(d, 0, zero, whole, all, rows * cols * 4)))
+	if (!all || (rc = ckpt_reader_read(d, 0, &all_g, CKPT_MEM_HOST, all, rows * cols * 4)))
 		return die("restore whole", rc);
 	double same = now() - t0;
 	free(all);
@@ -168,7 +173,7 @@ static int run(const char *dir)
 	       chunk, read, need, (double)read / (double)need, span, secs,
 	       (double)(rows * cols * 4) / secs / 1e9, same);
 	free(box);
-	ckpt_dist_reader_close(d);
+	ckpt_reader_close(d);
 	for (int k = 0; k < NR; k++)
 		ckpt_store_close(s[k]);
 	return 0;

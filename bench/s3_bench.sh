@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Upload and download of one object through the S3 backend (build/bench/s3-bench: rmt_s3_ops,
 # multipart parts in parallel, parallel ranged GETs) against `aws s3 cp` (Debian's awscli, its
-# defaults: 8 MiB parts, 10 requests in flight) to the same radosgw on loopback (tests/s3/rgw.sh),
-# issue 25 item 7. Runs interleaved (libckpt and aws alternate, the order swapped every run) and
+# defaults: 8 MiB parts, 10 requests in flight) to the same radosgw on loopback (tests/s3/rgw.sh).
+# Runs interleaved (libckpt and aws alternate, the order swapped every run) and
 # prints the medians and the ratios aws / libckpt (above 1: libckpt is faster), also as JSON in
 # build/bench/s3-bench.json (for bench/summary.py).
 # Not a test. Environment: S3_BENCH_SIZE (default 2G), S3_BENCH_RUNS (default 3), BENCH_DIR

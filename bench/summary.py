@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The table of `make bench`: every figure of build/bench/results.json that has a target
-(issue 13), with its reference, ratio, target and PASS/MISS, in one place. The C, import and
+with its reference, ratio, target and PASS/MISS, in one place. The C, import and
 Python benchmarks each print their own part as they run; this prints them together at the end,
 from the file, so a closing note can quote one table.
 
@@ -47,7 +47,7 @@ ROWS = [
      "<= 1.10 x one-process async", lambda r: r <= 1.1),
 ]
 
-# libckpt against PyTorch DCP (issue 26, bench/python/dcp_bench.py), at 1 and 4 gloo ranks: libckpt's
+# libckpt against PyTorch DCP (bench/python/dcp_bench.py), at 1 and 4 gloo ranks: libckpt's
 # own API (Store.save_async blocked, Store.save durable and 5%-changed) and libckpt as DCP's storage
 # ("backend": dcp.async_save / dcp.save with LibckptStorageWriter) against the same DCP call with
 # FileSystemWriter, measured in the same run; N=2 and every other figure are in results.json.
@@ -65,7 +65,7 @@ for _n in (1, 4):
              "dcp_fs_save_incr5_durable_seconds_%d" % _n, "dcp_%sincr5_vs_save_%d" % (_k, _n),
              "<= 0.10 x dcp.save, 5% chg", lambda r: r <= 0.1),
         ]
-# Issue 25 item 7 (bench/remote_bench.sh): a checkpoint to S3 (radosgw) and back against
+# bench/remote_bench.sh: a checkpoint to S3 (radosgw) and back against
 # `aws s3 cp --recursive` of the store; the ratios are aws seconds / libckpt seconds.
 ROWS += [
     ("S3 upload vs aws s3 cp", "remote_push_seconds", "s", "aws_upload_seconds",

@@ -195,9 +195,8 @@ static int fail(const char *what, int err)
 /* Waits for an in-flight save and prints its statistics. */
 static int finish_save(ckpt_save *s, uint64_t step)
 {
-	ckpt_stats st;
+	ckpt_stats st = {.struct_size = sizeof st};
 	char a[32], b[32];
-	memset(&st, 0, sizeof st);
 	int r = ckpt_save_wait(s, &st);
 	if (r < 0)
 		return fail("save", r);
@@ -218,13 +217,15 @@ static int start_save(ckpt_store *store, struct model *m, uint64_t step, ckpt_sa
 {
 	ckpt_save *s;
 	char meta[32];
-	int r = ckpt_save_begin(store, step, &s);
+	int r = ckpt_save_begin(store, step, NULL, &s);
 	if (r < 0)
 		return fail("save_begin", r);
 	for (size_t k = 0; k < m->n; k++) {
 		struct tensor *t = &m->t[k];
-		r = ckpt_save_add_tensor(s, t->name, t->dtype, t->ndim, t->shape, CKPT_MEM_HOST,
-					 t->data);
+		ckpt_tensor ct = {.struct_size = sizeof ct, .name = t->name, .dtype = t->dtype,
+				  .ndim = t->ndim, .shape = t->shape, .mem = CKPT_MEM_HOST,
+				  .data = t->data};
+		r = ckpt_save_add(s, &ct);
 		if (r < 0) {
 			ckpt_save_abort(s);
 			return fail("add_tensor", r);
@@ -434,11 +435,11 @@ int main(int argc, char **argv)
 
 	/* Restore the latest checkpoint into fresh memory and compare with the model. */
 	ckpt_reader *rd;
-	if ((r = ckpt_reader_open(store, CKPT_STEP_LATEST, &rd)) < 0) {
+	if ((r = ckpt_reader_open(store, CKPT_STEP_LATEST, 0, &rd)) < 0) {
 		ckpt_store_close(store);
 		return fail("reader_open", r);
 	}
-	ckpt_info info;
+	ckpt_info info = {.struct_size = sizeof info};
 	ckpt_reader_info(rd, &info);
 	struct restore_ctx rc = {.m = &m, .dst = calloc(m.n, sizeof(uint8_t *))};
 	for (size_t k = 0; k < m.n; k++) {
@@ -449,8 +450,8 @@ int main(int argc, char **argv)
 		}
 		memset(rc.dst[k], 0xA5, m.t[k].nbytes);
 	}
-	r = ckpt_reader_restore_all(rd, dst_for, &rc);
-	ckpt_stats st;
+	r = ckpt_reader_read_all(rd, dst_for, &rc);
+	ckpt_stats st = {.struct_size = sizeof st};
 	ckpt_reader_stats(rd, &st);
 	bool ok = r == 0 && !rc.mismatched_names && ckpt_reader_tensor_count(rd) == m.n;
 	if (r < 0)

@@ -21,26 +21,27 @@ static int save_and_restore(ckpt_store *store, const void *weights, void *out)
 	if (ckpt_store_resolve(store, CKPT_STEP_LATEST, &step) == 0)
 		step++;
 	ckpt_save *save;
-	int rc = ckpt_save_begin(store, step, &save);           /* takes the writer lock */
+	int rc = ckpt_save_begin(store, step, NULL, &save);     /* takes the writer lock */
 	if (rc)
 		return failed("save", rc);
-	if ((rc = ckpt_save_add_tensor(save, "layer.0.weight", CKPT_DTYPE_BF16, 2, shape,
-				       CKPT_MEM_HOST, weights)) ||
-	    (rc = ckpt_save_set_meta(save, "lr", "3e-4"))) {
+	ckpt_tensor t = {.struct_size = sizeof t, .name = "layer.0.weight",
+			 .dtype = CKPT_DTYPE_BF16, .ndim = 2, .shape = shape,
+			 .mem = CKPT_MEM_HOST, .data = weights};
+	if ((rc = ckpt_save_add(save, &t)) || (rc = ckpt_save_set_meta(save, "lr", "3e-4"))) {
 		ckpt_save_abort(save);
 		return failed("save", rc);
 	}
-	ckpt_stats st;
+	ckpt_stats st = {.struct_size = sizeof st};
 	if ((rc = ckpt_save_commit(save, &st)))                 /* durable and visible at 0 */
 		return failed("save", rc);
 	printf("step %llu: %llu new chunks of %llu\n", (unsigned long long)step,
 	       (unsigned long long)st.chunks_new, (unsigned long long)st.chunks);
 
 	ckpt_reader *r;
-	if ((rc = ckpt_reader_open(store, CKPT_STEP_LATEST, &r)))
+	if ((rc = ckpt_reader_open(store, CKPT_STEP_LATEST, 0, &r)))
 		return failed("open checkpoint", rc);
 	long idx = ckpt_reader_find(r, "layer.0.weight");      /* index, or -CKPT_E_NOTFOUND */
-	rc = idx < 0 ? (int)idx : ckpt_reader_restore(r, (size_t)idx, CKPT_MEM_HOST, out, nbytes);
+	rc = idx < 0 ? (int)idx : ckpt_reader_read(r, (size_t)idx, NULL, CKPT_MEM_HOST, out, nbytes);
 	if (rc)
 		failed("restore", rc);
 	ckpt_reader_close(r);

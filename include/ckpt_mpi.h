@@ -3,9 +3,12 @@
  *
  *	ckpt_mpi_comm cm;
  *	ckpt_mpi_comm_init(&cm, MPI_COMM_WORLD);        // duplicates it, errors returned
- *	ckpt_dist_save_begin(store, &cm.comm, step, &save);
+ *	ckpt_save_options o = {.struct_size = sizeof o, .comm = &cm.comm};
+ *	ckpt_save_begin(store, step, &o, &save);        // a multi-rank save
  *	...
- *	ckpt_mpi_comm_free(&cm);
+ *	ckpt_mpi_comm_free(&cm);                        // after every save using it is freed
+ *
+ * The same &cm.comm in a ckpt_region's comm makes ckpt_reader_read() a collective read.
  *
  * Failures: the duplicate communicator returns errors (MPI_ERRORS_RETURN) instead of aborting, so
  * a collective that MPI reports failed returns -CKPT_E_IO with MPI's message. Whether a dead rank
@@ -17,11 +20,12 @@
 
 #include <mpi.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "ckpt.h"
 
 typedef struct ckpt_mpi_comm {
-	ckpt_comm comm;  /* pass &comm to ckpt_dist_save_begin() */
+	ckpt_comm comm;  /* &comm goes in ckpt_save_options.comm (or ckpt_region.comm) */
 	MPI_Comm mpi;
 	char msg[MPI_MAX_ERROR_STRING + 64];
 } ckpt_mpi_comm;
@@ -66,9 +70,14 @@ static inline const char *ckpt_mpi_errmsg_(void *ctx)
 	return ((ckpt_mpi_comm *)ctx)->msg;
 }
 
-/* Fills c from comm (duplicated, with errors returned). Returns 0 or -CKPT_E_IO. */
+/* Fills c from comm (duplicated, with errors returned), c->comm.struct_size included. Returns 0
+ * or -CKPT_E_IO. */
 static inline int ckpt_mpi_comm_init(ckpt_mpi_comm *c, MPI_Comm comm)
 {
+	/* Zeroed first, so that ckpt_comm fields this function does not fill read as unset, not
+	 * as whatever the caller's memory held. */
+	memset(&c->comm, 0, sizeof c->comm);
+	c->comm.struct_size = sizeof(ckpt_comm);
 	c->msg[0] = 0;
 	c->comm.ctx = c;
 	int e = MPI_Comm_dup(comm, &c->mpi);

@@ -12,7 +12,7 @@
 #          host's CUDA_HOME, /usr/local/cuda by default), as on a GPU server whose toolkit came
 #          first: the build then enables the CUDA provider and its test double before any -dev
 #          package is installed, the case where a Makefile that asked pkg-config at parse time
-#          stopped (issue 28). Without a toolkit on the host this variant fails, naming the folder.
+#          stopped. Without a toolkit on the host this variant fails, naming the folder.
 # FRESH_COMMANDS="demo check" (default) chooses the commands. Takes minutes per variant (it
 # installs every package the tests need). FRESH_DIR moves the work directory; FRESH_KEEP=1 keeps
 # the roots afterwards. The pristine minbase root is cached as a tarball (it holds nothing of

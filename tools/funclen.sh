@@ -3,7 +3,7 @@
 # "LINES FILE:FUNCTION". C: from the opening brace in column 0 to the closing one (the tree's
 # style puts both alone on their lines); Python: the def's first line to its last (nested
 # functions counted on their own, and inside their parent). Used by tests/install/t-funclen.sh and
-# docs/architecture.md. Usage: tools/funclen.sh FILE...
+# tools/docfigures.py (the figures of docs/architecture.md). Usage: tools/funclen.sh FILE...
 set -eu
 c= py=
 for f in "$@"; do

@@ -10,7 +10,7 @@
  *   - the full save again into a fresh store whose pool holds a quarter of the state: the
  *     trainer's stream then waits at the fence until all but one pool's worth is written
  *     ("trainer_stall_seconds", reported for every save: fence passed less blocked);
- *   - a restore of step 2 into fresh device memory (ckpt_reader_restore_all, mem 0) and into
+ *   - a restore of step 2 into fresh device memory (ckpt_reader_read_all, mem 0) and into
  *     pinned host memory, then a comparison of the restored device bytes with the state.
  * Prints a table on stderr and one JSON object on stdout (and into --json FILE).
  * Exits 77 when there is no CUDA device or no CUDA provider. Links libckpt.so, which loads
@@ -111,13 +111,17 @@ static struct save_result timed_save(ckpt_store *s, uint64_t step, const struct 
 {
 	struct save_result r;
 	memset(&r, 0, sizeof r);
+	r.st.struct_size = sizeof r.st;
 	CUDA_OK(cudaDeviceSynchronize());
 	double t0 = now_s();
 	ckpt_save *sv = NULL;
-	CKPT_OK(ckpt_save_begin(s, step, &sv));
+	CKPT_OK(ckpt_save_begin(s, step, NULL, &sv));
 	for (size_t i = 0; i < S->n; i++) {
 		uint64_t shape[1] = { S->bytes[i] };
-		CKPT_OK(ckpt_save_add_tensor(sv, S->names[i], CKPT_DTYPE_U8, 1, shape, 0, S->d[i]));
+		ckpt_tensor t = { .struct_size = sizeof t, .name = S->names[i],
+				  .dtype = CKPT_DTYPE_U8, .ndim = 1, .shape = shape, .mem = 0,
+				  .data = S->d[i] };
+		CKPT_OK(ckpt_save_add(sv, &t));
 	}
 	CKPT_OK(ckpt_save_after_stream(sv, user));
 	CKPT_OK(ckpt_save_submit(sv));
@@ -152,13 +156,14 @@ static double timed_restore(ckpt_store *s, uint64_t step, const struct state *S,
 	CUDA_OK(cudaDeviceSynchronize());
 	double t0 = now_s();
 	ckpt_reader *r = NULL;
-	CKPT_OK(ckpt_reader_open(s, step, &r));
+	CKPT_OK(ckpt_reader_open(s, step, 0, &r));
 	struct restore_arg a = { S, dst, mem };
-	CKPT_OK(ckpt_reader_restore_all(r, dst_for, &a));
+	CKPT_OK(ckpt_reader_read_all(r, dst_for, &a));
 	if (mem >= 0)
 		CUDA_OK(cudaDeviceSynchronize());
 	double t = now_s() - t0;
-	ckpt_reader_stats(r, st);
+	st->struct_size = sizeof *st;
+	CKPT_OK(ckpt_reader_stats(r, st));
 	ckpt_reader_close(r);
 	return t;
 }
@@ -170,8 +175,8 @@ static double gbps(uint64_t bytes, double s)
 
 /* How long the trainer's stream waited at the fence: from the fence call's return to the
  * fence passing on the GPU. With the state larger than the pool the last copies wait for slabs
- * that writing frees, so the stream waits until all but one pool's worth is on disk (issue 27,
- * C2): reported next to the fence time for a pool of a quarter of the state. */
+ * that writing frees, so the stream waits until all but one pool's worth is on disk: reported
+ * next to the fence time for a pool of a quarter of the state. */
 static double stall(const struct save_result *r)
 {
 	return r->fence_passed > r->blocked ? r->fence_passed - r->blocked : 0;

@@ -1,4 +1,4 @@
-/* Multi-rank save benchmark (issue 14), run by bench/dist_bench.sh under mpirun (in its own directory: bench.mk builds bench/*.c without MPI):
+/* Multi-rank save benchmark, run by bench/dist_bench.sh under mpirun (in its own directory: bench.mk builds bench/*.c without MPI):
  *
  *   dist-bench STORE shards BYTES       every rank saves its 1/N of a BYTES state (one u8 tensor
  *                                       sharded by ranges): prints the wall time from the common
@@ -8,9 +8,9 @@
  *                                       about 1/N): prints each rank's snapshot time (the
  *                                       part's snapshot_seconds) and the wall time
  *   dist-bench STORE async BYTES        every rank saves its 1/N of a BYTES state asynchronously
- *                                       (ckpt_dist_save_submit, the collective in wait):
+ *                                       (ckpt_save_submit, the collective in wait):
  *                                       prints each rank's blocked time, from begin to
- *                                       ckpt_dist_save_wait_snapshot() returning
+ *                                       ckpt_save_wait_snapshot() returning
  *   dist-bench STORE single BYTES       a one-process save_async (ckpt_save_submit) of BYTES on
  *                                       every rank, each into its own store STORE-rR when there
  *                                       are several: its blocked time the same way, the
@@ -62,19 +62,29 @@ static double save(ckpt_store *s, ckpt_mpi_comm *cm, uint64_t step, bool rep, ui
 	int rank = cm->comm.rank, n = cm->comm.size;
 	uint64_t per = rep ? total : total / (uint64_t)n, off = per * (uint64_t)rank;
 	fill(buf, per, rep ? seed : seed * 1000 + (uint64_t)rank);
-	ckpt_dist_save *d;
+	ckpt_save_options o = {.struct_size = sizeof o, .comm = &cm->comm};
+	/* replicated: the whole tensor on every rank; shards: this rank's box of it. */
+	ckpt_tensor t = {.struct_size = sizeof t, .name = "state", .dtype = CKPT_DTYPE_U8,
+			 .ndim = 1, .mem = CKPT_MEM_HOST, .data = buf};
+	if (rep) {
+		t.shape = &total;
+		t.replica = (unsigned)rank;
+		t.nreplicas = (unsigned)n;
+	} else {
+		t.shape = &per;
+		t.global_shape = &total;
+		t.offsets = &off;
+	}
+	ckpt_save *d;
 	memset(st, 0, sizeof *st);
+	st->struct_size = sizeof *st;
 	MPI_Barrier(MPI_COMM_WORLD);
 	double t0 = now();
-	if (ckpt_dist_save_begin(s, &cm->comm, step, &d))
+	if (ckpt_save_begin(s, step, &o, &d))
 		die(cm, "begin");
-	int rc = rep ? ckpt_dist_save_add_replicated(d, "state", CKPT_DTYPE_U8, 1, &total,
-						     (unsigned)rank, (unsigned)n, CKPT_MEM_HOST, buf)
-		     : ckpt_dist_save_add_shard(d, "state", CKPT_DTYPE_U8, 1, &total, &off, &per,
-						CKPT_MEM_HOST, buf);
-	if (rc)
+	if (ckpt_save_add(d, &t))
 		die(cm, "add");
-	if (ckpt_dist_save_commit(d, st))
+	if (ckpt_save_commit(d, st))
 		die(cm, "commit");
 	return now() - t0;
 }
@@ -89,26 +99,19 @@ static double save_async(ckpt_store *s, ckpt_mpi_comm *cm, uint64_t step, bool s
 	fill(buf, per, seed * 1000 + (uint64_t)rank);
 	MPI_Barrier(MPI_COMM_WORLD);
 	double t0 = now();
-	if (single) {
-		ckpt_save *sv;
-		if (ckpt_save_begin(s, step, &sv) ||
-		    ckpt_save_add_tensor(sv, "state", CKPT_DTYPE_U8, 1, &per, CKPT_MEM_HOST, buf) ||
-		    ckpt_save_submit(sv) || ckpt_save_wait_snapshot(sv))
-			die(cm, "one-process save");
-		*blocked = now() - t0;
-		if (ckpt_save_wait(sv, NULL))
-			die(cm, "one-process save: wait");
-		return now() - t0;
-	}
-	ckpt_dist_save *d;
-	if (ckpt_dist_save_begin(s, &cm->comm, step, &d) ||
-	    ckpt_dist_save_add_shard(d, "state", CKPT_DTYPE_U8, 1, &total, &off, &per,
-				     CKPT_MEM_HOST, buf) ||
-	    ckpt_dist_save_submit(d, 0) || ckpt_dist_save_wait_snapshot(d))
-		die(cm, "async save");
+	/* single: this rank's whole state, one process; else its box of the global state. */
+	ckpt_tensor t = {.struct_size = sizeof t, .name = "state", .dtype = CKPT_DTYPE_U8,
+			 .ndim = 1, .shape = &per, .mem = CKPT_MEM_HOST, .data = buf,
+			 .global_shape = single ? NULL : &total, .offsets = single ? NULL : &off};
+	ckpt_save_options o = {.struct_size = sizeof o, .comm = &cm->comm};
+	const char *what = single ? "one-process save" : "async save";
+	ckpt_save *sv;
+	if (ckpt_save_begin(s, step, single ? NULL : &o, &sv) || ckpt_save_add(sv, &t) ||
+	    ckpt_save_submit(sv) || ckpt_save_wait_snapshot(sv))
+		die(cm, what);
 	*blocked = now() - t0;
-	if (ckpt_dist_save_wait(d, NULL))
-		die(cm, "async save: wait");
+	if (ckpt_save_wait(sv, NULL))
+		die(cm, single ? "one-process save: wait" : "async save: wait");
 	return now() - t0;
 }
 

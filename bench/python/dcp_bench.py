@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """libckpt against PyTorch Distributed Checkpoint (DCP), side by side, in one run, on the same
-state (issue 26): torch.save, DCP's FileSystemWriter (dcp.save and dcp.async_save), libckpt's own
+state: torch.save, DCP's FileSystemWriter (dcp.save and dcp.async_save), libckpt's own
 Store.save / save_async, and libckpt as DCP's storage (LibckptStorageWriter / Reader); loads
 through dcp.load from either against Store.restore; 1, 2 and 4 gloo ranks; a full save and a
 5%-changed one.  Runs on the torch 2.x virtual environment (tools/venv.sh):

@@ -1,4 +1,4 @@
-/* ckptctl push and pull: one checkpoint to or from a store's remote (issue 25), with progress and
+/* ckptctl push and pull: one checkpoint to or from a store's remote, with progress and
  * --json; and the remote url shared by them and list (--remote URL, else $CKPT_REMOTE). */
 #include "ckptctl.h"
 

@@ -1,6 +1,6 @@
 /* Block-parallel export of a safetensors byte stream (see xfer.h). Why blocks and not tensors:
  * a file restored through a shared mapping spent 74% of its time in the kernel zeroing page-cache
- * pages and only started writing at fsync (issue 13); fixed-size aligned blocks let O_DIRECT
+ * pages and only started writing at fsync; fixed-size aligned blocks let O_DIRECT
  * writes start at once, keep memory at threads * XFER_BLOCK whatever the tensor sizes, and split
  * a large tensor among threads as well as they gather many small ones. */
 #include "xfer.h"

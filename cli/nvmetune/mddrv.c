@@ -1,4 +1,4 @@
-/* Whether this kernel can run md arrays, checked before mdadm runs (issue 28). On a kernel without
+/* Whether this kernel can run md arrays, checked before mdadm runs. On a kernel without
  * md, mdadm makes the /dev/mdN node itself, fails to open it and exits 1, leaving the node behind;
  * so raid create and raid assemble look first, and refuse with what they looked at.
  *

@@ -1,4 +1,4 @@
-# nvmetune: provisions NVMe storage for checkpoints (issue 5). Included by the top-level Makefile.
+# nvmetune: provisions NVMe storage for checkpoints. Included by the top-level Makefile.
 # Its objects have their own rule (the more specific pattern wins) because they do not use
 # include/ckpt.h; they link libnvme, libblkid and liburing directly (libnvme's .pc file would pull
 # in json-c and openssl .pc files that a build machine need not have).

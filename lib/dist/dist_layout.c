@@ -2,7 +2,7 @@
  * tile each global tensor before it commits; this is the readers' side of the same rule, for a
  * manifest that did not come from there (damaged, forged): before it, the rows no shard covered
  * came back as zeros and two shards over the same rows as whichever was read last, silently, in
- * ckptctl verify, export and the Python load alike (issue 23, G6). */
+ * ckptctl verify, export and the Python load alike. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

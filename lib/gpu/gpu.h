@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CKPT_GPU_ABI 4 /* 2: host_register, wait_flag, mark (issue 12); 3: no fence op (issue 10);
-                        * 4: stream_join (issue 27) */
+#define CKPT_GPU_ABI 4 /* 2: host_register, wait_flag, mark; 3: no fence op (wait_flag replaced
+                        * it); 4: stream_join */
 #define CKPT_GPU_MODULE "libckpt-cuda.so.0"
 #define CKPT_GPU_ENTRY "ckpt_gpu_module_ops"
 
@@ -60,9 +60,9 @@ const struct ckpt_gpu_ops *ckpt_gpu_cuda(void);
 /* The host provider (always available). */
 const struct ckpt_gpu_ops *ckpt_gpu_host(void);
 /* Checks that p (of a tensor `name`) is in the memory it is declared to be in: CKPT_MEM_HOST or
- * CUDA device mem (issue 12, defect 10: a device pointer declared as host memory made memcpy
- * fault). Host declarations are checked only when the CUDA driver is already loaded in the
- * process (no device pointer can exist otherwise), so host-only programs never load the module.
+ * CUDA device mem (a device pointer declared as host memory would make memcpy fault). Host
+ * declarations are checked only when the CUDA driver is already loaded in the process (no device
+ * pointer can exist otherwise), so host-only programs never load the module.
  * Returns 0 or -CKPT_E_INVAL with a message naming `what` and the tensor. */
 int ckpt_gpu_check_mem(int mem, const void *p, const char *what, const char *name);
 /* Why the CUDA provider is unavailable ("" when it is loaded). */

@@ -230,7 +230,7 @@ int rd_tensor_error(struct reader1 *r, const struct mf_tensor *t, uint64_t j)
 /* End of the read group that starts at reference j: records back to back in one pack, at most a
  * read buffer's worth on disk and, decoded, at most a staging buffer's worth (buf_cap too):
  * compressed records decode to more than they occupy, and a CUDA restore decodes a whole group
- * into the staging buffer (issue 12, defect 1). */
+ * into the staging buffer. */
 uint64_t rd_group_end(const struct reader1 *r, const struct mf_tensor *t, uint64_t j,
 		      uint64_t *len)
 {

@@ -83,7 +83,7 @@ struct reader1 {
  * pinned staging buffer and a stream. The reader owns one set for reader1_restore(); each
  * restore_all worker thread has its own. */
 /* CUDA groups in flight per restore thread: group i is decoded into ring slot i % RD_RING while
- * the copies of the groups before it run (issue 27, C5). */
+ * the copies of the groups before it run. */
 #define RD_RING 3
 
 struct rres {

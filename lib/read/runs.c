@@ -1,5 +1,5 @@
 /* Restoring scattered runs of one tensor (rd_restore_runs, read/runs.h): what lib/dist's box
- * restore reads, the rows of a box in each shard it overlaps (issue 24, item 4).
+ * restore reads, the rows of a box in each shard it overlaps.
  *
  * A run is cut at chunk boundaries. The chunks it covers whole, when it is contiguous in the
  * destination, go in place as reader1_restore reads them (direct reads through the reader's

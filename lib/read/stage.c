@@ -55,7 +55,8 @@ void rres_free(struct rres *x)
 	free(x->iov);
 	free(x->iov_work);
 	ckpt_codec_ctx_free(x->codec);
-	/* The staging goes back to the store's cache, never freed here (issue 27, C5). */
+	/* The staging goes back to the store's cache, never freed here: freeing pinned memory
+	 * synchronizes the device under a trainer running beside the restore. */
 	if (x->staging && g)
 		store_pinned_give(x->s, x->staging, x->staging_size, g->free_pinned);
 	for (unsigned k = 0; k < RD_RING; k++)
@@ -110,7 +111,7 @@ void reader_res_free(struct reader1 *r)
 
 /* CUDA destinations: the stream of device mem, created before the staging buffer so that the
  * pinned allocation runs on that device's context, never on device 0 of a process that does not
- * use it (defect 4); and ordered once per restore call after the caller's stream (defect 6). */
+ * use it; and ordered once per restore call after the caller's stream. */
 int rd_restore_prepare(struct reader1 *r, struct rres *x, const struct ckpt_gpu_ops *g,
 		       int mem)
 {

@@ -10,7 +10,7 @@
 /* Hash first only while it pays. The hint says how the tensor changed last time; a dense update
  * after sparse ones (every chunk new) would otherwise hash each chunk on the snapshot path, find
  * nothing, copy it anyway and, every chunk being hashed, write it inline, also on the snapshot
- * path: the snapshot of a dense save after sparse ones took 4-5 times a fresh one (issue 13). So a
+ * path: the snapshot of a dense save after sparse ones took 4-5 times a fresh one. So a
  * tensor stops after 2 misses without a hit, and every tensor without a hit yet once the save
  * has missed 16 times without any. A wrong guess costs a hash later, never a wrong dedup. */
 static bool hash_first_pays(struct pipe_save *ps, struct pipe_tensor *st)
@@ -26,8 +26,8 @@ static bool hash_first_pays(struct pipe_save *ps, struct pipe_tensor *st)
 /* One host chunk into the slab at dst. hash_first: hashed in the caller's memory first, and a
  * chunk the store already holds (committed) is not copied at all, which makes an incremental
  * snapshot cost a hash, not a copy. fuse_hash: hashed during the copy, while each block is still
- * in the CPU's cache; hashing it later from the slab reads it back from memory once more (issue
- * 13: the pipeline at a third of one thread's copy + hash). Without compression that copy is
+ * in the CPU's cache; hashing it later from the slab reads it back from memory once more (the
+ * pipeline ran at a third of one thread's copy + hash that way). Without compression that copy is
  * ckpt_copy_digest: non-temporal stores into the slab, which nothing reads again before the
  * write (a plain memcpy into it moves half as much traffic again: the read for ownership of
  * each line); with compression, the encoder reads the slab right after, so a memcpy that leaves
@@ -107,7 +107,7 @@ static bool copy_chunks(struct slabjob *j, unsigned *used_dev)
 }
 
 /* Waits for this job's copies only (an event after them, not the whole shared stream), with a
- * blocking wait rather than the runtime's default spin (issue 12, defect 8). */
+ * blocking wait rather than the runtime's default spin, which keeps a core busy. */
 static void wait_copies(struct pipe_save *ps, unsigned used_dev)
 {
 	void *marks[16] = { NULL };

@@ -47,8 +47,8 @@ struct pipe {
 	struct tensor_hint { uint64_t key; uint8_t state; } *hints;
 	size_t nhints, caphints;
 	/* CUDA saves: the pool registered with the provider (pinned), and a pinned page of fence
-	 * flags, one slot per save in turn; both made by the first CUDA save (issue 12, defects 2
-	 * and 5), so that a host-only first save does not decide the pool's memory kind. */
+	 * flags, one slot per save in turn; both made by the first CUDA save, so that a host-only
+	 * first save does not decide the pool's memory kind. */
 	bool cuda_ready;
 	uint32_t *flags;
 	uint32_t fence_next;

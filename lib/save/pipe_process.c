@@ -149,7 +149,7 @@ static void lay_out_record(struct pipe_save *ps, struct proc *pr, size_t ti, uin
 /* Stages 1 and 2 over every chunk of the job, in three passes: hash what the copy did not (no
  * lock), look every chunk up in one index lock section, lay the new ones out in order (no lock).
  * One lock section per job rather than one per chunk: with many workers the index lock was taken
- * nchunks + 1 times per slab (issue 13). Hashing every chunk before the layout is safe: a record
+ * nchunks + 1 times per slab. Hashing every chunk before the layout is safe: a record
  * only ever moves down, over chunks already hashed. */
 static int process_chunks(struct pipe_save *ps, struct proc *pr)
 {

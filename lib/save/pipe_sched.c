@@ -70,7 +70,7 @@ static void become_head(struct pipe *p, struct pipe_save *ps)
  * With p->mu held, by whoever may have made a grant possible: the submit that queued jobs, every
  * release of a slab and every start of a copy. A dispatcher thread used to do this, blocked in the
  * pool and woken for each released slab: two thread handoffs (release -> dispatcher -> worker) on
- * the path of every slab once the pool is full, one voluntary context switch per slab (issue 13).
+ * the path of every slab once the pool is full, one voluntary context switch per slab.
  * At most one copy per worker waits granted: more would not copy sooner, and granting the whole
  * pool ahead made the copies cycle through all of it, so that with a fast disk every copy wrote
  * to memory out of the caches (the slab released last, the one the pool hands out, is warm). */

@@ -200,7 +200,7 @@ int pipe_fence(struct pipe_save *ps, void *stream)
 /* Splits the save into slab jobs: records laid out back to back, a new job when a slab is full. */
 static int plan(struct pipe_save *ps, size_t slab_size)
 {
-	/* A submit that failed may be retried: start from nothing (issue 12, defect 7). */
+	/* A submit that failed may be retried: start from nothing, not from its half-made tables. */
 	free(ps->jobs);
 	free(ps->refs);
 	ps->jobs = NULL;
@@ -249,8 +249,8 @@ static int plan(struct pipe_save *ps, size_t slab_size)
 
 /* CUDA: the library's streams wait for the trainer's queued work before copying. The ordering
  * is made again at every submit, also on a stream an earlier, failed submit created: a retry
- * must follow what the trainer queued up to the retry (issue 27, C1: a retry that skipped an
- * existing stream copied the tensors before the trainer's last writes). */
+ * must follow what the trainer queued up to the retry (a retry that skipped an existing stream
+ * would copy the tensors before the trainer's last writes). */
 static int make_streams(struct pipe *p, struct pipe_save *ps)
 {
 	int rc;
@@ -354,7 +354,7 @@ uint64_t pipe_progress(const struct pipe_save *ps)
 void pipe_save_release(struct pipe_save *ps)
 {
 	/* Only a save that made streams touches the provider: a host-only save never loads the CUDA
-	 * module (nor, through it, the runtime and cuInit; issue 12, defect 9). */
+	 * module (nor, through it, the runtime and cuInit). */
 	for (int d = 0; d < 16; d++)
 		if (ps->streams[d])
 			ckpt_gpu_cuda()->stream_destroy(ps->streams[d]);

@@ -149,8 +149,8 @@ int save1_after_stream(save1 *sv, void *stream)
 	if (sv->ps.submitted)
 		return ckpt_fail(CKPT_E_STATE, "checkpoint %llu was already submitted",
 				 (unsigned long long)sv->step);
-	/* Each call adds a stream (tensors on several devices each follow their own trainer stream;
-	 * issue 12, defect 8). */
+	/* Each call adds a stream (tensors on several devices each follow their own trainer
+	 * stream). */
 	struct pipe_save *ps = &sv->ps;
 	for (unsigned i = 0; i < ps->n_user_streams; i++)
 		if (ps->user_streams[i] == stream)
@@ -170,7 +170,7 @@ int save1_submit(save1 *sv)
 		return ckpt_fail(CKPT_E_STATE, "checkpoint %llu was already submitted",
 				 (unsigned long long)sv->step);
 	/* From here the caller waits: a pool allocated now (the handle's first save) is in the
-	 * save's seconds and snapshot_seconds, not hidden (issue 13). */
+	 * save's seconds and snapshot_seconds, not hidden. */
 	double t0 = ckpt_now();
 	struct save_store *ss = save_store_of(sv->s);
 	struct pipe_save *ps = &sv->ps;
@@ -225,8 +225,7 @@ int save1_fence(save1 *sv, void *stream)
 	if (!ckpt_gpu_cuda())
 		return ckpt_fail(CKPT_E_UNSUPPORTED, "fence: %s", ckpt_gpu_cuda_error());
 	/* Never blocks: the trainer's stream waits on the device for a flag the library sets when
-	 * the last copy is done, however many times the state exceeds the pool (issue 12,
-	 * defect 2). */
+	 * the last copy is done, however many times the state exceeds the pool. */
 	int rc = pipe_fence(&sv->ps, stream);
 	if (rc && sv->ps.err)
 		ckpt_fail(-sv->ps.err, "%s", sv->ps.errmsg);

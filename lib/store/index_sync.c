@@ -1,5 +1,5 @@
-/* Keeping the dedup index current without rereading every manifest (issue 14, the "metadata
- * storm": N ranks each rebuilding the index from every manifest at every step read N x steps
+/* Keeping the dedup index current without rereading every manifest (a storm of metadata reads:
+ * N ranks each rebuilding the index from every manifest at every step read N x steps
  * manifests per step from a parallel file system). The index remembers which manifest files it
  * was built from (step, inode, size, mtime); when the manifests directory only gained files, it
  * reads just those; when one it was built from changed or went (prune, gc's rewrite), it

@@ -14,7 +14,7 @@
  * before it reads the manifest, and gc scans the leases after the manifests no longer name what it
  * removes: a reader gc did not see loads a manifest that does not need the removed packs.
  *
- * Other nodes (issue 24): where flock is node-local (NFS local_lock, Lustre localflock) a gc on
+ * Other nodes: where flock is node-local (NFS local_lock, Lustre localflock) a gc on
  * another node takes the lock of a live reader's lease. So, as for in-flight markers (marker.c,
  * whose refresh thread and file helpers this shares), the record says the reader's node: a lease
  * of this node is judged by its flock, one of another node is live until its mtime, refreshed

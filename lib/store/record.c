@@ -1,4 +1,4 @@
-/* The writer record (issue 23 G7, issue 24 item 5): who holds the store's LOCK or an in-flight
+/* The writer record: who holds the store's LOCK or an in-flight
  * marker, as "pid N\nhost H\nwhat W\nsince YYYY-MM-DDTHH:MM:SSZ\nnode B\n", node being the boot
  * id (markers and reader leases from another node are judged by age, not flock). Below lock.c,
  * marker.c and lease.c, which write and read it. */

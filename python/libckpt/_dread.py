@@ -308,7 +308,7 @@ def node_key():
 
 
 class _Share:
-    """Replicated entries read once per node (issue 24 item 3b): of the global tensors that every
+    """Replicated entries read once per node: of the global tensors that every
     rank of a node restores whole, each is read (and verified) by one rank of the node, the
     largest first to the least loaded rank so that the node's reads run in parallel, and
     broadcast to the others over the node's gloo group.  Every rank computes the same plan from

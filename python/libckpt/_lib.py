@@ -166,7 +166,7 @@ _OPTIONAL = {
     "ckpt_save_add_tag": (ci, [vp, cp]),
     "ckpt_tag_check": (ci, [cp]),
     "ckpt_store_prune_gc": (ci, [vp, P(Retention), vp, ci, P(P(GcReport))]),
-    # the remote tier (issue 25)
+    # the remote tier
     "ckpt_store_set_remote": (ci, [vp, cp, ctypes.c_uint]),
     "ckpt_store_remote": (cp, [vp]),
     "ckpt_store_push": (ci, [vp, u64, P(RemoteStats), vp, vp]),

@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/python/dcp_bench.py (issue 26: libckpt against DCP's FileSystemWriter and torch.save), in a
+# bench/python/dcp_bench.py (libckpt against DCP's FileSystemWriter and torch.save), in a
 # tiny mode (8 MiB state, 1 run, 1 and 2 gloo ranks) on the torch 2.x virtual environment
 # (tests/python/common.sh, use_torch2; skips without it): it runs, every load it makes holds the
 # saved state bit for bit (the bench exits non-zero otherwise), results.json gets every dcp_* key of

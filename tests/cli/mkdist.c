@@ -41,7 +41,7 @@ struct rank {
 /* Filled before the rank threads start, read-only after: every replica holds the same data. */
 static uint16_t emb[1000 * 320];
 
-static int extra_meta(ckpt_dist_save *d, const char *const *kvs)
+static int extra_meta(ckpt_save *d, const char *const *kvs)
 {
 	for (; *kvs; kvs++) {
 		char key[256];
@@ -49,7 +49,7 @@ static int extra_meta(ckpt_dist_save *d, const char *const *kvs)
 		if (!eq || eq - *kvs >= (long)sizeof key)
 			return -CKPT_E_INVAL;
 		snprintf(key, sizeof key, "%.*s", (int)(eq - *kvs), *kvs);
-		int rc = ckpt_dist_save_set_meta(d, key, eq + 1);
+		int rc = ckpt_save_set_meta(d, key, eq + 1);
 		if (rc)
 			return rc;
 	}
@@ -65,22 +65,26 @@ static int save(struct rank *r, ckpt_store *st)
 		w[i] = (float)((r0 * 6 + i) * 3 + r->g) / 2.0f;
 	ckpt_comm comm = tc_comm(&r->tc);
 	uint64_t gw[2] = {8, 6}, off[2] = {r0, 0}, lw[2] = {r1 - r0, 6}, ge[2] = {1000, 320};
-	ckpt_dist_save *d;
-	int rc = ckpt_dist_save_begin(st, &comm, r->step, &d);
+	ckpt_tensor tw = {.struct_size = sizeof tw, .name = "w", .dtype = CKPT_DTYPE_F32, .ndim = 2,
+			  .shape = lw, .mem = CKPT_MEM_HOST, .data = w, .global_shape = gw,
+			  .offsets = off};
+	ckpt_tensor te = {.struct_size = sizeof te, .name = "emb", .dtype = CKPT_DTYPE_U16,
+			  .ndim = 2, .shape = ge, .mem = CKPT_MEM_HOST, .data = emb, .replica = k,
+			  .nreplicas = n};
+	ckpt_save_options so = {.struct_size = sizeof so, .comm = &comm};
+	ckpt_save *d;
+	int rc = ckpt_save_begin(st, r->step, &so, &d);
 	if (rc)
 		return rc;
 	char v[32];
 	snprintf(v, sizeof v, "%llu", (unsigned long long)r->step);
-	if ((rc = ckpt_dist_save_add_shard(d, "w", CKPT_DTYPE_F32, 2, gw, off, lw, CKPT_MEM_HOST,
-					   w)) ||
-	    (rc = ckpt_dist_save_add_replicated(d, "emb", CKPT_DTYPE_U16, 2, ge, k, n,
-						CKPT_MEM_HOST, emb)) ||
-	    (rc = ckpt_dist_save_set_meta(d, "step", v)) || (rc = extra_meta(d, r->meta)) ||
+	if ((rc = ckpt_save_add(d, &tw)) || (rc = ckpt_save_add(d, &te)) ||
+	    (rc = ckpt_save_set_meta(d, "step", v)) || (rc = extra_meta(d, r->meta)) ||
 	    r->tc.rank == r->abort_rank) {
-		ckpt_dist_save_abort(d);
+		ckpt_save_abort(d);
 		return rc ? rc : -CKPT_E_STATE;
 	}
-	return ckpt_dist_save_commit(d, NULL);
+	return ckpt_save_commit(d, NULL);
 }
 
 static void *rank_main(void *arg)

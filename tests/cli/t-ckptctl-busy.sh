@@ -51,7 +51,7 @@ import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
 st, sv = ctypes.c_void_p(), ctypes.c_void_p()
 ok = lib.ckpt_store_open(sys.argv[2].encode(), None, ctypes.byref(st)) == 0 and \
-    lib.ckpt_save_begin(st, ctypes.c_uint64(9), ctypes.byref(sv)) == 0
+    lib.ckpt_save_begin(st, ctypes.c_uint64(9), None, ctypes.byref(sv)) == 0
 print("held" if ok else "failed", flush=True)
 sys.stdin.readline()
 lib.ckpt_save_abort(sv)

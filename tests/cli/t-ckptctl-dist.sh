@@ -103,7 +103,7 @@ expect "export of it fails (1), naming the key, and writes nothing" \
 	bash -c "test $? -eq 1 && grep -q 'without ckpt\.dist\.world' '$T/err' &&
 		test ! -e '$T/noworld.safetensors'"
 
-# A forged shard table of w that does not tile it (issue 23, G6): rank 1's rows [2, 4) moved to
+# A forged shard table of w that does not tile it: rank 1's rows [2, 4) moved to
 # [3, 5) (over rank 2's, row 2 in none), or a ninth row no shard holds. Both used to verify, and
 # export wrote zeros for the rows no shard held. Now verify reports the layout DAMAGED naming the
 # tensor and exits 1, and export refuses.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ckptctl gc and prune touch only this store's packs (issue 11, F1/F2): the audit's repro (a copy
+# ckptctl gc and prune touch only this store's packs: the audit's repro (a copy
 # of pack 2 named 2.pack made gc remove 00000002.pack and exit 0) and a data directory shared by
 # two stores. The look-alike file is reported and left alone; every checkpoint verifies.
 . tests/cli/lib.sh

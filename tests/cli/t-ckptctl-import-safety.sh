@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# ckptctl import when the input changes underneath (issue 11, F6): a file that shrinks while it is
+# ckptctl import when the input changes underneath: a file that shrinks while it is
 # mapped used to kill ckptctl with SIGBUS (exit 135, no message); now it fails with a message
 # naming the file and commits nothing. A file that grows (no signal) is reported after the commit.
-# Also: --step takes digits only (F11: " 7" was 7), and a file without tensors imports (F10:
-# qsort(NULL, 0), which `make sanitize` reports).
+# Also: --step takes digits only (" 7" was once 7), and a file without tensors imports (it once
+# called qsort(NULL, 0), which `make sanitize` reports).
 . tests/cli/lib.sh
 # The input is resized at the right moment by a hook that only the tests' ckptctl has.
 CKH=$ROOT/$B/tests/hooks/ckptctl

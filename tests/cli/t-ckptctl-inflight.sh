@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ckptctl delete and gc beside a save in flight on another node (issue 24 item 5): a fresh
+# ckptctl delete and gc beside a save in flight on another node: a fresh
 # in-flight marker of another node (STORE/writers/, docs/format.md) spares every unreferenced
 # pack and says which save; once it is older than the grace age (6 h, or --grace) gc removes it
 # and collects.

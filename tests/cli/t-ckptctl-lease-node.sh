@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ckptctl prune and gc beside a reader on another node (issue 24): where flock is node-local, a
+# ckptctl prune and gc beside a reader on another node: where flock is node-local, a
 # reader's lease (STORE/leases/, docs/format.md) looks unlocked from another node; its record
 # names the reader's node, so a fresh lease of another node keeps the packs its checkpoint needs
 # (the messages name the reader) until it is older than the grace age (6 h, or --grace).

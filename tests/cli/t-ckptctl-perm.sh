@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A pack this user may not read (issue 11, F9/F13): export names the pack, not its own output
+# A pack this user may not read: export names the pack, not its own output
 # file, and verify says permission denied, not DAMAGED. As root, ckptctl runs as nobody (root
 # reads any file); skipped where that is not possible.
 . tests/cli/lib.sh

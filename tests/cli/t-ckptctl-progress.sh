@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Progress lines of import, export, verify and gc's compaction, on a terminal (a pseudo-terminal
 # from python3's pty module, tests/cli/ptyrun.py): label, bar, share, bytes, rate and ETA, each
-# drawn over a cleared line, the real total from the first line on (verify drew the stored size
-# first: issue 28), the line cleared at the end, a message (damage, an error) never
+# drawn over a cleared line, the real total from the first line on (verify once drew the stored
+# size first), the line cleared at the end, a message (damage, an error) never
 # written onto a progress line; none when standard error is not a terminal, with --quiet, --json
 # or --no-progress.
 . tests/cli/lib.sh

@@ -1,6 +1,6 @@
 /* A CUDA test double: the part of the CUDA runtime and driver API that libckpt's provider and its
  * tests call, behaving like a GPU where it matters, so that the CUDA path runs in every
- * `make check` on machines without a GPU (issue 12).
+ * `make check` on machines without a GPU.
  *
  * Built as build/tests/lib/libcuda.so.1 (this file: all state, the driver calls and most runtime
  * calls) plus two thin runtimes, libcudart.so.13 and libcudart.so.12 (cudart_stub.c), that need

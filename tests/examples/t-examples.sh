@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The README's C example is examples/quickstart.c, verbatim: the README shows the same text, the
-# file compiles as written (warnings are errors), and it runs: twice on one store (the second run
-# adds the next step), and on a path it cannot create it fails with the library's message.
+# The README's C example is an excerpt of examples/quickstart.c, verbatim: its lines are lines of
+# the file, back to back, so the README cannot drift from the code that is compiled; the file
+# compiles as written (warnings are errors), and it runs: twice on one store (the second run adds
+# the next step), and on a path it cannot create it fails with the library's message.
 set -u
 cd "$(dirname "$0")/../.."
 B=${B:-build}
@@ -9,11 +10,31 @@ fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The first ```c block of the README, without its fences.
+# The first ```c block of the README, without its fences: at least 10 lines, found back to back in
+# the file (the checker is first shown a block that is not, so that this part can fail).
 awk '/^```c$/ {inb=1; next} inb && /^```$/ {exit} inb {print}' README.md > "$tmp/readme.c"
-if ! cmp -s "$tmp/readme.c" examples/quickstart.c; then
-	echo "FAIL: README.md's C example differs from examples/quickstart.c:"
-	diff -u examples/quickstart.c "$tmp/readme.c" | head -20
+excerpt() { # excerpt BLOCK FILE: fails naming the first line of BLOCK that breaks the run
+	python3 - "$1" "$2" <<'PY'
+import sys
+ex = open(sys.argv[1]).read().splitlines()
+src = open(sys.argv[2]).read().splitlines()
+if len(ex) < 10:
+    sys.exit(f"only {len(ex)} lines")
+best = 0
+for i in range(len(src)):
+    k = 0
+    while k < len(ex) and i + k < len(src) and src[i + k] == ex[k]:
+        k += 1
+    best = max(best, k)
+if best < len(ex):
+    sys.exit(f"line {best + 1} of the block is not the next line of {sys.argv[2]}: {ex[best]!r}")
+PY
+}
+{ head -n 12 examples/quickstart.c; echo "	not a line of the file"; } > "$tmp/bad.c"
+excerpt "$tmp/bad.c" examples/quickstart.c 2>/dev/null &&
+	{ echo "FAIL: the excerpt check accepted a line the file lacks"; fail=1; }
+if ! msg=$(excerpt "$tmp/readme.c" examples/quickstart.c 2>&1); then
+	echo "FAIL: README.md's C example is not an excerpt of examples/quickstart.c: $msg"
 	fail=1
 fi
 

@@ -145,7 +145,7 @@ step pipeline-sweep 120 bash -c '
 		rm -rf "$OUT/work/sweep-$t"
 	done'
 # The pipeline's ceiling (a discard I/O engine) against the copy+hash floor at 1, 2, half and all
-# cores (bench/pipe-sweep, issue 13).
+# cores (bench/pipe-sweep).
 step pipe-sweep 90 bash -c '
 	n=$(nproc)
 	"$HERE/bin/pipe-sweep" --dir "$OUT/work" --size "${PIPE_SWEEP_SIZE:-1073741824}" --runs 3 \

@@ -48,13 +48,15 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 1000; i++)
 		data[i] = (unsigned char)(i * 7);
 	uint64_t shape[1] = { 1000 };
+	ckpt_tensor h = { .struct_size = sizeof h, .name = "h", .dtype = CKPT_DTYPE_U8, .ndim = 1,
+			  .shape = shape, .mem = CKPT_MEM_HOST, .data = data };
 	ckpt_save *sv = NULL;
 	int host_ok = 0;
-	if (!ckpt_save_begin(s, 1, &sv) &&
-	    !ckpt_save_add_tensor(sv, "h", CKPT_DTYPE_U8, 1, shape, CKPT_MEM_HOST, data) &&
+	if (!ckpt_save_begin(s, 1, NULL, &sv) && !ckpt_save_add(sv, &h) &&
 	    !ckpt_save_commit(sv, NULL)) {
 		ckpt_reader *r = NULL;
-		if (!ckpt_reader_open(s, 1, &r) && !ckpt_reader_restore(r, 0, CKPT_MEM_HOST, back, 1000))
+		if (!ckpt_reader_open(s, 1, 0, &r) &&
+		    !ckpt_reader_read(r, 0, NULL, CKPT_MEM_HOST, back, 1000))
 			host_ok = !memcmp(data, back, 1000);
 		ckpt_reader_close(r);
 	}
@@ -64,9 +66,11 @@ int main(int argc, char **argv)
 	printf("module_after_host=%d\n", mapped("libckpt-cuda"));
 	/* A CUDA tensor: accepted when a device is there, else refused with the reason. */
 	sv = NULL;
-	rc = ckpt_save_begin(s, 2, &sv);
+	rc = ckpt_save_begin(s, 2, NULL, &sv);
 	if (!rc) {
-		rc = ckpt_save_add_tensor(sv, "d", CKPT_DTYPE_U8, 1, shape, 0, (void *)0x10000);
+		ckpt_tensor d = { .struct_size = sizeof d, .name = "d", .dtype = CKPT_DTYPE_U8,
+				  .ndim = 1, .shape = shape, .mem = 0, .data = (void *)0x10000 };
+		rc = ckpt_save_add(sv, &d);
 		printf("cuda_add=%d\ncuda_reason=%s\n", rc, rc ? ckpt_errmsg() : "");
 		ckpt_save_abort(sv);
 	} else {

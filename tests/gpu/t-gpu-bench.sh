@@ -1,5 +1,5 @@
 #!/bin/sh
-# gpu_bench against the CUDA test double, small (issue 27, C2 and item 4): it runs to the end, its
+# gpu_bench against the CUDA test double, small: it runs to the end, its
 # restored bytes match, and its JSON has every figure the GPU bundle's summary quotes, among them
 # the trainer stream's stall for a state four times the pool ("save_over_pool"). Only against the
 # double (a GPU machine runs it from the bundle, full size).

@@ -33,7 +33,7 @@ grep -q '"ceiling_save_gbps"' "$out/r/pipe-sweep.json" 2>/dev/null ||
 	{ echo "FAIL: no pipe-sweep result"; fail=1; }
 grep -q '^gpu_bench.json\|^pipe-sweep.json' "$out/r/summary.txt" ||
 	{ echo "FAIL: the summary quotes no figures"; fail=1; }
-# Where nvidia-smi lists a GPU, a GPU step that skips is a failure (issue 27, C3): a fake
+# Where nvidia-smi lists a GPU, a GPU step that skips is a failure: a fake
 # nvidia-smi listing one, the GPU steps only (they skip here: no CUDA runtime in the bundle).
 mkdir -p "$out/fakebin"
 printf '#!/bin/sh\n[ "$1" = -L ] && echo "GPU 0: NVIDIA H200 (UUID: GPU-0)"\nexit 0\n' >"$out/fakebin/nvidia-smi"

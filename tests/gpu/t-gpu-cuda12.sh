@@ -1,5 +1,5 @@
 #!/bin/sh
-# The CUDA provider on a CUDA 12 driver (issue 12, defect 3): with the test double answering as a
+# The CUDA provider on a CUDA 12 driver: with the test double answering as a
 # 12.2 driver, libcudart.so.13 finds no device ("insufficient driver") and the provider must take
 # libcudart.so.12, which has no cudaStreamGetDevice (added in 12.8). Runs t-gpu so. Only against
 # the double: on a GPU machine the real driver decides.
@@ -18,7 +18,7 @@ grep -q 'runtime libcudart.so.12 (12020)' "$out" || { echo "FAIL: the CUDA 12 ru
 # A process that already holds the CUDA 12 runtime (torch built for CUDA 12) on a CUDA 13
 # driver: the provider takes that runtime instead of loading libcudart.so.13 beside it
 # (t-gpu-order checks that only one runtime is loaded). Without cudaStreamGetDevice the provider
-# asks the driver for a stream's device (issue 27, C6): t-gpu-order's two-writer-streams case
+# asks the driver for a stream's device: t-gpu-order's two-writer-streams case
 # fails here when it guesses the current device (the double refuses an event of another device).
 [ -x "$B/tests/bin/t-gpu-order" ] || { echo "FAIL: t-gpu-order not built"; exit 1; }
 rc=0

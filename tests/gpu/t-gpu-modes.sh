@@ -1,5 +1,5 @@
 #!/bin/sh
-# The GPU tests against the CUDA test double in its other modes (issue 27, item 2): eager (work
+# The GPU tests against the CUDA test double in its other modes: eager (work
 # runs as soon as it is queued, the order a fast GPU gives, where the default lazy mode runs it
 # only when something needs it) and a one-device machine (make check's default is two). t-gpu
 # and t-gpu-order must pass in each; on one device the two-device cases say they are skipped.

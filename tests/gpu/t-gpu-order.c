@@ -1,4 +1,4 @@
-/* The CUDA provider's ordering and memory rules (issue 12), one case per defect the issue lists:
+/* The CUDA provider's ordering and memory rules, one case per way they can be broken:
  * compressed restore into the GPU (staging overflow), the fence does not block the CPU even when
  * the state is larger than the pool, tensors on two devices each fenced on their own stream, a
  * device pointer declared as host memory, a retried submit, the pool's memory kind after a
@@ -136,7 +136,7 @@ static void fill_half_entropy(uint8_t *p, size_t n, uint64_t seed)
 		p[i] &= 0x0f;
 }
 
-/* Defect 1: restoring zstd records into device memory decoded a whole read group (bounded by its
+/* Restoring zstd records into device memory decoded a whole read group (bounded by its
  * size on disk) into a staging buffer of the read buffer's size. */
 static void test_compressed(const char *dir)
 {
@@ -184,7 +184,7 @@ static void gate_set(int open)
 	pthread_mutex_unlock(&gate_mu);
 }
 
-/* Defect 2: the fence returns while no copy can have run (the trainer's stream is held, and the
+/* The fence returns while no copy can have run (the trainer's stream is held, and the
  * copies are ordered after it), with a state 8 times the pool. A fence that blocks the CPU never
  * returns here; the alarm turns that hang into a failure. */
 static void test_fence_nonblocking(const char *dir)
@@ -232,7 +232,7 @@ static void test_fence_nonblocking(const char *dir)
 	ckpt_store_close(s);
 }
 
-/* Defect 11: tensors on two devices in one save, each device's trainer stream fenced. */
+/* Tensors on two devices in one save, each device's trainer stream fenced. */
 static void test_two_devices(const char *dir)
 {
 	if (ndev < 2) {
@@ -279,7 +279,7 @@ static void test_two_devices(const char *dir)
 	ckpt_store_close(s);
 }
 
-/* Defect 8: tensors on two devices, each written by its own trainer stream (held until the test
+/* Tensors on two devices, each written by its own trainer stream (held until the test
  * opens the gate): save1_after_stream on both streams orders each copy after its writer. The
  * library's workers wait for their own copies without cudaStreamSynchronize on shared streams. */
 static void test_two_writer_streams(const char *dir)
@@ -349,7 +349,7 @@ static void test_two_writer_streams(const char *dir)
 	ckpt_store_close(s);
 }
 
-/* Defect 10: device memory declared as host memory (or as another device's) is refused; the
+/* Device memory declared as host memory (or as another device's) is refused; the
  * library must not touch it with memcpy (the double faults then, as a GPU would). */
 static void test_wrong_memory_type(const char *dir)
 {
@@ -391,7 +391,7 @@ static void test_wrong_memory_type(const char *dir)
 	ckpt_store_close(s);
 }
 
-/* Defect 7: a submit that failed (here: the stream could not be created, by the double's error
+/* A submit that failed (here: the stream could not be created, by the double's error
  * injection) can be retried; the retry saves the right bytes once. */
 static void test_resubmit(const char *dir)
 {
@@ -461,7 +461,7 @@ static int resubmit_at(ckpt_store *s, uint64_t step, long k, void *d, cudaStream
 	return rc != 0;
 }
 
-/* Issue 27, C1: a submit failing at any CUDA call of its path (stream, event, wait, pool
+/* A submit failing at any CUDA call of its path (stream, event, wait, pool
  * registration), then retried, saves the trainer's last write, never older bytes. */
 static void test_resubmit_order(const char *dir)
 {
@@ -520,7 +520,7 @@ static void *dst_dev0(size_t index, const ckpt_tensor_info *info, int *mem, void
 	return out[index];
 }
 
-/* Issue 27, C5: a CUDA restore keeps the copies of several read groups in flight while the next
+/* A CUDA restore keeps the copies of several read groups in flight while the next
  * groups are read and decoded (a ring of pinned staging buffers, each copy waited for by an event
  * only when its buffer comes round again), never synchronizes a whole stream per group, and
  * restore_all's threads give their staging back to the store instead of freeing it. */
@@ -564,7 +564,7 @@ static void test_restore_overlap(const char *dir)
 	ckpt_store_close(s);
 }
 
-/* Issue 27, item 3: reader1_after_stream: the caller's stream still has a write of the
+/* reader1_after_stream: the caller's stream still has a write of the
  * destination queued (the trainer's last use of the buffer); the restore's copies follow it, so
  * the restored bytes are what remains, without the caller synchronizing its stream first. */
 static void test_reader_after_stream(const char *dir)
@@ -596,7 +596,7 @@ static void test_reader_after_stream(const char *dir)
 	ckpt_store_close(s);
 }
 
-/* Issue 27, the double's per-thread default stream: the caller orders a restore_all after
+/* The double's per-thread default stream: the caller orders a restore_all after
  * cudaStreamPerThread, which names its own thread's stream. restore_all's copies run on worker
  * threads, whose cudaStreamPerThread is another stream: the ordering must be made on the
  * caller's thread (the write it queued on its per-thread stream lands before the restore). */
@@ -628,7 +628,7 @@ static void test_per_thread_stream(const char *dir)
 	ckpt_store_close(s);
 }
 
-/* Defect 5: a host-only first save does not fix the pool to pageable memory; the pool costs at
+/* A host-only first save does not fix the pool to pageable memory; the pool costs at
  * most one pinned allocation, not one per slab. */
 static void test_pool_kind(const char *dir)
 {
@@ -661,8 +661,8 @@ static void test_pool_kind(const char *dir)
 	       allocs);
 	CHECK(pageable == 0);
 	CHECK(allocs <= 1);
-	/* Defect 6: restores through one reader allocate their pinned staging once: a buffer for
-	 * pieces and the ring of groups in flight (issue 27, C5). The staging is the store's: a
+	/* Restores through one reader allocate their pinned staging once: a buffer for
+	 * pieces and the ring of groups in flight. The staging is the store's: a
 	 * second reader allocates none, and nothing is freed before the store closes (cudaFreeHost
 	 * synchronizes the device under a trainer running beside the restore). */
 	allocs = dbl_count("cudadouble_host_allocs");
@@ -736,9 +736,9 @@ static void *fresh_thread_add(void *arg)
 	return NULL;
 }
 
-/* Defect 4, in a fresh process (this program run again with "only-dev1 DIR"): a process that uses
+/* In a fresh process (this program run again with "only-dev1 DIR"): a process that uses
  * only device 1 restores (restore_all, on worker threads without a context) and saves, adding
- * tensors from a thread without a context too (issue 27, C7: the pointer query there used to
+ * tensors from a thread without a context too (the pointer query there used to
  * create device 0's context); no context may appear on device 0. */
 static int child_only_dev1(const char *dir)
 {
@@ -797,7 +797,7 @@ static void test_unused_device(const char *dir, const char *self)
 	run_child(self, "only-dev1", dir, NULL, NULL, "using device 1 only");
 }
 
-/* Issue 27, C4, in a fresh process (this program run again with "host-fence DIR", before it
+/* In a fresh process (this program run again with "host-fence DIR", before it
  * loads a runtime itself): the fence of a host-only save is its snapshot; it loads neither the
  * CUDA module (nor, through it, a runtime and the driver). */
 static int child_host_fence(const char *dir)
@@ -828,7 +828,7 @@ static void test_host_fence(const char *dir, const char *self)
 	run_child(self, "host-fence", dir, NULL, NULL, "fencing a host-only save");
 }
 
-/* Issue 27, C8, in a fresh process with CUDADOUBLE_NO_MEMOPS=1 (this program run again with
+/* In a fresh process with CUDADOUBLE_NO_MEMOPS=1 (this program run again with
  * "no-memops DIR"): without stream memory operations the fence waits on the calling thread for
  * the snapshot, never parking a CUDA callback thread in a host function (which would hold back
  * the trainer's own host functions of every stream); the trainer's writes after the fence do not
@@ -877,7 +877,7 @@ static void test_no_memops(const char *dir, const char *self)
 		  "without stream memory operations");
 }
 
-/* Issue 27, the double's asynchronous and sticky errors, in a fresh process (this program run
+/* The double's asynchronous and sticky errors, in a fresh process (this program run
  * again with "async-error DIR"): a copy of a device save fails on the device after the call
  * that queued it succeeded. The save must fail, naming CUDA, leave nothing visible, and keep the
  * earlier checkpoint restorable (into host memory: CUDA answers nothing but the error now). */
@@ -997,7 +997,7 @@ int main(int argc, char **argv)
 	}
 	printf("CUDA runtime %s, %d device(s)%s\n", t_cudart_name, ndev,
 	       dbl("cudadouble_fail") ? " (the CUDA test double)" : "");
-	/* Defect 3: the provider uses the runtime already in the process, never a second one. */
+	/* The provider uses the runtime already in the process, never a second one. */
 	if (dbl("cudadouble_runtimes")) {
 		int (*nrt)(void);
 		void *sym = dbl("cudadouble_runtimes");

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The GPU tests under ThreadSanitizer (issue 27, item 2): t-gpu and t-gpu-order, built with
+# The GPU tests under ThreadSanitizer: t-gpu and t-gpu-order, built with
 # -fsanitize=thread in their own tree ($B/tsan-gpu: the library, the CUDA module and the CUDA test
 # double), run against the double. A data race or a lock-order inversion fails the test (TSan
 # reports "WARNING: ThreadSanitizer" and exits 66). Skips in a sanitizer build (it is one

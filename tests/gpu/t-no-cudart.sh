@@ -27,7 +27,7 @@ fi
 if [ -e "$mod" ]; then
 	mneeded=$(readelf -d "$mod" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 	echo "$mod NEEDED: $(echo $mneeded)"
-	# It loads libcudart 12 or 13 at run time (issue 12, defect 3): linking one at build time
+	# It loads libcudart 12 or 13 at run time: linking one at build time
 	# would fix the CUDA major version and the build machine's rpath.
 	echo "$mneeded" | grep -q '^libcudart\.so' && { echo "FAIL: $mod links libcudart"; fail=1; }
 	readelf -d "$mod" | grep -qE 'R(UN)?PATH' && { echo "FAIL: $mod has an rpath"; fail=1; }

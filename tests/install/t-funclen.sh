@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# No function of lib/, cli/ or python/ is longer than 100 lines (issue 10, item 2; issue 22), as
+# No function of lib/, cli/ or python/ is longer than 100 lines, as
 # tools/funclen.sh counts them; the tests' table-driven cases may be longer. No file of lib/ is
-# longer than 800 lines (issue 22). The counter is first checked on a known long C function and a
+# longer than 800 lines. The counter is first checked on a known long C function and a
 # known long Python one, so that this test can fail.
 set -u
 cd "$(dirname "$0")/../.."

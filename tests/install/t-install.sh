@@ -36,11 +36,14 @@ int main(int argc, char **argv)
 	ckpt_options_free(o);
 	float x[3] = {1, 2, 3}, y[3] = {0};
 	uint64_t shape[1] = {3};
+	ckpt_tensor t = {.struct_size = sizeof t, .name = "x", .dtype = CKPT_DTYPE_F32, .ndim = 1,
+			 .shape = shape, .mem = CKPT_MEM_HOST, .data = x};
 	ckpt_save *sv;
-	if (ckpt_save_begin(s, 1, &sv) || ckpt_save_add_tensor(sv, "x", CKPT_DTYPE_F32, 1, shape, CKPT_MEM_HOST, x) ||
+	if (ckpt_save_begin(s, 1, NULL, &sv) || ckpt_save_add(sv, &t) ||
 	    ckpt_save_commit(sv, NULL)) { fprintf(stderr, "%s\n", ckpt_errmsg()); return 1; }
 	ckpt_reader *r;
-	if (ckpt_reader_open(s, CKPT_STEP_LATEST, &r) || ckpt_reader_restore(r, 0, CKPT_MEM_HOST, y, sizeof y))
+	if (ckpt_reader_open(s, CKPT_STEP_LATEST, 0, &r) ||
+	    ckpt_reader_read(r, 0, NULL, CKPT_MEM_HOST, y, sizeof y))
 		return 1;
 	ckpt_reader_close(r);
 	ckpt_store_close(s);

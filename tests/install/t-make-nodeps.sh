@@ -1,6 +1,6 @@
 #!/bin/sh
-# The README's commands on a machine that has the CUDA toolkit but none of the -dev packages yet
-# (issue 28): make must read its files without asking pkg-config, so that `make demo` / `make
+# The README's commands on a machine that has the CUDA toolkit but none of the -dev packages yet:
+# make must read its files without asking pkg-config, so that `make demo` / `make
 # check` reach their first step (tools/install-deps.sh). A fake toolkit (its one header the build
 # looks for) makes every CUDA fragment active; PKG_CONFIG_LIBDIR pointing at an empty folder hides
 # every .pc file. The steps that do need the flags must still stop with the missing file's name.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# No file of the tree depends on another in a circle (issue 10, item 1; issue 22): the graphs are
+# No file of the tree depends on another in a circle: the graphs are
 # computed from the object files (a file that uses a symbol another defines depends on it) and from
 # the Python imports (tools/pyimports.py), and each must be acyclic:
 #   - lib/, its files (build/obj/lib/FOLDER/FILE.o), the same in the tests' build (build/obj/hooks),

@@ -1,6 +1,8 @@
 # Sourced by the MPI tests (tests/mpi/t-*.sh, POSIX sh): skips (exit 77) without Open MPI, sets
 # the environment for mpirun on one machine, and mpi_build SRC OUT compiles a test program with
-# mpicc against the test library (CKPT_DIST_KILL_AT and the other test hooks).
+# mpicc against the test library (CKPT_DIST_KILL_AT and the other test hooks). -Ilib: the
+# scenario the programs share with the unit tests (tests/unit/t-dist-scen.h) includes the
+# library's internal header, as the unit tests' helpers do.
 # Debian: openmpi-bin libopenmpi-dev (tools/deps.d/mpi.test).
 B=${B:-build}
 command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 ||
@@ -26,7 +28,7 @@ mpi_tmpdir() { # DIR
 	export OMPI_MCA_orte_tmpdir_base="$1" OMPI_MCA_btl_vader_backing_directory="$1"
 }
 mpi_build() { # SRC OUT
-	mpicc -std=gnu11 -D_GNU_SOURCE -O1 -Iinclude -Itests/unit "$1" "$tlib" \
+	mpicc -std=gnu11 -D_GNU_SOURCE -O1 -Iinclude -Ilib -Itests/unit "$1" "$tlib" \
 		$(pkg-config --libs liburing libzstd libxxhash libcurl) -lpthread -ldl -o "$2" ||
 		{ echo "FAIL: mpicc $1"; exit 1; }
 }

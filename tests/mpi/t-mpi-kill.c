@@ -11,7 +11,7 @@
  *                     parent mpirun, the job's session);
  *   ready N           all N ranks are up, the saves begin;
  *   begin S           rank 0 is about to begin step S;
- *   committed S       ckpt_dist_save_commit returned 0 on rank 0;
+ *   committed S       ckpt_save_commit returned 0 on rank 0;
  *   failed S MSG      the save of S failed on rank 0 (the job then stops, exit 1);
  *   restored S ok     every rank restored CHECK step S exactly (or "restored S FAILED");
  *   done              every save committed and every check passed.
@@ -49,7 +49,7 @@ static void report(const char *fmt, ...)
 static int save_loop(ckpt_store *s, const ckpt_comm *c, uint64_t first, uint64_t count)
 {
 	for (uint64_t step = first; step < first + count; step++) {
-		ckpt_stats st;
+		ckpt_stats st = {.struct_size = sizeof st};
 		if (c->rank == 0)
 			report("begin %llu", (unsigned long long)step);
 		int rc = scen_save(s, c, step, &st);

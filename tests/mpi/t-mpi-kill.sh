@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Multi-rank kill test (issue 23): T_MPI_KILL_ROUNDS rounds (default 12) on one store. In each,
+# Multi-rank kill test: T_MPI_KILL_ROUNDS rounds (default 12) on one store. In each,
 # a job of 2 to 4 ranks (tests/mpi/t-mpi-kill.c) saves steps in a loop, and at a random time of
 # it one SIGKILL hits a random rank other than 0, rank 0 (the coordinator) or mpirun (the
 # launcher), in turn. Then a fresh job of another size re-saves the killed step (at random every

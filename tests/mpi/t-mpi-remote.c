@@ -1,4 +1,4 @@
-/* The node-loss drill of a 4-rank checkpoint under Open MPI (issue 25), run by
+/* The node-loss drill of a 4-rank checkpoint under Open MPI, run by
  * tests/mpi/t-mpi-remote.sh:
  *   t-mpi-remote STORE save STEP URL   every rank saves its shards (t-dist-scen.h); every rank's
  *                                      handle uploads its own packs in the background, rank 0
@@ -51,21 +51,22 @@ int main(int argc, char **argv)
 	ckpt_options_free(o);
 	MPI_Barrier(MPI_COMM_WORLD); /* rank 0's uploads see the store every rank opened */
 	unsigned flags = save ? CKPT_REMOTE_UPLOAD : 0;
+	ckpt_remote *rm = NULL;
 	if (!rc)
-		rc = ckpt_store_set_remote(s, argv[4], flags);
+		rc = ckpt_remote_open(s, argv[4], flags, &rm);
 	long bad = rc != 0;
 	if (rc) {
 		fprintf(stderr, "rank %d: open %s with %s: %s\n", cm.comm.rank, argv[1], argv[4],
 			ckpt_errmsg());
 	} else if (save) {
-		ckpt_stats st;
+		ckpt_stats st = {.struct_size = sizeof st};
 		if ((rc = scen_save(s, &cm.comm, step, &st)) ||
-		    (!stalled(cm.comm.rank) && (rc = ckpt_store_wait_uploaded(s, step, 60000)))) {
+		    (!stalled(cm.comm.rank) && (rc = ckpt_remote_wait(rm, step, 60000)))) {
 			fprintf(stderr, "rank %d: save %s: %s\n", cm.comm.rank, argv[3], ckpt_errmsg());
 			bad = 1;
 		} else if (!stalled(cm.comm.rank)) {
-			int state = ckpt_store_upload_state(s, step);
-			ckpt_remote_stats up;
+			int state = ckpt_remote_state(rm, step);
+			ckpt_remote_stats up = {.struct_size = sizeof up};
 			tier_upload_stats(s, &up);
 			printf("step %s: rank %d put %llu packs (%s)\n", argv[3], cm.comm.rank,
 			       (unsigned long long)up.packs_sent,

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The node-loss drill of a 4-rank checkpoint under Open MPI (issue 25, tests/mpi/t-mpi-remote.c):
+# The node-loss drill of a 4-rank checkpoint under Open MPI (tests/mpi/t-mpi-remote.c):
 # mpirun -np 4 saves three steps, every rank uploading its own packs in the background after the
 # global commit and rank 0 the manifest last; on a directory remote each rank's handle must have
 # put exactly the packs of its own id range, and no pack is put twice. At step 1 rank 3's share

@@ -231,7 +231,7 @@ run persist N persist --rules "$T/rules/60-nvmetune.rules"; expect_rc persist 0
 expect_out persist "kernel parameters to add (e.g. GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub): nvme_core.default_ps_max_latency_us=0 pcie_aspm=off"
 cp "$T/rules/60-nvmetune.rules" "$T/persist_rules.out"; golden persist_rules
 # A symbolic link planted at the temporary name the rules file was once written under (PATH.tmpPID;
-# exec keeps the pid) is not written through: this runs as root, in /etc (issue 11, F4).
+# exec keeps the pid) is not written through: this runs as root, in /etc.
 echo precious > "$T/victim"
 run persist_planted bash -c 'ln -s "$1" "$2.tmp$$" && shift 2 && exec "$@"' _ "$T/victim" \
 	"$T/rules/planted.rules" "$BIN" --sysfs-root "$S" --dev-root "$F/dev" --proc-root "$F/proc" \
@@ -244,7 +244,7 @@ mask_time() { sed -E 's/[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z/@TIME@/g' "$1"; }
 cmp -s <(mask_time "$T/rules/planted.rules") <(mask_time "$T/rules/60-nvmetune.rules") && ok ||
 	bad "persist_planted: rules differ"
 # A serial holding udev pattern characters is not matched as a pattern (it would match other
-# drives): the rule falls back to the kernel name (issue 11, F7).
+# drives): the rule falls back to the kernel name.
 for sn in 'FAKE*' 'FAKESN00?' 'FAKESN00[0-9]' 'FAKESN000|FAKESN004'; do
 	printf '%s\n' "$sn" > "$S/class/nvme/nvme0/serial"
 	run persist_glob N persist --dry-run --rules "$T/glob.rules"; expect_rc persist_glob 0
@@ -350,7 +350,7 @@ grep -qx 'store_path = /mnt/ckpt' "$T/libckpt.conf" && grep -qx '# mine' "$T/lib
 	[ "$(grep -c '^$' "$T/libckpt.conf")" = 1 ] && ok || bad "bench dropped unrelated config lines: $(cat "$T/libckpt.conf")"
 [ "$(grep -c '^io_queue_depth = ' "$T/libckpt.conf")" = 1 ] && grep -qE '^io_size_bytes = [0-9]+$' "$T/libckpt.conf" &&
 	grep -qE "^# nvmetune bench at .* for $T/benchdir: best write" "$T/libckpt.conf" && ok || bad "bench config: $(cat "$T/libckpt.conf")"
-# A directory name holding a newline adds no line to the config (issue 11, F12).
+# A directory name holding a newline adds no line to the config.
 nl_dir="$T/bench"$'\n'"io_size_bytes = 7"
 mkdir -p "$nl_dir"
 run bench_nl N bench --size 4M --config "$T/libckpt-nl.conf" "$nl_dir"; expect_rc bench_nl 0
@@ -359,8 +359,8 @@ run bench_nl N bench --size 4M --config "$T/libckpt-nl.conf" "$nl_dir"; expect_r
 	bad "bench: a newline in the directory name reached the config: $(cat "$T/libckpt-nl.conf")"
 run bench_dev N bench --size 4M --no-config /dev/nvme3n1; expect_rc bench_dev 6
 # A disk whose protective MBR and primary GPT were wiped still has its backup GPT in the last
-# sector (wipefs sees it, libblkid's safe probe does not): bench and raid create refuse it too
-# (issue 11, F8). nvme4n1 is blank again afterwards.
+# sector (wipefs sees it, libblkid's safe probe does not): bench and raid create refuse it too.
+# nvme4n1 is blank again afterwards.
 truncate -s 64M "$F/dev/nvme4n1" && python3 tests/nvmetune/mkgpt.py "$F/dev/nvme4n1" --backup-only
 run bench_gpt N bench --size 4M --no-config /dev/nvme4n1; expect_rc bench_gpt 6
 expect_out bench_gpt "nvmetune: bench: @ROOT@/dev/nvme4n1: refused: carries a signature only a full probe finds (gpt at offset 67108352; wipefs lists it)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# nvmetune raid create / assemble on a kernel without md, with the real roots (issue 28): refused
+# nvmetune raid create / assemble on a kernel without md, with the real roots: refused
 # before mdadm runs with "this kernel has no md driver", naming what was looked at (a dry run
 # prints its plan with that as a warning), and nothing is made: no /dev/mdN node or md device appears, mdadm and modprobe never
 # run (stand-ins on PATH record any call; the real mdadm would make /dev/md0 and fail). Members are

@@ -1,4 +1,4 @@
-"""Runs the Python programs of README.md and python/README.md exactly as written (each is the
+"""Runs the Python programs of docs/guide.md and python/README.md exactly as written (each is the
 ```python block right after a "<!-- tested: tests/python/check_readme.py" line), in fresh
 processes: once for 30 steps, and once stopped after 20 steps and run again to 30 against a
 freshly built model and optimizer.  Both must end with bit-identical checkpoints.
@@ -89,7 +89,7 @@ def iter_tensors(x):
 def main():
     tmp = tempfile.mkdtemp(prefix="libckpt-readme-")
     try:
-        for path in ("README.md", "python/README.md"):
+        for path in ("docs/guide.md", "python/README.md"):
             for i, code in enumerate(blocks(path)):
                 if "restore(" not in code:
                     sys.exit(f"FAIL: {path} block {i + 1} does not resume")

@@ -16,7 +16,7 @@ CKPT_LIBRARY=$(cd "$(dirname "$LIB")" && pwd)/$(basename "$LIB")
 export CKPT_LIBRARY
 export PYTHONDONTWRITEBYTECODE=1
 
-# The torch 2.x virtual environment (tools/venv.sh, from tools/deps.d/torch2.test.venv; README.md):
+# The torch 2.x virtual environment (tools/venv.sh, from tools/deps.d/torch2.test.venv; docs/guide.md):
 # $LIBCKPT_TORCH_VENV, default ~/.cache/libckpt/torch2-venv. use_torch2 points PY at its python,
 # or skips (77) naming the command that makes it.
 TORCH2_VENV=${LIBCKPT_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/libckpt/torch2-venv}

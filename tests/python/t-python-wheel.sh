@@ -1,5 +1,5 @@
 #!/bin/sh
-# The Python package installs like one (issue 28, item 2), offline (--no-index), with pip's
+# The Python package installs like one, offline (--no-index), with pip's
 # default build isolation, in fresh virtual environments, used from another directory with
 # neither CKPT_LIBRARY nor PYTHONPATH:
 #   1. `pip install ./python` builds and carries libckpt.so.0 (and the CUDA provider, loaded from

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The DCP example as the docs show it (torch 2.x venv; tests/python/t-python-dcp-example.sh):
-the python blocks of python/README.md ("DCP") and README.md marked as excerpts of
+the python blocks of python/README.md ("DCP") and docs/guide.md marked as excerpts of
 examples/dcp_fsdp2.py are lines of that file, in order; the file runs as written on 2 gloo ranks
 (FSDP2 training while dcp.async_save runs), stopped at step 10 and run again to 20, and its
 checkpoint of step 20 holds the same tensors as an uninterrupted run's."""
@@ -34,7 +34,7 @@ def excerpts():
     """Every marked block is an excerpt: each of its lines (but '...') is a line of the example."""
     lines = [ln.strip() for ln in open(EXAMPLE, encoding="utf-8")]
     n = 0
-    for doc in ("python/README.md", "README.md"):
+    for doc in ("python/README.md", "docs/guide.md"):
         text = open(os.path.join(ROOT, doc), encoding="utf-8").read()
         blocks = re.findall(re.escape(MARK) + r"[^\n]*\n```python\n(.*?)\n```", text, re.S)
         assert blocks, f"{doc}: no ```python block after a '{MARK}' line"
@@ -44,7 +44,7 @@ def excerpts():
                 assert not ln or ln == "..." or ln in lines, \
                     f"{doc}: {ln!r} is not a line of examples/dcp_fsdp2.py"
             n += 1
-    print(f"ok: the {n} DCP blocks of the READMEs are lines of examples/dcp_fsdp2.py")
+    print(f"ok: the {n} DCP blocks of the docs are lines of examples/dcp_fsdp2.py")
 
 
 def run(store, steps, world=2):

@@ -541,7 +541,7 @@ def check_load(store):
 
 
 def check_mesh(store):
-    """Each of the two holders of a box of the mesh tensor saved half of it (issue 24, item 3)."""
+    """Each of the two holders of a box of the mesh tensor saved half of it."""
     p = subprocess.run([os.path.join(ROOT, os.environ.get("B", "build"), "bin", "ckptctl"),
                         "show", store, "1", "--json"], capture_output=True, text=True)
     assert p.returncode == 0, f"ckptctl show failed (exit {p.returncode}): {p.stderr.strip()}"
@@ -574,10 +574,10 @@ def check_export(store, tmp):
 
 
 def check_bad_shapes(store, tmp):
-    """Absurd shard shapes (issue 23, G10) are libckpt errors naming the tensor and dimension, on
+    """Absurd shard shapes are libckpt errors naming the tensor and dimension, on
     save (InvalidArgumentError) and on load (CorruptError, before anything is allocated), where
     they were Python's ValueError or torch's RuntimeError (or wrapped silently by ctypes); and a
-    shard table that does not tile its tensor (G6) fails the load instead of giving zeros."""
+    shard table that does not tile its tensor fails the load instead of giving zeros."""
     import shutil
     import torch
     import libckpt

@@ -511,7 +511,7 @@ class Retention(Base):
 
 @unittest.skipUnless(L.has("ckpt_save_add_tag"), "this libckpt has no tags")
 class Tags(Base):
-    """Tags from Python (issue 28): save(tags=), listings, prune(keep_tags=), CheckpointManager."""
+    """Tags from Python: save(tags=), listings, prune(keep_tags=), CheckpointManager."""
 
     def test_save_list_info(self):
         self.store.save({"a": torch.ones(4)}, 1, tags=["best", "epoch-1"])
@@ -607,7 +607,7 @@ class Tags(Base):
 
 
 class OneWriter(Base):
-    """A second CheckpointManager on a store (issue 23, G7): refused with a BusyError naming the
+    """A second CheckpointManager on a store: refused with a BusyError naming the
     first writer, or waiting for it with lock_wait.  The first writer is another process holding
     a save open until told to commit (pipes, no sleeps)."""
 
@@ -668,9 +668,9 @@ class OneWriter(Base):
 
 @unittest.skipUnless(L.has("ckpt_store_prune"), "this libckpt has no prune/gc")
 class LatestOpenedOnce(Base):
-    """load('latest') and restore('latest') resolve and open the checkpoint in one C open (issue
-    23, G8): a keep-newest prune run right after that open (through the binding's own calls,
-    not a timed race) must not make them fail.  Opened again by the step it resolved to, the
+    """load('latest') and restore('latest') resolve and open the checkpoint in one C open: a
+    keep-newest prune run right after that open (through the binding's own calls, not a timed
+    race) must not make them fail.  Opened again by the step it resolved to, the
     checkpoint would be gone: a reader keeps its packs, not its manifest."""
 
     MKDIST = os.path.join(ROOT, "build", "tests", "bin", "mkdist")

@@ -1,5 +1,5 @@
 """Store.load places host tensors of 1 MiB and more where libckpt restores raw chunks straight
-into them (issue 13): CKPT_RESTORE_DIRECT_OFFSET (64) bytes past a 4 KiB boundary, torch tensors
+into them: CKPT_RESTORE_DIRECT_OFFSET (64) bytes past a 4 KiB boundary, torch tensors
 and numpy arrays alike, with the same dtype, shape and bytes, each its own memory; small ones
 are allocated as before.
 

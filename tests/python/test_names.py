@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tensor names as PyTorch writes them (issue 26 item 5): a state_dict key is a dotted path.
+"""Tensor names as PyTorch writes them: a state_dict key is a dotted path.
 
 - A module's state_dict under "model" gives the names "model.fc1.weight", exactly DCP's FQNs, in
   Store.tensors(); load(keys=) takes any dotted prefix, matched on whole components

@@ -1,4 +1,4 @@
-"""The remote tier in Python (issue 25): Store(path, remote=...) uploads in the background,
+"""The remote tier in Python: Store(path, remote=...) uploads in the background,
 upload_state/wait_uploaded tell when a checkpoint is there, push/pull/remote_steps; the node-loss
 drill (local store deleted, Store(new_path, remote=...) binds to the remote's store, pull, load
 bit-identical); CheckpointManager(..., remote=...) on a replacement node restores the latest.

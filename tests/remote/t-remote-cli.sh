@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ckptctl push, pull and list --remote (issue 25): push sends only what the remote lacks (a second
+# ckptctl push, pull and list --remote: push sends only what the remote lacks (a second
 # push sends nothing); list shows where each checkpoint is (local / remote / remote-only, text and
 # --json); after the store is deleted, pull creates it again bound to the remote's store and
 # restores the checkpoint (verify, export byte-identical); bad input and a damaged remote object

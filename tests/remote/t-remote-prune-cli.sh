@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ckptctl prune --remote takes every rule of a local prune with the same meaning (issue 25): eight
+# ckptctl prune --remote takes every rule of a local prune with the same meaning: eight
 # checkpoints whose manifests record chosen commit times (CKPT_TEST_COMMIT_TIME, through ckptctl
 # built with the test hooks) and tags, pushed; for each rule the remote dry run (--json) removes
 # exactly what the local dry run removes and keeps the expected steps; text output names each

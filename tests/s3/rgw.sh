@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real S3 endpoint for the tests: a single-node Ceph (1 mon, 1 OSD on memstore, radosgw/beast; no
-# mgr, no systemd) in a scratch directory, on free ports of 127.0.0.1 (issue 25, item 6).
+# mgr, no systemd) in a scratch directory, on free ports of 127.0.0.1.
 #
 # Sourced by a test (bash):
 #   . tests/s3/rgw.sh

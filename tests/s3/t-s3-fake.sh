@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The S3 backend against tests/s3/fakes3.py, a small server that injects what radosgw will not
-# do on demand (issue 25, item 5): 503, 429 and SlowDown answers and dropped connections that must
+# do on demand: 503, 429 and SlowDown answers and dropped connections that must
 # be retried with backoff, short bodies, a Range ignored, a multipart completion that fails inside
 # its 200 (retried when InternalError, aborted when InvalidPart), listings without a token or with
 # the same token again (an error, not a loop); a pull's ranged pieces cut mid-way, damaged or

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# radosgw killed (kill -9) in the middle of a multipart upload (issue 25, item 5):
+# radosgw killed (kill -9) in the middle of a multipart upload:
 #   1. restarted at once: the put, retrying, completes within its retries, and the key holds the
 #      whole object (never a part of it);
 #   2. not restarted: the put fails within its few retries with an error naming the endpoint, and

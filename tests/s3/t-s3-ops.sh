@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The S3 backend (rmt_s3_ops) against a real radosgw started for this script (tests/s3/rgw.sh),
-# issue 25: put/get/range/stat/list in pages of 2 keys/NOREPLACE/delete, multipart (5 MiB parts),
+# The S3 backend (rmt_s3_ops) against a real radosgw started for this script (tests/s3/rgw.sh):
+# put/get/range/stat/list in pages of 2 keys/NOREPLACE/delete, multipart (5 MiB parts),
 # the errors (wrong keys, a missing bucket, a refused request, a refused connection, a full
 # remote: each named in the message), the bandwidth cap, and a profile from the AWS files.
 cd "$(dirname "$0")/../.." || exit 1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The remote tier against a real S3 server (issue 25, item 6): the same tests that run against a
+# The remote tier against a real S3 server: the same tests that run against a
 # directory remote, with CKPT_TEST_REMOTE=s3://... on a radosgw started for this script
 # (tests/s3/rgw.sh, through lib.sh): uploads of only the new packs, the node-loss drill of a
 # one-process and of a 4-rank checkpoint, every rank uploading its own packs (t-remote-share; pack

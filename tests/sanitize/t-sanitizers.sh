@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A quick sanitizer pass inside `make check`: the save pipeline's concurrency test and the
-# io_uring ring-reuse test under ThreadSanitizer, and the pipeline, decoder and fused-copy (t-hash) tests under ASan/UBSan, each in its own build tree.
+# io_uring ring-reuse test under ThreadSanitizer, and the pipeline, decoder, fused-copy (t-hash) and public API (t-api) tests under ASan/UBSan, each in its own build tree.
 # The full runs are `make tsan` and `make sanitize`. Skips (77) when the compiler lacks them.
 set -u
 cd "$(dirname "$0")/../.."
@@ -21,8 +21,9 @@ for t in t-pipeline t-uring-reuse; do
 done
 ASAN="-fsanitize=address,undefined -fno-omit-frame-pointer"
 make -s B=build/asan SANITIZE="$ASAN" build/asan/tests/bin/t-pipeline build/asan/tests/bin/t-format \
-	build/asan/tests/bin/t-gc build/asan/tests/bin/t-hash >/dev/null || exit 1
-for t in t-pipeline t-format t-gc t-hash; do
+	build/asan/tests/bin/t-gc build/asan/tests/bin/t-hash build/asan/tests/bin/t-api \
+	>/dev/null || exit 1
+for t in t-pipeline t-format t-gc t-hash t-api; do
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		build/asan/tests/bin/$t || { echo "$t failed under ASan/UBSan"; fail=1; }
 done

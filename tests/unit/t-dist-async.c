@@ -1,4 +1,4 @@
-/* Asynchronous multi-rank saves (issue 24, item 1): dsave_submit / _wait_snapshot /
+/* Asynchronous multi-rank saves: dsave_submit / _wait_snapshot /
  * _fence / _poll / _wait, ranks as threads with their own handles.
  * - Threaded (CKPT_SAVE_THREADED: the commit runs on a library thread) and not (it runs in wait):
  *   each rank overwrites its tensors as soon as wait_snapshot returns; the checkpoint holds the

@@ -1,4 +1,4 @@
-/* Bounds of a multi-rank checkpoint's metadata and of a strided box restore (issue 23). A world
+/* Bounds of a multi-rank checkpoint's metadata and of a strided box restore. A world
  * of 2 ranks (threads, tests/unit/t-dist-tcomm.h) saves one step; its global manifest is then
  * re-encoded (lib/format, so the checksum follows) with a crafted ckpt.dist.world (-1, 0, "12abc",
  * values that wrap or exceed the most ranks a save accepts, one that disagrees with the part

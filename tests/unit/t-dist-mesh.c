@@ -1,4 +1,4 @@
-/* Replicated shards are split among their holders (issue 24, item 3): dsave_add_shard_replica.
+/* Replicated shards are split among their holders: dsave_add_shard_replica.
  * 4 thread-ranks as a 2 x 2 mesh: "w" (16 x 4096 f32) is sharded by rows over the mesh's first
  * dimension and replicated over its second, so ranks 0 and 1 hold rows 0-7, ranks 2 and 3 rows
  * 8-15. Each holder saves half of its box (its logical bytes are half the box), the checkpoint

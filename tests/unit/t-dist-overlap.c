@@ -1,5 +1,5 @@
 /* The overlap sweep of multi-rank shards (dist_find_overlap, lib/dist/dist_layout.c), shared by
- * rank 0's merge and the layout of a global manifest (issue 24, item 6): on random small boxes
+ * rank 0's merge and the layout of a global manifest: on random small boxes
  * in 1 to 3 dimensions it finds an overlap exactly when a brute-force pairwise test does, and
  * the pair it names overlaps; empty boxes overlap nothing, two scalars overlap. A row split of
  * DIST_MAX_RANKS shards and a 32 x 32 grid pass, and one shard grown onto its neighbour among

@@ -1,4 +1,4 @@
-/* Pack ids of multi-rank saves without a listing of the shared pack directory (issue 24, item 6):
+/* Pack ids of multi-rank saves without a listing of the shared pack directory:
  * each rank probes its own id range (store_max_pack_id in part mode) instead of reading every
  * rank's packs at every save. Two ranks (threads, tests/unit/t-dist-world.h) save 3 MiB each per
  * step into 1 MiB packs:

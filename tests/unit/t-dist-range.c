@@ -1,4 +1,4 @@
-/* Flattened-range shards (issue 24, item 4): dsave_add_range and
+/* Flattened-range shards: dsave_add_range and
  * dreader_restore_range, as FSDP1 flat parameters and Megatron's distributed optimizer
  * hold a tensor (elements [offset, offset + count) of its row-major order).
  * - dist_range_boxes: every range of every small shape is cut into contiguous boxes, in order,

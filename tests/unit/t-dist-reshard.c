@@ -1,4 +1,4 @@
-/* Chunk-exact resharding restore (issue 24, item 4). Four ranks (threads, t-dist-world.h) save
+/* Chunk-exact resharding restore. Four ranks (threads, t-dist-world.h) save
  * row shards of "m": F32 [1024, 1024] (rows of 4 KiB, 16 to a 64 KiB chunk) and "w": F32
  * [64, 65536] (rows of 256 KiB, 4 chunks each) and "n": F32 [32768, 3] (rows of 12 bytes). Boxes of other layouts are restored with
  * dreader_restore_box(_strided, _mem) and checked element by element:

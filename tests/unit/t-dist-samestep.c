@@ -1,4 +1,4 @@
-/* Two multi-rank jobs on one store (issue 23: G4, G4b, G3, G1; issue 24: commit safety). Ranks are
+/* Two multi-rank jobs on one store, neither damaging what the other saves. Ranks are
  * threads, each with its own store handle; the main thread orders the jobs' phases (begin, then
  * commit) with gates, so every interleaving below is exact, not timing.
  * - Same step: while job A saves step 1, job B's begin fails BUSY on every rank naming A's

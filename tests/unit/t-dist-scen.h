@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "ckpt.h"
-#include "common/ckpt_int.h"
 
 /* "w": F32 [W_ROWS, W_COLS], sharded by rows at save; "emb": U16 [E_ROWS, E_COLS], replicated on
  * every rank. Chunks of 64 KiB: w is 12 chunks, emb 10. */
@@ -42,11 +41,12 @@ static uint16_t scen_e(uint64_t i)
 	return (uint16_t)scen_mix(i + 12345);
 }
 
-/* The rank that gives up (dsave_abort) instead of committing, or -1. */
+/* The rank that gives up (ckpt_save_abort) instead of committing, or -1. */
 static int scen_abort_rank = -1;
 
 /* Saves rank's part of step in a world of size ranks (rows of w split evenly). Returns the
- * commit's result; *st gets the part's statistics. */
+ * commit's result; *st (may be NULL) gets the part's statistics. Public API only: the MPI tests
+ * (tests/mpi) use this too. */
 static int scen_save(ckpt_store *s, const ckpt_comm *comm, uint64_t step, ckpt_stats *st)
 {
 	unsigned r = (unsigned)comm->rank, n = (unsigned)comm->size;
@@ -61,8 +61,17 @@ static int scen_save(ckpt_store *s, const ckpt_comm *comm, uint64_t step, ckpt_s
 		e[i] = scen_e(i);
 	uint64_t gw[2] = {W_ROWS, W_COLS}, off[2] = {r0, 0}, lw[2] = {r1 - r0, W_COLS};
 	uint64_t ge[2] = {E_ROWS, E_COLS};
-	dsave *d;
-	int rc = dsave_begin(s, comm, step, &d);
+	ckpt_save_options so = {.struct_size = sizeof so, .comm = comm};
+	ckpt_tensor tw = {.struct_size = sizeof tw, .name = "w", .dtype = CKPT_DTYPE_F32, .ndim = 2,
+			  .shape = lw, .mem = CKPT_MEM_HOST, .data = w, .global_shape = gw,
+			  .offsets = off};
+	ckpt_tensor te = {.struct_size = sizeof te, .name = "emb", .dtype = CKPT_DTYPE_U16,
+			  .ndim = 2, .shape = ge, .mem = CKPT_MEM_HOST, .data = e, .replica = r,
+			  .nreplicas = n};
+	if (st)
+		st->struct_size = sizeof *st;
+	ckpt_save *d;
+	int rc = ckpt_save_begin(s, step, &so, &d);
 	if (rc) {
 		free(w);
 		free(e);
@@ -70,14 +79,12 @@ static int scen_save(ckpt_store *s, const ckpt_comm *comm, uint64_t step, ckpt_s
 	}
 	char v[32];
 	snprintf(v, sizeof v, "%" PRIu64, step);
-	if ((rc = dsave_add_shard(d, "w", CKPT_DTYPE_F32, 2, gw, off, lw, CKPT_MEM_HOST, w)) ||
-	    (rc = dsave_add_replicated(d, "emb", CKPT_DTYPE_U16, 2, ge, r, n, CKPT_MEM_HOST,
-						e)) ||
-	    (rc = dsave_set_meta(d, "step", v)) || comm->rank == scen_abort_rank) {
-		dsave_abort(d);
+	if ((rc = ckpt_save_add(d, &tw)) || (rc = ckpt_save_add(d, &te)) ||
+	    (rc = ckpt_save_set_meta(d, "step", v)) || comm->rank == scen_abort_rank) {
+		ckpt_save_abort(d);
 		rc = rc ? rc : -CKPT_E_STATE;
 	} else {
-		rc = dsave_commit(d, st);
+		rc = ckpt_save_commit(d, st);
 	}
 	free(w);
 	free(e);
@@ -88,19 +95,21 @@ static int scen_save(ckpt_store *s, const ckpt_comm *comm, uint64_t step, ckpt_s
  * number of differences (or -1 when the restore itself failed; the message is printed). */
 static long scen_check_box(ckpt_store *s, uint64_t step, const uint64_t o[2], const uint64_t l[2])
 {
-	dreader *r;
-	if (dreader_open(s, step, &r)) {
+	ckpt_reader *r;
+	if (ckpt_reader_open(s, step, 0, &r)) {
 		fprintf(stderr, "open step %" PRIu64 ": %s\n", step, ckpt_errmsg());
 		return -1;
 	}
-	long bad = 0, iw = dreader_find(r, "w"), ie = dreader_find(r, "emb");
+	long bad = 0, iw = ckpt_reader_find(r, "w"), ie = ckpt_reader_find(r, "emb");
 	float *w = malloc(l[0] * l[1] * sizeof *w + 1);
 	uint64_t le[2] = {l[0] * E_ROWS / W_ROWS, l[1] * E_COLS / W_COLS};
 	uint16_t *e = malloc(le[0] * le[1] * sizeof *e + 1);
 	uint64_t oe[2] = {o[0] * E_ROWS / W_ROWS, o[1] * E_COLS / W_COLS};
+	ckpt_region bw = {.struct_size = sizeof bw, .offsets = o, .lengths = l};
+	ckpt_region be = {.struct_size = sizeof be, .offsets = oe, .lengths = le};
 	if (iw < 0 || ie < 0 ||
-	    dreader_restore_box(r, (size_t)iw, o, l, w, l[0] * l[1] * sizeof *w) ||
-	    dreader_restore_box(r, (size_t)ie, oe, le, e, le[0] * le[1] * sizeof *e)) {
+	    ckpt_reader_read(r, (size_t)iw, &bw, CKPT_MEM_HOST, w, l[0] * l[1] * sizeof *w) ||
+	    ckpt_reader_read(r, (size_t)ie, &be, CKPT_MEM_HOST, e, le[0] * le[1] * sizeof *e)) {
 		fprintf(stderr, "restore step %" PRIu64 ": %s\n", step, ckpt_errmsg());
 		bad = -1;
 	}
@@ -114,7 +123,7 @@ static long scen_check_box(ckpt_store *s, uint64_t step, const uint64_t o[2], co
 			bad += e[i * le[1] + j] != scen_e((oe[0] + i) * E_COLS + oe[1] + j);
 	free(w);
 	free(e);
-	dreader_close(r);
+	ckpt_reader_close(r);
 	return bad;
 }
 

@@ -1,4 +1,4 @@
-/* dreader_restore_shared (issue 24 item 3b, the C form): a replicated entry restored
+/* dreader_restore_shared (the C form): a replicated entry restored
  * by every rank of a job is read from the store by one rank and broadcast through ckpt_comm.
  * 4 ranks (threads, t-dist-tcomm.h) save the scenario of t-dist-scen.h; then each restores "emb"
  * with root 1: every rank gets every byte, only root reads pack bytes (the others' readers read

@@ -1,4 +1,4 @@
-/* The metadata storm (issue 14): at every step of a multi-rank job, a rank must not reread every
+/* The metadata storm: at every step of a multi-rank job, a rank must not reread every
  * manifest to refresh its dedup index. 4 ranks (threads, each with its own store handle kept
  * across steps, tests/unit/t-dist-tcomm.h) save 8 steps; the test build counts the manifests
  * read into dedup indexes (CKPT_TEST_HOOKS) and the part files read by commits: each rank reads

@@ -1,4 +1,4 @@
-/* A symlinked STORE/parts, or a symlinked STORE/parts/<step>, is never followed (issue 23, G5):
+/* A symlinked STORE/parts, or a symlinked STORE/parts/<step>, is never followed:
  * gc does not remove, and du does not count, files outside the store through it, and a multi-rank
  * save refuses to write its part there. Before the fix gc deleted the decoy and saves wrote part
  * files outside the store. Ranks are threads, each with its own store handle. */

@@ -1,4 +1,4 @@
-/* A shard table must tile its global tensor exactly (issue 23, G6). Four ranks (threads,
+/* A shard table must tile its global tensor exactly. Four ranks (threads,
  * tests/unit/t-dist-world.h) save "g": I16 [4, 6] as a 2 x 2 grid of boxes and "w": F32 [8, 6]
  * by rows; the global manifest's shard tables are then re-encoded (tests/unit/t-mf-rewrite.h, so
  * the checksum follows) with a gap, overlapping boxes (in a row split, and across the grid), a

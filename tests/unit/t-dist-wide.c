@@ -1,4 +1,4 @@
-/* A commit of 64 ranks (threads, tests/unit/t-dist-world.h) with tiny shards (issue 24, item 6):
+/* A commit of 64 ranks (threads, tests/unit/t-dist-world.h) with tiny shards:
  * "w" F32 [256, 3] split by rows, "g" I16 [16, 24] as an 8 x 8 grid of boxes and "z" U8 [64]
  * where rank 63's box is empty, inside rank 62's two elements (the merge's pairwise test took
  * that for an overlap; the shared sweep of dist_find_overlap, as the readers, does not).

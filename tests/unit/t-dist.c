@@ -117,8 +117,9 @@ static int rank_main(struct pcomm *c, uint64_t step, const char *kill_at)
 {
 	if (kill_at && strncmp(kill_at, "after:", 6))
 		setenv("CKPT_DIST_KILL_AT", kill_at, 1);
-	ckpt_comm comm = {.rank = c->rank, .size = c->size, .ctx = c, .allgather = p_allgather,
-			  .broadcast = p_broadcast, .barrier = p_barrier, .errmsg = p_errmsg};
+	ckpt_comm comm = {.struct_size = sizeof comm, .rank = c->rank, .size = c->size, .ctx = c,
+			  .allgather = p_allgather, .broadcast = p_broadcast, .barrier = p_barrier,
+			  .errmsg = p_errmsg};
 	ckpt_store *s = t_open_store(g_store, SCEN_CHUNK, 0);
 	if (!s)
 		return 2;

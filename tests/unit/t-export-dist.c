@@ -1,4 +1,4 @@
-/* ckptctl export of a multi-rank checkpoint (issue 14): the file holds each GLOBAL tensor whole,
+/* ckptctl export of a multi-rank checkpoint: the file holds each GLOBAL tensor whole,
  * assembled from its shards, replicated tensors once, without the shard layout's metadata.
  *
  * Four ranks are threads of this process, each with its own store handle, talking through a

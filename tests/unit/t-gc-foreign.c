@@ -1,4 +1,4 @@
-/* gc and prune act only on this store's packs (issue 11, F1 and F2): a file whose name is not
+/* gc and prune act only on this store's packs: a file whose name is not
  * exactly the canonical NNNNNNNN.pack, or whose header carries another store's uuid, is left
  * alone and reported; before the fix, "2.pack" made gc remove the real 00000002.pack, and gc of one
  * store removed the packs of another that shares its data directory. */

@@ -1,5 +1,5 @@
-/* gc beside a multi-rank save in flight, with the store's lock made node-local (issue 24, item
- * 5): CKPT_TEST_LOCAL_LOCK=1 (test builds) grants every flock of the writer lock, as a lock on
+/* gc beside a multi-rank save in flight, with the store's lock made node-local:
+ * CKPT_TEST_LOCAL_LOCK=1 (test builds) grants every flock of the writer lock, as a lock on
  * another node of a mount with local locks would. 4 thread-ranks save step 2. Once every
  * rank's part is durable and its part save has ended (released its lock), and before the global
  * manifest is written (rank 0's commit reads the parts: ckpt_test_part_hook, test builds),

@@ -1,5 +1,5 @@
 /* gc and prune spare what a save in flight may reference when the store's lock does not keep
- * them out (issue 24 item 5): CKPT_TEST_LOCAL_LOCK=1 makes every flock on STORE/LOCK succeed,
+ * them out: CKPT_TEST_LOCAL_LOCK=1 makes every flock on STORE/LOCK succeed,
  * as a node-local flock on a shared mount does on every node, and the handles are given
  * different node identities, as the processes of two nodes have. A save begun on node A (its
  * dedup index loaded) while node B deletes the checkpoint it deduplicates against still

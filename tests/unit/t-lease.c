@@ -1,9 +1,9 @@
-/* Readers are never broken by gc or prune (issue 11): a reader that opened a checkpoint reads all
+/* Readers are never broken by gc or prune: a reader that opened a checkpoint reads all
  * of it while prune removes that checkpoint and gc compacts or removes its packs; the packs it
  * needs are deferred and removed by a later gc once it is closed. A lease left by a killed reader
  * defers nothing (its lock died with it). Synchronisation is by pipes and waitpid, never time.
  *
- * Readers of another node (issue 24): where flock is node-local, gc on node B takes the lock of a
+ * Readers of another node: where flock is node-local, gc on node B takes the lock of a
  * reader's lease on node A. CKPT_TEST_LOCAL_LOCK=1 hides the lease locks of readers whose record
  * names another node, as such a mount does, and the two handles are given node identities: the
  * reader's lease keeps its packs through prune and gc while it is fresh (its refresh thread

@@ -1,4 +1,4 @@
-/* The writer lock's busy message and CKPT_OPT_LOCK_WAIT_MS (issue 23, G7): a second writer is
+/* The writer lock's busy message and CKPT_OPT_LOCK_WAIT_MS: a second writer is
  * told who holds the store (pid, host, what, since when, from the holder's record in
  * STORE/LOCK), and with the option it waits for the lock instead of being refused at once.
  * The holder is a child process that begins a save and commits it when the parent says so

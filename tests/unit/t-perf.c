@@ -1,4 +1,4 @@
-/* Issue 13: what the performance work must not break or hide. The restore statistics name the
+/* What the performance work must not break or hide. The restore statistics name the
  * threads that read; the snapshot hashes each chunk right after its copy (fuse_hash) exactly when
  * nobody waits for the snapshot alone, and such saves round-trip and dedup like the others;
  * ckpt_store_reserve() allocates the pool before the first save; a dense save after sparse ones
@@ -31,7 +31,7 @@ static void *dst_for(size_t i, const ckpt_tensor_info *info, int *mem, void *arg
 	return ((uint8_t **)arg)[i];
 }
 
-/* reader1_stats().threads read 0 after a restore (issue 13). */
+/* reader1_stats().threads read 0 after a restore. */
 static void reader_threads(void)
 {
 	char *dir = t_tmpdir("perf-rt");

@@ -1,4 +1,4 @@
-/* Pool slabs go to the jobs waiting for them without a thread handoff (issue 13, "a pipeline that
+/* Pool slabs go to the jobs waiting for them without a thread handoff ("a pipeline that
  * scales with cores"). A dispatcher thread used to take the jobs one at a time and block in the
  * pool: once the pool was full it was woken for every released slab and then woke a worker, two
  * handoffs and one voluntary context switch per slab on the critical path. Now the release grants

@@ -1,4 +1,4 @@
-/* The node-loss drill of a 4-rank checkpoint (issue 25): four ranks (threads, each with its own
+/* The node-loss drill of a 4-rank checkpoint: four ranks (threads, each with its own
  * store handle on one shared store) save a row-sharded global tensor and a replicated one, twice;
  * rank 0's handle uploads in the background (CKPT_REMOTE_UPLOAD) after each global commit, every
  * rank's packs and parts before the global manifest. Then the local store is deleted, a fresh one

@@ -1,4 +1,4 @@
-/* Faults of the remote during a push (issue 25): a put that fails at every position of an upload
+/* Faults of the remote during a push: a put that fails at every position of an upload
  * (an I/O error: the remote dies mid-upload), a remote that fills up (ENOSPC from some put on),
  * each failing the push with the error naming the object, the remote never listing the
  * checkpoint, and the next push completing and pulling back intact. The faults are a wrapper

@@ -1,4 +1,4 @@
-/* Remote prune and gc with two stores on one remote (issue 25): A's prune removes its old
+/* Remote prune and gc with two stores on one remote: A's prune removes its old
  * checkpoints and gc their packs, a dry run changes nothing, and B's objects (same prefix) are all
  * still there and B's checkpoints pull back intact, as do A's kept ones; an upload in flight (a
  * live upload marker) keeps its packs from gc until the marker is dead; a damaged remote manifest

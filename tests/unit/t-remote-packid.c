@@ -1,4 +1,4 @@
-/* Pack ids a remote may hold are never reused (issue 25, the bug of a reused id): a pack id names
+/* Pack ids a remote may hold are never reused (the bug of a reused id): a pack id names
  * one object on the remote forever, and a push refuses (CKPT_E_CORRUPT) to replace a remote pack
  * with another of the same id. Three ways a local save could pick such an id, each checked to push
  * and restore after the fix:

@@ -1,4 +1,4 @@
-/* Remote prune with every local retention rule (issue 25): eight checkpoints whose manifests
+/* Remote prune with every local retention rule: eight checkpoints whose manifests
  * record chosen commit times (CKPT_TEST_COMMIT_TIME, as the local calendar-rule tests) and tags,
  * all pushed; for each policy (calendar rules across months and a year boundary, keep_within
  * against a set clock, tags, keep_last, keep_every) the remote prune's dry run removes exactly

@@ -1,4 +1,4 @@
-/* Every rank uploads its own packs (issue 25): four ranks (threads, each with its own store handle
+/* Every rank uploads its own packs: four ranks (threads, each with its own store handle
  * on one shared store, each with CKPT_REMOTE_UPLOAD) save a row-sharded tensor and a replicated one.
  * Checked:
  *   - each handle put exactly the packs of its own id range (its upload counters against the

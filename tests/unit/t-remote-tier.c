@@ -1,4 +1,4 @@
-/* The remote tier, one process (issue 25): a push sends only the packs the remote lacks (the bytes
+/* The remote tier, one process: a push sends only the packs the remote lacks (the bytes
  * sent by a 5%-changed checkpoint equal its new bytes on disk; a second push sends nothing); the
  * node-loss drill (the local store deleted, a new one adopted from the remote, the latest and an
  * older checkpoint pulled and restored bit-identical); a damaged remote pack is refused naming the

@@ -1,4 +1,4 @@
-/* The background upload (CKPT_REMOTE_UPLOAD, issue 25): a save commits while the previous
+/* The background upload (CKPT_REMOTE_UPLOAD): a save commits while the previous
  * checkpoint is still uploading (the local store is never held by the remote); the state goes
  * uploading -> remote and rstore_wait_uploaded waits for it (or times out with BUSY); a close
  * cancels the upload in flight and the next open resumes it. Then kill -9 at random points of an

@@ -1,4 +1,4 @@
-/* Direct restore (issue 13): raw chunks are read straight into a host destination when it is
+/* Direct restore: raw chunks are read straight into a host destination when it is
  * aligned as ckpt.h says (dst - payload offset a multiple of the DIO memory alignment; dst % 4096
  * == CKPT_RESTORE_DIRECT_OFFSET always is), through the psync and io_uring engines, and decoded
  * from the read buffer otherwise. Either way the bytes are exact; damage in any part of a raw

@@ -1,4 +1,4 @@
-/* Reads in flight across read groups (issue 13): reader1_restore of a tensor of many groups
+/* Reads in flight across read groups: reader1_restore of a tensor of many groups
  * submits the next groups' reads before it checks the first (reader_inflight_max), and so does
  * restore_all; every byte is still checked: a failed or short (truncated pack) read of a later
  * group fails the call with the error naming that group's first chunk, the tensor is not counted

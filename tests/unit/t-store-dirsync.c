@@ -1,4 +1,4 @@
-/* Directories the store creates are made durable (issue 11): the new store directory's entry in
+/* Directories the store creates are made durable: the new store directory's entry in
  * its parent, and a new data directory's in its parent and DATA/packs in DATA. The test defines
  * fsync() itself (the static library's calls resolve to it) to record which directories were
  * fsynced; nothing depends on timing. */

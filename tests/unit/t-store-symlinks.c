@@ -1,4 +1,4 @@
-/* Files planted in a store are never written through (issue 11, F3 and F4): a symbolic link (or a
+/* Files planted in a store are never written through: a symbolic link (or a
  * hard link) as LOCK, symbolic links at the temporary names of the manifest, store header and
  * datadirs files, and a symlinked packs/ or manifests/. Before the fix the victim file was
  * truncated and overwritten. */

@@ -1,4 +1,4 @@
-/* verify notices what the chunk digests cannot see (issue 11): nonzero bytes in a record's padding
+/* verify notices what the chunk digests cannot see: nonzero bytes in a record's padding
  * and bytes appended to a pack. Restore is unaffected (the data is intact); verify reports
  * damage naming the pack. */
 #include "helpers.h"

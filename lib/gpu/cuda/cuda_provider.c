@@ -4,8 +4,8 @@
  * It uses the CUDA runtime API only (compiled with the C compiler, no nvcc), and does not link
  * libcudart: init() loads it with dlopen (rt_load below), preferring a runtime already loaded in
  * the process (torch's), then libcudart.so.13, then libcudart.so.12, so that one module works
- * with CUDA 12 and 13 drivers and never loads a second runtime beside the caller's (issue 12,
- * defect 3). Functions newer than CUDA 12.0 (cudaStreamGetDevice) are optional. It does not link
+ * with CUDA 12 and 13 drivers and never loads a second runtime beside the caller's. Functions
+ * newer than CUDA 12.0 (cudaStreamGetDevice) are optional. It does not link
  * libckpt: errors are reported through the `fail` callback that the core hands to init().
  *
  * Streams: stream_create() returns a struct lstream (the cudaStream_t and its device), not a bare
@@ -416,7 +416,7 @@ static int user_dev(void *user_stream, int fallback)
 	/* Without cudaStreamGetDevice (runtimes before 12.8) the driver tells: the stream's
 	 * context, made current for a moment, names its device. Guessing the calling thread's
 	 * current device put the fence's and the ordering's events on the wrong device when one
-	 * process holds tensors on several (issue 27, C6). */
+	 * process holds tensors on several. */
 	if (user_stream && (d = stream_ctx_dev(user_stream)) >= 0)
 		return d;
 	void *ctx;
@@ -526,7 +526,7 @@ static int cu_mem_device(const void *p)
 	if (!p)
 		return -1;
 	/* The runtime's query creates a context on the current device (device 0) on a thread
-	 * without one, in a process that may use another GPU only (issue 27, C7). Such a thread
+	 * without one, in a process that may use another GPU only. Such a thread
 	 * borrows a context that exists; where none does, no device memory can either. */
 	void *ctx;
 	struct devguard g = {0};
@@ -570,7 +570,7 @@ static void cu_host_unregister(void *p)
 /* Without stream memory operations there is no way to make the stream wait on the device for
  * a flag set later: a host function holding the stream would park one of CUDA's callback
  * threads, which CUDA may share among streams (the trainer's own host functions would wait
- * behind it: issue 27, C8). -CKPT_E_UNSUPPORTED then tells the caller to wait on its thread. */
+ * behind it). -CKPT_E_UNSUPPORTED then tells the caller to wait on its thread. */
 static int cu_wait_flag(void *user_stream, int dev, const uint32_t *flag, uint32_t value)
 {
 	if (!p_wait_value)
