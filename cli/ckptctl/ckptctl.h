@@ -14,14 +14,16 @@
 extern const struct cli_cmd ck_cmd_import, ck_cmd_export, ck_cmd_list, ck_cmd_verify, ck_cmd_show,
 	ck_cmd_diff, ck_cmd_du, ck_cmd_prune, ck_cmd_delete, ck_cmd_gc, ck_cmd_push, ck_cmd_pull;
 
-/* remote.c: sets the remote of store to url, or $CKPT_REMOTE when url is NULL or empty (a usage
- * error when neither is given), with ckpt_store_set_remote's flags. Returns 0 or the exit status
- * (reported). */
-int ck_set_remote(const char *cmd, ckpt_store *store, const char *url, unsigned flags);
-/* Why the remote manifest of info->step (an entry of ckpt_store_remote_list with info->error set)
- * is invalid: the library's message, which names its remote key, into buf. */
-const char *ck_remote_invalid_reason(ckpt_store *store, const ckpt_info *info, char *buf,
-				     size_t len);
+/* remote.c: opens the remote of store at url, or $CKPT_REMOTE when url is NULL or empty (a usage
+ * error when neither is given), with ckpt_remote_open's flags, into *rm (the store closes it).
+ * Returns 0 or the exit status (reported). */
+int ck_set_remote(const char *cmd, ckpt_store *store, const char *url, unsigned flags,
+		  ckpt_remote **rm);
+/* Why the remote manifest of info->step (an entry of ckpt_remote_list with info->error set) is
+ * invalid: the library's message, which names its remote key, into buf. Reopens the remote *rm
+ * (flags 0) to read it, and again after: *rm is the handle then (NULL when it no longer opens). */
+const char *ck_remote_invalid_reason(ckpt_store *store, ckpt_remote **rm, const ckpt_info *info,
+				     char *buf, size_t len);
 /* prune --remote (pol: every rule of a local prune) or gc --remote (pol NULL) of STORE's objects
  * on url (or $CKPT_REMOTE),
  * flags CKPT_GC_DRY_RUN / CKPT_GC_FORCE, the grace age of upload markers from --grace when
@@ -47,9 +49,9 @@ struct ck_xprog {
 };
 int ck_xfer_progress(void *arg, uint64_t done, uint64_t total);
 
-/* push --all: every valid local checkpoint the remote lacks, oldest first, with a progress line
- * each when progress; prints a line each and a summary (or JSON). Returns the exit status. */
-int ck_push_all(const char *cmd, ckpt_store *store, bool json, bool progress);
+/* push --all: every valid local checkpoint the remote rm lacks, oldest first, with a progress
+ * line each when progress; prints a line each and a summary (or JSON). Returns the exit status. */
+int ck_push_all(const char *cmd, ckpt_store *store, ckpt_remote *rm, bool json, bool progress);
 /* The --remote option of show and verify (their argument struct T has const char *remote). */
 #define CK_REMOTE_READ_OPT(T) \
 	{CLI_OPT(CLI_STRING, "remote", 'r', CLI_AT(T, remote), "URL", \
@@ -110,8 +112,9 @@ const char *ck_invalid_reason(ckpt_store *store, const ckpt_info *info, char *bu
 const char *ck_fmt_shape(unsigned ndim, const uint64_t *shape, char *buf, size_t len);
 /* A tensor name for a table: as it is when plain, else quoted and escaped (st_quote). */
 const char *ck_name(const char *name, char *buf, size_t len);
-/* Opens the checkpoint of step for reading; reports a failure as ck_fail() and returns the exit
- * status (4 for an unknown step), or 0. */
+/* Opens the checkpoint of step for reading its tensors as saved (CKPT_READ_AS_SAVED: a
+ * multi-rank checkpoint's pieces, each rank's, as show and diff list them); reports a failure as
+ * ck_fail() and returns the exit status (4 for an unknown step), or 0. */
 int ck_open_reader(const char *cmd, ckpt_store *store, uint64_t step, ckpt_reader **out);
 /* Flushes standard output; reports a write error. Returns EXIT_OK or EXIT_FAIL. */
 int ck_stdout_done(const char *cmd);
@@ -120,8 +123,8 @@ int ck_stdout_done(const char *cmd);
  * go on, or an exit status. */
 int ck_check_damaged(const char *cmd, ckpt_store *store, const char *path, bool force);
 /* Prints the counters of a prune or gc report as JSON fields, or as text lines. */
-void ck_report_json(struct jw *w, const ckpt_gc_report *r);
-void ck_report_text(const ckpt_gc_report *r, bool dry);
+void ck_report_json(struct jw *w, const ckpt_report *r);
+void ck_report_text(const ckpt_report *r, bool dry);
 
 /* gcopt.c: --max-unused and --compact-below of gc, prune --gc and delete, and their --grace. */
 enum { CK_OPT_MAX_UNUSED = 200, CK_OPT_COMPACT_BELOW = 'c', CK_OPT_GRACE = 201 };
@@ -203,9 +206,9 @@ struct ck_removal_ops {
 	/* The removal: pol is the compaction policy with --gc (else NULL), flags CKPT_GC_DRY_RUN
 	 * and CKPT_GC_FORCE from rm. Returns 0 with *rep, or an exit status (reported). */
 	int (*remove)(const char *cmd, ckpt_store *store, const ckpt_gc_policy *pol, int flags,
-		      void *arg, ckpt_gc_report **rep);
+		      void *arg, ckpt_report **rep);
 	/* The answer in text (the JSON one is ck_removal_json()). */
-	void (*print_text)(bool dry, const ckpt_gc_report *rep, const ckpt_info *list, int n,
+	void (*print_text)(bool dry, const ckpt_report *rep, const ckpt_info *list, int n,
 			   void *arg);
 };
 /* Runs delete or prune on the store at path: opens it for writing, lists it, ops->prepare,
@@ -214,10 +217,10 @@ struct ck_removal_ops {
 int ck_removal_run(const char *cmd, const char *path, const struct ck_removal *rm,
 		   const struct ck_removal_ops *ops, void *arg);
 /* Whether the report lists step among the removed checkpoints. */
-bool ck_step_removed(const ckpt_gc_report *r, uint64_t step);
+bool ck_step_removed(const ckpt_report *r, uint64_t step);
 /* The JSON answer of prune and delete on stdout: dry_run, the steps removed and kept (of list, n
  * entries, as listed before), the gc options when gc is not NULL, then the report. */
-void ck_removal_json(bool dry, const struct ck_gc_opts *gc, const ckpt_gc_report *rep,
+void ck_removal_json(bool dry, const struct ck_gc_opts *gc, const ckpt_report *rep,
 		     const ckpt_info *list, int n);
 
 /* select.c: the Python binding's names and metadata (docs/format.md, "Tensor names of the
@@ -281,12 +284,13 @@ void ck_info_json(struct jw *w, const ckpt_info *i);
 void ck_complete_select(int argc, char **argv);
 void ck_complete_tags(int argc, char **argv);
 
-/* dist.c: multi-rank checkpoints in list, show, verify and du (nothing for single-process ones). */
-/* The world size of checkpoint step, or 0 when it is a single-process checkpoint (or unreadable,
- * or its world size is invalid). */
-unsigned ck_dist_world(ckpt_store *store, uint64_t step);
-/* list: the world size of each of list[0..n) (0: single-process), or NULL when none is
- * multi-rank (then the table has no RANKS column); free it. */
+/* dist.c: multi-rank checkpoints in list, show, verify, export and du (nothing for
+ * single-process ones). A multi-rank checkpoint is told by its global reader (opened with flags
+ * 0): a world of several ranks, or pieces a rank saved (a world of one). */
+bool ck_dist_multi(const ckpt_reader *g);
+/* list: the world size of each of list[0..n) (0: single-process, or a multi-rank one whose
+ * manifest gives no valid world size), or NULL when none is multi-rank (then the table has no
+ * RANKS column); free it. */
 unsigned *ck_dist_list_worlds(ckpt_store *store, const ckpt_info *list, int n);
 /* list: the RANKS column of row k (k < 0: its header); nothing when worlds is NULL. */
 void ck_dist_list_col(const unsigned *worlds, int k);
@@ -296,13 +300,19 @@ void ck_dist_list_json(struct jw *w, const unsigned *worlds, int k);
  * marked; as text after the tensor table, or as JSON fields world_size and global_tensors. */
 void ck_dist_show_text(ckpt_store *store, uint64_t step);
 void ck_dist_show_json(struct jw *w, ckpt_store *store, uint64_t step);
-/* verify: checks the parts of step, printing each damaged one naming its rank (as text, or as
- * objects of the JSON array open in w). A layout the library refuses as corrupt (world size,
- * part records, shard tables) is one damage. Returns how many are damaged, or a negative
- * CKPT_E_* code (reported). */
-long ck_dist_verify_parts(ckpt_store *store, uint64_t step, struct jw *w);
-/* The rank whose pack file holds a chunk (from the pack id's range), or -1 (single-process). */
-int ck_dist_pack_rank(const char *file);
+/* verify: when step is a multi-rank checkpoint whose layout (world size, part records, shard
+ * tables) the library refuses as corrupt, prints that as one damage (as text, or as an object
+ * of the JSON array open in w) and returns 1; else 0 (ckpt_reader_verify() checks the parts). */
+long ck_dist_verify_layout(ckpt_store *store, uint64_t step, struct jw *w);
+/* verify: whether ckpt_reader_verify() reported d for a part file of a multi-rank checkpoint
+ * (no tensor, the file STORE/parts/<step>/<rank>.part). */
+bool ck_dist_part_damage(const ckpt_damage *d);
+/* verify: prints the damaged part d naming its rank (as text, or as an object of the JSON array
+ * open in w). */
+void ck_dist_part_print(const ckpt_damage *d, struct jw *w);
+/* verify: the rank whose pack holds the damaged chunk d (or the damaged pack d) of rd, a reader
+ * opened CKPT_READ_AS_SAVED, or -1 (a single-process checkpoint's pack). */
+int ck_dist_damage_rank(const ckpt_reader *rd, const ckpt_damage *d);
 /* du: the parts of multi-rank checkpoints, as JSON fields parts and part_bytes, or as a line. */
 void ck_dist_du_json(struct jw *w, const ckpt_du *du);
 void ck_dist_du_text(const ckpt_du *du);

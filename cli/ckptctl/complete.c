@@ -68,17 +68,17 @@ void ck_complete_select(int argc, char **argv)
 		return;
 	if (rest < argc && strcmp(argv[rest], "latest") && cli_parse_u64(argv[rest], &step))
 		step = CKPT_STEP_LATEST;
-	if (!ckpt_reader_open(s, step, &rd)) {
+	if (!ckpt_reader_open(s, step, CKPT_READ_AS_SAVED, &rd)) {
 		bool esc = ck_names_escaped(rd);
 		size_t nt = ckpt_reader_tensor_count(rd), n = 0, cap = 0;
 		for (size_t k = 0; k < nt; k++) {
-			ckpt_tensor_info t;
+			ckpt_tensor_info t = {.struct_size = sizeof t};
 			if (!ckpt_reader_tensor(rd, k, &t))
 				cap += strlen(t.name); /* at least its dotted name's dots */
 		}
 		char **words = calloc(cap + 1, sizeof *words);
 		for (size_t k = 0; words && k < nt; k++) {
-			ckpt_tensor_info t;
+			ckpt_tensor_info t = {.struct_size = sizeof t};
 			char *d = ckpt_reader_tensor(rd, k, &t) ? NULL : ck_dotted(t.name, esc);
 			if (d)
 				n = add_subtrees(words, n, cap, d);

@@ -65,7 +65,7 @@ static int resolve_latest(const char *cmd, const char *path, const ckpt_info *li
 }
 
 static int delete_steps(const char *cmd, ckpt_store *store, const ckpt_gc_policy *pol, int flags,
-			void *arg, ckpt_gc_report **rep)
+			void *arg, ckpt_report **rep)
 {
 	const struct delete_args *a = arg;
 	/* --force lets the newest valid checkpoint go too. */
@@ -79,7 +79,7 @@ static int delete_steps(const char *cmd, ckpt_store *store, const ckpt_gc_policy
 	return r < 0 ? ck_fail(cmd, r, "delete failed") : 0;
 }
 
-static void delete_text(bool dry, const ckpt_gc_report *rep, const ckpt_info *list, int n,
+static void delete_text(bool dry, const ckpt_report *rep, const ckpt_info *list, int n,
 			void *arg)
 {
 	for (size_t k = 0; k < rep->n_steps_removed; k++)

@@ -72,7 +72,7 @@ static int same_chunking(const ckpt_reader *ra, size_t ia, const ckpt_tensor_inf
 {
 	*same = a->chunks == b->chunks;
 	for (uint64_t j = 0; *same && j < a->chunks; j++) {
-		ckpt_chunk_info ca, cb;
+		ckpt_chunk_info ca = {.struct_size = sizeof ca}, cb = {.struct_size = sizeof cb};
 		int r = ckpt_reader_chunk(ra, ia, j, &ca);
 		if (!r)
 			r = ckpt_reader_chunk(rb, ib, j, &cb);
@@ -94,7 +94,7 @@ static int compare(ckpt_reader *ra, size_t ia, const ckpt_tensor_info *a, ckpt_r
 		return r;
 	if (same) {
 		for (uint64_t j = 0; j < b->chunks; j++) {
-			ckpt_chunk_info ca, cb;
+			ckpt_chunk_info ca = {.struct_size = sizeof ca}, cb = {.struct_size = sizeof cb};
 			if ((r = ckpt_reader_chunk(ra, ia, j, &ca)) ||
 			    (r = ckpt_reader_chunk(rb, ib, j, &cb)))
 				return r;
@@ -111,12 +111,12 @@ static int compare(ckpt_reader *ra, size_t ia, const ckpt_tensor_info *a, ckpt_r
 		free(y);
 		return -CKPT_E_NOMEM;
 	}
-	r = ckpt_reader_restore(ra, ia, CKPT_MEM_HOST, x, a->nbytes);
+	r = ckpt_reader_read(ra, ia, NULL, CKPT_MEM_HOST, x, a->nbytes);
 	if (!r)
-		r = ckpt_reader_restore(rb, ib, CKPT_MEM_HOST, y, b->nbytes);
+		r = ckpt_reader_read(rb, ib, NULL, CKPT_MEM_HOST, y, b->nbytes);
 	uint64_t off = 0;
 	for (uint64_t j = 0; !r && j < b->chunks; j++) {
-		ckpt_chunk_info cb;
+		ckpt_chunk_info cb = {.struct_size = sizeof cb};
 		if ((r = ckpt_reader_chunk(rb, ib, j, &cb)))
 			break;
 		if (memcmp(x + off, y + off, cb.raw_bytes)) {
@@ -194,7 +194,7 @@ static void print_json(const struct side *A, const struct side *B, const ckpt_in
 		for (size_t k = 0; k < nv; k++) {
 			if ((int)v[k].kind != kind)
 				continue;
-			ckpt_tensor_info a, b;
+			ckpt_tensor_info a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
 			jw_obj_begin(&w);
 			if (kind == REMOVED) {
 				ckpt_reader_tensor(ra, v[k].ia, &a);
@@ -277,7 +277,7 @@ static void print_text(const struct side *A, const struct side *B, const ckpt_in
 	printf("diff step %llu -> step %llu\n", (unsigned long long)ia->step,
 	       (unsigned long long)ib->step);
 	for (size_t k = 0; k < nv; k++) {
-		ckpt_tensor_info a, b;
+		ckpt_tensor_info a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
 		char q[1100], sa[700], sb[700], za[32], zb[32];
 		switch (v[k].kind) {
 		case UNCHANGED:
@@ -362,7 +362,7 @@ static int compare_all(const char *cmd, const struct side *A, const struct side 
 	ckpt_reader *ra = A->rd, *rb = B->rd;
 	size_t na = ckpt_reader_tensor_count(ra), nb = ckpt_reader_tensor_count(rb);
 	for (size_t ib = 0; ib < nb; ib++) {
-		ckpt_tensor_info a, b;
+		ckpt_tensor_info a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
 		ckpt_reader_tensor(rb, ib, &b);
 		long ia = match(A, B, b.name, B->names.name[ib]);
 		struct tdiff *d = &v[(*nv)++];
@@ -396,7 +396,7 @@ static int compare_all(const char *cmd, const struct side *A, const struct side 
 			s->n_unchanged++;
 	}
 	for (size_t ia = 0; ia < na; ia++) {
-		ckpt_tensor_info a;
+		ckpt_tensor_info a = {.struct_size = sizeof a};
 		ckpt_reader_tensor(ra, ia, &a);
 		if (match(B, A, a.name, A->names.name[ia]) >= 0)
 			continue;
@@ -437,7 +437,7 @@ static int cmd_diff(int argc, char **argv)
 	size_t nv = 0;
 	if ((rc = compare_all(cmd, &A, &B, v, &nv, &s)))
 		goto out;
-	ckpt_info ia_info, ib_info;
+	ckpt_info ia_info = {.struct_size = sizeof ia_info}, ib_info = {.struct_size = sizeof ib_info};
 	ckpt_reader_info(A.rd, &ia_info);
 	ckpt_reader_info(B.rd, &ib_info);
 	if (opt.json)

@@ -96,13 +96,13 @@ static int fsync_dir_of(const char *path)
 struct export {
 	const char *cmd;
 	ckpt_store *store;
-	ckpt_reader *rd;
-	ckpt_dist_reader *dr;      /* consolidated export only */
+	ckpt_reader *rd;           /* the tensors as saved */
+	ckpt_reader *dr;           /* consolidated export only: the global tensors */
 	ckpt_info info;
 	size_t nt, nm, nsel;
 	struct st_out_tensor *ts;
 	size_t *ridx;              /* per output tensor: its index in rd, or in dr when consolidated */
-	long *direct;              /* per output tensor: its index in rd, or -1: from shards */
+	long *direct;              /* per output tensor: its index in rd, or -1: from pieces */
 	char **sel_names;
 	const char **keys, **vals;
 };
@@ -115,16 +115,24 @@ struct export {
 struct xctx {
 	ckpt_store *store;
 	ckpt_reader *rd;
-	ckpt_dist_reader *dr;
+	ckpt_reader *dr;
 	const struct export *e;
 	const char *path;          /* the store, for a context that opens at its first read */
 	int open_rc;               /* the failed open's code: its later reads fail the same way */
 };
 
+/* Reads the box off, len (size bytes) of global tensor g into dst. */
+static int read_box(ckpt_reader *dr, size_t g, const uint64_t *off, const uint64_t *len,
+		    uint8_t *dst, uint64_t size)
+{
+	ckpt_region b = {.struct_size = sizeof b, .offsets = off, .lengths = len};
+	return ckpt_reader_read(dr, g, &b, CKPT_MEM_HOST, dst, size);
+}
+
 /* Restores elements [lo, hi) (row-major indices in the sub-array of dimensions d..nd-1, whose
  * dimensions before d are fixed in off) of global tensor g into dst, as a few boxes: at most a
  * partial row, a block of whole rows and a partial row per dimension. */
-static int read_elems(ckpt_dist_reader *dr, size_t g, const struct st_out_tensor *t,
+static int read_elems(ckpt_reader *dr, size_t g, const struct st_out_tensor *t,
 		      uint64_t *off, uint64_t *len, unsigned d, uint64_t lo, uint64_t hi,
 		      uint8_t *dst)
 {
@@ -133,12 +141,12 @@ static int read_elems(ckpt_dist_reader *dr, size_t g, const struct st_out_tensor
 	if (lo >= hi)
 		return 0;
 	if (nd == 0)
-		return ckpt_dist_reader_restore_box(dr, g, off, len, dst, es);
+		return read_box(dr, g, off, len, dst, es);
 	for (unsigned i = d + 1; i < nd; i++)
 		inner *= t->shape[i];
 	if (d == nd - 1) {
 		off[d] = lo, len[d] = hi - lo;
-		return ckpt_dist_reader_restore_box(dr, g, off, len, dst, (hi - lo) * es);
+		return read_box(dr, g, off, len, dst, (hi - lo) * es);
 	}
 	uint64_t ia = lo / inner, ib = hi / inner;
 	off[d] = ia, len[d] = 1;
@@ -154,7 +162,7 @@ static int read_elems(ckpt_dist_reader *dr, size_t g, const struct st_out_tensor
 		off[d] = ia, len[d] = ib - ia;
 		for (unsigned i = d + 1; i < nd; i++)
 			off[i] = 0, len[i] = t->shape[i];
-		r = ckpt_dist_reader_restore_box(dr, g, off, len, dst, (ib - ia) * inner * es);
+		r = read_box(dr, g, off, len, dst, (ib - ia) * inner * es);
 		dst += (ib - ia) * inner * es;
 	}
 	if (!r && hi % inner) {
@@ -166,7 +174,7 @@ static int read_elems(ckpt_dist_reader *dr, size_t g, const struct st_out_tensor
 
 /* Bytes [a, b) of global tensor g: a block boundary may cut an element, whose bytes then come
  * through a one-element buffer. */
-static int read_global(ckpt_dist_reader *dr, size_t g, const struct st_out_tensor *t,
+static int read_global(ckpt_reader *dr, size_t g, const struct st_out_tensor *t,
 		       uint64_t a, uint8_t *dst, uint64_t n)
 {
 	uint64_t es = ckpt_dtype_size(t->dtype), b = a + n, off[CKPT_MAX_DIMS], len[CKPT_MAX_DIMS];
@@ -206,10 +214,51 @@ static int ctx_open_one(struct xctx *c)
 		r = ckpt_store_open(c->path, o, &c->store);
 	ckpt_options_free(o);
 	if (r == 0)
-		r = ckpt_reader_open(c->store, c->e->info.step, &c->rd);
+		r = ckpt_reader_open(c->store, c->e->info.step, CKPT_READ_AS_SAVED, &c->rd);
 	if (r == 0 && c->e->dr)
-		r = ckpt_dist_reader_open(c->store, c->e->info.step, &c->dr);
+		r = ckpt_reader_open(c->store, c->e->info.step, 0, &c->dr);
 	return r;
+}
+
+/* Elements [lo, hi) of tensor i as saved into dst (hi > lo: a count of 0 would be all). */
+static int read_saved(ckpt_reader *rd, size_t i, uint64_t lo, uint64_t hi, uint64_t es,
+		      uint8_t *dst)
+{
+	ckpt_region g = {.struct_size = sizeof g, .offset = lo, .count = hi - lo};
+	return ckpt_reader_read(rd, i, &g, CKPT_MEM_HOST, dst, (hi - lo) * es);
+}
+
+/* Bytes [a, a + n) of tensor i as saved: its whole elements straight into dst, an element a
+ * block boundary cuts through a one-element buffer. */
+static int read_direct(ckpt_reader *rd, size_t i, const struct st_out_tensor *t, uint64_t a,
+		       uint8_t *dst, uint64_t n)
+{
+	uint64_t es = ckpt_dtype_size(t->dtype), b = a + n, lo = (a + es - 1) / es, hi = b / es;
+	uint8_t one[16];
+	int r;
+	if (!n)
+		return 0;
+	if (a / es == (b - 1) / es && (a % es || b % es)) {
+		if ((r = read_saved(rd, i, a / es, a / es + 1, es, one)))
+			return r;
+		memcpy(dst, one + a % es, (size_t)n);
+		return 0;
+	}
+	if (a % es) {
+		if ((r = read_saved(rd, i, a / es, a / es + 1, es, one)))
+			return r;
+		memcpy(dst, one + a % es, (size_t)(es - a % es));
+		dst += es - a % es;
+	}
+	if (hi > lo && (r = read_saved(rd, i, lo, hi, es, dst)))
+		return r;
+	dst += (hi - lo) * es;
+	if (b % es) {
+		if ((r = read_saved(rd, i, b / es, b / es + 1, es, one)))
+			return r;
+		memcpy(dst, one, (size_t)(b % es));
+	}
+	return 0;
 }
 
 static int ctx_read(void *p, size_t k, uint64_t off, void *dst, uint64_t len)
@@ -221,14 +270,14 @@ static int ctx_read(void *p, size_t k, uint64_t off, void *dst, uint64_t len)
 	if (c->open_rc)
 		return c->open_rc;
 	if (e->direct[k] >= 0)
-		return ckpt_reader_restore_range(c->rd, (size_t)e->direct[k], off, dst, len);
+		return read_direct(c->rd, (size_t)e->direct[k], &e->ts[k], off, dst, len);
 	return read_global(c->dr, e->ridx[k], &e->ts[k], off, dst, len);
 }
 
 static void ctx_close(struct xctx *c, unsigned n)
 {
 	for (unsigned t = 1; t < n; t++) {
-		ckpt_dist_reader_close(c[t].dr);
+		ckpt_reader_close(c[t].dr);
 		ckpt_reader_close(c[t].rd);
 		ckpt_store_close(c[t].store);
 	}
@@ -255,7 +304,7 @@ static struct xctx *ctx_open(const struct export *e, const char *path, unsigned 
 static int list_tensors(struct export *e)
 {
 	int r;
-	e->nt = e->dr ? ckpt_dist_reader_tensor_count(e->dr) : ckpt_reader_tensor_count(e->rd);
+	e->nt = ckpt_reader_tensor_count(e->dr ? e->dr : e->rd);
 	e->ts = calloc(e->nt ? e->nt : 1, sizeof *e->ts);
 	e->ridx = calloc(e->nt ? e->nt : 1, sizeof *e->ridx);
 	e->direct = calloc(e->nt ? e->nt : 1, sizeof *e->direct);
@@ -264,8 +313,8 @@ static int list_tensors(struct export *e)
 		return EXIT_FAIL;
 	}
 	for (size_t k = 0; k < e->nt; k++) {
-		ckpt_tensor_info ti;
-		r = e->dr ? ckpt_dist_reader_tensor(e->dr, k, &ti) : ckpt_reader_tensor(e->rd, k, &ti);
+		ckpt_tensor_info ti = {.struct_size = sizeof ti};
+		r = ckpt_reader_tensor(e->dr ? e->dr : e->rd, k, &ti);
 		if (r < 0)
 			return ck_fail(e->cmd, r, "reading the tensor list");
 		if (!strcmp(ti.name, "__metadata__")) {
@@ -275,14 +324,13 @@ static int list_tensors(struct export *e)
 		}
 		e->ts[k] = (struct st_out_tensor){ti.name, ti.dtype, ti.ndim, ti.shape, ti.nbytes};
 		e->ridx[k] = k;
-		/* A global tensor of one piece (replicated) is a tensor of the manifest under its
-		 * own name: read straight from it; a sharded one ("NAME@RANK" pieces) is not. */
+		/* A global tensor of one piece saved whole (replicated) is a tensor as saved:
+		 * read straight from it; a sharded one (pieces of ranks) is not. */
 		e->direct[k] = (long)k;
 		if (e->dr) {
-			long i = ckpt_reader_find(e->rd, ti.name);
-			ckpt_tensor_info pi;
-			e->direct[k] = i >= 0 && !ckpt_reader_tensor(e->rd, (size_t)i, &pi) &&
-				       pi.nbytes == ti.nbytes ? i : -1;
+			ckpt_shard sh = {.struct_size = sizeof sh};
+			e->direct[k] = ti.shards == 1 && !ckpt_reader_shard(e->dr, k, 0, &sh) &&
+				       sh.rank < 0 ? (long)sh.tensor : -1;
 		}
 	}
 	return 0;
@@ -320,11 +368,11 @@ static int list_meta(struct export *e, bool select)
 	return 0;
 }
 
-/* Opens the checkpoint of step: consolidated when it was saved by ckpt_dist_save (its metadata
- * has the world size). Returns 0 or an exit status, reported. */
+/* Opens the checkpoint of step: consolidated when it is a multi-rank checkpoint. Returns 0 or
+ * an exit status, reported. */
 static int open_checkpoint(struct export *e, uint64_t step)
 {
-	int r = ckpt_reader_open(e->store, step, &e->rd);
+	int r = ckpt_reader_open(e->store, step, CKPT_READ_AS_SAVED, &e->rd);
 	if (r < 0) {
 		char what[64];
 		if (step == CKPT_STEP_LATEST)
@@ -333,12 +381,17 @@ static int open_checkpoint(struct export *e, uint64_t step)
 			snprintf(what, sizeof what, "step %llu", (unsigned long long)step);
 		return ck_fail(e->cmd, r, what);
 	}
+	e->info.struct_size = sizeof e->info;
 	ckpt_reader_info(e->rd, &e->info);
-	if (!ckpt_reader_get_meta(e->rd, DIST_META_PREFIX "world"))
-		return 0;
-	/* Also for a world of one rank: its sharded tensors are stored as NAME@0 too. */
-	r = ckpt_dist_reader_open(e->store, e->info.step, &e->dr);
-	return r < 0 ? ck_fail(e->cmd, r, "reading the shard table") : 0;
+	/* Also for a world of one rank: its sharded tensors are pieces too. */
+	r = ckpt_reader_open(e->store, e->info.step, 0, &e->dr);
+	if (r < 0)
+		return ck_fail(e->cmd, r, "reading the shard table");
+	if (!ck_dist_multi(e->dr)) {
+		ckpt_reader_close(e->dr);
+		e->dr = NULL;
+	}
+	return 0;
 }
 
 /* Makes the temporary file durable under its final name. Returns 0 or -1, reported. */
@@ -402,7 +455,7 @@ static void export_free(struct export *e)
 	free(e->ts);
 	free(e->keys);
 	free(e->vals);
-	ckpt_dist_reader_close(e->dr);
+	ckpt_reader_close(e->dr);
 	ckpt_reader_close(e->rd);
 	ckpt_store_close(e->store);
 }
@@ -434,7 +487,7 @@ static void test_read_stats(const struct xctx *c, unsigned n)
 	FILE *f = path ? fopen(path, "w") : NULL;
 	uint64_t sum = 0;
 	for (unsigned t = 0; f && t < n; t++) {
-		ckpt_stats st;
+		ckpt_stats st = {.struct_size = sizeof st};
 		if (c[t].rd) {
 			ckpt_reader_stats(c[t].rd, &st);
 			sum += st.bytes_read;
@@ -470,7 +523,7 @@ static int write_tensors(const struct export *e, const char *path, int fd, bool 
 		nb[k] = e->ts[k].nbytes;
 		/* Blocks cut a tensor read from the manifest between its chunks (chunk 0 has the
 		 * tensor's chunk size, or the whole tensor): a cut chunk would be read twice. */
-		ckpt_chunk_info ci;
+		ckpt_chunk_info ci = {.struct_size = sizeof ci};
 		if (e->direct[k] >= 0 && !ckpt_reader_chunk(e->rd, (size_t)e->direct[k], 0, &ci))
 			grain[k] = ci.raw_bytes;
 	}

@@ -34,7 +34,7 @@ const char *ck_name(const char *name, char *buf, size_t len)
 
 int ck_open_reader(const char *cmd, ckpt_store *store, uint64_t step, ckpt_reader **out)
 {
-	int r = ckpt_reader_open(store, step, out);
+	int r = ckpt_reader_open(store, step, CKPT_READ_AS_SAVED, out);
 	if (r == 0)
 		return 0;
 	*out = NULL;
@@ -84,7 +84,7 @@ int ck_check_damaged(const char *cmd, ckpt_store *store, const char *path, bool 
 	return EXIT_FAIL;
 }
 
-void ck_report_json(struct jw *w, const ckpt_gc_report *r)
+void ck_report_json(struct jw *w, const ckpt_report *r)
 {
 	jw_key(w, "packs_removed"); jw_u64(w, r->packs_removed);
 	jw_key(w, "packs_compacted"); jw_u64(w, r->packs_compacted);
@@ -113,7 +113,7 @@ static const char *plural(uint64_t n, const char *one, const char *many)
 	return n == 1 ? one : many;
 }
 
-void ck_report_text(const ckpt_gc_report *r, bool dry)
+void ck_report_text(const ckpt_report *r, bool dry)
 {
 	char a[32];
 	if (r->packs_removed || r->leftovers_removed)

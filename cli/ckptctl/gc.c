@@ -1,6 +1,6 @@
 /* ckptctl gc: removes the packs no checkpoint references and the leftovers of interrupted saves,
  * and compacts partly live packs until at most --max-unused of the pack bytes is garbage (or
- * those below a live share), through ckpt_store_gc_with() under the store's writer lock. */
+ * those below a live share), through ckpt_store_gc() under the store's writer lock. */
 #include "ckptctl.h"
 
 #include <stdio.h>
@@ -83,18 +83,19 @@ static const char *limit_text(double max_unused, char *buf, size_t len)
 /* After a gc under a limit that let garbage stay: how much there is, the limit that kept it
  * (the 10% default is easy to miss: du counts that garbage as reclaimable) and what
  * --max-unused 0% would free, from a dry run with it. Prints nothing when that frees nothing. */
-static void gc_hint(ckpt_store *store, const struct ck_gc_opts *g, const ckpt_gc_report *rep,
+static void gc_hint(ckpt_store *store, const struct ck_gc_opts *g, const ckpt_report *rep,
 		    bool dry, bool nothing)
 {
-	ckpt_gc_policy zero = {.compact_below = g->pol.compact_below, .max_unused = 0};
-	ckpt_gc_report *z = NULL;
+	ckpt_gc_policy zero = {.struct_size = sizeof zero, .compact_below = g->pol.compact_below,
+			       .max_unused = 0};
+	ckpt_report *z = NULL;
 	/* Packs deferred for open readers: a dry run counts them freed, so its figure would promise
 	 * what no gc can do yet. */
 	if (g->pol.max_unused <= 0 || rep->packs_deferred ||
-	    ckpt_store_gc_with(store, &zero, CKPT_GC_DRY_RUN, &z) < 0 || !z || z->packs_deferred) {
+	    ckpt_store_gc(store, &zero, CKPT_GC_DRY_RUN, &z) < 0 || !z || z->packs_deferred) {
 		if (nothing)
 			printf("nothing to collect\n");
-		ckpt_gc_report_free(z);
+		ckpt_report_free(z);
 		return;
 	}
 	/* A dry run's own report counts what the limit frees already; a real one has freed it. */
@@ -116,7 +117,7 @@ static void gc_hint(ckpt_store *store, const struct ck_gc_opts *g, const ckpt_gc
 		       cli_fmt_iec(more, a, sizeof a), cli_fmt_iec(copy, b, sizeof b));
 	else if (nothing)
 		printf("nothing to collect\n");
-	ckpt_gc_report_free(z);
+	ckpt_report_free(z);
 }
 
 static int cmd_gc(int argc, char **argv)
@@ -140,11 +141,11 @@ static int cmd_gc(int argc, char **argv)
 	const char *path = argv[1];
 	ck_gc_finish(&g);
 	ck_gc_progress(&g, !json && !opt.no_progress);
-	ckpt_gc_report *rep = NULL;
+	ckpt_report *rep = NULL;
 	if ((rc = ck_check_damaged(cmd, store, path, force)))
 		goto out;
-	int r = ckpt_store_gc_with(store, &g.pol,
-				   (dry ? CKPT_GC_DRY_RUN : 0) | (force ? CKPT_GC_FORCE : 0), &rep);
+	int r = ckpt_store_gc(store, &g.pol, (dry ? CKPT_GC_DRY_RUN : 0) | (force ? CKPT_GC_FORCE : 0),
+			      &rep);
 	ck_gc_progress_end(&g);
 	if (r < 0) {
 		rc = ck_fail(cmd, r, "gc failed");
@@ -172,7 +173,7 @@ static int cmd_gc(int argc, char **argv)
 	}
 	rc = ck_stdout_done(cmd);
 out:
-	ckpt_gc_report_free(rep);
+	ckpt_report_free(rep);
 	ckpt_store_close(store);
 	return rc;
 }

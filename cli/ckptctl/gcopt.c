@@ -107,6 +107,7 @@ int ck_gc_option(const char *cmd, int c, const char *arg, void *target)
 
 void ck_gc_finish(struct ck_gc_opts *o)
 {
+	o->pol.struct_size = sizeof o->pol;
 	/* --compact-below alone is the threshold of old: no share limit on top of it. */
 	if (!o->have_max_unused)
 		o->pol.max_unused = o->have_compact_below ? 1 : CKPT_GC_MAX_UNUSED_DEFAULT;
@@ -114,7 +115,7 @@ void ck_gc_finish(struct ck_gc_opts *o)
 		o->pol.compact_below = 0;
 }
 
-static void on_compact(uint64_t done, uint64_t total, void *arg)
+static int on_compact(void *arg, uint64_t done, uint64_t total)
 {
 	struct ck_gc_opts *o = arg;
 	if (!o->bar_started) {
@@ -122,6 +123,7 @@ static void on_compact(uint64_t done, uint64_t total, void *arg)
 		o->bar_started = true;
 	}
 	progress_update(&o->bar, done);
+	return 0;
 }
 
 void ck_gc_progress(struct ck_gc_opts *o, bool enable)

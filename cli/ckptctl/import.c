@@ -262,7 +262,7 @@ static int import_options(const char *cmd, const struct import_args *opt, ckpt_o
 static int begin_save(const char *cmd, ckpt_store *store, uint64_t step, const char *store_path,
 		      ckpt_save **save)
 {
-	int r = ckpt_save_begin(store, step, save);
+	int r = ckpt_save_begin(store, step, NULL, save);
 	if (r >= 0)
 		return 0;
 	if (r == -CKPT_E_EXISTS && ckpt_errmsg()[0])
@@ -302,8 +302,9 @@ static int add_contents(const char *cmd, ckpt_save *save, const struct st_file *
 		const struct st_tensor *t = &sf->h.tensors[k];
 		/* An empty tensor may sit at the very end of the mapping: give it a valid pointer. */
 		const void *data = t->end > t->begin ? (const void *)(sf->data + t->begin) : empty;
-		r = ckpt_save_add_tensor(save, t->name, t->dtype, t->ndim, t->shape, CKPT_MEM_HOST,
-					 data);
+		ckpt_tensor ct = {.struct_size = sizeof ct, .name = t->name, .dtype = t->dtype,
+				  .ndim = t->ndim, .shape = t->shape, .mem = CKPT_MEM_HOST, .data = data};
+		r = ckpt_save_add(save, &ct);
 		if (r < 0)
 			return ck_fail(cmd, r, "cannot add a tensor");
 	}
@@ -366,8 +367,7 @@ static int cmd_import(int argc, char **argv)
 	ckpt_store *store = NULL;
 	ckpt_save *save = NULL;
 	ckpt_options *opts = NULL;
-	ckpt_stats st;
-	memset(&st, 0, sizeof st);
+	ckpt_stats st = {.struct_size = sizeof st};
 	if ((rc = import_options(cmd, &opt, &opts)) ||
 	    (rc = ck_open_store(cmd, store_path, false, opts, &store)) ||
 	    (rc = begin_save(cmd, store, opt.step, store_path, &save)) ||

@@ -90,7 +90,7 @@ static struct lt *lightning_of(ckpt_store *store, const ckpt_info *list, int n)
 	bool any = false;
 	for (int k = 0; v && k < n; k++) {
 		ckpt_reader *rd;
-		if (list[k].error || ckpt_reader_open(store, list[k].step, &rd))
+		if (list[k].error || ckpt_reader_open(store, list[k].step, CKPT_READ_AS_SAVED, &rd))
 			continue;
 		v[k].file = meta_dup(rd, "lightning.file");
 		v[k].step = meta_dup(rd, "lightning.global_step");
@@ -201,7 +201,7 @@ static void list_text(ckpt_store *store, const ckpt_info *list, int n, const boo
 
 /* The damaged manifests of the remote's list (v, n entries) are reported as local ones are, and
  * left out (compacting v). Returns the count left. */
-static int drop_damaged(ckpt_store *store, ckpt_info *v, int n)
+static int drop_damaged(ckpt_store *store, ckpt_remote **rm, ckpt_info *v, int n)
 {
 	int k = 0;
 	for (int i = 0; i < n; i++) {
@@ -210,7 +210,7 @@ static int drop_damaged(ckpt_store *store, ckpt_info *v, int n)
 			v[k++] = v[i];
 		else
 			cli_err("warning: step %llu: %s", (unsigned long long)v[i].step,
-				ck_remote_invalid_reason(store, &v[i], why, sizeof why));
+				ck_remote_invalid_reason(store, rm, &v[i], why, sizeof why));
 	}
 	return k;
 }
@@ -221,13 +221,14 @@ static int drop_damaged(ckpt_store *store, ckpt_info *v, int n)
 static int merge_remote(const char *cmd, ckpt_store *store, const char *url, const ckpt_info *list,
 			int n, ckpt_info **rlist, ckpt_info **out, enum where **where)
 {
-	int rc = ck_set_remote(cmd, store, url, 0);
+	ckpt_remote *rm;
+	int rc = ck_set_remote(cmd, store, url, 0, &rm);
 	if (rc)
 		return -rc;
-	int m = ckpt_store_remote_list(store, 1, rlist);
+	int m = (int)ckpt_remote_list(rm, 1, rlist);
 	if (m < 0)
 		return -ck_fail(cmd, m, "cannot list the remote");
-	m = drop_damaged(store, *rlist, m);
+	m = drop_damaged(store, &rm, *rlist, m);
 	*out = calloc((size_t)(n + m) + 1, sizeof **out);
 	*where = calloc((size_t)(n + m) + 1, sizeof **where);
 	if (!*out || !*where) {
@@ -270,7 +271,7 @@ static int cmd_list(int argc, char **argv)
 	enum where *where = NULL;
 	unsigned *worlds = NULL;
 	struct lt *lt = NULL;
-	int n = ckpt_store_list(store, 1, &list);
+	int n = (int)ckpt_store_list(store, 1, &list);
 	bool *shown = NULL;
 	if (n < 0) {
 		rc = ck_fail(cmd, n, "cannot list the store");

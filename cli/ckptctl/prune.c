@@ -1,6 +1,6 @@
 /* ckptctl prune: retention. Removes the checkpoints a policy does not keep (the newest N, borg's
  * time rules, tagged ones, every K-th step, listed steps; the newest valid checkpoint always
- * stays), then the packs nothing references any more, through ckpt_store_prune_gc() under the
+ * stays), then the packs nothing references any more, through ckpt_store_prune() under the
  * store's writer lock. */
 #include "ckptctl.h"
 
@@ -22,8 +22,8 @@ struct prune_args {
 	size_t ntags;
 	const char *remote;
 	bool list;                 /* --list */
-	ckpt_prune_choice *why;    /* with --list: each checkpoint's rule */
-	long nwhy;
+	ckpt_prune_choice *why;    /* with --list: each checkpoint's rule (a dry run's choices) */
+	size_t nwhy;
 };
 
 /* One policy or gc option; returns 0, EXIT_USAGE (reported) or -1 when c is none of them. */
@@ -40,13 +40,13 @@ static int prune_option(const char *cmd, int c, const char *arg, void *target)
 		if (cli_parse_u64(arg, &v) || v < 1)
 			return cli_usage_err(cmd, "invalid --keep-last '%s': expected a number >= 1 "
 					     "(the newest checkpoint is always kept)", arg);
-		a->r.keep.keep_last = v;
+		a->r.keep_last = v;
 		a->have_policy = true;
 		return 0;
 	case OPT_EVERY:
 		if (cli_parse_u64(arg, &v) || v < 1)
 			return cli_usage_err(cmd, "invalid --keep-every '%s': expected a number >= 1", arg);
-		a->r.keep.keep_every = v;
+		a->r.keep_every = v;
 		return 0;
 	case OPT_WITHIN:
 		if (ck_parse_duration(arg, false, &a->r.keep_within))
@@ -177,7 +177,7 @@ static const char *rule_text(const struct prune_args *a, uint64_t step, char *bu
 		[CKPT_KEEP_DAMAGED] = "damaged manifest (never removed)",
 	};
 	const ckpt_prune_choice *c = NULL;
-	for (long i = 0; i < a->nwhy && !c; i++)
+	for (size_t i = 0; i < a->nwhy && !c; i++)
 		c = a->why[i].step == step ? &a->why[i] : NULL;
 	if (!c || c->rule <= CKPT_KEEP_NONE || c->rule > CKPT_KEEP_DAMAGED)
 		snprintf(buf, len, "kept"); /* saved after the choice was explained */
@@ -188,7 +188,7 @@ static const char *rule_text(const struct prune_args *a, uint64_t step, char *bu
 	return buf;
 }
 
-static void prune_text(bool dry, const ckpt_gc_report *rep, const ckpt_info *list, int n,
+static void prune_text(bool dry, const ckpt_report *rep, const ckpt_info *list, int n,
 		       void *arg)
 {
 	const struct prune_args *a = arg;
@@ -220,16 +220,36 @@ static void prune_text(bool dry, const ckpt_gc_report *rep, const ckpt_info *lis
 	ck_report_text(rep, dry);
 }
 
+/* --list: takes the choices of a dry run's report rep (each checkpoint's rule) into a. */
+static void take_choices(struct prune_args *a, ckpt_report *rep)
+{
+	free(a->why);
+	a->why = rep->choices;
+	a->nwhy = rep->n_choices;
+	rep->choices = NULL;
+	rep->n_choices = 0;
+}
+
 static int prune_steps(const char *cmd, ckpt_store *store, const ckpt_gc_policy *pol, int flags,
-		       void *arg, ckpt_gc_report **rep)
+		       void *arg, ckpt_report **rep)
 {
 	struct prune_args *a = arg;
-	long n = a->list ? ckpt_store_prune_explain(store, &a->r, &a->why) : 0;
-	if (n < 0)
-		return ck_fail(cmd, (int)n, "prune failed");
-	a->nwhy = n;
-	int r = ckpt_store_prune_gc(store, &a->r, pol, flags, rep);
-	return r < 0 ? ck_fail(cmd, r, "prune failed") : 0;
+	/* A dry run's report says which rule keeps each checkpoint: --list of a real prune asks
+	 * one first, of the store as it is before anything goes. */
+	if (a->list && !(flags & CKPT_GC_DRY_RUN)) {
+		ckpt_report *dry = NULL;
+		int r = ckpt_store_prune(store, &a->r, NULL, flags | CKPT_GC_DRY_RUN, &dry);
+		if (r < 0)
+			return ck_fail(cmd, r, "prune failed");
+		take_choices(a, dry);
+		ckpt_report_free(dry);
+	}
+	int r = ckpt_store_prune(store, &a->r, pol, flags, rep);
+	if (r < 0)
+		return ck_fail(cmd, r, "prune failed");
+	if (a->list && (flags & CKPT_GC_DRY_RUN) && *rep)
+		take_choices(a, *rep);
+	return 0;
 }
 
 static const struct ck_removal_ops prune_ops = {.remove = prune_steps, .print_text = prune_text};
@@ -246,8 +266,9 @@ static int cmd_prune(int argc, char **argv)
 				   "DURATION, --keep-hourly, --keep-daily, --keep-weekly, "
 				   "--keep-monthly or --keep-yearly N");
 	else {
-		a.r.keep.keep_steps = a.keep;
-		a.r.keep.n_keep_steps = a.nkeep;
+		a.r.struct_size = sizeof a.r;
+		a.r.keep_steps = a.keep;
+		a.r.n_keep_steps = a.nkeep;
 		a.r.keep_tags = a.tags;
 		a.r.n_keep_tags = a.ntags;
 		if (a.remote && a.list)

@@ -92,28 +92,31 @@ const struct cli_cmd ck_cmd_pull = {
 
 static const struct ck_pos xfer_pos = {1, 2, true, {"expected STORE"}};
 
-int ck_set_remote(const char *cmd, ckpt_store *store, const char *url, unsigned flags)
+int ck_set_remote(const char *cmd, ckpt_store *store, const char *url, unsigned flags,
+		  ckpt_remote **rm)
 {
+	*rm = NULL;
 	if (!url || !*url)
 		url = getenv("CKPT_REMOTE");
 	if (!url || !*url)
 		return cli_usage_err(cmd, "no remote: give --remote URL or set CKPT_REMOTE");
-	int rc = ckpt_store_set_remote(store, url, flags);
+	int rc = ckpt_remote_open(store, url, flags, rm);
 	return rc ? ck_fail(cmd, rc, "cannot open the remote") : 0;
 }
 
-const char *ck_remote_invalid_reason(ckpt_store *store, const ckpt_info *info, char *buf,
-				     size_t len)
+const char *ck_remote_invalid_reason(ckpt_store *store, ckpt_remote **rm, const ckpt_info *info,
+				     char *buf, size_t len)
 {
 	/* Read through the remote even when the step is local too (CKPT_REMOTE_READ), then back. */
 	char url[4096];
-	snprintf(url, sizeof url, "%s", ckpt_store_remote(store));
-	if (ckpt_store_set_remote(store, url, CKPT_REMOTE_READ)) {
-		snprintf(buf, len, "remote manifest invalid: %s", ckpt_strerror(info->error));
+	snprintf(buf, len, "remote manifest invalid: %s", ckpt_strerror(info->error));
+	if (!*rm)
 		return buf;
-	}
-	ck_invalid_reason(store, info, buf, len);
-	ckpt_store_set_remote(store, url, 0);
+	snprintf(url, sizeof url, "%s", ckpt_remote_url(*rm));
+	if (!ckpt_remote_open(store, url, CKPT_REMOTE_READ, rm))
+		ck_invalid_reason(store, info, buf, len);
+	if (ckpt_remote_open(store, url, 0, rm))
+		*rm = NULL;
 	return buf;
 }
 
@@ -128,16 +131,13 @@ struct skipped {
 
 /* Fills *sk with the damaged remote manifests above step got, each named on stderr. The listing
  * of every remote manifest is fetched only when the remote lists a step above got. */
-static void find_skipped(const char *cmd, ckpt_store *store, uint64_t got, struct skipped *sk)
+static void find_skipped(const char *cmd, ckpt_store *store, ckpt_remote **rm, uint64_t got,
+			 struct skipped *sk)
 {
 	*sk = (struct skipped){0};
-	uint64_t *steps = NULL;
-	long n = ckpt_store_remote_steps(store, &steps);
-	bool newer = n > 0 && steps[n - 1] > got;
-	free(steps);
 	ckpt_info *list = NULL;
-	int m = newer ? ckpt_store_remote_list(store, 1, &list) : 0;
-	if (n < 0 || m < 0) { /* the pull is done: say only what could not be checked */
+	long m = ckpt_remote_list(*rm, 1, &list);
+	if (m < 0) { /* the pull is done: say only what could not be checked */
 		cli_err("%s: warning: cannot list the remote's manifests above step %llu: %s", cmd,
 			(unsigned long long)got, ckpt_errmsg());
 		m = 0;
@@ -145,10 +145,10 @@ static void find_skipped(const char *cmd, ckpt_store *store, uint64_t got, struc
 	sk->steps = calloc((size_t)m + 1, sizeof *sk->steps);
 	sk->errors = calloc((size_t)m + 1, sizeof *sk->errors);
 	sk->why = calloc((size_t)m + 1, sizeof *sk->why);
-	for (int k = 0; sk->steps && sk->errors && sk->why && k < m; k++) {
+	for (long k = 0; sk->steps && sk->errors && sk->why && k < m; k++) {
 		if (!list[k].error || list[k].step <= got)
 			continue;
-		ck_remote_invalid_reason(store, &list[k], sk->why[sk->n], sizeof sk->why[0]);
+		ck_remote_invalid_reason(store, rm, &list[k], sk->why[sk->n], sizeof sk->why[0]);
 		cli_err("%s: warning: step %llu on the remote is damaged, pulled step %llu (the newest "
 			"intact): %s", cmd, (unsigned long long)list[k].step, (unsigned long long)got,
 			sk->why[sk->n]);
@@ -174,7 +174,7 @@ static void skipped_json(struct jw *w, const struct skipped *sk)
 
 
 static void print_result(const char *verb, const struct xfer_args *a, ckpt_store *store,
-			 uint64_t step, const ckpt_remote_stats *st, int created,
+			 const char *url, uint64_t step, const ckpt_remote_stats *st, int created,
 			 const struct skipped *sk)
 {
 	char id[33], s1[32], s2[32];
@@ -184,7 +184,7 @@ static void print_result(const char *verb, const struct xfer_args *a, ckpt_store
 		jw_init(&w, stdout, true);
 		jw_obj_begin(&w);
 		jw_key(&w, "step"); jw_u64(&w, step);
-		jw_key(&w, "remote"); jw_str(&w, ckpt_store_remote(store));
+		jw_key(&w, "remote"); jw_str(&w, url);
 		jw_key(&w, "store_id"); jw_str(&w, id);
 		if (created >= 0) {
 			jw_key(&w, "created"); jw_bool(&w, created);
@@ -200,8 +200,7 @@ static void print_result(const char *verb, const struct xfer_args *a, ckpt_store
 		return;
 	}
 	if (created > 0)
-		printf("created store %s as store %s of %s\n", ckpt_store_path(store), id,
-		       ckpt_store_remote(store));
+		printf("created store %s as store %s of %s\n", ckpt_store_path(store), id, url);
 	printf("%s step %llu: %llu pack%s (%s) sent, %llu already there", verb,
 	       (unsigned long long)step, (unsigned long long)st->packs_sent,
 	       st->packs_sent == 1 ? "" : "s", cli_fmt_iec(st->bytes_sent, s1, sizeof s1),
@@ -260,8 +259,9 @@ static int xfer_main(const struct cli_cmd *c, int argc, char **argv, bool pull)
 		ckpt_store_close(store);
 		return rc;
 	}
-	if (!(rc = ck_set_remote(cmd, store, a.remote, 0)) && a.all) {
-		rc = ck_push_all(cmd, store, a.json, !a.no_progress && !a.json);
+	ckpt_remote *rm;
+	if (!(rc = ck_set_remote(cmd, store, a.remote, 0, &rm)) && a.all) {
+		rc = ck_push_all(cmd, store, rm, a.json, !a.no_progress && !a.json);
 		ckpt_store_close(store);
 		return rc ? rc : ck_stdout_done(cmd);
 	}
@@ -269,18 +269,20 @@ static int xfer_main(const struct cli_cmd *c, int argc, char **argv, bool pull)
 		rc = ck_fail(cmd, rc, "no such checkpoint");
 	if (!rc) {
 		struct ck_xprog x = {.label = cmd, .enable = !a.no_progress && !a.json};
-		ckpt_remote_stats st;
-		int r = pull ? ckpt_store_pull(store, step, &step, &st, ck_xfer_progress, &x)
-			     : ckpt_store_push(store, step, &st, ck_xfer_progress, &x);
+		ckpt_remote_stats st = {.struct_size = sizeof st};
+		char url[4096]; /* the remote as opened: find_skipped() reopens it */
+		snprintf(url, sizeof url, "%s", ckpt_remote_url(rm));
+		int r = pull ? ckpt_remote_pull(rm, step, &step, &st, ck_xfer_progress, &x)
+			     : ckpt_remote_push(rm, step, &st, ck_xfer_progress, &x);
 		if (x.started)
 			progress_end(&x.bar);
 		struct skipped sk = {0};
 		if (r)
 			rc = ck_fail(cmd, r, pull ? "pull failed" : "push failed");
 		else if (pull && want == CKPT_STEP_LATEST)
-			find_skipped(cmd, store, step, &sk);
+			find_skipped(cmd, store, &rm, step, &sk);
 		if (!r)
-			print_result(pull ? "pulled" : "pushed", &a, store, step, &st, created,
+			print_result(pull ? "pulled" : "pushed", &a, store, url, step, &st, created,
 				     pull ? &sk : NULL);
 		free(sk.steps);
 		free(sk.errors);
@@ -294,8 +296,8 @@ static int cmd_push(int argc, char **argv) { return xfer_main(&ck_cmd_push, argc
 static int cmd_pull(int argc, char **argv) { return xfer_main(&ck_cmd_pull, argc, argv, true); }
 
 /* The report of a remote prune or gc, as text or JSON. */
-static void remote_gc_print(bool json, bool dry, const char *url, const ckpt_remote_gc_report *r,
-			    bool prune, const uint64_t *removed)
+static void remote_gc_print(bool json, bool dry, const char *url, const ckpt_report *r,
+			    bool prune)
 {
 	if (json) {
 		struct jw w;
@@ -304,11 +306,11 @@ static void remote_gc_print(bool json, bool dry, const char *url, const ckpt_rem
 		jw_key(&w, "dry_run"); jw_bool(&w, dry);
 		jw_key(&w, "remote"); jw_str(&w, url);
 		if (prune) {
-			jw_key(&w, "manifests_removed"); jw_u64(&w, r->manifests_removed);
+			jw_key(&w, "manifests_removed"); jw_u64(&w, r->n_steps_removed);
 			jw_key(&w, "steps_removed");
 			jw_arr_begin(&w);
-			for (uint64_t i = 0; removed && i < r->manifests_removed; i++)
-				jw_u64(&w, removed[i]);
+			for (size_t i = 0; r->steps_removed && i < r->n_steps_removed; i++)
+				jw_u64(&w, r->steps_removed[i]);
 			jw_arr_end(&w);
 		}
 		jw_key(&w, "packs_removed"); jw_u64(&w, r->packs_removed);
@@ -324,11 +326,11 @@ static void remote_gc_print(bool json, bool dry, const char *url, const ckpt_rem
 	}
 	const char *verb = dry ? "would remove" : "removed";
 	char b[32];
-	for (uint64_t i = 0; prune && removed && i < r->manifests_removed; i++)
-		printf("%s step %llu\n", verb, (unsigned long long)removed[i]);
+	for (size_t i = 0; prune && r->steps_removed && i < r->n_steps_removed; i++)
+		printf("%s step %llu\n", verb, (unsigned long long)r->steps_removed[i]);
 	if (prune)
-		printf("%s %llu checkpoint%s from %s\n", verb, (unsigned long long)r->manifests_removed,
-		       r->manifests_removed == 1 ? "" : "s", url);
+		printf("%s %llu checkpoint%s from %s\n", verb, (unsigned long long)r->n_steps_removed,
+		       r->n_steps_removed == 1 ? "" : "s", url);
 	if (!prune || !dry)
 		printf("%s %llu pack%s (%s) and %llu part file%s from %s\n", verb,
 		       (unsigned long long)r->packs_removed, r->packs_removed == 1 ? "" : "s",
@@ -359,17 +361,17 @@ int ck_remote_gc(const char *cmd, const char *path, const char *url,
 	ckpt_options_free(o);
 	if (rc)
 		return rc;
-	if (!(rc = ck_set_remote(cmd, store, url, 0))) {
-		ckpt_remote_gc_report r;
-		uint64_t *removed = NULL;
-		int e = pol ? ckpt_store_remote_prune_gc(store, pol, flags, &r, &removed)
-			    : ckpt_store_remote_gc(store, flags, &r);
+	ckpt_remote *rm;
+	if (!(rc = ck_set_remote(cmd, store, url, 0, &rm))) {
+		ckpt_report *r = NULL;
+		int e = pol ? ckpt_store_prune(store, pol, NULL, flags | CKPT_GC_REMOTE, &r)
+			    : ckpt_store_gc(store, NULL, flags | CKPT_GC_REMOTE, &r);
 		if (e)
 			rc = ck_fail(cmd, e, pol ? "remote prune failed" : "remote gc failed");
 		else
-			remote_gc_print(json, flags & CKPT_GC_DRY_RUN, ckpt_store_remote(store), &r,
-					pol != NULL, removed);
-		free(removed);
+			remote_gc_print(json, flags & CKPT_GC_DRY_RUN, ckpt_remote_url(rm), r,
+					pol != NULL);
+		ckpt_report_free(r);
 	}
 	ckpt_store_close(store);
 	return rc ? rc : ck_stdout_done(cmd);

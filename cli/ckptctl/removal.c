@@ -22,7 +22,7 @@ int ck_removal_run(const char *cmd, const char *path, const struct ck_removal *r
 	if (rc)
 		return rc;
 	ckpt_info *list = NULL;
-	ckpt_gc_report *rep = NULL;
+	ckpt_report *rep = NULL;
 	int n = ckpt_store_list(store, 0, &list);
 	if (n < 0) {
 		rc = ck_fail(cmd, n, "cannot list the store");
@@ -40,13 +40,13 @@ int ck_removal_run(const char *cmd, const char *path, const struct ck_removal *r
 		ops->print_text(rm->dry, rep, list, n, arg);
 	rc = ck_stdout_done(cmd);
 out:
-	ckpt_gc_report_free(rep);
+	ckpt_report_free(rep);
 	ckpt_info_free(list);
 	ckpt_store_close(store);
 	return rc;
 }
 
-bool ck_step_removed(const ckpt_gc_report *r, uint64_t step)
+bool ck_step_removed(const ckpt_report *r, uint64_t step)
 {
 	for (size_t k = 0; k < r->n_steps_removed; k++)
 		if (r->steps_removed[k] == step)
@@ -54,7 +54,7 @@ bool ck_step_removed(const ckpt_gc_report *r, uint64_t step)
 	return false;
 }
 
-void ck_removal_json(bool dry, const struct ck_gc_opts *gc, const ckpt_gc_report *rep,
+void ck_removal_json(bool dry, const struct ck_gc_opts *gc, const ckpt_report *rep,
 		     const ckpt_info *list, int n)
 {
 	struct jw w;

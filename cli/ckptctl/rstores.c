@@ -118,30 +118,31 @@ int ck_remote_mkdir(const char *cmd, const char *url)
 }
 
 
-/* The steps of list[0..n) the remote (steps r[0..m), ascending) lacks, into todo; returns how
- * many. */
-static size_t missing_steps(const ckpt_info *list, int n, const uint64_t *r, long m, uint64_t *todo)
+/* The steps of list[0..n) the remote (its checkpoints r[0..m), damaged ones too, ascending)
+ * lacks, into todo; returns how many. */
+static size_t missing_steps(const ckpt_info *list, int n, const ckpt_info *r, long m,
+			    uint64_t *todo)
 {
 	size_t k = 0;
 	long j = 0;
 	for (int i = 0; i < n; i++) {
-		while (j < m && r[j] < list[i].step)
+		while (j < m && r[j].step < list[i].step)
 			j++;
-		if (j >= m || r[j] != list[i].step)
+		if (j >= m || r[j].step != list[i].step)
 			todo[k++] = list[i].step;
 	}
 	return k;
 }
 
-static void all_json(ckpt_store *store, const uint64_t *done, size_t k, size_t present,
-		     const ckpt_remote_stats *sum)
+static void all_json(ckpt_store *store, const char *url, const uint64_t *done, size_t k,
+		     size_t present, const ckpt_remote_stats *sum)
 {
 	char id[33];
 	ckpt_store_id(store, id);
 	struct jw w;
 	jw_init(&w, stdout, true);
 	jw_obj_begin(&w);
-	jw_key(&w, "remote"); jw_str(&w, ckpt_store_remote(store));
+	jw_key(&w, "remote"); jw_str(&w, url);
 	jw_key(&w, "store_id"); jw_str(&w, id);
 	jw_key(&w, "steps_pushed");
 	jw_arr_begin(&w);
@@ -170,7 +171,7 @@ int ck_xfer_progress(void *arg, uint64_t done, uint64_t total)
 
 /* Pushes todo[0..k) oldest first, a line (or progress) for each; *done counts those pushed.
  * Returns 0 or the exit status of the first failure (reported). */
-static int push_each(const char *cmd, ckpt_store *store, const uint64_t *todo, size_t k,
+static int push_each(const char *cmd, ckpt_remote *rm, const uint64_t *todo, size_t k,
 		     bool json, bool progress, ckpt_remote_stats *sum, size_t *done)
 {
 	for (size_t i = 0; i < k; i++) {
@@ -178,8 +179,8 @@ static int push_each(const char *cmd, ckpt_store *store, const uint64_t *todo, s
 		struct ck_xprog x = {.label = label, .enable = progress};
 		snprintf(label, sizeof label, "push %llu (%zu/%zu)", (unsigned long long)todo[i],
 			 i + 1, k);
-		ckpt_remote_stats st;
-		int r = ckpt_store_push(store, todo[i], &st, ck_xfer_progress, &x);
+		ckpt_remote_stats st = {.struct_size = sizeof st};
+		int r = ckpt_remote_push(rm, todo[i], &st, ck_xfer_progress, &x);
 		if (x.started)
 			progress_end(&x.bar);
 		if (r)
@@ -199,14 +200,14 @@ static int push_each(const char *cmd, ckpt_store *store, const uint64_t *todo, s
 	return 0;
 }
 
-int ck_push_all(const char *cmd, ckpt_store *store, bool json, bool progress)
+int ck_push_all(const char *cmd, ckpt_store *store, ckpt_remote *rm, bool json, bool progress)
 {
-	ckpt_info *list = NULL;
-	uint64_t *remote = NULL, *todo = NULL;
+	ckpt_info *list = NULL, *remote = NULL;
+	uint64_t *todo = NULL;
 	ckpt_remote_stats sum = {0};
 	size_t k = 0, done = 0;
-	int rc = 0, n = ckpt_store_list(store, 0, &list);
-	long m = n < 0 ? 0 : ckpt_store_remote_steps(store, &remote);
+	int rc = 0, n = (int)ckpt_store_list(store, 0, &list);
+	long m = n < 0 ? 0 : ckpt_remote_list(rm, 1, &remote);
 	if (n < 0 || m < 0)
 		rc = ck_fail(cmd, n < 0 ? n : (int)m, n < 0 ? "cannot list the store"
 							   : "cannot list the remote");
@@ -214,22 +215,22 @@ int ck_push_all(const char *cmd, ckpt_store *store, bool json, bool progress)
 		rc = ck_fail(cmd, -CKPT_E_NOMEM, "out of memory");
 	if (!rc) {
 		k = missing_steps(list, n, remote, m, todo);
-		rc = push_each(cmd, store, todo, k, json, progress, &sum, &done);
+		rc = push_each(cmd, rm, todo, k, json, progress, &sum, &done);
 	}
 	if (!rc && json) {
-		all_json(store, todo, done, (size_t)n - k, &sum);
+		all_json(store, ckpt_remote_url(rm), todo, done, (size_t)n - k, &sum);
 	} else if (!rc) {
 		char b[32];
 		if (!k)
-			printf("nothing to push: %s has all %d checkpoint%s\n", ckpt_store_remote(store),
+			printf("nothing to push: %s has all %d checkpoint%s\n", ckpt_remote_url(rm),
 			       n, n == 1 ? "" : "s");
 		else
 			printf("pushed %zu checkpoint%s (%s) to %s; %zu already there\n", done,
 			       done == 1 ? "" : "s", cli_fmt_iec(sum.bytes_sent, b, sizeof b),
-			       ckpt_store_remote(store), (size_t)n - k);
+			       ckpt_remote_url(rm), (size_t)n - k);
 	}
 	free(todo);
-	free(remote);
+	ckpt_info_free(remote);
 	ckpt_info_free(list);
 	return rc;
 }

@@ -60,7 +60,7 @@ int ck_names_load(const char *cmd, const ckpt_reader *rd, struct ck_names *t)
 	t->name = calloc(t->n + 1, sizeof *t->name);
 	t->order = calloc(t->n + 1, sizeof *t->order);
 	for (size_t k = 0; t->name && t->order && k < t->n; k++) {
-		ckpt_tensor_info ti;
+		ckpt_tensor_info ti = {.struct_size = sizeof ti};
 		int r = ckpt_reader_tensor(rd, k, &ti);
 		if (r < 0) {
 			ck_names_free(t);

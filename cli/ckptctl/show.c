@@ -137,7 +137,7 @@ static void show_json(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in,
 	jw_arr_begin(&w);
 	size_t nt = ckpt_reader_tensor_count(rd);
 	for (size_t k = 0; k < nt; k++) {
-		ckpt_tensor_info t;
+		ckpt_tensor_info t = {.struct_size = sizeof t};
 		if (ckpt_reader_tensor(rd, k, &t))
 			continue;
 		jw_obj_begin(&w);
@@ -218,7 +218,7 @@ static void show_text(ckpt_store *store, ckpt_reader *rd, const ckpt_info *in,
 	       "REUSED", "NAME");
 	size_t nt = ckpt_reader_tensor_count(rd);
 	for (size_t k = 0; k < nt; k++) {
-		ckpt_tensor_info ti;
+		ckpt_tensor_info ti = {.struct_size = sizeof ti};
 		char sh[700], sz[32], q[1100];
 		if (ckpt_reader_tensor(rd, k, &ti))
 			continue;
@@ -250,13 +250,14 @@ static int cmd_show(int argc, char **argv)
 	if (rc)
 		return rc;
 	ckpt_reader *rd = NULL;
-	if (!opt.remote || !(rc = ck_set_remote(cmd, store, opt.remote, CKPT_REMOTE_READ)))
+	ckpt_remote *rm;
+	if (!opt.remote || !(rc = ck_set_remote(cmd, store, opt.remote, CKPT_REMOTE_READ, &rm)))
 		rc = ck_open_reader(cmd, store, step, &rd);
 	struct ck_names names = {0};
 	if (!rc)
 		rc = ck_names_load(cmd, rd, &names);
 	if (!rc) {
-		ckpt_info info;
+		ckpt_info info = {.struct_size = sizeof info};
 		ckpt_reader_info(rd, &info);
 		if (json)
 			show_json(store, rd, &info, &names, opt.all);

@@ -72,7 +72,7 @@ int ck_open_store(const char *cmd, const char *path, bool ro, const ckpt_options
 const char *ck_invalid_reason(ckpt_store *store, const ckpt_info *info, char *buf, size_t len)
 {
 	ckpt_reader *rd = NULL;
-	int r = ckpt_reader_open(store, info->step, &rd);
+	int r = ckpt_reader_open(store, info->step, CKPT_READ_AS_SAVED, &rd);
 	if (r < 0 && ckpt_errmsg()[0])
 		snprintf(buf, len, "%s", ckpt_errmsg());
 	else

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct verify_args {
@@ -59,18 +60,26 @@ struct vctx {
 	struct progress bar;
 	ckpt_verify_cache *cache; /* each record shared by several checkpoints read once */
 	uint64_t step;
+	const ckpt_reader *rd; /* the checkpoint verified: whose packs a chunk's rank comes from */
+	bool remote;           /* read from a remote: its parts are not local, nor checked */
+	/* The damaged parts of the checkpoint, printed after its chunks (as they always were). */
+	ckpt_damage *parts;
+	size_t nparts, parts_cap;
+	long parts_damaged;    /* of the checkpoint: kept, or printed at once when out of memory */
+	long parts_ignored;    /* damaged as local parts, with remote */
 	long damaged_chunks; /* over the whole run */
 	long unreadable_chunks; /* permission denied: not checked, and not damage */
 	int damaged_ckpts, checked, failed;
 };
 
-static void on_progress(uint64_t done, uint64_t total, void *arg)
+static int on_progress(void *arg, uint64_t done, uint64_t total)
 {
 	struct vctx *v = arg;
 	pthread_mutex_lock(&v->lock);
 	v->bar.total = total;
 	progress_update(&v->bar, done);
 	pthread_mutex_unlock(&v->lock);
+	return 0;
 }
 
 static void report_damage(struct vctx *v, const ckpt_damage *d)
@@ -89,8 +98,9 @@ static void report_damage(struct vctx *v, const ckpt_damage *d)
 		jw_key(&v->w, "file"); jw_str(&v->w, d->file);
 		jw_key(&v->w, "error"); jw_str(&v->w, ckpt_strerror(d->error));
 		jw_key(&v->w, "message"); jw_str(&v->w, d->message);
-		if (ck_dist_pack_rank(d->file) >= 0) {
-			jw_key(&v->w, "rank"); jw_i64(&v->w, ck_dist_pack_rank(d->file));
+		int rank = ck_dist_damage_rank(v->rd, d);
+		if (rank >= 0) {
+			jw_key(&v->w, "rank"); jw_i64(&v->w, rank);
 		}
 		jw_obj_end(&v->w);
 		return;
@@ -115,8 +125,9 @@ static void report_damage(struct vctx *v, const ckpt_damage *d)
 	if (fl && !strncmp(msg, d->file, fl) && !strncmp(msg + fl, ": ", 2))
 		msg += fl + 2;
 	char rk[32] = "";
-	if (ck_dist_pack_rank(d->file) >= 0) /* a multi-rank checkpoint: who wrote it */
-		snprintf(rk, sizeof rk, " (written by rank %d)", ck_dist_pack_rank(d->file));
+	int rank = ck_dist_damage_rank(v->rd, d);
+	if (rank >= 0) /* a multi-rank checkpoint: who wrote it */
+		snprintf(rk, sizeof rk, " (written by rank %d)", rank);
 	printf("step %llu: %s tensor %s chunk %llu (offset %llu) in %s%s: %s\n",
 	       (unsigned long long)v->step, unreadable ? "UNREADABLE" : "DAMAGED",
 	       st_quote(d->tensor, q, sizeof q, 1000),
@@ -124,12 +135,52 @@ static void report_damage(struct vctx *v, const ckpt_damage *d)
 	       d->file ? d->file : "?", rk, msg);
 }
 
+/* Keeps a damaged part for flush_parts(). Returns false when out of memory. */
+static bool keep_part(struct vctx *v, const ckpt_damage *d)
+{
+	if (v->nparts == v->parts_cap) {
+		size_t cap = v->parts_cap ? 2 * v->parts_cap : 8;
+		ckpt_damage *p = realloc(v->parts, cap * sizeof *p);
+		if (!p)
+			return false;
+		v->parts = p;
+		v->parts_cap = cap;
+	}
+	ckpt_damage *c = &v->parts[v->nparts];
+	*c = *d;
+	c->file = d->file ? strdup(d->file) : NULL;
+	c->message = d->message ? strdup(d->message) : NULL;
+	if ((d->file && !c->file) || (d->message && !c->message)) {
+		free((char *)c->file);
+		free((char *)c->message);
+		return false;
+	}
+	v->nparts++;
+	return true;
+}
+
 static void on_damage(const ckpt_damage *d, void *arg)
 {
 	struct vctx *v = arg;
 	pthread_mutex_lock(&v->lock);
-	report_damage(v, d);
+	if (!ck_dist_part_damage(d))
+		report_damage(v, d);
+	else if (v->remote)
+		v->parts_ignored++;
+	else if (v->parts_damaged++, !keep_part(v, d))
+		ck_dist_part_print(d, v->json ? &v->w : NULL); /* out of memory: at once */
 	pthread_mutex_unlock(&v->lock);
+}
+
+/* Prints the damaged parts kept by on_damage() and forgets them. */
+static void flush_parts(struct vctx *v)
+{
+	for (size_t k = 0; k < v->nparts; k++) {
+		ck_dist_part_print(&v->parts[k], v->json ? &v->w : NULL);
+		free((char *)v->parts[k].file);
+		free((char *)v->parts[k].message);
+	}
+	v->nparts = 0;
 }
 
 /* A manifest that does not verify: reported as damage of step. */
@@ -153,7 +204,7 @@ static void verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 {
 	ckpt_reader *rd;
 	char label[64];
-	int r = ckpt_reader_open(store, step, &rd);
+	int r = ckpt_reader_open(store, step, CKPT_READ_AS_SAVED, &rd);
 	if (r == -CKPT_E_NOTFOUND) { /* removed since it was listed (a concurrent prune) */
 		v->failed++;
 		ck_fail("verify", r, "no such checkpoint");
@@ -168,7 +219,7 @@ static void verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 		ck_fail("verify", r, "cannot open the checkpoint");
 		return;
 	}
-	ckpt_info info;
+	ckpt_info info = {.struct_size = sizeof info};
 	ckpt_reader_info(rd, &info);
 	v->step = info.step;
 	v->checked++;
@@ -182,13 +233,24 @@ static void verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 		jw_key(&v->w, "damage");
 		jw_arr_begin(&v->w);
 	}
-	snprintf(label, sizeof label, "verify step %llu", (unsigned long long)info.step);
-	progress_start(&v->bar, label, info.logical_bytes, v->progress); /* what on_progress counts */
-	long n = ckpt_reader_verify_cached(rd, v->cache, on_damage, on_progress, v);
-	progress_end(&v->bar);
-	/* Read from a remote (--remote), the parts are not local: its chunks are checked. */
-	long parts = ckpt_store_remote(store) ? 0
-		     : ck_dist_verify_parts(store, info.step, v->json ? &v->w : NULL);
+	/* A multi-rank layout the library refuses is the damage: nothing reads the chunks by it.
+	 * Read from a remote (--remote), the parts are not local: its chunks are checked. */
+	long n = 0, parts = v->remote ? 0
+			    : ck_dist_verify_layout(store, info.step, v->json ? &v->w : NULL);
+	if (!parts) {
+		snprintf(label, sizeof label, "verify step %llu", (unsigned long long)info.step);
+		/* what on_progress counts */
+		progress_start(&v->bar, label, info.logical_bytes, v->progress);
+		v->rd = rd;
+		v->parts_damaged = v->parts_ignored = 0;
+		n = ckpt_reader_verify(rd, v->cache, on_damage, on_progress, v);
+		progress_end(&v->bar);
+		/* The library checks the parts first; they were always reported after the chunks. */
+		flush_parts(v);
+		parts = v->parts_damaged;
+		if (n > 0)
+			n -= parts + v->parts_ignored;
+	}
 	const char *status = "ok";
 	long unread = v->unreadable_chunks - ubefore;
 	if (n > 0)
@@ -197,9 +259,6 @@ static void verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
 		v->failed++;
 		status = "error";
 		ck_fail("verify", (int)n, "verification could not run");
-	} else if (parts < 0) {
-		v->failed++;
-		status = "error";
 	} else if (n > 0 || v->damaged_chunks > before || parts) {
 		v->damaged_ckpts++;
 		status = "damaged";
@@ -238,13 +297,13 @@ static void verify_one(struct vctx *v, ckpt_store *store, uint64_t step)
  * the store; *target is the latest valid step (CKPT_STEP_LATEST: none, only damaged manifests),
  * or step itself when it was given, which must then exist. Returns -1 to go on, or the exit
  * status (reported). */
-static int choose_steps(const char *cmd, ckpt_store *store, const char *store_path,
-			uint64_t step, bool all, ckpt_info **list, int *n, uint64_t *target)
+static int choose_steps(const char *cmd, ckpt_store *store, ckpt_remote *rm,
+			const char *store_path, uint64_t step, bool all, ckpt_info **list, int *n,
+			uint64_t *target)
 {
 	*target = step;
 	if (all || step == CKPT_STEP_LATEST) {
-		*n = ckpt_store_remote(store) ? ckpt_store_remote_list(store, 1, list)
-					      : ckpt_store_list(store, 1, list);
+		*n = rm ? (int)ckpt_remote_list(rm, 1, list) : (int)ckpt_store_list(store, 1, list);
 		if (*n < 0)
 			return ck_fail(cmd, *n, "cannot list the store");
 	}
@@ -267,7 +326,7 @@ static int choose_steps(const char *cmd, ckpt_store *store, const char *store_pa
 	if (!all && step != CKPT_STEP_LATEST) {
 		/* A step that does not exist is an error, not a result: say so before any output. */
 		ckpt_reader *rd = NULL;
-		int r = ckpt_reader_open(store, step, &rd);
+		int r = ckpt_reader_open(store, step, CKPT_READ_AS_SAVED, &rd);
 		ckpt_reader_close(rd);
 		if (r == -CKPT_E_NOTFOUND)
 			return ck_fail(cmd, r, "no such checkpoint");
@@ -305,13 +364,15 @@ static void verify_steps(struct vctx *v, ckpt_store *store, const ckpt_info *lis
  * damage and the unreadable chunks on stderr. */
 static void print_summary(struct vctx *v, bool all, const char *store_path)
 {
+	uint64_t bytes, recs;
+	ckpt_verify_cache_stats(v->cache, &bytes, &recs);
 	if (v->json) {
 		jw_arr_end(&v->w);
 		jw_key(&v->w, "checked"); jw_u64(&v->w, (uint64_t)v->checked);
 		jw_key(&v->w, "damaged"); jw_u64(&v->w, (uint64_t)v->damaged_ckpts);
 		jw_key(&v->w, "damaged_chunks"); jw_u64(&v->w, (uint64_t)v->damaged_chunks);
-		jw_key(&v->w, "records_read"); jw_u64(&v->w, ckpt_verify_cache_records(v->cache));
-		jw_key(&v->w, "bytes_read"); jw_u64(&v->w, ckpt_verify_cache_bytes_read(v->cache));
+		jw_key(&v->w, "records_read"); jw_u64(&v->w, recs);
+		jw_key(&v->w, "bytes_read"); jw_u64(&v->w, bytes);
 		jw_key(&v->w, "intact"); jw_bool(&v->w, !v->damaged_ckpts && !v->failed);
 		jw_obj_end(&v->w);
 		jw_finish(&v->w);
@@ -319,11 +380,10 @@ static void print_summary(struct vctx *v, bool all, const char *store_path)
 		printf("no checkpoints in %s\n", store_path);
 	} else if (all && !v->quiet) {
 		char a[32];
-		uint64_t recs = ckpt_verify_cache_records(v->cache);
 		printf("%d checkpoint%s verified: %llu distinct chunk%s read once each, %s\n",
 		       v->checked, v->checked == 1 ? "" : "s", (unsigned long long)recs,
 		       recs == 1 ? "" : "s",
-		       cli_fmt_iec(ckpt_verify_cache_bytes_read(v->cache), a, sizeof a));
+		       cli_fmt_iec(bytes, a, sizeof a));
 	}
 	if (v->damaged_ckpts)
 		cli_err("verify: damage found in %d of %d checkpoint%s verified", v->damaged_ckpts,
@@ -361,13 +421,15 @@ static int cmd_verify(int argc, char **argv)
 	rc = ck_open_store(cmd, argv[1], true, NULL, &store);
 	if (rc)
 		return rc;
-	if (opt.remote && (rc = ck_set_remote(cmd, store, opt.remote, CKPT_REMOTE_READ))) {
+	ckpt_remote *rm = NULL;
+	if (opt.remote && (rc = ck_set_remote(cmd, store, opt.remote, CKPT_REMOTE_READ, &rm))) {
 		ckpt_store_close(store);
 		return rc;
 	}
+	v.remote = rm != NULL;
 	ckpt_info *list = NULL;
 	int n = 0;
-	rc = choose_steps(cmd, store, argv[1], step, opt.all, &list, &n, &target);
+	rc = choose_steps(cmd, store, rm, argv[1], step, opt.all, &list, &n, &target);
 	if (rc >= 0)
 		goto out;
 	if (v.json) {
@@ -383,5 +445,6 @@ out:
 	ckpt_info_free(list);
 	ckpt_store_close(store);
 	ckpt_verify_cache_free(v.cache);
+	free(v.parts);
 	return rc;
 }

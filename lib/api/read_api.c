@@ -123,18 +123,30 @@ static void progress_cb(uint64_t done, uint64_t total, void *arg)
 		(void)v->on_progress(v->arg, done, total);
 }
 
+/* A layout the library refuses is one damage of the checkpoint; the chunks are still checked. */
+static long layout_damage(ckpt_reader *rd, struct verify_cb *v, int rc)
+{
+	if (rc == -CKPT_E_NOMEM || rc == -CKPT_E_IO)
+		return rc;
+	ckpt_damage d = {.step = rd->step, .file = NULL, .error = -rc, .message = ckpt_errmsg()};
+	damage_cb(&d, v);
+	return 1;
+}
+
 /* A multi-rank checkpoint's part files, through the global reader (one is opened for a reader
- * as saved). */
+ * as saved). A checkpoint read from the remote has its parts there: pull checks them. */
 static long verify_parts(ckpt_reader *rd, struct verify_cb *v)
 {
-	if (ckpt_reader_world_size(rd) <= 1 && !reader1_get_meta(rd->r, "ckpt.dist.world"))
+	if (reader1_from_remote(rd->r))
 		return 0;
 	if (rd->d)
 		return dreader_verify_parts(rd->d, damage_cb, v);
+	if (!reader1_get_meta(rd->r, "ckpt.dist.world"))
+		return 0;
 	dreader *d;
 	long n = dreader_open(rd->s, rd->step, &d);
 	if (n)
-		return n;
+		return layout_damage(rd, v, (int)n);
 	n = dreader_verify_parts(d, damage_cb, v);
 	dreader_close(d);
 	return n;

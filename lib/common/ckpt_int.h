@@ -5,6 +5,8 @@
 #ifndef CKPT_INT_H
 #define CKPT_INT_H
 
+#include <stdbool.h>
+
 #include "ckpt.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -117,6 +119,9 @@ typedef struct reader1 reader1;
  * half-written checkpoint. Returns 0 and sets *out, or -CKPT_E_NOTFOUND, -CKPT_E_CORRUPT,
  * -CKPT_E_CHECKSUM (damaged manifest), -CKPT_E_VERSION, -CKPT_E_IO, -CKPT_E_NOMEM. */
 int reader1_open(ckpt_store *store, uint64_t step, reader1 **out);
+/* True when the checkpoint's manifest was read from the store's remote (not local, or
+ * CKPT_REMOTE_READ): its part files, if any, are the remote's too. */
+bool reader1_from_remote(const reader1 *reader);
 /* Closes reader; accepts NULL. */
 void reader1_close(reader1 *reader);
 

@@ -50,6 +50,7 @@ struct pack_fd {
 struct reader1 {
 	struct ckpt_store *s;
 	struct manifest m;
+	bool remote_mf;     /* the manifest came from the store's remote */
 	char mf_path[4096];
 	struct pack_fd **fds;
 	size_t nfds;

@@ -58,6 +58,11 @@ unsigned rd_restore_slots(const struct reader1 *r)
 	return MIN(MAX(n, 2u), 256u);
 }
 
+bool reader1_from_remote(const reader1 *r)
+{
+	return r->remote_mf;
+}
+
 int reader1_open(ckpt_store *s, uint64_t step, reader1 **out)
 {
 	*out = NULL;
@@ -87,6 +92,7 @@ int reader1_open(ckpt_store *s, uint64_t step, reader1 **out)
 	}
 	r->s = s;
 	r->lease = lease;
+	r->remote_mf = remote;
 	pthread_mutex_init(&r->mu, NULL);
 	char name[64];
 	rc = remote ? store_remote_manifest(s, want, &r->m) : store_load_manifest(s, step, &r->m);
