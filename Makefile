@@ -105,7 +105,7 @@ $(ALIB): $(LIB_OBJ)
 # Test builds: the sources in HOOK_SRC are compiled a second time with CKPT_TEST_HOOKS (crash
 # points the tests trigger from the environment) into the tests' archive only.
 HOOK_SRC := lib/gc/gc.c lib/gc/gc_compact.c lib/gc/gc_prune.c lib/gc/gc_scan.c \
-	    lib/io/engine.c lib/save/save.c lib/dist/dist.c lib/store/index_sync.c \
+	    lib/io/engine.c lib/save/save.c lib/dist/dsave_begin.c lib/store/index_sync.c \
 	    lib/dist/dist_merge.c lib/store/lock.c lib/store/lease.c lib/store/marker.c \
 	    lib/tier/tier_share.c lib/tier/tier_fence.c lib/tier/tier_push.c lib/tier/tier_gc.c
 # io.c chooses the fault engine while one is armed; TEST_ONLY_SRC is compiled as the hooks are.

@@ -1,5 +1,6 @@
-/* Multi-rank checkpoints (dist.c: the save, dist_merge.c: rank 0's global manifest,
- * dist_parts.c: the step claim and gc of parts/, dist_read.c: restoring boxes). Internal to lib/. */
+/* Multi-rank checkpoints (dsave.c and its phases dsave_*.c: the save, dist_merge.c: rank 0's
+ * global manifest, dist_parts.c: the step claim and gc of parts/, dist_read.c: restoring boxes).
+ * Internal to lib/. */
 #ifndef CKPT_DIST_H
 #define CKPT_DIST_H
 
