@@ -540,7 +540,7 @@ static int commit(struct merge *m, int rank, void (*kill)(int))
 	/* Never over an existing manifest: the step's claim keeps a second job out, and should it
 	 * fail (a lock that is local to a node on a shared mount) exactly one commit wins. */
 	int linked;
-	int rc = io_write_new(m->s->mf_dir, name, buf, len, &linked);
+	int rc = io_write_new(m->s->layout.mf_dir, name, buf, len, &linked);
 	free(buf);
 	if (rc == 1)
 		return ckpt_fail(CKPT_E_EXISTS, "checkpoint %" PRIu64 " already exists in store %s "
@@ -549,9 +549,9 @@ static int commit(struct merge *m, int rank, void (*kill)(int))
 	if (rc && linked) {
 		/* Visible but maybe not durable: the commit failed, so take it back. */
 		char p[4096];
-		snprintf(p, sizeof p, "%s/%s", m->s->mf_dir, name);
+		snprintf(p, sizeof p, "%s/%s", m->s->layout.mf_dir, name);
 		unlink(p);
-		io_fsync_dir(m->s->mf_dir);
+		io_fsync_dir(m->s->layout.mf_dir);
 	}
 	kill(rank);
 	return rc;

@@ -40,7 +40,7 @@ static bool mf_exists(struct ckpt_store *s, uint64_t step)
 {
 	char name[64], p[4096];
 	store_mf_name(step, name, sizeof name);
-	snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
+	snprintf(p, sizeof p, "%s/%s", s->layout.mf_dir, name);
 	return access(p, F_OK) == 0 || errno != ENOENT;
 }
 
@@ -137,9 +137,9 @@ void dist_claim_release(struct ckpt_store *s, uint64_t step, int fd, bool commit
 {
 	/* Every rank's in-flight marker ends here, not with its part save: the rank's packs are
 	 * unreferenced until the global manifest names them (store_unlock keeps it in part_mode). */
-	pthread_mutex_lock(&s->mu);
+	pthread_mutex_lock(&s->lock.mu);
 	marker_end(s);
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->lock.mu);
 	if (fd < 0)
 		return;
 	/* After a commit the file can go: a job that still opens the old one and locks it finds

@@ -69,7 +69,7 @@ static inline bool dist_threaded(enum dsave_state state)
 }
 
 /* What each rank tells the others at commit: its part's outcome, and the remote its handle
- * uploads to in the background (store.tier_upkey, 0: none); rank 0's reply the same. */
+ * uploads to in the background (store_upload_key, 0: none); rank 0's reply the same. */
 struct part_msg {
 	int32_t rc;
 	uint32_t pad;

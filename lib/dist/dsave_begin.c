@@ -50,9 +50,9 @@ void dist_free(dsave *d, bool committed)
 	dist_claim_release(d->s, d->step, d->claim_fd, committed);
 	if (d->lock_fd >= 0)
 		close(d->lock_fd);
-	pthread_mutex_lock(&d->s->mu);
-	d->s->part_mode = false;
-	pthread_mutex_unlock(&d->s->mu);
+	pthread_mutex_lock(&d->s->lock.mu);
+	d->s->lock.part_mode = false;
+	pthread_mutex_unlock(&d->s->lock.mu);
 	pthread_mutex_destroy(&d->mu);
 	pthread_cond_destroy(&d->cv);
 	free(d);
@@ -67,13 +67,13 @@ static int begin_local(ckpt_store *s, const ckpt_comm *comm, uint64_t step, dsav
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	/* One multi-rank save per handle at a time, and none beside a single-process one: the
 	 * handle's mode decides which lock and which pack ids its saves take. */
-	pthread_mutex_lock(&s->mu);
-	bool busy = s->lock_users > 0 || s->part_mode;
+	pthread_mutex_lock(&s->lock.mu);
+	bool busy = s->lock.users > 0 || s->lock.part_mode;
 	if (!busy) {
-		s->part_mode = true;
-		s->part_rank = (uint32_t)comm->rank;
+		s->lock.part_mode = true;
+		s->lock.part_rank = (uint32_t)comm->rank;
 	}
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->lock.mu);
 	if (busy) {
 		free(d);
 		return ckpt_fail(CKPT_E_BUSY, "store %s: another save of this handle is in flight",
@@ -86,7 +86,7 @@ static int begin_local(ckpt_store *s, const ckpt_comm *comm, uint64_t step, dsav
 	int rc = save1_begin(s, step, &d->part);
 	/* Our own shared hold on LOCK: the part save releases the store's when its part is
 	 * durable, but gc must stay out until the global manifest names the part's packs. */
-	if (!rc && (d->lock_fd = dup(s->lock_fd)) < 0)
+	if (!rc && (d->lock_fd = dup(s->lock.fd)) < 0)
 		rc = ckpt_fail(ckpt_errno_code(errno), "dup lock of %s: %s", s->path, strerror(errno));
 	if (!rc && comm->rank == 0)
 		rc = dist_claim_step(s, step, (unsigned)comm->size, &d->claim_fd);

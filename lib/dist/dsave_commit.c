@@ -53,7 +53,7 @@ int dist_commit_all(dsave *d, ckpt_stats *st, struct part_msg *mine)
 	struct part_msg *all = calloc(n, sizeof *all);
 	if (!all)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	uint64_t key = __atomic_load_n(&d->s->tier_upkey, __ATOMIC_ACQUIRE);
+	uint64_t key = store_upload_key(d->s);
 	mine->upkey = key;
 	int rc = d->comm.allgather(d->comm.ctx, mine, sizeof *mine, all);
 	if (rc) {
@@ -106,7 +106,7 @@ int dist_commit_all(dsave *d, ckpt_stats *st, struct part_msg *mine)
  * (rare: only after a failure). */
 void dist_forget_part(struct ckpt_store *s)
 {
-	pthread_mutex_lock(&s->idx_mu);
-	s->idx_valid = false;
-	pthread_mutex_unlock(&s->idx_mu);
+	pthread_mutex_lock(&s->index.mu);
+	s->index.valid = false;
+	pthread_mutex_unlock(&s->index.mu);
 }

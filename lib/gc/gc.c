@@ -28,29 +28,29 @@ void gc_report_free(gc_report *r)
  * they are refused too. */
 int gc_maint_lock(struct ckpt_store *s)
 {
-	pthread_mutex_lock(&s->mu);
+	pthread_mutex_lock(&s->lock.mu);
 	int rc = 0;
-	if (s->lock_users)
+	if (s->lock.users)
 		rc = ckpt_fail(CKPT_E_BUSY, "store %s is busy: a save is in flight on this handle",
 			       s->path);
 	else
 		rc = store_lock_maint(s, "prune, delete or gc");
 	if (!rc)
-		s->lock_users++;
-	pthread_mutex_unlock(&s->mu);
+		s->lock.users++;
+	pthread_mutex_unlock(&s->lock.mu);
 	return rc;
 }
 
 void gc_maint_unlock(struct ckpt_store *s)
 {
-	pthread_mutex_lock(&s->mu);
+	pthread_mutex_lock(&s->lock.mu);
 	/* Manifests and packs changed: the next save rebuilds its dedup index. */
-	pthread_mutex_lock(&s->idx_mu);
-	s->idx_valid = false;
-	pthread_mutex_unlock(&s->idx_mu);
-	if (--s->lock_users == 0)
+	pthread_mutex_lock(&s->index.mu);
+	s->index.valid = false;
+	pthread_mutex_unlock(&s->index.mu);
+	if (--s->lock.users == 0)
 		store_unlock(s);
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->lock.mu);
 }
 
 int gc_refuse_invalid(struct ckpt_store *s, const struct mfset *ms, int flags)
@@ -115,8 +115,8 @@ static int remove_dead_packs(struct ckpt_store *s, struct pk *pv, size_t np, boo
 		touched[pv[i].dir] = true;
 	}
 	lease_set_free(&ls);
-	for (unsigned d = 0; d < s->ndirs; d++)
-		if (touched[d] && (rc = io_fsync_dir(s->pack_dirs[d])))
+	for (unsigned d = 0; d < s->layout.ndirs; d++)
+		if (touched[d] && (rc = io_fsync_dir(s->layout.pack_dirs[d])))
 			return rc;
 	return 0;
 }

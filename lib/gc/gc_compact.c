@@ -123,7 +123,7 @@ static int compact_copy(struct ckpt_store *s, const struct loc *l, struct cpk *c
 	close(in);
 	close(outfd);
 	if (!rc)
-		rc = io_fsync_dir(s->pack_dirs[c->p->dir]);
+		rc = io_fsync_dir(s->layout.pack_dirs[c->p->dir]);
 	return rc;
 }
 
@@ -165,7 +165,7 @@ static int rewrite_manifests(struct ckpt_store *s, struct mfset *ms, const bool 
 		manifest_encode(mf, enc);
 		char name[64];
 		store_mf_name(mf->step, name, sizeof name);
-		int rc = io_write_atomic(s->mf_dir, name, enc, len, NULL);
+		int rc = io_write_atomic(s->layout.mf_dir, name, enc, len, NULL);
 		gc_kill_point();
 		free(enc);
 		if (rc)
@@ -229,9 +229,9 @@ static int compact_run(struct ckpt_store *s, struct mfset *ms, const bool *skip,
 		rep->packs_compacted++;
 		rep->bytes_freed += cv[i].p->size > cv[i].at ? cv[i].p->size - cv[i].at : 0;
 	}
-	for (unsigned d = 0; d < s->ndirs; d++)
+	for (unsigned d = 0; d < s->layout.ndirs; d++)
 		if (touched[d]) {
-			int r = io_fsync_dir(s->pack_dirs[d]);
+			int r = io_fsync_dir(s->layout.pack_dirs[d]);
 			rc = rc ? rc : r;
 		}
 	free(b.buf);

@@ -56,7 +56,7 @@ int gc_prune_run(struct ckpt_store *s, gc_choose_fn choose, const void *ctx,
 			continue;
 		char name[64], p[4096];
 		store_mf_name(ms.steps[k], name, sizeof name);
-		snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
+		snprintf(p, sizeof p, "%s/%s", s->layout.mf_dir, name);
 		if (unlink(p) && errno != ENOENT) {
 			int e = errno;
 			rc = ckpt_fail(ckpt_errno_code(e), "remove %s: %s", p, strerror(e));
@@ -64,7 +64,7 @@ int gc_prune_run(struct ckpt_store *s, gc_choose_fn choose, const void *ctx,
 		}
 		gc_kill_point();
 	}
-	if (!dry && rep->n_steps_removed && (rc = io_fsync_dir(s->mf_dir)))
+	if (!dry && rep->n_steps_removed && (rc = io_fsync_dir(s->layout.mf_dir)))
 		goto out;
 	rc = gc_collect(s, &ms, drop, g, dry, rep);
 out:

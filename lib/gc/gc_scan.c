@@ -69,7 +69,7 @@ int gc_mfset_load(struct ckpt_store *s, struct mfset *ms)
 		char name[64], p[4096];
 		struct stat st;
 		store_mf_name(ms->steps[i], name, sizeof name);
-		snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
+		snprintf(p, sizeof p, "%s/%s", s->layout.mf_dir, name);
 		if (!stat(p, &st))
 			ms->size[i] = (uint64_t)st.st_size;
 	}
@@ -158,7 +158,7 @@ static size_t drop_duplicates(struct ckpt_store *s, struct pk *v, size_t n, gc_r
 			for (size_t q = i; q < j; q++) {
 				char name[32];
 				snprintf(name, sizeof name, "%08u.pack", v[q].id);
-				left_alone(rep, s->pack_dirs[v[q].dir], name,
+				left_alone(rep, s->layout.pack_dirs[v[q].dir], name,
 					   "the same pack id exists in another pack directory");
 			}
 		}
@@ -175,12 +175,13 @@ int gc_list_packs(struct ckpt_store *s, struct pk **out, size_t *nout, gc_report
 	struct pk *v = malloc(cap * sizeof *v);
 	if (!v)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
-	for (unsigned d = 0; d < s->ndirs; d++) {
-		DIR *dir = opendir(s->pack_dirs[d]);
+	for (unsigned d = 0; d < s->layout.ndirs; d++) {
+		DIR *dir = opendir(s->layout.pack_dirs[d]);
 		if (!dir) {
 			int e = errno;
 			free(v);
-			return ckpt_fail(ckpt_errno_code(e), "open %s: %s", s->pack_dirs[d], strerror(e));
+			return ckpt_fail(ckpt_errno_code(e), "open %s: %s", s->layout.pack_dirs[d],
+					 strerror(e));
 		}
 		struct dirent *e;
 		while ((e = readdir(dir))) {
@@ -189,13 +190,13 @@ int gc_list_packs(struct ckpt_store *s, struct pk **out, size_t *nout, gc_report
 			size_t nl = strlen(e->d_name);
 			if (!canonical_pack_id(e->d_name, &id)) {
 				if (nl > 5 && !strcmp(e->d_name + nl - 5, ".pack"))
-					left_alone(rep, s->pack_dirs[d], e->d_name,
+					left_alone(rep, s->layout.pack_dirs[d], e->d_name,
 						   "not a canonical pack name (NNNNNNNN.pack)");
 				continue;
 			}
 			const char *why = not_our_pack(s, dirfd(dir), e->d_name, &st);
 			if (why) {
-				left_alone(rep, s->pack_dirs[d], e->d_name, why);
+				left_alone(rep, s->layout.pack_dirs[d], e->d_name, why);
 				continue;
 			}
 			if (n == cap) {
@@ -220,12 +221,12 @@ int gc_list_packs(struct ckpt_store *s, struct pk **out, size_t *nout, gc_report
 /* Fails, naming it, when a pack directory cannot be listed (a data directory not mounted). */
 int gc_pack_dirs_present(struct ckpt_store *s)
 {
-	for (unsigned d = 0; d < s->ndirs; d++) {
-		DIR *dir = opendir(s->pack_dirs[d]);
+	for (unsigned d = 0; d < s->layout.ndirs; d++) {
+		DIR *dir = opendir(s->layout.pack_dirs[d]);
 		if (!dir) {
 			int e = errno;
 			return ckpt_fail(ckpt_errno_code(e), "open %s: %s; nothing was removed",
-					 s->pack_dirs[d], strerror(e));
+					 s->layout.pack_dirs[d], strerror(e));
 		}
 		closedir(dir);
 	}
@@ -299,7 +300,7 @@ void gc_mark_live(struct pk *pv, size_t np, const struct loc *l, size_t nl)
 uint64_t gc_leftovers(struct ckpt_store *s, bool remove, const uint64_t *gone, size_t ngone,
 		      uint64_t *count, uint64_t *parts)
 {
-	const char *dirs[2] = {s->mf_dir, s->path};
+	const char *dirs[2] = {s->layout.mf_dir, s->path};
 	uint64_t bytes = 0;
 	for (int k = 0; k < 2; k++) {
 		DIR *d = opendir(dirs[k]);

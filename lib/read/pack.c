@@ -60,7 +60,7 @@ struct pack_fd *rd_pack(struct reader1 *r, uint32_t id)
 	int fd = -1, rc = 0, e = ENOENT;
 	/* A pack lives in one of the store's pack directories (striping). */
 	errno = ENOENT;
-	for (unsigned d = 0; d < r->s->ndirs && fd < 0 && !r->s->tier_read; d++) {
+	for (unsigned d = 0; d < r->s->layout.ndirs && fd < 0 && !store_remote_first(r->s); d++) {
 		store_pack_path(r->s, d, id, path, sizeof path);
 		if (r->s->opt.direct_io)
 			fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
@@ -71,9 +71,9 @@ struct pack_fd *rd_pack(struct reader1 *r, uint32_t id)
 		if (fd >= 0)
 			p->dir = d;
 	}
-	if (fd < 0 && errno == ENOENT && r->s->tier_pack) {
+	if (fd < 0 && errno == ENOENT && store_remote_reads(r->s)) {
 		/* Not local: the records this checkpoint needs, from the remote (lib/tier). */
-		fd = r->s->tier_pack(r->s->tier, &r->m, id, path, sizeof path);
+		fd = store_remote_pack(r->s, &r->m, id, path, sizeof path);
 		if (fd < 0)
 			rc = fd;
 		p->remote = fd >= 0;
@@ -81,13 +81,13 @@ struct pack_fd *rd_pack(struct reader1 *r, uint32_t id)
 	}
 	if (rc) {
 		/* the remote's error (naming the object), kept below */
-	} else if (fd < 0 && errno == ENOENT && r->s->ndirs > 1) {
+	} else if (fd < 0 && errno == ENOENT && r->s->layout.ndirs > 1) {
 		/* Striped store: say where it was looked for. */
 		char where[2048] = "";
-		for (unsigned d = 0; d < r->s->ndirs; d++) {
+		for (unsigned d = 0; d < r->s->layout.ndirs; d++) {
 			size_t used = strlen(where);
 			snprintf(where + used, sizeof where - used, "%s%s", d ? ", " : "",
-				 r->s->pack_dirs[d]);
+				 r->s->layout.pack_dirs[d]);
 		}
 		rc = ckpt_fail(CKPT_E_CORRUPT, "pack %08u.pack: missing (looked in %s)", id, where);
 	} else if (fd < 0) {

@@ -74,10 +74,11 @@ int reader1_open(ckpt_store *s, uint64_t step, reader1 **out)
 	int rc = lease_take(s, &lease);
 	bool leased = !rc;
 	uint64_t want = step;
-	if (!rc && !s->tier_read)
+	if (!rc && !store_remote_first(s))
 		rc = ckpt_store_resolve(s, step, &step);
 	/* Not local (or CKPT_REMOTE_READ): the remote's. */
-	bool remote = leased && s->tier_manifest && (s->tier_read || rc == -CKPT_E_NOTFOUND);
+	bool remote = leased && store_remote_reads(s) &&
+		      (store_remote_first(s) || rc == -CKPT_E_NOTFOUND);
 	if (remote)
 		rc = 0;
 	if (rc) {
@@ -94,10 +95,10 @@ int reader1_open(ckpt_store *s, uint64_t step, reader1 **out)
 	r->remote_mf = remote;
 	pthread_mutex_init(&r->mu, NULL);
 	char name[64];
-	rc = remote ? s->tier_manifest(s->tier, want, &r->m) : store_load_manifest(s, step, &r->m);
+	rc = remote ? store_remote_manifest(s, want, &r->m) : store_load_manifest(s, step, &r->m);
 	step = rc ? step : r->m.step;
 	store_mf_name(step, name, sizeof name);
-	snprintf(r->mf_path, sizeof r->mf_path, "%s/%s", s->mf_dir, name);
+	snprintf(r->mf_path, sizeof r->mf_path, "%s/%s", s->layout.mf_dir, name);
 	if (rc) {
 		pthread_mutex_destroy(&r->mu);
 		lease_drop(r->lease);

@@ -24,13 +24,13 @@ static int write_pack_hdr(struct ckpt_store *s, struct spack *pk, const char *pa
 	pack_hdr_encode(&h, hdr);
 	/* Some file systems accept O_DIRECT at open and refuse it (EINVAL) at the first write: the
 	 * header write is the probe. Any other error is the save's. */
-	ssize_t n = s->io->pwrite(pk->fd, hdr, PACK_HDR_LEN, 0);
+	ssize_t n = s->packs.io->pwrite(pk->fd, hdr, PACK_HDR_LEN, 0);
 	if (n < 0 && errno == EINVAL && pk->direct) {
 		int fl = fcntl(pk->fd, F_GETFL);
 		if (fl >= 0 && fcntl(pk->fd, F_SETFL, fl & ~O_DIRECT) == 0) {
 			pk->direct = false;
 			store_refuse_direct(s);
-			n = s->io->pwrite(pk->fd, hdr, PACK_HDR_LEN, 0);
+			n = s->packs.io->pwrite(pk->fd, hdr, PACK_HDR_LEN, 0);
 		}
 	}
 	int rc = 0;
@@ -39,7 +39,7 @@ static int write_pack_hdr(struct ckpt_store *s, struct spack *pk, const char *pa
 		rc = ckpt_fail(ckpt_errno_code(e) == CKPT_E_NOSPC ? CKPT_E_NOSPC : CKPT_E_IO,
 			       "write %s: %s", path, strerror(e));
 	} else if (n != PACK_HDR_LEN) {
-		rc = io_write_all(s->io, pk->fd, hdr + n, PACK_HDR_LEN - (size_t)n, (uint64_t)n, path);
+		rc = io_write_all(s->packs.io, pk->fd, hdr + n, PACK_HDR_LEN - (size_t)n, (uint64_t)n, path);
 	}
 	free(hdr);
 	return rc;
@@ -49,7 +49,7 @@ static int write_pack_hdr(struct ckpt_store *s, struct spack *pk, const char *pa
  * pack across all of them (a reader takes the first it finds). */
 static bool id_elsewhere(const struct ckpt_store *s, unsigned dir, uint32_t id)
 {
-	for (unsigned d = 0; d < s->ndirs; d++) {
+	for (unsigned d = 0; d < s->layout.ndirs; d++) {
 		char p[4096];
 		struct stat st;
 		store_pack_path(s, d, id, p, sizeof p);
@@ -69,7 +69,7 @@ static bool id_elsewhere(const struct ckpt_store *s, unsigned dir, uint32_t id)
 static int create_pack(struct ckpt_store *s, unsigned dir, uint32_t *id, char *path, size_t len,
 		       bool *direct)
 {
-	uint32_t limit = s->part_mode ? DIST_PACK_LO(s->part_rank + 1) : DIST_PACK_LO(0);
+	uint32_t limit = s->lock.part_mode ? DIST_PACK_LO(s->lock.part_rank + 1) : DIST_PACK_LO(0);
 	int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
 	for (int tries = 0; tries < 4096; tries++) {
 		if ((*id = store_new_pack_id(s)) >= limit)
@@ -91,14 +91,14 @@ static int create_pack(struct ckpt_store *s, unsigned dir, uint32_t *id, char *p
 			int e = errno;
 			return ckpt_fail(ckpt_errno_code(e), "create pack %s: %s", path, strerror(e));
 		}
-		if (s->ndirs < 2 || !id_elsewhere(s, dir, *id))
+		if (s->layout.ndirs < 2 || !id_elsewhere(s, dir, *id))
 			return fd;
 		close(fd);
 		unlink(path);
 	}
 	return ckpt_fail(CKPT_E_NOSPC, "create a pack in %s: no free pack id left below %u (ids "
 			 "taken by other writers, or the range of this writer used up)",
-			 s->pack_dirs[dir], limit);
+			 s->layout.pack_dirs[dir], limit);
 }
 
 /* Opens a new pack in directory dir and writes its header, probing O_DIRECT on the way. */
@@ -134,7 +134,7 @@ int pipe_pick_pack(struct pipe_save *ps, uint64_t w, int *out, uint32_t *id, uin
 {
 	struct ckpt_store *s = ps->p->s;
 	pthread_mutex_lock(&ps->wmu);
-	unsigned dir = ps->next_dir++ % s->ndirs;
+	unsigned dir = ps->next_dir++ % s->layout.ndirs;
 	int cur = ps->cur_pack[dir], rc = 0;
 	if (cur < 0 || ps->packs[cur].end >= s->opt.pack_size) {
 		rc = open_pack(ps, dir, &cur);
@@ -199,7 +199,7 @@ int pipe_close_packs(struct pipe_save *ps, bool sync)
 		struct spack *pk = &ps->packs[i];
 		char path[4096];
 		store_pack_path(s, pk->dir, pk->id, path, sizeof path);
-		if (sync && !rc && s->io->fdatasync(pk->fd)) {
+		if (sync && !rc && s->packs.io->fdatasync(pk->fd)) {
 			int e = errno;
 			rc = ckpt_fail(ckpt_errno_code(e) == CKPT_E_NOSPC ? CKPT_E_NOSPC : CKPT_E_IO,
 				       "fdatasync %s: %s", path, strerror(e));
@@ -214,8 +214,8 @@ int pipe_close_packs(struct pipe_save *ps, bool sync)
 			unlink(path);
 	}
 	/* The packs' directory entries must be durable before a manifest names them. */
-	for (unsigned d = 0; sync && !rc && d < s->ndirs; d++)
+	for (unsigned d = 0; sync && !rc && d < s->layout.ndirs; d++)
 		if (dirs[d])
-			rc = io_fsync_dir(s->pack_dirs[d]);
+			rc = io_fsync_dir(s->layout.pack_dirs[d]);
 	return rc;
 }

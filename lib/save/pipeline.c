@@ -74,12 +74,12 @@ int pipe_create(struct ckpt_store *s, uint64_t pool_bytes, struct pipe **out)
 	pthread_mutex_init(&p->hint_mu, NULL);
 	unsigned threads = s->opt.threads ? s->opt.threads : online_cores();
 	p->w = workers_create(threads);
-	p->eng = calloc(s->ndirs, sizeof *p->eng);
+	p->eng = calloc(s->layout.ndirs, sizeof *p->eng);
 	if (!p->w || !p->eng) {
 		rc = ckpt_fail(CKPT_E_NOMEM, "cannot start worker threads");
 		goto fail;
 	}
-	for (unsigned d = 0; d < s->ndirs; d++) {
+	for (unsigned d = 0; d < s->layout.ndirs; d++) {
 		rc = io_engine_create(s->opt.engine, s->opt.queue_depth, p->pool.slabs,
 				      p->pool.slab_size, p->pool.nslabs, &p->eng[d]);
 		if (rc)
@@ -291,12 +291,12 @@ int pipe_submit(struct pipe *p, struct pipe_save *ps, double t_start)
 	if ((rc = make_streams(p, ps)))
 		return rc;
 	free(ps->cur_pack);
-	ps->cur_pack = malloc(s->ndirs * sizeof *ps->cur_pack);
+	ps->cur_pack = malloc(s->layout.ndirs * sizeof *ps->cur_pack);
 	if (!ps->cur_pack)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	pthread_cond_init(&ps->cv, NULL);
 	pthread_mutex_init(&ps->wmu, NULL);
-	for (unsigned d = 0; d < s->ndirs; d++)
+	for (unsigned d = 0; d < s->layout.ndirs; d++)
 		ps->cur_pack[d] = -1;
 	ps->t_submit = t_start;
 	ps->submitted = true;
@@ -304,7 +304,7 @@ int pipe_submit(struct pipe *p, struct pipe_save *ps, double t_start)
 	snprintf(ps->st.gpu, sizeof ps->st.gpu, "%s", pipe_uses_cuda(ps) ? "cuda" : "host");
 	ps->st.pool_bytes = pipe_pool_bytes(p);
 	ps->st.threads = workers_count(p->w);
-	ps->st.data_dirs = s->ndirs;
+	ps->st.data_dirs = s->layout.ndirs;
 	pipe_enqueue(p, ps);
 	return 0;
 }

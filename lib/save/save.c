@@ -32,17 +32,17 @@ static bool step_live(struct save_store *ss, uint64_t step)
 static int begin_locked(struct save_store *ss, uint64_t step)
 {
 	struct ckpt_store *s = &ss->store;
-	int rc = s->lock_users ? 0 : store_begin_write(s);
+	int rc = s->lock.users ? 0 : store_begin_write(s);
 	if (rc)
 		return rc;
 	char name[64], p[4096];
 	store_mf_name(step, name, sizeof name);
-	snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
+	snprintf(p, sizeof p, "%s/%s", s->layout.mf_dir, name);
 	if (!s->opt.overwrite && (step_live(ss, step) || access(p, F_OK) == 0)) {
 		rc = ckpt_fail(CKPT_E_EXISTS, "checkpoint %llu already exists in store %s (%s)",
 			       (unsigned long long)step, s->path,
 			       step_live(ss, step) ? "being saved" : p);
-		if (!s->lock_users)
+		if (!s->lock.users)
 			store_unlock(s);
 	}
 	return rc;
@@ -60,13 +60,13 @@ int save1_begin(ckpt_store *s, uint64_t step, save1 **out)
 		return ckpt_fail(CKPT_E_NOMEM, "out of memory");
 	struct save_store *ss = save_store_of(s);
 	pthread_mutex_lock(&ss->mu);
-	pthread_mutex_lock(&s->mu);
+	pthread_mutex_lock(&s->lock.mu);
 	int rc = begin_locked(ss, step);
 	if (!rc) {
-		s->lock_users++;
-		sv->gen = ++s->gen;
+		s->lock.users++;
+		sv->gen = ++s->lock.gen;
 	}
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->lock.mu);
 	if (rc) {
 		pthread_mutex_unlock(&ss->mu);
 		free(sv);
@@ -96,10 +96,10 @@ void save_destroy(struct save1 *sv)
 			*pp = sv->next_live;
 			break;
 		}
-	pthread_mutex_lock(&s->mu);
-	if (--s->lock_users == 0)
+	pthread_mutex_lock(&s->lock.mu);
+	if (--s->lock.users == 0)
 		store_unlock(s);
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->lock.mu);
 	pthread_mutex_unlock(&ss->mu);
 	pipe_save_release(&sv->ps);
 	for (size_t i = 0; i < sv->nt; i++) {
@@ -481,23 +481,23 @@ static int save_commit(struct pipe_save *ps, bool *keep_packs)
 		char name[64];
 		store_mf_name(sv->step, name, sizeof name);
 		int renamed;
-		if (s->part_mode) /* a rank's part: visible only through the global manifest */
+		if (s->lock.part_mode) /* a rank's part: visible only through the global manifest */
 			rc = dist_write_part(s, sv->step, buf, len, &renamed);
 		else
-			rc = io_write_atomic(s->mf_dir, name, buf, len, &renamed);
-		if (rc && renamed && !s->part_mode) {
+			rc = io_write_atomic(s->layout.mf_dir, name, buf, len, &renamed);
+		if (rc && renamed && !s->lock.part_mode) {
 			/* The manifest is visible but its directory entry may not be durable: the save
 			 * reports failure, so take the manifest back. Its packs go too once the removal
 			 * is durable; otherwise they stay (garbage for gc) in case the entry survives. */
 			char p[4096];
-			snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
+			snprintf(p, sizeof p, "%s/%s", s->layout.mf_dir, name);
 			unlink(p);
-			*keep_packs = io_fsync_dir(s->mf_dir) != 0;
+			*keep_packs = io_fsync_dir(s->layout.mf_dir) != 0;
 		}
 	}
 	free(buf);
 	free(m.tensors);
-	if (!rc && !s->part_mode)
+	if (!rc && !s->lock.part_mode)
 		store_notify_commit(s, sv->step); /* a remote's background upload (lib/tier) */
 	return rc;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "common/common.h"
+#include "store/store.h"
 
 void index_init(struct ckpt_index *ix)
 {
@@ -93,3 +94,28 @@ void index_commit_pending(struct ckpt_index *ix)
 	for (size_t i = 0; i < ix->cap; i++)
 		ix->tab[i].pending = 0;
 }
+
+void store_index_init(struct store_index *x)
+{
+	pthread_mutex_init(&x->mu, NULL);
+	index_init(&x->idx);
+}
+
+void store_index_fini(struct store_index *x)
+{
+	pthread_mutex_destroy(&x->mu);
+	index_free(&x->idx);
+	free(x->seen);
+}
+
+struct ckpt_index *store_index_lock(struct ckpt_store *s)
+{
+	pthread_mutex_lock(&s->index.mu);
+	return &s->index.idx;
+}
+
+void store_index_unlock(struct ckpt_store *s)
+{
+	pthread_mutex_unlock(&s->index.mu);
+}
+

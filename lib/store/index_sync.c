@@ -54,10 +54,10 @@ static int list_seen(struct ckpt_store *s, struct mf_seen **out, size_t *n)
 {
 	*out = NULL;
 	*n = 0;
-	DIR *d = opendir(s->mf_dir);
+	DIR *d = opendir(s->layout.mf_dir);
 	if (!d) {
 		int e = errno;
-		return ckpt_fail(ckpt_errno_code(e), "open %s: %s", s->mf_dir, strerror(e));
+		return ckpt_fail(ckpt_errno_code(e), "open %s: %s", s->layout.mf_dir, strerror(e));
 	}
 	size_t cap = 0;
 	struct mf_seen *v = NULL;
@@ -122,7 +122,7 @@ static int load_one(struct ckpt_store *s, uint64_t step)
 	if (rc)
 		return rc == -CKPT_E_NOMEM ? rc : 0;
 	for (uint32_t c = 0; c < m.n_chunks && !rc; c++) {
-		struct idx_entry *e = index_put(&s->idx, &m.chunks[c]);
+		struct idx_entry *e = index_put(&s->index.idx, &m.chunks[c]);
 		if (!e)
 			rc = ckpt_fail(CKPT_E_NOMEM, "dedup index: out of memory");
 		else
@@ -139,26 +139,26 @@ int store_refresh_index(struct ckpt_store *s)
 	int rc = list_seen(s, &now, &n);
 	if (rc)
 		return rc;
-	bool incremental = s->idx_valid && only_added(s->idx_seen, s->idx_nseen, now, n);
+	bool incremental = s->index.valid && only_added(s->index.seen, s->index.nseen, now, n);
 	if (!incremental) {
-		index_free(&s->idx);
-		s->idx_valid = false;
+		index_free(&s->index.idx);
+		s->index.valid = false;
 	}
 	for (size_t i = 0; i < n && !rc; i++)
-		if (!incremental || !seen_has(s->idx_seen, s->idx_nseen, now[i].step))
+		if (!incremental || !seen_has(s->index.seen, s->index.nseen, now[i].step))
 			rc = load_one(s, now[i].step);
-	free(s->idx_seen);
-	s->idx_seen = NULL;
-	s->idx_nseen = 0;
+	free(s->index.seen);
+	s->index.seen = NULL;
+	s->index.nseen = 0;
 	if (rc) {
 		free(now);
-		index_free(&s->idx);
-		s->idx_valid = false;
+		index_free(&s->index.idx);
+		s->index.valid = false;
 		return rc;
 	}
-	s->idx_seen = now;
-	s->idx_nseen = n;
-	s->idx_valid = true;
+	s->index.seen = now;
+	s->index.nseen = n;
+	s->index.valid = true;
 	return 0;
 }
 
@@ -169,14 +169,14 @@ int store_index_resync(struct ckpt_store *s)
 	struct mf_seen *now;
 	size_t n;
 	int rc = list_seen(s, &now, &n);
-	if (rc || !only_added(s->idx_seen, s->idx_nseen, now, n)) {
+	if (rc || !only_added(s->index.seen, s->index.nseen, now, n)) {
 		free(now);
-		s->idx_valid = false;
+		s->index.valid = false;
 		return rc;
 	}
-	free(s->idx_seen);
-	s->idx_seen = now;
-	s->idx_nseen = n;
+	free(s->index.seen);
+	s->index.seen = now;
+	s->index.nseen = n;
 	return 0;
 }
 
@@ -188,11 +188,11 @@ int store_begin_write(struct ckpt_store *s)
 	uint32_t maxid = 0;
 	int rc = store_lock(s, "save");
 	if (!rc && !(rc = store_max_pack_id(s, &maxid))) {
-		__atomic_store_n(&s->next_pack_id, maxid, __ATOMIC_SEQ_CST);
-		s->io = ckpt_io_default();
-		pthread_mutex_lock(&s->idx_mu);
+		__atomic_store_n(&s->packs.next_id, maxid, __ATOMIC_SEQ_CST);
+		s->packs.io = ckpt_io_default();
+		pthread_mutex_lock(&s->index.mu);
 		rc = store_refresh_index(s);
-		pthread_mutex_unlock(&s->idx_mu);
+		pthread_mutex_unlock(&s->index.mu);
 	}
 	if (rc)
 		store_unlock(s);

@@ -187,7 +187,7 @@ static int lock_take(struct ckpt_store *s, const char *what, bool marker)
 {
 	if (s->opt.read_only)
 		return ckpt_fail(CKPT_E_PERM, "store %s was opened read-only", s->path);
-	if (s->lock_fd >= 0)
+	if (s->lock.fd >= 0)
 		return 0;
 	char p[4096];
 	snprintf(p, sizeof p, "%s/%s", s->path, LOCK_FILE);
@@ -196,7 +196,7 @@ static int lock_take(struct ckpt_store *s, const char *what, bool marker)
 		return fd;
 	/* Ranks writing parts share the lock (they never collide); prune and gc take it
 	 * exclusively, so they exclude every writer. */
-	int e = flock_wait(fd, s->part_mode ? LOCK_SH : LOCK_EX, s->opt.lock_wait_ms);
+	int e = flock_wait(fd, s->lock.part_mode ? LOCK_SH : LOCK_EX, s->opt.lock_wait_ms);
 	if (e == EWOULDBLOCK) {
 		char who[512], waited[64] = "";
 		describe_holder(fd, who, sizeof who);
@@ -212,7 +212,7 @@ static int lock_take(struct ckpt_store *s, const char *what, bool marker)
 		return ckpt_fail(CKPT_E_IO, "lock %s: %s", p, strerror(e));
 	}
 	write_record(s, fd, what);
-	s->lock_fd = fd;
+	s->lock.fd = fd;
 	int rc = marker ? marker_begin(s, what) : 0;
 	if (rc)
 		store_unlock(s);
@@ -233,14 +233,26 @@ void store_unlock(struct ckpt_store *s)
 {
 	/* A rank's marker outlives its part save: the rank's packs are unreferenced until rank 0
 	 * commits the global manifest, so dist_claim_release() ends it. */
-	if (!s->part_mode)
+	if (!s->lock.part_mode)
 		marker_end(s);
-	if (s->lock_fd < 0)
+	if (s->lock.fd < 0)
 		return;
 	/* An exclusive holder is the only one: its record goes with the lock. Ranks sharing the
 	 * lock leave theirs (another rank may still hold it; a stale one is recognised). */
-	if (!s->part_mode)
-		(void)!ftruncate(s->lock_fd, 0); /* if it fails, a stale record is recognised */
-	close(s->lock_fd);
-	s->lock_fd = -1;
+	if (!s->lock.part_mode)
+		(void)!ftruncate(s->lock.fd, 0); /* if it fails, a stale record is recognised */
+	close(s->lock.fd);
+	s->lock.fd = -1;
+}
+
+void store_lock_init(struct store_lock *l)
+{
+	pthread_mutex_init(&l->mu, NULL);
+	l->fd = -1;
+}
+
+void store_lock_fini(struct store_lock *l)
+{
+	free(l->warning);
+	pthread_mutex_destroy(&l->mu);
 }

@@ -217,8 +217,8 @@ static int create_marker(struct ckpt_store *s, struct marker *m, const char *wha
 
 int marker_begin(struct ckpt_store *s, const char *what)
 {
-	if (s->marker) {
-		futimens(s->marker->f.fd, NULL);
+	if (s->lock.marker) {
+		futimens(s->lock.marker->f.fd, NULL);
 		return 0;
 	}
 	struct marker *m = calloc(1, sizeof *m);
@@ -238,16 +238,16 @@ int marker_begin(struct ckpt_store *s, const char *what)
 				 e == -ELOOP ? "is a symbolic link; refusing it" : strerror(-e));
 	}
 	marker_fresh_add(&m->f);
-	s->marker = m;
+	s->lock.marker = m;
 	return 0;
 }
 
 void marker_end(struct ckpt_store *s)
 {
-	struct marker *m = s->marker;
+	struct marker *m = s->lock.marker;
 	if (!m)
 		return;
-	s->marker = NULL;
+	s->lock.marker = NULL;
 	marker_fresh_del(&m->f); /* out of the list before its fd is closed */
 	unlinkat(m->dirfd, m->name, 0); /* before the unlock: gc never sees a free marker of ours */
 	close(m->f.fd);

@@ -22,8 +22,8 @@ void store_host(char *buf, size_t len)
 
 const char *store_node(struct ckpt_store *s)
 {
-	if (s->node[0])
-		return s->node;
+	if (s->lock.node[0])
+		return s->lock.node;
 	char buf[64] = "";
 	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
 	if (f) {
@@ -32,10 +32,10 @@ const char *store_node(struct ckpt_store *s)
 		fclose(f);
 	}
 	buf[strcspn(buf, "\n")] = 0;
-	if (!buf[0] || strlen(buf) >= sizeof s->node)
-		store_host(buf, sizeof s->node);
-	snprintf(s->node, sizeof s->node, "%s", buf);
-	return s->node;
+	if (!buf[0] || strlen(buf) >= sizeof s->lock.node)
+		store_host(buf, sizeof s->lock.node);
+	snprintf(s->lock.node, sizeof s->lock.node, "%s", buf);
+	return s->lock.node;
 }
 
 int store_format_record(struct ckpt_store *s, const char *what, char *buf, size_t len)
@@ -46,8 +46,8 @@ int store_format_record(struct ckpt_store *s, const char *what, char *buf, size_
 	store_host(host, sizeof host);
 	if (gmtime_r(&now, &tm))
 		strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	if (s->part_mode && strncmp(what, "reader", 6)) /* a reader's lease says what it reads */
-		snprintf(w, sizeof w, "multi-rank save, rank %u,", s->part_rank);
+	if (s->lock.part_mode && strncmp(what, "reader", 6)) /* a reader's lease says what it reads */
+		snprintf(w, sizeof w, "multi-rank save, rank %u,", s->lock.part_rank);
 	else
 		snprintf(w, sizeof w, "%s", what);
 	int n = snprintf(buf, len, "pid %ld\nhost %s\nwhat %s\nsince %s\nnode %s\n", (long)getpid(),

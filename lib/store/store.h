@@ -1,22 +1,21 @@
-/* The store: directory layout, writer lock, manifests on disk, dedup index. Internal to lib/. */
+/* The store: struct ckpt_store and what it is made of (the layout, the writer lock, pack ids,
+ * the dedup index, the pinned cache, the listeners: one header each), its open and close, and
+ * the manifests on disk. Internal to lib/. */
 #ifndef CKPT_STORE_H
 #define CKPT_STORE_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "ckpt.h"
 #include "format/format.h"
-#include "store/index.h"
 #include "io/io.h"
-
-#define STORE_FILE "store"
-#define LOCK_FILE "LOCK"
-#define PACK_DIR "packs"
-#define MF_DIR "manifests"
-
-#define MAX_DATA_DIRS 64
+#include "store/hooks.h"
+#include "store/index.h"
+#include "store/layout.h"
+#include "store/lock.h"
+#include "store/packids.h"
+#include "store/pins.h"
 
 struct ckpt_options {
 	int create;
@@ -40,186 +39,29 @@ struct ckpt_options {
 	char *data_dirs[MAX_DATA_DIRS];
 };
 
-/* The store of one handle. It knows nothing of saves: the public handle (handle.c) wraps it with
- * the save layer's state (save.h, struct save_store). */
-#define STORE_PINNED_MAX 32
-
+/* The store of one handle: where it is, its header and options, and its parts, each an object
+ * with its own init/fini in its own file. It knows nothing of saves: the public handle (handle.c)
+ * wraps it with the save layer's state (save.h, struct save_store), and the layers above hear of
+ * its events as listeners (hooks.h). */
 struct ckpt_store {
 	char *path;
-	char *pack_dir, *mf_dir;
-	/* Pack directories: pack_dirs[0] is pack_dir, then one per data directory. */
-	char **pack_dirs;
-	unsigned ndirs;
-	pthread_mutex_t mu;        /* the lock count, part_mode */
-	pthread_mutex_t idx_mu;    /* the dedup index while saves are processed */
-	unsigned lock_users;
-	uint32_t next_pack_id;     /* last pack id used (store_new_pack_id; atomic) */
-	bool direct_refused;       /* the file system refused O_DIRECT (atomic) */
 	struct store_hdr hdr;
 	struct ckpt_options opt;
-	const struct ckpt_io_ops *io;
-	int lock_fd;
-	/* Dedup index and the manifest files it was built from (index_sync.c). */
-	struct ckpt_index idx;
-	struct mf_seen *idx_seen;
-	size_t idx_nseen;
-	bool idx_valid;
-	uint32_t gen;
-	/* Multi-rank saves (dist.c): this handle writes rank part_rank's part of a checkpoint:
-	 * shared lock, packs in the rank's id range, manifest into parts/. */
-	bool part_mode;
-	uint32_t part_rank;
-	/* The in-flight marker of this handle's save (marker.c), NULL when none; and the node
-	 * identity markers are compared by (boot id; filled at first use, set by tests). */
-	struct marker *marker;
-	char node[40];
-	/* Why the store's mount may not keep the writer lock across nodes (store_mount_check),
-	 * or NULL: ckpt_store_warning(). */
-	char *warning;
-	/* Pinned staging buffers of CUDA restores, kept for the handle's life (store_pinned_*):
-	 * freeing pinned memory synchronizes the device, which would stall a trainer running
-	 * beside a restore. */
-	pthread_mutex_t pin_mu;
-	struct store_pinned {
-		void *p;
-		size_t size;
-	} pinned[STORE_PINNED_MAX];
-	unsigned npinned;
-	void (*pinned_free)(void *p, size_t size);
-	/* The remote tier of this handle (lib/tier, above every other folder), NULL when none is
-	 * set: tier_commit(tier, step) runs once a checkpoint of this handle is durable (a
-	 * one-process manifest, rank 0's global manifest; it must not block), tier_free(tier) at
-	 * the start of store_fini. Pointers, so that store, save and dist never call up into it. */
-	void *tier;
-	void (*tier_commit)(void *tier, uint64_t step);
-	void (*tier_free)(void *tier);
-	/* Multi-rank commits (dist.c): tier_upkey is non-zero while the handle uploads in the
-	 * background (the remote's identity, a hash of its url; atomic), and each rank tells it to
-	 * rank 0 at commit; then tier_commit_dist(tier, step, rank, world, sharing) runs on rank 0
-	 * after the global commit (sharing[r]: rank r uploads its own packs to the same remote)
-	 * and, with sharing NULL, on every other rank whose upkey is rank 0's. Must not block. */
-	uint64_t tier_upkey;
-	void (*tier_commit_dist)(void *tier, uint64_t step, int rank, unsigned world,
-				 const bool *sharing);
-	/* Readers of a handle with a remote: tier_manifest(tier, step or CKPT_STEP_LATEST, m)
-	 * fetches a checkpoint's manifest that is not local, tier_pack(tier, m, id, what, len) a
-	 * pack that is not local: the fd of an anonymous file holding the pack's header and the
-	 * records m references, range-read and each checked against its digest (what gets the
-	 * remote object's name). Both return 0 / the fd, or -CKPT_E_*. */
-	int (*tier_manifest)(void *tier, uint64_t step, struct manifest *m);
-	bool tier_read;            /* CKPT_REMOTE_READ: readers use the remote even for local ones */
-	int (*tier_pack)(void *tier, const struct manifest *m, uint32_t id, char *what, size_t len);
+	struct store_layout layout; /* its directories (layout.c) */
+	struct store_lock lock;     /* the writer lock, its users, part mode, marker (lock.c) */
+	struct store_packs packs;   /* new pack ids, O_DIRECT, the io ops (packids.c) */
+	struct store_index index;   /* the dedup index (index.c, index_sync.c) */
+	struct store_pins pins;     /* CUDA restores' pinned staging buffers (pins.c) */
+	struct store_hooks hooks;   /* the listeners of its events: the remote tier (hooks.c) */
 	/* The public remote handle of this store (lib/api: a plain allocation, freed at close). */
 	void *api_remote;
 };
 
-/* Pack ids of multi-rank saves: rank r allocates in [DIST_PACK_LO(r), DIST_PACK_LO(r+1)),
- * single-process saves and gc below DIST_PACK_LO(0), so writers of one save never collide. */
-#define DIST_PACK_SPAN (1u << 22)
-#define DIST_PACK_LO(r) (((uint32_t)(r) + 1) * DIST_PACK_SPAN)
-#define DIST_MAX_RANKS 1022u
-/* STORE/packids (packids.c; docs/format.md): per id range (id >> STORE_PACK_RANGE_BITS: 0 for
- * single-process saves and gc, r + 1 for rank r), the highest id a pack ever had that may be
- * gone now; writers allocate above it, so no id names two packs (a remote holds packs by id). */
-#define STORE_PACKIDS "packids"
-#define STORE_PACK_RANGE_BITS 22
-#define STORE_PACK_RANGES 1024u
-/* *mark: range's mark in the store of directory dir (0 without one). Returns 0 or -CKPT_E_*
- * (-CKPT_E_CORRUPT naming a file that does not parse). */
-int store_packid_mark(const char *dir, uint32_t range, uint32_t *mark);
-/* Raises the marks of the store in dir to cover ids[0..n) (each range to its highest id there),
- * writing the file atomically and durably when a mark changes. Callers hold the writer lock
- * exclusively, or own a store nobody uses yet. Returns 0 or -CKPT_E_*. */
-int store_packids_raise(const char *dir, const uint32_t *ids, size_t n);
-#define PART_DIR "parts"
-/* The part files are store layout (store.c), used by the save (a part-mode save writes its
- * manifest there), dist_merge.c (reads them) and gc (counts leftovers). */
-/* STORE/parts/<step> (rank < 0) or STORE/parts/<step>/<rank>.part. */
-void dist_part_path(const struct ckpt_store *s, uint64_t step, int rank, char *buf, size_t len);
-/* Creates STORE/parts/ (fsynced into the store when new) and parts/<step> (not fsynced: the
- * part writes do it) and refuses either when it is a symbolic link; dir gets parts/<step>'s
- * path. Returns 0 or -CKPT_E_*. */
-int store_part_dir(struct ckpt_store *s, uint64_t step, char *dir, size_t len);
-/* Writes this handle's rank's part manifest STORE/parts/<step>/<rank>.part atomically and never
- * over an existing file (-CKPT_E_EXISTS: another save's part); *renamed is set when the file is
- * this call's (as io_write_new's linked). Returns 0 or -CKPT_E_*. */
-int dist_write_part(struct ckpt_store *s, uint64_t step, const void *buf, size_t len, int *renamed);
-
 /* Opens the store at path into *s (zeroed memory the caller owns: the public handle). On failure
  * s is left for store_fini. Returns 0 or -CKPT_E_*. */
 int store_init(struct ckpt_store *s, const char *path, const ckpt_options *opts);
-/* Tells the handle's remote tier, if any, that checkpoint step is durable (store.tier_commit). */
-static inline void store_notify_commit(struct ckpt_store *s, uint64_t step)
-{
-	if (s->tier_commit)
-		s->tier_commit(s->tier, step);
-}
-/* A multi-rank checkpoint is durable (store.tier_commit_dist). */
-static inline void store_notify_dist(struct ckpt_store *s, uint64_t step, int rank, unsigned world,
-				     const bool *sharing)
-{
-	if (s->tier_commit_dist)
-		s->tier_commit_dist(s->tier, step, rank, world, sharing);
-}
-/* Detaches the handle's remote tier: its tier_free first (which stops its uploads), then every
- * hook cleared. */
-static inline void store_tier_detach(struct ckpt_store *s)
-{
-	if (s->tier_free)
-		s->tier_free(s->tier);
-	s->tier = NULL;
-	s->tier_commit = NULL;
-	s->tier_commit_dist = NULL;
-	__atomic_store_n(&s->tier_upkey, 0, __ATOMIC_RELEASE);
-	s->tier_free = NULL;
-	s->tier_manifest = NULL;
-	s->tier_pack = NULL;
-	s->tier_read = false;
-}
 /* Releases what store_init set up (the writer lock included); s itself stays the caller's. */
 void store_fini(struct ckpt_store *s);
-
-/* Paths of a store's files: a pack in pack directory dir. */
-void store_pack_path(const struct ckpt_store *s, unsigned dir, uint32_t pack_id, char *buf, size_t len);
-void store_mf_name(uint64_t step, char *buf, size_t len);
-
-/* Takes the writer lock (flock on STORE/LOCK: shared in part_mode, else exclusive), waiting up to
- * the option lock_wait_ms for it, and records this writer in the file (pid, host, what: a static
- * label such as "save", the rank in part_mode, since when) for the busy message of the next one
- * (lock.c). Returns 0, -CKPT_E_BUSY naming the holder (from the record when it is current),
- * -CKPT_E_PERM (read-only handle, symlinked lock file) or -CKPT_E_IO. unlock releases it (and
- * the record of an exclusive holder). */
-int store_lock(struct ckpt_store *s, const char *what);
-void store_unlock(struct ckpt_store *s);
-/* store_lock for prune, delete and gc: the same lock, exclusive, but no in-flight marker (they
- * are what markers guard against). */
-int store_lock_maint(struct ckpt_store *s, const char *what);
-
-/* The writer record (lock.c) that STORE/LOCK and the in-flight markers hold, one "key value"
- * line each: pid, host, what (a label, "multi-rank save, rank N," in part_mode), since (UTC),
- * node (the boot id: which machine; last, so that older readers' prefix stays the same). */
-struct writer_rec {
-	long pid;
-	char host[96];
-	char node[40];
-	char what[64];
-	char since[32];
-};
-/* Writes s's record for what into buf (NUL-terminated). Returns its length (0 if it does not
- * fit). */
-int store_format_record(struct ckpt_store *s, const char *what, char *buf, size_t len);
-/* Parses a record (buf is changed); false when it is not a complete one. */
-bool store_parse_record(char *buf, struct writer_rec *r);
-/* s->node, read on first use: /proc/sys/kernel/random/boot_id (processes of one kernel share
- * their flocks), else the host name. */
-const char *store_node(struct ckpt_store *s);
-/* This machine's host name as one printable word (record.c), into buf of len bytes. */
-void store_host(char *buf, size_t len);
-
-/* Whether the mount that holds dir, as the mountinfo file at path (/proc/self/mountinfo) lists
- * it, keeps flocks local to the node (NFS local_lock=flock|all or nolock, Lustre localflock).
- * Returns a malloc'd message saying so, or NULL (not local, not found, unreadable). */
-char *store_mount_check(const char *mountinfo, const char *dir);
 
 /* Reads and decodes the manifest of step. Returns 0 or -CKPT_E_* (the message names the file). */
 int store_load_manifest(struct ckpt_store *s, uint64_t step, struct manifest *m);
@@ -227,43 +69,11 @@ int store_load_manifest(struct ckpt_store *s, uint64_t step, struct manifest *m)
 /* Lists the steps that have a manifest file, ascending. Returns the count or -CKPT_E_*. */
 long store_steps(struct ckpt_store *s, uint64_t **steps);
 
-/* Brings the dedup index up to date with the manifests on disk (call under the lock): reads only
- * the manifests added since it was built, or all of them when one it was built from changed
- * (index_sync.c). */
-int store_refresh_index(struct ckpt_store *s);
-
-/* After this process committed a manifest under the lock: the index is current, record the
- * directory's files so the next save does not read its own manifest again. */
-int store_index_resync(struct ckpt_store *s);
-
-/* The first write of the handle since the lock was free (s->mu held, lock_users == 0): takes
+/* The first write of the handle since the lock was free (s->lock.mu held, lock.users == 0): takes
  * the writer lock and looks at packs and manifests anew, since another process may have saved,
  * pruned or collected meanwhile (pack ids, the io ops, the dedup index). On failure the lock
  * is not held (index_sync.c). Returns 0 or -CKPT_E_*. */
 int store_begin_write(struct ckpt_store *s);
-
-/* The dedup index: store_index_lock takes the index lock and returns the index, valid until
- * store_index_unlock. */
-struct ckpt_index *store_index_lock(struct ckpt_store *s);
-void store_index_unlock(struct ckpt_store *s);
-
-/* A pack id no other pack of this writer has (thread-safe; under the writer lock). */
-uint32_t store_new_pack_id(struct ckpt_store *s);
-/* Whether new packs are opened with O_DIRECT: the option, unless the file system refused it
- * (store_refuse_direct, after which this handle writes buffered). Thread-safe. */
-bool store_direct_io(const struct ckpt_store *s);
-void store_refuse_direct(struct ckpt_store *s);
-
-/* The pack id after which this writer allocates: the highest pack id in its range present in
- * any pack directory (0 if none), listing them. In part_mode (every rank of a multi-rank save,
- * at every save) the directories, shared by every rank, are not listed: *out is the last id of
- * the run of taken ids that follows the handle's last id in the rank's range (or the range's
- * start), found by a few stat() probes (store.c, probe_taken). Returns 0 or -CKPT_E_*. */
-int store_max_pack_id(struct ckpt_store *s, uint32_t *out);
-/* Part mode, after create_pack found its new id taken (the same rank of another job saving a
- * step, or a pack a crashed save left): moves the id counter past the whole run of taken ids
- * at once (thread-safe), instead of one O_EXCL failure per id. No-op in other modes. */
-void store_skip_taken_ids(struct ckpt_store *s);
 
 /* ckpt_store_list's array (one block, freed by ckpt_info_free) for steps[0..n), each manifest
  * from load (a local or a remote one); a step whose manifest does not load is listed with its
@@ -273,13 +83,5 @@ int store_info_list(const uint64_t *steps, long n, int include_invalid,
 		    ckpt_info **out);
 /* Fills a ckpt_info from a decoded manifest. */
 void store_info_of(const struct manifest *m, ckpt_info *info);
-
-/* The store's cache of pinned buffers (the read layer's CUDA staging): take returns a cached
- * buffer of at least size bytes into *p (its size into *got) and 1, or 0 when there is none;
- * give keeps p (size bytes) for a later take, or frees it with free_fn when the cache is full.
- * store_fini frees what is kept with the free_fn given. Thread-safe. */
-int store_pinned_take(struct ckpt_store *s, size_t size, void **p, size_t *got);
-void store_pinned_give(struct ckpt_store *s, void *p, size_t size,
-		       void (*free_fn)(void *p, size_t size));
 
 #endif

@@ -209,10 +209,10 @@ int tier_prune(const struct tier_ref *t, const uint8_t uuid[16], const retain_ru
 	       int flags, rgc_report *rep, uint64_t **removed);
 
 /* ---- tier_fetch.c --------------------------------------------------------------------------- */
-/* The store's tier_pack hook: an anonymous file (the fd) holding pack id's header and the records
- * m references in it, range-read from t and each checked against its digest; what gets the remote
- * object's name; *bytes (atomic) counts the bytes read. Returns the fd or -CKPT_E_* (a damaged
- * record: -CKPT_E_CHECKSUM / -CKPT_E_CORRUPT naming the object). */
+/* The tier listener's pack read (store_remote_pack): an anonymous file (the fd) holding pack id's
+ * header and the records m references in it, range-read from t and each checked against its
+ * digest; what gets the remote object's name; *bytes (atomic) counts the bytes read. Returns the
+ * fd or -CKPT_E_* (a damaged record: -CKPT_E_CHECKSUM / -CKPT_E_CORRUPT naming the object). */
 int tier_fetch_pack(struct ckpt_store *s, const struct tier_ref *t, const struct manifest *m,
 		    uint32_t id, char *what, size_t len, uint64_t *bytes);
 /* Checks one record read from a remote (rec: its header and payload, as in the pack) against

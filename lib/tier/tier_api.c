@@ -1,6 +1,6 @@
 /* The remote tier's public API (include/ckpt.h, "Remote tier") and the background upload: one
- * thread per handle with CKPT_REMOTE_UPLOAD, taking steps from a FIFO that the store's commit hook
- * (store_notify_commit) fills, each pushed with the remote's parallelism. */
+ * thread per handle with CKPT_REMOTE_UPLOAD, taking steps from a FIFO that the store's commit event
+ * (store_notify_commit, to the tier's listener) fills, each pushed with the remote's parallelism. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -55,7 +55,16 @@ struct tier_up {
 	pthread_t th;
 	ckpt_remote_stats sent; /* what the upload thread sent (tier_upload_stats) */
 	uint64_t fetched; /* atomic: bytes readers read from the remote (tier_fetch_pack) */
+	struct store_listener lis; /* the store's events and reads (tier_ops) */
 };
+
+static const struct store_listener_ops tier_ops;
+
+/* The tier of handle s (its listener's), NULL when none is set. */
+static struct tier_up *tier_of(const struct ckpt_store *s)
+{
+	return s ? store_listener_ctx(s, &tier_ops) : NULL;
+}
 
 static bool in(const uint64_t *v, size_t n, uint64_t x)
 {
@@ -113,7 +122,7 @@ static bool still_local(struct ckpt_store *s, uint64_t step)
 {
 	char name[64], p[4096];
 	store_mf_name(step, name, sizeof name);
-	snprintf(p, sizeof p, "%s/%s", s->mf_dir, name);
+	snprintf(p, sizeof p, "%s/%s", s->layout.mf_dir, name);
 	return access(p, F_OK) == 0;
 }
 
@@ -180,7 +189,7 @@ static void *upload_thread(void *arg)
 
 void tier_upload_stats(struct ckpt_store *s, ckpt_remote_stats *st)
 {
-	struct tier_up *u = s->tier;
+	struct tier_up *u = tier_of(s);
 	*st = (ckpt_remote_stats){0};
 	if (!u)
 		return;
@@ -200,10 +209,13 @@ static void requeue(struct tier_up *u, int rank, unsigned world, const bool *sha
 	u->npending = 0;
 }
 
-/* The store's commit hooks: queue the new checkpoint, and again those whose upload failed. */
+/* The store's commit events: queue the new checkpoint, and again those whose upload failed (a
+ * handle without CKPT_REMOTE_UPLOAD only reads from the remote). */
 static void on_commit(void *arg, uint64_t step)
 {
 	struct tier_up *u = arg;
+	if (!u->upload)
+		return;
 	pthread_mutex_lock(&u->mu);
 	requeue(u, -1, 0, NULL);
 	enqueue(u, step, -1, 0, NULL);
@@ -214,6 +226,8 @@ static void on_commit(void *arg, uint64_t step)
 static void on_commit_dist(void *arg, uint64_t step, int rank, unsigned world, const bool *sharing)
 {
 	struct tier_up *u = arg;
+	if (!u->upload)
+		return;
 	pthread_mutex_lock(&u->mu);
 	u->ranked = true;
 	requeue(u, rank, world, sharing);
@@ -288,7 +302,7 @@ static int start_uploads(struct tier_up *u)
 	return rc;
 }
 
-/* The store's reader hooks (store.h): a checkpoint or a pack that is not local. */
+/* The store's reads (hooks.h): a checkpoint or a pack that is not local. */
 static int hook_manifest(void *arg, uint64_t step, struct manifest *m)
 {
 	struct tier_up *u = arg;
@@ -306,9 +320,17 @@ static int hook_pack(void *arg, const struct manifest *m, uint32_t id, char *wha
 	return tier_fetch_pack(u->s, &u->ref, m, id, what, len, &u->fetched);
 }
 
+static const struct store_listener_ops tier_ops = {
+	.commit = on_commit,
+	.commit_dist = on_commit_dist,
+	.manifest = hook_manifest,
+	.pack = hook_pack,
+	.close = up_free,
+};
+
 uint64_t tier_bytes_fetched(struct ckpt_store *s)
 {
-	struct tier_up *u = s->tier;
+	struct tier_up *u = tier_of(s);
 	return u ? __atomic_load_n(&u->fetched, __ATOMIC_RELAXED) : 0;
 }
 
@@ -316,7 +338,9 @@ int rstore_set(ckpt_store *s, const char *url, unsigned flags)
 {
 	if (!s || (flags & ~(unsigned)(CKPT_REMOTE_UPLOAD | CKPT_REMOTE_READ)))
 		return ckpt_fail(CKPT_E_INVAL, "rstore_set: %s", s ? "unknown flags" : "no store");
-	store_tier_detach(s);
+	struct tier_up *old = tier_of(s);
+	if (old)
+		store_unlisten(s, &old->lis);
 	if (!url)
 		return 0;
 	struct tier_up *u = calloc(1, sizeof *u);
@@ -338,22 +362,19 @@ int rstore_set(ckpt_store *s, const char *url, unsigned flags)
 		up_free(u);
 		return rc;
 	}
-	s->tier = u;
-	s->tier_free = up_free;
-	s->tier_manifest = hook_manifest;
-	s->tier_pack = hook_pack;
-	s->tier_read = flags & CKPT_REMOTE_READ;
-	if (u->upload) {
-		s->tier_commit = on_commit;
-		s->tier_commit_dist = on_commit_dist;
-		__atomic_store_n(&s->tier_upkey, ckpt_checksum64(url, strlen(url)) | 1, __ATOMIC_RELEASE);
-	}
+	u->lis = (struct store_listener){
+		.ops = &tier_ops,
+		.ctx = u,
+		.read_first = flags & CKPT_REMOTE_READ,
+		.upkey = u->upload ? ckpt_checksum64(url, strlen(url)) | 1 : 0,
+	};
+	store_listen(s, &u->lis);
 	return 0;
 }
 
 const char *rstore_url(const ckpt_store *s)
 {
-	const struct tier_up *u = s ? s->tier : NULL;
+	const struct tier_up *u = tier_of(s);
 	return u ? u->ref.r->url : NULL;
 }
 
@@ -364,7 +385,7 @@ CKPT_API void ckpt_store_id(const ckpt_store *s, char id[33])
 
 static struct tier_up *remote_of(ckpt_store *s)
 {
-	struct tier_up *u = s ? s->tier : NULL;
+	struct tier_up *u = tier_of(s);
 	if (!u)
 		ckpt_fail(CKPT_E_STATE, "store %s has no remote (rstore_set)",
 			  s ? s->path : "(null)");

@@ -185,7 +185,7 @@ static void slots_free(struct pull_job *j)
 static bool have_local(struct ckpt_store *s, uint32_t id, char *path, size_t len)
 {
 	struct stat st;
-	for (unsigned d = 0; d < s->ndirs; d++) {
+	for (unsigned d = 0; d < s->layout.ndirs; d++) {
 		store_pack_path(s, d, id, path, len);
 		if (!lstat(path, &st))
 			return true;
@@ -522,23 +522,23 @@ static int pull_parts(struct ckpt_store *s, const struct tier_ref *t, const stru
  * before the manifest names them. */
 static int pull_lock(struct ckpt_store *s)
 {
-	pthread_mutex_lock(&s->mu);
-	int rc = s->lock_users ? 0 : store_lock(s, "pull");
+	pthread_mutex_lock(&s->lock.mu);
+	int rc = s->lock.users ? 0 : store_lock(s, "pull");
 	if (!rc)
-		s->lock_users++;
-	pthread_mutex_unlock(&s->mu);
+		s->lock.users++;
+	pthread_mutex_unlock(&s->lock.mu);
 	return rc;
 }
 
 static void pull_unlock(struct ckpt_store *s)
 {
-	pthread_mutex_lock(&s->mu);
-	pthread_mutex_lock(&s->idx_mu);
-	s->idx_valid = false; /* a new manifest: the next save rebuilds its dedup index */
-	pthread_mutex_unlock(&s->idx_mu);
-	if (--s->lock_users == 0)
+	pthread_mutex_lock(&s->lock.mu);
+	pthread_mutex_lock(&s->index.mu);
+	s->index.valid = false; /* a new manifest: the next save rebuilds its dedup index */
+	pthread_mutex_unlock(&s->index.mu);
+	if (--s->lock.users == 0)
 		store_unlock(s);
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->lock.mu);
 }
 
 /* Packs, parts, manifest: the checkpoint m (raw: its bytes) into s. */
@@ -552,8 +552,8 @@ static int pull_locked(struct ckpt_store *s, const struct tier_ref *t, const str
 	if (n < 0)
 		return (int)n;
 	int rc = pull_packs(j, ids, (size_t)n);
-	if (!rc && !(rc = io_fsync_dir(s->pack_dir)) && !(rc = pull_parts(s, t, m))) {
-		rc = io_write_new(s->mf_dir, name, raw, rawlen, NULL); /* the commit point */
+	if (!rc && !(rc = io_fsync_dir(s->layout.pack_dir)) && !(rc = pull_parts(s, t, m))) {
+		rc = io_write_new(s->layout.mf_dir, name, raw, rawlen, NULL); /* the commit point */
 		if (rc > 0)
 			rc = ckpt_fail(CKPT_E_EXISTS, "checkpoint %" PRIu64 " exists in %s already",
 				       m->step, s->path);

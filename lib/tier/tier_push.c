@@ -19,7 +19,7 @@
 static int open_local_pack(struct ckpt_store *s, uint32_t id, uint64_t *size, char *path,
 			   size_t plen)
 {
-	for (unsigned d = 0; d < s->ndirs; d++) {
+	for (unsigned d = 0; d < s->layout.ndirs; d++) {
 		store_pack_path(s, d, id, path, plen);
 		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		struct stat st;
@@ -204,7 +204,7 @@ static uint64_t local_bytes(struct ckpt_store *s, const uint32_t *ids, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		char path[4096];
 		struct stat st;
-		for (unsigned d = 0; d < s->ndirs; d++) {
+		for (unsigned d = 0; d < s->layout.ndirs; d++) {
 			store_pack_path(s, d, ids[i], path, sizeof path);
 			if (!lstat(path, &st)) {
 				sum += (uint64_t)st.st_size;
@@ -282,7 +282,7 @@ static int push_tail(struct ckpt_store *s, const struct tier_ref *t, const struc
 	if (rc)
 		return rc;
 	store_mf_name(m->step, name, sizeof name);
-	snprintf(path, sizeof path, "%s/%s", s->mf_dir, name);
+	snprintf(path, sizeof path, "%s/%s", s->layout.mf_dir, name);
 	tier_key_mf(t, m->step, key, sizeof key);
 	return put_file(t, path, key, false);
 }
@@ -356,7 +356,7 @@ static int remote_copy(struct ckpt_store *s, const struct tier_ref *t, const str
 	if (rc)
 		return rc;
 	store_mf_name(m->step, name, sizeof name);
-	snprintf(path, sizeof path, "%s/%s", s->mf_dir, name);
+	snprintf(path, sizeof path, "%s/%s", s->layout.mf_dir, name);
 	if ((rc = io_slurp(path, MF_MAX_LEN, &mine, &mylen)) == 0) {
 		uint32_t *ids = NULL;
 		long n;

@@ -162,7 +162,7 @@ int main(void)
 	CHECK(scen_check_layout(s, STEP, 3) == 0); /* the save itself restores as 3 ranks */
 	char name[64], path[4096];
 	store_mf_name(STEP, name, sizeof name);
-	snprintf(path, sizeof path, "%s/%s", s->mf_dir, name);
+	snprintf(path, sizeof path, "%s/%s", s->layout.mf_dir, name);
 	test_world(s, path);
 	test_shards(s, path);
 	test_strided(s);

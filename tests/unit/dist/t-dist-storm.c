@@ -107,7 +107,7 @@ static void test_forged_part(ckpt_store *s, uint64_t step)
 	for (int b = 0; b < 16; b++)
 		l += snprintf(rec + l, sizeof rec - (size_t)l, "%02x", t[b]);
 	store_mf_name(step, name, sizeof name);
-	snprintf(mf, sizeof mf, "%s/%s", s->mf_dir, name);
+	snprintf(mf, sizeof mf, "%s/%s", s->layout.mf_dir, name);
 	t_mf_rewrite(mf, set_part_record, rec, unused);
 	dreader *d;
 	CHECK_OK(dreader_open(s, step, &d));

@@ -215,7 +215,7 @@ int main(void)
 	check_intact(s);
 	char name[64], path[4096], ow[DIST_VAL_MAX], og[DIST_VAL_MAX];
 	store_mf_name(STEP, name, sizeof name);
-	snprintf(path, sizeof path, "%s/%s", s->mf_dir, name);
+	snprintf(path, sizeof path, "%s/%s", s->layout.mf_dir, name);
 	reader1 *r;
 	CHECK_OK(reader1_open(s, STEP, &r));
 	REQUIRE(r && reader1_get_meta(r, KW) && reader1_get_meta(r, KG));

@@ -34,7 +34,7 @@ static ckpt_store *open_node(const char *dir, const char *node, int64_t grace)
 	REQUIRE(ckpt_store_open(dir, o, &s) == 0);
 	ckpt_options_free(o);
 	/* The handle's node identity (its boot id otherwise): which markers it judges by lock. */
-	snprintf(((struct ckpt_store *)s)->node, sizeof ((struct ckpt_store *)s)->node, "%s", node);
+	snprintf(s->lock.node, sizeof s->lock.node, "%s", node);
 	return s;
 }
 

@@ -212,7 +212,7 @@ static void killed_reader(void)
 /* s as a handle of node (its boot id otherwise): which leases it judges by their lock. */
 static ckpt_store *on_node(ckpt_store *s, const char *node)
 {
-	snprintf(((struct ckpt_store *)s)->node, sizeof ((struct ckpt_store *)s)->node, "%s", node);
+	snprintf(s->lock.node, sizeof s->lock.node, "%s", node);
 	return s;
 }
 
