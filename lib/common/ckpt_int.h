@@ -281,15 +281,8 @@ typedef struct gc_rules {
 int retain_gc_with(ckpt_store *store, const gc_rules *gc, int flags,
 				gc_report **report);
 
-/* Time-based retention on top of retain_keep, with borg prune's semantics: keep_within keeps
- * every checkpoint saved less than that many seconds before now; keep_hourly/daily/weekly/monthly/
- * yearly keep the newest checkpoint of each of the last N hours, days, ISO weeks, calendar months
- * and years (UTC) that have one, counting back from the newest checkpoint (a period without a
- * checkpoint does not count, nor one whose newest checkpoint an earlier rule keeps; when fewer
- * periods exist, the oldest checkpoint is kept too). The rules apply in that order, after
- * keep_last, and their union is kept. Periods come from the commit time recorded in each manifest.
- * keep_tags keeps every checkpoint that has one of the n_keep_tags tags, whatever the other rules
- * say (restic's --keep-tag). */
+/* The rules of ckpt_retention (include/ckpt.h says what each keeps), with keep_last,
+ * keep_every and keep_steps nested as the retain_keep that retain_prune() takes. */
 typedef struct retain_rules {
 	retain_keep keep;    /* keep_last, keep_every, keep_steps as retain_prune() */
 	int64_t now;               /* unix seconds keep_within counts back from (0: the current time) */
