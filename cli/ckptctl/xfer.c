@@ -355,7 +355,12 @@ int xfer_export(int fd, int seekable, const uint8_t *hdr, size_t hlen, const uin
 	 * which ext4 and XFS run concurrently (extending or hole-filling ones are serialized), and a
 	 * full disk fails here, before anything is read. A file system without fallocate (EOPNOTSUPP)
 	 * is written as it is; glibc's posix_fallocate would write zeros instead. */
-	if (seekable && fallocate(fd, 0, 0, (off_t)off) && errno != EOPNOTSUPP && errno != ENOSYS) {
+	int fa = seekable ? fallocate(fd, 0, 0, (off_t)off) : 0;
+	/* tmpfs gives up with EINTR whenever a signal or io_uring task work is pending (the readers'
+	 * rings set it); what it allocated stays, so asking again goes on from there. */
+	while (fa && errno == EINTR)
+		fa = fallocate(fd, 0, 0, (off_t)off);
+	if (fa && errno != EOPNOTSUPP && errno != ENOSYS) {
 		snprintf(err, errlen, "cannot allocate %llu bytes: %s", (unsigned long long)off,
 			 strerror(errno));
 		free(j.cut);
