@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "api/api.h"
+#include "dist/dist.h"
 
 static int region_of(const ckpt_region *in, ckpt_region *out)
 {
@@ -141,7 +142,7 @@ static long verify_parts(ckpt_reader *rd, struct verify_cb *v)
 		return 0;
 	if (rd->d)
 		return dreader_verify_parts(rd->d, damage_cb, v);
-	if (!reader1_get_meta(rd->r, "ckpt.dist.world"))
+	if (!reader1_get_meta(rd->r, DIST_WORLD))
 		return 0;
 	dreader *d;
 	long n = dreader_open(rd->s, rd->step, &d);

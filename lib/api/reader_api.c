@@ -9,6 +9,7 @@
 
 #include "api/api.h"
 #include "common/common.h"
+#include "dist/dist.h"
 #include "store/store.h"
 
 /* True when every global tensor is one piece saved whole at the same index. */
@@ -83,16 +84,15 @@ CKPT_API int ckpt_reader_info(const ckpt_reader *rd, ckpt_info *info)
 	return 0;
 }
 
-/* The world size a manifest's reserved key records (decimal, 1 to DIST_MAX_RANKS), 1 without. */
+/* The world size a manifest's reserved key records, parsed as the layout parser does (1 to
+ * DIST_MAX_RANKS, nothing after it); 1 without the key or with an invalid value. */
 static unsigned world_of(const reader1 *r)
 {
-	const char *w = reader1_get_meta(r, "ckpt.dist.world");
-	unsigned n = 0;
-	for (const char *p = w; p && *p; p++) {
-		if (*p < '0' || *p > '9' || (n = n * 10 + (unsigned)(*p - '0')) > DIST_MAX_RANKS)
-			return 1;
-	}
-	return n ? n : 1;
+	const char *p = reader1_get_meta(r, DIST_WORLD);
+	uint64_t n;
+	if (!p || dist_parse_u64(&p, DIST_MAX_RANKS, &n) || *p || n == 0)
+		return 1;
+	return (unsigned)n;
 }
 
 CKPT_API unsigned ckpt_reader_world_size(const ckpt_reader *rd)
