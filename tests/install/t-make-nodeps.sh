@@ -6,6 +6,9 @@
 # every .pc file. The steps that do need the flags must still stop with the missing file's name.
 set -eu
 cd "$(dirname "$0")/../.."
+# Run from `make -j2 check-quick`, the makes below would inherit the parent's jobserver flags and
+# print make's jobserver warning ahead of their first line: they stand for a fresh shell's make.
+unset MAKEFLAGS MFLAGS MAKELEVEL
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 mkdir -p "$W/cuda/include" "$W/nopc"
